@@ -1,0 +1,43 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { RequestLoaders } from './loaders/request-loaders.js';
+import type { UpstreamCaller } from './upstream/transport.js';
+import type { Upstream } from './upstream/upstream.js';
+
+/** Everything one GraphQL request's resolvers may use. Built per request, never shared. */
+export interface GatewayContext {
+  readonly requestId: string;
+  /** The caller's `Authorization` header, if any: forwarded upstream, never logged or echoed. */
+  readonly authorization: string | undefined;
+  /** The upstream bound to this request (token, request id, cancellation); for mutations. */
+  readonly upstream: UpstreamCaller;
+  readonly loaders: RequestLoaders;
+  readonly logger: Logger;
+}
+
+export interface ContextOptions {
+  readonly upstream: Upstream;
+  readonly logger: Logger;
+  readonly fanout?: number;
+}
+
+const requestIdPattern = /^[\w.:-]{1,128}$/;
+
+/** Keeps a sane incoming `x-request-id` so traces join up; anything else gets a fresh one. */
+export function requestIdFrom(request: Request): string {
+  const incoming = request.headers.get('x-request-id');
+  return incoming !== null && requestIdPattern.test(incoming) ? incoming : randomUUID();
+}
+
+export function createContext(request: Request, options: ContextOptions): GatewayContext {
+  const requestId = requestIdFrom(request);
+  const authorization = request.headers.get('authorization') ?? undefined;
+  const upstream = options.upstream.forRequest({ requestId, authorization, signal: request.signal });
+  return {
+    requestId,
+    authorization,
+    upstream,
+    loaders: new RequestLoaders(upstream, { fanout: options.fanout }),
+    logger: options.logger.child({ requestId }),
+  };
+}

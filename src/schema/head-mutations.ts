@@ -1,0 +1,76 @@
+import { z } from 'zod';
+import { deleteHead, updateHead } from '../upstream/heads.js';
+import type { UpdateHeadBody } from '../upstream/schemas.js';
+import { builder } from './builder.js';
+import { headFromListing, HeadRef, type HeadSource } from './head.js';
+import { headIdSchema, requireAuthorization } from './inputs.js';
+import { anyFieldGiven } from './mutation-inputs.js';
+
+const UpdateHeadInput = builder.inputType('UpdateHeadInput', {
+  description: 'Changes to a head; give the id and at least one field. Only the fields given are sent.',
+  fields: (t) => ({
+    id: t.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }),
+    name: t.string({ description: 'New display name (at most 100 characters).', validate: z.string().min(1).max(100) }),
+    outputFormat: t.field({ type: 'JSON', description: 'New format label.' }),
+    style: t.field({ type: 'JSON', description: 'New style label.' }),
+    version: t.field({ type: 'JSON', description: 'New version label.' }),
+    headMetadata: t.field({ type: 'JSON', description: 'New head metadata.' }),
+    hairId: t.field({ type: 'UUID', description: 'Attach this hair.' }),
+    hairColor: t.string({ description: 'New hair color.', validate: z.string().max(64) }),
+  }),
+  validate: anyFieldGiven(['name', 'outputFormat', 'style', 'version', 'headMetadata', 'hairId', 'hairColor'], 'Give at least one field to change'),
+});
+
+const DeleteHeadInput = builder.inputType('DeleteHeadInput', {
+  description: 'Which head to delete.',
+  fields: (t) => ({ id: t.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }) }),
+});
+
+const UpdateHeadPayload = builder.objectRef<{ head: HeadSource }>('UpdateHeadPayload').implement({
+  description: 'The result of updateHead.',
+  fields: (t) => ({ head: t.field({ type: HeadRef, description: 'The head as it is now.', resolve: (p) => p.head }) }),
+});
+
+const DeleteHeadPayload = builder.objectRef<{ uuid: string }>('DeleteHeadPayload').implement({
+  description: 'The result of deleteHead.',
+  fields: (t) => ({
+    deletedHeadId: t.globalID({ description: 'Global ID of the deleted head.', resolve: (p) => ({ type: 'Head', id: p.uuid }) }),
+    deletedHeadUuid: t.field({ type: 'UUID', description: 'UUID of the deleted head.', resolve: (p) => p.uuid }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  updateHead: t.field({
+    type: UpdateHeadPayload,
+    description: 'Changes a head (Update Head). Sent once, never retried.',
+    args: { input: t.arg({ type: UpdateHeadInput, required: true }) },
+    resolve: async (_, { input }, ctx) => {
+      // The validated id is the UUID (headIdSchema transforms); Pothos types it as the raw input.
+      const id = input.id as unknown as string;
+      const body: UpdateHeadBody = {
+        name: input.name ?? undefined,
+        output_format: input.outputFormat ?? undefined,
+        style: input.style ?? undefined,
+        version: input.version ?? undefined,
+        head_metadata: input.headMetadata ?? undefined,
+        hair_id: input.hairId ?? undefined,
+        hair_color: input.hairColor ?? undefined,
+      };
+      const head = await updateHead(ctx.upstream, id, body);
+      ctx.loaders.rememberUpdatedHead(head);
+      return { head: headFromListing(head) };
+    },
+  }),
+  deleteHead: t.field({
+    type: DeleteHeadPayload,
+    description: 'Deletes a head (Delete Head). Needs a bearer token. Sent once, never retried.',
+    args: { input: t.arg({ type: DeleteHeadInput, required: true }) },
+    resolve: async (_, { input }, ctx) => {
+      requireAuthorization(ctx);
+      const id = input.id as unknown as string;
+      await deleteHead(ctx.upstream, id);
+      ctx.loaders.forgetHead(id);
+      return { uuid: id };
+    },
+  }),
+}));

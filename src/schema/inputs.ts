@@ -1,0 +1,95 @@
+import { decodeBase64 } from '@pothos/core';
+import { cursorToOffset } from '@pothos/plugin-relay';
+import { GraphQLError } from 'graphql';
+import { z } from 'zod';
+import type { GatewayContext } from '../context.js';
+
+/** One entry of `extensions.fieldErrors`: which input was wrong, why, and a machine-readable kind. */
+export interface FieldError {
+  readonly path: readonly (string | number)[];
+  readonly message: string;
+  readonly type: string;
+}
+
+interface Issue {
+  readonly message: string;
+  readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined;
+  readonly code?: unknown;
+  readonly params?: { readonly type?: unknown } | undefined;
+}
+
+/** The BAD_USER_INPUT error every refused argument or input becomes; nothing is sent upstream. */
+export function invalidInput(issues: readonly Issue[]): GraphQLError {
+  const fieldErrors: FieldError[] = issues.map((issue) => ({
+    path: (issue.path ?? []).map((segment) => {
+      const key = typeof segment === 'object' ? segment.key : segment;
+      return typeof key === 'number' ? key : String(key);
+    }),
+    message: issue.message,
+    type: typeof issue.params?.type === 'string' ? issue.params.type : typeof issue.code === 'string' ? issue.code : 'invalid',
+  }));
+  const summary = fieldErrors.map((e) => (e.path.length ? `${e.path.join('.')}: ${e.message}` : e.message)).join('; ');
+  return new GraphQLError(`Invalid input: ${summary}`, { extensions: { code: 'BAD_USER_INPUT', fieldErrors } });
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const globalIdPattern = /^([A-Za-z_]\w*):(.+)$/s;
+
+function decodeGlobalId(globalId: string): { typename: string; id: string } | undefined {
+  if (globalId.length > 200) return undefined;
+  const match = globalIdPattern.exec(decodeBase64(globalId));
+  return match ? { typename: match[1]!, id: match[2]! } : undefined;
+}
+
+/** Relay's decoder, made strict: garbage is the caller's mistake (BAD_USER_INPUT), not a crash. */
+export function decodeNodeId(globalId: string): { typename: string; id: string } {
+  const decoded = decodeGlobalId(globalId);
+  if (decoded === undefined || (decoded.typename === 'Head' && !uuidPattern.test(decoded.id))) {
+    throw invalidInput([{ path: ['id'], message: 'Not a valid global ID', params: { type: 'invalid_global_id' } }]);
+  }
+  return decoded;
+}
+
+/** A head's ID as clients may give it: its global ID or its raw UUID. Resolves to the UUID. */
+export const headIdSchema = z.string().transform((value, ctx) => {
+  if (uuidPattern.test(value)) return value.toLowerCase();
+  const decoded = decodeGlobalId(value);
+  if (decoded?.typename === 'Head' && uuidPattern.test(decoded.id)) return decoded.id.toLowerCase();
+  ctx.addIssue({ code: 'custom', message: 'Expected a Head global ID or a UUID', params: { type: 'invalid_head_id' } });
+  return z.NEVER;
+});
+
+export const MAX_PAGE_SIZE = 100;
+export const DEFAULT_PAGE_SIZE = 50;
+
+const pageSize = z
+  .number()
+  .int()
+  .min(1, { error: `must be between 1 and ${MAX_PAGE_SIZE}` })
+  .max(MAX_PAGE_SIZE, { error: `must be between 1 and ${MAX_PAGE_SIZE}` })
+  .nullish();
+
+const cursor = z
+  .string()
+  .refine(
+    (value) => {
+      try {
+        const offset = cursorToOffset(value);
+        return Number.isSafeInteger(offset) && offset >= 0;
+      } catch {
+        return false;
+      }
+    },
+    { error: 'Not a cursor of this connection', params: { type: 'invalid_cursor' } },
+  )
+  .nullish();
+
+/** `first`/`last` 1..100 and cursors this gateway issued; other arguments pass through. */
+export const connectionArgsSchema = z.looseObject({ first: pageSize, last: pageSize, after: cursor, before: cursor });
+
+/** Operations the contract says need a bearer token fail here, before any upstream call. */
+export function requireAuthorization(context: GatewayContext): void {
+  if (context.authorization === undefined || context.authorization.trim() === '') {
+    throw new GraphQLError('This field needs an Authorization header with a bearer token', { extensions: { code: 'UNAUTHENTICATED' } });
+  }
+}

@@ -1,0 +1,238 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool, type Dispatcher } from 'undici';
+import type { z } from 'zod';
+import { codeForStatus, UpstreamError, type UpstreamErrorCode } from './errors.js';
+import { fillPath, type OperationName, type RouteTable } from './routes.js';
+import { validationErrorSchema } from './schemas.js';
+
+/** Retry policy of idempotent reads; data normalised once rather than literals in the loop. */
+export interface RetryPolicy {
+  /** Retries after the first attempt. @default 2 */
+  readonly limit: number;
+  /** Statuses that say "try again", for GETs only. @default [502, 503, 504] */
+  readonly statusCodes: readonly number[];
+  /** Connection failures worth a second try: refused, reset, closed under us. */
+  readonly errorCodes: readonly string[];
+  /** First backoff; doubled per retry, then jittered by ±50 %. @default 25 */
+  readonly baseDelayMs: number;
+  /** Upper bound of one backoff. @default 250 */
+  readonly maxDelayMs: number;
+}
+
+export const defaultRetryPolicy: RetryPolicy = Object.freeze({
+  limit: 2,
+  statusCodes: [502, 503, 504],
+  errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED'],
+  baseDelayMs: 25,
+  maxDelayMs: 250,
+});
+
+/** Connection failures that mean "nobody answered" rather than "the answer was bad". */
+const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_CONNECT_TIMEOUT']);
+const timeoutCodes = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/** What the caller of one incoming request brings to every upstream call it makes. */
+export interface CallContext {
+  /** The incoming `Authorization` header, forwarded verbatim; the gateway has no token of its own. */
+  readonly authorization?: string | undefined;
+  readonly requestId: string;
+  /** Cancels the call: the client went away or the operation's deadline passed. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+export interface CallSpec<T> {
+  readonly operation: OperationName;
+  readonly params?: Readonly<Record<string, string>>;
+  readonly query?: Readonly<Record<string, string | number | undefined>>;
+  readonly json?: object;
+  readonly form?: Readonly<Record<string, string>>;
+  /** Schema of a successful body; none means the answer carries no body (204). */
+  readonly schema?: z.ZodType<T>;
+  /** A successful body that still means "no such resource" (an empty array for an id). */
+  readonly notFoundWhen?: (value: T) => boolean;
+}
+
+/** The transport bound to one incoming request's context: what operation functions call. */
+export interface UpstreamCaller {
+  call<T>(spec: CallSpec<T>): Promise<T>;
+}
+
+/** One finished attempt, for metrics and call budgets. Never carries headers or bodies. */
+export interface UpstreamAttempt {
+  readonly operation: OperationName;
+  readonly status: number | undefined;
+  readonly code: UpstreamErrorCode | undefined;
+  readonly durationMs: number;
+  readonly retry: boolean;
+}
+
+export interface TransportOptions {
+  readonly baseUrl: string;
+  readonly routes: RouteTable;
+  readonly dispatcher: Dispatcher;
+  /** Budget of one call, retries and backoff included. */
+  readonly timeoutMs: number;
+  readonly retry?: RetryPolicy;
+  readonly onAttempt?: (attempt: UpstreamAttempt) => void;
+}
+
+export interface DispatcherOptions {
+  readonly baseUrl: string;
+  readonly connections: number;
+  /** Shorter than the upstream's own keep-alive, so we never send on a socket it is closing. */
+  readonly keepAliveTimeoutMs?: number;
+  readonly maxResponseBytes?: number;
+}
+
+/** One pool per process: keep-alive connections to the upstream's origin, shared by all requests. */
+export function createUpstreamDispatcher(options: DispatcherOptions): Pool {
+  return new Pool(new URL(options.baseUrl).origin, {
+    connections: options.connections,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? 4_000,
+    keepAliveMaxTimeout: options.keepAliveTimeoutMs ?? 4_000,
+    maxResponseSize: options.maxResponseBytes ?? -1,
+  });
+}
+
+class Failure {
+  constructor(
+    readonly code: UpstreamErrorCode,
+    readonly status: number | undefined,
+    readonly retryable: boolean,
+    readonly extra: { details?: UpstreamError['details']; reason?: string; cause?: unknown } = {},
+  ) {}
+}
+
+/**
+ * Sends one operation to the upstream: fills the route, forwards the caller's token and request
+ * id, applies the call's timeout, retries idempotent reads, and parses the answer with the
+ * operation's schema. It knows HTTP and the contract, never GraphQL.
+ */
+export class UpstreamTransport {
+  readonly #basePath: string;
+  readonly #routes: RouteTable;
+  readonly #dispatcher: Dispatcher;
+  readonly #timeoutMs: number;
+  readonly #retry: RetryPolicy;
+  readonly #onAttempt: ((attempt: UpstreamAttempt) => void) | undefined;
+
+  constructor(options: TransportOptions) {
+    this.#basePath = new URL(options.baseUrl).pathname.replace(/\/+$/, '');
+    this.#routes = options.routes;
+    this.#dispatcher = options.dispatcher;
+    this.#timeoutMs = options.timeoutMs;
+    this.#retry = options.retry ?? defaultRetryPolicy;
+    this.#onAttempt = options.onAttempt;
+  }
+
+  forRequest(context: CallContext): UpstreamCaller {
+    return { call: (spec) => this.call(context, spec) };
+  }
+
+  async call<T>(context: CallContext, spec: CallSpec<T>): Promise<T> {
+    const route = this.#routes[spec.operation];
+    const path = this.#basePath + fillPath(route, spec.params) + queryString(spec.query);
+    const request = this.#buildRequest(context, spec, route.method, path);
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    const signal = context.signal === undefined ? timeout : AbortSignal.any([context.signal, timeout]);
+    const idempotent = route.method === 'GET';
+    const fail = (failure: Failure) =>
+      new UpstreamError({ code: failure.code, operation: spec.operation, method: route.method, path: route.path, status: failure.status, ...failure.extra });
+
+    for (let attempt = 0; ; attempt++) {
+      const started = performance.now();
+      const outcome = await this.#attempt(request, signal, spec).catch((error: unknown) =>
+        classifyThrown(error, timeout, context.signal, this.#retry),
+      );
+      const failure = outcome instanceof Failure ? outcome : undefined;
+      this.#onAttempt?.({
+        operation: spec.operation,
+        status: failure ? failure.status : (outcome as { status: number }).status,
+        code: failure?.code,
+        durationMs: performance.now() - started,
+        retry: attempt > 0,
+      });
+      if (!failure) return (outcome as { value: T }).value;
+      if (failure.code === 'ABORTED' && context.signal?.reason instanceof UpstreamError) throw context.signal.reason;
+      if (!idempotent || !failure.retryable || attempt >= this.#retry.limit) throw fail(failure);
+      const backoff = jitter(Math.min(this.#retry.baseDelayMs * 2 ** attempt, this.#retry.maxDelayMs));
+      // The retry lives inside the call's timeout: sleeping past it would only delay the failure.
+      const slept = await sleep(backoff, undefined, { signal }).then(
+        () => true,
+        () => false,
+      );
+      if (!slept) throw fail(classifyThrown(signal.reason, timeout, context.signal, this.#retry));
+    }
+  }
+
+  #buildRequest<T>(context: CallContext, spec: CallSpec<T>, method: Dispatcher.HttpMethod, path: string): Dispatcher.RequestOptions {
+    const headers: Record<string, string> = { 'x-request-id': context.requestId };
+    if (method === 'GET' || spec.schema !== undefined) headers.accept = 'application/json';
+    if (context.authorization !== undefined) headers.authorization = context.authorization;
+    let body: string | undefined;
+    if (spec.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(spec.json);
+    } else if (spec.form !== undefined) {
+      headers['content-type'] = 'application/x-www-form-urlencoded';
+      body = new URLSearchParams(spec.form).toString();
+    }
+    return { method, path, headers, body };
+  }
+
+  async #attempt<T>(request: Dispatcher.RequestOptions, signal: AbortSignal, spec: CallSpec<T>): Promise<{ value: T; status: number } | Failure> {
+    const { schema } = spec;
+    const response = await this.#dispatcher.request({ ...request, signal });
+    const { statusCode: status, body } = response;
+    if (status >= 200 && status < 300) {
+      if (schema === undefined) {
+        await body.dump();
+        return { value: undefined as T, status };
+      }
+      let json: unknown;
+      try {
+        json = await body.json();
+      } catch (error) {
+        if (signal.aborted) throw error;
+        return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is not JSON', cause: error });
+      }
+      const parsed = schema.safeParse(json);
+      if (!parsed.success) return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is off-contract', cause: parsed.error });
+      if (spec.notFoundWhen?.(parsed.data)) return new Failure('NOT_FOUND', status, false);
+      return { value: parsed.data, status };
+    }
+    const code = codeForStatus(status);
+    if (code === 'BAD_USER_INPUT') {
+      // The detail items tell the client which input was wrong (contract 7); an unreadable
+      // body still leaves a 422, only without details.
+      const detail = validationErrorSchema.safeParse(await body.json().catch(() => undefined));
+      return new Failure(code, status, false, { details: detail.success ? detail.data.detail : [] });
+    }
+    await body.dump();
+    return new Failure(code, status, this.#retry.statusCodes.includes(status));
+  }
+}
+
+function classifyThrown(error: unknown, timeout: AbortSignal, callerSignal: AbortSignal | undefined, retry: RetryPolicy): Failure {
+  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
+  if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error });
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') {
+    if (timeoutCodes.has(code)) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
+    if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new Failure('UPSTREAM_ERROR', undefined, false, { reason: 'the body is too large', cause: error });
+    if (unavailableCodes.has(code)) return new Failure('UPSTREAM_UNAVAILABLE', undefined, retry.errorCodes.includes(code), { cause: error });
+  }
+  return new Failure('UPSTREAM_ERROR', undefined, false, { cause: error });
+}
+
+function queryString(query: CallSpec<unknown>['query']): string {
+  if (query === undefined) return '';
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== undefined) params.append(name, String(value));
+  const text = params.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+function jitter(ms: number): number {
+  return ms * (0.5 + Math.random());
+}
