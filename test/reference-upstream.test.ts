@@ -456,12 +456,13 @@ describe('faults', () => {
     const slow = call('GET', target()).then((a) => ({ ...a, at: performance.now() - started }));
     await until(() => upstream.inFlight() === 1);
     const fast = await call('GET', path('listHeads'), { query: { size: 1 } });
+    const fastAt = performance.now() - started;
     expect(fast.status).toBe(200);
-    expect(performance.now() - started).toBeLessThan(120);
     expect(upstream.maxInFlight()).toBe(2);
     const answer = await slow;
     expect(answer.status).toBe(200);
     expect(answer.at).toBeGreaterThanOrEqual(140);
+    expect(fastAt).toBeLessThan(answer.at);
     headASchema.parse(answer.body);
   });
 

@@ -134,9 +134,10 @@ describe('operations', () => {
 
 describe('headers', () => {
   it('forwards the Authorization header verbatim and adds none of its own', async () => {
-    await getHeadExt(upstream.forRequest({ requestId: 'r1', authorization: 'Bearer caller-token-1' }), (await listHeads(anonymous(), { page: 1, size: 1 })).items[0]!.id);
+    const id = (await listHeads(anonymous(), { page: 1, size: 1 })).items[0]!.id;
+    await getHeadExt(upstream.forRequest({ requestId: 'r1', authorization: 'Bearer caller-token-1' }), id);
     await listHeads(anonymous(), { page: 1, size: 1 });
-    const [forwarded, , withoutToken] = reference.requests;
+    const [, forwarded, withoutToken] = reference.requests;
     expect(forwarded!.headers.authorization).toBe('Bearer caller-token-1');
     expect(withoutToken!.headers.authorization).toBeUndefined();
   });

@@ -626,12 +626,15 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
 
   // ---- the request handler ----
 
+  function remember(ex: Exchange): void {
+    if (ex.record === undefined) return;
+    ex.record.body = recordedBody(ex.body);
+    requests.push(ex.record);
+    if (requests.length > RECORDING_LIMIT) requests.shift();
+  }
+
   function proceed(ex: Exchange, match: RouteMatch): void {
-    if (ex.record !== undefined) {
-      ex.record.body = recordedBody(ex.body);
-      requests.push(ex.record);
-      if (requests.length > RECORDING_LIMIT) requests.shift();
-    }
+    remember(ex);
     if (match === undefined) return send(ex, 404, NOT_FOUND);
     if (match === 'method-not-allowed') return send(ex, 405, METHOD_NOT_ALLOWED);
     // Recorded before the fault is taken, so a test can count the calls that got one.
@@ -681,7 +684,7 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
       if (size > BODY_LIMIT) {
         if (!complete) {
           complete = true;
-          if (ex.record !== undefined) requests.push(ex.record);
+          remember(ex);
           send(ex, 413, JSON.stringify({ detail: 'Request body too large' }), { connection: 'close' });
           req.destroy();
         }

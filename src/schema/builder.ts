@@ -3,7 +3,7 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { DateTimeResolver, JSONResolver, URLResolver, UUIDResolver } from 'graphql-scalars';
 import type { GatewayContext } from '../context.js';
-import { decodeNodeId, invalidInput } from './inputs.js';
+import { invalidInput } from './inputs.js';
 
 export const builder = new SchemaBuilder<{
   Context: GatewayContext;
@@ -28,9 +28,9 @@ export const builder = new SchemaBuilder<{
     nodesOnConnection: { description: 'The nodes of the edges, for clients that do not need cursors.' },
     nodeTypeOptions: { description: 'An object with a globally unique ID, refetchable through `node(id:)`.' },
     pageInfoTypeOptions: { description: 'Where a page of a connection sits in the whole listing.' },
-    nodeQueryOptions: { description: 'Fetches any object by its global ID.' },
-    nodesQueryOptions: { description: 'Fetches objects by their global IDs; an ID that matches nothing gives null.' },
-    decodeGlobalID: (globalID) => decodeNodeId(globalID),
+    // node/nodes are defined in node.ts, with the gateway's own ID validation.
+    nodeQueryOptions: false,
+    nodesQueryOptions: false,
   },
   validation: {
     validationError: (failure) => invalidInput(failure.issues),

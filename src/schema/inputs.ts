@@ -37,18 +37,28 @@ const globalIdPattern = /^([A-Za-z_]\w*):(.+)$/s;
 
 function decodeGlobalId(globalId: string): { typename: string; id: string } | undefined {
   if (globalId.length > 200) return undefined;
-  const match = globalIdPattern.exec(decodeBase64(globalId));
+  let text: string;
+  try {
+    text = decodeBase64(globalId);
+  } catch {
+    return undefined;
+  }
+  const match = globalIdPattern.exec(text);
   return match ? { typename: match[1]!, id: match[2]! } : undefined;
 }
 
-/** Relay's decoder, made strict: garbage is the caller's mistake (BAD_USER_INPUT), not a crash. */
-export function decodeNodeId(globalId: string): { typename: string; id: string } {
-  const decoded = decodeGlobalId(globalId);
+/**
+ * A global ID as `node`/`nodes` take it: garbage is the caller's mistake (BAD_USER_INPUT);
+ * a well-formed ID of a type this gateway has no node for resolves to undefined (matches nothing).
+ */
+export const nodeIdSchema = z.string().transform((value, ctx) => {
+  const decoded = decodeGlobalId(value);
   if (decoded === undefined || (decoded.typename === 'Head' && !uuidPattern.test(decoded.id))) {
-    throw invalidInput([{ path: ['id'], message: 'Not a valid global ID', params: { type: 'invalid_global_id' } }]);
+    ctx.addIssue({ code: 'custom', message: 'Not a valid global ID', params: { type: 'invalid_global_id' } });
+    return z.NEVER;
   }
-  return decoded;
-}
+  return decoded.typename === 'Head' ? { typename: 'Head' as const, id: decoded.id.toLowerCase() } : undefined;
+});
 
 /** A head's ID as clients may give it: its global ID or its raw UUID. Resolves to the UUID. */
 export const headIdSchema = z.string().transform((value, ctx) => {

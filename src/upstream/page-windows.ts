@@ -48,16 +48,26 @@ export function planPageWindow(offset: number, limit: number, maxSize = UPSTREAM
     throw new RangeError(`offset + limit must be a safe integer, got ${offset} + ${limit}`);
   }
 
+  const size = smallestSingleSize(offset, limit, maxSize);
+  if (size !== 0) {
+    return { calls: [{ page: (offset - (offset % size)) / size + 1, size }], offset, limit };
+  }
+  return twoCallPlan(offset, limit, maxSize);
+}
+
+/** The smallest size whose page holds the whole window, or 0 if none up to maxSize does. */
+function smallestSingleSize(offset: number, limit: number, maxSize: number): number {
   // One page of size s holds the window iff offset's position inside its page leaves room for
   // `limit` items. Sizes below `limit` cannot, so the scan starts at `limit`; the first hit is
   // the smallest size, i.e. the least over-fetch.
   for (let s = limit; s <= maxSize; s++) {
-    const r = offset % s;
-    if (r + limit <= s) {
-      return { calls: [{ page: (offset - r) / s + 1, size: s }], offset, limit };
-    }
+    if ((offset % s) + limit <= s) return s;
   }
+  return 0;
+}
 
+/** The cheapest pair of calls, for a window that no single page of size <= maxSize holds. */
+function twoCallPlan(offset: number, limit: number, maxSize: number): PagePlan {
   // Two calls. No single page fits, so page A (size s1) holds `offset` but not `last`, and
   // page B (size s2) holds `last` but not `offset`; together they cover the window iff B starts
   // no later than A ends (overlap or adjacency).
@@ -73,7 +83,7 @@ export function planPageWindow(offset: number, limit: number, maxSize = UPSTREAM
   // s1 + s2 >= limit + offset % s1; and s1 <= bestTotal - 2 as s2 >= 1 (this stays true as
   // bestTotal shrinks: a new best s1 + s2 exceeds every s1 still to come).
   // s1 runs downwards: large first pages cover most of the window, so a tight bound is found
-  // early and prunes the rest (measured: ~2.4x less worst-case work than running upwards).
+  // early and prunes the rest (offsets < 100000: at most 830 modulo steps, vs 1973 upwards).
   for (let s1 = Math.min(maxSize, bestTotal - 2); s1 >= 1; s1--) {
     const r1 = offset % s1;
     if (limit + r1 >= bestTotal) continue; // cannot beat the best even with the ideal s2

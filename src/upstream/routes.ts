@@ -71,11 +71,15 @@ const routeOverride = z.strictObject({
 });
 
 const routeOverrides = z
-  .partialRecord(z.enum(operationNames, { error: `unknown operation (known: ${operationNames.join(', ')})` }), routeOverride)
+  .record(z.string(), routeOverride)
   .superRefine((overrides, ctx) => {
     for (const [operation, route] of Object.entries(overrides)) {
+      if (!(operationNames as readonly string[]).includes(operation)) {
+        ctx.addIssue({ code: 'custom', path: [operation], message: `unknown operation (known: ${operationNames.join(', ')})` });
+        continue;
+      }
       const param = pathParameters[operation as OperationName];
-      if (route?.path === undefined) continue;
+      if (route.path === undefined) continue;
       const placeholders = [...route.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
       const expected = param === undefined ? [] : [param];
       if (placeholders.join() !== expected.join()) {

@@ -1,0 +1,51 @@
+/**
+ * `npm run schema`: writes schema.graphql (the SDL of the Pothos schema, in builder order) at the
+ * repo root. `npm run schema -- --check` writes nothing and exits 1 when the file is stale.
+ * Codegen reads schema.graphql rather than the .ts schema (STACK-NOTES), so the two must agree.
+ */
+import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { printSchema } from 'graphql';
+import { schema } from '../src/schema/index.js';
+
+export const schemaFile = fileURLToPath(new URL('../schema.graphql', import.meta.url));
+
+/** What schema.graphql must hold: the printed schema (builder order) with one trailing newline. */
+export function printedSchema(): string {
+  return `${printSchema(schema)}\n`;
+}
+
+function readIfExists(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** undefined when schema.graphql is up to date, else a one-line reason. */
+export function schemaFileProblem(): string | undefined {
+  const current = readIfExists(schemaFile);
+  if (current === undefined) return 'schema.graphql is missing: run `npm run schema`';
+  if (current !== printedSchema()) return 'schema.graphql differs from the schema built in src/schema: run `npm run schema`';
+  return undefined;
+}
+
+function main(argv: readonly string[]): void {
+  if (argv.includes('--check')) {
+    const problem = schemaFileProblem();
+    if (problem !== undefined) {
+      process.stderr.write(`${problem}\n`);
+      process.exit(1);
+    }
+    process.stdout.write('schema.graphql is up to date\n');
+    return;
+  }
+  writeFileSync(schemaFile, printedSchema());
+  process.stdout.write('wrote schema.graphql\n');
+}
+
+// Run only as a script (`tsx scripts/print-schema.ts`), not when imported by a test or another script.
+const invokedAs = process.argv[1];
+if (invokedAs !== undefined && realpathSync(invokedAs) === realpathSync(fileURLToPath(import.meta.url))) main(process.argv.slice(2));

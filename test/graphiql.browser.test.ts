@@ -1,0 +1,231 @@
+import { mkdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { parse, print } from 'graphql';
+import type { Browser, BrowserContext, Page, Response } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGateway, defaultGraphiQLQuery } from '../src/gateway.js';
+import { createLogger } from '../src/logger.js';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
+import { defaultRoutes } from '../src/upstream/routes.js';
+import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
+import { chromiumAvailability, launchChromium, watchPage, type NetworkLog } from './support/browser.js';
+
+/*
+ * GraphiQL as a person meets it: Debian's Chromium opens the gateway's /graphql page, runs the
+ * default query against the embedded reference upstream, then a bearer-token query through the
+ * Headers pane. The page must work offline: every request stays on the gateway's origin.
+ */
+
+const ARTIFACTS = fileURLToPath(new URL('./.artifacts/', import.meta.url));
+const SCREENSHOT = `${ARTIFACTS}graphiql.png`;
+const PERMISSIONS_QUERY = '{ permissions(first: 2) { totalCount } }';
+
+const chromiumState = chromiumAvailability();
+if (chromiumState.skip) console.warn(`[graphiql.browser] skipped: ${chromiumState.reason}`);
+const suiteName = chromiumState.skip ? `GraphiQL in Chromium (skipped: ${chromiumState.reason})` : 'GraphiQL in Chromium';
+
+/** Monaco renders spaces as U+00A0; this gives back the plain text of an editor's visible lines. */
+async function editorText(page: Page, uriSuffix: string): Promise<string> {
+  const text = await page.locator(`.monaco-editor[data-uri$="${uriSuffix}"] .view-lines`).innerText();
+  return text.replace(/\u00a0/g, ' ');
+}
+
+/** Polls an editor until its text passes `check`; returns the last text seen (for the assertion message). */
+async function waitForEditorText(page: Page, uriSuffix: string, check: (text: string) => boolean, timeoutMs = 5_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  let text = '';
+  for (;;) {
+    text = await editorText(page, uriSuffix);
+    if (check(text) || Date.now() > deadline) return text;
+    await page.waitForTimeout(50);
+  }
+}
+
+/** Replaces the whole content of a Monaco editor, without the auto-closing of typed brackets. */
+async function replaceEditorContent(page: Page, uriSuffix: string, content: string): Promise<void> {
+  await page.locator(`.monaco-editor[data-uri$="${uriSuffix}"] .view-lines`).click();
+  await page.keyboard.press('ControlOrMeta+A');
+  await page.keyboard.press('Delete');
+  await page.keyboard.insertText(content);
+}
+
+/** Clicks GraphiQL's run button and returns the gateway's answer to the POST it sends. */
+async function execute(page: Page, graphqlUrl: string, marker: string): Promise<Response> {
+  const answered = page.waitForResponse(
+    (r) => r.url() === graphqlUrl && r.request().method() === 'POST' && (r.request().postData() ?? '').includes(marker),
+    { timeout: 5_000 },
+  );
+  await page.locator('.graphiql-execute-button').click();
+  return answered;
+}
+
+async function json<T>(response: globalThis.Response): Promise<T> {
+  if (!response.ok) throw new Error(`${response.url}: HTTP ${response.status} ${await response.text()}`);
+  return (await response.json()) as T;
+}
+
+describe.skipIf(chromiumState.skip)(suiteName, () => {
+  let reference: ReferenceUpstream;
+  let upstream: Upstream;
+  let server: Server | undefined;
+  let browser: Browser | undefined;
+  let context: BrowserContext;
+  let page: Page;
+  let network: NetworkLog;
+  let origin: string;
+  let graphqlUrl: string;
+  const blocked: string[] = [];
+
+  // What the upstream itself says, read through its own REST API before the browser starts.
+  let firstHeads: { name: string; id: string }[];
+  let headTotal: number;
+  let token: string;
+  let permissionTotal: number;
+
+  beforeAll(async () => {
+    if (!chromiumState.available) throw new Error(`CI=${process.env.CI}: ${chromiumState.reason}`);
+
+    reference = await startReferenceUpstream({ host: '127.0.0.1', port: 0 });
+    const listing = await json<{ items: { name: string; id: string }[]; total: number }>(await fetch(`${reference.url}/heads?page=1&size=3`));
+    firstHeads = listing.items;
+    headTotal = listing.total;
+    const login = await json<{ access_token: string; token_type: string }>(
+      await fetch(`${reference.url}/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ username: DEMO_CREDENTIALS.username, password: DEMO_CREDENTIALS.password, grant_type: 'password' }),
+      }),
+    );
+    token = login.access_token;
+    const permissions = await json<{ total: number }>(await fetch(`${reference.url}/permissions?page=1&size=1`, { headers: { authorization: `Bearer ${token}` } }));
+    permissionTotal = permissions.total;
+    reference.resetRecording();
+
+    // As in main.ts.
+    upstream = createUpstream({ baseUrl: reference.url, routes: defaultRoutes, timeoutMs: 10_000, connections: 10 });
+    const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }) });
+    const srv = createServer(gateway);
+    server = srv;
+    await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+    const { port } = srv.address() as AddressInfo;
+    origin = `http://127.0.0.1:${port}`;
+    graphqlUrl = `${origin}/graphql`;
+
+    browser = await launchChromium();
+    context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    // Nothing leaves the machine: a request to any other origin is recorded, then aborted.
+    await context.route(
+      (url) => url.origin !== origin,
+      (route) => {
+        blocked.push(route.request().url());
+        return route.abort('blockedbyclient');
+      },
+    );
+    page = await context.newPage();
+    network = watchPage(page, origin);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    if (server !== undefined) {
+      const srv = server;
+      const closed = new Promise((resolve) => srv.close(resolve));
+      srv.closeAllConnections();
+      await closed;
+    }
+    await upstream?.close();
+    await reference?.close();
+  });
+
+  it('serves GraphiQL to a browser navigation, with the default query in the editor', async () => {
+    const response = await page.goto(graphqlUrl, { waitUntil: 'load' });
+    expect(response?.status()).toBe(200);
+    expect(response?.headers()['content-type']).toMatch(/^text\/html/);
+    // A normal navigation asks for HTML; that is what makes yoga answer with GraphiQL.
+    expect((await response!.request().allHeaders())['accept']).toContain('text/html');
+    expect(await page.title()).toBe('Avatar Head gateway');
+
+    await page.locator('section.graphiql-query-editor .monaco-editor').waitFor({ state: 'visible', timeout: 8_000 });
+    await expect(page.locator('.graphiql-execute-button').getAttribute('aria-label')).resolves.toMatch(/^Execute query/);
+    const query = await waitForEditorText(page, '-operation.graphql', (t) => t.includes('HeadsWithHair') && t.includes('hair {'));
+    expect(query).toContain('query HeadsWithHair {');
+    expect(query).toContain('hair {');
+
+    // The Headers pane is there (and open by default: defaultEditorToolsVisibility 'headers').
+    await expect(page.getByRole('button', { name: 'Headers', exact: true }).isVisible()).resolves.toBe(true);
+    await expect(page.locator('.monaco-editor[data-uri$="-request-headers.json"]').isVisible()).resolves.toBe(true);
+    // Loading the page (schema introspection included) does not touch the upstream.
+    expect(reference.requests).toEqual([]);
+  }, 12_000);
+
+  it('runs the default query and shows the upstream data in the result pane', async () => {
+    reference.resetRecording();
+    const response = await execute(page, graphqlUrl, 'HeadsWithHair');
+    const sent = response.request().postDataJSON() as { query: string; operationName?: string };
+    // GraphiQL sends the operation with comments and spacing stripped.
+    expect(print(parse(sent.query))).toBe(print(parse(defaultGraphiQLQuery)));
+
+    const body = (await response.json()) as { data?: { heads: { totalCount: number; nodes: { id: string; name: string; hair: unknown }[] } }; errors?: unknown };
+    expect(body.errors).toBeUndefined();
+    expect(body.data?.heads.totalCount).toBe(headTotal);
+    expect(body.data?.heads.nodes.map((n) => n.name)).toEqual(firstHeads.map((h) => h.name));
+
+    const firstName = firstHeads[0]!.name;
+    const result = await waitForEditorText(page, '-response.json', (t) => t.includes(firstName));
+    expect(result).toContain(`"name": "${firstName}"`);
+    expect(result).toContain(`"totalCount": ${headTotal}`);
+    expect(result).not.toContain('"errors"');
+
+    // One listing call: the first page, large enough for the three heads (hair comes inline).
+    const calls = reference.requests.map((r) => ({ operation: r.operation, method: r.method, path: r.path, page: r.query.page, status: r.status }));
+    expect(calls).toEqual([{ operation: 'listHeads', method: 'GET', path: '/v2/heads', page: '1', status: 200 }]);
+    const size = Number(reference.requests[0]!.query.size);
+    expect(size).toBeGreaterThanOrEqual(3);
+    expect(size).toBeLessThanOrEqual(100);
+
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: SCREENSHOT });
+  }, 10_000);
+
+  it('sends the Authorization header typed into the Headers pane to the upstream', async () => {
+    await page.getByRole('button', { name: 'Headers', exact: true }).click();
+    await replaceEditorContent(page, '-request-headers.json', JSON.stringify({ Authorization: `Bearer ${token}` }));
+    await replaceEditorContent(page, '-operation.graphql', PERMISSIONS_QUERY);
+    expect(await waitForEditorText(page, '-operation.graphql', (t) => t.trim() === PERMISSIONS_QUERY)).toBe(PERMISSIONS_QUERY);
+
+    // GraphiQL copies the editors into its state after a short debounce; the tab title follows the
+    // operation name, so it leaving "HeadsWithHair" shows the new query is the one the button runs.
+    await page.locator('.graphiql-tab-active .graphiql-tab-button').filter({ hasNotText: 'HeadsWithHair' }).waitFor({ timeout: 3_000 });
+
+    reference.resetRecording();
+    const response = await execute(page, graphqlUrl, 'permissions');
+    expect((await response.request().allHeaders())['authorization']).toBe(`Bearer ${token}`);
+    expect(print(parse((response.request().postDataJSON() as { query: string }).query))).toBe(print(parse(PERMISSIONS_QUERY)));
+    const body = (await response.json()) as { data?: { permissions: { totalCount: number } }; errors?: unknown };
+    expect(body).toEqual({ data: { permissions: { totalCount: permissionTotal } } });
+
+    const result = await waitForEditorText(page, '-response.json', (t) => t.includes('"permissions"'));
+    expect(result).toContain(`"totalCount": ${permissionTotal}`);
+    expect(result).not.toContain('"errors"');
+
+    const calls = reference.requests.map((r) => ({ operation: r.operation, authorization: r.headers.authorization, status: r.status }));
+    expect(calls).toEqual([{ operation: 'getPermissions', authorization: `Bearer ${token}`, status: 200 }]);
+    expect(reference.requests[0]!.query).toMatchObject({ page: '1' });
+
+    await page.screenshot({ path: `${ARTIFACTS}graphiql-permissions.png` });
+  }, 10_000);
+
+  it('stayed on the gateway origin: no outside host, no CDN, no failed request, no page error', () => {
+    const httpRequests = network.requests.filter((r) => r.url.startsWith('http'));
+    expect(httpRequests.length).toBeGreaterThanOrEqual(3); // the page, introspection, two executions
+    expect(network.outsideRequests()).toEqual([]);
+    expect(blocked).toEqual([]);
+    expect(network.failed).toEqual([]);
+    expect(network.errorResponses).toEqual([]);
+    expect(network.pageErrors).toEqual([]);
+    expect(network.consoleErrors).toEqual([]);
+  });
+});

@@ -1,0 +1,69 @@
+import { Writable } from 'node:stream';
+import { createGateway, type Gateway } from '../../src/gateway.js';
+import { createLogger } from '../../src/logger.js';
+import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
+import { defaultRoutes } from '../../src/upstream/routes.js';
+import { createUpstream, type Upstream } from '../../src/upstream/upstream.js';
+
+export interface GraphQLResponse<T = Record<string, unknown>> {
+  data?: T | null;
+  errors?: { message: string; path?: (string | number)[]; extensions?: Record<string, unknown> }[];
+}
+
+/** A gateway on the real reference upstream (loopback port), driven through `yoga.fetch`. */
+export interface TestGateway {
+  readonly reference: ReferenceUpstream;
+  readonly upstream: Upstream;
+  readonly gateway: Gateway;
+  /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
+  readonly logLines: string[];
+  execute<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<GraphQLResponse<T>>;
+  /** Upstream requests recorded since the last reset, optionally of one operation. */
+  calls(operation?: string): ReferenceUpstream['requests'];
+  reset(): void;
+  close(): Promise<void>;
+}
+
+export async function startTestGateway(options: { timeoutMs?: number } = {}): Promise<TestGateway> {
+  const reference = await startReferenceUpstream();
+  const upstream = createUpstream({
+    baseUrl: reference.url,
+    routes: defaultRoutes,
+    timeoutMs: options.timeoutMs ?? 3_000,
+    connections: 16,
+    retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
+  });
+  const logLines: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logLines.push(chunk.toString());
+      done();
+    },
+  });
+  const logger = createLogger({ level: 'debug', destination });
+  const gateway = createGateway({ upstream, logger });
+
+  return {
+    reference,
+    upstream,
+    gateway,
+    logLines,
+    async execute(query, variables, headers = {}) {
+      const response = await gateway.fetch('http://gateway/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
+        body: JSON.stringify({ query, variables }),
+      });
+      return (await response.json()) as GraphQLResponse<never>;
+    },
+    calls: (operation) => (operation === undefined ? reference.requests : reference.requests.filter((r) => r.operation === operation)),
+    reset() {
+      reference.clearFaults();
+      reference.resetRecording();
+    },
+    async close() {
+      await upstream.close();
+      await reference.close();
+    },
+  };
+}
