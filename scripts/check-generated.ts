@@ -32,7 +32,7 @@ const temp = mkdtempSync(join(tmpdir(), 'check-generated-'));
 try {
   const freshSchema = join(temp, 'schema.graphql');
   writeFileSync(freshSchema, printedSchema());
-  const outputs = await generate({ ...codegenConfig, schema: freshSchema, cwd: root, silent: true }, false);
+  const outputs = (await generate({ ...codegenConfig, schema: freshSchema, cwd: root, silent: true }, false)) as { filename: string; content: string }[];
 
   const outputDirs = Object.keys(codegenConfig.generates).map((dir) => resolve(root, dir));
   const expected = new Map(outputs.map((o) => [resolve(root, o.filename), o.content]));

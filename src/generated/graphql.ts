@@ -6,9 +6,13 @@ export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' |
 import type { TypedDocumentNode as DocumentNode } from '@graphql-typed-document-node/core';
 /** The art style of an asset (contract AssetStyles). */
 export type AssetStyle =
+  /** Upstream value `crt`. */
   | 'CRT'
+  /** Upstream value `phr`. */
   | 'PHR'
+  /** Upstream value `sca`. */
   | 'SCA'
+  /** Upstream value `vox`. */
   | 'VOX';
 
 /** Which head to delete. */
@@ -19,7 +23,9 @@ export type DeleteHeadInput = {
 
 /** The gender an asset is made for. */
 export type Gender =
+  /** Upstream value `female`. */
   | 'FEMALE'
+  /** Upstream value `male`. */
   | 'MALE';
 
 /** Credentials for the OAuth2 password flow. */
@@ -32,15 +38,22 @@ export type LoginInput = {
 
 /** How often a subscription is billed; upstream sends the number of months (1, 2, 3, 6, 12). */
 export type PaymentCycle =
+  /** Upstream value `12`. */
   | 'ANNUAL'
+  /** Upstream value `2`. */
   | 'BIMONTHLY'
+  /** Upstream value `1`. */
   | 'MONTHLY'
+  /** Upstream value `3`. */
   | 'QUARTERLY'
+  /** Upstream value `6`. */
   | 'SEMIANNUAL';
 
 /** Whether an organization subscription is public or private. */
 export type PlatformType =
+  /** Upstream value `private`. */
   | 'PRIVATE'
+  /** Upstream value `public`. */
   | 'PUBLIC';
 
 /** Changes to a head; give the id and at least one field. Only the fields given are sent. */
@@ -79,9 +92,13 @@ export type UpdateSubscriptionInput = {
 
 /** A role a permission grants (contract UserRoles). */
 export type UserRole =
+  /** Upstream value `admin`. */
   | 'ADMIN'
+  /** Upstream value `creator`. */
   | 'CREATOR'
+  /** Upstream value `default`. */
   | 'DEFAULT'
+  /** Upstream value `mod`. */
   | 'MOD';
 
 export type DeleteHeadMutationVariables = Exact<{

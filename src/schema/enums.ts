@@ -9,7 +9,7 @@ import { builder } from './builder.js';
  */
 
 const upperValues = <T extends string | number>(values: readonly T[], name: (value: T) => string) =>
-  Object.fromEntries(values.map((value) => [name(value), { value }])) as Record<string, { value: T }>;
+  Object.fromEntries(values.map((value) => [name(value), { value, description: `Upstream value \`${value}\`.` }])) as Record<string, { value: T; description: string }>;
 
 export const SourceType = builder.enumType('SourceType', {
   description: 'Where a hair asset comes from (contract SourceTypes).',

@@ -43,7 +43,7 @@ builder.mutationFields((t) => ({
   updateHead: t.field({
     type: UpdateHeadPayload,
     description: 'Changes a head (Update Head). Sent once, never retried.',
-    args: { input: t.arg({ type: UpdateHeadInput, required: true }) },
+    args: { input: t.arg({ type: UpdateHeadInput, required: true, description: 'The head and the changes.' }) },
     resolve: async (_, { input }, ctx) => {
       // The validated id is the UUID (headIdSchema transforms); Pothos types it as the raw input.
       const id = input.id as unknown as string;
@@ -64,7 +64,7 @@ builder.mutationFields((t) => ({
   deleteHead: t.field({
     type: DeleteHeadPayload,
     description: 'Deletes a head (Delete Head). Needs a bearer token. Sent once, never retried.',
-    args: { input: t.arg({ type: DeleteHeadInput, required: true }) },
+    args: { input: t.arg({ type: DeleteHeadInput, required: true, description: 'The head to delete.' }) },
     resolve: async (_, { input }, ctx) => {
       requireAuthorization(ctx);
       const id = input.id as unknown as string;

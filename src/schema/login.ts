@@ -23,7 +23,7 @@ builder.mutationField('login', (t) =>
   t.field({
     type: LoginPayload,
     description: "Proxies the upstream's OAuth2 password flow, so GraphiQL users can get a token. Sent once, never retried.",
-    args: { input: t.arg({ type: LoginInput, required: true }) },
+    args: { input: t.arg({ type: LoginInput, required: true, description: 'The credentials.' }) },
     resolve: (_, { input }, ctx) => login(ctx.upstream, input),
   }),
 );

@@ -64,7 +64,7 @@ builder.mutationField('updateSubscription', (t) =>
   t.field({
     type: UpdateSubscriptionPayload,
     description: "Changes an organization's subscription (Update Subscription). Sent once, never retried.",
-    args: { input: t.arg({ type: UpdateSubscriptionInput, required: true }) },
+    args: { input: t.arg({ type: UpdateSubscriptionInput, required: true, description: 'The changes.' }) },
     resolve: async (_, { input }, ctx) => {
       const body: UpdateSubscriptionBody = {
         organization_id: input.organizationId ?? undefined,

@@ -1,0 +1,85 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { defaultRoutes } from '../src/upstream/routes.js';
+
+const routesFile = (content: string) => {
+  const file = join(mkdtempSync(join(tmpdir(), 'routes-')), 'routes.json');
+  writeFileSync(file, content);
+  return file;
+};
+
+describe('loadConfig', () => {
+  it('applies the defaults', () => {
+    expect(loadConfig({})).toEqual({
+      upstreamUrl: undefined,
+      port: 4000,
+      host: '127.0.0.1',
+      upstreamTimeoutMs: 10_000,
+      upstreamConnections: 100,
+      routes: defaultRoutes,
+      production: false,
+    });
+  });
+
+  it('reads every variable, and drops a trailing slash from the upstream URL', () => {
+    const config = loadConfig({
+      UPSTREAM_URL: 'https://heads.example.com/api/v2/',
+      PORT: '8080',
+      HOST: '0.0.0.0',
+      UPSTREAM_TIMEOUT_MS: '2500',
+      UPSTREAM_CONNECTIONS: '8',
+      UPSTREAM_ROUTES_FILE: routesFile('{"getHeadExt": {"path": "/heads/{head_id}/extended"}, "updateHead": {"method": "PUT"}}'),
+      NODE_ENV: 'production',
+    });
+    expect(config).toMatchObject({ upstreamUrl: 'https://heads.example.com/api/v2', port: 8080, host: '0.0.0.0', upstreamTimeoutMs: 2500, upstreamConnections: 8, production: true });
+    expect(config.routes.getHeadExt).toEqual({ method: 'GET', path: '/heads/{head_id}/extended' });
+    expect(config.routes.updateHead).toEqual({ method: 'PUT', path: '/heads/{head_id}' });
+    expect(config.routes.listHeads).toEqual(defaultRoutes.listHeads);
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it.each([
+    [{ UPSTREAM_URL: 'ftp://x/v2' }, /^UPSTREAM_URL: expected an http\(s\) URL ending in \/v2/],
+    [{ UPSTREAM_URL: 'http://x/v1' }, /^UPSTREAM_URL: expected an http\(s\) URL ending in \/v2/],
+    [{ PORT: 'abc' }, /^PORT: expected an integer from 0 to 65535, got "abc"$/],
+    [{ PORT: '70000' }, /^PORT: expected an integer from 0 to 65535/],
+    [{ UPSTREAM_TIMEOUT_MS: '0' }, /^UPSTREAM_TIMEOUT_MS: expected an integer from 1/],
+    [{ UPSTREAM_CONNECTIONS: '1.5' }, /^UPSTREAM_CONNECTIONS: expected an integer from 1/],
+    [{ UPSTREAM_ROUTES_FILE: '/no/such/file.json' }, /^UPSTREAM_ROUTES_FILE: cannot read a JSON object from/],
+    [{ UPSTREAM_ROUTES_FILE: routesFile('{"getHead": {}}') }, /^UPSTREAM_ROUTES_FILE: getHead: unknown operation/],
+    [{ UPSTREAM_ROUTES_FILE: routesFile('{"deleteHead": {"method": "FETCH"}}') }, /^UPSTREAM_ROUTES_FILE: deleteHead.method: method must be one of/],
+    [{ UPSTREAM_ROUTES_FILE: routesFile('{"getHeadById": {"path": "/head"}}') }, /^UPSTREAM_ROUTES_FILE: getHeadById.path: path must contain \{id\}/],
+  ])('refuses %o with one line naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+});
+
+describe('the gateway process', () => {
+  it('exits 1 with one line on stderr and no stack trace for a bad value', () => {
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: { ...process.env, PORT: 'not-a-port' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.status).toBe(1);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toEqual(['Configuration error: PORT: expected an integer from 0 to 65535, got "not-a-port"']);
+    expect(result.stdout).toBe('');
+  });
+
+  it('refuses to start the embedded reference upstream with NODE_ENV=production', () => {
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: { ...process.env, NODE_ENV: 'production', UPSTREAM_URL: '' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toMatch(/^Configuration error: UPSTREAM_URL/);
+  });
+});

@@ -1,0 +1,79 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { once } from 'node:events';
+import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { schema } from '../src/schema/index.js';
+
+/** `npm start` as an operator runs it: no UPSTREAM_URL, so the embedded reference upstream. */
+describe('the gateway process (npm start)', () => {
+  let child: ChildProcessWithoutNullStreams;
+  let endpoint: string;
+  let stdout = '';
+
+  beforeAll(async () => {
+    child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', UPSTREAM_URL: '', LOG_LEVEL: 'warn' } });
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    const deadline = Date.now() + 20_000;
+    while (!/Gateway listening on (\S+)/.test(stdout)) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`gateway did not start: ${stdout}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    endpoint = /Gateway listening on (\S+)/.exec(stdout)![1]!;
+  });
+
+  afterAll(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+
+  const post = async (query: string, headers: Record<string, string> = {}) => {
+    const response = await fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query }) });
+    return { status: response.status, headers: response.headers, body: (await response.json()) as any };
+  };
+
+  it('says in one line that it serves the embedded reference upstream', () => {
+    expect(stdout).toMatch(/^No UPSTREAM_URL set: serving the embedded reference upstream at http:\/\/127\.0\.0\.1:\d+\/v2 \(demo login: demo \/ demo-password\)\.$/m);
+  });
+
+  it('answers the head-and-hair query over a real port, and forwards the token it is given', async () => {
+    const heads = await post('{ heads(first: 2) { totalCount nodes { name hair { name } } } }');
+    expect(heads.status).toBe(200);
+    expect(heads.body.data.heads.totalCount).toBeGreaterThanOrEqual(250);
+    expect(heads.body.data.heads.nodes).toHaveLength(2);
+
+    const login = await post(`mutation { login(input: { username: "${DEMO_CREDENTIALS.username}", password: "${DEMO_CREDENTIALS.password}" }) { accessToken } }`);
+    const token = login.body.data.login.accessToken as string;
+    const permissions = await post('{ permissions(first: 1) { totalCount } }', { authorization: `Bearer ${token}` });
+    expect(permissions.body.data.permissions.totalCount).toBeGreaterThan(0);
+    const refused = await post('{ permissions(first: 1) { totalCount } }', { authorization: 'Bearer not-issued' });
+    expect(refused.body.errors[0].extensions.code).toBe('UNAUTHENTICATED');
+  });
+
+  it('shuts down cleanly on SIGTERM', async () => {
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    expect(code).toBe(0);
+  });
+});
+
+describe('the schema as a manual', () => {
+  it('describes every type, field, argument, input field and enum value', async () => {
+    const { graphqlSync } = await import('graphql');
+    const result = graphqlSync({ schema, source: getIntrospectionQuery() });
+    const introspection = result.data as unknown as IntrospectionQuery;
+    const missing: string[] = [];
+    for (const type of introspection.__schema.types) {
+      if (type.name.startsWith('__') || ['String', 'Int', 'Float', 'Boolean', 'ID'].includes(type.name)) continue;
+      if (!type.description) missing.push(type.name);
+      if ('fields' in type && type.fields) {
+        for (const field of type.fields) {
+          if (!field.description) missing.push(`${type.name}.${field.name}`);
+          for (const arg of field.args) if (!arg.description) missing.push(`${type.name}.${field.name}(${arg.name})`);
+        }
+      }
+      if ('inputFields' in type && type.inputFields) for (const field of type.inputFields) if (!field.description) missing.push(`${type.name}.${field.name}`);
+      if ('enumValues' in type && type.enumValues) for (const value of type.enumValues) if (!value.description) missing.push(`${type.name}.${value.name}`);
+    }
+    expect(missing).toEqual([]);
+  });
+});
