@@ -13,6 +13,15 @@ const upstreamUrl = z
   .transform((url) => url.replace(/\/+$/, ''))
   .refine((url) => url.endsWith('/v2'), { error: 'an http(s) URL ending in /v2' });
 
+const flag = (name: string) =>
+  z.enum(['true', 'false', '1', '0', 'on', 'off'], { error: `true or false (${name})` }).transform((v) => v === 'true' || v === '1' || v === 'on');
+
+const originsMessage = 'a comma-separated list of http(s) origins, or *';
+const origins = z
+  .string()
+  .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
+  .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ }).transform((url) => new URL(url).origin)], { error: originsMessage })));
+
 const environment = z.object({
   UPSTREAM_URL: upstreamUrl.optional(),
   PORT: integer(0, 65_535).default(4000),
@@ -20,6 +29,20 @@ const environment = z.object({
   UPSTREAM_TIMEOUT_MS: integer(1, 600_000).default(10_000),
   UPSTREAM_CONNECTIONS: integer(1, 10_000).default(100),
   UPSTREAM_ROUTES_FILE: z.string().min(1, { error: 'a path to a JSON file' }).optional(),
+  UPSTREAM_KEEPALIVE_MS: integer(1, 600_000).default(4_000),
+  UPSTREAM_MAX_RESPONSE_BYTES: integer(1_024, 1_073_741_824).default(5 * 1024 * 1024),
+  UPSTREAM_FANOUT: integer(1, 1_000).default(10),
+  UPSTREAM_CALL_BUDGET: integer(1, 100_000).default(50),
+  OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000),
+  INTROSPECTION: flag('INTROSPECTION').optional(),
+  CORS_ORIGINS: origins.optional(),
+  MAX_DEPTH: integer(1, 1_000).default(15),
+  MAX_ALIASES: integer(1, 10_000).default(30),
+  MAX_TOKENS: integer(1, 1_000_000).default(2_000),
+  MAX_DIRECTIVES: integer(1, 10_000).default(20),
+  MAX_BODY_BYTES: integer(1_024, 104_857_600).default(100_000),
+  SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: 'one of fatal, error, warn, info, debug, trace, silent' }).default('info'),
   NODE_ENV: z.string().optional(),
 });
 
@@ -31,7 +54,30 @@ export interface Config {
   readonly upstreamTimeoutMs: number;
   readonly upstreamConnections: number;
   readonly routes: RouteTable;
+  readonly upstreamKeepAliveMs: number;
+  readonly upstreamMaxResponseBytes: number;
+  /** Upstream calls one request may have in flight at once. */
+  readonly upstreamFanout: number;
+  /** Upstream calls one operation may make, estimated before and counted during execution. */
+  readonly upstreamCallBudget: number;
+  /** One deadline for all upstream calls of an operation; longer than one call's timeout. */
+  readonly operationTimeoutMs: number;
+  readonly introspection: boolean;
+  /** Origins allowed by CORS; empty means same-origin only. */
+  readonly corsOrigins: readonly string[];
+  readonly limits: OperationLimits;
+  readonly shutdownGraceMs: number;
+  readonly logLevel: string;
   readonly production: boolean;
+}
+
+/** Per-operation limits refused before execution (GraphQL Armor and the body cap). */
+export interface OperationLimits {
+  readonly maxDepth: number;
+  readonly maxAliases: number;
+  readonly maxTokens: number;
+  readonly maxDirectives: number;
+  readonly maxBodyBytes: number;
 }
 
 /** A configuration problem, worded for one line on stderr: `VARIABLE: expected ...`. */
@@ -56,6 +102,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (error instanceof RouteConfigError) throw new ConfigError(`UPSTREAM_ROUTES_FILE: ${error.message}`);
     throw error;
   }
+  if (e.OPERATION_TIMEOUT_MS <= e.UPSTREAM_TIMEOUT_MS) {
+    throw new ConfigError(`OPERATION_TIMEOUT_MS: expected more than UPSTREAM_TIMEOUT_MS (${e.UPSTREAM_TIMEOUT_MS}), got ${JSON.stringify(env.OPERATION_TIMEOUT_MS ?? String(e.OPERATION_TIMEOUT_MS))}`);
+  }
+  const production = e.NODE_ENV === 'production';
   return Object.freeze({
     upstreamUrl: e.UPSTREAM_URL,
     port: e.PORT,
@@ -63,6 +113,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     upstreamTimeoutMs: e.UPSTREAM_TIMEOUT_MS,
     upstreamConnections: e.UPSTREAM_CONNECTIONS,
     routes,
-    production: e.NODE_ENV === 'production',
+    upstreamKeepAliveMs: e.UPSTREAM_KEEPALIVE_MS,
+    upstreamMaxResponseBytes: e.UPSTREAM_MAX_RESPONSE_BYTES,
+    upstreamFanout: e.UPSTREAM_FANOUT,
+    upstreamCallBudget: e.UPSTREAM_CALL_BUDGET,
+    operationTimeoutMs: e.OPERATION_TIMEOUT_MS,
+    introspection: e.INTROSPECTION ?? !production,
+    corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
+    limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxBodyBytes: e.MAX_BODY_BYTES }),
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    logLevel: e.LOG_LEVEL,
+    production,
   });
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { RequestLoaders } from './loaders/request-loaders.js';
+import { OperationGuard } from './upstream/operation-guard.js';
 import type { UpstreamCaller } from './upstream/transport.js';
 import type { Upstream } from './upstream/upstream.js';
 
@@ -12,13 +13,17 @@ export interface GatewayContext {
   /** The upstream bound to this request (token, request id, cancellation); for mutations. */
   readonly upstream: UpstreamCaller;
   readonly loaders: RequestLoaders;
+  /** The operation's upstream budget, deadline and call count. */
+  readonly guard: OperationGuard;
   readonly logger: Logger;
 }
 
 export interface ContextOptions {
   readonly upstream: Upstream;
   readonly logger: Logger;
-  readonly fanout?: number;
+  readonly fanout: number;
+  readonly budget: number;
+  readonly deadlineMs: number;
 }
 
 const requestIdPattern = /^[\w.:-]{1,128}$/;
@@ -32,12 +37,14 @@ export function requestIdFrom(request: Request): string {
 export function createContext(request: Request, options: ContextOptions): GatewayContext {
   const requestId = requestIdFrom(request);
   const authorization = request.headers.get('authorization') ?? undefined;
-  const upstream = options.upstream.forRequest({ requestId, authorization, signal: request.signal });
+  const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs, clientSignal: request.signal });
+  const upstream = options.upstream.forRequest({ requestId, authorization, signal: guard.signal, guard });
   return {
     requestId,
     authorization,
     upstream,
     loaders: new RequestLoaders(upstream, { fanout: options.fanout }),
+    guard,
     logger: options.logger.child({ requestId }),
   };
 }

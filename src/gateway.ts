@@ -1,7 +1,13 @@
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
+import type { Config } from './config.js';
 import { createContext, type GatewayContext } from './context.js';
+import { GatewayMetrics } from './metrics.js';
+import { useOperability } from './plugins/operability.js';
+import { useOperationLimits } from './plugins/operation-limits.js';
+import { useRequestSizeLimit } from './plugins/request-size-limit.js';
+import { useUpstreamCallBudget } from './plugins/upstream-budget.js';
 import { maskError } from './schema/errors.js';
 import { schema } from './schema/index.js';
 import type { Upstream } from './upstream/upstream.js';
@@ -30,24 +36,52 @@ query HeadsWithHair {
 }
 `;
 
+/** The part of the configuration the yoga app itself uses. */
+export type GatewaySettings = Pick<
+  Config,
+  'upstreamFanout' | 'upstreamCallBudget' | 'operationTimeoutMs' | 'introspection' | 'corsOrigins' | 'limits' | 'production'
+>;
+
 export interface GatewayOptions {
   readonly upstream: Upstream;
   readonly logger: Logger;
-  /** Upstream calls one request may have in flight at once. @default 10 */
-  readonly fanout?: number;
-  /** Serve GraphiQL to browsers at the GraphQL endpoint. @default true */
-  readonly graphiql?: boolean;
+  readonly settings: GatewaySettings;
+  readonly metrics?: GatewayMetrics;
+  /** Whether the upstream answered recently; /ready reports it. @default always ready */
+  readonly ready?: () => Promise<boolean>;
 }
 
 export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext>;
 
 /** The yoga app: tests drive it with `yoga.fetch`, `main.ts` serves it on a port. */
 export function createGateway(options: GatewayOptions): Gateway {
-  const { upstream, logger } = options;
+  const { upstream, logger, settings } = options;
+  const metrics = options.metrics ?? new GatewayMetrics({ defaultMetrics: false });
+  const refused = (limit: string) => () => metrics.refusals.inc({ limit });
   return createYoga<Record<string, unknown>, GatewayContext>({
     schema,
     graphqlEndpoint: '/graphql',
-    context: ({ request }) => createContext(request, { upstream, logger, fanout: options.fanout }),
+    context: ({ request }) =>
+      createContext(request, {
+        upstream,
+        logger,
+        fanout: settings.upstreamFanout,
+        budget: settings.upstreamCallBudget,
+        deadlineMs: settings.operationTimeoutMs,
+      }),
+    plugins: [
+      useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
+      ...useOperationLimits({
+        limits: settings.limits,
+        introspection: settings.introspection,
+        hideSuggestions: settings.production,
+        onRefused: (limit) => metrics.refusals.inc({ limit }),
+      }),
+      useUpstreamCallBudget({ budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
+      useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
+    ] as Plugin[],
+    // Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us.
+    cors: settings.corsOrigins.length > 0 ? { origin: [...settings.corsOrigins], credentials: true, methods: ['GET', 'POST'] } : false,
     maskedErrors: { maskError: (error, message) => maskError(error, message) },
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
@@ -55,7 +89,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       warn: (...args) => logger.warn(args.map(String).join(' ')),
       error: (...args) => logger.error(args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ')),
     },
-    graphiql: options.graphiql === false ? false : { title: 'Avatar Head gateway', defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
+    graphiql: { title: 'Avatar Head gateway', defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
     renderGraphiQL,
     landingPage: false,
   });

@@ -2,12 +2,10 @@ import { createServer } from 'node:http';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createGateway } from './gateway.js';
 import { createLogger } from './logger.js';
+import { GatewayMetrics } from './metrics.js';
 import { startReferenceUpstream, type ReferenceUpstream } from './reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from './reference-upstream/seed.js';
 import { createUpstream } from './upstream/upstream.js';
-
-/** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
-const SHUTDOWN_GRACE_MS = 10_000;
 
 function configOrExit(): Config {
   try {
@@ -22,7 +20,8 @@ function configOrExit(): Config {
 
 async function main(): Promise<void> {
   const config = configOrExit();
-  const logger = createLogger();
+  const logger = createLogger({ level: config.logLevel });
+  const metrics = new GatewayMetrics();
 
   let reference: ReferenceUpstream | undefined;
   let upstreamUrl = config.upstreamUrl;
@@ -43,8 +42,11 @@ async function main(): Promise<void> {
     routes: config.routes,
     timeoutMs: config.upstreamTimeoutMs,
     connections: config.upstreamConnections,
+    keepAliveTimeoutMs: config.upstreamKeepAliveMs,
+    maxResponseBytes: config.upstreamMaxResponseBytes,
+    onAttempt: metrics.recordAttempt,
   });
-  const gateway = createGateway({ upstream, logger });
+  const gateway = createGateway({ upstream, logger, settings: config, metrics });
   const server = createServer(gateway);
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const address = server.address();
@@ -58,7 +60,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'shutting down');
     const closed = new Promise((resolve) => server.close(resolve));
     server.closeIdleConnections();
-    const grace = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+    const grace = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
     await closed;
     clearTimeout(grace);
     await upstream.close();

@@ -21,8 +21,25 @@ describe('loadConfig', () => {
       upstreamTimeoutMs: 10_000,
       upstreamConnections: 100,
       routes: defaultRoutes,
+      upstreamKeepAliveMs: 4_000,
+      upstreamMaxResponseBytes: 5 * 1024 * 1024,
+      upstreamFanout: 10,
+      upstreamCallBudget: 50,
+      operationTimeoutMs: 15_000,
+      introspection: true,
+      corsOrigins: [],
+      limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxBodyBytes: 100_000 },
+      shutdownGraceMs: 10_000,
+      logLevel: 'info',
       production: false,
     });
+  });
+
+  it('turns introspection off in production unless INTROSPECTION says otherwise, and reads CORS origins', () => {
+    expect(loadConfig({ NODE_ENV: 'production', UPSTREAM_URL: 'http://u/v2' }).introspection).toBe(false);
+    expect(loadConfig({ NODE_ENV: 'production', INTROSPECTION: 'true' }).introspection).toBe(true);
+    expect(loadConfig({ INTROSPECTION: 'off' }).introspection).toBe(false);
+    expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173']);
   });
 
   it('reads every variable, and drops a trailing slash from the upstream URL', () => {
@@ -49,6 +66,10 @@ describe('loadConfig', () => {
     [{ PORT: '70000' }, /^PORT: expected an integer from 0 to 65535/],
     [{ UPSTREAM_TIMEOUT_MS: '0' }, /^UPSTREAM_TIMEOUT_MS: expected an integer from 1/],
     [{ UPSTREAM_CONNECTIONS: '1.5' }, /^UPSTREAM_CONNECTIONS: expected an integer from 1/],
+    [{ OPERATION_TIMEOUT_MS: '5000' }, /^OPERATION_TIMEOUT_MS: expected more than UPSTREAM_TIMEOUT_MS \(10000\)/],
+    [{ INTROSPECTION: 'maybe' }, /^INTROSPECTION: expected true or false/],
+    [{ CORS_ORIGINS: 'not a url' }, /^CORS_ORIGINS: expected a comma-separated list/],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: expected one of/],
     [{ UPSTREAM_ROUTES_FILE: '/no/such/file.json' }, /^UPSTREAM_ROUTES_FILE: cannot read a JSON object from/],
     [{ UPSTREAM_ROUTES_FILE: routesFile('{"getHead": {}}') }, /^UPSTREAM_ROUTES_FILE: getHead: unknown operation/],
     [{ UPSTREAM_ROUTES_FILE: routesFile('{"deleteHead": {"method": "FETCH"}}') }, /^UPSTREAM_ROUTES_FILE: deleteHead.method: method must be one of/],

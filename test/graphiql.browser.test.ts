@@ -1,3 +1,4 @@
+import { loadConfig } from '../src/config.js';
 import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -106,7 +107,7 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
 
     // As in main.ts.
     upstream = createUpstream({ baseUrl: reference.url, routes: defaultRoutes, timeoutMs: 10_000, connections: 10 });
-    const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }) });
+    const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), settings: loadConfig({}) });
     const srv = createServer(gateway);
     server = srv;
     await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));

@@ -1,3 +1,4 @@
+import { loadConfig } from '../src/config.js';
 import { readFileSync } from 'node:fs';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
@@ -34,7 +35,7 @@ let gateway: Gateway;
 beforeAll(async () => {
   reference = await startReferenceUpstream();
   upstream = createUpstream({ baseUrl: reference.url, routes: defaultRoutes, timeoutMs: 5_000, connections: 8 });
-  gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), graphiql: false });
+  gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), settings: loadConfig({}) });
 });
 
 afterAll(async () => {

@@ -3,8 +3,9 @@ import type { ValidationDetail } from './schemas.js';
 
 /**
  * What went wrong with an upstream call, as one code the schema edge maps to a GraphQL error.
- * `ABORTED` is the caller's own cancellation (client gone, operation deadline reached by a
- * sibling); it is not the upstream's fault and is never retried.
+ * `ABORTED` is the caller's own cancellation (the client went away); it is not the upstream's
+ * fault and is never retried. `UPSTREAM_BUDGET_EXCEEDED` is a call the operation's budget
+ * refused: it was never sent.
  */
 export type UpstreamErrorCode =
   | 'UNAUTHENTICATED'
@@ -14,6 +15,7 @@ export type UpstreamErrorCode =
   | 'UPSTREAM_TIMEOUT'
   | 'UPSTREAM_UNAVAILABLE'
   | 'UPSTREAM_ERROR'
+  | 'UPSTREAM_BUDGET_EXCEEDED'
   | 'ABORTED';
 
 export interface UpstreamErrorInit {
@@ -33,9 +35,10 @@ const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> =
   FORBIDDEN: (e) => `Upstream denied permission (${e.status})`,
   NOT_FOUND: (e) => `Upstream has no such resource (${e.status})`,
   BAD_USER_INPUT: (e) => `Upstream rejected the input (${e.status})`,
-  UPSTREAM_TIMEOUT: () => 'Upstream did not answer in time',
+  UPSTREAM_TIMEOUT: (e) => `Upstream did not answer in time${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_UNAVAILABLE: () => 'Upstream could not be reached',
   UPSTREAM_ERROR: (e) => `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
+  UPSTREAM_BUDGET_EXCEEDED: () => 'Upstream call budget of this operation exhausted; call not sent',
   ABORTED: () => 'Upstream call was cancelled',
 };
 

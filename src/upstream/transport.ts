@@ -31,13 +31,29 @@ export const defaultRetryPolicy: RetryPolicy = Object.freeze({
 const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_CONNECT_TIMEOUT']);
 const timeoutCodes = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
+/**
+ * A per-operation gate on upstream calls (budget, stop after a 401). The transport asks it
+ * before every attempt, retries included, and tells it how each attempt ended.
+ */
+export interface CallGuard {
+  /** A code refuses the attempt: it is not sent. */
+  admit(operation: OperationName): UpstreamErrorCode | undefined;
+  settled(operation: OperationName, code: UpstreamErrorCode | undefined): void;
+}
+
+/** The reason an operation's deadline aborts its calls with: they fail as UPSTREAM_TIMEOUT. */
+export class OperationDeadline extends Error {
+  override name = 'OperationDeadline';
+}
+
 /** What the caller of one incoming request brings to every upstream call it makes. */
 export interface CallContext {
   /** The incoming `Authorization` header, forwarded verbatim; the gateway has no token of its own. */
   readonly authorization?: string | undefined;
   readonly requestId: string;
-  /** Cancels the call: the client went away or the operation's deadline passed. */
+  /** Cancels the call: the client went away, or the operation's deadline passed (reason OperationDeadline). */
   readonly signal?: AbortSignal | undefined;
+  readonly guard?: CallGuard | undefined;
 }
 
 export interface CallSpec<T> {
@@ -140,11 +156,15 @@ export class UpstreamTransport {
       new UpstreamError({ code: failure.code, operation: spec.operation, method: route.method, path: route.path, status: failure.status, ...failure.extra });
 
     for (let attempt = 0; ; attempt++) {
+      // A cancelled operation sends nothing more; a live one asks its guard (budget, 401).
+      const refusal = signal.aborted ? classifyThrown(signal.reason, timeout, context.signal, this.#retry).code : context.guard?.admit(spec.operation);
+      if (refusal !== undefined) throw fail(new Failure(refusal, undefined, false, refusal === 'UPSTREAM_TIMEOUT' ? { reason: 'operation deadline' } : {}));
       const started = performance.now();
       const outcome = await this.#attempt(request, signal, spec).catch((error: unknown) =>
         classifyThrown(error, timeout, context.signal, this.#retry),
       );
       const failure = outcome instanceof Failure ? outcome : undefined;
+      context.guard?.settled(spec.operation, failure?.code);
       this.#onAttempt?.({
         operation: spec.operation,
         status: failure ? failure.status : (outcome as { status: number }).status,
@@ -153,7 +173,6 @@ export class UpstreamTransport {
         retry: attempt > 0,
       });
       if (!failure) return (outcome as { value: T }).value;
-      if (failure.code === 'ABORTED' && context.signal?.reason instanceof UpstreamError) throw context.signal.reason;
       if (!idempotent || !failure.retryable || attempt >= this.#retry.limit) throw fail(failure);
       const backoff = jitter(Math.min(this.#retry.baseDelayMs * 2 ** attempt, this.#retry.maxDelayMs));
       // The retry lives inside the call's timeout: sleeping past it would only delay the failure.
@@ -215,7 +234,11 @@ export class UpstreamTransport {
 
 function classifyThrown(error: unknown, timeout: AbortSignal, callerSignal: AbortSignal | undefined, retry: RetryPolicy): Failure {
   if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
-  if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error });
+  if (callerSignal?.aborted) {
+    return callerSignal.reason instanceof OperationDeadline
+      ? new Failure('UPSTREAM_TIMEOUT', undefined, false, { reason: 'operation deadline', cause: error })
+      : new Failure('ABORTED', undefined, false, { cause: error });
+  }
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string') {
     if (timeoutCodes.has(code)) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });

@@ -1,4 +1,5 @@
 import { Writable } from 'node:stream';
+import { loadConfig } from '../../src/config.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
 import { createLogger } from '../../src/logger.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
@@ -24,7 +25,8 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startTestGateway(options: { timeoutMs?: number } = {}): Promise<TestGateway> {
+/** `env` is read as the process environment would be (defaults for the rest). */
+export async function startTestGateway(options: { timeoutMs?: number; env?: Record<string, string> } = {}): Promise<TestGateway> {
   const reference = await startReferenceUpstream();
   const upstream = createUpstream({
     baseUrl: reference.url,
@@ -41,7 +43,7 @@ export async function startTestGateway(options: { timeoutMs?: number } = {}): Pr
     },
   });
   const logger = createLogger({ level: 'debug', destination });
-  const gateway = createGateway({ upstream, logger });
+  const gateway = createGateway({ upstream, logger, settings: loadConfig(options.env ?? {}) });
 
   return {
     reference,
