@@ -35,6 +35,7 @@ const environment = z.object({
   UPSTREAM_CALL_BUDGET: integer(1, 100_000).default(50),
   OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000),
   INTROSPECTION: flag('INTROSPECTION').optional(),
+  PLANNER: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
   CORS_ORIGINS: origins.optional(),
   MAX_DEPTH: integer(1, 1_000).default(15),
   MAX_ALIASES: integer(1, 10_000).default(30),
@@ -63,6 +64,11 @@ export interface Config {
   /** One deadline for all upstream calls of an operation; longer than one call's timeout. */
   readonly operationTimeoutMs: number;
   readonly introspection: boolean;
+  /**
+   * Pick upstream reads by what the operation selects. It assumes Get Heads and Get Heads Ext
+   * list the same collection in the same order; switch it off for an upstream where they do not.
+   */
+  readonly planner: boolean;
   /** Origins allowed by CORS; empty means same-origin only. */
   readonly corsOrigins: readonly string[];
   readonly limits: OperationLimits;
@@ -119,6 +125,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     upstreamCallBudget: e.UPSTREAM_CALL_BUDGET,
     operationTimeoutMs: e.OPERATION_TIMEOUT_MS,
     introspection: e.INTROSPECTION ?? !production,
+    planner: e.PLANNER === 'on',
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxBodyBytes: e.MAX_BODY_BYTES }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

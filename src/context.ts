@@ -15,6 +15,8 @@ export interface GatewayContext {
   readonly loaders: RequestLoaders;
   /** The operation's upstream budget, deadline and call count. */
   readonly guard: OperationGuard;
+  /** Pick upstream reads by what the operation selects (see loaders, `loadHead`, `heads`). */
+  readonly planner: boolean;
   readonly logger: Logger;
 }
 
@@ -24,6 +26,7 @@ export interface ContextOptions {
   readonly fanout: number;
   readonly budget: number;
   readonly deadlineMs: number;
+  readonly planner: boolean;
 }
 
 const requestIdPattern = /^[\w.:-]{1,128}$/;
@@ -43,8 +46,9 @@ export function createContext(request: Request, options: ContextOptions): Gatewa
     requestId,
     authorization,
     upstream,
-    loaders: new RequestLoaders(upstream, { fanout: options.fanout }),
+    loaders: new RequestLoaders(upstream, { fanout: options.fanout, planner: options.planner }),
     guard,
+    planner: options.planner,
     logger: options.logger.child({ requestId }),
   };
 }

@@ -39,7 +39,7 @@ query HeadsWithHair {
 /** The part of the configuration the yoga app itself uses. */
 export type GatewaySettings = Pick<
   Config,
-  'upstreamFanout' | 'upstreamCallBudget' | 'operationTimeoutMs' | 'introspection' | 'corsOrigins' | 'limits' | 'production'
+  'upstreamFanout' | 'upstreamCallBudget' | 'operationTimeoutMs' | 'introspection' | 'planner' | 'corsOrigins' | 'limits' | 'production'
 >;
 
 export interface GatewayOptions {
@@ -68,6 +68,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         fanout: settings.upstreamFanout,
         budget: settings.upstreamCallBudget,
         deadlineMs: settings.operationTimeoutMs,
+        planner: settings.planner,
       }),
     plugins: [
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),

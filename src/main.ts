@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { createGateway } from './gateway.js';
 import { createLogger } from './logger.js';
 import { GatewayMetrics } from './metrics.js';
+import { createReadiness, upstreamAnswers } from './readiness.js';
 import { startReferenceUpstream, type ReferenceUpstream } from './reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from './reference-upstream/seed.js';
 import { createUpstream } from './upstream/upstream.js';
@@ -46,7 +47,8 @@ async function main(): Promise<void> {
     maxResponseBytes: config.upstreamMaxResponseBytes,
     onAttempt: metrics.recordAttempt,
   });
-  const gateway = createGateway({ upstream, logger, settings: config, metrics });
+  const ready = createReadiness({ check: upstreamAnswers(upstream) });
+  const gateway = createGateway({ upstream, logger, settings: config, metrics, ready });
   const server = createServer(gateway);
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const address = server.address();

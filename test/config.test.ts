@@ -27,6 +27,7 @@ describe('loadConfig', () => {
       upstreamCallBudget: 50,
       operationTimeoutMs: 15_000,
       introspection: true,
+      planner: true,
       corsOrigins: [],
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxBodyBytes: 100_000 },
       shutdownGraceMs: 10_000,

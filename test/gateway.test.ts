@@ -23,8 +23,10 @@ async function loginAs(username: string, password: string): Promise<string> {
   return response.data!.login.accessToken;
 }
 
+// These tests hold the default plan of the issue "GraphQL schema" (one read per need, the table in
+// the README); the field-aware planner's cheaper reads are held by test/planner.test.ts.
 beforeAll(async () => {
-  t = await startTestGateway();
+  t = await startTestGateway({ env: { PLANNER: 'off' } });
   token = await loginAs(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password);
   ids = t.reference.store.headIds();
 });
@@ -395,7 +397,7 @@ describe('errors', () => {
   });
 
   it('maps a slow upstream to UPSTREAM_TIMEOUT', async () => {
-    const slow = await startTestGateway({ timeoutMs: 100 });
+    const slow = await startTestGateway({ timeoutMs: 100, env: { PLANNER: 'off' } });
     try {
       slow.reference.injectFault('getHeadExt', { kind: 'latency', ms: 1_000 });
       const response = await slow.execute<any>(`{ head(id: "${ids[0]}") { name } }`);

@@ -8,9 +8,9 @@ import type { Browser, BrowserContext, Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway, defaultGraphiQLQuery } from '../src/gateway.js';
 import { createLogger } from '../src/logger.js';
+import { GatewayMetrics } from '../src/metrics.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { defaultRoutes } from '../src/upstream/routes.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
 import { chromiumAvailability, launchChromium, watchPage, type NetworkLog } from './support/browser.js';
 
@@ -105,9 +105,19 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
     permissionTotal = permissions.total;
     reference.resetRecording();
 
-    // As in main.ts.
-    upstream = createUpstream({ baseUrl: reference.url, routes: defaultRoutes, timeoutMs: 10_000, connections: 10 });
-    const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), settings: loadConfig({}) });
+    // As in main.ts, with the defaults of an empty environment (whatever the CI shell exports).
+    const config = loadConfig({});
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
+    upstream = createUpstream({
+      baseUrl: reference.url,
+      routes: config.routes,
+      timeoutMs: config.upstreamTimeoutMs,
+      connections: config.upstreamConnections,
+      keepAliveTimeoutMs: config.upstreamKeepAliveMs,
+      maxResponseBytes: config.upstreamMaxResponseBytes,
+      onAttempt: metrics.recordAttempt,
+    });
+    const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), settings: config, metrics });
     const srv = createServer(gateway);
     server = srv;
     await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));

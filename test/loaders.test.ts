@@ -45,7 +45,7 @@ describe('by-id loaders', () => {
   it('keep one loader per read: variant A ext, variant B and variant B ext are separate calls', async () => {
     const loaders = loadersFor();
     const id = allIds[0]!;
-    await Promise.all([loaders.headExt.load(id), loaders.headB.load(id), loaders.headExtB.load(id), loaders.headB.load(id)]);
+    await Promise.all([loaders.headExt.load(id), loaders.headById.load(id), loaders.headExtById.load(id), loaders.headById.load(id)]);
     expect(reference.requests.map((r) => r.operation).sort()).toEqual(['getHeadById', 'getHeadExt', 'getHeadExtById']);
   });
 

@@ -18,38 +18,51 @@ interface PageKey {
 
 type HeadsPageKey = HeadsFilter & PageKey;
 
-/** A window of a listing: the items at [offset, offset+limit) and the listing's total. */
+/**
+ * A window of a listing: the items at [offset, offset+limit), and what the calls told about the
+ * rest: the listing's total (page wrappers carry it) or just whether more items follow.
+ */
 export interface ListWindow<T> {
   readonly items: T[];
-  readonly total: number;
+  readonly total?: number | undefined;
+  readonly hasMore?: boolean | undefined;
 }
 
 export interface LoaderOptions {
   /** How many upstream calls one request may have in flight at once. @default 10 */
-  readonly fanout?: number;
+  readonly fanout?: number | undefined;
+  /**
+   * Whether reads are chosen by what the operation selects (issue "Performance"). Off, variant B
+   * fields are read through Get Head Ext By Id (variant B), as the default plan says. @default true
+   */
+  readonly planner?: boolean | undefined;
 }
 
 /**
  * The DataLoaders of one incoming request. They hold that request's caller (and so its token):
  * made per request, never shared, so nothing cached here outlives the request or crosses callers.
- * By-id reads are deduplicated and cached for the request; list pages are keyed by their query so
- * the same page is never fetched twice in one request.
+ *
+ * Two layers: one loader per upstream read (deduplicated and cached for the request), and three
+ * per-head "facets" resolvers ask for — variant A fields, head_metadata, variant B fields. Every
+ * read primes every facet it answers, so a later field of the same head costs nothing.
  */
 export class RequestLoaders {
-  /**
-   * The freshest Head variant A this request has seen: primed by listings and updates, else
-   * read through Get Head Ext By Id (an extended read is a Head A too, so it is shared).
-   */
-  readonly headA: DataLoader<string, HeadADto>;
   /** Get Head Ext By Id, variant A: Head A with head_metadata. */
   readonly headExt: DataLoader<string, HeadADto>;
   /** Get Head By Id: Head B without head_metadata. */
-  readonly headB: DataLoader<string, HeadBDto>;
+  readonly headById: DataLoader<string, HeadBDto>;
   /** Get Head Ext By Id, variant B: Head B with head_metadata. */
-  readonly headExtB: DataLoader<string, HeadBDto>;
+  readonly headExtById: DataLoader<string, HeadBDto>;
   readonly headsPage: DataLoader<HeadsPageKey, PageDto<HeadADto>, string>;
   readonly headsExtWindow: DataLoader<ListHeadsExtArgs, HeadBDto[], string>;
   readonly permissionsPage: DataLoader<PageKey, PageDto<PermissionDto>, string>;
+
+  /** The freshest variant A fields of a head: primed by listings, updates and extended reads. */
+  readonly headA: DataLoader<string, HeadADto>;
+  /** A head's head_metadata (null when it has none): primed by every extended read. */
+  readonly headMetadata: DataLoader<string, unknown>;
+  /** The variant B fields of a head (Hair B among them): primed by every variant B read. */
+  readonly headB: DataLoader<string, HeadBDto>;
 
   constructor(caller: UpstreamCaller, options: LoaderOptions = {}) {
     // One cap for all loaders: it bounds what one request can put on the upstream at once.
@@ -58,22 +71,67 @@ export class RequestLoaders {
       new DataLoader<K, V, C>((keys) => Promise.all(keys.map((key) => limit(() => load(key)).catch((error: unknown) => error as Error))), {
         ...(cacheKeyFn ? { cacheKeyFn } : {}),
       });
-    const pageKey = (key: HeadsPageKey | PageKey) => JSON.stringify(key);
+    const json = (key: object) => JSON.stringify(key);
+    // A facet loads through one of the read loaders above; those prime it on the way. Its cache
+    // map is ours so the planner can ask what the request already knows (`knows`).
+    const facet = <V>(load: (id: string) => Promise<V>, cacheMap: Map<string, Promise<V>>) =>
+      new DataLoader<string, V>((ids) => Promise.all(ids.map((id) => load(id).catch((error: unknown) => error as Error))), { cacheMap });
 
-    this.headExt = byKey((id: string) => getHeadExt(caller, id));
-    this.headA = new DataLoader((ids) => Promise.all(ids.map((id) => this.headExt.load(id).catch((error: unknown) => error as Error))));
-    this.headB = byKey((id: string) => getHeadById(caller, id));
-    this.headExtB = byKey((id: string) => getHeadExtById(caller, id));
-    this.headsPage = byKey((key: HeadsPageKey) => listHeads(caller, key), pageKey);
-    this.headsExtWindow = byKey((key: ListHeadsExtArgs) => listHeadsExt(caller, key), (key) => JSON.stringify(key));
-    this.permissionsPage = byKey((key: PageKey) => getPermissions(caller, key), pageKey);
+    this.headExt = byKey(async (id: string) => this.#primeA(await getHeadExt(caller, id), true));
+    this.headById = byKey(async (id: string) => this.#primeB(await getHeadById(caller, id), false));
+    this.headExtById = byKey(async (id: string) => this.#primeB(await getHeadExtById(caller, id), true));
+    this.headsPage = byKey((key: HeadsPageKey) => listHeads(caller, key), json);
+    this.headsExtWindow = byKey(async (key: ListHeadsExtArgs) => (await listHeadsExt(caller, key)).map((head) => this.#primeB(head, true)), json);
+    this.permissionsPage = byKey((key: PageKey) => getPermissions(caller, key), json);
+
+    this.headA = facet((id) => this.headExt.load(id), this.#known.headA);
+    this.headMetadata = facet(async (id) => (await this.headExt.load(id)).head_metadata ?? null, this.#known.headMetadata);
+    this.headB = facet((id) => ((options.planner ?? true) ? this.headById : this.headExtById).load(id), this.#known.headB);
   }
 
-  /** The heads at [offset, offset+limit) of Get Heads, in the fewest page calls. */
+  readonly #known = { headA: new Map<string, Promise<HeadADto>>(), headMetadata: new Map<string, Promise<unknown>>(), headB: new Map<string, Promise<HeadBDto>>() };
+
+  /** Whether the request already has (or is loading) this facet of the head. */
+  knows(facet: 'headA' | 'headMetadata' | 'headB', id: string): boolean {
+    return this.#known[facet].has(id);
+  }
+
+  #primeA(head: HeadADto, extended: boolean): HeadADto {
+    this.headA.prime(head.id, head);
+    if (extended) this.headMetadata.prime(head.id, head.head_metadata ?? null);
+    return head;
+  }
+
+  #primeB(head: HeadBDto, extended: boolean): HeadBDto {
+    this.headB.prime(head.id, head);
+    if (extended) this.headMetadata.prime(head.id, head.head_metadata ?? null);
+    return head;
+  }
+
+  /** The heads at [offset, offset+limit) of Get Heads (variant A), in the fewest page calls. */
   async listHeadsWindow(filter: HeadsFilter, offset: number, limit: number): Promise<ListWindow<HeadADto>> {
     const window = await loadWindow(offset, limit, (call) => this.headsPage.load({ search: filter.search, style: filter.style, ...call }));
-    for (const head of window.items) this.headA.prime(head.id, head);
+    for (const head of window.items) this.#primeA(head, false);
     return window;
+  }
+
+  /**
+   * The heads at [offset, offset+limit) of Get Heads Ext (variant B with head_metadata) in one
+   * call, asking one row more to learn whether more follow. Get Heads Ext has no style filter.
+   */
+  async listHeadsExtWindow(search: string | undefined, offset: number, limit: number): Promise<ListWindow<HeadBDto>> {
+    const rows = await this.headsExtWindow.load({ limit: limit + 1, skip: offset, search });
+    return { items: rows.slice(0, limit), hasMore: rows.length > limit };
+  }
+
+  /** How many heads Get Heads lists for the filter: one page of one. */
+  async countHeads(filter: HeadsFilter): Promise<number> {
+    return (await this.headsPage.load({ search: filter.search, style: filter.style, page: 1, size: 1 })).total;
+  }
+
+  /** The permissions at [offset, offset+limit) of Get Permissions, in the fewest page calls. */
+  listPermissionsWindow(offset: number, limit: number): Promise<ListWindow<PermissionDto>> {
+    return loadWindow(offset, limit, (call) => this.permissionsPage.load(call));
   }
 
   /** After Update Head: earlier reads of the head are stale, the answer is the freshest Head A. */
@@ -84,12 +142,7 @@ export class RequestLoaders {
 
   /** After Delete Head, or an update: nothing read of this head earlier in the request is true now. */
   forgetHead(id: string): void {
-    for (const loader of [this.headA, this.headExt, this.headB, this.headExtB]) loader.clear(id);
-  }
-
-  /** The permissions at [offset, offset+limit) of Get Permissions, in the fewest page calls. */
-  listPermissionsWindow(offset: number, limit: number): Promise<ListWindow<PermissionDto>> {
-    return loadWindow(offset, limit, (call) => this.permissionsPage.load(call));
+    for (const loader of [this.headA, this.headMetadata, this.headB, this.headExt, this.headById, this.headExtById]) loader.clear(id);
   }
 }
 

@@ -1,6 +1,7 @@
+import { getOperationAST, type GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
-import type { GatewayContext } from '../context.js';
+import { requestIdFrom, type GatewayContext } from '../context.js';
 import type { GatewayMetrics } from '../metrics.js';
 
 export interface OperabilityOptions {
@@ -8,9 +9,227 @@ export interface OperabilityOptions {
   readonly logger: Logger;
   /** Whether the upstream answered recently (cached by the caller). */
   readonly ready: () => Promise<boolean>;
+  /**
+   * Distinct operation names the metrics keep apart; later new names are counted as `other`.
+   * Names come from clients, so without a cap every new name would be a new set of series.
+   * @default 500
+   */
+  readonly maxOperationNames?: number;
 }
 
-/** /health, /ready, /metrics and one structured log line per operation. (Filled in next.) */
-export function useOperability(_options: OperabilityOptions): Plugin<GatewayContext> {
-  return {};
+export type OperationOutcome = 'ok' | 'error' | 'refused';
+type OperationType = 'query' | 'mutation' | 'unknown';
+
+/** One GraphQL operation being handled; lives on the operation's context under a private key. */
+interface OperationState {
+  readonly startedAt: number;
+  /** The operationName the client sent, until the parsed document names the operation. */
+  name: string | undefined;
+  type: OperationType;
+  /** True once execution began (our onExecute ran), so the gauge went up. */
+  executing: boolean;
+  done: boolean;
+  requestId: string | undefined;
+}
+
+const operationKey = Symbol('operability.operation');
+type WithOperation = { [operationKey]?: OperationState };
+
+const HEALTH = '/health';
+const READY = '/ready';
+const METRICS = '/metrics';
+const MAX_NAME_LENGTH = 64;
+const MAX_ERROR_CODES = 10;
+const invalidNameChars = /[^A-Za-z0-9_]/g;
+
+const jsonHeaders = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } as const;
+
+/** The path of an absolute request URL without building a URL object (this runs per request). */
+function pathOf(url: string): string {
+  const scheme = url.indexOf('://');
+  const start = scheme < 0 ? url.indexOf('/') : url.indexOf('/', scheme + 3);
+  if (start < 0) return '/';
+  let end = url.length;
+  for (let i = start; i < url.length; i++) {
+    const c = url.charCodeAt(i);
+    if (c === 63 /* ? */ || c === 35 /* # */) {
+      end = i;
+      break;
+    }
+  }
+  return url.slice(start, end);
+}
+
+/** A name safe as a label and a log field: ASCII letters, digits and `_`, at most 64 of them. */
+export function operationLabel(name: string | null | undefined): string {
+  if (name === undefined || name === null || name === '') return 'anonymous';
+  const capped = name.length > MAX_NAME_LENGTH ? name.slice(0, MAX_NAME_LENGTH) : name;
+  return capped.replace(invalidNameChars, '_');
+}
+
+/**
+ * The outcome rule. GraphQL itself says when a request never reached execution: its result has
+ * errors and no `data` entry at all (spec, "Response Format"). So:
+ * - `ok`: no errors;
+ * - `error`: errors and a `data` entry (even `null`): execution ran and something failed;
+ * - `refused`: errors without `data`: turned away before execution (request parameters, syntax,
+ *   validation with the depth/alias/token/directive limits and disabled introspection, variables
+ *   that do not fit their types, the upstream call budget estimate); it made no upstream call.
+ * A masked crash (INTERNAL_SERVER_ERROR) without data is an `error`, not a refusal: a bug must
+ * not hide among bad requests.
+ */
+export function outcomeOf(result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined): OperationOutcome {
+  if (result === undefined) return 'refused';
+  const errors = result.errors;
+  if (errors === undefined || errors.length === 0) return 'ok';
+  if ('data' in result && result.data !== undefined) return 'error';
+  for (const error of errors) if (codeOf(error) === 'INTERNAL_SERVER_ERROR') return 'error';
+  return 'refused';
+}
+
+function codeOf(error: unknown): string | undefined {
+  const code = (error as Partial<GraphQLError> | null)?.extensions?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** Distinct error codes of a result, at most MAX_ERROR_CODES, for the log line. */
+function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
+  const codes: string[] = [];
+  if (errors === undefined) return codes;
+  for (const error of errors) {
+    const code = codeOf(error) ?? 'UNKNOWN';
+    if (!codes.includes(code)) {
+      codes.push(code);
+      if (codes.length === MAX_ERROR_CODES) break;
+    }
+  }
+  return codes;
+}
+
+/**
+ * /health, /ready, /metrics and, per GraphQL operation, the in-flight gauge, one observation of
+ * the operations histogram, one structured log line and the `x-request-id` response header.
+ *
+ * Per-operation work is a handful of hooks that each run once per operation (never per field):
+ * onParams starts the clock, onValidate reads the operation's name and type from the parsed
+ * document, onExecute raises the gauge, onExecutionResult records everything, and onResponse
+ * echoes the request id (and records an operation that never produced a result, such as one
+ * with malformed request parameters). The log line carries names, counts and error codes only:
+ * never headers, variables, the query text or error messages.
+ */
+export function useOperability(options: OperabilityOptions): Plugin<GatewayContext> {
+  const { metrics, logger, ready } = options;
+  const maxNames = options.maxOperationNames ?? 500;
+  const knownNames = new Set<string>();
+
+  const metricName = (name: string): string => {
+    if (knownNames.has(name)) return name;
+    if (knownNames.size >= maxNames) return 'other';
+    knownNames.add(name);
+    return name;
+  };
+
+  const finish = (
+    state: OperationState,
+    context: Partial<GatewayContext> & { request?: Request },
+    result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined,
+  ): void => {
+    if (state.done) return;
+    state.done = true;
+    if (state.executing) metrics.inFlight.dec();
+    const durationMs = performance.now() - state.startedAt;
+    const outcome = outcomeOf(result);
+    const operationName = operationLabel(state.name);
+    // A refused operation never built its context: its request id is made here, from the same rule.
+    const requestId = context.requestId ?? (state.requestId ??= context.request ? requestIdFrom(context.request) : undefined);
+    metrics.operations.observe({ operation: metricName(operationName), type: state.type, outcome }, durationMs / 1000);
+    logger.info(
+      {
+        requestId,
+        operationName,
+        operationType: state.type,
+        outcome,
+        durationMs: Math.round(durationMs * 1000) / 1000,
+        upstreamCalls: context.guard?.calls ?? 0,
+        errorCodes: errorCodesOf(result?.errors),
+      },
+      'graphql operation',
+    );
+  };
+
+  const plainResponse = (fetchAPI: { Response: typeof Response }, status: number, body: object): Response =>
+    new fetchAPI.Response(JSON.stringify(body), { status, headers: jsonHeaders });
+
+  return {
+    onRequest({ request, fetchAPI, endResponse }) {
+      // GraphQL POSTs leave at the first test; only GET/HEAD on our three paths go further.
+      if (request.method !== 'GET' && request.method !== 'HEAD') return;
+      const path = pathOf(request.url);
+      if (path === HEALTH) {
+        // Liveness: the process answers. Never touches the upstream.
+        endResponse(plainResponse(fetchAPI, 200, { status: 'ok' }));
+        return;
+      }
+      if (path === READY) {
+        return ready().then(
+          (isReady) => endResponse(plainResponse(fetchAPI, isReady ? 200 : 503, { status: isReady ? 'ready' : 'not ready' })),
+          () => endResponse(plainResponse(fetchAPI, 503, { status: 'not ready' })),
+        );
+      }
+      if (path === METRICS) {
+        return metrics.registry.metrics().then((text) =>
+          endResponse(new fetchAPI.Response(text, { status: 200, headers: { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' } })),
+        );
+      }
+      return;
+    },
+
+    onParams({ params, context }) {
+      const state: OperationState = {
+        startedAt: performance.now(),
+        name: typeof params.operationName === 'string' ? params.operationName : undefined,
+        type: 'unknown',
+        executing: false,
+        done: false,
+        requestId: undefined,
+      };
+      (context as WithOperation)[operationKey] = state;
+    },
+
+    onValidate({ context, params }) {
+      const state = (context as WithOperation)[operationKey];
+      if (state === undefined) return;
+      const operation = getOperationAST(params.documentAST, state.name);
+      if (operation === null || operation === undefined) return;
+      if (operation.name !== undefined) state.name = operation.name.value;
+      state.type = operation.operation === 'query' || operation.operation === 'mutation' ? operation.operation : 'unknown';
+    },
+
+    onExecute({ args }) {
+      const state = (args.contextValue as WithOperation)[operationKey];
+      if (state === undefined || state.executing) return;
+      state.executing = true;
+      metrics.inFlight.inc();
+    },
+
+    onExecutionResult({ result, context }) {
+      const state = (context as WithOperation)[operationKey];
+      if (state === undefined) return;
+      // An async iterable (a stream) has no single result: it counts from its set-up, as `ok`.
+      const single = result !== undefined && Symbol.asyncIterator in result ? {} : result;
+      finish(state, context as Partial<GatewayContext>, single);
+    },
+
+    onResponse({ request, response, serverContext, setResponse, fetchAPI }) {
+      const context = serverContext as Partial<GatewayContext> & WithOperation;
+      const state = context[operationKey];
+      // Parameters refused after onParams (a missing query, say) never reached onExecutionResult.
+      if (state !== undefined && !state.done) finish(state, { ...context, request }, undefined);
+      const requestId = context.requestId ?? state?.requestId;
+      if (requestId !== undefined) response.headers.set('x-request-id', requestId);
+      // yoga's built-in health check answers /health before any plugin sees it, with no body;
+      // give it ours (it is the only response carrying x-yoga-id).
+      if (response.headers.has('x-yoga-id') && request.url.endsWith(HEALTH)) setResponse(plainResponse(fetchAPI, 200, { status: 'ok' }));
+    },
+  };
 }

@@ -9,47 +9,68 @@ export interface ConnectionArgs {
   readonly before?: string | null | undefined;
 }
 
-/** What a connection field resolves to; `totalCount` comes free with every listing page. */
+/** Where a connection's items come from. */
+export interface WindowSource<T> {
+  /** The items at [offset, offset+limit), with the total or whether more follow when known. */
+  window(offset: number, limit: number): Promise<ListWindow<T>>;
+  /**
+   * The listing's total, for `last` without `before` and for `totalCount`. It may answer with a
+   * window starting at 0 as well (a probe), which the connection then uses if it covers the page.
+   */
+  total(): Promise<{ total: number; probe?: { limit: number; items: T[] } }>;
+}
+
+/** What a connection field resolves to; `totalCount` is read only when selected. */
 export interface WindowConnection<T> {
   readonly edges: { cursor: string; node: T }[];
   readonly pageInfo: { startCursor: string | null; endCursor: string | null; hasPreviousPage: boolean; hasNextPage: boolean };
-  readonly totalCount: number;
+  readonly totalCount: () => Promise<number>;
 }
 
 /**
  * Relay paging over an offset listing: the arguments become one window [offset, offset+limit),
- * loaded through the request's page loaders (one upstream call for most windows).
- * `last` without `before` counts back from the end, so the total is needed first: a probe
- * window from the start gives it, and is the answer too whenever the listing fits in it.
+ * loaded through the request's loaders (one upstream call for most windows). `last` without
+ * `before` counts back from the end, so the total comes first.
  */
-export async function resolveWindowConnection<T>(
-  args: ConnectionArgs,
-  loadWindow: (offset: number, limit: number) => Promise<ListWindow<T>>,
-): Promise<WindowConnection<T>> {
-  let probe: ListWindow<T> | undefined;
-  let probeSize = 0;
-  if (args.last != null && args.before == null) {
-    probeSize = Math.min(args.last, MAX_PAGE_SIZE);
-    probe = await loadWindow(0, probeSize);
-  }
-  const { offset, expectedSize } = offsetForArgs({ args, defaultSize: DEFAULT_PAGE_SIZE, maxSize: MAX_PAGE_SIZE, totalCount: probe?.total });
+export async function resolveWindowConnection<T>(args: ConnectionArgs, source: WindowSource<T>): Promise<WindowConnection<T>> {
+  const counted = args.last != null && args.before == null ? await source.total() : undefined;
+  const { offset, expectedSize } = offsetForArgs({ args, defaultSize: DEFAULT_PAGE_SIZE, maxSize: MAX_PAGE_SIZE, totalCount: counted?.total });
   let window: ListWindow<T>;
-  if (probe !== undefined && offset + expectedSize <= probeSize) {
-    window = { items: probe.items.slice(offset, offset + expectedSize), total: probe.total };
+  const probe = counted?.probe;
+  if (probe !== undefined && offset + expectedSize <= probe.limit) {
+    window = { items: probe.items.slice(offset, offset + expectedSize), total: counted!.total };
+  } else if (expectedSize === 0) {
+    window = { items: [], total: counted?.total };
   } else {
-    // A zero-size window still needs the total (totalCount, hasNextPage): one row answers it.
-    const loaded = await loadWindow(offset, Math.max(expectedSize, 1));
-    window = expectedSize === 0 ? { items: [], total: loaded.total } : loaded;
+    window = await source.window(offset, expectedSize);
   }
+  const known = window.total ?? counted?.total;
+  const totalCount = known === undefined ? async () => (await source.total()).total : async () => known;
   const edges = window.items.map((node, index) => ({ cursor: offsetToCursor(offset + index), node }));
+  const hasNextPage = window.hasMore ?? offset + window.items.length < (known ?? (await totalCount()));
   return {
     edges,
-    totalCount: window.total,
+    totalCount,
     pageInfo: {
       startCursor: edges[0]?.cursor ?? null,
       endCursor: edges.at(-1)?.cursor ?? null,
       hasPreviousPage: offset > 0,
-      hasNextPage: offset + window.items.length < window.total,
+      hasNextPage,
+    },
+  };
+}
+
+/**
+ * A source over a paged listing (page wrappers carry the total): its total comes from a probe
+ * window at the start, which is also the answer whenever the listing fits in it.
+ */
+export function pagedSource<T>(window: (offset: number, limit: number) => Promise<ListWindow<T>>, probeLimit: () => number): WindowSource<T> {
+  return {
+    window,
+    async total() {
+      const limit = probeLimit();
+      const probe = await window(0, limit);
+      return { total: probe.total ?? 0, probe: { limit, items: probe.items } };
     },
   };
 }

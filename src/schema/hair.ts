@@ -12,17 +12,17 @@ export type HairSource =
   | { readonly variant: 'A'; readonly hair: HairADto; readonly headId: string }
   | { readonly variant: 'B'; readonly hair: HairBDto; readonly headId: string };
 
-/** Hair A of the head, read (once per request) when the parent came from a variant B read. */
+/** Hair A of the head, from its variant A fields (read once per request) when the parent is Hair B. */
 async function hairA(source: HairSource, context: GatewayContext): Promise<HairADto | undefined> {
   if (source.variant === 'A') return source.hair;
   const head = await context.loaders.headA.load(source.headId);
   return head.hair?.id === source.hair.id ? head.hair : undefined;
 }
 
-/** Hair B of the head, read through Get Head Ext By Id (variant B) when the parent is Hair A. */
+/** Hair B of the head, from its variant B fields (read once per request) when the parent is Hair A. */
 async function hairB(source: HairSource, context: GatewayContext): Promise<HairBDto | undefined> {
   if (source.variant === 'B') return source.hair;
-  const head = await context.loaders.headExtB.load(source.headId);
+  const head = await context.loaders.headB.load(source.headId);
   return head.hair?.id === source.hair.id ? head.hair : undefined;
 }
 

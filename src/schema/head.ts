@@ -2,9 +2,10 @@ import { z } from 'zod';
 import type { GatewayContext } from '../context.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
-import { resolveWindowConnection } from './connections.js';
+import { pagedSource, resolveWindowConnection, type WindowSource } from './connections.js';
 import { HairRef, type HairSource } from './hair.js';
-import { connectionArgsSchema, headIdSchema } from './inputs.js';
+import { connectionArgsSchema, headIdSchema, MAX_PAGE_SIZE } from './inputs.js';
+import { needsOfConnectionNodes, needsOfHeadField, type HeadNeeds } from './selection.js';
 
 /**
  * A head as some read returned it. Variant A (listing, extended read, update) and variant B
@@ -17,8 +18,59 @@ export type HeadSource =
 
 export const headFromListing = (head: HeadADto): HeadSource => ({ variant: 'A', head, extended: false });
 export const headFromExtendedRead = (head: HeadADto): HeadSource => ({ variant: 'A', head, extended: true });
+const headFromVariantB = (head: HeadBDto, extended: boolean): HeadSource => ({ variant: 'B', head, extended });
 
-/** Variant A fields (updated_at, ar_url, Hair A) of a head that came from a variant B read. */
+/**
+ * Reads one head by id. Without needs (planner off) it is the extended variant A read, which
+ * answers every field but Hair B's. With them, the cheapest read that covers the selection:
+ * Get Head By Id for the fields variant B has, its extended read when head_metadata is asked
+ * too, the extended variant A read for variant A fields, and with Hair B fields as well both
+ * reads at once — never more than two.
+ */
+export async function loadHead(context: GatewayContext, id: string, needs: HeadNeeds | undefined): Promise<HeadSource> {
+  const { loaders } = context;
+  if (needs === undefined) return headFromExtendedRead(await loaders.headExt.load(id));
+  // What this request already read of the head (a listing, another field) answers for free.
+  const knows = (facet: 'headA' | 'headMetadata' | 'headB') => loaders.knows(facet, id);
+  const metadataCovered = !needs.metadata || knows('headMetadata');
+  if (needs.variantA) {
+    // Started now so both reads are in flight together; the Hair B fields await it.
+    if (needs.hairB) loaders.headB.load(id).catch(() => undefined);
+    return knows('headA') && metadataCovered ? headFromListing(await loaders.headA.load(id)) : headFromExtendedRead(await loaders.headExt.load(id));
+  }
+  if (knows('headB') && metadataCovered) return headFromVariantB(await loaders.headB.load(id), false);
+  return needs.metadata ? headFromVariantB(await loaders.headExtById.load(id), true) : headFromVariantB(await loaders.headB.load(id), false);
+}
+
+/**
+ * Where `heads` reads from. Get Heads pages by default. When the items need head_metadata or
+ * Hair B fields (and no style filter, which Get Heads Ext lacks), one Get Heads Ext call instead
+ * of one more read per head; with variant A fields as well, both listings at once, joined by id.
+ */
+function headsSource(context: GatewayContext, filter: { search?: string | undefined; style?: string | undefined }, needs: HeadNeeds | undefined, args: { last?: number | null }): WindowSource<HeadSource> {
+  const { loaders } = context;
+  const listing = pagedSource(
+    async (offset, limit) => {
+      const window = await loaders.listHeadsWindow(filter, offset, limit);
+      return { items: window.items.map(headFromListing), total: window.total };
+    },
+    () => Math.min(args.last ?? 1, MAX_PAGE_SIZE),
+  );
+  if (needs === undefined || !(needs.metadata || needs.hairB) || filter.style !== undefined) return listing;
+  return {
+    async window(offset, limit) {
+      if (!needs.variantA) {
+        const window = await loaders.listHeadsExtWindow(filter.search, offset, limit);
+        return { items: window.items.map((head) => headFromVariantB(head, true)), hasMore: window.hasMore };
+      }
+      const [window] = await Promise.all([listing.window(offset, limit), loaders.listHeadsExtWindow(filter.search, offset, limit)]);
+      return window;
+    },
+    total: async () => ({ total: await loaders.countHeads(filter) }),
+  };
+}
+
+/** Variant A fields (updated_at, ar_url) of a head that came from a variant B read. */
 async function headA(source: HeadSource, context: GatewayContext): Promise<HeadADto> {
   return source.variant === 'A' ? source.head : context.loaders.headA.load(source.head.id);
 }
@@ -46,7 +98,7 @@ builder.node(HeadRef, {
       type: 'JSON',
       nullable: true,
       description: 'Metadata of the head; structure not specified by the contract. Completed through an extended read when the parent lacks it.',
-      resolve: async (s, _, ctx) => (s.extended ? s.head : await ctx.loaders.headExt.load(s.head.id)).head_metadata ?? null,
+      resolve: async (s, _, ctx) => (s.extended ? (s.head.head_metadata ?? null) : await ctx.loaders.headMetadata.load(s.head.id)),
     }),
     createdAt: t.field({ type: 'DateTime', description: 'When the head was created.', resolve: (s) => s.head.created_at }),
     updatedAt: t.field({
@@ -73,7 +125,7 @@ builder.queryFields((t) => ({
     nullable: true,
     description: 'One head, by its global ID or its raw UUID.',
     args: { id: t.arg.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }) },
-    resolve: async (_, args, ctx) => headFromExtendedRead(await ctx.loaders.headExt.load(args.id as unknown as string)),
+    resolve: (_, args, ctx, info) => loadHead(ctx, args.id as unknown as string, ctx.planner ? needsOfHeadField(info.fieldNodes, info.fragments) : undefined),
   }),
   heads: t.connection(
     {
@@ -84,16 +136,16 @@ builder.queryFields((t) => ({
         style: t.arg.string({ description: 'Only heads with this style label.', validate: z.string().max(200) }),
       },
       validate: connectionArgsSchema,
-      resolve: (_, args, ctx) =>
-        resolveWindowConnection(args, async (offset, limit) => {
-          const window = await ctx.loaders.listHeadsWindow({ search: args.search ?? undefined, style: args.style ?? undefined }, offset, limit);
-          return { items: window.items.map(headFromListing), total: window.total };
-        }),
+      resolve: (_, args, ctx, info) => {
+        const filter = { search: args.search ?? undefined, style: args.style ?? undefined };
+        const needs = ctx.planner ? needsOfConnectionNodes(info.fieldNodes, info.fragments) : undefined;
+        return resolveWindowConnection(args, headsSource(ctx, filter, needs, args));
+      },
     },
     {
       name: 'HeadConnection',
       description: 'A page of heads.',
-      fields: (t) => ({ totalCount: t.exposeInt('totalCount', { description: 'How many heads the whole listing has.' }) }),
+      fields: (t) => ({ totalCount: t.int({ description: 'How many heads the whole listing has.', resolve: (c) => c.totalCount() }) }),
     },
     { name: 'HeadEdge', description: 'A head and its cursor.' },
   ),

@@ -1,8 +1,8 @@
 import { userRoles, type PermissionDto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
-import { resolveWindowConnection } from './connections.js';
+import { pagedSource, resolveWindowConnection } from './connections.js';
 import { knownOrFail, UserRole } from './enums.js';
-import { connectionArgsSchema, requireAuthorization } from './inputs.js';
+import { connectionArgsSchema, MAX_PAGE_SIZE, requireAuthorization } from './inputs.js';
 
 export const PermissionRef = builder.objectRef<PermissionDto>('Permission').implement({
   description: 'A permission: a user role paired with an identifier.',
@@ -20,13 +20,16 @@ builder.queryFields((t) => ({
       validate: connectionArgsSchema,
       resolve: (_, args, ctx) => {
         requireAuthorization(ctx);
-        return resolveWindowConnection(args, (offset, limit) => ctx.loaders.listPermissionsWindow(offset, limit));
+        return resolveWindowConnection(
+          args,
+          pagedSource((offset, limit) => ctx.loaders.listPermissionsWindow(offset, limit), () => Math.min(args.last ?? 1, MAX_PAGE_SIZE)),
+        );
       },
     },
     {
       name: 'PermissionConnection',
       description: 'A page of permissions.',
-      fields: (t) => ({ totalCount: t.exposeInt('totalCount', { description: 'How many permissions the whole listing has.' }) }),
+      fields: (t) => ({ totalCount: t.int({ description: 'How many permissions the whole listing has.', resolve: (c) => c.totalCount() }) }),
     },
     { name: 'PermissionEdge', description: 'A permission and its cursor.' },
   ),

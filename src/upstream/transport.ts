@@ -212,7 +212,9 @@ export class UpstreamTransport {
       try {
         json = await body.json();
       } catch (error) {
-        if (signal.aborted) throw error;
+        // Only a parse failure means "not JSON"; a body cut short (size cap, socket, abort) is
+        // classified like any failed exchange: undici enforces maxResponseSize while streaming.
+        if (signal.aborted || !(error instanceof SyntaxError)) throw error;
         return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is not JSON', cause: error });
       }
       const parsed = schema.safeParse(json);

@@ -4,6 +4,7 @@ import { createGateway, type Gateway } from '../../src/gateway.js';
 import { createLogger } from '../../src/logger.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
 import { defaultRoutes } from '../../src/upstream/routes.js';
+import type { UpstreamAttempt } from '../../src/upstream/transport.js';
 import { createUpstream, type Upstream } from '../../src/upstream/upstream.js';
 
 export interface GraphQLResponse<T = Record<string, unknown>> {
@@ -18,6 +19,8 @@ export interface TestGateway {
   readonly gateway: Gateway;
   /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
   readonly logLines: string[];
+  /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
+  readonly attempts: UpstreamAttempt[];
   execute<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<GraphQLResponse<T>>;
   /** Upstream requests recorded since the last reset, optionally of one operation. */
   calls(operation?: string): ReferenceUpstream['requests'];
@@ -26,14 +29,19 @@ export interface TestGateway {
 }
 
 /** `env` is read as the process environment would be (defaults for the rest). */
-export async function startTestGateway(options: { timeoutMs?: number; env?: Record<string, string> } = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  options: { timeoutMs?: number; env?: Record<string, string>; maxResponseBytes?: number } = {},
+): Promise<TestGateway> {
   const reference = await startReferenceUpstream();
+  const attempts: UpstreamAttempt[] = [];
   const upstream = createUpstream({
     baseUrl: reference.url,
     routes: defaultRoutes,
     timeoutMs: options.timeoutMs ?? 3_000,
     connections: 16,
     retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
+    ...(options.maxResponseBytes === undefined ? {} : { maxResponseBytes: options.maxResponseBytes }),
+    onAttempt: (attempt) => attempts.push(attempt),
   });
   const logLines: string[] = [];
   const destination = new Writable({
@@ -50,6 +58,7 @@ export async function startTestGateway(options: { timeoutMs?: number; env?: Reco
     upstream,
     gateway,
     logLines,
+    attempts,
     async execute(query, variables, headers = {}) {
       const response = await gateway.fetch('http://gateway/graphql', {
         method: 'POST',
@@ -62,6 +71,7 @@ export async function startTestGateway(options: { timeoutMs?: number; env?: Reco
     reset() {
       reference.clearFaults();
       reference.resetRecording();
+      attempts.length = 0;
     },
     async close() {
       await upstream.close();

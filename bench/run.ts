@@ -1,0 +1,362 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { legend, summarize, toMarkdown, writeReports, type BenchReport, type Measurement, type ScenarioResult } from './report.js';
+import { scenarios, type Fixtures, type HttpRequest, type Scenario } from './scenarios.js';
+
+/*
+ * `npm run bench`: starts the reference upstream (RECORD=0) and the gateway as separate processes,
+ * then drives each scenario with autocannon in a third process: warm-up, reset the upstream's
+ * counters, measured phase, read the counters and the gateway's RSS. Everything on 127.0.0.1.
+ */
+
+const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1] [--connections 16] [--workers N] [--only Q1,Q3]
+  --only     scenarios to run (${scenarios.map((s) => s.name).join(', ')}); direct always runs, it is the baseline of the ratio
+  --workers  passed to the gateway as WORKERS=N`;
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const HOST = '127.0.0.1';
+const START_TIMEOUT_MS = 30_000;
+const FETCH_TIMEOUT_MS = 10_000;
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      duration: { type: 'string', default: '10' },
+      warmup: { type: 'string', default: '3' },
+      rounds: { type: 'string', default: '1' },
+      connections: { type: 'string', default: '16' },
+      workers: { type: 'string' },
+      only: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(usage);
+    process.exit(0);
+  }
+  const int = (name: string, value: string, min: number, max: number) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    return n;
+  };
+  const only = values.only?.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = only?.filter((name) => !scenarios.some((s) => s.name.toLowerCase() === name.toLowerCase()));
+  if (unknown?.length) throw new UsageError(`--only: unknown scenario(s) ${unknown.join(', ')}; known: ${scenarios.map((s) => s.name).join(', ')}`);
+  return {
+    durationSec: int('duration', values.duration, 1, 600),
+    warmupSec: int('warmup', values.warmup, 0, 120),
+    rounds: int('rounds', values.rounds, 1, 50),
+    connections: int('connections', values.connections, 1, 1_000),
+    workers: values.workers === undefined ? undefined : int('workers', values.workers, 1, 64),
+    selected: scenarios.filter((s) => s.name === 'direct' || only === undefined || only.some((name) => name.toLowerCase() === s.name.toLowerCase())),
+  };
+}
+
+class UsageError extends Error {}
+
+// ---- child processes ----
+
+interface Child {
+  readonly name: string;
+  readonly process: ChildProcess;
+  /** Output lines seen after the ready line, and the first few of them. */
+  lines: number;
+  readonly samples: string[];
+  readonly tail: string[];
+}
+
+const children = new Set<Child>();
+const pinning = existsSync('/usr/bin/taskset') && availableParallelism() >= 2;
+
+/** `node <args>`, pinned to `cpu` when taskset is there. */
+function spawnNode(args: string[], cpu: number, env: Record<string, string>): ChildProcess {
+  const [command, argv] = pinning ? ['/usr/bin/taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
+  return spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
+function startServer(name: string, script: string, cpu: number, env: Record<string, string>): Promise<{ child: Child; url: string }> {
+  const child: Child = { name, process: spawnNode(['--import', 'tsx', script], cpu, env), lines: 0, samples: [], tail: [] };
+  children.add(child);
+  child.process.once('exit', () => children.delete(child));
+  return new Promise((resolve, reject) => {
+    let ready = false;
+    const fail = (why: string) => {
+      if (ready) return;
+      ready = true;
+      clearTimeout(timer);
+      reject(new Error(`${name}: ${why}\n${child.tail.join('\n')}`));
+    };
+    const timer = setTimeout(() => fail(`no "listening on" line within ${START_TIMEOUT_MS / 1000} s`), START_TIMEOUT_MS);
+    const onLine = (line: string) => {
+      child.tail.push(line);
+      if (child.tail.length > 20) child.tail.shift();
+      const match = / listening on (\S+)/.exec(line);
+      if (!ready && match) {
+        ready = true;
+        clearTimeout(timer);
+        resolve({ child, url: match[1]! });
+      } else if (ready && ++child.lines <= 3) {
+        child.samples.push(line.slice(0, 300));
+      }
+    };
+    createInterface({ input: child.process.stdout! }).on('line', onLine);
+    createInterface({ input: child.process.stderr! }).on('line', onLine);
+    child.process.once('error', (error) => fail(error.message));
+    child.process.once('exit', (code, signal) => fail(`exited early (${signal ?? code})`));
+  });
+}
+
+/** SIGTERM (both servers exit cleanly on it), SIGKILL after 5 s. */
+async function stopAll(): Promise<void> {
+  await Promise.all(
+    [...children].map(
+      ({ process: child }) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+          child.once('exit', () => {
+            clearTimeout(kill);
+            resolve();
+          });
+          child.kill('SIGTERM');
+        }),
+    ),
+  );
+}
+
+process.on('exit', () => {
+  for (const { process: child } of children) child.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    console.error(`\n${signal}: stopping the upstream and the gateway`);
+    void stopAll().finally(() => process.exit(130));
+  });
+}
+
+// ---- HTTP helpers ----
+
+async function http(url: string, init: RequestInit = {}): Promise<{ status: number; text: string }> {
+  const response = await fetch(url, { ...init, signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+  return { status: response.status, text: await response.text() };
+}
+
+async function fixtures(upstreamUrl: string): Promise<Fixtures> {
+  const login = await http(`${upstreamUrl}/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'username=demo&password=demo-password&grant_type=password',
+  });
+  if (login.status !== 200) throw new Error(`login: HTTP ${login.status} ${login.text}`);
+  const list = await http(`${upstreamUrl}/heads?size=1`);
+  if (list.status !== 200) throw new Error(`list heads: HTTP ${list.status} ${list.text}`);
+  const headId = (JSON.parse(list.text) as { items: { id: string }[] }).items[0]?.id;
+  if (headId === undefined) throw new Error('list heads: no head in the upstream');
+  return { token: (JSON.parse(login.text) as { access_token: string }).access_token, headId };
+}
+
+/** One request before the load: 'ok', or what is wrong with it. */
+async function check(url: string, request: HttpRequest): Promise<string> {
+  const { status, text } = await http(url, { method: request.method, headers: request.headers, ...(request.body === undefined ? {} : { body: request.body }) });
+  if (status < 200 || status > 299) return `HTTP ${status}: ${text.slice(0, 200)}`;
+  if (request.target === 'upstream') return 'ok';
+  const body = JSON.parse(text) as { data?: unknown; errors?: { message: string }[] };
+  if (body.errors !== undefined) return `errors: ${body.errors.map((e) => e.message).join('; ').slice(0, 200)}`;
+  return body.data === undefined || body.data === null ? 'no data' : 'ok';
+}
+
+// ---- load ----
+
+interface AutocannonResult {
+  /** `sent` includes the requests still in flight when the run stopped (their upstream calls were counted). */
+  requests: { average: number; total: number; sent: number };
+  latency: { p50: number; p99: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+
+/** Runs autocannon's CLI in its own process (pinned to CPU 1 with the upstream). */
+function autocannon(url: string, request: HttpRequest, seconds: number, connections: number): Promise<AutocannonResult> {
+  const args = [join(root, 'node_modules/autocannon/autocannon.js'), '--json', '-c', String(connections), '-d', String(seconds), '-m', request.method];
+  for (const [name, value] of Object.entries(request.headers)) args.push('-H', `${name}=${value}`);
+  if (request.body !== undefined) args.push('-b', request.body);
+  args.push(url);
+  const child = spawnNode(args, 1, {});
+  const tracked: Child = { name: 'autocannon', process: child, lines: 0, samples: [], tail: [] };
+  children.add(tracked);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2_000)));
+  const timer = setTimeout(() => child.kill('SIGKILL'), (seconds + 30) * 1000);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      children.delete(tracked);
+      const last = stdout.trim().split('\n').pop() ?? '';
+      if (code !== 0 || !last.startsWith('{')) return reject(new Error(`autocannon exited ${signal ?? code}: ${stderr || stdout}`));
+      resolve(JSON.parse(last) as AutocannonResult);
+    });
+  });
+}
+
+// ---- gateway memory ----
+
+/** VmRSS of a process and its descendants (a WORKERS=N gateway forks), from /proc. */
+function procRss(pid: number): number | undefined {
+  const status = (() => {
+    try {
+      return readFileSync(`/proc/${pid}/status`, 'utf8');
+    } catch {
+      return undefined;
+    }
+  })();
+  const kb = status && /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
+  if (!kb) return undefined;
+  let total = Number(kb) * 1024;
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    const kids = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
+    for (const kid of kids ? kids.split(' ') : []) total += procRss(Number(kid)) ?? 0;
+  }
+  return total;
+}
+
+/** The fallback: process_resident_memory_bytes from the gateway's /metrics, when it serves it. */
+async function metricsRss(gatewayUrl: string): Promise<number | undefined> {
+  try {
+    const { status, text } = await http(new URL('/metrics', gatewayUrl).href);
+    const value = status === 200 ? /^process_resident_memory_bytes (\S+)$/m.exec(text)?.[1] : undefined;
+    return value === undefined ? undefined : Number(value);
+  } catch {
+    return undefined;
+  }
+}
+
+// ---- main ----
+
+async function main(): Promise<void> {
+  const opts = options();
+  const startedAt = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  if (!pinning) console.log('Note: /usr/bin/taskset or a second CPU is missing: processes are not pinned, results vary more between runs.');
+
+  const upstream = await startServer('upstream', 'src/reference-upstream/main.ts', 1, { PORT: '0', HOST, RECORD: '0' });
+  const upstreamUrl = upstream.url;
+  const admin = new URL('/__reference/', upstreamUrl).href;
+  const fx = await fixtures(upstreamUrl);
+  // NODE_ENV=production as deployed (graphql-js and yoga skip development-only checks).
+  const gatewayEnv: Record<string, string> = { PORT: '0', HOST, UPSTREAM_URL: upstreamUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production' };
+  if (opts.workers !== undefined) gatewayEnv.WORKERS = String(opts.workers);
+  const gateway = await startServer('gateway', 'src/main.ts', 0, gatewayEnv);
+  const gatewayPid = gateway.child.process.pid!;
+  const rssSource = procRss(gatewayPid) !== undefined ? '/proc/<pid>/status VmRSS' : (await metricsRss(gateway.url)) !== undefined ? '/metrics' : 'unavailable';
+  const rss = async () => (rssSource === '/metrics' ? metricsRss(gateway.url) : procRss(gatewayPid));
+  console.log(`Upstream ${upstreamUrl} · gateway ${gateway.url}${pinning ? ' · gateway on CPU 0, upstream and autocannon on CPU 1' : ''}`);
+
+  const results: ScenarioResult[] = [];
+  for (const scenario of opts.selected) {
+    const request = scenario.request(fx);
+    const url = request.target === 'upstream' ? `${upstreamUrl}${request.path}` : gateway.url;
+    results.push({ name: scenario.name, description: scenario.description, check: await check(url, request), rounds: [] });
+  }
+  for (const bad of results.filter((r) => r.check !== 'ok')) console.warn(`Warning: ${bad.name} does not answer cleanly (${bad.check}); its row measures that.`);
+
+  const perScenario = opts.warmupSec + opts.durationSec;
+  console.log(`${opts.selected.length} scenario(s) × ${opts.rounds} round(s), about ${Math.ceil((opts.selected.length * opts.rounds * (perScenario + 1)) / 60)} min`);
+  const rssAfterRound: (number | undefined)[] = [];
+  for (let round = 1; round <= opts.rounds; round++) {
+    for (const [i, scenario] of opts.selected.entries()) {
+      const measurement = await measure(scenario, fx, upstreamUrl, gateway.url, admin, opts, rss);
+      results[i]!.rounds.push(measurement);
+      const direct = results[0]!.rounds[round - 1]?.reqPerSec;
+      measurement.ratio = direct ? measurement.reqPerSec / direct : undefined;
+      console.log(
+        `round ${round} ${scenario.name.padEnd(6)} ${measurement.reqPerSec.toFixed(0).padStart(6)} req/s  p50 ${measurement.p50Ms} ms  p99 ${measurement.p99Ms} ms  ` +
+          `${measurement.callsPerOp.toFixed(2)} calls/op  ${measurement.non2xx} non-2xx  ${measurement.errors} errors`,
+      );
+    }
+    rssAfterRound.push(await rss());
+  }
+
+  const report: BenchReport = {
+    meta: {
+      startedAt,
+      finishedAt: new Date().toISOString(),
+      git: gitDescription(),
+      node: process.version,
+      cpu: cpus()[0]?.model.trim() ?? 'unknown',
+      cpus: availableParallelism(),
+      pinning: pinning ? 'taskset: gateway on CPU 0, upstream + autocannon on CPU 1' : 'not pinned (no taskset or one CPU)',
+      connections: opts.connections,
+      warmupSec: opts.warmupSec,
+      durationSec: opts.durationSec,
+      rounds: opts.rounds,
+      workers: opts.workers,
+      gatewayEnv: Object.fromEntries(Object.entries(gatewayEnv).filter(([name]) => name !== 'UPSTREAM_URL')),
+      rssSource,
+      gatewayLogLines: gateway.child.lines,
+      gatewayLogSamples: gateway.child.samples,
+    },
+    scenarios: results,
+    rss: { afterRound1: rssAfterRound[0], afterLastRound: rssAfterRound[rssAfterRound.length - 1] },
+  };
+  summarize(report);
+  const written = writeReports(report, join(root, 'bench/results'));
+  console.log(`\n${toMarkdown(report)}\n${legend}\n\nWritten: ${written.map((p) => p.slice(root.length)).join(', ')} (and latest.*)`);
+}
+
+async function measure(
+  scenario: Scenario,
+  fx: Fixtures,
+  upstreamUrl: string,
+  gatewayUrl: string,
+  admin: string,
+  opts: { warmupSec: number; durationSec: number; connections: number },
+  rss: () => Promise<number | undefined>,
+): Promise<Measurement> {
+  const request = scenario.request(fx);
+  const url = request.target === 'upstream' ? `${upstreamUrl}${request.path}` : gatewayUrl;
+  if (opts.warmupSec > 0) await autocannon(url, request, opts.warmupSec, opts.connections);
+  const reset = await http(`${admin}reset`, { method: 'POST' });
+  if (reset.status !== 204) throw new Error(`upstream reset: HTTP ${reset.status}`);
+  const load = await autocannon(url, request, opts.durationSec, opts.connections);
+  const stats = JSON.parse((await http(`${admin}stats`)).text) as { counts: Record<string, number>; total: number };
+  return {
+    reqPerSec: load.requests.average,
+    p50Ms: load.latency.p50,
+    p99Ms: load.latency.p99,
+    requests: load.requests.total,
+    non2xx: load.non2xx,
+    errors: load.errors + load.timeouts,
+    callsPerOp: load.requests.sent > 0 ? stats.total / load.requests.sent : 0,
+    upstreamCalls: Object.fromEntries(Object.entries(stats.counts).filter(([, n]) => n > 0)),
+    rssBytes: await rss(),
+    ratio: undefined,
+  };
+}
+
+function gitDescription(): string {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: root, encoding: 'utf8' }).trim() !== '';
+    return dirty ? `${commit} + uncommitted src changes` : commit;
+  } catch {
+    return 'unknown';
+  }
+}
+
+try {
+  await main();
+  await stopAll();
+} catch (error) {
+  console.error(error instanceof UsageError ? `${error.message}\n${usage}` : error);
+  await stopAll();
+  process.exitCode = error instanceof UsageError ? 2 : 1;
+}

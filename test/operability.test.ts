@@ -1,0 +1,460 @@
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { createGateway, type Gateway } from '../src/gateway.js';
+import { createLogger } from '../src/logger.js';
+import { GatewayMetrics } from '../src/metrics.js';
+import { operationLabel, outcomeOf } from '../src/plugins/operability.js';
+import { createReadiness, upstreamAnswers } from '../src/readiness.js';
+import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { defaultRoutes } from '../src/upstream/routes.js';
+import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
+
+/** A gateway with its own metrics, readiness and log capture, on the real reference upstream. */
+interface Fixture {
+  readonly reference: ReferenceUpstream;
+  readonly upstream: Upstream;
+  readonly metrics: GatewayMetrics;
+  readonly gateway: Gateway;
+  readonly logLines: string[];
+  close(): Promise<void>;
+}
+
+async function startFixture(options: { cacheMs?: number } = {}): Promise<Fixture> {
+  const reference = await startReferenceUpstream();
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
+  const upstream = createUpstream({
+    baseUrl: reference.url,
+    routes: defaultRoutes,
+    timeoutMs: 3_000,
+    connections: 16,
+    retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
+    onAttempt: metrics.recordAttempt,
+  });
+  const logLines: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logLines.push(chunk.toString());
+      done();
+    },
+  });
+  // debug, so the token checks see every line anything in the gateway (yoga included) writes.
+  const logger = createLogger({ level: 'debug', destination });
+  const ready = createReadiness({ check: upstreamAnswers(upstream), cacheMs: options.cacheMs ?? 5_000 });
+  const gateway = createGateway({ upstream, logger, settings: loadConfig({}), metrics, ready });
+  return {
+    reference,
+    upstream,
+    metrics,
+    gateway,
+    logLines,
+    async close() {
+      await upstream.close();
+      await reference.close();
+    },
+  };
+}
+
+interface OperationLog {
+  level: number;
+  msg: string;
+  requestId: string;
+  operationName: string;
+  operationType: string;
+  outcome: string;
+  durationMs: number;
+  upstreamCalls: number;
+  errorCodes: string[];
+}
+
+/** One Prometheus sample: `name{a="b",...} value`. */
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+function parseMetrics(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match) throw new Error(`unreadable metrics line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const [, key, value] of (match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[key!] = value!;
+    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+/** The value of the one sample of `name` whose labels include `labels`; 0 when there is none yet. */
+function sampleValue(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+  const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  if (found.length > 1) throw new Error(`${found.length} samples of ${name} match ${JSON.stringify(labels)}`);
+  return found[0]?.value ?? 0;
+}
+
+let f: Fixture;
+
+const post = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+  f.gateway.fetch('http://gateway/graphql', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+const get = (path: string, headers: Record<string, string> = {}) => f.gateway.fetch(`http://gateway${path}`, { headers });
+const scrape = async () => parseMetrics(await (await get('/metrics')).text());
+const operationLogs = (): OperationLog[] =>
+  f.logLines.map((line) => JSON.parse(line) as OperationLog).filter((entry) => entry.msg === 'graphql operation');
+/** Runs `action` and returns the operation log lines it wrote. */
+async function logsOf(action: () => Promise<unknown>): Promise<OperationLog[]> {
+  const before = operationLogs().length;
+  await action();
+  return operationLogs().slice(before);
+}
+
+const manyAliases = `query TooManyAliases { ${Array.from({ length: 40 }, (_, i) => `a${i}: __typename`).join(' ')} }`;
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+beforeAll(async () => {
+  f = await startFixture();
+});
+
+afterAll(() => f.close());
+
+beforeEach(() => {
+  f.reference.clearFaults();
+  f.reference.resetRecording();
+});
+
+describe('/health', () => {
+  it('answers 200 {"status":"ok"} as JSON without touching the upstream', async () => {
+    const response = await get('/health');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await response.json()).toEqual({ status: 'ok' });
+    expect(f.reference.requests).toHaveLength(0);
+  });
+});
+
+describe('/ready', () => {
+  let r: Fixture;
+  const cacheMs = 150;
+  const ready = (headers: Record<string, string> = {}) => r.gateway.fetch('http://gateway/ready', { headers });
+
+  beforeAll(async () => {
+    r = await startFixture({ cacheMs });
+  });
+
+  afterAll(() => r.close());
+
+  it('answers 200 while the upstream answers, asking it once per cache period however many probes come', async () => {
+    const first = await ready();
+    expect(first.status).toBe(200);
+    expect(await first.json()).toEqual({ status: 'ready' });
+    const again = await ready();
+    expect(again.status).toBe(200);
+    expect(r.reference.requests.map((q) => q.operation)).toEqual(['listHeads']);
+    expect(r.reference.requests[0]!.query).toEqual({ page: '1', size: '1' });
+    // No token of any kind goes with the probe.
+    expect(r.reference.requests[0]!.headers.authorization).toBeUndefined();
+
+    await sleep(cacheMs + 50);
+    r.reference.resetRecording();
+    // Concurrent probes after expiry share one check.
+    const statuses = await Promise.all([ready(), ready(), ready()].map(async (p) => (await p).status));
+    expect(statuses).toEqual([200, 200, 200]);
+    expect(r.reference.requests).toHaveLength(1);
+  });
+
+  it('answers 503 {"status":"not ready"} once the upstream is gone and the cached answer expired', async () => {
+    await sleep(cacheMs + 50);
+    await r.reference.close();
+    const response = await ready();
+    expect(response.status).toBe(503);
+    expect(await response.json()).toEqual({ status: 'not ready' });
+    // Liveness is not readiness: the process still says it is alive.
+    expect((await r.gateway.fetch('http://gateway/health')).status).toBe(200);
+  });
+});
+
+describe('upstreamAnswers', () => {
+  const answers = () => upstreamAnswers(f.upstream, { timeoutMs: 200 })();
+
+  it('counts any HTTP answer below 500 as an answer, 401 and 422 included', async () => {
+    expect(await answers()).toBe(true);
+    f.reference.injectFault('listHeads', { kind: 'status', status: 401, body: { detail: 'Not authenticated' } });
+    expect(await answers()).toBe(true);
+    f.reference.injectFault('listHeads', { kind: 'status', status: 422, body: { detail: [] } });
+    expect(await answers()).toBe(true);
+  });
+
+  it('counts 5xx, a dropped connection and a slow upstream as not ready', async () => {
+    f.reference.injectFault('listHeads', { kind: 'status', status: 500 });
+    expect(await answers()).toBe(false);
+    f.reference.injectFault('listHeads', { kind: 'status', status: 503 }, 3);
+    expect(await answers()).toBe(false);
+    f.reference.injectFault('listHeads', { kind: 'drop' }, 3);
+    expect(await answers()).toBe(false);
+    f.reference.injectFault('listHeads', { kind: 'latency', ms: 1_000 });
+    const started = performance.now();
+    expect(await answers()).toBe(false);
+    expect(performance.now() - started).toBeLessThan(900);
+  });
+});
+
+describe('createReadiness', () => {
+  it('caches the answer for cacheMs, shares a check in flight and counts a throwing check as not ready', async () => {
+    let clock = 0;
+    let calls = 0;
+    let answer: boolean | Error = true;
+    let release!: () => void;
+    const check = async () => {
+      calls++;
+      await new Promise<void>((resolve) => (release = resolve));
+      if (answer instanceof Error) throw answer;
+      return answer;
+    };
+    const ready = createReadiness({ check, cacheMs: 1_000, now: () => clock });
+
+    const concurrent = [ready(), ready(), ready()];
+    release();
+    expect(await Promise.all(concurrent)).toEqual([true, true, true]);
+    expect(calls).toBe(1);
+
+    clock = 999;
+    expect(await ready()).toBe(true);
+    expect(calls).toBe(1);
+
+    clock = 1_000;
+    answer = new Error('boom');
+    const failing = ready();
+    release();
+    expect(await failing).toBe(false);
+    expect(calls).toBe(2);
+
+    clock = 1_500;
+    expect(await ready()).toBe(false);
+    expect(calls).toBe(2);
+
+    clock = 2_000;
+    answer = true;
+    const recovered = ready();
+    release();
+    expect(await recovered).toBe(true);
+    expect(calls).toBe(3);
+  });
+});
+
+describe('/metrics', () => {
+  it('serves the registry as Prometheus text with its content type', async () => {
+    const response = await get('/metrics');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe(f.metrics.registry.contentType);
+    const text = await response.text();
+    expect(text).toContain('# TYPE gateway_operation_duration_seconds histogram');
+    expect(text).toContain('# TYPE gateway_operations_in_flight gauge');
+    expect(f.reference.requests).toHaveLength(0);
+  });
+
+  it('records a named query by name, type and outcome, and its upstream calls by operation and status', async () => {
+    const before = await scrape();
+    const response = await post({ query: 'query HeadsPage { heads(first: 2) { nodes { name } } }', operationName: 'HeadsPage' });
+    expect(response.status).toBe(200);
+    const after = await scrape();
+    const labels = { operation: 'HeadsPage', type: 'query', outcome: 'ok' };
+    const count = 'gateway_operation_duration_seconds_count';
+    expect(sampleValue(after, count, labels) - sampleValue(before, count, labels)).toBe(1);
+    expect(sampleValue(after, 'gateway_operation_duration_seconds_bucket', { ...labels, le: '+Inf' })).toBe(sampleValue(after, count, labels));
+    const call = { operation: 'listHeads', status: '200' };
+    expect(sampleValue(after, 'gateway_upstream_call_duration_seconds_count', call) - sampleValue(before, 'gateway_upstream_call_duration_seconds_count', call)).toBe(
+      f.reference.requests.filter((q) => q.operation === 'listHeads').length,
+    );
+    expect(sampleValue(after, 'gateway_operations_in_flight')).toBe(0);
+  });
+
+  it('counts the retry after an upstream 503 and the 503 attempt itself', async () => {
+    const before = await scrape();
+    f.reference.injectFault('listHeads', { kind: 'status', status: 503 });
+    const logs = await logsOf(async () => {
+      const response = await post({ query: 'query RetriedHeads { heads(first: 1) { nodes { id } } }' });
+      expect((await response.json()).errors).toBeUndefined();
+    });
+    const after = await scrape();
+    const delta = (name: string, labels: Record<string, string>) => sampleValue(after, name, labels) - sampleValue(before, name, labels);
+    expect(delta('gateway_upstream_retries_total', { operation: 'listHeads' })).toBe(1);
+    expect(delta('gateway_upstream_call_duration_seconds_count', { operation: 'listHeads', status: '503' })).toBe(1);
+    expect(delta('gateway_upstream_call_duration_seconds_count', { operation: 'listHeads', status: '200' })).toBe(1);
+    expect(delta('gateway_operation_duration_seconds_count', { operation: 'RetriedHeads', type: 'query', outcome: 'ok' })).toBe(1);
+    // Both attempts count against the operation, as the upstream saw them.
+    expect(logs).toHaveLength(1);
+    expect(logs[0]!.upstreamCalls).toBe(2);
+    expect(f.reference.requests).toHaveLength(2);
+  });
+
+  it('counts a refusal by its limit and the operation as refused, with no upstream call', async () => {
+    const before = await scrape();
+    const response = await post({ query: manyAliases });
+    const body = (await response.json()) as { data?: unknown; errors?: unknown[] };
+    expect(body.data).toBeUndefined();
+    expect(body.errors?.length).toBeGreaterThan(0);
+    const after = await scrape();
+    expect(sampleValue(after, 'gateway_refusals_total', { limit: 'aliases' }) - sampleValue(before, 'gateway_refusals_total', { limit: 'aliases' })).toBe(1);
+    const labels = { operation: 'TooManyAliases', type: 'query', outcome: 'refused' };
+    expect(sampleValue(after, 'gateway_operation_duration_seconds_count', labels) - sampleValue(before, 'gateway_operation_duration_seconds_count', labels)).toBe(1);
+    expect(f.reference.requests).toHaveLength(0);
+    expect(sampleValue(after, 'gateway_operations_in_flight')).toBe(0);
+  });
+
+  it('keeps operation labels short and plain whatever name the client sends', async () => {
+    const sent = `Évil-name{x="y"}\n${'Z'.repeat(100)}`;
+    const logs = await logsOf(() => post({ query: 'query A { __typename } query B { __typename }', operationName: sent }));
+    const label = logs[0]!.operationName;
+    expect(label).toMatch(/^\w{1,64}$/);
+    expect(label).toBe(operationLabel(sent));
+    const samples = await scrape();
+    const names = new Set(samples.filter((s) => s.name === 'gateway_operation_duration_seconds_count').map((s) => s.labels.operation));
+    expect(names).toContain(label);
+    for (const name of names) expect(name).toMatch(/^\w{1,64}$/);
+  });
+
+  it('shows an operation in flight while it waits on the upstream', async () => {
+    f.reference.injectFault('listHeads', { kind: 'latency', ms: 300 });
+    const slow = post({ query: 'query Slow { heads(first: 1) { nodes { id } } }' });
+    await sleep(100);
+    expect(sampleValue(await scrape(), 'gateway_operations_in_flight')).toBe(1);
+    expect((await slow).status).toBe(200);
+    expect(sampleValue(await scrape(), 'gateway_operations_in_flight')).toBe(0);
+  });
+});
+
+describe('one log line per operation', () => {
+  it('names the operation, its type, outcome, duration and the upstream calls it made', async () => {
+    const ids = f.reference.store.headIds();
+    const withHair = ids.find((id) => f.reference.store.findHead(id)?.hair)!;
+    let requestId: string | null = null;
+    const logs = await logsOf(async () => {
+      // No operationName parameter: the name comes from the document.
+      const response = await post({ query: 'query HeadWithHair($id: ID!) { head(id: $id) { name hair { name hairMetadata } } }', variables: { id: withHair } });
+      requestId = response.headers.get('x-request-id');
+      expect((await response.json()).errors).toBeUndefined();
+    });
+    expect(logs).toHaveLength(1);
+    const [line] = logs;
+    expect(line).toMatchObject({ level: 30, requestId, operationName: 'HeadWithHair', operationType: 'query', outcome: 'ok', errorCodes: [] });
+    expect(line!.upstreamCalls).toBe(f.reference.requests.length);
+    expect(line!.upstreamCalls).toBeGreaterThan(0);
+    expect(line!.durationMs).toBeGreaterThanOrEqual(0);
+    expect(requestId).toMatch(uuidPattern);
+  });
+
+  it('reports a failed execution as error with its codes, a mutation as a mutation, an anonymous one as anonymous', async () => {
+    f.reference.injectFault('getHeadExt', { kind: 'status', status: 500 });
+    const id = f.reference.store.headIds()[0]!;
+    const failing = await logsOf(() => post({ query: `{ head(id: "${id}") { name } }` }));
+    expect(failing).toHaveLength(1);
+    expect(failing[0]).toMatchObject({ operationName: 'anonymous', operationType: 'query', outcome: 'error', errorCodes: ['UPSTREAM_ERROR'], upstreamCalls: 1 });
+
+    const password = `pw-${randomUUID()}`;
+    const login = await logsOf(() =>
+      post({ query: 'mutation LogIn($input: LoginInput!) { login(input: $input) { accessToken } }', variables: { input: { username: DEMO_CREDENTIALS.username, password } } }),
+    );
+    expect(login).toHaveLength(1);
+    expect(login[0]).toMatchObject({ operationName: 'LogIn', operationType: 'mutation', outcome: 'error', upstreamCalls: 1 });
+    expect(f.logLines.join('\n')).not.toContain(password);
+  });
+
+  it('logs refused operations too, with their request id and no upstream call', async () => {
+    let header: string | null = null;
+    const logs = await logsOf(async () => {
+      const response = await post({ query: manyAliases }, { 'x-request-id': 'refused-1' });
+      header = response.headers.get('x-request-id');
+    });
+    expect(header).toBe('refused-1');
+    expect(logs).toHaveLength(1);
+    expect(logs[0]).toMatchObject({ requestId: 'refused-1', operationName: 'TooManyAliases', outcome: 'refused', upstreamCalls: 0 });
+    expect(logs[0]!.errorCodes.length).toBeGreaterThan(0);
+
+    const syntax = await logsOf(() => post({ query: '{ heads(' }));
+    expect(syntax).toHaveLength(1);
+    expect(syntax[0]).toMatchObject({ operationName: 'anonymous', operationType: 'unknown', outcome: 'refused', upstreamCalls: 0 });
+
+    // A request without a query is refused by yoga's parameter check, after our clock started.
+    let missing: Response | undefined;
+    const noQuery = await logsOf(async () => {
+      missing = await post({ variables: {} }, { 'x-request-id': 'no-query' });
+    });
+    expect(missing!.status).toBe(400);
+    expect(missing!.headers.get('x-request-id')).toBe('no-query');
+    expect(noQuery).toHaveLength(1);
+    expect(noQuery[0]).toMatchObject({ requestId: 'no-query', outcome: 'refused', upstreamCalls: 0 });
+    expect(sampleValue(await scrape(), 'gateway_operations_in_flight')).toBe(0);
+  });
+
+  it('never carries the query text, the variables or an error message', async () => {
+    const marker = `marker${randomUUID().replaceAll('-', '')}`;
+    const logs = await logsOf(() => post({ query: `query Marked($search: String) { ${marker}: heads(first: 1, search: $search) { totalCount } }`, variables: { search: `${marker}-value` } }));
+    expect(logs).toHaveLength(1);
+    expect(Object.keys(logs[0]!).sort()).toEqual(['durationMs', 'errorCodes', 'level', 'msg', 'operationName', 'operationType', 'outcome', 'requestId', 'time', 'upstreamCalls']);
+    expect(f.logLines.join('\n')).not.toContain(marker);
+  });
+});
+
+describe('tokens', () => {
+  it('never reach a log line or the metrics, whatever the request did', async () => {
+    const secret = `secret-${randomUUID()}`;
+    const auth = { authorization: `Bearer ${secret}` };
+    await post({ query: 'query WithToken { heads(first: 1) { nodes { id } } }' }, auth);
+    await post({ query: '{ permissions(first: 1) { totalCount } }' }, auth); // upstream 401
+    await post({ query: manyAliases }, auth); // refused
+    await post({ query: '{ heads(' }, auth); // syntax error
+    f.reference.injectFault('listHeads', { kind: 'status', status: 500 });
+    await post({ query: '{ heads(first: 1) { totalCount } }' }, auth); // upstream failure
+    await get('/ready', auth);
+    await get('/health', auth);
+    const metricsText = await (await get('/metrics', auth)).text();
+    // The token did travel: the upstream got it.
+    expect(f.reference.requests.some((q) => q.headers.authorization === `Bearer ${secret}`)).toBe(true);
+    expect(f.logLines.length).toBeGreaterThan(0);
+    expect(f.logLines.join('\n')).not.toContain(secret);
+    expect(metricsText).not.toContain(secret);
+  });
+});
+
+describe('x-request-id', () => {
+  it('echoes a sane incoming id, and the upstream and the log line carry the same one', async () => {
+    const logs = await logsOf(async () => {
+      const response = await post({ query: '{ heads(first: 1) { totalCount } }' }, { 'x-request-id': 'trace-42.a:b' });
+      expect(response.headers.get('x-request-id')).toBe('trace-42.a:b');
+    });
+    expect(logs[0]!.requestId).toBe('trace-42.a:b');
+    expect(f.reference.requests.map((q) => q.headers['x-request-id'])).toEqual(['trace-42.a:b']);
+  });
+
+  it('generates one when none or an unusable one comes, the same as the log line and the upstream see', async () => {
+    for (const headers of [{}, { 'x-request-id': 'has spaces and\ttabs' }]) {
+      f.reference.resetRecording();
+      let echoed: string | null = null;
+      const logs = await logsOf(async () => {
+        echoed = (await post({ query: '{ heads(first: 1) { totalCount } }' }, headers)).headers.get('x-request-id');
+      });
+      expect(echoed).toMatch(uuidPattern);
+      expect(logs[0]!.requestId).toBe(echoed);
+      expect(f.reference.requests[0]!.headers['x-request-id']).toBe(echoed);
+    }
+  });
+});
+
+describe('outcomeOf', () => {
+  it('ok without errors, error with data, refused without data, error for a crash without data', () => {
+    expect(outcomeOf({ data: { a: 1 } })).toBe('ok');
+    expect(outcomeOf({ data: { a: null }, errors: [{ extensions: { code: 'UPSTREAM_ERROR' } }] })).toBe('error');
+    expect(outcomeOf({ data: null, errors: [{ extensions: { code: 'UPSTREAM_ERROR' } }] })).toBe('error');
+    expect(outcomeOf({ errors: [{ extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } }] })).toBe('refused');
+    expect(outcomeOf({ errors: [{ extensions: { code: 'INTERNAL_SERVER_ERROR' } }] })).toBe('error');
+    expect(outcomeOf(undefined)).toBe('refused');
+  });
+});

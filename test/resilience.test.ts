@@ -1,0 +1,361 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startReferenceUpstream, type Fault, type ReferenceUpstream } from '../src/reference-upstream/server.js';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { HeadShape } from '../src/reference-upstream/store.js';
+import type { OperationName } from '../src/upstream/routes.js';
+import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+
+/*
+ * Resilience against the real reference upstream on loopback: one deadline per operation,
+ * cancellation when the client goes away, exact call counts under flaky sequences (retries of
+ * GETs only, never of writes), recovery after the upstream restarts, and the response size cap.
+ */
+
+type ErrorEntry = NonNullable<GraphQLResponse['errors']>[number];
+
+const codeAt = (response: GraphQLResponse, path: string) => response.errors?.find((e) => e.path?.join('.') === path)?.extensions?.code;
+const codes = (response: GraphQLResponse) => (response.errors ?? []).map((e: ErrorEntry) => e.extensions?.code);
+
+async function until(condition: () => boolean, timeoutMs = 1_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!condition()) {
+    if (performance.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+const headName = (t: TestGateway, id: string) => t.reference.store.findHead(id)!.head.name;
+
+/*
+ * Which by-id read serves `head(id)` is the planner's choice (it picks the cheapest read that
+ * covers the selection), so faults go on every by-id read and calls are counted across them.
+ */
+const headReads: readonly OperationName[] = ['getHeadExt', 'getHeadById', 'getHeadExtById'];
+const faultHeadReads = (t: TestGateway, fault: Fault, times = 1) => headReads.forEach((operation) => t.reference.injectFault(operation, fault, times));
+const headReadCalls = (t: TestGateway) => t.calls().filter((r) => r.operation !== undefined && headReads.includes(r.operation));
+const calledIds = (t: TestGateway) => headReadCalls(t).map((r) => /[0-9a-f]{8}-[0-9a-f-]{27}/.exec(r.path)?.[0]);
+
+describe('one deadline per operation', () => {
+  let t: TestGateway;
+  let ids: string[];
+
+  beforeAll(async () => {
+    // Fanout 1 makes the order of the upstream calls (and so which one takes a fault) deterministic.
+    t = await startTestGateway({ timeoutMs: 250, env: { OPERATION_TIMEOUT_MS: '300', UPSTREAM_TIMEOUT_MS: '250', UPSTREAM_FANOUT: '1' } });
+    ids = t.reference.store.headIds();
+  });
+  afterAll(() => t.close());
+  beforeEach(() => t.reset());
+
+  it('answers with the fast field and UPSTREAM_TIMEOUT for the slow one, and cancels the slow call', async () => {
+    const [a, b] = [ids[0]!, ids[1]!];
+    faultHeadReads(t, { kind: 'latency', ms: 0 });
+    faultHeadReads(t, { kind: 'latency', ms: 2_000 });
+    const started = performance.now();
+    const response = await t.execute<{ fast: { name: string } | null; slow: unknown }>(
+      `query($a: ID!, $b: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } }`,
+      { a, b },
+    );
+    const elapsed = performance.now() - started;
+    expect(response.data).toEqual({ fast: { name: headName(t, a) }, slow: null });
+    expect(codes(response)).toEqual(['UPSTREAM_TIMEOUT']);
+    expect(codeAt(response, 'slow')).toBe('UPSTREAM_TIMEOUT');
+    // Only to show it did not wait for the 2 s fault; the deadline is 300 ms.
+    expect(elapsed).toBeLessThan(1_500);
+    expect(calledIds(t)).toEqual([a, b]);
+    // The pending call was aborted, not left running: the upstream sees its client go.
+    await until(() => t.reference.inFlight() === 0, 500);
+  });
+
+  it('the deadline cuts a call its own timeout would still allow, and calls queued after it are never sent', async () => {
+    const [a, b, c] = [ids[2]!, ids[3]!, ids[4]!];
+    // a takes 150 ms; b starts then and would have until ~400 ms by its own 250 ms timeout,
+    // but the operation's 300 ms deadline cuts it; c, queued behind b, is refused unsent.
+    faultHeadReads(t, { kind: 'latency', ms: 150 });
+    faultHeadReads(t, { kind: 'latency', ms: 2_000 });
+    const response = await t.execute(`query($a: ID!, $b: ID!, $c: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } late: head(id: $c) { name } }`, {
+      a,
+      b,
+      c,
+    });
+    expect(response.data).toEqual({ fast: { name: headName(t, a) }, slow: null, late: null });
+    expect(codeAt(response, 'slow')).toBe('UPSTREAM_TIMEOUT');
+    expect(codeAt(response, 'late')).toBe('UPSTREAM_TIMEOUT');
+    expect(response.errors!.find((e) => e.path?.[0] === 'slow')!.message).toContain('operation deadline');
+    expect(response.errors!.find((e) => e.path?.[0] === 'late')!.message).toContain('operation deadline');
+    expect(calledIds(t)).toEqual([a, b]);
+    await until(() => t.reference.inFlight() === 0, 500);
+    // Nothing trickles out later either.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(calledIds(t)).toEqual([a, b]);
+  });
+
+  it('the next operation gets a deadline of its own', async () => {
+    const response = await t.execute(`query($a: ID!) { head(id: $a) { name } }`, { a: ids[5]! });
+    expect(response.errors).toBeUndefined();
+    expect(t.calls()).toHaveLength(1);
+  });
+});
+
+describe('a client that disconnects', () => {
+  let t: TestGateway;
+  let server: Server;
+  let url: string;
+
+  beforeAll(async () => {
+    t = await startTestGateway({ timeoutMs: 10_000, env: { OPERATION_TIMEOUT_MS: '20000', UPSTREAM_TIMEOUT_MS: '10000' } });
+    server = createServer(t.gateway);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await t.close();
+  });
+  beforeEach(() => t.reset());
+
+  it('cancels its upstream calls, without retrying them', async () => {
+    const id = t.reference.store.headIds()[0]!;
+    faultHeadReads(t, { kind: 'latency', ms: 8_000 });
+    const controller = new AbortController();
+    const pending = fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+      body: JSON.stringify({ query: `query($id: ID!) { head(id: $id) { name } }`, variables: { id } }),
+      signal: controller.signal,
+    });
+    await until(() => t.reference.inFlight() === 1, 2_000);
+    const abortedAt = performance.now();
+    controller.abort();
+    await expect(pending).rejects.toThrow();
+    // Well inside the upstream's 8 s latency and the call's 10 s timeout: the gateway aborted it.
+    await until(() => t.reference.inFlight() === 0, 1_000);
+    expect(performance.now() - abortedAt).toBeLessThan(1_000);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(headReadCalls(t)).toHaveLength(1);
+    expect(t.attempts.map((a) => [a.code, a.retry])).toEqual([['ABORTED', false]]);
+  });
+
+  it('the server keeps serving other clients afterwards', async () => {
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+      body: JSON.stringify({ query: '{ heads(first: 2) { totalCount nodes { name } } }' }),
+    });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as GraphQLResponse<{ heads: { nodes: unknown[] } }>;
+    expect(body.errors).toBeUndefined();
+    expect(body.data!.heads.nodes).toHaveLength(2);
+  });
+});
+
+describe('flaky upstream sequences: exact call counts', () => {
+  let t: TestGateway;
+  let ids: string[];
+  let token: string;
+  const headQuery = `query($id: ID!) { head(id: $id) { uuid name } }`;
+
+  beforeAll(async () => {
+    t = await startTestGateway({ timeoutMs: 300, env: { OPERATION_TIMEOUT_MS: '2000', UPSTREAM_TIMEOUT_MS: '300' } });
+    ids = t.reference.store.headIds();
+    const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', {
+      input: DEMO_CREDENTIALS,
+    });
+    token = login.data!.login.accessToken;
+  });
+  afterAll(() => t.close());
+  beforeEach(() => t.reset());
+  afterEach(() => expect(t.reference.inFlight()).toBe(0));
+
+  it('GET: 503, 503, success is 3 calls and data', async () => {
+    faultHeadReads(t, { kind: 'status', status: 503 }, 2);
+    const response = await t.execute(headQuery, { id: ids[0]! });
+    expect(response.errors).toBeUndefined();
+    expect(response.data).toEqual({ head: { uuid: ids[0], name: headName(t, ids[0]!) } });
+    expect(headReadCalls(t).map((r) => r.status)).toEqual([503, 503, 200]);
+    expect(t.calls()).toHaveLength(3);
+    expect(t.attempts.map((a) => a.retry)).toEqual([false, true, true]);
+  });
+
+  it('GET: 503 three times is 3 calls and UPSTREAM_ERROR (no fourth)', async () => {
+    faultHeadReads(t, { kind: 'status', status: 503 }, 3);
+    const response = await t.execute(headQuery, { id: ids[0]! });
+    expect(response.data).toEqual({ head: null });
+    expect(response.errors).toHaveLength(1);
+    expect(response.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_ERROR', upstream: { status: 503 } });
+    expect(headReadCalls(t)).toHaveLength(3);
+    expect(t.calls()).toHaveLength(3);
+  });
+
+  it('GET: drop, success is 2 calls and data', async () => {
+    faultHeadReads(t, { kind: 'drop' });
+    const response = await t.execute(headQuery, { id: ids[1]! });
+    expect(response.errors).toBeUndefined();
+    expect(response.data).toEqual({ head: { uuid: ids[1], name: headName(t, ids[1]!) } });
+    expect(headReadCalls(t).map((r) => r.status)).toEqual([undefined, 200]);
+    expect(t.calls()).toHaveLength(2);
+    expect(t.attempts.map((a) => [a.code, a.retry])).toEqual([
+      ['UPSTREAM_UNAVAILABLE', false],
+      [undefined, true],
+    ]);
+  });
+
+  it('GET: latency beyond the call timeout is 1 call and UPSTREAM_TIMEOUT (the timeout covers retries), then the next operation succeeds with 1 call', async () => {
+    faultHeadReads(t, { kind: 'latency', ms: 1_500 });
+    const response = await t.execute(headQuery, { id: ids[2]! });
+    expect(response.data).toEqual({ head: null });
+    expect(codes(response)).toEqual(['UPSTREAM_TIMEOUT']);
+    expect(t.calls()).toHaveLength(1);
+    expect(t.attempts.map((a) => [a.code, a.retry])).toEqual([['UPSTREAM_TIMEOUT', false]]);
+    await until(() => t.reference.inFlight() === 0, 500);
+
+    t.reset();
+    const next = await t.execute(headQuery, { id: ids[2]! });
+    expect(next.errors).toBeUndefined();
+    expect(next.data).toEqual({ head: { uuid: ids[2], name: headName(t, ids[2]!) } });
+    expect(t.calls()).toHaveLength(1);
+  });
+
+  it('GET listing: 503, drop, success is 3 calls and the page', async () => {
+    t.reference.injectFault('listHeads', { kind: 'status', status: 503 });
+    t.reference.injectFault('listHeads', { kind: 'drop' });
+    const response = await t.execute<{ heads: { nodes: unknown[] } }>(`{ heads(first: 3) { nodes { uuid } } }`);
+    expect(response.errors).toBeUndefined();
+    expect(response.data!.heads.nodes).toHaveLength(3);
+    expect(t.calls('listHeads')).toHaveLength(3);
+  });
+
+  it('PATCH: a 503 on updateHead is sent exactly once and is UPSTREAM_ERROR', async () => {
+    const id = ids[3]!;
+    const before = headName(t, id);
+    t.reference.injectFault('updateHead', { kind: 'status', status: 503 });
+    const response = await t.execute(`mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`, { input: { id, name: 'renamed by a test' } });
+    expect(response.data).toBeNull();
+    expect(response.errors).toHaveLength(1);
+    expect(response.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_ERROR', upstream: { operation: 'updateHead', status: 503 } });
+    expect(t.calls('updateHead')).toHaveLength(1);
+    expect(t.calls()).toHaveLength(1);
+    expect(headName(t, id)).toBe(before);
+  });
+
+  it('DELETE: a dropped connection on deleteHead is sent exactly once and the head is still there', async () => {
+    const id = ids[4]!;
+    t.reference.injectFault('deleteHead', { kind: 'drop' });
+    const response = await t.execute(`mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadUuid } }`, { input: { id } }, {
+      authorization: `Bearer ${token}`,
+    });
+    expect(response.data).toBeNull();
+    expect(codes(response)).toEqual(['UPSTREAM_UNAVAILABLE']);
+    expect(t.calls('deleteHead')).toHaveLength(1);
+    expect(t.calls()).toHaveLength(1);
+    expect(t.reference.store.findHead(id)).toBeDefined();
+  });
+});
+
+describe('an upstream that stops and comes back on the same port', () => {
+  let t: TestGateway;
+  let restarted: ReferenceUpstream | undefined;
+
+  beforeAll(async () => {
+    t = await startTestGateway({ timeoutMs: 2_000 });
+  });
+  afterAll(async () => {
+    await restarted?.close();
+    await t.close();
+  });
+
+  it('is UPSTREAM_UNAVAILABLE after 3 attempts, then the same gateway recovers without a restart', async () => {
+    const query = `{ heads(first: 2) { totalCount nodes { uuid name } } }`;
+    // Warm the pool: a keep-alive connection to the upstream exists when it goes away.
+    const warm = await t.execute<{ heads: { totalCount: number } }>(query);
+    expect(warm.errors).toBeUndefined();
+    const port = Number(new URL(t.reference.url).port);
+    await t.reference.close();
+
+    t.reset();
+    const down = await t.execute(query);
+    expect(down.data).toBeNull();
+    expect(codes(down)).toEqual(['UPSTREAM_UNAVAILABLE']);
+    expect(t.attempts.map((a) => [a.operation, a.code, a.retry])).toEqual([
+      ['listHeads', 'UPSTREAM_UNAVAILABLE', false],
+      ['listHeads', 'UPSTREAM_UNAVAILABLE', true],
+      ['listHeads', 'UPSTREAM_UNAVAILABLE', true],
+    ]);
+    const text = JSON.stringify(down);
+    expect(text).not.toContain(`:${port}`);
+    expect(text).not.toContain('ECONNREFUSED');
+
+    restarted = await startReferenceUpstream({ port });
+    t.attempts.length = 0;
+    const up = await t.execute<{ heads: { totalCount: number; nodes: { uuid: string; name: string }[] } }>(query);
+    expect(up.errors).toBeUndefined();
+    expect(up.data!.heads.totalCount).toBe(restarted.store.headIds().length);
+    expect(up.data!.heads.nodes.map((n) => n.uuid)).toEqual(restarted.store.headIds().slice(0, 2));
+    expect(restarted.requests.map((r) => r.operation)).toEqual(['listHeads']);
+    expect(t.attempts.map((a) => [a.status, a.retry])).toEqual([[200, false]]);
+  });
+});
+
+/** Each by-id read's own on-contract answer for the head, padded (in `lod`) to about 8 KB. */
+function faultBigHead(t: TestGateway, id: string): void {
+  const entry = t.reference.store.findHead(id)!;
+  const padded = (shape: HeadShape) => ({ ...t.reference.store.project(entry, shape), lod: { padding: 'x'.repeat(8_000) } });
+  t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: padded(HeadShape.A_EXT) });
+  t.reference.injectFault('getHeadById', { kind: 'off-contract', body: [padded(HeadShape.B)] });
+  t.reference.injectFault('getHeadExtById', { kind: 'off-contract', body: padded(HeadShape.B_EXT) });
+}
+
+describe('an oversized upstream body (UPSTREAM_MAX_RESPONSE_BYTES 2048)', () => {
+  let t: TestGateway;
+  let ids: string[];
+
+  beforeAll(async () => {
+    t = await startTestGateway({ maxResponseBytes: 2_048 });
+    ids = t.reference.store.headIds();
+  });
+  afterAll(() => t.close());
+  beforeEach(() => t.reset());
+
+  it('a page bigger than the cap is UPSTREAM_ERROR on that field, not retried; the listing is non-null, so data is null', async () => {
+    const response = await t.execute(`{ heads(first: 100) { totalCount } }`);
+    expect(response.data).toBeNull();
+    expect(response.errors).toHaveLength(1);
+    expect(response.errors![0]).toMatchObject({ path: ['heads'], extensions: { code: 'UPSTREAM_ERROR', upstream: { operation: 'listHeads' } } });
+    expect(response.errors![0]!.message).toContain('the body is too large');
+    // Not retried: the answer would be as big the second time.
+    expect(t.calls('listHeads')).toHaveLength(1);
+  });
+
+  it('fails only the field whose body is too large; the other fields keep their data', async () => {
+    const [big, small] = [ids[0]!, ids[1]!];
+    faultBigHead(t, big);
+    const response = await t.execute<any>(
+      `query($big: ID!, $small: ID!) { big: head(id: $big) { name } small: head(id: $small) { name } heads(first: 2) { nodes { uuid } } }`,
+      { big, small },
+    );
+    expect(response.data.big).toBeNull();
+    expect(response.data.small).toEqual({ name: headName(t, small) });
+    expect(response.data.heads.nodes.map((n: { uuid: string }) => n.uuid)).toEqual(ids.slice(0, 2));
+    expect(response.errors).toHaveLength(1);
+    expect(response.errors![0]).toMatchObject({ path: ['big'], extensions: { code: 'UPSTREAM_ERROR' } });
+    expect(response.errors![0]!.message).toContain('the body is too large');
+  });
+});
+
+describe('the same padded body under a larger cap', () => {
+  it('is served: the failure above was the size, not the content', async () => {
+    const t = await startTestGateway({ maxResponseBytes: 64 * 1024 });
+    try {
+      const id = t.reference.store.headIds()[0]!;
+      faultBigHead(t, id);
+      const response = await t.execute<any>(`query($id: ID!) { head(id: $id) { name lod } }`, { id });
+      expect(response.errors).toBeUndefined();
+      expect(response.data.head.lod.padding).toHaveLength(8_000);
+    } finally {
+      await t.close();
+    }
+  });
+});
