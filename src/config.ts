@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 
@@ -36,6 +37,10 @@ const environment = z.object({
   OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000),
   INTROSPECTION: flag('INTROSPECTION').optional(),
   PLANNER: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
+  WORKERS: z
+    .union([z.literal('auto'), integer(1, 256)], { error: 'a whole number from 1 to 256, or auto' })
+    .default(1)
+    .transform((value) => (value === 'auto' ? availableParallelism() : value)),
   CORS_ORIGINS: origins.optional(),
   MAX_DEPTH: integer(1, 1_000).default(15),
   MAX_ALIASES: integer(1, 10_000).default(30),
@@ -73,6 +78,8 @@ export interface Config {
   readonly corsOrigins: readonly string[];
   readonly limits: OperationLimits;
   readonly shutdownGraceMs: number;
+  /** Gateway processes behind one port (node:cluster); `auto` is one per CPU. */
+  readonly workers: number;
   readonly logLevel: string;
   readonly production: boolean;
 }
@@ -129,6 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxBodyBytes: e.MAX_BODY_BYTES }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    workers: e.WORKERS,
     logLevel: e.LOG_LEVEL,
     production,
   });

@@ -82,7 +82,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
     ] as Plugin[],
     // Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us.
-    cors: settings.corsOrigins.length > 0 ? { origin: [...settings.corsOrigins], credentials: true, methods: ['GET', 'POST'] } : false,
+    cors: settings.corsOrigins.length > 0 ? { origin: [...settings.corsOrigins], credentials: true, methods: ['GET', 'POST'], exposedHeaders: ['x-request-id'] } : false,
     maskedErrors: { maskError: (error, message) => maskError(error, message) },
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),

@@ -1,4 +1,7 @@
+import cluster from 'node:cluster';
+import { once } from 'node:events';
 import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createGateway } from './gateway.js';
 import { createLogger } from './logger.js';
@@ -19,25 +22,22 @@ function configOrExit(): Config {
   }
 }
 
-async function main(): Promise<void> {
-  const config = configOrExit();
+/** Without UPSTREAM_URL (never in production) the gateway brings its own reference upstream. */
+async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | undefined> {
+  if (config.upstreamUrl !== undefined) return undefined;
+  if (config.production) {
+    process.stderr.write('Configuration error: UPSTREAM_URL: expected an http(s) URL ending in /v2 (the embedded reference upstream is not for production)\n');
+    process.exit(1);
+  }
+  const reference = await startReferenceUpstream({ routes: config.routes, record: false });
+  process.stdout.write(`No UPSTREAM_URL set: serving the embedded reference upstream at ${reference.url} (demo login: ${DEMO_CREDENTIALS.username} / ${DEMO_CREDENTIALS.password}).\n`);
+  return reference;
+}
+
+/** One gateway process: the yoga app on an HTTP server, stopped gracefully by `stop`. */
+async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
   const logger = createLogger({ level: config.logLevel });
   const metrics = new GatewayMetrics();
-
-  let reference: ReferenceUpstream | undefined;
-  let upstreamUrl = config.upstreamUrl;
-  if (upstreamUrl === undefined) {
-    if (config.production) {
-      process.stderr.write('Configuration error: UPSTREAM_URL: expected an http(s) URL ending in /v2 (the embedded reference upstream is not for production)\n');
-      process.exit(1);
-    }
-    reference = await startReferenceUpstream({ routes: config.routes, record: false });
-    upstreamUrl = reference.url;
-    process.stdout.write(
-      `No UPSTREAM_URL set: serving the embedded reference upstream at ${reference.url} (demo login: ${DEMO_CREDENTIALS.username} / ${DEMO_CREDENTIALS.password}).\n`,
-    );
-  }
-
   const upstream = createUpstream({
     baseUrl: upstreamUrl,
     routes: config.routes,
@@ -48,29 +48,74 @@ async function main(): Promise<void> {
     onAttempt: metrics.recordAttempt,
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  const gateway = createGateway({ upstream, logger, settings: config, metrics, ready });
-  const server = createServer(gateway);
-  await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : config.port;
-  process.stdout.write(`Gateway listening on http://${config.host}:${port}/graphql\n`);
+  const server = createServer(createGateway({ upstream, logger, settings: config, metrics, ready }));
+  server.listen(config.port, config.host);
+  await once(server, 'listening');
+  return {
+    port: (server.address() as AddressInfo).port,
+    async stop() {
+      logger.info('shutting down');
+      const closed = new Promise((resolve) => server.close(resolve));
+      server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
+      await closed;
+      clearTimeout(grace);
+      await upstream.close();
+    },
+  };
+}
 
+function onStopSignal(stop: () => Promise<void>): void {
   let stopping = false;
-  const stop = async (signal: string) => {
+  const handler = () => {
     if (stopping) return;
     stopping = true;
-    logger.info({ signal }, 'shutting down');
-    const closed = new Promise((resolve) => server.close(resolve));
-    server.closeIdleConnections();
-    const grace = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
-    await closed;
-    clearTimeout(grace);
-    await upstream.close();
-    await reference?.close();
-    process.exit(0);
+    void stop().then(() => process.exit(0));
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+}
+
+const endpoint = (config: Config, port: number) => `http://${config.host}:${port}/graphql`;
+
+async function main(): Promise<void> {
+  const config = configOrExit();
+
+  if (cluster.isWorker) {
+    const gateway = await serveGateway(config, config.upstreamUrl!);
+    onStopSignal(gateway.stop);
+    return;
+  }
+
+  const reference = await embeddedUpstream(config);
+  const upstreamUrl = config.upstreamUrl ?? reference!.url;
+
+  if (config.workers === 1) {
+    const gateway = await serveGateway(config, upstreamUrl);
+    process.stdout.write(`Gateway listening on ${endpoint(config, gateway.port)}\n`);
+    onStopSignal(async () => {
+      await gateway.stop();
+      await reference?.close();
+    });
+    return;
+  }
+
+  // Several workers share the port (node:cluster hands connections round); the primary only
+  // forks them, relays the stop signal, and owns the embedded upstream if there is one.
+  const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
+  const listening = await Promise.all(workers.map((worker) => once(worker, 'listening') as Promise<[AddressInfo]>));
+  process.stdout.write(`Gateway listening on ${endpoint(config, listening[0]![0].port)} (${config.workers} workers)\n`);
+  onStopSignal(async () => {
+    await Promise.all(
+      workers.map(async (worker) => {
+        if (worker.isDead()) return;
+        const exited = once(worker, 'exit');
+        worker.process.kill('SIGTERM');
+        await exited;
+      }),
+    );
+    await reference?.close();
+  });
 }
 
 await main();

@@ -31,6 +31,7 @@ describe('loadConfig', () => {
       corsOrigins: [],
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxBodyBytes: 100_000 },
       shutdownGraceMs: 10_000,
+      workers: 1,
       logLevel: 'info',
       production: false,
     });
@@ -40,6 +41,8 @@ describe('loadConfig', () => {
     expect(loadConfig({ NODE_ENV: 'production', UPSTREAM_URL: 'http://u/v2' }).introspection).toBe(false);
     expect(loadConfig({ NODE_ENV: 'production', INTROSPECTION: 'true' }).introspection).toBe(true);
     expect(loadConfig({ INTROSPECTION: 'off' }).introspection).toBe(false);
+    expect(loadConfig({ WORKERS: 'auto' }).workers).toBeGreaterThanOrEqual(1);
+    expect(loadConfig({ PLANNER: 'off' }).planner).toBe(false);
     expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173']);
   });
 
@@ -71,6 +74,8 @@ describe('loadConfig', () => {
     [{ INTROSPECTION: 'maybe' }, /^INTROSPECTION: expected true or false/],
     [{ CORS_ORIGINS: 'not a url' }, /^CORS_ORIGINS: expected a comma-separated list/],
     [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: expected one of/],
+    [{ WORKERS: '0' }, /^WORKERS: expected an integer from 1 to 256/],
+    [{ PLANNER: 'maybe' }, /^PLANNER: expected on or off/],
     [{ UPSTREAM_ROUTES_FILE: '/no/such/file.json' }, /^UPSTREAM_ROUTES_FILE: cannot read a JSON object from/],
     [{ UPSTREAM_ROUTES_FILE: routesFile('{"getHead": {}}') }, /^UPSTREAM_ROUTES_FILE: getHead: unknown operation/],
     [{ UPSTREAM_ROUTES_FILE: routesFile('{"deleteHead": {"method": "FETCH"}}') }, /^UPSTREAM_ROUTES_FILE: deleteHead.method: method must be one of/],

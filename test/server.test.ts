@@ -77,3 +77,32 @@ describe('the schema as a manual', () => {
     expect(missing).toEqual([]);
   });
 });
+
+describe('WORKERS=2 (node:cluster)', () => {
+  it('serves from two workers behind one port and stops them all on SIGTERM', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn' } });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (!/Gateway listening on (\S+) \(2 workers\)/.test(stdout)) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`cluster did not start: ${stdout}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const url = /Gateway listening on (\S+)/.exec(stdout)![1]!;
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
+          return ((await response.json()) as any).data.heads.totalCount as number;
+        }),
+      );
+      expect(new Set(answers)).toEqual(new Set([answers[0]]));
+      expect(answers[0]).toBeGreaterThanOrEqual(250);
+      child.kill('SIGTERM');
+      const [code] = await once(child, 'exit');
+      expect(code).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});
