@@ -1,5 +1,5 @@
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type GatewayContext } from './context.js';
@@ -53,6 +53,21 @@ export interface GatewayOptions {
 
 export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext>;
 
+/**
+ * Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from
+ * an origin not listed gets no CORS headers at all (naming another origin would leak the list).
+ */
+function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOptions | false) | false {
+  if (origins.length === 0) return false;
+  const anyOrigin = origins.includes('*');
+  return (request: Request) => {
+    const origin = request.headers.get('origin');
+    if (origin === null || !(anyOrigin || origins.includes(origin))) return false;
+    // Credentials (the Authorization header) only for origins named explicitly, never for `*`.
+    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders: ['x-request-id'] };
+  };
+}
+
 /** The yoga app: tests drive it with `yoga.fetch`, `main.ts` serves it on a port. */
 export function createGateway(options: GatewayOptions): Gateway {
   const { upstream, logger, settings } = options;
@@ -81,8 +96,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       useUpstreamCallBudget({ budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
       useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
     ] as Plugin[],
-    // Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us.
-    cors: settings.corsOrigins.length > 0 ? { origin: [...settings.corsOrigins], credentials: true, methods: ['GET', 'POST'], exposedHeaders: ['x-request-id'] } : false,
+    cors: corsPolicy(settings.corsOrigins),
     maskedErrors: { maskError: (error, message) => maskError(error, message) },
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),

@@ -42,7 +42,6 @@ const MAX_NAME_LENGTH = 64;
 const MAX_ERROR_CODES = 10;
 const invalidNameChars = /[^A-Za-z0-9_]/g;
 
-const jsonHeaders = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } as const;
 
 /** The path of an absolute request URL without building a URL object (this runs per request). */
 function pathOf(url: string): string {
@@ -157,8 +156,10 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
     );
   };
 
+  // A fresh headers object every time: the Node adapter writes content-length into the one given,
+  // so a shared one would carry the first body's length onto the next response.
   const plainResponse = (fetchAPI: { Response: typeof Response }, status: number, body: object): Response =>
-    new fetchAPI.Response(JSON.stringify(body), { status, headers: jsonHeaders });
+    new fetchAPI.Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });
 
   return {
     onRequest({ request, fetchAPI, endResponse }) {
@@ -166,7 +167,9 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
       if (request.method !== 'GET' && request.method !== 'HEAD') return;
       const path = pathOf(request.url);
       if (path === HEALTH) {
-        // Liveness: the process answers. Never touches the upstream.
+        // Liveness: the process answers; never touches the upstream. yoga's own health check
+        // (default endpoint /health) runs first and is rewritten in onResponse; this branch
+        // answers when that one is moved elsewhere with `healthCheckEndpoint`.
         endResponse(plainResponse(fetchAPI, 200, { status: 'ok' }));
         return;
       }
@@ -177,8 +180,9 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
         );
       }
       if (path === METRICS) {
-        return metrics.registry.metrics().then((text) =>
-          endResponse(new fetchAPI.Response(text, { status: 200, headers: { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' } })),
+        return metrics.registry.metrics().then(
+          (text) => endResponse(new fetchAPI.Response(text, { status: 200, headers: { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' } })),
+          () => endResponse(new fetchAPI.Response('metrics unavailable\n', { status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' } })),
         );
       }
       return;

@@ -1,7 +1,8 @@
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
-import type { Plugin } from 'graphql-yoga';
+import { GraphQLError, type ValidationContext } from 'graphql';
+import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
 import type { OperationLimits } from '../config.js';
 
 export interface OperationLimitsOptions {
@@ -14,27 +15,117 @@ export interface OperationLimitsOptions {
   readonly onRefused?: (limit: string) => void;
 }
 
+/** The limits Armor checks while validating; a refusal is a validation error naming it. */
+type ValidationLimit = 'depth' | 'aliases' | 'directives';
+
+/**
+ * Armor's rules throw their refusal out of `validate` by default: yoga then answers 200 with an
+ * error that has no code. Reported to the validation context instead, the refusal is an ordinary
+ * validation error: HTTP 400, `GRAPHQL_VALIDATION_FAILED`, and `extensions.limit` says which.
+ */
+const reportRefusal = (limit: ValidationLimit) => (context: ValidationContext | null, error: GraphQLError) => {
+  context?.reportError(new GraphQLError(error.message.replace(/^Syntax Error: /, ''), { extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit } }));
+};
+
+/** graphql-js ends a message with its suggestions: `… Did you mean "x"?`, `… Did you mean to use an inline fragment on "Head"?`. */
+const suggestion = /\s*Did you mean [^?]*\?/g;
+const withoutSuggestion = <E extends Error>(error: E): E => {
+  const hidden = error.message.replace(suggestion, '').trim();
+  if (hidden !== error.message) error.message = hidden;
+  return error;
+};
+
+/**
+ * Drops every "Did you mean …?" (fields, arguments, types, inline fragments, enum values,
+ * input fields): validation errors, and the variable errors graphql-js raises as execution starts.
+ * Armor's own blocker only masks the `Did you mean "x"` form.
+ */
+function useHiddenSuggestions(): Plugin {
+  return {
+    onValidate: () => ({ valid, result, setResult }) => {
+      if (!valid) setResult(result.map(withoutSuggestion));
+    },
+    onExecute: () => ({
+      onExecuteDone: (payload) =>
+        handleStreamOrSingleExecutionResult(payload, ({ result }) => {
+          result.errors?.forEach(withoutSuggestion);
+        }),
+    }),
+  };
+}
+
+/** Counts validation refusals here rather than in Armor's callbacks: a cached validation result runs no rule. */
+function useValidationRefusalCount(onRefused: (limit: string) => void): Plugin {
+  return {
+    onValidate: () => ({ valid, result }) => {
+      if (valid) return;
+      for (const error of result) if (typeof error.extensions.limit === 'string') onRefused(error.extensions.limit);
+    },
+  };
+}
+
+/**
+ * yoga's CSRF refusal is a bare 403; clients get a code as for every other refusal. The check
+ * itself stays yoga's (GET and form/text content types need an `x-graphql-csrf` header).
+ */
+function withCode(plugin: Plugin, code: string): Plugin {
+  const check = plugin.onRequestParse;
+  if (check === undefined) return plugin;
+  return {
+    ...plugin,
+    onRequestParse(payload) {
+      try {
+        return check(payload);
+      } catch (error) {
+        if (error instanceof GraphQLError && error.extensions.code === undefined) {
+          throw createGraphQLError(error.message, { extensions: { ...error.extensions, code } });
+        }
+        throw error;
+      }
+    },
+  };
+}
+
 /**
  * Refuses hostile or careless documents before execution, so they cost no upstream call:
- * GraphQL Armor's depth, alias, token and directive limits (each refusal a GraphQL error with
- * code BAD_USER_INPUT... as Armor words it, mapped by the error edge), introspection when turned
- * off, and CSRF protection for browser requests that skip the CORS preflight.
+ * - GraphQL Armor's depth, alias and directive limits: HTTP 400, a validation error with code
+ *   `GRAPHQL_VALIDATION_FAILED` and `extensions.limit` (`depth`, `aliases`, `directives`).
+ *   Depth counts field levels; fragments (inline or named) add none, introspection counts
+ *   (GraphiQL's introspection query is 15 deep).
+ * - Armor's token limit, checked while parsing: HTTP 400, code `GRAPHQL_PARSE_FAILED`,
+ *   `extensions.limit: "tokens"`.
+ * - introspection when turned off: HTTP 400, `GRAPHQL_VALIDATION_FAILED` (yoga's rule).
+ * - CSRF: a GET, or a POST with a form or text/plain content type, without an
+ *   `x-graphql-csrf` (or `x-graphql-yoga-csrf`) header: HTTP 403, code `BAD_REQUEST`.
+ * - field suggestions, when hidden: "Did you mean …?" is cut from every message.
  */
 export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
   const { limits } = options;
-  const refused = (limit: string) => [() => options.onRefused?.(limit)];
+  const onRefused = (limit: string) => options.onRefused?.(limit);
   const plugins: Plugin[] = [
     EnvelopArmorPlugin({
-      maxDepth: { n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, onReject: refused('depth') },
-      maxAliases: { n: limits.maxAliases, onReject: refused('aliases') },
-      maxTokens: { n: limits.maxTokens, onReject: refused('tokens') },
-      maxDirectives: { n: limits.maxDirectives, onReject: refused('directives') },
+      maxDepth: { n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, propagateOnRejection: false, onReject: [reportRefusal('depth')] },
+      maxAliases: { n: limits.maxAliases, propagateOnRejection: false, onReject: [reportRefusal('aliases')] },
+      maxDirectives: { n: limits.maxDirectives, propagateOnRejection: false, onReject: [reportRefusal('directives')] },
+      // Thrown while parsing (it must be: parsing would go on otherwise); yoga gives it
+      // GRAPHQL_PARSE_FAILED and 400.
+      maxTokens: {
+        n: limits.maxTokens,
+        onReject: [
+          (_, error) => {
+            Object.assign(error.extensions, { code: 'GRAPHQL_PARSE_FAILED', limit: 'tokens' });
+            onRefused('tokens');
+          },
+        ],
+      },
       // The upstream call budget is this gateway's cost measure (plugins/upstream-budget.ts).
       costLimit: { enabled: false },
-      blockFieldSuggestion: { enabled: options.hideSuggestions ?? false },
+      blockFieldSuggestion: { enabled: false },
     }) as Plugin,
-    useCSRFPrevention({ requestHeaders: ['x-graphql-csrf', 'x-graphql-yoga-csrf'] }),
+    useValidationRefusalCount(onRefused),
+    withCode(useCSRFPrevention({ requestHeaders: ['x-graphql-csrf', 'x-graphql-yoga-csrf'] }) as Plugin, 'BAD_REQUEST'),
   ];
+  if (options.hideSuggestions ?? false) plugins.push(useHiddenSuggestions());
   if (options.introspection === false) plugins.push(useDisableIntrospection());
   return plugins;
 }

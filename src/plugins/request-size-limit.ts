@@ -12,36 +12,47 @@ const tooLarge = (maxBytes: number) =>
 
 /**
  * Caps the request body before yoga buffers it: a declared Content-Length over the cap is
- * refused outright, and a body without one (chunked) is counted as it streams in.
+ * refused outright, and every body is counted as it streams in (a chunked one has no length,
+ * and a declared length is only a claim). A refusal is HTTP 413 with code PAYLOAD_TOO_LARGE.
+ *
+ * It works while yoga parses the request (`onRequestParse`), where a thrown GraphQLError
+ * becomes an HTTP answer; thrown any earlier (`onRequest`) it would escape yoga and the Node
+ * adapter would answer 500 with the error's stack.
  */
 export function useRequestSizeLimit(options: RequestSizeLimitOptions = {}): Plugin {
   const maxBytes = options.maxBytes ?? 100_000;
+  const refuse = () => {
+    options.onRefused?.();
+    return tooLarge(maxBytes);
+  };
   return {
-    onRequest({ request, setRequest, fetchAPI }) {
-      if (request.body === null) return;
+    onRequestParse({ request, requestParser, setRequestParser, fetchAPI }) {
       const declared = request.headers.get('content-length');
-      if (declared !== null) {
-        if (Number(declared) > maxBytes) {
-          options.onRefused?.();
-          throw tooLarge(maxBytes);
-        }
-        return;
-      }
-      let received = 0;
-      const counted = request.body.pipeThrough(
-        new fetchAPI.TransformStream<Uint8Array, Uint8Array>({
-          transform(chunk, controller) {
-            received += chunk.byteLength;
-            if (received > maxBytes) {
-              options.onRefused?.();
-              controller.error(tooLarge(maxBytes));
-              return;
-            }
-            controller.enqueue(chunk);
-          },
-        }),
-      );
-      setRequest(new fetchAPI.Request(request.url, { method: request.method, headers: request.headers, body: counted, signal: request.signal, duplex: 'half' } as RequestInit));
+      if (declared !== null && Number(declared) > maxBytes) throw refuse();
+      if (requestParser === undefined || request.body === null) return;
+      setRequestParser((incoming) => {
+        const body = incoming.body;
+        if (body === null) return requestParser(incoming);
+        // A native stream wants the native TransformStream, a ponyfill one the ponyfill's
+        // (graphql-yoga#4583).
+        const Transform = body instanceof ReadableStream ? globalThis.TransformStream : fetchAPI.TransformStream;
+        let received = 0;
+        const counted = body.pipeThrough(
+          new Transform<Uint8Array, Uint8Array>({
+            transform(chunk, controller) {
+              received += chunk.byteLength;
+              if (received > maxBytes) {
+                controller.error(refuse());
+                return;
+              }
+              controller.enqueue(chunk);
+            },
+          }),
+        );
+        return requestParser(
+          new fetchAPI.Request(incoming.url, { method: incoming.method, headers: incoming.headers, body: counted, signal: incoming.signal, duplex: 'half' } as RequestInit),
+        );
+      });
     },
   };
 }

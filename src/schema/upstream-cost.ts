@@ -1,35 +1,28 @@
-import { Kind, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type OperationDefinitionNode, type SelectionSetNode, type ValueNode } from 'graphql';
+import { Kind, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type OperationDefinitionNode, type ValueNode } from 'graphql';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './inputs.js';
+import { connectionNodeFields, fieldsOf, headNeeds, type Fragments } from './selection.js';
 
 /*
  * The upstream calls an operation can cost, worked out from the document before it runs, so an
  * operation over budget is refused with zero calls. It follows how the resolvers load data
  * (README, "GraphQL fields and the REST calls behind them") and errs high: the count is an upper
- * bound of what execution does, never below it (tests hold it to that).
+ * bound of what execution does, never below it (tests hold it to that). It reads the selection
+ * as the planner does (`selection.ts`), so the two agree on which reads a listing takes.
  */
 
-/** Hair fields only a variant B read has: on a hair from a variant A read each costs a read. */
-const hairBOnly = new Set(['hairMetadata', 'userId']);
+export interface EstimateOptions {
+  /**
+   * Count the planner's plan (`PLANNER=on`): a `heads` listing whose items need head_metadata or
+   * Hair B fields is read through Get Heads Ext in one call instead of one more read per head.
+   * Off (the default) counts the plain plan, which is an upper bound of both.
+   */
+  readonly planner?: boolean;
+}
+
 /** Page windows a connection may need: two pages, plus the probe of `last` without `before`. */
 const windowCalls = (args: Args) => 2 + (args.last !== undefined && args.before === undefined ? 1 : 0);
 
 type Args = Record<string, unknown>;
-type Fragments = ReadonlyMap<string, FragmentDefinitionNode>;
-
-/** The fields a selection set asks for, with fragments spread in (type conditions ignored: errs high). */
-function fieldsOf(selectionSet: SelectionSetNode | undefined, fragments: Fragments, seen = new Set<string>()): FieldNode[] {
-  if (!selectionSet) return [];
-  const fields: FieldNode[] = [];
-  for (const selection of selectionSet.selections) {
-    if (selection.kind === Kind.FIELD) fields.push(selection);
-    else if (selection.kind === Kind.INLINE_FRAGMENT) fields.push(...fieldsOf(selection.selectionSet, fragments, seen));
-    else if (!seen.has(selection.name.value)) {
-      seen.add(selection.name.value);
-      fields.push(...fieldsOf(fragments.get(selection.name.value)?.selectionSet, fragments, seen));
-    }
-  }
-  return fields;
-}
 
 function valueOf(node: ValueNode, variables: Args): unknown {
   switch (node.kind) {
@@ -41,12 +34,11 @@ function valueOf(node: ValueNode, variables: Args): unknown {
       return node.values.map((v) => valueOf(v, variables));
     case Kind.NULL:
       return undefined;
-    case Kind.OBJECT:
-    case Kind.FLOAT:
     case Kind.STRING:
-    case Kind.BOOLEAN:
-    case Kind.ENUM:
-      return Kind.STRING === node.kind ? node.value : true;
+      return node.value;
+    default:
+      // Present; its value does not change the count.
+      return true;
   }
 }
 
@@ -59,30 +51,29 @@ function argsOf(field: FieldNode, variables: Args): Args {
   return args;
 }
 
-/** Completion reads one head costs beyond the read that produced it (`extended`: it has head_metadata). */
+/**
+ * Completion reads one head costs beyond the read that produced it (`extended`: it has
+ * head_metadata): head_metadata through the extended read, Hair B fields through a variant B read.
+ * Variant A fields cost nothing: every read that lacks them is a variant B one, which the
+ * planner only takes when no variant A field is selected.
+ */
 function headCompletion(fields: FieldNode[], fragments: Fragments, extended: boolean): number {
-  const names = new Set(fields.map((f) => f.name.value));
-  let calls = !extended && names.has('headMetadata') ? 1 : 0;
-  const hairFields = fields.filter((f) => f.name.value === 'hair').flatMap((f) => fieldsOf(f.selectionSet, fragments));
-  if (hairFields.some((f) => hairBOnly.has(f.name.value))) calls += 1;
-  return calls;
-}
-
-/** The Head fields under a connection: `nodes { … }` and `edges { node { … } }`. */
-function connectionNodeFields(field: FieldNode, fragments: Fragments): FieldNode[] {
-  const fields = fieldsOf(field.selectionSet, fragments);
-  const nodes = fields.filter((f) => f.name.value === 'nodes').flatMap((f) => fieldsOf(f.selectionSet, fragments));
-  const edgeNodes = fields
-    .filter((f) => f.name.value === 'edges')
-    .flatMap((f) => fieldsOf(f.selectionSet, fragments))
-    .filter((f) => f.name.value === 'node')
-    .flatMap((f) => fieldsOf(f.selectionSet, fragments));
-  return [...nodes, ...edgeNodes];
+  const needs = headNeeds(fields, fragments);
+  return (!extended && needs.metadata ? 1 : 0) + (needs.hairB ? 1 : 0);
 }
 
 const pageSize = (args: Args) => Math.min(MAX_PAGE_SIZE, Number(args.first ?? args.last ?? DEFAULT_PAGE_SIZE) || DEFAULT_PAGE_SIZE);
 
-function rootFieldCost(field: FieldNode, fragments: Fragments, variables: Args): number {
+function headsCost(field: FieldNode, args: Args, fragments: Fragments, planner: boolean): number {
+  const items = connectionNodeFields([field], fragments);
+  const needs = headNeeds(items, fragments);
+  // The planner's Get Heads Ext listing (no style filter there): its rows carry head_metadata and
+  // Hair B and prime both for every item; variant A fields add the Get Heads window beside it.
+  if (planner && args.style === undefined && (needs.metadata || needs.hairB)) return windowCalls(args) + (needs.variantA ? 1 : 0);
+  return windowCalls(args) + pageSize(args) * headCompletion(items, fragments, false);
+}
+
+function rootFieldCost(field: FieldNode, fragments: Fragments, variables: Args, planner: boolean): number {
   const args = argsOf(field, variables);
   const sub = () => fieldsOf(field.selectionSet, fragments);
   switch (field.name.value) {
@@ -92,7 +83,7 @@ function rootFieldCost(field: FieldNode, fragments: Fragments, variables: Args):
     case 'nodes':
       return (Array.isArray(args.ids) ? args.ids.length : 1) * (1 + headCompletion(sub(), fragments, true));
     case 'heads':
-      return windowCalls(args) + pageSize(args) * headCompletion(connectionNodeFields(field, fragments), fragments, false);
+      return headsCost(field, args, fragments, planner);
     case 'permissions':
       return windowCalls(args);
     case 'updateHead': {
@@ -117,11 +108,18 @@ export function selectOperation(document: DocumentNode, operationName: string | 
 }
 
 /** An upper bound of the upstream calls the operation makes, retries not counted. */
-export function estimateUpstreamCalls(document: DocumentNode, operationName: string | null | undefined, variables: Args = {}): number {
+export function estimateUpstreamCalls(document: DocumentNode, operationName: string | null | undefined, variables: Args = {}, options: EstimateOptions = {}): number {
   const operation = selectOperation(document, operationName);
   if (!operation) return 0;
   const fragments = new Map(
     document.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d]),
   );
-  return fieldsOf(operation.selectionSet, fragments).reduce((sum, field) => sum + rootFieldCost(field, fragments, variables ?? {}), 0);
+  // A variable the request leaves out takes its default (`$n: Int = 100`), as execution does.
+  const values: Args = { ...variables };
+  for (const definition of operation.variableDefinitions ?? []) {
+    const name = definition.variable.name.value;
+    if (values[name] === undefined && definition.defaultValue !== undefined) values[name] = valueOf(definition.defaultValue, {});
+  }
+  const planner = options.planner ?? false;
+  return fieldsOf(operation.selectionSet, fragments).reduce((sum, field) => sum + rootFieldCost(field, fragments, values, planner), 0);
 }

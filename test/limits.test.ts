@@ -1,0 +1,376 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { getIntrospectionQuery, Lexer, Source, TokenKind } from 'graphql';
+import { Agent, fetch as httpFetch } from 'undici';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+
+/*
+ * One limit at a time: just under passes, just over is refused before execution with a code and
+ * no upstream call. Refusals are not timed; "no upstream call" is what makes them cheap.
+ */
+
+let t: TestGateway;
+let ids: string[];
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  ids = t.reference.store.headIds();
+});
+
+afterAll(() => t.close());
+
+beforeEach(() => t.reset());
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  body: GraphQLResponse;
+}
+
+/** A fresh object each time: `gateway.fetch` writes the body's content-length into the headers object it is given. */
+const jsonHeaders = () => ({ 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json' });
+
+async function answer(response: Response): Promise<Answer> {
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: text === '' ? {} : (JSON.parse(text) as GraphQLResponse) };
+}
+
+/** POST JSON to a gateway, keeping the HTTP status. */
+async function post(query: string, variables?: Record<string, unknown>, on: TestGateway = t): Promise<Answer> {
+  return answer(await on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: JSON.stringify({ query, variables }) }));
+}
+
+async function get(query: string, headers: Record<string, string> = {}, on: TestGateway = t): Promise<Answer> {
+  return answer(await on.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent(query)}`, { method: 'GET', headers }));
+}
+
+const codes = (body: GraphQLResponse) => (body.errors ?? []).map((e) => e.extensions?.code);
+const messages = (body: GraphQLResponse) => (body.errors ?? []).map((e) => e.message).join('\n');
+
+/** A refusal: 4xx, every error with a code, none of it reaching the upstream. */
+function expectRefused(got: Answer, status: number, code: string, on: TestGateway = t): void {
+  expect(got.status, JSON.stringify(got.body)).toBe(status);
+  expect(got.body.data ?? undefined).toBeUndefined();
+  expect(got.body.errors?.length).toBeGreaterThan(0);
+  expect(codes(got.body)).toContain(code);
+  for (const error of got.body.errors ?? []) expect(error.extensions?.code, error.message).toEqual(expect.any(String));
+  expect(on.calls()).toEqual([]);
+}
+
+function expectPassed(got: Answer): void {
+  expect(got.body.errors, JSON.stringify(got.body.errors)).toBeUndefined();
+  expect(got.status).toBe(200);
+  expect(got.body.data).toBeDefined();
+}
+
+/** Costs one upstream call when it runs, so a refusal's "no call" means something. */
+const oneCall = 'heads(first: 1) { totalCount }';
+
+/**
+ * A selection `depth` fields deep, as Armor counts it: every field level counts, introspection
+ * included; fragments (inline or named) add nothing. `__type` (1) › `ofType` × (depth − 2) › `name`.
+ */
+function typeChain(depth: number, fragments: 'none' | 'inline' | 'named' = 'none'): { selection: string; definitions: string } {
+  const levels = depth - 2;
+  if (fragments === 'named') {
+    // F0 on __Type { ofType { ...F1 } } … F(levels-1) on __Type { ofType { name } }
+    const definitions = Array.from({ length: levels }, (_, i) => `fragment F${i} on __Type { ofType { ${i === levels - 1 ? 'name' : `...F${i + 1}`} } }`).join('\n');
+    return { selection: `__type(name: "Head") { ...F0 }`, definitions };
+  }
+  const open = fragments === 'inline' ? '... on __Type { ofType { ' : 'ofType { ';
+  const close = fragments === 'inline' ? '} } ' : '} ';
+  return { selection: `__type(name: "Head") { ${open.repeat(levels)}name ${close.repeat(levels)}}`, definitions: '' };
+}
+
+describe('depth (MAX_DEPTH, default 15)', () => {
+  it('passes a selection 15 deep and refuses one 16 deep with GRAPHQL_VALIDATION_FAILED', async () => {
+    for (const fragments of ['none', 'inline', 'named'] as const) {
+      const at = typeChain(15, fragments);
+      expectPassed(await post(`{ ${at.selection} ${oneCall} }\n${at.definitions}`));
+      t.reset();
+      const over = typeChain(16, fragments);
+      const refused = await post(`{ ${over.selection} ${oneCall} }\n${over.definitions}`);
+      expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
+      expect(refused.body.errors![0]).toMatchObject({ message: 'Query depth limit of 15 exceeded, found 16.', extensions: { limit: 'depth' } });
+    }
+  });
+
+  it('counts real fields the same way; fragments add no depth', async () => {
+    // The deepest data paths of the schema are 6 fields; fragments around them count nothing.
+    const query = `query { heads(first: 1) { edges { node { ...H } } } } fragment H on Head { hair { ... on Hair { payableData { price } } } }`;
+    expectPassed(await post(query));
+    t.reset();
+    const narrow = await startTestGateway({ env: { MAX_DEPTH: '5' } });
+    try {
+      const refused = await post(query, undefined, narrow);
+      expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED', narrow);
+      expect(messages(refused.body)).toBe('Query depth limit of 5 exceeded, found 6.');
+      expectPassed(await post(`{ heads(first: 1) { edges { node { hair { name } } } } }`, undefined, narrow));
+    } finally {
+      await narrow.close();
+    }
+  });
+
+  it("passes GraphiQL's introspection query, which is exactly 15 deep", async () => {
+    // As GraphiQL (yoga's) sends it, and graphql's default.
+    for (const query of [getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }), getIntrospectionQuery()]) {
+      const got = await post(query);
+      expectPassed(got);
+      expect((got.body.data as { __schema: { queryType: { name: string } } }).__schema.queryType.name).toBe('Query');
+    }
+    expect(t.calls()).toEqual([]);
+    const narrow = await startTestGateway({ env: { MAX_DEPTH: '14' } });
+    try {
+      const refused = await post(getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }), undefined, narrow);
+      expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED', narrow);
+      expect(messages(refused.body)).toBe('Query depth limit of 14 exceeded, found 15.');
+    } finally {
+      await narrow.close();
+    }
+  });
+
+  it('with INTROSPECTION=false refuses introspection with GRAPHQL_VALIDATION_FAILED; other queries still work', async () => {
+    const closed = await startTestGateway({ env: { INTROSPECTION: 'false' } });
+    try {
+      for (const query of [getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }), `{ __type(name: "Head") { name } ${oneCall} }`]) {
+        const refused = await post(query, undefined, closed);
+        expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED', closed);
+        expect(messages(refused.body)).toMatch(/introspection has been disabled/);
+      }
+      const got = await post(`{ __typename head(id: "${ids[0]}") { uuid name } }`, undefined, closed);
+      expectPassed(got);
+      expect(got.body.data).toMatchObject({ __typename: 'Query', head: { uuid: ids[0] } });
+    } finally {
+      await closed.close();
+    }
+  });
+});
+
+/** `n` aliased fields that cost no upstream call (aliases of `__typename` are not counted). */
+const aliases = (n: number) => `__type(name: "Head") { ${Array.from({ length: n }, (_, i) => `a${i}: name`).join(' ')} }`;
+
+describe('aliases (MAX_ALIASES, default 30)', () => {
+  it('passes 30 aliases and refuses 31 with GRAPHQL_VALIDATION_FAILED', async () => {
+    expectPassed(await post(`{ ${aliases(30)} ${oneCall} }`));
+    t.reset();
+    const refused = await post(`{ ${aliases(31)} ${oneCall} }`);
+    expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
+    expect(refused.body.errors![0]).toMatchObject({ message: 'Aliases limit of 30 exceeded, found 31.', extensions: { limit: 'aliases' } });
+  });
+
+  it('counts aliases inside fragments', async () => {
+    const refused = await post(`{ ...Q ${oneCall} } fragment Q on Query { ${aliases(31)} }`);
+    expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
+  });
+});
+
+describe('tokens (MAX_TOKENS, default 2000)', () => {
+  /** Lexical tokens as Armor counts them: every token the parser reads but the end. */
+  function countTokens(document: string): number {
+    const lexer = new Lexer(new Source(document));
+    let count = 0;
+    while (lexer.advance().kind !== TokenKind.EOF) count++;
+    return count;
+  }
+
+  /**
+   * Spreads of one fragment, 2 tokens each: cheap to validate (the same field repeated a
+   * thousand times would trip graphql's own overlap budget first).
+   */
+  const document = (spreads: number, extra: string) => `{ ${oneCall} ${extra} ${'...F '.repeat(spreads)}} fragment F on Query { __typename }`;
+
+  it('passes 2000 tokens and refuses 2001 with GRAPHQL_PARSE_FAILED', async () => {
+    const at = document(991, '');
+    const over = document(991, '__typename');
+    expect([countTokens(at), countTokens(over)]).toEqual([2000, 2001]);
+    expectPassed(await post(at));
+    t.reset();
+    const refused = await post(over);
+    expectRefused(refused, 400, 'GRAPHQL_PARSE_FAILED');
+    expect(refused.body.errors![0]).toMatchObject({ message: 'Syntax Error: Token limit of 2000 exceeded.', extensions: { limit: 'tokens' } });
+  });
+});
+
+describe('directives (MAX_DIRECTIVES, default 20)', () => {
+  const directives = (n: number) => `{ ${oneCall} ${Array.from({ length: n }, (_, i) => `t${i}: __typename @include(if: true)`).join(' ')} }`;
+
+  it('passes 20 directives and refuses 21 with GRAPHQL_VALIDATION_FAILED', async () => {
+    expectPassed(await post(directives(20)));
+    t.reset();
+    const refused = await post(directives(21));
+    expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
+    expect(refused.body.errors![0]).toMatchObject({ message: 'Directives limit of 20 exceeded, found 21.', extensions: { limit: 'directives' } });
+  });
+});
+
+describe('body cap (MAX_BODY_BYTES, default 100000)', () => {
+  /** A JSON body of exactly `bytes` bytes that costs one upstream call when it runs. */
+  function body(bytes: number): string {
+    const shape = (pad: string) => JSON.stringify({ query: `{ ${oneCall} }`, variables: { pad } });
+    const text = shape('x'.repeat(bytes - shape('').length));
+    expect(Buffer.byteLength(text)).toBe(bytes);
+    return text;
+  }
+
+  /** No Content-Length: the body arrives in 8 KiB chunks. */
+  function chunked(text: string): ReadableStream<Uint8Array> {
+    const bytes = new TextEncoder().encode(text);
+    let at = 0;
+    return new ReadableStream({
+      pull(controller) {
+        if (at >= bytes.length) return controller.close();
+        controller.enqueue(bytes.slice(at, (at += 8192)));
+      },
+    });
+  }
+
+  const send = async (init: RequestInit) => answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), ...init }));
+
+  it('accepts 99 KB and refuses 101 KB with 413 PAYLOAD_TOO_LARGE, with a Content-Length', async () => {
+    const accepted = await send({ body: body(99_000), headers: { ...jsonHeaders(), 'content-length': '99000' } });
+    expectPassed(accepted);
+    expect(t.calls()).toHaveLength(1);
+    t.reset();
+    expectRefused(await send({ body: body(101_000), headers: { ...jsonHeaders(), 'content-length': '101000' } }), 413, 'PAYLOAD_TOO_LARGE');
+  });
+
+  it('accepts 99 KB and refuses 101 KB with 413 PAYLOAD_TOO_LARGE, chunked (no Content-Length)', async () => {
+    const init = (bytes: number) => ({ body: chunked(body(bytes)), duplex: 'half' }) as RequestInit;
+    const accepted = await send(init(99_000));
+    expectPassed(accepted);
+    expect(t.calls()).toHaveLength(1);
+    t.reset();
+    expectRefused(await send(init(101_000)), 413, 'PAYLOAD_TOO_LARGE');
+  });
+
+  it('answers 413 as JSON over real HTTP too, both ways, without a stack trace', async () => {
+    const server: Server = createServer(t.gateway);
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
+    // Its own connections, closed with the test.
+    const dispatcher = new Agent();
+    const send = async (init: object) => answer((await httpFetch(url, { method: 'POST', headers: jsonHeaders(), dispatcher, ...init })) as unknown as Response);
+    try {
+      for (const init of [{ body: body(101_000) }, { body: chunked(body(101_000)), duplex: 'half' }]) {
+        const refused = await send(init);
+        expectRefused(refused, 413, 'PAYLOAD_TOO_LARGE');
+        expect(JSON.stringify(refused.body)).not.toMatch(/\bat\s.*\.(ts|js):\d+/);
+      }
+      expectPassed(await send({ body: chunked(body(99_000)), duplex: 'half' }));
+    } finally {
+      await dispatcher.close();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
+
+describe('field suggestions', () => {
+  const typos = `{ heads(first: 1) { totalCont } node(id: "x") { name } }`;
+  const badEnum = `mutation($input: UpdateSubscriptionInput!) { updateSubscription(input: $input) { subscription { id } } }`;
+
+  it('NODE_ENV=production hides every "Did you mean"', async () => {
+    const production = await startTestGateway({ env: { NODE_ENV: 'production', UPSTREAM_URL: 'http://x/v2' } });
+    try {
+      const refused = await post(typos, undefined, production);
+      expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED', production);
+      expect(messages(refused.body)).toContain('Cannot query field "totalCont" on type "HeadConnection".');
+      expect(messages(refused.body)).toContain('Cannot query field "name" on type "Node".');
+      expect(JSON.stringify(refused.body)).not.toMatch(/did you mean/i);
+
+      const variable = await post(badEnum, { input: { platformType: 'PUBLC' } }, production);
+      expect(codes(variable.body)).toEqual(['BAD_USER_INPUT']);
+      expect(JSON.stringify(variable.body)).not.toMatch(/did you mean/i);
+      expect(production.calls()).toEqual([]);
+    } finally {
+      await production.close();
+    }
+  });
+
+  it('outside production the suggestions stay', async () => {
+    const refused = await post(typos);
+    expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
+    expect(messages(refused.body)).toContain('Did you mean "totalCount"?');
+    expect(messages(refused.body)).toContain('Did you mean to use an inline fragment on "Head"?');
+    const variable = await post(badEnum, { input: { platformType: 'PUBLC' } });
+    expect(JSON.stringify(variable.body)).toContain('Did you mean the enum value');
+  });
+});
+
+describe('HTTP method and CSRF', () => {
+  it('refuses a mutation over GET with 405 and no upstream call', async () => {
+    const got = await get(`mutation { login(input: { username: "a", password: "b" }) { accessToken } }`, { 'x-graphql-csrf': '1' });
+    expectRefused(got, 405, 'BAD_REQUEST');
+    expect(got.headers.get('allow')).toBe('POST');
+  });
+
+  it('refuses a GET query without a CSRF header or JSON content type with 403; a CSRF header or JSON content type lets it through', async () => {
+    expectRefused(await get(`{ ${oneCall} }`), 403, 'BAD_REQUEST');
+    const withHeader = await get(`{ ${oneCall} }`, { 'x-graphql-csrf': '1' });
+    expectPassed(withHeader);
+    expect(t.calls()).toHaveLength(1);
+    t.reset();
+    expectPassed(await get(`{ ${oneCall} }`, { 'content-type': 'application/json' }));
+  });
+
+  it('refuses a POST with a simple (non-preflighted) content type with 403', async () => {
+    for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+      const response = await t.gateway.fetch('http://gateway/graphql', {
+        method: 'POST',
+        headers: { 'content-type': contentType },
+        body: JSON.stringify({ query: `mutation { login(input: { username: "a", password: "b" }) { accessToken } }` }),
+      });
+      expectRefused(await answer(response), 403, 'BAD_REQUEST');
+    }
+  });
+});
+
+describe('CORS', () => {
+  const preflight = (on: TestGateway, origin: string) =>
+    on.gateway.fetch('http://gateway/graphql', {
+      method: 'OPTIONS',
+      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, authorization' },
+    });
+
+  it('CORS_ORIGINS=https://app.example.com allows that origin and no other', async () => {
+    const cors = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com' } });
+    try {
+      const allowed = await preflight(cors, 'https://app.example.com');
+      expect(allowed.status).toBeLessThan(300);
+      expect(allowed.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+      expect(allowed.headers.get('access-control-allow-methods')).toContain('POST');
+      // Another origin gets no CORS headers at all, so its browser refuses the response.
+      const evil = await preflight(cors, 'https://evil.example.com');
+      expect(evil.headers.get('access-control-allow-origin')).toBeNull();
+      expect(cors.calls()).toEqual([]);
+    } finally {
+      await cors.close();
+    }
+  });
+
+  it('with several CORS_ORIGINS an unlisted origin is not allowed', async () => {
+    const cors = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com, https://admin.example.com' } });
+    try {
+      expect((await preflight(cors, 'https://admin.example.com')).headers.get('access-control-allow-origin')).toBe('https://admin.example.com');
+      expect((await preflight(cors, 'https://evil.example.com')).headers.get('access-control-allow-origin')).toBeNull();
+    } finally {
+      await cors.close();
+    }
+  });
+
+  it('without CORS_ORIGINS no allow-origin header is sent', async () => {
+    const answered = await preflight(t, 'https://app.example.com');
+    expect(answered.headers.get('access-control-allow-origin')).toBeNull();
+    const simple = await t.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { ...jsonHeaders(), origin: 'https://app.example.com' },
+      body: JSON.stringify({ query: '{ __typename }' }),
+    });
+    expect(simple.status).toBe(200);
+    expect(simple.headers.get('access-control-allow-origin')).toBeNull();
+    expect(t.calls()).toEqual([]);
+  });
+});
