@@ -1,4 +1,3 @@
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -104,8 +103,10 @@ export function createGateway(options: GatewayOptions): Gateway {
       warn: (...args) => logger.warn(args.map(String).join(' ')),
       error: (...args) => logger.error(args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ')),
     },
-    graphiql: { title: 'Avatar Head gateway', defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
-    renderGraphiQL,
+    // GraphiQL needs introspection, so it goes where introspection goes (off in production).
+    graphiql: settings.introspection && { title: 'Avatar Head gateway', defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
+    // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
+    renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
     landingPage: false,
   });
 }
