@@ -114,7 +114,7 @@ export function toMarkdown(report: BenchReport): string {
   for (const s of report.scenarios) {
     const m = s.summary ?? {};
     lines.push(
-      `| ${s.name} | ${cell(m.reqPerSec, 0)} | ${cell(m.p50Ms, 1)} | ${cell(m.p99Ms, 1)} | ${cell(m.callsPerOp, 2)} | ${cell(m.ratio, 2)} | ` +
+      `| ${s.name} | ${cell(m.reqPerSec, 0)} | ${cell(m.p50Ms, 1)} | ${cell(m.p99Ms, 1)} | ${cell(m.callsPerOp, 2)} | ${cell(m.ratio, 3)} | ` +
         `${cell(m.rssBytes, 0, mb)} | ${s.totals?.non2xx ?? 0} / ${s.totals?.errors ?? 0} | ${s.check} |`,
     );
   }
@@ -137,7 +137,7 @@ export function toMarkdown(report: BenchReport): string {
 export function toSvg(report: BenchReport): string {
   const rows = report.scenarios.filter((s) => s.summary?.ratio !== undefined);
   const labelWidth = 70;
-  const plotWidth = 420;
+  const plotWidth = 400;
   const rowHeight = 28;
   const top = 36;
   const height = top + rows.length * rowHeight + 24;
@@ -145,7 +145,7 @@ export function toSvg(report: BenchReport): string {
   const x = (ratio: number) => labelWidth + (ratio / maxRatio) * plotWidth;
   const esc = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;');
   const parts = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${labelWidth + plotWidth + 80}" height="${height}" font-family="sans-serif" font-size="12">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${labelWidth + plotWidth + 150}" height="${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="8" y="20" font-size="14" font-weight="bold">${esc(`req/s relative to the direct REST call (${report.meta.startedAt})`)}</text>`,
   ];
@@ -157,7 +157,7 @@ export function toSvg(report: BenchReport): string {
       `<text x="8" y="${mid + 4}">${esc(s.name)}</text>`,
       `<rect x="${labelWidth}" y="${y}" width="${(x(median) - labelWidth).toFixed(1)}" height="${rowHeight - 8}" fill="${s.name === 'direct' ? '#999' : '#4a7ebb'}"/>`,
       min === max ? '' : `<line x1="${x(min).toFixed(1)}" x2="${x(max).toFixed(1)}" y1="${mid}" y2="${mid}" stroke="black"/>`,
-      `<text x="${(x(max) + 6).toFixed(1)}" y="${mid + 4}">${median.toFixed(2)}</text>`,
+      `<text x="${(x(max) + 6).toFixed(1)}" y="${mid + 4}">${median.toFixed(3)} · ${s.summary!.reqPerSec!.median.toFixed(0)} req/s</text>`,
     );
   });
   const one = x(1).toFixed(1);

@@ -40,8 +40,15 @@ export function requestIdFrom(request: Request): string {
 export function createContext(request: Request, options: ContextOptions): GatewayContext {
   const requestId = requestIdFrom(request);
   const authorization = request.headers.get('authorization') ?? undefined;
-  const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs, clientSignal: request.signal });
-  const upstream = options.upstream.forRequest({ requestId, authorization, signal: guard.signal, guard });
+  // A native signal that follows the client's. The Node adapter's request.signal is a stand-in
+  // (@whatwg-node/server's CustomAbortControllerSignal) whose `aborted` stays false once a
+  // composite signal has taken it as a source, so the transport could not tell a client that
+  // went away (ABORTED) from an upstream failure.
+  const clientSignal = AbortSignal.any([request.signal]);
+  const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs, clientSignal });
+  // The client's signal cancels calls; the guard's deadline reaches them through remainingMs
+  // (guard.signal would arm a timer per operation that outlives it).
+  const upstream = options.upstream.forRequest({ requestId, authorization, signal: clientSignal, guard });
   return {
     requestId,
     authorization,

@@ -1,3 +1,4 @@
+import { GraphQLError } from 'graphql';
 import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -9,6 +10,7 @@ import { useRequestSizeLimit } from './plugins/request-size-limit.js';
 import { useUpstreamCallBudget } from './plugins/upstream-budget.js';
 import { maskError } from './schema/errors.js';
 import { schema } from './schema/index.js';
+import { UpstreamError } from './upstream/errors.js';
 import type { Upstream } from './upstream/upstream.js';
 
 export const defaultGraphiQLQuery = `# A head and its hair in one round trip.
@@ -51,6 +53,21 @@ export interface GatewayOptions {
 }
 
 export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext>;
+
+/**
+ * yoga logs every error a resolver threw that was not a GraphQLError. Upstream errors are
+ * expected and already mapped for the client: the upstream's own failures are worth a warning,
+ * a caller's mistakes or a client that went away are not worth more than debug.
+ */
+function logYogaError(logger: Logger, args: unknown[]): void {
+  const upstream = args
+    .map((a) => (a instanceof GraphQLError ? a.originalError : a))
+    .find((a): a is UpstreamError => a instanceof UpstreamError);
+  const line = args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ');
+  if (upstream === undefined) logger.error(line);
+  else if (upstream.code.startsWith('UPSTREAM_')) logger.warn({ code: upstream.code, operation: upstream.operation }, line);
+  else logger.debug({ code: upstream.code, operation: upstream.operation }, line);
+}
 
 /**
  * Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from
@@ -101,7 +118,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),
       warn: (...args) => logger.warn(args.map(String).join(' ')),
-      error: (...args) => logger.error(args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ')),
+      error: (...args) => logYogaError(logger, args),
     },
     // GraphiQL needs introspection, so it goes where introspection goes (off in production).
     graphiql: settings.introspection && { title: 'Avatar Head gateway', defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },

@@ -427,6 +427,15 @@ describe('errors', () => {
     expect(t.logLines.some((line) => line.includes('"level":40') && line.includes('Hair.gender'))).toBe(true);
   });
 
+  it('refuses an asset address that is not http(s) as off-contract, logged as a warning not an error', async () => {
+    t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(ids[0]!), url: 'javascript:alert(1)' } });
+    const response = await t.execute<any>(`{ head(id: "${ids[0]}") { url } }`);
+    expect(errorCodes(response)).toEqual(['UPSTREAM_ERROR']);
+    expect(JSON.stringify(response)).not.toContain('javascript:');
+    const line = t.logLines.find((l) => l.includes('off-contract'));
+    expect(line).toContain('"level":40');
+  });
+
   it('no error message carries a stack trace, the upstream address or a token', async () => {
     const leaky = `at ${t.reference.url}/heads Bearer ${token}`;
     t.reference.injectFault('getHeadExt', { kind: 'status', status: 500, body: { detail: leaky } });

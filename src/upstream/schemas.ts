@@ -26,7 +26,13 @@ export type PlatformTypeValue = (typeof platformTypes)[number];
 export type PaymentCycleValue = (typeof paymentCycles)[number];
 
 const uuid = z.guid();
-const uri = z.url().min(1);
+/**
+ * Asset addresses reach browsers as links, so only http(s) ones pass (a `javascript:` URL is
+ * off-contract for an asset file, not something to hand a client).
+ */
+const uri = z.url({ protocol: /^https?$/ }).min(1);
+/** Counts a client reads as GraphQL Int (32-bit); a larger one is off-contract here, not a crash later. */
+const count = z.number().int().nonnegative().max(2 ** 31 - 1);
 /** An object whose inner structure the contract does not show (labels, metadata). */
 const opaqueObject = z.record(z.string(), z.unknown());
 /**
@@ -127,10 +133,10 @@ export const subscriptionSchema = z.object({
 export const pageSchema = <T extends z.ZodType>(item: T) =>
   z.object({
     items: z.array(item),
-    total: z.number().int().nonnegative(),
-    page: z.number().int().positive(),
-    size: z.number().int().positive(),
-    pages: optional(z.number().int().nonnegative()),
+    total: count,
+    page: count.positive(),
+    size: count.positive(),
+    pages: optional(count),
   });
 
 export const headAPageSchema = pageSchema(headASchema);

@@ -39,6 +39,11 @@ export interface CallGuard {
   /** A code refuses the attempt: it is not sent. */
   admit(operation: OperationName): UpstreamErrorCode | undefined;
   settled(operation: OperationName, code: UpstreamErrorCode | undefined): void;
+  /**
+   * Milliseconds left before the operation's deadline, if it has one: a call's timeout is cut to
+   * it, and a call the deadline cuts fails as UPSTREAM_TIMEOUT ("operation deadline").
+   */
+  remainingMs?(): number;
 }
 
 /** The reason an operation's deadline aborts its calls with: they fail as UPSTREAM_TIMEOUT. */
@@ -149,20 +154,22 @@ export class UpstreamTransport {
     const route = this.#routes[spec.operation];
     const path = this.#basePath + fillPath(route, spec.params) + queryString(spec.query);
     const request = this.#buildRequest(context, spec, route.method, path);
-    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    // The operation's deadline caps the call's own timeout, so no timer outlives the call.
+    const remaining = context.guard?.remainingMs?.();
+    const deadlineFirst = remaining !== undefined && remaining < this.#timeoutMs;
+    const timeout = AbortSignal.timeout(deadlineFirst ? Math.max(1, Math.ceil(remaining)) : this.#timeoutMs);
     const signal = context.signal === undefined ? timeout : AbortSignal.any([context.signal, timeout]);
+    const classify = (error: unknown) => classifyThrown(error, timeout, deadlineFirst, context.signal, this.#retry);
     const idempotent = route.method === 'GET';
     const fail = (failure: Failure) =>
       new UpstreamError({ code: failure.code, operation: spec.operation, method: route.method, path: route.path, status: failure.status, ...failure.extra });
 
     for (let attempt = 0; ; attempt++) {
       // A cancelled operation sends nothing more; a live one asks its guard (budget, 401).
-      const refusal = signal.aborted ? classifyThrown(signal.reason, timeout, context.signal, this.#retry).code : context.guard?.admit(spec.operation);
+      const refusal = signal.aborted ? classify(signal.reason).code : context.guard?.admit(spec.operation);
       if (refusal !== undefined) throw fail(new Failure(refusal, undefined, false, refusal === 'UPSTREAM_TIMEOUT' ? { reason: 'operation deadline' } : {}));
       const started = performance.now();
-      const outcome = await this.#attempt(request, signal, spec).catch((error: unknown) =>
-        classifyThrown(error, timeout, context.signal, this.#retry),
-      );
+      const outcome = await this.#attempt(request, signal, spec).catch(classify);
       const failure = outcome instanceof Failure ? outcome : undefined;
       context.guard?.settled(spec.operation, failure?.code);
       this.#onAttempt?.({
@@ -180,7 +187,7 @@ export class UpstreamTransport {
         () => true,
         () => false,
       );
-      if (!slept) throw fail(classifyThrown(signal.reason, timeout, context.signal, this.#retry));
+      if (!slept) throw fail(classify(signal.reason));
     }
   }
 
@@ -234,8 +241,8 @@ export class UpstreamTransport {
   }
 }
 
-function classifyThrown(error: unknown, timeout: AbortSignal, callerSignal: AbortSignal | undefined, retry: RetryPolicy): Failure {
-  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
+function classifyThrown(error: unknown, timeout: AbortSignal, deadlineFirst: boolean, callerSignal: AbortSignal | undefined, retry: RetryPolicy): Failure {
+  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, deadlineFirst ? { reason: 'operation deadline', cause: error } : { cause: error });
   if (callerSignal?.aborted) {
     return callerSignal.reason instanceof OperationDeadline
       ? new Failure('UPSTREAM_TIMEOUT', undefined, false, { reason: 'operation deadline', cause: error })
