@@ -56,6 +56,7 @@ export interface BenchReport {
     readonly durationSec: number;
     readonly rounds: number;
     readonly workers: number | undefined;
+    readonly gatewayCommand: string;
     /** Environment given to the gateway (besides UPSTREAM_URL). */
     readonly gatewayEnv: Readonly<Record<string, string>>;
     readonly rssSource: string;
@@ -105,7 +106,7 @@ export function toMarkdown(report: BenchReport): string {
     '',
     `git ${meta.git} · Node ${meta.node} · ${meta.cpus}× ${meta.cpu} · ${meta.pinning}`,
     `${meta.connections} connections · ${meta.warmupSec} s warm-up + ${meta.durationSec} s measured per scenario · ${meta.rounds} round(s)` +
-      ` · gateway ${Object.entries(meta.gatewayEnv).map(([k, v]) => `${k}=${v}`).join(' ')} · RSS from ${meta.rssSource}`,
+      ` · gateway \`${meta.gatewayCommand}\` ${Object.entries(meta.gatewayEnv).map(([k, v]) => `${k}=${v}`).join(' ')} · RSS from ${meta.rssSource}`,
     ...(meta.rounds > 1 ? ['Cells: median (min–max) over rounds.'] : []),
     '',
     '| scenario | req/s | p50 ms | p99 ms | calls/op | ratio | RSS MB | non-2xx / errors | check |',

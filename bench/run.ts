@@ -14,9 +14,10 @@ import { scenarios, type Fixtures, type HttpRequest, type Scenario } from './sce
  * counters, measured phase, read the counters and the gateway's RSS. Everything on 127.0.0.1.
  */
 
-const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1] [--connections 16] [--workers N] [--only Q1,Q3]
+const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1] [--connections 16] [--workers N] [--only Q1,Q3] [--compiled]
   --only     scenarios to run (${scenarios.map((s) => s.name).join(', ')}); direct always runs, it is the baseline of the ratio
-  --workers  passed to the gateway as WORKERS=N`;
+  --workers  passed to the gateway as WORKERS=N
+  --compiled run the gateway as \`npm run build\` + node dist/main.js instead of node --import tsx src/main.ts (tsx adds ~130 MB RSS)`;
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const HOST = '127.0.0.1';
@@ -32,6 +33,7 @@ function options() {
       connections: { type: 'string', default: '16' },
       workers: { type: 'string' },
       only: { type: 'string' },
+      compiled: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -52,6 +54,7 @@ function options() {
     warmupSec: int('warmup', values.warmup, 0, 120),
     rounds: int('rounds', values.rounds, 1, 50),
     connections: int('connections', values.connections, 1, 1_000),
+    compiled: values.compiled,
     workers: values.workers === undefined ? undefined : int('workers', values.workers, 1, 64),
     selected: scenarios.filter((s) => s.name === 'direct' || only === undefined || only.some((name) => name.toLowerCase() === s.name.toLowerCase())),
   };
@@ -80,8 +83,8 @@ function spawnNode(args: string[], cpu: number, env: Record<string, string>): Ch
 }
 
 /** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
-function startServer(name: string, script: string, cpu: number, env: Record<string, string>): Promise<{ child: Child; url: string }> {
-  const child: Child = { name, process: spawnNode(['--import', 'tsx', script], cpu, env), lines: 0, samples: [], tail: [] };
+function startServer(name: string, args: string[], cpu: number, env: Record<string, string>): Promise<{ child: Child; url: string }> {
+  const child: Child = { name, process: spawnNode(args, cpu, env), lines: 0, samples: [], tail: [] };
   children.add(child);
   child.process.once('exit', () => children.delete(child));
   return new Promise((resolve, reject) => {
@@ -133,8 +136,10 @@ async function stopAll(): Promise<void> {
 process.on('exit', () => {
   for (const { process: child } of children) child.kill('SIGKILL');
 });
+let interrupted = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
+    interrupted = true;
     console.error(`\n${signal}: stopping the upstream and the gateway`);
     void stopAll().finally(() => process.exit(130));
   });
@@ -222,9 +227,13 @@ function procRss(pid: number): number | undefined {
   const kb = status && /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
   if (!kb) return undefined;
   let total = Number(kb) * 1024;
-  for (const task of readdirSync(`/proc/${pid}/task`)) {
-    const kids = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
-    for (const kid of kids ? kids.split(' ') : []) total += procRss(Number(kid)) ?? 0;
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const kids = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
+      for (const kid of kids ? kids.split(' ') : []) total += procRss(Number(kid)) ?? 0;
+    }
+  } catch {
+    // A thread or worker that ended while we read: count what is left.
   }
   return total;
 }
@@ -245,16 +254,19 @@ async function metricsRss(gatewayUrl: string): Promise<number | undefined> {
 async function main(): Promise<void> {
   const opts = options();
   const startedAt = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  if (pinning && (opts.workers ?? 1) > 1) console.log('Note: the gateway is pinned to CPU 0, so its workers share that one core (taskset is inherited by cluster forks).');
   if (!pinning) console.log('Note: /usr/bin/taskset or a second CPU is missing: processes are not pinned, results vary more between runs.');
 
-  const upstream = await startServer('upstream', 'src/reference-upstream/main.ts', 1, { PORT: '0', HOST, RECORD: '0' });
+  const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], 1, { PORT: '0', HOST, RECORD: '0' });
   const upstreamUrl = upstream.url;
   const admin = new URL('/__reference/', upstreamUrl).href;
   const fx = await fixtures(upstreamUrl);
   // NODE_ENV=production as deployed (graphql-js and yoga skip development-only checks).
   const gatewayEnv: Record<string, string> = { PORT: '0', HOST, UPSTREAM_URL: upstreamUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production' };
   if (opts.workers !== undefined) gatewayEnv.WORKERS = String(opts.workers);
-  const gateway = await startServer('gateway', 'src/main.ts', 0, gatewayEnv);
+  if (opts.compiled) execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
+  const gatewayArgs = opts.compiled ? ['dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
+  const gateway = await startServer('gateway', gatewayArgs, 0, gatewayEnv);
   const gatewayPid = gateway.child.process.pid!;
   const rssSource = procRss(gatewayPid) !== undefined ? '/proc/<pid>/status VmRSS' : (await metricsRss(gateway.url)) !== undefined ? '/metrics' : 'unavailable';
   const rss = async () => (rssSource === '/metrics' ? metricsRss(gateway.url) : procRss(gatewayPid));
@@ -299,6 +311,7 @@ async function main(): Promise<void> {
       durationSec: opts.durationSec,
       rounds: opts.rounds,
       workers: opts.workers,
+      gatewayCommand: `node ${gatewayArgs.join(' ')}`,
       gatewayEnv: Object.fromEntries(Object.entries(gatewayEnv).filter(([name]) => name !== 'UPSTREAM_URL')),
       rssSource,
       gatewayLogLines: gateway.child.lines,
@@ -356,6 +369,8 @@ try {
   await main();
   await stopAll();
 } catch (error) {
+  // After Ctrl-C the killed children make the run fail; the signal handler reports and exits.
+  if (interrupted) await new Promise(() => {});
   console.error(error instanceof UsageError ? `${error.message}\n${usage}` : error);
   await stopAll();
   process.exitCode = error instanceof UsageError ? 2 : 1;

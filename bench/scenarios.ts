@@ -51,7 +51,7 @@ export const scenarios: readonly Scenario[] = [
   },
   {
     name: 'Q3',
-    description: 'heads(first: 20) with headMetadata (one extra read per head)',
+    description: 'heads(first: 20) with headMetadata (not in the plain listing)',
     request: graphql('query Q3 { heads(first: 20) { nodes { headMetadata } } }'),
   },
   {
