@@ -9,7 +9,7 @@ import { GatewayMetrics } from './metrics.js';
 import { createReadiness, upstreamAnswers } from './readiness.js';
 import { startReferenceUpstream, type ReferenceUpstream } from './reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from './reference-upstream/seed.js';
-import { createUpstream } from './upstream/upstream.js';
+import { createUpstream, upstreamOptionsFrom } from './upstream/upstream.js';
 
 function configOrExit(): Config {
   try {
@@ -38,15 +38,7 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
   const logger = createLogger({ level: config.logLevel });
   const metrics = new GatewayMetrics();
-  const upstream = createUpstream({
-    baseUrl: upstreamUrl,
-    routes: config.routes,
-    timeoutMs: config.upstreamTimeoutMs,
-    connections: config.upstreamConnections,
-    keepAliveTimeoutMs: config.upstreamKeepAliveMs,
-    maxResponseBytes: config.upstreamMaxResponseBytes,
-    onAttempt: metrics.recordAttempt,
-  });
+  const upstream = createUpstream({ ...upstreamOptionsFrom(config, upstreamUrl), onAttempt: metrics.recordAttempt });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
   const server = createServer(createGateway({ upstream, logger, settings: config, metrics, ready }));
   server.listen(config.port, config.host);

@@ -11,7 +11,7 @@ import { createLogger } from '../src/logger.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
+import { createUpstream, upstreamOptionsFrom, type Upstream } from '../src/upstream/upstream.js';
 import { chromiumAvailability, launchChromium, watchPage, type NetworkLog } from './support/browser.js';
 
 /*
@@ -108,15 +108,7 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
     // As in main.ts, with the defaults of an empty environment (whatever the CI shell exports).
     const config = loadConfig({});
     const metrics = new GatewayMetrics({ defaultMetrics: false });
-    upstream = createUpstream({
-      baseUrl: reference.url,
-      routes: config.routes,
-      timeoutMs: config.upstreamTimeoutMs,
-      connections: config.upstreamConnections,
-      keepAliveTimeoutMs: config.upstreamKeepAliveMs,
-      maxResponseBytes: config.upstreamMaxResponseBytes,
-      onAttempt: metrics.recordAttempt,
-    });
+    upstream = createUpstream({ ...upstreamOptionsFrom(config, reference.url), onAttempt: metrics.recordAttempt });
     const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), settings: config, metrics });
     const srv = createServer(gateway);
     server = srv;

@@ -1,4 +1,5 @@
 import type { Pool } from 'undici';
+import type { Config } from '../config.js';
 import type { RouteTable } from './routes.js';
 import {
   createUpstreamDispatcher,
@@ -18,6 +19,18 @@ export interface UpstreamOptions {
   readonly maxResponseBytes?: number;
   readonly retry?: RetryPolicy;
   readonly onAttempt?: (attempt: UpstreamAttempt) => void;
+}
+
+/** The upstream options an operator configured, for the upstream at `baseUrl`. */
+export function upstreamOptionsFrom(config: Config, baseUrl: string): UpstreamOptions {
+  return {
+    baseUrl,
+    routes: config.routes,
+    timeoutMs: config.upstreamTimeoutMs,
+    connections: config.upstreamConnections,
+    keepAliveTimeoutMs: config.upstreamKeepAliveMs,
+    maxResponseBytes: config.upstreamMaxResponseBytes,
+  };
 }
 
 /** The process-wide side of the upstream layer: one pool, one transport; callers are per request. */
