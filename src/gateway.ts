@@ -113,6 +113,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
     ] as Plugin[],
     cors: corsPolicy(settings.corsOrigins),
+    // plugins/request-size-limit.ts caps bodies without piping every one through a counter.
+    maxRequestBodySize: false,
     maskedErrors: { maskError: (error, message) => maskError(error, message) },
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
