@@ -40,15 +40,11 @@ export function requestIdFrom(request: Request): string {
 export function createContext(request: Request, options: ContextOptions): GatewayContext {
   const requestId = requestIdFrom(request);
   const authorization = request.headers.get('authorization') ?? undefined;
-  // A native signal that follows the client's. The Node adapter's request.signal is a stand-in
-  // (@whatwg-node/server's CustomAbortControllerSignal) whose `aborted` stays false once a
-  // composite signal has taken it as a source, so the transport could not tell a client that
-  // went away (ABORTED) from an upstream failure.
-  const clientSignal = AbortSignal.any([request.signal]);
-  const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs, clientSignal });
-  // The client's signal cancels calls; the guard's deadline reaches them through remainingMs
-  // (guard.signal would arm a timer per operation that outlives it).
-  const upstream = options.upstream.forRequest({ requestId, authorization, signal: clientSignal, guard });
+  const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs });
+  // The client's signal cancels calls; the guard's deadline reaches them through remainingMs.
+  // (The transport only listens to it: wrapping it in AbortSignal.any would hide its `aborted`,
+  // @whatwg-node/server's stand-in signal stops updating once a composite takes it as a source.)
+  const upstream = options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard });
   return {
     requestId,
     authorization,

@@ -1,13 +1,11 @@
 import type { UpstreamErrorCode } from './errors.js';
-import { OperationDeadline, type CallGuard } from './transport.js';
+import type { CallGuard } from './transport.js';
 
 export interface OperationGuardOptions {
   /** Upstream call attempts the operation may make, retries included. */
   readonly budget: number;
   /** One deadline for every upstream call of the operation. */
   readonly deadlineMs: number;
-  /** The incoming request's signal: a client that disconnects cancels its upstream calls. */
-  readonly clientSignal?: AbortSignal | undefined;
 }
 
 /**
@@ -26,29 +24,10 @@ export class OperationGuard implements CallGuard {
   #budgetRefusals = 0;
   readonly #budget: number;
   readonly #deadlineAt: number;
-  readonly #clientSignal: AbortSignal | undefined;
-  #signal: AbortSignal | undefined;
 
   constructor(options: OperationGuardOptions) {
     this.#budget = options.budget;
     this.#deadlineAt = performance.now() + options.deadlineMs;
-    this.#clientSignal = options.clientSignal;
-  }
-
-  /**
-   * Aborts at the deadline (reason OperationDeadline) or when the client goes away. Made on
-   * first use, for code that wants a signal; upstream calls do not need it (the transport reads
-   * `remainingMs` and the client's signal), so an operation that never asks arms no timer.
-   */
-  get signal(): AbortSignal {
-    if (this.#signal === undefined) {
-      const deadline = new AbortController();
-      const remaining = this.remainingMs();
-      if (remaining <= 0) deadline.abort(new OperationDeadline('operation deadline passed'));
-      else setTimeout(() => deadline.abort(new OperationDeadline('operation deadline passed')), remaining).unref();
-      this.#signal = this.#clientSignal ? AbortSignal.any([this.#clientSignal, deadline.signal]) : deadline.signal;
-    }
-    return this.#signal;
   }
 
   /** Milliseconds left before the operation's deadline (zero or less: it has passed). */

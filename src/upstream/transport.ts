@@ -46,17 +46,12 @@ export interface CallGuard {
   remainingMs?(): number;
 }
 
-/** The reason an operation's deadline aborts its calls with: they fail as UPSTREAM_TIMEOUT. */
-export class OperationDeadline extends Error {
-  override name = 'OperationDeadline';
-}
-
 /** What the caller of one incoming request brings to every upstream call it makes. */
 export interface CallContext {
   /** The incoming `Authorization` header, forwarded verbatim; the gateway has no token of its own. */
   readonly authorization?: string | undefined;
   readonly requestId: string;
-  /** Cancels the call: the client went away, or the operation's deadline passed (reason OperationDeadline). */
+  /** Cancels the call: the client went away. (The operation's deadline reaches calls through the guard.) */
   readonly signal?: AbortSignal | undefined;
   readonly guard?: CallGuard | undefined;
 }
@@ -265,11 +260,7 @@ export class UpstreamTransport {
 
 function classifyThrown(error: unknown, timeout: { readonly aborted: boolean }, deadlineFirst: boolean, callerSignal: AbortSignal | undefined, retry: RetryPolicy): Failure {
   if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, deadlineFirst ? { reason: 'operation deadline', cause: error } : { cause: error });
-  if (callerSignal?.aborted) {
-    return callerSignal.reason instanceof OperationDeadline
-      ? new Failure('UPSTREAM_TIMEOUT', undefined, false, { reason: 'operation deadline', cause: error })
-      : new Failure('ABORTED', undefined, false, { cause: error });
-  }
+  if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error });
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string') {
     if (timeoutCodes.has(code)) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
