@@ -30,7 +30,7 @@ const uuid = z.guid();
  * Asset addresses reach browsers as links, so only http(s) ones pass (a `javascript:` URL is
  * off-contract for an asset file, not something to hand a client).
  */
-const uri = z.url({ protocol: /^https?$/ }).min(1);
+const uri = z.string().regex(/^https?:\/\/[^\s/?#]+[^\s]*$/i, { error: 'Invalid http(s) URL' });
 /** Counts a client reads as GraphQL Int (32-bit); a larger one is off-contract here, not a crash later. */
 const count = z.number().int().nonnegative().max(2 ** 31 - 1);
 /** An object whose inner structure the contract does not show (labels, metadata). */
@@ -40,7 +40,9 @@ const opaqueObject = z.record(z.string(), z.unknown());
  * the GraphQL DateTime scalar (RFC 3339, offset required) can always serialise it.
  */
 const dateTime = z.iso.datetime({ offset: true, local: true }).transform((v) => (/(?:[zZ]|[+-]\d\d:?\d\d)$/.test(v) ? v : `${v}Z`));
-const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
+// null and absent are the same to every reader here (`?? null`), so no transform: each one costs
+// a pipe per field per body, measurable on a 50-head page.
+const optional = <T extends z.ZodType>(schema: T) => schema.nullish();
 const enumValue = z.string();
 const withDefault = (fallback: string) => z.string().nullish().transform((v) => v ?? fallback);
 
@@ -165,7 +167,7 @@ export type HeadBDto = z.infer<typeof headBSchema>;
 export type PermissionDto = z.infer<typeof permissionSchema>;
 export type SubscriptionTypeDto = z.infer<typeof subscriptionTypeSchema>;
 export type SubscriptionDto = z.infer<typeof subscriptionSchema>;
-export type PageDto<T> = { items: T[]; total: number; page: number; size: number; pages?: number | undefined };
+export type PageDto<T> = { items: T[]; total: number; page: number; size: number; pages?: number | null | undefined };
 export type ValidationDetail = z.infer<typeof validationDetailSchema>;
 export type LoginDto = z.infer<typeof loginResponseSchema>;
 
