@@ -17,6 +17,7 @@ import { scenarios, type Fixtures, type HttpRequest, type Scenario } from './sce
 const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1] [--connections 16] [--workers N] [--only Q1,Q3] [--tsx]
   --only     scenarios to run (${scenarios.map((s) => s.name).join(', ')}); direct always runs, it is the baseline of the ratio
   --workers  passed to the gateway as WORKERS=N
+  GATEWAY_NODE_FLAGS (env) extra node flags for the compiled gateway, e.g. "--max-old-space-size=96"
   --tsx      run the gateway from source with node --import tsx src/main.ts instead of the compiled
              build (npm run build + node dist/main.js, as npm start does); tsx adds ~40 MB RSS`;
 
@@ -266,7 +267,7 @@ async function main(): Promise<void> {
   const gatewayEnv: Record<string, string> = { PORT: '0', HOST, UPSTREAM_URL: upstreamUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production' };
   if (opts.workers !== undefined) gatewayEnv.WORKERS = String(opts.workers);
   if (opts.compiled) execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
-  const gatewayArgs = opts.compiled ? ['dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
+  const gatewayArgs = opts.compiled ? [...(process.env.GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), 'dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
   const gateway = await startServer('gateway', gatewayArgs, 0, gatewayEnv);
   const gatewayPid = gateway.child.process.pid!;
   const rssSource = procRss(gatewayPid) !== undefined ? '/proc/<pid>/status VmRSS' : (await metricsRss(gateway.url)) !== undefined ? '/metrics' : 'unavailable';
