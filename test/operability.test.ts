@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -17,6 +16,7 @@ import { schema } from '../src/schema/index.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
+import { capturingLogger } from './support/gateway.js';
 
 /** A gateway with its own metrics, readiness and log capture, on the real reference upstream. */
 interface Fixture {
@@ -39,15 +39,8 @@ async function startFixture(options: { cacheMs?: number } = {}): Promise<Fixture
     retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
     onAttempt: metrics.recordAttempt,
   });
-  const logLines: string[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      logLines.push(chunk.toString());
-      done();
-    },
-  });
   // debug, so the token checks see every line anything in the gateway (yoga included) writes.
-  const logger = createLogger({ level: 'debug', destination });
+  const { logger, lines: logLines } = capturingLogger();
   const ready = createReadiness({ check: upstreamAnswers(upstream), cacheMs: options.cacheMs ?? 5_000 });
   const gateway = createGateway({ upstream, logger, settings: loadConfig({}), metrics, ready });
   return {

@@ -1,4 +1,5 @@
 import { Writable } from 'node:stream';
+import type { Logger } from 'pino';
 import { loadConfig } from '../../src/config.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
 import { createLogger } from '../../src/logger.js';
@@ -28,6 +29,18 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
+/** A debug-level logger whose lines are kept, so tests can search everything the gateway wrote. */
+export function capturingLogger(): { logger: Logger; lines: string[] } {
+  const lines: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  return { logger: createLogger({ level: 'debug', destination }), lines };
+}
+
 /** `env` is read as the process environment would be (defaults for the rest). */
 export async function startTestGateway(
   options: { timeoutMs?: number; env?: Record<string, string>; maxResponseBytes?: number } = {},
@@ -43,14 +56,7 @@ export async function startTestGateway(
     ...(options.maxResponseBytes === undefined ? {} : { maxResponseBytes: options.maxResponseBytes }),
     onAttempt: (attempt) => attempts.push(attempt),
   });
-  const logLines: string[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      logLines.push(chunk.toString());
-      done();
-    },
-  });
-  const logger = createLogger({ level: 'debug', destination });
+  const { logger, lines: logLines } = capturingLogger();
   const gateway = createGateway({ upstream, logger, settings: loadConfig(options.env ?? {}) });
 
   return {
