@@ -40,6 +40,7 @@ export function requestIdFrom(request: Request): string {
 export function createContext(request: Request, options: ContextOptions): GatewayContext {
   const requestId = requestIdFrom(request);
   const authorization = request.headers.get('authorization') ?? undefined;
+  let logger: Logger | undefined;
   const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs });
   // The client's signal cancels calls; the guard's deadline reaches them through remainingMs.
   // (The transport only listens to it: wrapping it in AbortSignal.any would hide its `aborted`,
@@ -52,6 +53,9 @@ export function createContext(request: Request, options: ContextOptions): Gatewa
     loaders: new RequestLoaders(upstream, { fanout: options.fanout, planner: options.planner }),
     guard,
     planner: options.planner,
-    logger: options.logger.child({ requestId }),
+    // A pino child per request is not free; most operations never log through it.
+    get logger() {
+      return (logger ??= options.logger.child({ requestId }));
+    },
   };
 }

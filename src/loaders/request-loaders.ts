@@ -1,5 +1,5 @@
 import DataLoader from 'dataloader';
-import pLimit from 'p-limit';
+import pLimit, { type LimitFunction } from 'p-limit';
 import { getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, type ListHeadsExtArgs } from '../upstream/heads.js';
 import { planPageWindow, sliceWindow } from '../upstream/page-windows.js';
 import { getPermissions } from '../upstream/permissions.js';
@@ -47,49 +47,80 @@ export interface LoaderOptions {
  * read primes every facet it answers, so a later field of the same head costs nothing.
  */
 export class RequestLoaders {
-  /** Get Head Ext By Id, variant A: Head A with head_metadata. */
-  readonly headExt: DataLoader<string, HeadADto>;
-  /** Get Head By Id: Head B without head_metadata. */
-  readonly headById: DataLoader<string, HeadBDto>;
-  /** Get Head Ext By Id, variant B: Head B with head_metadata. */
-  readonly headExtById: DataLoader<string, HeadBDto>;
-  readonly headsPage: DataLoader<HeadsPageKey, PageDto<HeadADto>, string>;
-  readonly headsExtWindow: DataLoader<ListHeadsExtArgs, HeadBDto[], string>;
-  readonly permissionsPage: DataLoader<PageKey, PageDto<PermissionDto>, string>;
-
-  /** The freshest variant A fields of a head: primed by listings, updates and extended reads. */
-  readonly headA: DataLoader<string, HeadADto>;
-  /** A head's head_metadata (null when it has none): primed by every extended read. */
-  readonly headMetadata: DataLoader<string, unknown>;
-  /** The variant B fields of a head (Hair B among them): primed by every variant B read. */
-  readonly headB: DataLoader<string, HeadBDto>;
+  readonly #caller: UpstreamCaller;
+  readonly #fanout: number;
+  readonly #planner: boolean;
+  #limit: LimitFunction | undefined;
+  // Made on first use: most operations touch one or two of them, and a request that makes all
+  // nine DataLoaders up front pays for it on every small query.
+  #headExt: DataLoader<string, HeadADto> | undefined;
+  #headById: DataLoader<string, HeadBDto> | undefined;
+  #headExtById: DataLoader<string, HeadBDto> | undefined;
+  #headsPage: DataLoader<HeadsPageKey, PageDto<HeadADto>, string> | undefined;
+  #headsExtWindow: DataLoader<ListHeadsExtArgs, HeadBDto[], string> | undefined;
+  #permissionsPage: DataLoader<PageKey, PageDto<PermissionDto>, string> | undefined;
+  #headA: DataLoader<string, HeadADto> | undefined;
+  #headMetadata: DataLoader<string, unknown> | undefined;
+  #headB: DataLoader<string, HeadBDto> | undefined;
+  /** The facets' cache maps, ours so the planner can ask what the request already knows. */
+  readonly #known = { headA: new Map<string, Promise<HeadADto>>(), headMetadata: new Map<string, Promise<unknown>>(), headB: new Map<string, Promise<HeadBDto>>() };
 
   constructor(caller: UpstreamCaller, options: LoaderOptions = {}) {
-    // One cap for all loaders: it bounds what one request can put on the upstream at once.
-    const limit = pLimit(options.fanout ?? 10);
-    const byKey = <K, V, C = K>(load: (key: K) => Promise<V>, cacheKeyFn?: (key: K) => C) =>
-      new DataLoader<K, V, C>((keys) => Promise.all(keys.map((key) => limit(() => load(key)).catch((error: unknown) => error as Error))), {
-        ...(cacheKeyFn ? { cacheKeyFn } : {}),
-      });
-    const json = (key: object) => JSON.stringify(key);
-    // A facet loads through one of the read loaders above; those prime it on the way. Its cache
-    // map is ours so the planner can ask what the request already knows (`knows`).
-    const facet = <V>(load: (id: string) => Promise<V>, cacheMap: Map<string, Promise<V>>) =>
-      new DataLoader<string, V>((ids) => Promise.all(ids.map((id) => load(id).catch((error: unknown) => error as Error))), { cacheMap });
-
-    this.headExt = byKey(async (id: string) => this.#primeA(await getHeadExt(caller, id), true));
-    this.headById = byKey(async (id: string) => this.#primeB(await getHeadById(caller, id), false));
-    this.headExtById = byKey(async (id: string) => this.#primeB(await getHeadExtById(caller, id), true));
-    this.headsPage = byKey((key: HeadsPageKey) => listHeads(caller, key), json);
-    this.headsExtWindow = byKey(async (key: ListHeadsExtArgs) => (await listHeadsExt(caller, key)).map((head) => this.#primeB(head, true)), json);
-    this.permissionsPage = byKey((key: PageKey) => getPermissions(caller, key), json);
-
-    this.headA = facet((id) => this.headExt.load(id), this.#known.headA);
-    this.headMetadata = facet(async (id) => (await this.headExt.load(id)).head_metadata ?? null, this.#known.headMetadata);
-    this.headB = facet((id) => ((options.planner ?? true) ? this.headById : this.headExtById).load(id), this.#known.headB);
+    this.#caller = caller;
+    this.#fanout = options.fanout ?? 10;
+    this.#planner = options.planner ?? true;
   }
 
-  readonly #known = { headA: new Map<string, Promise<HeadADto>>(), headMetadata: new Map<string, Promise<unknown>>(), headB: new Map<string, Promise<HeadBDto>>() };
+  /** Get Head Ext By Id, variant A: Head A with head_metadata. */
+  get headExt(): DataLoader<string, HeadADto> {
+    return (this.#headExt ??= this.#byKey(async (id: string) => this.#primeA(await getHeadExt(this.#caller, id), true)));
+  }
+
+  /** Get Head By Id: Head B without head_metadata. */
+  get headById(): DataLoader<string, HeadBDto> {
+    return (this.#headById ??= this.#byKey(async (id: string) => this.#primeB(await getHeadById(this.#caller, id), false)));
+  }
+
+  /** Get Head Ext By Id, variant B: Head B with head_metadata. */
+  get headExtById(): DataLoader<string, HeadBDto> {
+    return (this.#headExtById ??= this.#byKey(async (id: string) => this.#primeB(await getHeadExtById(this.#caller, id), true)));
+  }
+
+  get headsPage(): DataLoader<HeadsPageKey, PageDto<HeadADto>, string> {
+    return (this.#headsPage ??= this.#byKey((key: HeadsPageKey) => listHeads(this.#caller, key), json));
+  }
+
+  get headsExtWindow(): DataLoader<ListHeadsExtArgs, HeadBDto[], string> {
+    return (this.#headsExtWindow ??= this.#byKey(async (key: ListHeadsExtArgs) => (await listHeadsExt(this.#caller, key)).map((head) => this.#primeB(head, true)), json));
+  }
+
+  get permissionsPage(): DataLoader<PageKey, PageDto<PermissionDto>, string> {
+    return (this.#permissionsPage ??= this.#byKey((key: PageKey) => getPermissions(this.#caller, key), json));
+  }
+
+  /** The freshest variant A fields of a head: primed by listings, updates and extended reads. */
+  get headA(): DataLoader<string, HeadADto> {
+    return (this.#headA ??= facet((id) => this.headExt.load(id), this.#known.headA));
+  }
+
+  /** A head's head_metadata (null when it has none): primed by every extended read. */
+  get headMetadata(): DataLoader<string, unknown> {
+    return (this.#headMetadata ??= facet(async (id) => (await this.headExt.load(id)).head_metadata ?? null, this.#known.headMetadata));
+  }
+
+  /** The variant B fields of a head (Hair B among them): primed by every variant B read. */
+  get headB(): DataLoader<string, HeadBDto> {
+    return (this.#headB ??= facet((id) => (this.#planner ? this.headById : this.headExtById).load(id), this.#known.headB));
+  }
+
+  /** A loader of one upstream read, under the request's one fan-out cap. */
+  #byKey<K, V, C = K>(load: (key: K) => Promise<V>, cacheKeyFn?: (key: K) => C): DataLoader<K, V, C> {
+    // One cap for all loaders: it bounds what one request can put on the upstream at once.
+    const limit = (this.#limit ??= pLimit(this.#fanout));
+    return new DataLoader<K, V, C>((keys) => Promise.all(keys.map((key) => limit(() => load(key)).catch((error: unknown) => error as Error))), {
+      ...(cacheKeyFn ? { cacheKeyFn } : {}),
+    });
+  }
 
   /** Whether the request already has (or is loading) this facet of the head. */
   knows(facet: 'headA' | 'headMetadata' | 'headB', id: string): boolean {
@@ -142,8 +173,15 @@ export class RequestLoaders {
 
   /** After Delete Head, or an update: nothing read of this head earlier in the request is true now. */
   forgetHead(id: string): void {
-    for (const loader of [this.headA, this.headMetadata, this.headB, this.headExt, this.headById, this.headExtById]) loader.clear(id);
+    for (const loader of [this.#headA, this.#headMetadata, this.#headB, this.#headExt, this.#headById, this.#headExtById]) loader?.clear(id);
   }
+}
+
+const json = (key: object) => JSON.stringify(key);
+
+/** A facet loads through one of the read loaders; those prime it on the way. */
+function facet<V>(load: (id: string) => Promise<V>, cacheMap: Map<string, Promise<V>>): DataLoader<string, V> {
+  return new DataLoader<string, V>((ids) => Promise.all(ids.map((id) => load(id).catch((error: unknown) => error as Error))), { cacheMap });
 }
 
 async function loadWindow<T>(offset: number, limit: number, loadPage: (call: PageKey) => Promise<PageDto<T>>): Promise<ListWindow<T>> {
