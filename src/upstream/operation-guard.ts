@@ -21,7 +21,6 @@ export interface OperationGuardOptions {
 export class OperationGuard implements CallGuard {
   #calls = 0;
   #unauthenticated = false;
-  #budgetRefusals = 0;
   readonly #budget: number;
   readonly #deadlineAt: number;
 
@@ -40,19 +39,11 @@ export class OperationGuard implements CallGuard {
     return this.#calls;
   }
 
-  /** Calls the budget refused. */
-  get budgetRefusals(): number {
-    return this.#budgetRefusals;
-  }
-
   admit(): UpstreamErrorCode | undefined {
     if (this.#unauthenticated) return 'UNAUTHENTICATED';
     // A call queued behind others (fanout) when the deadline passes is never sent.
     if (this.remainingMs() <= 0) return 'UPSTREAM_TIMEOUT';
-    if (this.#calls >= this.#budget) {
-      this.#budgetRefusals++;
-      return 'UPSTREAM_BUDGET_EXCEEDED';
-    }
+    if (this.#calls >= this.#budget) return 'UPSTREAM_BUDGET_EXCEEDED';
     this.#calls++;
     return undefined;
   }
