@@ -1,6 +1,6 @@
 /**
  * `npm run schema`: writes schema.graphql (the SDL of the Pothos schema, in builder order) at the
- * repo root. `npm run schema -- --check` writes nothing and exits 1 when the file is stale.
+ * repo root (`npm run check:generated` tells when it is stale).
  * Codegen reads schema.graphql rather than the .ts schema (STACK-NOTES), so the two must agree.
  */
 import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
@@ -32,20 +32,11 @@ export function schemaFileProblem(): string | undefined {
   return undefined;
 }
 
-function main(argv: readonly string[]): void {
-  if (argv.includes('--check')) {
-    const problem = schemaFileProblem();
-    if (problem !== undefined) {
-      process.stderr.write(`${problem}\n`);
-      process.exit(1);
-    }
-    process.stdout.write('schema.graphql is up to date\n');
-    return;
-  }
+function main(): void {
   writeFileSync(schemaFile, printedSchema());
   process.stdout.write('wrote schema.graphql\n');
 }
 
 // Run only as a script (`tsx scripts/print-schema.ts`), not when imported by a test or another script.
 const invokedAs = process.argv[1];
-if (invokedAs !== undefined && realpathSync(invokedAs) === realpathSync(fileURLToPath(import.meta.url))) main(process.argv.slice(2));
+if (invokedAs !== undefined && realpathSync(invokedAs) === realpathSync(fileURLToPath(import.meta.url))) main();

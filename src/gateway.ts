@@ -117,7 +117,10 @@ export function createGateway(options: GatewayOptions): Gateway {
     maxRequestBodySize: false,
     maskedErrors: { maskError: (error, message) => maskError(error, message) },
     logging: {
-      debug: (...args) => logger.debug(args.map(String).join(' ')),
+      // yoga logs at debug several times per request: build the line only when it is kept.
+      debug: (...args) => {
+        if (logger.isLevelEnabled('debug')) logger.debug(args.map(String).join(' '));
+      },
       info: (...args) => logger.info(args.map(String).join(' ')),
       warn: (...args) => logger.warn(args.map(String).join(' ')),
       error: (...args) => logYogaError(logger, args),

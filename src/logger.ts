@@ -1,8 +1,9 @@
 import { pino, type Logger } from 'pino';
 
 /**
- * Structured JSON logs. Tokens never reach a log line: the Authorization header and anything
- * named like a token are redacted, and request headers are never logged whole anyway.
+ * Structured JSON logs. Tokens never reach a log line: request headers and bodies are never
+ * logged, and as a second guard `authorization`, `token`, `access_token`/`accessToken` and
+ * `password` fields (top level or one level down) are redacted.
  */
 export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
   return pino(
@@ -10,7 +11,7 @@ export function createLogger(options: { level?: string; destination?: pino.Desti
       level: options.level ?? 'info',
       base: undefined,
       redact: {
-        paths: ['authorization', '*.authorization', 'headers.authorization', '*.headers.authorization', 'access_token', '*.access_token', 'accessToken', '*.accessToken', 'password', '*.password'],
+        paths: ['authorization', '*.authorization', 'token', '*.token', 'headers.authorization', '*.headers.authorization', 'access_token', '*.access_token', 'accessToken', '*.accessToken', 'password', '*.password'],
         censor: '[redacted]',
       },
     },

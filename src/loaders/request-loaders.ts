@@ -28,6 +28,9 @@ export interface ListWindow<T> {
   readonly hasMore?: boolean | undefined;
 }
 
+/** The per-head facets the loaders keep (see RequestLoaders). */
+export type HeadFacet = 'headA' | 'headMetadata' | 'headB';
+
 export interface LoaderOptions {
   /** How many upstream calls one request may have in flight at once. @default 10 */
   readonly fanout?: number | undefined;
@@ -123,7 +126,7 @@ export class RequestLoaders {
   }
 
   /** Whether the request already has (or is loading) this facet of the head. */
-  knows(facet: 'headA' | 'headMetadata' | 'headB', id: string): boolean {
+  knows(facet: HeadFacet, id: string): boolean {
     return this.#known[facet].has(id);
   }
 

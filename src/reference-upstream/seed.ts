@@ -318,11 +318,6 @@ export function referenceSeed(): ReferenceSeed {
   return defaultSeed;
 }
 
-/** Ids of the hair catalogue, each usable as `hair_id` in Update Head. */
-export function catalogueHairIds(seed: ReferenceSeed = referenceSeed()): string[] {
-  return seed.hairs.map((h) => h.id);
-}
-
 /** Catalogue hairs no seeded head wears: attaching one changes a head visibly. */
 export function unattachedHairIds(seed: ReferenceSeed = referenceSeed()): string[] {
   const worn = new Set(seed.heads.map((h) => h.hair_id));

@@ -64,11 +64,12 @@ export async function resolveWindowConnection<T>(args: ConnectionArgs, source: W
  * A source over a paged listing (page wrappers carry the total): its total comes from a probe
  * window at the start, which is also the answer whenever the listing fits in it.
  */
-export function pagedSource<T>(window: (offset: number, limit: number) => Promise<ListWindow<T>>, probeLimit: () => number): WindowSource<T> {
+export function pagedSource<T>(window: (offset: number, limit: number) => Promise<ListWindow<T>>, last: number | null | undefined): WindowSource<T> {
   return {
     window,
     async total() {
-      const limit = probeLimit();
+      // `last` is already 1..100 (connectionArgsSchema); for totalCount alone one row is enough.
+      const limit = last ?? 1;
       const probe = await window(0, limit);
       return { total: probe.total ?? 0, probe: { limit, items: probe.items } };
     },

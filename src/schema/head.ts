@@ -1,10 +1,11 @@
 import { z } from 'zod';
 import type { GatewayContext } from '../context.js';
+import type { HeadFacet, HeadsFilter } from '../loaders/request-loaders.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import { pagedSource, resolveWindowConnection, type WindowSource } from './connections.js';
 import { HairRef, type HairSource } from './hair.js';
-import { connectionArgsSchema, headIdSchema, MAX_PAGE_SIZE } from './inputs.js';
+import { connectionArgsSchema, headIdSchema } from './inputs.js';
 import { needsOfConnectionNodes, needsOfHeadField, type HeadNeeds } from './selection.js';
 
 /**
@@ -17,7 +18,7 @@ export type HeadSource =
   | { readonly variant: 'B'; readonly head: HeadBDto; readonly extended: boolean };
 
 export const headFromListing = (head: HeadADto): HeadSource => ({ variant: 'A', head, extended: false });
-export const headFromExtendedRead = (head: HeadADto): HeadSource => ({ variant: 'A', head, extended: true });
+const headFromExtendedRead = (head: HeadADto): HeadSource => ({ variant: 'A', head, extended: true });
 const headFromVariantB = (head: HeadBDto, extended: boolean): HeadSource => ({ variant: 'B', head, extended });
 
 /**
@@ -31,7 +32,7 @@ export async function loadHead(context: GatewayContext, id: string, needs: HeadN
   const { loaders } = context;
   if (needs === undefined) return headFromExtendedRead(await loaders.headExt.load(id));
   // What this request already read of the head (a listing, another field) answers for free.
-  const knows = (facet: 'headA' | 'headMetadata' | 'headB') => loaders.knows(facet, id);
+  const knows = (facet: HeadFacet) => loaders.knows(facet, id);
   const metadataCovered = !needs.metadata || knows('headMetadata');
   if (needs.variantA) {
     // Started now so both reads are in flight together; the Hair B fields await it.
@@ -47,14 +48,14 @@ export async function loadHead(context: GatewayContext, id: string, needs: HeadN
  * Hair B fields (and no style filter, which Get Heads Ext lacks), one Get Heads Ext call instead
  * of one more read per head; with variant A fields as well, both listings at once, joined by id.
  */
-function headsSource(context: GatewayContext, filter: { search?: string | undefined; style?: string | undefined }, needs: HeadNeeds | undefined, args: { last?: number | null }): WindowSource<HeadSource> {
+function headsSource(context: GatewayContext, filter: HeadsFilter, needs: HeadNeeds | undefined, last: number | null | undefined): WindowSource<HeadSource> {
   const { loaders } = context;
   const listing = pagedSource(
     async (offset, limit) => {
       const window = await loaders.listHeadsWindow(filter, offset, limit);
       return { items: window.items.map(headFromListing), total: window.total };
     },
-    () => Math.min(args.last ?? 1, MAX_PAGE_SIZE),
+    last,
   );
   if (needs === undefined || !(needs.metadata || needs.hairB) || filter.style !== undefined) return listing;
   return {
@@ -80,7 +81,6 @@ export const HeadRef = builder.objectRef<HeadSource>('Head');
 builder.node(HeadRef, {
   description: 'An avatar head: a 3D model with its format, style and version labels, and maybe an attached hair.',
   id: { description: 'Global ID (Relay); use `uuid` for the upstream identifier.', resolve: (s) => s.head.id },
-  loadOne: async (id, context) => headFromExtendedRead(await context.loaders.headExt.load(id)),
   fields: (t) => ({
     uuid: t.field({ type: 'UUID', description: 'The head UUID in the upstream service.', resolve: (s) => s.head.id }),
     name: t.string({ description: 'Display name.', resolve: (s) => s.head.name }),
@@ -139,7 +139,7 @@ builder.queryFields((t) => ({
       resolve: (_, args, ctx, info) => {
         const filter = { search: args.search ?? undefined, style: args.style ?? undefined };
         const needs = ctx.planner ? needsOfConnectionNodes(info.fieldNodes, info.fragments) : undefined;
-        return resolveWindowConnection(args, headsSource(ctx, filter, needs, args));
+        return resolveWindowConnection(args, headsSource(ctx, filter, needs, args.last));
       },
     },
     {

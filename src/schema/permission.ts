@@ -2,7 +2,7 @@ import { userRoles, type PermissionDto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import { pagedSource, resolveWindowConnection } from './connections.js';
 import { knownOrFail, UserRole } from './enums.js';
-import { connectionArgsSchema, MAX_PAGE_SIZE, requireAuthorization } from './inputs.js';
+import { connectionArgsSchema, requireAuthorization } from './inputs.js';
 
 export const PermissionRef = builder.objectRef<PermissionDto>('Permission').implement({
   description: 'A permission: a user role paired with an identifier.',
@@ -22,7 +22,7 @@ builder.queryFields((t) => ({
         requireAuthorization(ctx);
         return resolveWindowConnection(
           args,
-          pagedSource((offset, limit) => ctx.loaders.listPermissionsWindow(offset, limit), () => Math.min(args.last ?? 1, MAX_PAGE_SIZE)),
+          pagedSource((offset, limit) => ctx.loaders.listPermissionsWindow(offset, limit), args.last),
         );
       },
     },

@@ -1,4 +1,4 @@
-import { Kind, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type OperationDefinitionNode, type ValueNode } from 'graphql';
+import { getOperationAST, Kind, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type ValueNode } from 'graphql';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './inputs.js';
 import { connectionNodeFields, fieldsOf, headNeeds, type Fragments } from './selection.js';
 
@@ -101,15 +101,9 @@ function rootFieldCost(field: FieldNode, fragments: Fragments, variables: Args, 
   }
 }
 
-/** The operation `execute` would run: the named one, or the only one. */
-export function selectOperation(document: DocumentNode, operationName: string | null | undefined): OperationDefinitionNode | undefined {
-  const operations = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
-  return operationName ? operations.find((o) => o.name?.value === operationName) : operations.length === 1 ? operations[0] : undefined;
-}
-
 /** An upper bound of the upstream calls the operation makes, retries not counted. */
 export function estimateUpstreamCalls(document: DocumentNode, operationName: string | null | undefined, variables: Args = {}, options: EstimateOptions = {}): number {
-  const operation = selectOperation(document, operationName);
+  const operation = getOperationAST(document, operationName) ?? undefined;
   if (!operation) return 0;
   const fragments = new Map(
     document.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d]),

@@ -100,12 +100,15 @@ export interface DispatcherOptions {
   readonly maxResponseBytes?: number;
 }
 
+/** Below the 5 s keep-alive common on upstream servers (and the reference upstream's). */
+const DEFAULT_KEEPALIVE_MS = 4_000;
+
 /** One pool per process: keep-alive connections to the upstream's origin, shared by all requests. */
 export function createUpstreamDispatcher(options: DispatcherOptions): Pool {
   return new Pool(new URL(options.baseUrl).origin, {
     connections: options.connections,
-    keepAliveTimeout: options.keepAliveTimeoutMs ?? 4_000,
-    keepAliveMaxTimeout: options.keepAliveTimeoutMs ?? 4_000,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_MS,
+    keepAliveMaxTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_MS,
     maxResponseSize: options.maxResponseBytes ?? -1,
   });
 }

@@ -1,25 +1,15 @@
-import type { Pool } from 'undici';
 import type { Config } from '../config.js';
-import type { RouteTable } from './routes.js';
 import {
   createUpstreamDispatcher,
   UpstreamTransport,
   type CallContext,
-  type RetryPolicy,
-  type UpstreamAttempt,
+  type DispatcherOptions,
+  type TransportOptions,
   type UpstreamCaller,
 } from './transport.js';
 
-export interface UpstreamOptions {
-  readonly baseUrl: string;
-  readonly routes: RouteTable;
-  readonly timeoutMs: number;
-  readonly connections: number;
-  readonly keepAliveTimeoutMs?: number;
-  readonly maxResponseBytes?: number;
-  readonly retry?: RetryPolicy;
-  readonly onAttempt?: (attempt: UpstreamAttempt) => void;
-}
+/** The pool's options and the transport's, less the pool it makes itself. */
+export type UpstreamOptions = DispatcherOptions & Omit<TransportOptions, 'dispatcher'>;
 
 /** The upstream options an operator configured, for the upstream at `baseUrl`. */
 export function upstreamOptionsFrom(config: Config, baseUrl: string): UpstreamOptions {
@@ -35,8 +25,6 @@ export function upstreamOptionsFrom(config: Config, baseUrl: string): UpstreamOp
 
 /** The process-wide side of the upstream layer: one pool, one transport; callers are per request. */
 export interface Upstream {
-  readonly transport: UpstreamTransport;
-  readonly dispatcher: Pool;
   forRequest(context: CallContext): UpstreamCaller;
   close(): Promise<void>;
 }
@@ -45,8 +33,6 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   const dispatcher = createUpstreamDispatcher(options);
   const transport = new UpstreamTransport({ ...options, dispatcher });
   return {
-    transport,
-    dispatcher,
     forRequest: (context) => transport.forRequest(context),
     close: () => dispatcher.close(),
   };
