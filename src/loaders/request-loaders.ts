@@ -1,7 +1,7 @@
 import DataLoader from 'dataloader';
 import pLimit, { type LimitFunction } from 'p-limit';
-import { getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, type ListHeadsExtArgs } from '../upstream/heads.js';
-import { planPageWindow, sliceWindow } from '../upstream/page-windows.js';
+import { getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, type ListHeadsArgs, type ListHeadsExtArgs } from '../upstream/heads.js';
+import { planPageWindow, sliceWindow, type PageCall } from '../upstream/page-windows.js';
 import { getPermissions } from '../upstream/permissions.js';
 import type { HeadADto, HeadBDto, PageDto, PermissionDto } from '../upstream/schemas.js';
 import type { UpstreamCaller } from '../upstream/transport.js';
@@ -10,13 +10,6 @@ export interface HeadsFilter {
   readonly search?: string | undefined;
   readonly style?: string | undefined;
 }
-
-interface PageKey {
-  readonly page: number;
-  readonly size: number;
-}
-
-type HeadsPageKey = HeadsFilter & PageKey;
 
 /**
  * A window of a listing: the items at [offset, offset+limit), and what the calls told about the
@@ -59,9 +52,9 @@ export class RequestLoaders {
   #headExt: DataLoader<string, HeadADto> | undefined;
   #headById: DataLoader<string, HeadBDto> | undefined;
   #headExtById: DataLoader<string, HeadBDto> | undefined;
-  #headsPage: DataLoader<HeadsPageKey, PageDto<HeadADto>, string> | undefined;
+  #headsPage: DataLoader<ListHeadsArgs, PageDto<HeadADto>, string> | undefined;
   #headsExtWindow: DataLoader<ListHeadsExtArgs, HeadBDto[], string> | undefined;
-  #permissionsPage: DataLoader<PageKey, PageDto<PermissionDto>, string> | undefined;
+  #permissionsPage: DataLoader<PageCall, PageDto<PermissionDto>, string> | undefined;
   #headA: DataLoader<string, HeadADto> | undefined;
   #headMetadata: DataLoader<string, unknown> | undefined;
   #headB: DataLoader<string, HeadBDto> | undefined;
@@ -89,16 +82,16 @@ export class RequestLoaders {
     return (this.#headExtById ??= this.#byKey(async (id: string) => this.#primeB(await getHeadExtById(this.#caller, id), true)));
   }
 
-  get headsPage(): DataLoader<HeadsPageKey, PageDto<HeadADto>, string> {
-    return (this.#headsPage ??= this.#byKey((key: HeadsPageKey) => listHeads(this.#caller, key), json));
+  get headsPage(): DataLoader<ListHeadsArgs, PageDto<HeadADto>, string> {
+    return (this.#headsPage ??= this.#byKey((key: ListHeadsArgs) => listHeads(this.#caller, key), json));
   }
 
   get headsExtWindow(): DataLoader<ListHeadsExtArgs, HeadBDto[], string> {
     return (this.#headsExtWindow ??= this.#byKey(async (key: ListHeadsExtArgs) => (await listHeadsExt(this.#caller, key)).map((head) => this.#primeB(head, true)), json));
   }
 
-  get permissionsPage(): DataLoader<PageKey, PageDto<PermissionDto>, string> {
-    return (this.#permissionsPage ??= this.#byKey((key: PageKey) => getPermissions(this.#caller, key), json));
+  get permissionsPage(): DataLoader<PageCall, PageDto<PermissionDto>, string> {
+    return (this.#permissionsPage ??= this.#byKey((key: PageCall) => getPermissions(this.#caller, key), json));
   }
 
   /** The freshest variant A fields of a head: primed by listings, updates and extended reads. */
@@ -187,7 +180,7 @@ function facet<V>(load: (id: string) => Promise<V>, cacheMap: Map<string, Promis
   return new DataLoader<string, V>((ids) => Promise.all(ids.map((id) => load(id).catch((error: unknown) => error as Error))), { cacheMap });
 }
 
-async function loadWindow<T>(offset: number, limit: number, loadPage: (call: PageKey) => Promise<PageDto<T>>): Promise<ListWindow<T>> {
+async function loadWindow<T>(offset: number, limit: number, loadPage: (call: PageCall) => Promise<PageDto<T>>): Promise<ListWindow<T>> {
   const plan = planPageWindow(offset, limit);
   const pages = await Promise.all(plan.calls.map(loadPage));
   return { items: sliceWindow(plan, pages.map((p) => p.items)), total: pages[0]!.total };
