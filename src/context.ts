@@ -17,7 +17,11 @@ export interface GatewayContext {
   readonly guard: OperationGuard;
   /** Pick upstream reads by what the operation selects (see loaders, `loadHead`, `heads`). */
   readonly planner: boolean;
-  readonly logger: Logger;
+  /**
+   * The request's logger (its request id bound), made on first use: most operations never log.
+   * A method, not a getter: yoga copies the context with Object.assign, which calls getters.
+   */
+  readonly logger: () => Logger;
 }
 
 export interface ContextOptions {
@@ -53,9 +57,7 @@ export function createContext(request: Request, options: ContextOptions): Gatewa
     loaders: new RequestLoaders(upstream, { fanout: options.fanout, planner: options.planner }),
     guard,
     planner: options.planner,
-    // A pino child per request is not free; most operations never log through it.
-    get logger() {
-      return (logger ??= options.logger.child({ requestId }));
-    },
+    // A pino child per request is not free (it compiles the redaction of its bindings).
+    logger: () => (logger ??= options.logger.child({ requestId })),
   };
 }

@@ -1,13 +1,16 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
+const routesDir = mkdtempSync(join(tmpdir(), 'routes-'));
+afterAll(() => rmSync(routesDir, { recursive: true, force: true }));
+let routesFiles = 0;
 const routesFile = (content: string) => {
-  const file = join(mkdtempSync(join(tmpdir(), 'routes-')), 'routes.json');
+  const file = join(routesDir, `routes-${++routesFiles}.json`);
   writeFileSync(file, content);
   return file;
 };

@@ -421,10 +421,15 @@ describe('errors', () => {
     const id = ids.find((i) => upstreamHead(i).hair)!;
     const body = { ...upstreamHead(id), hair: { ...upstreamHead(id).hair, gender: 'other', style: 'neon' } };
     t.reference.injectFault('getHeadExt', { kind: 'off-contract', body });
-    const response = await t.execute<any>(`{ head(id: "${id}") { name hair { name gender style } } }`);
+    const response = await t.execute<any>(`{ head(id: "${id}") { name hair { name gender style } } }`, undefined, { 'x-request-id': 'enum-drift-1' });
     expect(response.errors).toBeUndefined();
     expect(response.data.head.hair).toEqual({ name: body.hair.name, gender: null, style: null });
-    expect(t.logLines.some((line) => line.includes('"level":40') && line.includes('Hair.gender'))).toBe(true);
+    // One warning per field, each with the request's id (its child logger, made on first use).
+    const warnings = t.logLines.map((line) => JSON.parse(line)).filter((line) => line.level === 40 && line.field !== undefined);
+    expect(warnings.map((w) => [w.field, w.value, w.requestId]).sort()).toEqual([
+      ['Hair.gender', 'other', 'enum-drift-1'],
+      ['Hair.style', 'neon', 'enum-drift-1'],
+    ]);
   });
 
   it('refuses an asset address that is not http(s) as off-contract, logged as a warning not an error', async () => {

@@ -47,15 +47,15 @@ export const PaymentCycle = builder.enumType('PaymentCycle', {
  * An upstream value outside a contract enum must not fail the whole object: the field goes null
  * and the deviation is logged, so operators see the upstream drifting from the contract.
  */
-export function knownOrNull<T extends string | number>(allowed: readonly T[], value: string | number | undefined, where: string, logger: Logger): T | null {
+export function knownOrNull<T extends string | number>(allowed: readonly T[], value: string | number | undefined, where: string, logger: () => Logger): T | null {
   if (value === undefined) return null;
   if ((allowed as readonly (string | number)[]).includes(value)) return value as T;
-  logger.warn({ field: where, value: String(value).slice(0, 64) }, 'upstream value outside the contract enum; field set to null');
+  logger().warn({ field: where, value: String(value).slice(0, 64) }, 'upstream value outside the contract enum; field set to null');
   return null;
 }
 
 /** The same for a non-null field: nothing sensible to return, so the field fails as UPSTREAM_ERROR. */
-export function knownOrFail<T extends string | number>(allowed: readonly T[], value: string | number, where: string, logger: Logger): T {
+export function knownOrFail<T extends string | number>(allowed: readonly T[], value: string | number, where: string, logger: () => Logger): T {
   const known = knownOrNull(allowed, value, where, logger);
   if (known === null) throw new GraphQLError(`Upstream sent a ${where} outside the contract`, { extensions: { code: 'UPSTREAM_ERROR' } });
   return known;
