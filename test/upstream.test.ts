@@ -2,6 +2,7 @@ import { createServer } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { HeadShape } from '../src/reference-upstream/store.js';
 import { login } from '../src/upstream/auth.js';
 import { UpstreamError } from '../src/upstream/errors.js';
 import { deleteHead, getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, updateHead } from '../src/upstream/heads.js';
@@ -288,6 +289,28 @@ describe('timeout and abort', () => {
     expect((await failure(pending)).code).toBe('ABORTED');
     expect(calls('listHeads')).toHaveLength(1);
     await until(() => reference.inFlight() === 0);
+  });
+});
+
+describe('body schemas', () => {
+  const head = () => {
+    const seeded = reference.store.findHead(reference.store.headIds()[0]!)!;
+    return structuredClone(reference.store.project(seeded, HeadShape.A_EXT)) as Record<string, any>;
+  };
+
+  it('passes an object the contract leaves open through as it is, and refuses anything else there', () => {
+    const body = head();
+    body.lod = { levels: 3, nested: { deep: [1, { x: null }] } };
+    expect(headASchema.parse(body).lod).toEqual(body.lod);
+    for (const bad of [[1, 2], 'lod', 7, true]) expect(headASchema.safeParse({ ...head(), lod: bad }).success).toBe(false);
+    expect(headASchema.safeParse({ ...head(), lod: null }).success).toBe(true);
+    expect(headASchema.safeParse({ ...head(), hair: { ...head().hair, obj_metadata: [] } }).success).toBe(false);
+  });
+
+  it('reads a timestamp without an offset as UTC, keeps one with an offset, refuses one that is not a timestamp', () => {
+    expect(headASchema.parse({ ...head(), created_at: '2024-01-01T05:00:00' }).created_at).toBe('2024-01-01T05:00:00Z');
+    expect(headASchema.parse({ ...head(), created_at: '2024-01-01T05:00:00+02:00' }).created_at).toBe('2024-01-01T05:00:00+02:00');
+    expect(headASchema.safeParse({ ...head(), created_at: 'yesterday' }).success).toBe(false);
   });
 });
 

@@ -116,10 +116,9 @@ export function createUpstreamDispatcher(options: DispatcherOptions): Pool {
 /**
  * Cancels one upstream call: the timeout, the operation's deadline or the client going away.
  * undici takes an EventEmitter with `aborted` and `reason` as a request's signal. Not an
- * AbortController: on Node 20 an AbortSignal, and everything it reaches (undici's request and
- * handler, our closures, the request's loaders), survives young-generation GCs until a full GC.
- * One per call made a fifth of all allocation long-lived garbage, growing the old space (RSS)
- * and lengthening every scavenge.
+ * AbortController: on Node 20 an AbortSignal, and what it reaches (undici's request and handler,
+ * our closures), tends to survive young-generation GCs and is freed only by a full GC. Measured
+ * on `head(id)`: the signals were 13 % of the garbage promoted to the old space.
  */
 class CallCancellation extends EventEmitter {
   aborted = false;
