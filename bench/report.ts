@@ -17,7 +17,7 @@ export interface Measurement {
   readonly upstreamCalls: Readonly<Record<string, number>>;
   /** Gateway RSS right after the measured phase. */
   readonly rssBytes: number | undefined;
-  /** reqPerSec / the direct call's reqPerSec in the same round. */
+  /** reqPerSec / the direct call's reqPerSec in the same round (of the same phase). */
   ratio: number | undefined;
 }
 
@@ -51,6 +51,8 @@ export interface BenchReport {
     readonly cpu: string;
     readonly cpus: number;
     readonly pinning: string;
+    /** --cores: which phases ran (one core for `rounds` rounds, then all cores for one). */
+    readonly cores: 'one' | 'all' | 'both';
     readonly connections: number;
     readonly warmupSec: number;
     readonly durationSec: number;
@@ -64,9 +66,22 @@ export interface BenchReport {
     readonly gatewayLogLines: number;
     readonly gatewayLogSamples: readonly string[];
   };
+  /** The one-core phase; empty with --cores all. */
   readonly scenarios: ScenarioResult[];
   /** Gateway RSS after the last scenario of round 1 and of the last round: growth hints at a leak. */
   readonly rss: { readonly afterRound1: number | undefined; readonly afterLastRound: number | undefined };
+  readonly allCores?: AllCores;
+}
+
+/** One round against a second gateway started with WORKERS=auto, direct included so its ratios are taken in the same phase. */
+export interface AllCores {
+  readonly workers: number;
+  readonly pinning: string;
+  readonly scenarios: ScenarioResult[];
+  /** The primary and its workers, after the last scenario. */
+  readonly rssAfterRun: number | undefined;
+  readonly gatewayLogLines: number;
+  readonly gatewayLogSamples: readonly string[];
 }
 
 function spread(values: readonly (number | undefined)[]): Spread | undefined {
@@ -78,8 +93,8 @@ function spread(values: readonly (number | undefined)[]): Spread | undefined {
 }
 
 /** Fills `summary` and `totals` of every scenario from its rounds. */
-export function summarize(report: BenchReport): void {
-  for (const scenario of report.scenarios) {
+export function summarize(scenarios: readonly ScenarioResult[]): void {
+  for (const scenario of scenarios) {
     scenario.summary = {};
     for (const metric of summarized) {
       const s = spread(scenario.rounds.map((r) => r[metric]));
@@ -99,38 +114,50 @@ function cell(s: Spread | undefined, digits: number, scale: (v: number) => numbe
   return s.min === s.max ? f(s.median) : `${f(s.median)} (${f(s.min)}–${f(s.max)})`;
 }
 
-export function toMarkdown(report: BenchReport): string {
-  const { meta } = report;
-  const lines = [
-    `# Gateway benchmark ${meta.startedAt}`,
-    '',
-    `git ${meta.git} · Node ${meta.node} · ${meta.cpus}× ${meta.cpu} · ${meta.pinning}`,
-    `${meta.connections} connections · ${meta.warmupSec} s warm-up + ${meta.durationSec} s measured per scenario · ${meta.rounds} round(s)` +
-      ` · gateway \`${meta.gatewayCommand}\` ${Object.entries(meta.gatewayEnv).map(([k, v]) => `${k}=${v}`).join(' ')} · RSS from ${meta.rssSource}`,
-    ...(meta.rounds > 1 ? ['Cells: median (min–max) over rounds.'] : []),
-    '',
-    '| scenario | req/s | p50 ms | p99 ms | calls/op | ratio | RSS MB | non-2xx / errors | check |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|---|',
-  ];
-  for (const s of report.scenarios) {
+function table(scenarios: readonly ScenarioResult[]): string[] {
+  const lines = ['| scenario | req/s | p50 ms | p99 ms | calls/op | ratio | RSS MB | non-2xx / errors | check |', '|---|--:|--:|--:|--:|--:|--:|--:|---|'];
+  for (const s of scenarios) {
     const m = s.summary ?? {};
     lines.push(
       `| ${s.name} | ${cell(m.reqPerSec, 0)} | ${cell(m.p50Ms, 1)} | ${cell(m.p99Ms, 1)} | ${cell(m.callsPerOp, 2)} | ${cell(m.ratio, 3)} | ` +
         `${cell(m.rssBytes, 0, mb)} | ${s.totals?.non2xx ?? 0} / ${s.totals?.errors ?? 0} | ${s.check} |`,
     );
   }
-  const { afterRound1, afterLastRound } = report.rss;
-  lines.push('');
-  if (afterRound1 !== undefined && meta.rounds === 1) {
-    lines.push(`Gateway RSS after the run: ${mb(afterRound1).toFixed(1)} MB.`);
-  } else if (afterRound1 !== undefined && afterLastRound !== undefined) {
-    const growth = afterLastRound - afterRound1;
-    lines.push(`Gateway RSS after round 1: ${mb(afterRound1).toFixed(1)} MB; after round ${meta.rounds}: ${mb(afterLastRound).toFixed(1)} MB (${growth >= 0 ? '+' : ''}${mb(growth).toFixed(1)} MB).`);
+  return lines;
+}
+
+const logLines = (count: number, samples: readonly string[]) =>
+  count > 0 ? [`The gateway logged ${count} line(s) at warn level or above during the run, e.g.:`, '', ...samples.map((l) => `    ${l}`)] : [];
+
+export function toMarkdown(report: BenchReport): string {
+  const { meta, allCores } = report;
+  const phases = [...(meta.cores === 'all' ? [] : [`${meta.rounds} round(s) on one core`]), ...(allCores ? ['1 round on all cores'] : [])];
+  const lines = [
+    `# Gateway benchmark ${meta.startedAt}`,
+    '',
+    `git ${meta.git} · Node ${meta.node} · ${meta.cpus}× ${meta.cpu} · ${meta.pinning}`,
+    `${meta.connections} connections · ${meta.warmupSec} s warm-up + ${meta.durationSec} s measured per scenario · ${phases.join(' + ')}` +
+      ` · gateway \`${meta.gatewayCommand}\` ${Object.entries(meta.gatewayEnv).map(([k, v]) => `${k}=${v}`).join(' ')} · RSS from ${meta.rssSource}`,
+  ];
+  if (meta.cores !== 'all') {
+    lines.push('', '## One core', '', ...(meta.rounds > 1 ? ['Cells: median (min–max) over rounds.', ''] : []), ...table(report.scenarios), '');
+    const { afterRound1, afterLastRound } = report.rss;
+    if (afterRound1 !== undefined && meta.rounds === 1) {
+      lines.push(`Gateway RSS after the run: ${mb(afterRound1).toFixed(1)} MB.`);
+    } else if (afterRound1 !== undefined && afterLastRound !== undefined) {
+      const growth = afterLastRound - afterRound1;
+      lines.push(`Gateway RSS after round 1: ${mb(afterRound1).toFixed(1)} MB; after round ${meta.rounds}: ${mb(afterLastRound).toFixed(1)} MB (${growth >= 0 ? '+' : ''}${mb(growth).toFixed(1)} MB).`);
+    }
+    lines.push(...logLines(meta.gatewayLogLines, meta.gatewayLogSamples));
   }
-  if (meta.gatewayLogLines > 0) {
-    lines.push(`The gateway logged ${meta.gatewayLogLines} line(s) at warn level or above during the run, e.g.:`, '', ...meta.gatewayLogSamples.map((l) => `    ${l}`));
+  if (allCores) {
+    lines.push('', `## All cores (WORKERS=auto, ${allCores.workers} workers, not pinned)`, '', `Pinning: ${allCores.pinning}. One round.`, '', ...table(allCores.scenarios), '');
+    if (allCores.rssAfterRun !== undefined) lines.push(`Gateway RSS (primary + workers) after the run: ${mb(allCores.rssAfterRun).toFixed(1)} MB.`);
+    lines.push(...logLines(allCores.gatewayLogLines, allCores.gatewayLogSamples));
   }
-  lines.push('', ...report.scenarios.map((s) => `- **${s.name}**: ${s.description}`), '');
+  // Both phases measure the same scenarios.
+  const described = meta.cores === 'all' ? (allCores?.scenarios ?? []) : report.scenarios;
+  lines.push('', ...described.map((s) => `- **${s.name}**: ${s.description}`), '');
   return lines.join('\n');
 }
 
@@ -186,8 +213,8 @@ export const legend = `How to read this:
   req/s     requests completed per second (autocannon's per-second average) with 16 connections by default
   p50/p99   latency percentiles in ms as seen by the load generator
   calls/op  upstream REST calls per request (from /__reference/stats); direct is 1 by definition
-  ratio     req/s divided by the direct call's req/s in the same round: the gateway's throughput cost
-  RSS MB    gateway resident memory right after the scenario
+  ratio     req/s divided by the direct call's req/s in the same round of the same phase: the gateway's throughput cost
+  RSS MB    gateway resident memory right after the scenario (all cores: the primary and its workers)
   non-2xx / errors must be 0 / 0, and check must be ok (one response inspected for GraphQL errors), or the row measures failures
   With --rounds N, cells read median (min–max); compare the RSS after round 1 and after the last round for growth.
   Pinning matters: compare runs only when the pinning line matches.`;

@@ -5,18 +5,22 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { legend, summarize, toMarkdown, writeReports, type BenchReport, type Measurement, type ScenarioResult } from './report.js';
+import { legend, summarize, toMarkdown, writeReports, type AllCores, type BenchReport, type Measurement, type ScenarioResult } from './report.js';
 import { scenarios, type Fixtures, type HttpRequest, type Scenario } from './scenarios.js';
 
 /*
  * `npm run bench`: starts the reference upstream (RECORD=0) and the gateway as separate processes,
  * then drives each scenario with autocannon in a third process: warm-up, reset the upstream's
  * counters, measured phase, read the counters and the gateway's RSS. Everything on 127.0.0.1.
+ * Then, with --cores all or both, the same against a second gateway with a worker per CPU.
  */
 
-const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1] [--connections 16] [--workers N] [--only Q1,Q3] [--tsx]
+const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1] [--connections 16] [--workers N] [--cores both] [--only Q1,Q3] [--tsx]
   --only     scenarios to run (${scenarios.map((s) => s.name).join(', ')}); direct always runs, it is the baseline of the ratio
-  --workers  passed to the gateway as WORKERS=N
+  --cores    one: the gateway pinned to CPU 0 for --rounds rounds; all: one round against a gateway with
+             WORKERS=auto (a worker per CPU, not pinned; the upstream and autocannon stay on CPU 1);
+             both (the default): one, then all
+  --workers  passed to the one-core gateway as WORKERS=N
   GATEWAY_NODE_FLAGS (env) extra node flags for the compiled gateway, e.g. "--max-old-space-size=96"
   --tsx      run the gateway from source with node --import tsx src/main.ts instead of the compiled
              build (npm run build + node dist/main.js, as npm start does); tsx adds ~40 MB RSS`;
@@ -34,6 +38,7 @@ function options() {
       rounds: { type: 'string', default: '1' },
       connections: { type: 'string', default: '16' },
       workers: { type: 'string' },
+      cores: { type: 'string', default: 'both' },
       only: { type: 'string' },
       tsx: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
@@ -48,6 +53,8 @@ function options() {
     if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
     return n;
   };
+  const cores = (['one', 'all', 'both'] as const).find((choice) => choice === values.cores);
+  if (cores === undefined) throw new UsageError(`--cores: expected one, all or both, got ${JSON.stringify(values.cores)}`);
   const only = values.only?.split(',').map((s) => s.trim()).filter(Boolean);
   const unknown = only?.filter((name) => !scenarios.some((s) => s.name.toLowerCase() === name.toLowerCase()));
   if (unknown?.length) throw new UsageError(`--only: unknown scenario(s) ${unknown.join(', ')}; known: ${scenarios.map((s) => s.name).join(', ')}`);
@@ -58,6 +65,7 @@ function options() {
     connections: int('connections', values.connections, 1, 1_000),
     compiled: !values.tsx,
     workers: values.workers === undefined ? undefined : int('workers', values.workers, 1, 64),
+    cores,
     selected: scenarios.filter((s) => s.name === 'direct' || only === undefined || only.some((name) => name.toLowerCase() === s.name.toLowerCase())),
   };
 }
@@ -78,14 +86,14 @@ interface Child {
 const children = new Set<Child>();
 const pinning = existsSync('/usr/bin/taskset') && availableParallelism() >= 2;
 
-/** `node <args>`, pinned to `cpu` when taskset is there. */
-function spawnNode(args: string[], cpu: number, env: Record<string, string>): ChildProcess {
-  const [command, argv] = pinning ? ['/usr/bin/taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
+/** `node <args>`, pinned to `cpu` when there is one and taskset is there. */
+function spawnNode(args: string[], cpu: number | undefined, env: Record<string, string>): ChildProcess {
+  const [command, argv] = pinning && cpu !== undefined ? ['/usr/bin/taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
   return spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
-function startServer(name: string, args: string[], cpu: number, env: Record<string, string>): Promise<{ child: Child; url: string }> {
+function startServer(name: string, args: string[], cpu: number | undefined, env: Record<string, string>): Promise<{ child: Child; url: string }> {
   const child: Child = { name, process: spawnNode(args, cpu, env), lines: 0, samples: [], tail: [] };
   children.add(child);
   child.process.once('exit', () => children.delete(child));
@@ -117,22 +125,21 @@ function startServer(name: string, args: string[], cpu: number, env: Record<stri
   });
 }
 
-/** SIGTERM (both servers exit cleanly on it), SIGKILL after 5 s. */
+/** SIGTERM (the servers exit cleanly on it, a WORKERS=N gateway with its workers), SIGKILL after 5 s. */
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
 async function stopAll(): Promise<void> {
-  await Promise.all(
-    [...children].map(
-      ({ process: child }) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
-          child.once('exit', () => {
-            clearTimeout(kill);
-            resolve();
-          });
-          child.kill('SIGTERM');
-        }),
-    ),
-  );
+  await Promise.all([...children].map(({ process: child }) => stop(child)));
 }
 
 process.on('exit', () => {
@@ -251,12 +258,21 @@ async function metricsRss(gatewayUrl: string): Promise<number | undefined> {
   }
 }
 
+/** How to read a gateway's RSS: /proc with its workers, else /metrics (of the process that answers: one worker behind WORKERS>1). */
+async function rssReader(pid: number, url: string): Promise<{ source: string; read: () => Promise<number | undefined> }> {
+  if (procRss(pid) !== undefined) return { source: '/proc/<pid>/status VmRSS', read: async () => procRss(pid) };
+  if ((await metricsRss(url)) !== undefined) return { source: '/metrics', read: () => metricsRss(url) };
+  return { source: 'unavailable', read: async () => undefined };
+}
+
 // ---- main ----
 
 async function main(): Promise<void> {
   const opts = options();
   const startedAt = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-  if (pinning && (opts.workers ?? 1) > 1) console.log('Note: the gateway is pinned to CPU 0, so its workers share that one core (taskset is inherited by cluster forks).');
+  const oneCore = opts.cores !== 'all';
+  const allCores = opts.cores !== 'one';
+  if (pinning && oneCore && (opts.workers ?? 1) > 1) console.log('Note: the one-core gateway is pinned to CPU 0, so its workers share that one core (taskset is inherited by cluster forks).');
   if (!pinning) console.log('Note: /usr/bin/taskset or a second CPU is missing: processes are not pinned, results vary more between runs.');
 
   const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], 1, { PORT: '0', HOST, RECORD: '0' });
@@ -268,35 +284,70 @@ async function main(): Promise<void> {
   if (opts.workers !== undefined) gatewayEnv.WORKERS = String(opts.workers);
   if (opts.compiled) execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
   const gatewayArgs = opts.compiled ? [...(process.env.GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), 'dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
-  const gateway = await startServer('gateway', gatewayArgs, 0, gatewayEnv);
-  const gatewayPid = gateway.child.process.pid!;
-  const rssSource = procRss(gatewayPid) !== undefined ? '/proc/<pid>/status VmRSS' : (await metricsRss(gateway.url)) !== undefined ? '/metrics' : 'unavailable';
-  const rss = async () => (rssSource === '/metrics' ? metricsRss(gateway.url) : procRss(gatewayPid));
-  console.log(`Upstream ${upstreamUrl} · gateway ${gateway.url}${pinning ? ' · gateway on CPU 0, upstream and autocannon on CPU 1' : ''}`);
+  const startGateway = async (name: string, cpu: number | undefined, env: Record<string, string>) => {
+    const { child, url } = await startServer(name, gatewayArgs, cpu, env);
+    return { child, url, ...(await rssReader(child.process.pid!, url)) };
+  };
+  type Gateway = Awaited<ReturnType<typeof startGateway>>;
 
-  const results: ScenarioResult[] = [];
-  for (const scenario of opts.selected) {
-    const request = scenario.request(fx);
-    const url = request.target === 'upstream' ? `${upstreamUrl}${request.path}` : gateway.url;
-    results.push({ name: scenario.name, description: scenario.description, check: await check(url, request), rounds: [] });
-  }
-  for (const bad of results.filter((r) => r.check !== 'ok')) console.warn(`Warning: ${bad.name} does not answer cleanly (${bad.check}); its row measures that.`);
-
-  const perScenario = opts.warmupSec + opts.durationSec;
-  console.log(`${opts.selected.length} scenario(s) × ${opts.rounds} round(s), about ${Math.ceil((opts.selected.length * opts.rounds * (perScenario + 1)) / 60)} min`);
-  const rssAfterRound: (number | undefined)[] = [];
-  for (let round = 1; round <= opts.rounds; round++) {
-    for (const [i, scenario] of opts.selected.entries()) {
-      const measurement = await measure(scenario, fx, upstreamUrl, gateway.url, admin, opts, rss);
-      results[i]!.rounds.push(measurement);
-      const direct = results[0]!.rounds[round - 1]?.reqPerSec;
-      measurement.ratio = direct ? measurement.reqPerSec / direct : undefined;
-      console.log(
-        `round ${round} ${scenario.name.padEnd(6)} ${measurement.reqPerSec.toFixed(0).padStart(6)} req/s  p50 ${measurement.p50Ms} ms  p99 ${measurement.p99Ms} ms  ` +
-          `${measurement.callsPerOp.toFixed(2)} calls/op  ${measurement.non2xx} non-2xx  ${measurement.errors} errors`,
-      );
+  /** Checks one response per scenario against `gateway`, then measures every scenario `rounds` times. */
+  const runPhase = async (phase: string, gateway: Gateway, rounds: number) => {
+    const results: ScenarioResult[] = [];
+    for (const scenario of opts.selected) {
+      const request = scenario.request(fx);
+      const url = request.target === 'upstream' ? `${upstreamUrl}${request.path}` : gateway.url;
+      results.push({ name: scenario.name, description: scenario.description, check: await check(url, request), rounds: [] });
     }
-    rssAfterRound.push(await rss());
+    for (const bad of results.filter((r) => r.check !== 'ok')) console.warn(`Warning: ${phase} ${bad.name} does not answer cleanly (${bad.check}); its row measures that.`);
+    const rssAfterRound: (number | undefined)[] = [];
+    for (let round = 1; round <= rounds; round++) {
+      for (const [i, scenario] of opts.selected.entries()) {
+        const measurement = await measure(scenario, fx, upstreamUrl, gateway.url, admin, opts, gateway.read);
+        results[i]!.rounds.push(measurement);
+        const direct = results[0]!.rounds[round - 1]?.reqPerSec;
+        measurement.ratio = direct ? measurement.reqPerSec / direct : undefined;
+        console.log(
+          `${phase} ${rounds > 1 ? `round ${round} ` : ''}${scenario.name.padEnd(6)} ${measurement.reqPerSec.toFixed(0).padStart(6)} req/s  p50 ${measurement.p50Ms} ms  p99 ${measurement.p99Ms} ms  ` +
+            `${measurement.callsPerOp.toFixed(2)} calls/op  ${measurement.non2xx} non-2xx  ${measurement.errors} errors`,
+        );
+      }
+      rssAfterRound.push(await gateway.read());
+    }
+    return { results, rssAfterRound };
+  };
+
+  const rounds = (oneCore ? opts.rounds : 0) + (allCores ? 1 : 0);
+  const phases = [...(oneCore ? [`${opts.rounds} round(s) on one core`] : []), ...(allCores ? ['1 round on all cores'] : [])];
+  console.log(`${opts.selected.length} scenario(s) × ${phases.join(' + ')}, about ${Math.ceil((opts.selected.length * rounds * (opts.warmupSec + opts.durationSec + 1)) / 60)} min`);
+
+  let one: { gateway: Gateway; results: ScenarioResult[]; rssAfterRound: (number | undefined)[] } | undefined;
+  if (oneCore) {
+    const gateway = await startGateway('one-core gateway', 0, gatewayEnv);
+    console.log(`Upstream ${upstreamUrl} · gateway ${gateway.url}${pinning ? ' · gateway on CPU 0, upstream and autocannon on CPU 1' : ''}`);
+    one = { gateway, ...(await runPhase('one-core', gateway, opts.rounds)) };
+    // Before the all-cores gateway starts: the two must not share the CPUs.
+    await stop(gateway.child.process);
+  }
+
+  let all: { gateway: Gateway; section: AllCores } | undefined;
+  if (allCores) {
+    // What WORKERS=auto resolves to in the gateway, which sees the same CPUs as this process.
+    const workers = availableParallelism();
+    const gateway = await startGateway('all-cores gateway', undefined, { ...gatewayEnv, WORKERS: 'auto' });
+    console.log(`Upstream ${upstreamUrl} · gateway ${gateway.url} · ${workers} workers, not pinned${pinning ? '; upstream and autocannon still on CPU 1' : ''}`);
+    const { results, rssAfterRound } = await runPhase('all-cores', gateway, 1);
+    const section: AllCores = {
+      workers,
+      pinning: pinning
+        ? 'gateway not pinned, upstream + autocannon still on CPU 1: the workers share that CPU with them (on a 2-core machine, one of its two cores), so these figures are a lower bound'
+        : 'not pinned (no taskset or one CPU): the workers share the CPUs with the upstream and autocannon, so these figures are a lower bound',
+      scenarios: results,
+      rssAfterRun: rssAfterRound[0],
+      gatewayLogLines: gateway.child.lines,
+      gatewayLogSamples: gateway.child.samples,
+    };
+    all = { gateway, section };
+    await stop(gateway.child.process);
   }
 
   const report: BenchReport = {
@@ -307,7 +358,8 @@ async function main(): Promise<void> {
       node: process.version,
       cpu: cpus()[0]?.model.trim() ?? 'unknown',
       cpus: availableParallelism(),
-      pinning: pinning ? 'taskset: gateway on CPU 0, upstream + autocannon on CPU 1' : 'not pinned (no taskset or one CPU)',
+      pinning: !pinning ? 'not pinned (no taskset or one CPU)' : oneCore ? 'taskset: gateway on CPU 0, upstream + autocannon on CPU 1' : 'taskset: upstream + autocannon on CPU 1',
+      cores: opts.cores,
       connections: opts.connections,
       warmupSec: opts.warmupSec,
       durationSec: opts.durationSec,
@@ -315,14 +367,17 @@ async function main(): Promise<void> {
       workers: opts.workers,
       gatewayCommand: `node ${gatewayArgs.join(' ')}`,
       gatewayEnv: Object.fromEntries(Object.entries(gatewayEnv).filter(([name]) => name !== 'UPSTREAM_URL')),
-      rssSource,
-      gatewayLogLines: gateway.child.lines,
-      gatewayLogSamples: gateway.child.samples,
+      // --cores runs at least one of the two phases.
+      rssSource: (one ?? all)!.gateway.source,
+      gatewayLogLines: one?.gateway.child.lines ?? 0,
+      gatewayLogSamples: one?.gateway.child.samples ?? [],
     },
-    scenarios: results,
-    rss: { afterRound1: rssAfterRound[0], afterLastRound: rssAfterRound[rssAfterRound.length - 1] },
+    scenarios: one?.results ?? [],
+    rss: { afterRound1: one?.rssAfterRound[0], afterLastRound: one?.rssAfterRound[one.rssAfterRound.length - 1] },
+    ...(all === undefined ? {} : { allCores: all.section }),
   };
-  summarize(report);
+  summarize(report.scenarios);
+  if (report.allCores) summarize(report.allCores.scenarios);
   const written = writeReports(report, join(root, 'bench/results'));
   console.log(`\n${toMarkdown(report)}\n${legend}\n\nWritten: ${written.map((p) => p.slice(root.length)).join(', ')} (and latest.*)`);
 }
