@@ -3,13 +3,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { createGateway } from './gateway.js';
-import { createLogger } from './logger.js';
-import { GatewayMetrics } from './metrics.js';
-import { createReadiness, upstreamAnswers } from './readiness.js';
-import { startReferenceUpstream, type ReferenceUpstream } from './reference-upstream/server.js';
-import { DEMO_CREDENTIALS } from './reference-upstream/seed.js';
-import { createUpstream, upstreamOptionsFrom } from './upstream/upstream.js';
+import type { ReferenceUpstream } from './reference-upstream/server.js';
 
 function configOrExit(): Config {
   try {
@@ -29,13 +23,25 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
     process.stderr.write('Configuration error: UPSTREAM_URL: expected an http(s) URL ending in /v2 (the embedded reference upstream is not for production)\n');
     process.exit(1);
   }
+  const [{ startReferenceUpstream }, { DEMO_CREDENTIALS }] = await Promise.all([import('./reference-upstream/server.js'), import('./reference-upstream/seed.js')]);
   const reference = await startReferenceUpstream({ routes: config.routes, record: false });
   process.stdout.write(`No UPSTREAM_URL set: serving the embedded reference upstream at ${reference.url} (demo login: ${DEMO_CREDENTIALS.username} / ${DEMO_CREDENTIALS.password}).\n`);
   return reference;
 }
 
-/** One gateway process: the yoga app on an HTTP server, stopped gracefully by `stop`. */
+/**
+ * One gateway process: the yoga app on an HTTP server, stopped gracefully by `stop`. Its modules
+ * load here, not at the top: a cluster primary only forks, and the whole graph (yoga, the schema,
+ * undici, zod, prom-client) would cost it as much memory as a worker.
+ */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
+  const [{ createGateway }, { createLogger }, { GatewayMetrics }, { createReadiness, upstreamAnswers }, { createUpstream, upstreamOptionsFrom }] = await Promise.all([
+    import('./gateway.js'),
+    import('./logger.js'),
+    import('./metrics.js'),
+    import('./readiness.js'),
+    import('./upstream/upstream.js'),
+  ]);
   const logger = createLogger({ level: config.logLevel });
   const metrics = new GatewayMetrics();
   const upstream = createUpstream({ ...upstreamOptionsFrom(config, upstreamUrl), onAttempt: metrics.recordAttempt });
