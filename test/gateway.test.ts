@@ -432,6 +432,16 @@ describe('errors', () => {
     ]);
   });
 
+  it('an absent or null optional hair enum reads as the contract default (style PHR, source type CUSTOM), without a warning', async () => {
+    const id = ids.find((i) => upstreamHead(i).hair)!;
+    const { source_type: _, ...hair } = upstreamHead(id).hair;
+    t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(id), hair: { ...hair, style: null } } });
+    const logged = t.logLines.length;
+    const response = await t.execute<any>(`{ head(id: "${id}") { hair { style sourceType } } }`);
+    expect(response).toEqual({ data: { head: { hair: { style: 'PHR', sourceType: 'CUSTOM' } } } });
+    expect(t.logLines.slice(logged).filter((line) => line.includes('"level":40'))).toEqual([]);
+  });
+
   it('refuses an asset address that is not http(s) as off-contract, logged as a warning not an error', async () => {
     t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(ids[0]!), url: 'javascript:alert(1)' } });
     const response = await t.execute<any>(`{ head(id: "${ids[0]}") { url } }`);

@@ -1,5 +1,5 @@
 import type { GatewayContext } from '../context.js';
-import { assetStyles, genders, sourceTypes, type HairADto, type HairBDto, type PayableDataDto } from '../upstream/schemas.js';
+import { assetStyles, genders, hairDefaults, sourceTypes, type HairADto, type HairBDto, type PayableDataDto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import { AssetStyle, Gender, knownOrNull, SourceType } from './enums.js';
 
@@ -46,14 +46,17 @@ export const HairRef = builder.objectRef<HairSource>('Hair').implement({
       type: AssetStyle,
       nullable: true,
       description: 'Art style; the upstream default is PHR.',
-      resolve: (s, _, ctx) => knownOrNull(assetStyles, s.hair.style, 'Hair.style', ctx.logger),
+      resolve: (s, _, ctx) => knownOrNull(assetStyles, s.hair.style ?? hairDefaults.style, 'Hair.style', ctx.logger),
     }),
     createdAt: t.field({ type: 'DateTime', description: 'When the hair was created.', resolve: (s) => s.hair.created_at }),
     sourceType: t.field({
       type: SourceType,
       nullable: true,
       description: 'Where the hair comes from; the upstream default is CUSTOM. (Hair A field.)',
-      resolve: async (s, _, ctx) => knownOrNull(sourceTypes, (await hairA(s, ctx))?.source_type, 'Hair.sourceType', ctx.logger),
+      resolve: async (s, _, ctx) => {
+        const hair = await hairA(s, ctx);
+        return hair === undefined ? null : knownOrNull(sourceTypes, hair.source_type ?? hairDefaults.sourceType, 'Hair.sourceType', ctx.logger);
+      },
     }),
     gender: t.field({
       type: Gender,

@@ -50,7 +50,13 @@ const dateTime = z.iso.datetime({ offset: true, local: true }).overwrite((v) => 
 // a pipe per field per body, measurable on a 50-head page.
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish();
 const enumValue = z.string();
-const withDefault = (fallback: string) => z.string().nullish().transform((v) => v ?? fallback);
+
+/**
+ * Contract defaults of optional hair enums, applied by their readers (`?? hairDefaults.style`).
+ * Not a zod transform: each is a pipe per field per body whose intermediate results outlive
+ * young-generation GCs; two per hair tripled the garbage a 50-head page promoted to the old space.
+ */
+export const hairDefaults = { sourceType: 'custom', style: 'phr' } as const;
 
 export const payableDataSchema = z.object({
   price: z.number(),
@@ -59,9 +65,9 @@ export const payableDataSchema = z.object({
 
 export const hairASchema = z.object({
   name: z.string().max(100),
-  source_type: withDefault('custom'),
+  source_type: optional(enumValue),
   obj_metadata: opaqueObject,
-  style: withDefault('phr'),
+  style: optional(enumValue),
   gender: enumValue,
   id: uuid,
   url: uri,
@@ -77,7 +83,7 @@ export const hairBSchema = z.object({
   hair_metadata: opaqueObject,
   user_id: optional(z.string()),
   thumbnail_url: optional(z.string()),
-  style: withDefault('phr'),
+  style: optional(enumValue),
   id: uuid,
   created_at: dateTime,
 });

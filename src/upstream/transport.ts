@@ -212,7 +212,7 @@ export class UpstreamTransport {
   }
 
   /** The attempts of one call: retries of idempotent reads, each admitted by the guard. */
-  async #send<T>(context: CallContext, spec: CallSpec<T>, route: Route, path: string, signal: CallCancellation, classify: (error: unknown) => Failure): Promise<T> {
+  async #send<T>(context: CallContext, spec: CallSpec<T>, route: Route, path: string, cancellation: CallCancellation, classify: (error: unknown) => Failure): Promise<T> {
     const request = this.#buildRequest(context, spec, route.method, path);
     const idempotent = route.method === 'GET';
     const fail = (failure: Failure) =>
@@ -220,10 +220,10 @@ export class UpstreamTransport {
 
     for (let attempt = 0; ; attempt++) {
       // A cancelled operation sends nothing more; a live one asks its guard (budget, 401).
-      const refusal = signal.aborted ? classify(signal.reason).code : context.guard?.admit(spec.operation);
+      const refusal = cancellation.aborted ? classify(cancellation.reason).code : context.guard?.admit(spec.operation);
       if (refusal !== undefined) throw fail(new Failure(refusal, undefined, false, refusal === 'UPSTREAM_TIMEOUT' ? { reason: 'operation deadline' } : {}));
       const started = performance.now();
-      const outcome = await this.#attempt(request, signal, spec).catch(classify);
+      const outcome = await this.#attempt(request, cancellation, spec).catch(classify);
       const failure = outcome instanceof Failure ? outcome : undefined;
       context.guard?.settled(spec.operation, failure?.code);
       this.#onAttempt?.({
@@ -237,7 +237,7 @@ export class UpstreamTransport {
       if (!idempotent || !failure.retryable || attempt >= this.#retry.limit) throw fail(failure);
       const backoff = jitter(Math.min(this.#retry.baseDelayMs * 2 ** attempt, this.#retry.maxDelayMs));
       // The retry lives inside the call's timeout: sleeping past it would only delay the failure.
-      if (!(await signal.pause(backoff))) throw fail(classify(signal.reason));
+      if (!(await cancellation.pause(backoff))) throw fail(classify(cancellation.reason));
     }
   }
 
@@ -256,9 +256,9 @@ export class UpstreamTransport {
     return { method, path, headers, body };
   }
 
-  async #attempt<T>(request: Dispatcher.RequestOptions, signal: CallCancellation, spec: CallSpec<T>): Promise<{ value: T; status: number } | Failure> {
+  async #attempt<T>(request: Dispatcher.RequestOptions, cancellation: CallCancellation, spec: CallSpec<T>): Promise<{ value: T; status: number } | Failure> {
     const { schema } = spec;
-    const response = await this.#dispatcher.request({ ...request, signal });
+    const response = await this.#dispatcher.request({ ...request, signal: cancellation });
     const { statusCode: status, body } = response;
     if (status >= 200 && status < 300) {
       if (schema === undefined) {
@@ -271,7 +271,7 @@ export class UpstreamTransport {
       } catch (error) {
         // Only a parse failure means "not JSON"; a body cut short (size cap, socket, abort) is
         // classified like any failed exchange: undici enforces maxResponseSize while streaming.
-        if (signal.aborted || !(error instanceof SyntaxError)) throw error;
+        if (cancellation.aborted || !(error instanceof SyntaxError)) throw error;
         return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is not JSON', cause: error });
       }
       const parsed = schema.safeParse(json);
