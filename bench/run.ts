@@ -21,7 +21,8 @@ const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1]
              WORKERS=auto (a worker per CPU, not pinned; the upstream and autocannon stay on CPU 1);
              both (the default): one, then all
   --workers  passed to the one-core gateway as WORKERS=N
-  GATEWAY_NODE_FLAGS (env) extra node flags for the compiled gateway, e.g. "--max-old-space-size=96"
+  The gateway runs with the node flags of package.json's start script (as npm start runs it);
+  GATEWAY_NODE_FLAGS (env) adds to them (later flags win), e.g. "--max-semi-space-size=16"
   --tsx      run the gateway from source with node --import tsx src/main.ts instead of the compiled
              build (npm run build + node dist/main.js, as npm start does); tsx adds ~40 MB RSS`;
 
@@ -265,6 +266,17 @@ async function rssReader(pid: number, url: string): Promise<{ source: string; re
   return { source: 'unavailable', read: async () => undefined };
 }
 
+/**
+ * The node flags `npm start` gives the gateway (package.json), so the bench measures the process
+ * as deployed: the heap sizing there is part of the memory figures.
+ */
+function startFlags(): string[] {
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+  const flags = /\bnode((?:\s+--\S+)*)\s+dist\/main\.js/.exec(start)?.[1];
+  if (flags === undefined) throw new Error(`package.json scripts.start does not run "node [--flags] dist/main.js": ${start}`);
+  return flags.split(/\s+/).filter(Boolean);
+}
+
 // ---- main ----
 
 async function main(): Promise<void> {
@@ -283,7 +295,8 @@ async function main(): Promise<void> {
   const gatewayEnv: Record<string, string> = { PORT: '0', HOST, UPSTREAM_URL: upstreamUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production' };
   if (opts.workers !== undefined) gatewayEnv.WORKERS = String(opts.workers);
   if (opts.compiled) execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
-  const gatewayArgs = opts.compiled ? [...(process.env.GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), 'dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
+  const nodeFlags = [...startFlags(), ...(process.env.GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
+  const gatewayArgs = opts.compiled ? [...nodeFlags, 'dist/main.js'] : [...nodeFlags, '--import', 'tsx', 'src/main.ts'];
   const startGateway = async (name: string, cpu: number | undefined, env: Record<string, string>) => {
     const { child, url } = await startServer(name, gatewayArgs, cpu, env);
     return { child, url, ...(await rssReader(child.process.pid!, url)) };
