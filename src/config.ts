@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import type { Strategy } from './plan/needs.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 
 const integer = (min: number, max: number) =>
@@ -33,7 +34,7 @@ const environment = z.object({
   UPSTREAM_KEEPALIVE_MS: integer(1, 600_000).default(4_000),
   UPSTREAM_MAX_RESPONSE_BYTES: integer(1_024, 1_073_741_824).default(5 * 1024 * 1024),
   UPSTREAM_FANOUT: integer(1, 1_000).default(10),
-  UPSTREAM_CALL_BUDGET: integer(1, 100_000).default(50),
+  UPSTREAM_CALL_BUDGET: integer(1, 100_000).default(100),
   OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000),
   INTROSPECTION: flag('INTROSPECTION').optional(),
   PLANNER: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
@@ -70,10 +71,11 @@ export interface Config {
   readonly operationTimeoutMs: number;
   readonly introspection: boolean;
   /**
-   * Pick upstream reads by what the operation selects. It assumes Get Heads and Get Heads Ext
-   * list the same collection in the same order; switch it off for an upstream where they do not.
+   * How upstream reads are chosen (PLANNER): `selection` (on) picks the fewest reads that cover
+   * what the operation selects, which assumes Get Heads and Get Heads Ext list the same collection
+   * in the same order; `plain` (off) reads every need through its one read.
    */
-  readonly planner: boolean;
+  readonly planner: Strategy;
   /** Origins allowed by CORS; empty means same-origin only. */
   readonly corsOrigins: readonly string[];
   readonly limits: OperationLimits;
@@ -132,7 +134,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     upstreamCallBudget: e.UPSTREAM_CALL_BUDGET,
     operationTimeoutMs: e.OPERATION_TIMEOUT_MS,
     introspection: e.INTROSPECTION ?? !production,
-    planner: e.PLANNER === 'on',
+    planner: e.PLANNER === 'on' ? 'selection' : 'plain',
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxBodyBytes: e.MAX_BODY_BYTES }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { RequestLoaders } from './loaders/request-loaders.js';
+import type { Strategy } from './plan/needs.js';
+import { EMPTY_PLAN, type OperationPlan } from './plan/operation-plan.js';
 import { OperationGuard } from './upstream/operation-guard.js';
 import type { UpstreamCaller } from './upstream/transport.js';
 import type { Upstream } from './upstream/upstream.js';
@@ -15,8 +17,11 @@ export interface GatewayContext {
   readonly loaders: RequestLoaders;
   /** The operation's upstream budget, deadline and call count. */
   readonly guard: OperationGuard;
-  /** Pick upstream reads by what the operation selects (see loaders, `loadHead`, `heads`). */
-  readonly planner: boolean;
+  /**
+   * The operation's upstream plan, set before execution (plugins/upstream-plan.ts): what each
+   * head and connection reads. Without one, fields load what they need as they run.
+   */
+  plan: OperationPlan;
   /**
    * The request's logger (its request id bound), made on first use: most operations never log.
    * A method, not a getter: yoga copies the context with Object.assign, which calls getters.
@@ -30,7 +35,7 @@ export interface ContextOptions {
   readonly fanout: number;
   readonly budget: number;
   readonly deadlineMs: number;
-  readonly planner: boolean;
+  readonly strategy: Strategy;
 }
 
 const requestIdPattern = /^[\w.:-]{1,128}$/;
@@ -54,9 +59,9 @@ export function createContext(request: Request, options: ContextOptions): Gatewa
     requestId,
     authorization,
     upstream,
-    loaders: new RequestLoaders(upstream, { fanout: options.fanout, planner: options.planner }),
+    loaders: new RequestLoaders(upstream, { fanout: options.fanout, strategy: options.strategy }),
     guard,
-    planner: options.planner,
+    plan: EMPTY_PLAN,
     // A pino child per request is not free (it compiles the redaction of its bindings).
     logger: () => (logger ??= options.logger.child({ requestId })),
   };

@@ -7,7 +7,8 @@ import { GatewayMetrics } from './metrics.js';
 import { useOperability } from './plugins/operability.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { useRequestSizeLimit } from './plugins/request-size-limit.js';
-import { useUpstreamCallBudget } from './plugins/upstream-budget.js';
+import { useUpstreamPlan } from './plugins/upstream-plan.js';
+import { Planner } from './plan/operation-plan.js';
 import { maskError } from './schema/errors.js';
 import { schema } from './schema/index.js';
 import { UpstreamError } from './upstream/errors.js';
@@ -89,6 +90,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const { upstream, logger, settings } = options;
   const metrics = options.metrics ?? new GatewayMetrics({ defaultMetrics: false });
   const refused = (limit: string) => () => metrics.refusals.inc({ limit });
+  const planner = new Planner({ schema, strategy: settings.planner });
   return createYoga<Record<string, unknown>, GatewayContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -99,7 +101,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         fanout: settings.upstreamFanout,
         budget: settings.upstreamCallBudget,
         deadlineMs: settings.operationTimeoutMs,
-        planner: settings.planner,
+        strategy: settings.planner,
       }),
     plugins: [
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
@@ -109,7 +111,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         hideSuggestions: settings.production,
         onRefused: (limit) => metrics.refusals.inc({ limit }),
       }),
-      useUpstreamCallBudget({ budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
+      useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
       useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
     ] as Plugin[],
     cors: corsPolicy(settings.corsOrigins),

@@ -1,25 +1,25 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
-import { parse } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
-import { estimateUpstreamCalls } from '../src/schema/upstream-cost.js';
+import { planOf } from './support/plan.js';
 import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
- * The upstream call budget (UPSTREAM_CALL_BUDGET, default 50): an operation whose estimate is
- * over it is refused before execution with zero calls; calls execution makes past it anyway
- * (retries) are refused as they come. The estimate must be an upper bound of the real calls.
+ * The upstream call budget (UPSTREAM_CALL_BUDGET, default 100): an operation whose plan costs
+ * more is refused before execution with zero calls; calls execution makes past it anyway
+ * (retries) are refused as they come. The plan's count is the real count, or, where data
+ * decides (a filtered page, `last` without `before`), an upper bound of it.
  */
 
-/** The default gateway: the planner reads a listing's head_metadata through Get Heads Ext. */
+/** A gateway with a budget of 50: the planner reads a listing's head_metadata through Get Heads Ext. */
 let t: TestGateway;
-/** PLANNER=off: one more read per listed head for head_metadata, the plan the brief budget counts. */
+/** PLANNER=off and a budget of 50: one more read per listed head for head_metadata. */
 let plain: TestGateway;
 let ids: string[];
 
 beforeAll(async () => {
-  [t, plain] = await Promise.all([startTestGateway(), startTestGateway({ env: { PLANNER: 'off' } })]);
+  [t, plain] = await Promise.all([startTestGateway({ env: { UPSTREAM_CALL_BUDGET: '50' } }), startTestGateway({ env: { PLANNER: 'off', UPSTREAM_CALL_BUDGET: '50' } })]);
   ids = t.reference.store.headIds();
 });
 
@@ -74,12 +74,12 @@ describe('estimate before execution', () => {
 
   it('with the alias and token limits raised, 300 aliases are refused by the budget, with zero calls', async () => {
     await withGateway({ MAX_ALIASES: '1000', MAX_TOKENS: '20000' }, async (g) => {
-      expectBudgetRefusal(await g.execute(headAliases(300)), 300, 50, g);
+      expectBudgetRefusal(await g.execute(headAliases(300)), 300, 100, g);
     });
   });
 
   it('50 aliases fit a budget of 50 and make 50 calls; 51 are refused with zero calls', async () => {
-    await withGateway({ MAX_ALIASES: '1000', MAX_TOKENS: '20000' }, async (g) => {
+    await withGateway({ MAX_ALIASES: '1000', MAX_TOKENS: '20000', UPSTREAM_CALL_BUDGET: '50' }, async (g) => {
       const fits = await g.execute<Record<string, { id: string }>>(headAliases(50));
       expect(fits.errors).toBeUndefined();
       expect(Object.values(fits.data!).map((h) => h.id)).toEqual(ids.slice(0, 50).map(globalId));
@@ -89,10 +89,10 @@ describe('estimate before execution', () => {
     });
   });
 
-  it('heads(first: 100) with headMetadata is refused (2 + 100 > 50); first: 40 runs', async () => {
+  it('without the planner, heads(first: 100) with headMetadata is refused (1 + 100 > 50); first: 40 runs', async () => {
     const query = (n: number) => `{ heads(first: ${n}) { nodes { headMetadata } } }`;
-    expect(estimateUpstreamCalls(parse(query(100)), undefined)).toBe(102);
-    expectBudgetRefusal(await plain.execute(query(100)), 102, 50, plain);
+    expect(planOf(query(100), {}, { strategy: 'plain' })).toMatchObject({ calls: 101, exact: false });
+    expectBudgetRefusal(await plain.execute(query(100)), 101, 50, plain);
 
     const fits = await plain.execute<{ heads: { nodes: { headMetadata: unknown }[] } }>(query(40));
     expect(fits.errors).toBeUndefined();
@@ -102,7 +102,7 @@ describe('estimate before execution', () => {
 
   it('with the planner, heads(first: 100) with headMetadata is one Get Heads Ext call and runs; with a style filter it is refused', async () => {
     const query = `{ heads(first: 100) { nodes { headMetadata } } }`;
-    expect(estimateUpstreamCalls(parse(query), undefined, {}, { planner: true })).toBe(2);
+    expect(planOf(query)).toMatchObject({ calls: 1, exact: true });
     const runs = await t.execute<{ heads: { nodes: unknown[] } }>(query);
     expect(runs.errors).toBeUndefined();
     expect(runs.data!.heads.nodes).toHaveLength(100);
@@ -110,21 +110,27 @@ describe('estimate before execution', () => {
     t.reset();
     // Get Heads Ext has no style filter: the listing is Get Heads, head_metadata one read per head.
     const style = (t.reference.store.project(t.reference.store.findHead(ids[0]!)!, HeadShape.A_EXT) as { style: { label: string } }).style.label;
-    expectBudgetRefusal(await t.execute(`query($s: String) { heads(first: 100, style: $s) { nodes { headMetadata } } }`, { s: style }), 102);
+    expectBudgetRefusal(await t.execute(`query($s: String) { heads(first: 100, style: $s) { nodes { headMetadata } } }`, { s: style }), 101);
   });
 
   it('follows named fragments and variables', async () => {
     const query = `query Meta($n: Int) { heads(first: $n) { ...Page } } fragment Page on HeadConnection { nodes { ...Head } } fragment Head on Head { name headMetadata }`;
-    expectBudgetRefusal(await plain.execute(query, { n: 100 }), 102, 50, plain);
+    expectBudgetRefusal(await plain.execute(query, { n: 100 }), 101, 50, plain);
     plain.reset();
     const fits = await plain.execute(query, { n: 40 });
     expect(fits.errors).toBeUndefined();
     expect(plain.calls()).toHaveLength(41);
   });
 
-  it('counts the ids of nodes(ids: $ids), and a variable default when the request leaves it out', async () => {
+  it('counts the distinct ids of nodes(ids: $ids), and a variable default when the request leaves it out', async () => {
     const query = `query($ids: [ID!]!) { nodes(ids: $ids) { ... on Head { name } } }`;
     expectBudgetRefusal(await t.execute(query, { ids: ids.slice(0, 51).map(globalId) }), 51);
+    t.reset();
+    // The same id sixty times is one head: one call.
+    const repeated = await t.execute<{ nodes: unknown[] }>(query, { ids: Array.from({ length: 60 }, () => globalId(ids[0]!)) });
+    expect(repeated.errors).toBeUndefined();
+    expect(repeated.data!.nodes).toHaveLength(60);
+    expect(t.calls()).toHaveLength(1);
     t.reset();
     const fits = await t.execute<{ nodes: unknown[] }>(query, { ids: ids.slice(0, 50).map(globalId) });
     expect(fits.errors).toBeUndefined();
@@ -137,11 +143,11 @@ describe('estimate before execution', () => {
       .map((id) => `"${globalId(id)}"`)
       .join(', ')}]) { nodes(ids: $ids) { ... on Head { name } } }`;
     expectBudgetRefusal(await t.execute(defaulted), 60);
-    expectBudgetRefusal(await plain.execute(`query($n: Int = 100) { heads(first: $n) { nodes { headMetadata } } }`), 102, 50, plain);
+    expectBudgetRefusal(await plain.execute(`query($n: Int = 100) { heads(first: $n) { nodes { headMetadata } } }`), 101, 50, plain);
   });
 });
 
-describe('the estimate is an upper bound of the real calls', () => {
+describe("the plan's count is the real count, or an upper bound where data decides", () => {
   interface Case {
     readonly name: string;
     readonly query: string;
@@ -222,8 +228,8 @@ describe('the estimate is an upper bound of the real calls', () => {
     ];
   };
 
-  // With the planner (the default) and without it: the estimate must hold for both read plans.
-  for (const planner of ['on', 'off']) {
+  // With the planner (the default) and without it: the count must hold for both strategies.
+  for (const planner of ['on', 'off'] as const) {
     it(`holds for varied operations (PLANNER=${planner})`, async () => {
       await withGateway({ UPSTREAM_CALL_BUDGET: '1000', PLANNER: planner }, async (g) => {
         const login = await g.execute<{ login: { accessToken: string } }>(`mutation($input: LoginInput!) { login(input: $input) { accessToken } }`, {
@@ -233,7 +239,7 @@ describe('the estimate is an upper bound of the real calls', () => {
         const page = await g.execute<{ heads: { pageInfo: { endCursor: string } } }>(`{ heads(first: 45) { pageInfo { endCursor } } }`);
         const cursor = page.data!.heads.pageInfo.endCursor;
 
-        const rows: { name: string; estimate: number; plain: number; actual: number }[] = [];
+        const rows: { name: string; planned: number; exact: boolean; actual: number }[] = [];
         const all = cases();
         expect(all.length).toBeGreaterThanOrEqual(20);
         for (const c of all) {
@@ -246,17 +252,17 @@ describe('the estimate is an upper bound of the real calls', () => {
           });
           const body = (await response.json()) as GraphQLResponse;
           expect(body.errors, `${c.name}: ${JSON.stringify(body.errors)}`).toBeUndefined();
-          const document = parse(query);
-          rows.push({
-            name: c.name,
-            // The estimate for the gateway's plan, and the plain one (an upper bound of both plans).
-            estimate: estimateUpstreamCalls(document, c.operationName, c.variables ?? {}, { planner: planner === 'on' }),
-            plain: estimateUpstreamCalls(document, c.operationName, c.variables ?? {}),
-            actual: g.calls().length,
-          });
+          const plan = planOf(query, c.variables, { strategy: planner === 'on' ? 'selection' : 'plain', operationName: c.operationName, authorized: c.auth === true });
+          rows.push({ name: c.name, planned: plan.calls, exact: plan.exact, actual: g.calls().length });
         }
         expect(rows.filter((r) => r.actual === 0)).toEqual([]);
-        expect(rows.filter((r) => r.estimate < r.actual || r.plain < r.actual)).toEqual([]);
+        expect(rows.filter((r) => (r.exact ? r.planned !== r.actual : r.planned < r.actual))).toEqual([]);
+        // Only data-dependent shapes are bounds: a style-filtered page, `last` without `before`.
+        expect(rows.filter((r) => !r.exact).map((r) => r.name)).toEqual(
+          planner === 'on'
+            ? ['heads, style filter, metadata and Hair B', 'heads, last without before', 'heads, last, metadata, variant A and Hair B', 'permissions, last']
+            : ['heads, metadata through a fragment and a variable', 'heads, search, edges, Hair B', 'heads, style filter, metadata and Hair B', 'heads, last without before', 'heads, last, metadata, variant A and Hair B', 'heads, a variable default over the default page', 'permissions, last', 'two operations, the named one runs'],
+        );
       });
     });
   }
@@ -266,7 +272,7 @@ describe('the budget during execution', () => {
   it('refuses calls past the budget (retries) with UPSTREAM_BUDGET_EXCEEDED; the upstream gets exactly the budget', async () => {
     await withGateway({ UPSTREAM_CALL_BUDGET: '3' }, async (g) => {
       const query = `{ a: head(id: "${ids[0]}") { uuid arUrl } b: head(id: "${ids[1]}") { uuid arUrl } }`;
-      expect(estimateUpstreamCalls(parse(query), undefined)).toBe(2);
+      expect(planOf(query).calls).toBe(2);
       // Both first reads fail with 503; one retry fits the budget of 3, the other does not.
       g.reference.injectFault('getHeadExt', { kind: 'status', status: 503 }, 2);
       const response = await g.execute<{ a: { uuid: string } | null; b: { uuid: string } | null }>(query);

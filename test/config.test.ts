@@ -27,10 +27,10 @@ describe('loadConfig', () => {
       upstreamKeepAliveMs: 4_000,
       upstreamMaxResponseBytes: 5 * 1024 * 1024,
       upstreamFanout: 10,
-      upstreamCallBudget: 50,
+      upstreamCallBudget: 100,
       operationTimeoutMs: 15_000,
       introspection: true,
-      planner: true,
+      planner: 'selection',
       corsOrigins: [],
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxBodyBytes: 100_000 },
       shutdownGraceMs: 10_000,
@@ -45,7 +45,7 @@ describe('loadConfig', () => {
     expect(loadConfig({ NODE_ENV: 'production', INTROSPECTION: 'true' }).introspection).toBe(true);
     expect(loadConfig({ INTROSPECTION: 'off' }).introspection).toBe(false);
     expect(loadConfig({ WORKERS: 'auto' }).workers).toBeGreaterThanOrEqual(1);
-    expect(loadConfig({ PLANNER: 'off' }).planner).toBe(false);
+    expect(loadConfig({ PLANNER: 'off' }).planner).toBe('plain');
     expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173']);
   });
 

@@ -23,10 +23,10 @@ async function loginAs(username: string, password: string): Promise<string> {
   return response.data!.login.accessToken;
 }
 
-// These tests hold the default plan of the issue "GraphQL schema" (one read per need, the table in
-// the README); the field-aware planner's cheaper reads are held by test/planner.test.ts.
+// The default configuration (the planner on): the README's planner table is held in detail by
+// test/planner.test.ts, with its PLANNER=off block.
 beforeAll(async () => {
-  t = await startTestGateway({ env: { PLANNER: 'off' } });
+  t = await startTestGateway();
   token = await loginAs(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password);
   ids = t.reference.store.headIds();
 });
@@ -76,8 +76,8 @@ describe('Head and Hair fields', () => {
         payableData: { price: a.hair.payable_data.price, description: a.hair.payable_data.description ?? null },
       },
     });
-    // Head fields and Hair A from the extended variant A read, Hair B fields from the variant B one.
-    expect(t.calls().map((r) => r.operation).sort()).toEqual(['getHeadExt', 'getHeadExtById']);
+    // Head fields, head_metadata and Hair A from the extended variant A read, Hair B from Get Head By Id.
+    expect(t.calls().map((r) => r.operation).sort()).toEqual(['getHeadById', 'getHeadExt']);
   });
 
   it('accepts the raw UUID as well as the global ID', async () => {
@@ -100,7 +100,8 @@ describe('Head and Hair fields', () => {
     );
     expect(response.data!.node).toEqual({ id: globalId(ids[0]!), name: upstreamHead(ids[0]!).name });
     expect(response.data!.nodes).toEqual([{ id: globalId(ids[1]!), uuid: ids[1] }, { id: globalId(ids[0]!), uuid: ids[0] }, null]);
-    expect(t.calls('getHeadExt')).toHaveLength(2);
+    // Two distinct heads, each read once for node and nodes together.
+    expect(t.calls().map((r) => r.path).sort()).toEqual([ids[0], ids[1]].map((id) => `/v2/head/${id}`).sort());
   });
 });
 
@@ -122,19 +123,17 @@ describe('upstream calls: dedupe and completion', () => {
     expect(t.calls().map((r) => r.operation)).toEqual(['listHeads']);
   });
 
-  it('headMetadata on listed heads is completed through one extended read per head', async () => {
+  it('headMetadata on listed heads comes with the Get Heads Ext listing: one call', async () => {
     const response = await t.execute<any>(`{ heads(first: 5) { nodes { uuid headMetadata } } }`);
     expect(response.data.heads.nodes.map((n: any) => n.headMetadata)).toEqual(ids.slice(0, 5).map((id) => upstreamHead(id).head_metadata));
-    expect(t.calls('listHeads')).toHaveLength(1);
-    expect(t.calls('getHeadExt').map((r) => r.path).sort()).toEqual(ids.slice(0, 5).map((id) => `/v2/heads/${id}/ext`).sort());
+    expect(t.calls().map((r) => [r.operation, r.query])).toEqual([['listHeadsExt', { limit: '6', skip: '0' }]]);
   });
 
-  it('Hair B fields on listed heads are completed through the variant B extended read of each head with hair', async () => {
+  it('Hair B fields on listed heads come with the Get Heads Ext listing: one call', async () => {
     const response = await t.execute<any>(`{ heads(first: 10) { nodes { uuid hair { hairMetadata userId } } } }`);
     const withHair = ids.slice(0, 10).filter((id) => upstreamHead(id).hair);
     expect(response.data.heads.nodes.filter((n: any) => n.hair).map((n: any) => n.hair.hairMetadata)).toEqual(withHair.map((id) => upstreamHeadB(id).hair.hair_metadata));
-    expect(t.calls('getHeadExtById')).toHaveLength(withHair.length);
-    expect(t.calls()).toHaveLength(1 + withHair.length);
+    expect(t.calls().map((r) => r.operation)).toEqual(['listHeadsExt']);
   });
 
   it('the same list page in one operation is fetched once', async () => {
@@ -259,7 +258,8 @@ describe('mutations', () => {
     });
     expect(response.errors).toBeUndefined();
     expect(response.data.updateHead.head.hair.id).toBe(hairId);
-    expect(t.calls().map((r) => r.operation)).toEqual(['updateHead', 'getHeadExt']);
+    // The update answers variant A without head_metadata: the extended variant B read has it.
+    expect(t.calls().map((r) => r.operation)).toEqual(['updateHead', 'getHeadExtById']);
     expect(t.calls('updateHead')[0]!.body).toEqual({ hair_id: hairId, hair_color: 'auburn' });
   });
 
@@ -358,7 +358,7 @@ describe('errors', () => {
     const missing = await t.execute<any>(`{ head(id: "${unknownId}") { name } }`);
     expect(errorCodes(missing)).toEqual(['NOT_FOUND']);
     expect(missing.data.head).toBeNull();
-    expect(t.calls().map((r) => r.operation)).toEqual(['deleteHead', 'getHeadExt']);
+    expect(t.calls().map((r) => r.operation)).toEqual(['deleteHead', 'getHeadById']);
   });
 
   it('maps an upstream 422 to BAD_USER_INPUT with fieldErrors on the GraphQL input path', async () => {
@@ -369,25 +369,25 @@ describe('errors', () => {
   });
 
   it('maps timeouts, unreachable and failing upstreams; GETs retried, mutations never', async () => {
-    t.reference.injectFault('getHeadExt', { kind: 'drop' }, 3);
+    t.reference.injectFault('getHeadById', { kind: 'drop' }, 3);
     const unavailable = await t.execute(`{ head(id: "${ids[0]}") { name } }`);
     expect(errorCodes(unavailable)).toEqual(['UPSTREAM_UNAVAILABLE']);
-    expect(t.calls('getHeadExt')).toHaveLength(3);
+    expect(t.calls('getHeadById')).toHaveLength(3);
 
     t.reset();
-    t.reference.injectFault('getHeadExt', { kind: 'status', status: 503 }, 2);
+    t.reference.injectFault('getHeadById', { kind: 'status', status: 503 }, 2);
     const recovered = await t.execute<any>(`{ head(id: "${ids[0]}") { name } }`);
     expect(recovered.data.head.name).toBe(upstreamHead(ids[0]!).name);
-    expect(t.calls('getHeadExt')).toHaveLength(3);
+    expect(t.calls('getHeadById')).toHaveLength(3);
 
     t.reset();
-    t.reference.injectFault('getHeadExt', { kind: 'status', status: 500 });
+    t.reference.injectFault('getHeadById', { kind: 'status', status: 500 });
     expect(errorCodes(await t.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
-    t.reference.injectFault('getHeadExt', { kind: 'malformed-json' });
+    t.reference.injectFault('getHeadById', { kind: 'malformed-json' });
     expect(errorCodes(await t.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
-    t.reference.injectFault('getHeadExt', { kind: 'off-contract' });
+    t.reference.injectFault('getHeadById', { kind: 'off-contract' });
     expect(errorCodes(await t.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
-    expect(t.calls('getHeadExt')).toHaveLength(3);
+    expect(t.calls('getHeadById')).toHaveLength(3);
 
     t.reset();
     t.reference.injectFault('updateHead', { kind: 'status', status: 503 });
@@ -397,13 +397,13 @@ describe('errors', () => {
   });
 
   it('maps a slow upstream to UPSTREAM_TIMEOUT', async () => {
-    const slow = await startTestGateway({ timeoutMs: 100, env: { PLANNER: 'off' } });
+    const slow = await startTestGateway({ timeoutMs: 100 });
     try {
-      slow.reference.injectFault('getHeadExt', { kind: 'latency', ms: 1_000 });
+      slow.reference.injectFault('getHeadById', { kind: 'latency', ms: 1_000 });
       const response = await slow.execute<any>(`{ head(id: "${ids[0]}") { name } }`);
       expect(errorCodes(response)).toEqual(['UPSTREAM_TIMEOUT']);
       expect(response.data.head).toBeNull();
-      expect(slow.calls('getHeadExt')).toHaveLength(1);
+      expect(slow.calls('getHeadById')).toHaveLength(1);
     } finally {
       await slow.close();
     }
@@ -444,7 +444,7 @@ describe('errors', () => {
 
   it('refuses an asset address that is not http(s) as off-contract, logged as a warning not an error', async () => {
     t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(ids[0]!), url: 'javascript:alert(1)' } });
-    const response = await t.execute<any>(`{ head(id: "${ids[0]}") { url } }`);
+    const response = await t.execute<any>(`{ head(id: "${ids[0]}") { url updatedAt } }`);
     expect(errorCodes(response)).toEqual(['UPSTREAM_ERROR']);
     expect(JSON.stringify(response)).not.toContain('javascript:');
     const line = t.logLines.find((l) => l.includes('off-contract'));
@@ -453,13 +453,13 @@ describe('errors', () => {
 
   it('no error message carries a stack trace, the upstream address or a token', async () => {
     const leaky = `at ${t.reference.url}/heads Bearer ${token}`;
-    t.reference.injectFault('getHeadExt', { kind: 'status', status: 500, body: { detail: leaky } });
+    t.reference.injectFault('getHeadById', { kind: 'status', status: 500, body: { detail: leaky } });
     t.reference.injectFault('getHeadExtById', { kind: 'drop' }, 3);
     const withHair = ids.find((id) => upstreamHead(id).hair)!;
     t.reference.injectFault('updateHead', { kind: 'status', status: 422, body: { detail: [{ loc: ['body', 'name'], msg: leaky, type: 'value_error' }] } });
     const responses = [
       await t.execute(`{ head(id: "${ids[0]}") { name } }`, undefined, bearer()),
-      await t.execute(`{ head(id: "${withHair}") { hair { hairMetadata } } }`, undefined, bearer()),
+      await t.execute(`{ head(id: "${withHair}") { headMetadata hair { hairMetadata } } }`, undefined, bearer()),
       await t.execute(`mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`, undefined, bearer()),
       await t.execute(`query($id: ID!) { head(id: $id) { name } }`, { id: 42 }, bearer()),
     ];
@@ -479,7 +479,7 @@ describe('token forwarding', () => {
     const alice = await loginAs(ALICE_USERNAME, ALICE_PASSWORD);
     t.reset();
     // Slow reads make the two operations overlap in time on the shared connection pool.
-    t.reference.injectFault('getHeadExt', { kind: 'latency', ms: 30 }, 10);
+    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 30 }, 10);
     const query = `query($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { name } permissions(first: 2) { totalCount } }`;
     const [fromDemo, fromAlice] = await Promise.all([
       t.execute<any>(query, { a: ids[0], b: ids[1] }, { ...bearer(token), 'x-request-id': 'demo-request' }),
@@ -493,7 +493,7 @@ describe('token forwarding', () => {
     expect(byRequest('demo-request').every((r) => r.headers.authorization === `Bearer ${token}`)).toBe(true);
     expect(byRequest('alice-request').every((r) => r.headers.authorization === `Bearer ${alice}`)).toBe(true);
     // No cache crosses requests: the head both asked for was read once for each.
-    expect(t.calls('getHeadExt').filter((r) => r.path.endsWith(`${ids[0]}/ext`))).toHaveLength(2);
+    expect(t.calls('getHeadById').filter((r) => r.path.endsWith(`/head/${ids[0]}`))).toHaveLength(2);
   });
 
   it('never logs or echoes the token', async () => {

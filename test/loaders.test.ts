@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RequestLoaders } from '../src/loaders/request-loaders.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { UpstreamError } from '../src/upstream/errors.js';
+import { Need } from '../src/plan/needs.js';
 import { listHeads } from '../src/upstream/heads.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
@@ -10,9 +11,10 @@ let reference: ReferenceUpstream;
 let upstream: Upstream;
 let allIds: string[];
 
-const loadersFor = (authorization?: string, fanout?: number) =>
-  new RequestLoaders(upstream.forRequest({ requestId: 'loader-test', authorization }), { fanout });
+const loadersFor = (authorization?: string, fanout = 10) =>
+  new RequestLoaders(upstream.forRequest({ requestId: 'loader-test', authorization }), { fanout, strategy: 'selection' });
 const calls = (operation: string) => reference.requests.filter((r) => r.operation === operation);
+const operations = () => reference.requests.map((r) => r.operation).sort();
 
 beforeAll(async () => {
   reference = await startReferenceUpstream();
@@ -32,44 +34,95 @@ beforeEach(() => {
   reference.resetRecording();
 });
 
-describe('by-id loaders', () => {
-  it('deduplicate concurrent and repeated reads of one id within a request', async () => {
-    const loaders = loadersFor();
+describe('the head loader', () => {
+  it('deduplicates concurrent and repeated loads of one head within a request', async () => {
+    const { heads } = loadersFor();
     const id = allIds[3]!;
-    const heads = await Promise.all([1, 2, 3, 4, 5].map(() => loaders.headExt.load(id)));
-    expect(heads.every((h) => h.id === id)).toBe(true);
-    await loaders.headExt.load(id);
-    expect(calls('getHeadExt')).toHaveLength(1);
+    const records = await Promise.all([1, 2, 3, 4, 5].map(() => heads.load(id, Need.head)));
+    expect(records.every((r) => r === records[0] && r.id === id && r.head?.id === id)).toBe(true);
+    await heads.load(id, Need.head);
+    expect(operations()).toEqual(['getHeadById']);
   });
 
-  it('keep one loader per read: variant A ext, variant B and variant B ext are separate calls', async () => {
-    const loaders = loadersFor();
+  it('merges the needs of one tick into the cheapest covering read', async () => {
+    const { heads } = loadersFor();
     const id = allIds[0]!;
-    await Promise.all([loaders.headExt.load(id), loaders.headById.load(id), loaders.headExtById.load(id), loaders.headById.load(id)]);
-    expect(reference.requests.map((r) => r.operation).sort()).toEqual(['getHeadById', 'getHeadExt', 'getHeadExtById']);
+    const [a, b] = await Promise.all([heads.load(id, Need.head), heads.load(id, Need.metadata)]);
+    expect(a).toBe(b);
+    expect(b.available & Need.metadata).toBe(Need.metadata);
+    // head + head_metadata: one Get Head Ext By Id (variant B), not two reads.
+    expect(operations()).toEqual(['getHeadExtById']);
   });
 
-  it('cache nothing across requests and forward each request its own token', async () => {
+  it('reads only what the request lacks: a later need the first read carried costs nothing, one it did not costs one read', async () => {
+    const { heads } = loadersFor();
+    const id = allIds.find((i) => i !== allIds[0])!;
+    await heads.load(id, Need.metadata | Need.hairB);
+    await heads.load(id, Need.head | Need.hairB);
+    expect(operations()).toEqual(['getHeadExtById']);
+    const record = await heads.with(await heads.load(id, Need.head), Need.variantA);
+    expect(record.a?.updated_at).toBeDefined();
+    expect(operations()).toEqual(['getHeadExt', 'getHeadExtById']);
+  });
+
+  it('fields of both variants: both reads at once, in flight together', async () => {
+    const { heads } = loadersFor();
+    const id = allIds[5]!;
+    reference.injectFault('getHeadExt', { kind: 'latency', ms: 40 });
+    reference.injectFault('getHeadById', { kind: 'latency', ms: 40 });
+    const record = await heads.load(id, Need.variantA | Need.hairB);
+    expect(await heads.with(record, Need.variantA | Need.hairB)).toBe(record);
+    expect(record.a?.id).toBe(id);
+    expect(record.b?.id).toBe(id);
+    expect(operations()).toEqual(['getHeadById', 'getHeadExt']);
+    expect(reference.maxInFlight()).toBe(2);
+  });
+
+  it('caches nothing across requests and forwards each request its own token', async () => {
     const id = allIds[1]!;
-    await Promise.all([loadersFor('Bearer token-a').headExt.load(id), loadersFor('Bearer token-b').headExt.load(id)]);
-    expect(calls('getHeadExt').map((r) => r.headers.authorization).sort()).toEqual(['Bearer token-a', 'Bearer token-b']);
+    await Promise.all([loadersFor('Bearer token-a').heads.load(id, Need.head), loadersFor('Bearer token-b').heads.load(id, Need.head)]);
+    expect(calls('getHeadById').map((r) => r.headers.authorization).sort()).toEqual(['Bearer token-a', 'Bearer token-b']);
   });
 
-  it('fan out concurrently under the cap', async () => {
+  it('fans out concurrently under the cap', async () => {
     const ids = allIds.slice(10, 30);
-    reference.injectFault('getHeadExt', { kind: 'latency', ms: 40 }, ids.length);
-    const heads = await loadersFor(undefined, 4).headExt.loadMany(ids);
-    expect(heads.map((h) => (h instanceof Error ? h : h.id))).toEqual(ids);
-    expect(calls('getHeadExt')).toHaveLength(20);
+    reference.injectFault('getHeadById', { kind: 'latency', ms: 40 }, ids.length);
+    const { heads } = loadersFor(undefined, 4);
+    const records = await Promise.all(ids.map((id) => heads.load(id, Need.head)));
+    expect(records.map((r) => r.id)).toEqual(ids);
+    expect(calls('getHeadById')).toHaveLength(20);
     expect(reference.maxInFlight()).toBe(4);
   });
 
-  it('fail only the key whose read failed', async () => {
+  it('fails only the head whose read failed', async () => {
     const missing = '00000000-0000-4000-8000-000000000000';
-    const [found, lost] = await loadersFor().headExt.loadMany([allIds[2]!, missing]);
-    expect(found).toMatchObject({ id: allIds[2] });
-    expect(lost).toBeInstanceOf(UpstreamError);
-    expect((lost as UpstreamError).code).toBe('NOT_FOUND');
+    const { heads } = loadersFor();
+    const [found, lost] = await Promise.allSettled([heads.load(allIds[2]!, Need.head), heads.load(missing, Need.head)]);
+    expect(found).toMatchObject({ status: 'fulfilled', value: { id: allIds[2] } });
+    expect(lost.status).toBe('rejected');
+    expect((lost as PromiseRejectedResult).reason).toBeInstanceOf(UpstreamError);
+    expect(((lost as PromiseRejectedResult).reason as UpstreamError).code).toBe('NOT_FOUND');
+  });
+
+  it('a listed head is seeded: what the listing carried needs no read, and Hair B of a head without hair none either', async () => {
+    const loaders = loadersFor();
+    const window = await loaders.listHeadsWindow({}, 0, 20);
+    reference.resetRecording();
+    const hairless = window.items.find((r) => !r.head!.hair)!;
+    expect(hairless).toBeDefined();
+    expect(await loaders.heads.load(window.items[0]!.id, Need.variantA)).toBe(window.items[0]);
+    expect(await loaders.heads.load(hairless.id, Need.hairB)).toBe(hairless);
+    expect(reference.requests).toEqual([]);
+  });
+
+  it('forgets a head after an update: the next load reads it again', async () => {
+    const { heads } = loadersFor();
+    const id = allIds[6]!;
+    const before = await heads.load(id, Need.head);
+    heads.forget(id);
+    const after = await heads.load(id, Need.head);
+    expect(after).not.toBe(before);
+    expect(calls('getHeadById')).toHaveLength(2);
   });
 });
 

@@ -2,7 +2,10 @@ import { z } from 'zod';
 import { deleteHead, updateHead } from '../upstream/heads.js';
 import type { UpdateHeadBody } from '../upstream/schemas.js';
 import { builder } from './builder.js';
-import { headFromListing, HeadRef, type HeadSource } from './head.js';
+import type { HeadRecord } from '../loaders/head-records.js';
+import { plan } from '../plan/facts.js';
+import type { HeadUpdatePlan } from '../plan/operation-plan.js';
+import { HeadRef } from './head.js';
 import { headIdSchema, requireAuthorization } from './inputs.js';
 import { anyFieldGiven } from './mutation-inputs.js';
 
@@ -26,7 +29,7 @@ const DeleteHeadInput = builder.inputType('DeleteHeadInput', {
   fields: (t) => ({ id: t.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }) }),
 });
 
-const UpdateHeadPayload = builder.objectRef<{ head: HeadSource }>('UpdateHeadPayload').implement({
+const UpdateHeadPayload = builder.objectRef<{ head: HeadRecord }>('UpdateHeadPayload').implement({
   description: 'The result of updateHead.',
   fields: (t) => ({ head: t.field({ type: HeadRef, description: 'The head as it is now.', resolve: (p) => p.head }) }),
 });
@@ -44,7 +47,8 @@ builder.mutationFields((t) => ({
     type: UpdateHeadPayload,
     description: 'Changes a head (Update Head). Sent once, never retried.',
     args: { input: t.arg({ type: UpdateHeadInput, required: true, description: 'The head and the changes.' }) },
-    resolve: async (_, { input }, ctx) => {
+    ...plan({ kind: 'headUpdate' }),
+    resolve: async (_, { input }, ctx, info) => {
       // The validated id is the UUID (headIdSchema transforms); Pothos types it as the raw input.
       const id = input.id as unknown as string;
       const body: UpdateHeadBody = {
@@ -56,20 +60,25 @@ builder.mutationFields((t) => ({
         hair_id: input.hairId ?? undefined,
         hair_color: input.hairColor ?? undefined,
       };
-      const head = await updateHead(ctx.upstream, id, body);
-      ctx.loaders.rememberUpdatedHead(head);
-      return { head: headFromListing(head) };
+      const answer = await updateHead(ctx.upstream, id, body);
+      // Nothing read of the head before the update holds now; its answer is a fresh Head A, and
+      // what else the payload's fields need is read after it.
+      ctx.loaders.heads.forget(id);
+      const head = ctx.loaders.heads.seed(answer, 'updateHead');
+      const planned = ctx.plan.fields.get(String(info.path.key)) as HeadUpdatePlan | undefined;
+      return { head: await ctx.loaders.heads.load(head.id, planned?.needs ?? 0) };
     },
   }),
   deleteHead: t.field({
     type: DeleteHeadPayload,
     description: 'Deletes a head (Delete Head). Needs a bearer token. Sent once, never retried.',
     args: { input: t.arg({ type: DeleteHeadInput, required: true, description: 'The head to delete.' }) },
+    ...plan({ kind: 'call', operation: 'deleteHead', needsToken: true }),
     resolve: async (_, { input }, ctx) => {
       requireAuthorization(ctx);
       const id = input.id as unknown as string;
       await deleteHead(ctx.upstream, id);
-      ctx.loaders.forgetHead(id);
+      ctx.loaders.heads.forget(id);
       return { uuid: id };
     },
   }),

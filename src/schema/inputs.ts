@@ -47,27 +47,51 @@ function decodeGlobalId(globalId: string): { typename: string; id: string } | un
   return match ? { typename: match[1]!, id: match[2]! } : undefined;
 }
 
-/**
- * A global ID as `node`/`nodes` take it: garbage is the caller's mistake (BAD_USER_INPUT);
- * a well-formed ID of a type this gateway has no node for resolves to undefined (matches nothing).
- */
-export const nodeIdSchema = z.string().transform((value, ctx) => {
+/** The head UUID a head id names (its global ID or its raw UUID), or undefined. */
+export function headIdFrom(value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  if (uuidPattern.test(value)) return value.toLowerCase();
   const decoded = decodeGlobalId(value);
-  if (decoded === undefined || (decoded.typename === 'Head' && !uuidPattern.test(decoded.id))) {
-    ctx.addIssue({ code: 'custom', message: 'Not a valid global ID', params: { type: 'invalid_global_id' } });
-    return z.NEVER;
-  }
-  return decoded.typename === 'Head' ? { typename: 'Head' as const, id: decoded.id.toLowerCase() } : undefined;
+  return decoded?.typename === 'Head' && uuidPattern.test(decoded.id) ? decoded.id.toLowerCase() : undefined;
+}
+
+/**
+ * What a node id names: a head's UUID (from its global ID, or a raw UUID as `head(id:)` takes),
+ * null for a well-formed global ID of a type this gateway has no node for (it matches nothing),
+ * undefined when it is not an ID at all.
+ */
+export function nodeIdFrom(value: unknown): string | null | undefined {
+  const head = headIdFrom(value);
+  if (head !== undefined) return head;
+  if (typeof value !== 'string') return undefined;
+  const decoded = decodeGlobalId(value);
+  return decoded !== undefined && decoded.typename !== 'Head' ? null : undefined;
+}
+
+/** The head a node id names, for the plan; nothing for any other ID. */
+export const nodeHeadIdFrom = (value: unknown): string | undefined => nodeIdFrom(value) ?? undefined;
+
+const invalidNodeId = { code: 'custom', message: 'Not a valid global ID or head UUID', params: { type: 'invalid_global_id' } } as const;
+
+/** A node id: garbage is the caller's mistake (BAD_USER_INPUT); another type's ID resolves to null. */
+export const nodeIdSchema = z.string().transform((value, ctx) => {
+  const id = nodeIdFrom(value);
+  if (id === undefined) ctx.addIssue(invalidNodeId);
+  return id ?? null;
 });
+
+/** The BAD_USER_INPUT of one id of a list that is not an ID; the other ids still resolve. */
+export const invalidNodeIdAt = (path: readonly (string | number)[]) => invalidInput([{ ...invalidNodeId, path: [...path] }]);
 
 /** A head's ID as clients may give it: its global ID or its raw UUID. Resolves to the UUID. */
 export const headIdSchema = z.string().transform((value, ctx) => {
-  if (uuidPattern.test(value)) return value.toLowerCase();
-  const decoded = decodeGlobalId(value);
-  if (decoded?.typename === 'Head' && uuidPattern.test(decoded.id)) return decoded.id.toLowerCase();
-  ctx.addIssue({ code: 'custom', message: 'Expected a Head global ID or a UUID', params: { type: 'invalid_head_id' } });
-  return z.NEVER;
+  const id = headIdFrom(value);
+  if (id === undefined) ctx.addIssue({ code: 'custom', message: 'Expected a Head global ID or a UUID', params: { type: 'invalid_head_id' } });
+  return id ?? z.NEVER;
 });
+
+/** At most this many IDs per `nodes`; each distinct head costs its reads against the call budget. */
+export const MAX_NODE_IDS = 100;
 
 export const MAX_PAGE_SIZE = 100;
 export const DEFAULT_PAGE_SIZE = 50;
@@ -95,11 +119,20 @@ const cursor = z
   .nullish();
 
 /** `first`/`last` 1..100 and cursors this gateway issued; other arguments pass through. */
-export const connectionArgsSchema = z.looseObject({ first: pageSize, last: pageSize, after: cursor, before: cursor });
+export const connectionArgsSchema = z
+  .looseObject({ first: pageSize, last: pageSize, after: cursor, before: cursor })
+  .refine((args) => args.first == null || args.last == null, {
+    error: 'Give `first` or `last`, not both',
+    path: ['last'],
+    params: { type: 'first_and_last' },
+  });
+
+/** Whether the request carries an Authorization header to forward. */
+export const carriesToken = (context: Pick<GatewayContext, 'authorization'>): boolean => context.authorization !== undefined && context.authorization.trim() !== '';
 
 /** Operations the contract says need a bearer token fail here, before any upstream call. */
 export function requireAuthorization(context: GatewayContext): void {
-  if (context.authorization === undefined || context.authorization.trim() === '') {
+  if (!carriesToken(context)) {
     throw new GraphQLError('This field needs an Authorization header with a bearer token', { extensions: { code: 'UNAUTHENTICATED' } });
   }
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { login } from '../upstream/auth.js';
 import type { LoginDto } from '../upstream/schemas.js';
+import { plan } from '../plan/facts.js';
 import { builder } from './builder.js';
 
 const LoginInput = builder.inputType('LoginInput', {
@@ -24,6 +25,7 @@ builder.mutationField('login', (t) =>
     type: LoginPayload,
     description: "Proxies the upstream's OAuth2 password flow, so GraphiQL users can get a token. Sent once, never retried.",
     args: { input: t.arg({ type: LoginInput, required: true, description: 'The credentials.' }) },
+    ...plan({ kind: 'call', operation: 'login', needsToken: false }),
     resolve: (_, { input }, ctx) => login(ctx.upstream, input),
   }),
 );

@@ -1,37 +1,34 @@
-import { brandWithType } from '@pothos/core';
-import type { GatewayContext } from '../context.js';
+import { z } from 'zod';
+import { plan } from '../plan/facts.js';
 import { builder } from './builder.js';
-import { HeadRef, loadHead } from './head.js';
-import { needsOfHeadField, type HeadNeeds } from './selection.js';
-import { nodeIdSchema } from './inputs.js';
-
-type NodeId = { typename: 'Head'; id: string } | undefined;
-
-/** Loads what a global ID names (a Head, through the per-request loader); nothing for other IDs. */
-async function loadNode(nodeId: NodeId, context: GatewayContext, needs: HeadNeeds | undefined) {
-  if (nodeId === undefined) return null;
-  const head = await loadHead(context, nodeId.id, needs);
-  // The brand tells the Node interface which object type this is.
-  brandWithType(head, HeadRef);
-  return head;
-}
+import { loadHead } from './head.js';
+import { invalidNodeIdAt, MAX_NODE_IDS, nodeIdFrom, nodeIdSchema } from './inputs.js';
 
 builder.queryFields((t) => ({
   node: t.field({
     type: builder.nodeInterfaceRef(),
     nullable: true,
-    description: 'Fetches any object by its global ID.',
-    args: { id: t.arg.id({ required: true, description: 'A global ID.', validate: nodeIdSchema }) },
-    resolve: (_, args, ctx, info) => loadNode(args.id as unknown as NodeId, ctx, ctx.planner ? needsOfHeadField(info.fieldNodes, info.fragments) : undefined),
+    description: 'Fetches any object by its global ID (a head also by its raw UUID).',
+    args: { id: t.arg.id({ required: true, description: 'A global ID, or a head UUID.', validate: nodeIdSchema }) },
+    ...plan({ kind: 'head', arg: 'id', ids: 'node' }),
+    // The validated id is the head UUID, or null for an ID of a type with no node here.
+    resolve: (_, args, ctx) => {
+      const id = args.id as unknown as string | null;
+      return id === null ? null : loadHead(ctx, id);
+    },
   }),
   nodes: t.field({
     type: [builder.nodeInterfaceRef()],
     nullable: { list: false, items: true },
-    description: 'Fetches objects by their global IDs, in order; an ID that matches nothing gives null.',
-    args: { ids: t.arg.idList({ required: true, description: 'Global IDs (at most 100).', validate: nodeIdSchema.array().max(100) }) },
-    resolve: (_, args, ctx, info) => {
-      const needs = ctx.planner ? needsOfHeadField(info.fieldNodes, info.fragments) : undefined;
-      return (args.ids as unknown as NodeId[]).map((id) => loadNode(id, ctx, needs));
-    },
+    description: `Fetches objects by their global IDs (heads also by raw UUIDs), in order; an ID that matches nothing gives null, one that is not an ID an error at its index. At most ${MAX_NODE_IDS}; the same ID twice is read once.`,
+    args: { ids: t.arg.idList({ required: true, description: `Global IDs or head UUIDs (at most ${MAX_NODE_IDS}).`, validate: z.array(z.string()).max(MAX_NODE_IDS) }) },
+    ...plan({ kind: 'heads', arg: 'ids' }),
+    resolve: (_, args, ctx) =>
+      args.ids.map((raw, index) => {
+        const id = nodeIdFrom(raw);
+        // One bad ID is that item's error, not the whole field's: its siblings still resolve.
+        if (id === undefined) return invalidNodeIdAt(['ids', index]);
+        return id === null ? null : loadHead(ctx, id);
+      }),
   }),
 }));

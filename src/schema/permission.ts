@@ -1,6 +1,8 @@
 import { userRoles, type PermissionDto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
-import { pagedSource, resolveWindowConnection } from './connections.js';
+import { plan, needs } from '../plan/facts.js';
+import { Need } from '../plan/needs.js';
+import { resolveWindowConnection } from './connections.js';
 import { knownOrFail, UserRole } from './enums.js';
 import { connectionArgsSchema, requireAuthorization } from './inputs.js';
 
@@ -18,18 +20,17 @@ builder.queryFields((t) => ({
       type: PermissionRef,
       description: 'Permissions, paged forwards or backwards; 1 to 100 per page, 50 by default. Needs a bearer token.',
       validate: connectionArgsSchema,
+      ...plan({ kind: 'permissionListing' }),
       resolve: (_, args, ctx) => {
         requireAuthorization(ctx);
-        return resolveWindowConnection(
-          args,
-          pagedSource((offset, limit) => ctx.loaders.listPermissionsWindow(offset, limit), args.last),
-        );
+        const window = (offset: number, size: number) => ctx.loaders.listPermissionsWindow(offset, size);
+        return resolveWindowConnection(args, { window, first: (size) => window(0, size), total: async () => (await window(0, 1)).total! });
       },
     },
     {
       name: 'PermissionConnection',
       description: 'A page of permissions.',
-      fields: (t) => ({ totalCount: t.int({ description: 'How many permissions the whole listing has.', resolve: (c) => c.totalCount() }) }),
+      fields: (t) => ({ totalCount: t.int({ description: 'How many permissions the whole listing has.', ...needs(Need.total), resolve: (c) => c.totalCount() }) }),
     },
     { name: 'PermissionEdge', description: 'A permission and its cursor.' },
   ),

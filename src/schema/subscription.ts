@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { updateSubscription } from '../upstream/subscriptions.js';
 import { paymentCycles, platformTypes, type SubscriptionDto, type SubscriptionTypeDto, type UpdateSubscriptionBody } from '../upstream/schemas.js';
+import { plan } from '../plan/facts.js';
 import { builder } from './builder.js';
 import { knownOrFail, PaymentCycle, PlatformType } from './enums.js';
 import { anyFieldGiven } from './mutation-inputs.js';
@@ -65,6 +66,7 @@ builder.mutationField('updateSubscription', (t) =>
     type: UpdateSubscriptionPayload,
     description: "Changes an organization's subscription (Update Subscription). Sent once, never retried.",
     args: { input: t.arg({ type: UpdateSubscriptionInput, required: true, description: 'The changes.' }) },
+    ...plan({ kind: 'call', operation: 'updateSubscription', needsToken: false }),
     resolve: async (_, { input }, ctx) => {
       const body: UpdateSubscriptionBody = {
         organization_id: input.organizationId ?? undefined,

@@ -1,0 +1,152 @@
+import DataLoader from 'dataloader';
+import { carries, HEAD_NEEDS, Need, planHeadReads, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../plan/needs.js';
+import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
+
+export type HeadDto = HeadADto | HeadBDto;
+
+const NEED_BITS = [Need.head, Need.variantA, Need.hairB, Need.metadata] as const;
+
+/**
+ * Everything one request has read of one head, merged from every read that carried part of it:
+ * by-id reads, listings, an update's answer. Fields read what they need from here, at once when
+ * it is there.
+ */
+export class HeadRecord {
+  readonly id: string;
+  /** The fields every read carries, from the first read that answered. */
+  head: HeadDto | undefined;
+  /** Variant A (updated_at, ar_url, Hair A), when a read carried it. */
+  a: HeadADto | undefined;
+  /** Variant B (Hair B), when a read carried it. */
+  b: HeadBDto | undefined;
+  /** head_metadata (null when the head has none), once an extended read carried it. */
+  metadata: unknown;
+  /** What the values above answer. */
+  available: Needs = 0;
+  /** What the reads started for this head carry, answered or not. */
+  carried: Needs = 0;
+  /** Per need bit: settles when a read carrying it answered, rejects when every one of them failed. */
+  readonly #outcomes = new Map<number, Promise<void>>();
+
+  constructor(id: string) {
+    this.id = id;
+  }
+
+  /** Takes what a read answered; values already held are kept (the first answer wins). */
+  receive(bits: Needs, head: HeadDto): void {
+    this.head ??= head;
+    if (bits & Need.variantA) this.a ??= head as HeadADto;
+    if (bits & Need.hairB) this.b ??= head as HeadBDto;
+    if (bits & Need.metadata && !(this.available & Need.metadata)) this.metadata = head.head_metadata ?? null;
+    this.available |= bits;
+    this.carried |= bits;
+  }
+
+  /** Reads started for this head in one batch, each with what it carries. */
+  start(reads: readonly { readonly bits: Needs; readonly answer: Promise<HeadDto> }[]): void {
+    const settled = reads.map(({ bits, answer }) => ({ bits, done: answer.then((head) => this.receive(bits, head)) }));
+    for (const bit of NEED_BITS) {
+      if (this.carried & bit) continue;
+      const carriers = settled.filter((read) => read.bits & bit).map((read) => read.done);
+      if (carriers.length === 0) continue;
+      // The bit is there as soon as any read carrying it answered.
+      const outcome = carriers.length === 1 ? carriers[0]! : Promise.any(carriers).catch((error: AggregateError) => Promise.reject(error.errors[0]));
+      outcome.catch(() => undefined); // awaited by whoever needs it; nobody else must see it fail
+      this.#outcomes.set(bit, outcome);
+    }
+    for (const read of settled) this.carried |= read.bits;
+  }
+
+  /** This record once the reads of `needs` answered: at once if they have. */
+  ready(needs: Needs): HeadRecord | Promise<HeadRecord> {
+    const wanted = (needs | Need.head) & HEAD_NEEDS;
+    if ((this.available & wanted) === wanted) return this;
+    const waits: Promise<void>[] = [];
+    for (const bit of NEED_BITS) if (wanted & bit & ~this.available) waits.push(this.#outcomes.get(bit)!);
+    return Promise.all(waits).then(() => this);
+  }
+}
+
+interface HeadLoad {
+  readonly id: string;
+  readonly needs: Needs;
+}
+
+/**
+ * The request's one loader of heads by id. A load says what its caller needs; the loads of one
+ * tick are merged per head, and `planHeadReads` (the plan's own rule) picks the reads that
+ * cover them, less what the request already read or is reading. Listings and updates seed the
+ * same records, so a later field of a listed head costs nothing.
+ */
+export class HeadLoader {
+  readonly #records = new Map<string, HeadRecord>();
+  readonly #read: (read: HeadRead, id: string) => Promise<HeadDto>;
+  readonly #strategy: Strategy;
+  readonly #batches: DataLoader<HeadLoad, HeadRecord>;
+
+  constructor(read: (read: HeadRead, id: string) => Promise<HeadDto>, strategy: Strategy) {
+    this.#read = read;
+    this.#strategy = strategy;
+    // Not cached by key: the records are the cache, and a load is merged by head, not by needs.
+    this.#batches = new DataLoader((loads) => this.#loadBatch(loads), { cache: false });
+  }
+
+  /**
+   * The head, with the reads of what `needs` asks started (merged with the other loads of this
+   * tick). It answers once the head itself is read: a field whose read failed fails alone
+   * (`with`), and a head fails only when no read of it answered.
+   */
+  load(id: string, needs: Needs): HeadRecord | Promise<HeadRecord> {
+    const record = this.#records.get(id);
+    let wanted = (needs | Need.head) & HEAD_NEEDS;
+    // Hair B fields of a head known to have no hair need no read.
+    if (record?.head !== undefined && !record.head.hair) wanted &= ~Need.hairB;
+    if (record !== undefined && (record.carried & wanted) === wanted) return record.ready(Need.head);
+    return this.#batches.load({ id, needs: wanted });
+  }
+
+  /** The head with `need` read too: at once when it is (the plan loaded it), else once its read answers. */
+  with(record: HeadRecord, need: Needs): HeadRecord | Promise<HeadRecord> {
+    if ((record.available & need) === need) return record;
+    if ((record.carried & need) === need) return record.ready(need);
+    const loaded = this.load(record.id, need);
+    return loaded instanceof Promise ? loaded.then((head) => head.ready(need)) : loaded.ready(need);
+  }
+
+  /** A head a listing or an update answered, with what that read carries. */
+  seed(head: HeadDto, read: HeadSourceRead): HeadRecord {
+    const record = this.#record(head.id);
+    record.receive(carries[read], head);
+    return record;
+  }
+
+  /** After an update or a delete: nothing read of the head earlier in the request holds now. */
+  forget(id: string): void {
+    this.#records.delete(id);
+  }
+
+  #record(id: string): HeadRecord {
+    let record = this.#records.get(id);
+    if (record === undefined) this.#records.set(id, (record = new HeadRecord(id)));
+    return record;
+  }
+
+  #loadBatch(loads: readonly HeadLoad[]): Promise<(HeadRecord | Error)[]> {
+    const merged = new Map<string, Needs>();
+    for (const { id, needs } of loads) merged.set(id, (merged.get(id) ?? 0) | needs);
+    for (const [id, needs] of merged) {
+      const record = this.#record(id);
+      const reads = planHeadReads(needs, record.carried, this.#strategy);
+      record.start(reads.map((read) => ({ bits: carries[read], answer: this.#read(read, id) })));
+    }
+    return Promise.all(
+      loads.map(async ({ id }) => {
+        try {
+          return await this.#records.get(id)!.ready(Need.head);
+        } catch (error) {
+          return error as Error;
+        }
+      }),
+    );
+  }
+}

@@ -1,0 +1,42 @@
+import type { GraphQLField } from 'graphql';
+import type { OperationName } from '../upstream/routes.js';
+import type { Needs } from './needs.js';
+
+/*
+ * Facts fields declare about themselves, on their Pothos definition (`extensions`), for the
+ * planner to read from the schema: no list of field names kept anywhere else.
+ */
+
+/** What a root field reads or sends upstream. */
+export type RootFact =
+  /** One head by the id in `arg`: `head(id:)` takes a head id, `node(id:)` any global ID. */
+  | { readonly kind: 'head'; readonly arg: string; readonly ids: 'head' | 'node' }
+  /** Heads by the global IDs in `arg`, in order (`nodes(ids:)`). */
+  | { readonly kind: 'heads'; readonly arg: string }
+  /** The `heads` connection (Get Heads, or Get Heads Ext when the items need what it carries). */
+  | { readonly kind: 'headListing' }
+  /** The `permissions` connection (Get Permissions); needs a token. */
+  | { readonly kind: 'permissionListing' }
+  /** `updateHead`: one Update Head call, whose answer is the head the payload selects. */
+  | { readonly kind: 'headUpdate' }
+  /** A mutation that is one upstream call and answers no head. */
+  | { readonly kind: 'call'; readonly operation: OperationName; readonly needsToken: boolean };
+
+export interface FieldFacts {
+  /** A root field's upstream reads or calls. */
+  readonly plan?: RootFact;
+  /** What this field needs of the head it belongs to (variant-only fields, head_metadata, totalCount). */
+  readonly needs?: Needs;
+}
+
+/** The facts of a field, as its definition declared them. */
+export const factsOf = (field: GraphQLField<unknown, unknown>): FieldFacts => field.extensions as FieldFacts;
+
+type Extensions = { extensions: Record<string, unknown> };
+const extensions = (facts: FieldFacts): Extensions => ({ extensions: { ...facts } });
+
+/** `extensions` for a field that needs `bits` of its head. */
+export const needs = (bits: Needs): Extensions => extensions({ needs: bits });
+
+/** `extensions` for a root field with its upstream fact. */
+export const plan = (fact: RootFact): Extensions => extensions({ plan: fact });

@@ -1,0 +1,317 @@
+import {
+  getArgumentValues,
+  getOperationAST,
+  getVariableValues,
+  Kind,
+  visit,
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from 'graphql';
+import { LRUCache } from 'lru-cache';
+import { connectionArgsSchema, headIdFrom, MAX_NODE_IDS, nodeHeadIdFrom } from '../schema/inputs.js';
+import type { OperationName } from '../upstream/routes.js';
+import { SelectionAnalysis, type RootField, type SelectionNeeds } from './analyze.js';
+import { factsOf, type RootFact } from './facts.js';
+import { carries, HEAD_NEEDS, Need, planHeadReads, type Needs, type Strategy } from './needs.js';
+import { connectionWindow, COUNT_CALL, extWindow, headListingSource, itemCompletion, pageCalls, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
+
+/*
+ * One upstream plan per operation: which reads and calls it makes, worked out once from the
+ * validated document and the variables, before execution. The budget checks its count, the
+ * resolvers take their reads from it, and tests compare it with what the upstream saw.
+ */
+
+/** One upstream call the operation makes: an operation of the route table and its parameters. */
+export interface PlannedRead {
+  readonly operation: OperationName;
+  readonly params: Readonly<Record<string, string | number | undefined>>;
+  /** Its parameters, or whether it happens at all, depend on data (a total, a filtered page). */
+  readonly estimated?: true;
+}
+
+/** What the plan says about one `heads` connection field, for its resolver. */
+export interface HeadListingPlan {
+  readonly kind: 'headListing';
+  /** What the listed heads' fields need. */
+  readonly items: Needs;
+  readonly source: HeadListingSource;
+}
+
+/** What the plan says about the head an `updateHead` answers. */
+export interface HeadUpdatePlan {
+  readonly kind: 'headUpdate';
+  readonly needs: Needs;
+}
+
+export type FieldPlan = HeadListingPlan | HeadUpdatePlan;
+
+export interface OperationPlan {
+  /** Per head the operation names by id: what all its fields need, in the initial payload and deferred. */
+  readonly heads: ReadonlyMap<string, SelectionNeeds>;
+  /** Per root field (response key), what its resolver needs to know. */
+  readonly fields: ReadonlyMap<string, FieldPlan>;
+  /** Every upstream call, in no particular order; reads of the same route and parameters once. */
+  readonly reads: readonly PlannedRead[];
+  readonly calls: number;
+  /** False when some calls depend on data (`estimated` reads): `calls` is then an upper bound. */
+  readonly exact: boolean;
+}
+
+/** The plan of an operation that plans nothing (or of execution without the planner's plugin). */
+export const EMPTY_PLAN: OperationPlan = Object.freeze({ heads: new Map(), fields: new Map(), reads: [], calls: 0, exact: true });
+
+/** The root fields of one operation with their needs: everything but the variables' values. */
+interface OperationShape {
+  readonly operation: OperationDefinitionNode;
+  readonly fields: readonly { readonly root: RootField; readonly fact: RootFact }[];
+}
+
+/** What is kept per document: its fragments, the variables directives read, its shapes. */
+interface DocumentPlans {
+  readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>;
+  /** Variables read by directives (`@skip(if: $x)`): they change the shape, so they key it. */
+  readonly directiveVariables: readonly string[];
+  readonly shapes: LRUCache<string, OperationShape | 'none'>;
+}
+
+export interface PlannerOptions {
+  readonly schema: GraphQLSchema;
+  readonly strategy: Strategy;
+}
+
+/** Shapes kept per document: one per operation name and values of its directive variables. */
+const SHAPES_PER_DOCUMENT = 16;
+
+export interface PlanRequest {
+  readonly document: DocumentNode;
+  readonly operationName?: string | null | undefined;
+  readonly variables?: Readonly<Record<string, unknown>> | null | undefined;
+  /** Whether the request carries a token: calls that need one are not made without it. */
+  readonly authorized: boolean;
+}
+
+/**
+ * Plans operations. Documents come from yoga's parse cache, so the same text is the same
+ * DocumentNode: what is derived from one is kept in a WeakMap beside yoga's own validation cache,
+ * bounded by it, and a hot operation costs its variables' binding, never a selection analysis.
+ */
+export class Planner {
+  readonly #schema: GraphQLSchema;
+  readonly strategy: Strategy;
+  readonly #documents = new WeakMap<DocumentNode, DocumentPlans>();
+
+  constructor(options: PlannerOptions) {
+    this.#schema = options.schema;
+    this.strategy = options.strategy;
+  }
+
+  plan(request: PlanRequest): OperationPlan {
+    const plans = this.#documentPlans(request.document);
+    const operation = getOperationAST(request.document, request.operationName);
+    if (operation === null || operation === undefined) return EMPTY_PLAN;
+    // Variables as execution will see them; if they do not coerce, execution refuses the operation.
+    const coerced = getVariableValues(this.#schema, operation.variableDefinitions ?? [], request.variables ?? {});
+    if (coerced.errors) return EMPTY_PLAN;
+    const variables = coerced.coerced;
+    const shapeKey = `${operation.name?.value ?? ''}\n${plans.directiveVariables.map((name) => JSON.stringify(variables[name])).join(',')}`;
+    let shape = plans.shapes.get(shapeKey);
+    if (shape === undefined) {
+      shape = this.#shape(operation, plans.fragments, variables);
+      plans.shapes.set(shapeKey, shape);
+    }
+    return shape === 'none' ? EMPTY_PLAN : bind(shape, variables, request.authorized, this.strategy);
+  }
+
+  #documentPlans(document: DocumentNode): DocumentPlans {
+    let plans = this.#documents.get(document);
+    if (plans === undefined) {
+      const fragments = new Map<string, FragmentDefinitionNode>();
+      const directiveVariables = new Set<string>();
+      for (const definition of document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+      visit(document, {
+        Directive: (directive) => {
+          visit(directive, { Variable: (variable) => void directiveVariables.add(variable.name.value) });
+          return false;
+        },
+      });
+      plans = { fragments, directiveVariables: [...directiveVariables], shapes: new LRUCache({ max: SHAPES_PER_DOCUMENT }) };
+      this.#documents.set(document, plans);
+    }
+    return plans;
+  }
+
+  #shape(operation: OperationDefinitionNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, variables: Readonly<Record<string, unknown>>): OperationShape | 'none' {
+    const type = this.#schema.getRootType(operation.operation);
+    if (type === undefined || type === null) return 'none';
+    const analysis = new SelectionAnalysis(this.#schema, fragments, variables);
+    const fields = [];
+    for (const root of analysis.rootFields(type, operation.selectionSet)) {
+      const fact = factsOf(root.definition).plan;
+      if (fact !== undefined) fields.push({ root, fact });
+    }
+    return fields.length === 0 ? 'none' : { operation, fields };
+  }
+}
+
+/** Reads collected while binding: identical reads once, estimated ones each. */
+class ReadList {
+  readonly reads: PlannedRead[] = [];
+  readonly #keys = new Set<string>();
+  exact = true;
+
+  /** A read that happens whenever the operation runs; the same route and parameters once. */
+  add(operation: OperationName, params: PlannedRead['params']): void {
+    const key = `${operation} ${JSON.stringify(params)}`;
+    if (this.#keys.has(key)) return;
+    this.#keys.add(key);
+    this.reads.push({ operation, params });
+  }
+
+  /** A call that is never shared with another (a mutation, what follows it). */
+  append(operation: OperationName, params: PlannedRead['params']): void {
+    this.reads.push({ operation, params });
+  }
+
+  /** A call whose parameters or very existence depend on data: counted, and the plan is an upper bound. */
+  estimate(operation: OperationName, params: PlannedRead['params']): void {
+    this.reads.push({ operation, params, estimated: true });
+    this.exact = false;
+  }
+}
+
+/** The plan of one shape for these variables: ids, windows and the reads they make. */
+function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>>, authorized: boolean, strategy: Strategy): OperationPlan {
+  const heads = new Map<string, SelectionNeeds>();
+  const fields = new Map<string, FieldPlan>();
+  const reads = new ReadList();
+  const listings = new Map<string, HeadListing & { needs: Needs; fields: string[] }>();
+  const nameHead = (id: string | undefined, needs: SelectionNeeds) => {
+    if (id === undefined) return;
+    const known = heads.get(id);
+    heads.set(id, known ? { now: known.now | needs.now, deferred: known.deferred | needs.deferred } : needs);
+  };
+
+  for (const { root, fact } of shape.fields) {
+    let args: Record<string, unknown>;
+    try {
+      args = getArgumentValues(root.definition, root.nodes[0]!, variables);
+    } catch {
+      continue; // execution refuses the field the same way, with no call
+    }
+    switch (fact.kind) {
+      case 'head':
+        nameHead(fact.ids === 'head' ? headIdFrom(args[fact.arg]) : nodeHeadIdFrom(args[fact.arg]), root.needs);
+        break;
+      case 'heads': {
+        const ids = args[fact.arg];
+        if (Array.isArray(ids) && ids.length <= MAX_NODE_IDS) for (const id of ids) nameHead(nodeHeadIdFrom(id), root.needs);
+        break;
+      }
+      case 'headListing': {
+        // Arguments the field refuses (first: 101, a forged cursor) make no call.
+        if (!connectionArgsSchema.safeParse(args).success) break;
+        // Listings of the same window share their reads: their items' needs are merged first.
+        const listing = { filter: { search: (args.search as string | null | undefined) ?? undefined, style: (args.style as string | null | undefined) ?? undefined }, window: connectionWindow(args as ConnectionArgs) };
+        const key = JSON.stringify(listing);
+        const group = listings.get(key);
+        if (group) {
+          group.needs |= root.needs.now | root.needs.deferred;
+          group.fields.push(root.responseKey);
+        } else listings.set(key, { ...listing, needs: root.needs.now | root.needs.deferred, fields: [root.responseKey] });
+        break;
+      }
+      case 'permissionListing':
+        if (authorized && connectionArgsSchema.safeParse(args).success) planPagedListing('getPermissions', {}, connectionWindow(args as ConnectionArgs), root.needs.now, reads);
+        break;
+      case 'headUpdate': {
+        const input = args.input as { id?: unknown } | undefined;
+        const id = headIdFrom(input?.id);
+        if (id === undefined) break;
+        const needs = root.needs.now | root.needs.deferred;
+        fields.set(root.responseKey, { kind: 'headUpdate', needs });
+        reads.append('updateHead', { id });
+        // The answer is a fresh Head A: what else its fields need is read after it, every time.
+        for (const read of planHeadReads(needs, carries.updateHead, strategy)) reads.append(read, { id });
+        break;
+      }
+      case 'call':
+        if (authorized || !fact.needsToken) reads.append(fact.operation, {});
+        break;
+    }
+  }
+
+  for (const listing of listings.values()) {
+    const plan = planHeadListing(listing, strategy, reads, listing.fields[0]!);
+    for (const field of listing.fields) fields.set(field, plan);
+  }
+  for (const [id, needs] of heads) {
+    const initial = planHeadReads(needs.now, 0, strategy);
+    for (const read of initial) reads.add(read, { id });
+    const carried = initial.reduce((bits, read) => bits | carries[read], 0);
+    for (const read of planHeadReads(needs.deferred, carried, strategy)) reads.add(read, { id });
+  }
+  return { heads, fields, reads: reads.reads, calls: reads.reads.length, exact: reads.exact };
+}
+
+/** One window of the `heads` listing, and what its fields need of it. */
+interface HeadListing {
+  readonly filter: HeadFilter;
+  readonly window: ConnectionWindow;
+  readonly needs: Needs;
+}
+
+function planHeadListing({ filter, window, needs }: HeadListing, strategy: Strategy, reads: ReadList, responseKey: string): HeadListingPlan {
+  const items = needs & HEAD_NEEDS & ~Need.head;
+  const source = headListingSource(items, filter, strategy);
+  if (source === 'pages') {
+    planPagedListing('listHeads', filter, window, needs, reads);
+  } else if (window.fromEnd) {
+    // The total first (one page of one), then the window it places, from both listings if both.
+    reads.add('listHeads', { ...filter, ...COUNT_CALL });
+    if (source === 'both') estimatePages('listHeads', filter, reads);
+    reads.estimate('listHeadsExt', { limit: window.last + 1, skip: 'total - last', search: filter.search });
+  } else {
+    if (window.size > 0) {
+      if (source === 'both') for (const call of pageCalls(window.offset, window.size)) reads.add('listHeads', { ...filter, ...call });
+      reads.add('listHeadsExt', { ...extWindow(window.offset, window.size), search: filter.search });
+    }
+    // Get Heads Ext carries no total: one page of one tells it, when it is selected.
+    if (needs & Need.total && (source === 'ext' || window.size === 0)) reads.add('listHeads', { ...filter, ...COUNT_CALL });
+  }
+
+  // Heads a filtered page lists may still need a read each: as many as the page has, at most.
+  const completion = itemCompletion(items, source, strategy);
+  const size = window.fromEnd ? window.last : window.size;
+  for (let item = 0; item < size; item++) for (const read of completion) reads.estimate(read, { id: `${responseKey}[${item}]` });
+  return { kind: 'headListing', items, source };
+}
+
+/** At most two pages hold a window counted from the end, wherever the total puts it. */
+function estimatePages(operation: 'listHeads' | 'getPermissions', filter: HeadFilter, reads: ReadList): void {
+  reads.estimate(operation, { ...filter, window: 'total - last' });
+  reads.estimate(operation, { ...filter, window: 'total - last' });
+}
+
+/**
+ * Reads of a paged listing (Get Heads, Get Permissions): the pages that cover the window, whose
+ * wrappers carry the total. `last` without `before` reads the first `last` items first (their
+ * page tells the total, and is the window when the listing is that short), then the window.
+ */
+function planPagedListing(
+  operation: 'listHeads' | 'getPermissions',
+  filter: HeadFilter,
+  window: ConnectionWindow,
+  needs: Needs,
+  reads: ReadList,
+): void {
+  if (window.fromEnd) {
+    for (const call of pageCalls(0, window.last)) reads.add(operation, { ...filter, ...call });
+    estimatePages(operation, filter, reads);
+  } else if (window.size > 0) {
+    for (const call of pageCalls(window.offset, window.size)) reads.add(operation, { ...filter, ...call });
+  } else if (needs & Need.total) {
+    reads.add(operation, { ...filter, ...COUNT_CALL });
+  }
+}
