@@ -201,7 +201,7 @@ function render(op: Operation, ids: readonly string[]): { query: string; variabl
     if (r.kind === 'head') field = `${alias}: head(id: ${idValue(r.id, n++)}) { ${heads} }`;
     else if (r.kind === 'node') field = `${alias}: node(id: ${idValue(r.id, n++)}) { id ... on Head { ${heads} } }`;
     else if (r.kind === 'nodes') field = `${alias}: nodes(ids: [${r.ids.map((ref) => idValue(ref, n++)).join(', ')}]) { ... on Head { ${heads} } }`;
-    else {
+    else if (r.kind === 'heads') {
       const parts = [
         r.shape !== 'edges' ? `nodes { ${heads} }` : '',
         r.shape !== 'nodes' ? `edges { cursor node { ${heads} } }` : '',
@@ -209,7 +209,7 @@ function render(op: Operation, ids: readonly string[]): { query: string; variabl
         r.pageInfo ? 'pageInfo { hasNextPage endCursor }' : '',
       ];
       field = `${alias}: heads(${window}) { ${parts.join(' ')} }`;
-    }
+    } else throw new Error('unknown root');
     return wrapped(r.wrap, 'Query', field);
   });
   const query = `query Generated${declarations.length ? `(${declarations.join(', ')})` : ''} { ${roots.join(' ')} } ${fragments.join(' ')}`;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
+import { planOf } from './support/plan.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
@@ -60,6 +61,13 @@ describe('head(id)', () => {
     });
     expect(operations().sort()).toEqual(['getHeadById', 'getHeadExt']);
     expect(t.reference.maxInFlight()).toBe(2);
+  });
+
+  it('aliases of one head merge their needs: one read answers both', async () => {
+    const result = await data(`query($id: ID!) { a: head(id: $id) { uuid name } b: head(id: $id) { name updatedAt } }`, { id: withHair });
+    expect(result.a).toEqual({ uuid: withHair, name: headA(withHair).name });
+    expect(result.b.updatedAt).toBe(new Date(headA(withHair).updated_at).toISOString());
+    expect(operations()).toEqual(['getHeadExt']);
   });
 
   it('node and nodes plan the same way', async () => {
@@ -125,27 +133,92 @@ describe('heads', () => {
     expect(operations().filter((o) => o !== 'listHeads')).toHaveLength(3);
   });
 
-  it('listed heads prime the by-id reads: a later head(id) in the operation costs nothing', async () => {
-    const result = await data(`query($id: ID!) { heads(first: 5) { nodes { uuid } } head(id: $id) { name } }`, { id: ids[2] });
+  it('a head named by id beside a listing costs its own read: root fields run together, before the page is known', async () => {
+    const query = `query($id: ID!) { heads(first: 5) { nodes { uuid } } head(id: $id) { name } }`;
+    const result = await data(query, { id: ids[2] });
     expect(result.head.name).toBe(headA(ids[2]!).name);
-    // Root fields run concurrently, so head(id) is planned before the listing answers; the
-    // mutation below shows the priming on serial fields instead.
-    t.reset();
+    expect(operations().sort()).toEqual(['getHeadById', 'listHeads']);
+    expect(planOf(query, { id: ids[2] })).toMatchObject({ calls: 2, exact: true });
+  });
+
+  it("what a read carried answers later fields with zero calls: an update's answer its payload's variant A fields", async () => {
     const sequence = await t.execute<any>(`mutation($id: ID!) { updateHead(input: { id: $id, name: "Primed" }) { head { name updatedAt hair { gender } } } }`, { id: ids[3] });
     expect(sequence.data.updateHead.head.name).toBe('Primed');
     expect(operations()).toEqual(['updateHead']);
   });
+
+  it('a listed head answers its own fields from the listing, every field the page carried', async () => {
+    const result = await data(`{ heads(first: 10) { nodes { uuid name updatedAt arUrl hair { name gender sourceType objMetadata } } } }`);
+    expect(result.heads.nodes.map((n: any) => n.updatedAt)).toEqual(ids.slice(0, 10).map((id) => new Date(headA(id).updated_at).toISOString()));
+    expect(operations()).toEqual(['listHeads']);
+  });
 });
 
-describe('PLANNER=off', () => {
-  it('keeps the default plan: one extended read per head for headMetadata', async () => {
-    const off = await startTestGateway({ env: { PLANNER: 'off' } });
-    try {
-      const response = await off.execute<any>(`{ heads(first: 4) { nodes { headMetadata } } }`);
-      expect(response.data.heads.nodes).toHaveLength(4);
-      expect(off.calls().map((r) => r.operation).sort()).toEqual(['getHeadExt', 'getHeadExt', 'getHeadExt', 'getHeadExt', 'listHeads']);
-    } finally {
-      await off.close();
-    }
+describe('limits that agree', () => {
+  it('nodes takes its documented 100 ids within the default budget, one read per distinct head', async () => {
+    const hundred = ids.slice(0, 100);
+    const result = await data(`query($ids: [ID!]!) { nodes(ids: $ids) { ... on Head { uuid } } }`, { ids: hundred });
+    expect(result.nodes.map((n: any) => n.uuid)).toEqual(hundred);
+    expect(operations()).toHaveLength(100);
+  });
+
+  it('a malformed id in nodes is BAD_USER_INPUT at its index; the other ids and root fields keep their data', async () => {
+    const response = await t.execute<any>(`query($ids: [ID!]!, $id: ID!) { nodes(ids: $ids) { ... on Head { uuid } } head(id: $id) { name } }`, {
+      ids: [ids[0], 'not-an-id', ids[1]],
+      id: ids[2],
+    });
+    expect(response.data).toEqual({ nodes: [{ uuid: ids[0] }, null, { uuid: ids[1] }], head: { name: headA(ids[2]!).name } });
+    expect(response.errors).toEqual([expect.objectContaining({ path: ['nodes', 1], extensions: expect.objectContaining({ code: 'BAD_USER_INPUT' }) })]);
+    expect(operations()).toHaveLength(3);
+  });
+
+  it('node takes the raw UUID that head takes', async () => {
+    const result = await data(`query($id: ID!) { node(id: $id) { id ... on Head { uuid } } }`, { id: ids[4] });
+    expect(result.node.uuid).toBe(ids[4]);
+    expect(operations()).toEqual(['getHeadById']);
+  });
+
+  it('first and last together are BAD_USER_INPUT, with no call', async () => {
+    const response = await t.execute(`{ heads(first: 2, last: 2) { nodes { name } } }`);
+    expect(response.errors?.map((e) => [e.extensions?.code, e.extensions?.fieldErrors])).toEqual([
+      ['BAD_USER_INPUT', [{ path: ['last'], message: 'Give `first` or `last`, not both', type: 'first_and_last' }]],
+    ]);
+    expect(operations()).toEqual([]);
+  });
+});
+
+describe('PLANNER=off: every need through its one read', () => {
+  let off: TestGateway;
+  beforeAll(async () => {
+    off = await startTestGateway({ env: { PLANNER: 'off' } });
+  });
+  afterAll(() => off.close());
+  beforeEach(() => off.reset());
+  const offOperations = () => off.calls().map((r) => r.operation).sort();
+
+  it('head(id): the extended variant A read, and the extended variant B read for Hair B fields', async () => {
+    const response = await off.execute<any>(`query($id: ID!) { head(id: $id) { name headMetadata hair { gender hairMetadata } } }`, { id: withHair });
+    expect(response.data.head.hair.hairMetadata).toEqual(headB(withHair).hair.hair_metadata);
+    expect(offOperations()).toEqual(['getHeadExt', 'getHeadExtById']);
+  });
+
+  it('heads: Get Heads, then one extended read per head for headMetadata', async () => {
+    const response = await off.execute<any>(`{ heads(first: 4) { nodes { headMetadata } } }`);
+    expect(response.data.heads.nodes.map((n: any) => n.headMetadata)).toEqual(ids.slice(0, 4).map((id) => headA(id).head_metadata));
+    expect(offOperations()).toEqual(['getHeadExt', 'getHeadExt', 'getHeadExt', 'getHeadExt', 'listHeads']);
+  });
+
+  it('heads: Hair B fields through the extended variant B read of each listed head that has a hair', async () => {
+    const response = await off.execute<any>(`{ heads(first: 10) { nodes { uuid hair { userId } } } }`);
+    const hairy = ids.slice(0, 10).filter((id) => headA(id).hair);
+    expect(response.data.heads.nodes.filter((n: any) => n.hair)).toHaveLength(hairy.length);
+    expect(off.calls('getHeadExtById').map((r) => r.path).sort()).toEqual(hairy.map((id) => `/v2/head/${id}/ext`).sort());
+    expect(off.calls()).toHaveLength(1 + hairy.length);
+  });
+
+  it('updateHead: the update, then the extended variant A read for headMetadata', async () => {
+    const response = await off.execute<any>(`mutation($id: ID!) { updateHead(input: { id: $id, name: "Off" }) { head { name headMetadata } } }`, { id: ids[20] });
+    expect(response.data.updateHead.head.name).toBe('Off');
+    expect(off.calls().map((r) => r.operation)).toEqual(['updateHead', 'getHeadExt']);
   });
 });

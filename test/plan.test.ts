@@ -1,0 +1,116 @@
+import { parse } from 'graphql';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { SelectionAnalysis } from '../src/plan/analyze.js';
+import { Planner } from '../src/plan/operation-plan.js';
+import { schema } from '../src/schema/index.js';
+import { startTestGateway, type TestGateway } from './support/gateway.js';
+
+/*
+ * The planner's own guarantees: plans are cached per document beside yoga's caches, so a hot
+ * operation costs no selection analysis; and analysis is linear in the document, so a document
+ * built to make a naive fragment walk explode costs what any document of its size costs.
+ */
+
+let t: TestGateway;
+
+beforeAll(async () => {
+  t = await startTestGateway();
+});
+
+afterAll(() => t.close());
+beforeEach(() => {
+  t.reset();
+  vi.restoreAllMocks();
+});
+
+describe('plans cached per document', () => {
+  it('the same document with other ids is bound again, not analysed again; directive variables key the analysis', () => {
+    const analyses = vi.spyOn(SelectionAnalysis.prototype, 'rootFields');
+    const planner = new Planner({ schema, strategy: 'selection' });
+    const document = parse(`query($id: ID!, $meta: Boolean!) { head(id: $id) { name headMetadata @include(if: $meta) } }`);
+    const ids = ['6a3c5a2e-7d1f-4c8e-9b0a-1f2e3d4c5b6a', '7b4d6b3f-8e2a-4d9f-8c1b-2a3f4e5d6c7b'];
+    const plan = (id: string, meta: boolean) => planner.plan({ document, variables: { id, meta }, authorized: false });
+
+    expect(plan(ids[0]!, true).reads).toEqual([{ operation: 'getHeadExtById', params: { id: ids[0] } }]);
+    expect(plan(ids[1]!, true).reads).toEqual([{ operation: 'getHeadExtById', params: { id: ids[1] } }]);
+    expect(analyses).toHaveBeenCalledTimes(1);
+    expect(plan(ids[1]!, false).reads).toEqual([{ operation: 'getHeadById', params: { id: ids[1] } }]);
+    expect(plan(ids[0]!, true).calls).toBe(1);
+    expect(analyses).toHaveBeenCalledTimes(2);
+  });
+
+  it('through the gateway: the same query text twice is analysed once (yoga parses it once)', async () => {
+    const analyses = vi.spyOn(SelectionAnalysis.prototype, 'rootFields');
+    const query = `query Cached($id: ID!) { head(id: $id) { name hair { name } } }`;
+    const ids = t.reference.store.headIds();
+    for (const id of ids.slice(0, 3)) expect((await t.execute(query, { id })).errors).toBeUndefined();
+    expect(analyses).toHaveBeenCalledTimes(1);
+    expect(t.calls()).toHaveLength(3);
+  });
+});
+
+describe('planning is linear in the document', () => {
+  /**
+   * The fragment fan-out of the issue, as it was sent: 20 × 190 × 100 × 329 field paths in 5.5 KB
+   * and 2,000 tokens, inside every limit. `k` trailing spaces make each copy new to the parse cache.
+   */
+  const crafted = (k: number) => {
+    const [roots, nodes, hairs, names] = [20, 190, 100, 329];
+    const repeat = (text: string, n: number) => Array.from({ length: n }, () => text).join(' ');
+    return `query{${repeat('heads(first:1){...C}', roots)}} fragment C on HeadConnection{${repeat('nodes{...N}', nodes)}} fragment N on Head{${repeat('hair{...H}', hairs)}} fragment H on Hair{${repeat('name', names)}}${' '.repeat(k)}`;
+  };
+  /**
+   * An ordinary document of the same length: aliases of one page with most of its fields, as a
+   * screen might ask (a field repeated a thousand times would trip graphql-js's own overlap budget).
+   */
+  const plain = (k: number, length: number) => {
+    const page = (i: number) =>
+      `h${i}: heads(first: 1) { nodes { id uuid name url arUrl outputFormat style version lod createdAt updatedAt hair { id name url thumbnailUrl style sourceType gender createdAt updatedAt } } pageInfo { hasNextPage endCursor } }`;
+    let body = '';
+    for (let i = 0; `query Plain${k} { ${body} ${page(i)} }`.length <= length; i++) body += ` ${page(i)}`;
+    const query = `query Plain${k} {${body} }`;
+    return query + ' '.repeat(length - query.length);
+  };
+
+  const post = async (query: string) =>
+    t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+
+  /** Milliseconds until `query` is answered, and until a `{ __typename }` sent right behind it is. */
+  async function timed(query: string): Promise<{ own: number; typename: number }> {
+    const started = performance.now();
+    const [own, typename] = await Promise.all([
+      post(query).then(async (r) => {
+        expect(((await r.json()) as { errors?: unknown }).errors).toBeUndefined();
+        return performance.now() - started;
+      }),
+      post('{ __typename }').then(async (r) => {
+        expect(await r.json()).toEqual({ data: { __typename: 'Query' } });
+        return performance.now() - started;
+      }),
+    ]);
+    return { own, typename };
+  }
+
+  const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+  it('the crafted document costs about what a plain one of its length does, and does not hold up a concurrent { __typename }', async () => {
+    const length = crafted(0).length;
+    expect(length).toBe(5_521);
+    // Warm both paths (JIT, yoga's plugins), then alternate fresh documents (no parse cache hit).
+    await timed(crafted(0));
+    await timed(plain(0, length));
+    const craftedRuns: { own: number; typename: number }[] = [];
+    const plainRuns: { own: number; typename: number }[] = [];
+    for (let k = 1; k <= 7; k++) {
+      craftedRuns.push(await timed(crafted(k)));
+      plainRuns.push(await timed(plain(k, length)));
+    }
+    const ratio = median(craftedRuns.map((r) => r.own)) / median(plainRuns.map((r) => r.own));
+    const typenameRatio = median(craftedRuns.map((r) => r.typename)) / median(plainRuns.map((r) => r.typename));
+    // A fragment walk per path (the old estimate) took seconds here: a ratio in the hundreds.
+    expect(ratio).toBeLessThan(5);
+    expect(typenameRatio).toBeLessThan(5);
+    // Every operation read its one page once (the crafted one's 20 aliases share one window).
+    expect(t.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 16 }, () => ['listHeads', { page: '1', size: '1' }]));
+  });
+});
