@@ -27,6 +27,9 @@ export class HeadRecord {
   carried: Needs = 0;
   /** Per need bit: settles when a read carrying it answered, rejects when every one of them failed. */
   readonly #outcomes = new Map<number, Promise<void>>();
+  /** Settles when every read started for this head has answered or failed. */
+  #settled: Promise<unknown> | undefined;
+  #pending = 0;
 
   constructor(id: string) {
     this.id = id;
@@ -55,6 +58,20 @@ export class HeadRecord {
       this.#outcomes.set(bit, outcome);
     }
     for (const read of settled) this.carried |= read.bits;
+    this.#pending += settled.length;
+    const all = Promise.allSettled(settled.map((read) => read.done)).then(() => {
+      this.#pending -= settled.length;
+    });
+    this.#settled = this.#settled === undefined ? all : Promise.all([this.#settled, all]);
+  }
+
+  /**
+   * This record once the head is read and no read started for it is still out: a head leaves no
+   * read of its own behind when its operation answers, whatever its fields turned out to need.
+   */
+  whole(): HeadRecord | Promise<HeadRecord> {
+    if (this.#pending === 0) return this.ready(Need.head);
+    return this.#settled!.then(() => this.ready(Need.head));
   }
 
   /** This record once the reads of `needs` answered: at once if they have. */
@@ -93,15 +110,15 @@ export class HeadLoader {
 
   /**
    * The head, with the reads of what `needs` asks started (merged with the other loads of this
-   * tick). It answers once the head itself is read: a field whose read failed fails alone
-   * (`with`), and a head fails only when no read of it answered.
+   * tick). It answers once those reads are in: a field whose read failed fails alone (`with`),
+   * and a head fails only when no read of it answered.
    */
   load(id: string, needs: Needs): HeadRecord | Promise<HeadRecord> {
     const record = this.#records.get(id);
     let wanted = (needs | Need.head) & HEAD_NEEDS;
     // Hair B fields of a head known to have no hair need no read.
     if (record?.head !== undefined && !record.head.hair) wanted &= ~Need.hairB;
-    if (record !== undefined && (record.carried & wanted) === wanted) return record.ready(Need.head);
+    if (record !== undefined && (record.carried & wanted) === wanted) return record.whole();
     return this.#batches.load({ id, needs: wanted });
   }
 
@@ -142,7 +159,7 @@ export class HeadLoader {
     return Promise.all(
       loads.map(async ({ id }) => {
         try {
-          return await this.#records.get(id)!.ready(Need.head);
+          return await this.#records.get(id)!.whole();
         } catch (error) {
           return error as Error;
         }
