@@ -54,7 +54,7 @@ const invalidVariable = /^Variable "\$([^"]+)" (?:got invalid value .*?(?: at "(
  * BAD_USER_INPUT with fieldErrors, the path being the variable's (`input.hairId`).
  */
 function variableError(error: GraphQLError): GraphQLError | undefined {
-  if (error.extensions.code !== undefined || error.path !== undefined) return undefined;
+  if (error.extensions?.code !== undefined || error.path !== undefined) return undefined;
   const match = invalidVariable.exec(error.message);
   if (!match) return undefined;
   const [, variable, at, reason, other] = match;
