@@ -99,13 +99,11 @@ export class HeadLoader {
   readonly #records = new Map<string, HeadRecord>();
   readonly #read: (read: HeadRead, id: string) => Promise<HeadDto>;
   readonly #strategy: Strategy;
-  readonly #batches: DataLoader<HeadLoad, HeadRecord>;
+  #batches: DataLoader<HeadLoad, HeadRecord> | undefined;
 
   constructor(read: (read: HeadRead, id: string) => Promise<HeadDto>, strategy: Strategy) {
     this.#read = read;
     this.#strategy = strategy;
-    // Not cached by key: the records are the cache, and a load is merged by head, not by needs.
-    this.#batches = new DataLoader((loads) => this.#loadBatch(loads), { cache: false });
   }
 
   /**
@@ -119,6 +117,8 @@ export class HeadLoader {
     // Hair B fields of a head known to have no hair need no read.
     if (record?.head !== undefined && !record.head.hair) wanted &= ~Need.hairB;
     if (record !== undefined && (record.carried & wanted) === wanted) return record.whole();
+    // Made on first use; not cached by key: the records are the cache, and loads merge by head.
+    this.#batches ??= new DataLoader((loads) => this.#loadBatch(loads), { cache: false });
     return this.#batches.load({ id, needs: wanted });
   }
 

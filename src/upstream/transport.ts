@@ -148,6 +148,33 @@ class CallCancellation extends EventEmitter {
   }
 }
 
+/**
+ * The calls of one incoming request in flight, all cancelled when its client goes away. One
+ * listener on the request's signal, added on its first call and never removed (it goes with the
+ * request): a listener added and removed per call cost more than the rest of the call's set-up.
+ */
+class RequestCalls extends Set<CallCancellation> {
+  readonly #signal: AbortSignal | undefined;
+  #listening = false;
+
+  constructor(signal: AbortSignal | undefined) {
+    super();
+    this.#signal = signal;
+  }
+
+  override add(cancellation: CallCancellation): this {
+    const signal = this.#signal;
+    if (signal?.aborted) cancellation.abort(signal.reason);
+    else if (signal !== undefined && !this.#listening) {
+      this.#listening = true;
+      signal.addEventListener('abort', () => {
+        for (const call of this) call.abort(signal.reason);
+      }, { once: true });
+    }
+    return super.add(cancellation);
+  }
+}
+
 class Failure {
   constructor(
     readonly code: UpstreamErrorCode,
@@ -180,10 +207,11 @@ export class UpstreamTransport {
   }
 
   forRequest(context: CallContext): UpstreamCaller {
-    return { call: (spec) => this.call(context, spec) };
+    const calls = new RequestCalls(context.signal);
+    return { call: (spec) => this.call(context, spec, calls) };
   }
 
-  async call<T>(context: CallContext, spec: CallSpec<T>): Promise<T> {
+  async call<T>(context: CallContext, spec: CallSpec<T>, calls: RequestCalls = new RequestCalls(context.signal)): Promise<T> {
     const route = this.#routes[spec.operation];
     const path = this.#basePath + fillPath(route, spec.params) + queryString(spec.query);
     // The operation's deadline caps the call's own timeout. One cancellation, one timer and one
@@ -200,14 +228,12 @@ export class UpstreamTransport {
       deadlineFirst ? Math.max(1, Math.ceil(remaining)) : this.#timeoutMs,
     );
     const callerSignal = context.signal;
-    const followCaller = () => cancellation.abort(callerSignal?.reason);
-    if (callerSignal?.aborted) followCaller();
-    else callerSignal?.addEventListener('abort', followCaller, { once: true });
+    calls.add(cancellation);
     try {
       return await this.#send(context, spec, route, path, cancellation, (error) => classifyThrown(error, timeout, deadlineFirst, callerSignal, this.#retry));
     } finally {
       clearTimeout(timer);
-      callerSignal?.removeEventListener('abort', followCaller);
+      calls.delete(cancellation);
     }
   }
 
