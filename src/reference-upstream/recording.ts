@@ -10,6 +10,8 @@ export interface RecordedRequest {
   path: string;
   query: Record<string, string>;
   headers: IncomingHttpHeaders;
+  /** The W3C `traceparent` header as received, so a test can join the caller's trace to ours. */
+  traceparent?: string;
   /** Parsed JSON, a form object, the raw text when it did not parse, or undefined without a body. */
   body: unknown;
   startedAt: number;
@@ -50,7 +52,9 @@ export class Recording {
     if (route !== undefined) this.counts[route.operationIndex]!++;
     if (++this.current > this.peak) this.peak = this.current;
     if (!this.keep) return undefined;
-    return { operation: route?.operation, method, path, query: query ?? {}, headers, body: undefined, startedAt: performance.now() };
+    // Always present (undefined without the header), so every record has the same shape.
+    const traceparent = typeof headers.traceparent === 'string' ? headers.traceparent : undefined;
+    return { operation: route?.operation, method, path, query: query ?? {}, headers, traceparent, body: undefined, startedAt: performance.now() };
   }
 
   /** Keeps a record once its body is known. */
