@@ -43,7 +43,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
     import('./upstream/upstream.js'),
   ]);
   const logger = createLogger({ level: config.logLevel });
-  const metrics = new GatewayMetrics();
+  const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   const upstream = createUpstream({ ...upstreamOptionsFrom(config, upstreamUrl), onAttempt: metrics.recordAttempt });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
   const server = createServer(createGateway({ upstream, logger, settings: config, metrics, ready }));
@@ -99,7 +99,10 @@ async function main(): Promise<void> {
   }
 
   // Several workers share the port (node:cluster hands connections round); the primary only
-  // forks them, relays the stop signal, and owns the embedded upstream if there is one.
+  // forks them, relays the stop signal, sums their metrics for /metrics, and owns the embedded
+  // upstream if there is one.
+  const { aggregateWorkerMetrics } = await import('./cluster-metrics.js');
+  aggregateWorkerMetrics();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
   const listening = await Promise.all(workers.map((worker) => once(worker, 'listening') as Promise<[AddressInfo]>));
   process.stdout.write(`Gateway listening on ${endpoint(config, listening[0]![0].port)} (${config.workers} workers)\n`);

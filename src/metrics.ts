@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { scrapeWorkerGroup } from './cluster-metrics.js';
 import type { UpstreamAttempt } from './upstream/transport.js';
 
 /**
@@ -44,8 +45,16 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  constructor(options: { defaultMetrics?: boolean } = {}) {
+  /** The Prometheus text /metrics answers: this process's registry, or in a cluster worker the sum over all workers. */
+  readonly scrape: () => Promise<string>;
+
+  /**
+   * @param options.clusterWorker this process is one of several workers behind one port
+   *   (`WORKERS>1`): a scrape asks the cluster primary for the sum over all workers.
+   */
+  constructor(options: { defaultMetrics?: boolean; clusterWorker?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    this.scrape = options.clusterWorker === true ? scrapeWorkerGroup(this.registry) : () => this.registry.metrics();
   }
 
   /** Feeds the transport's per-attempt hook. */

@@ -445,6 +445,20 @@ describe('recording', () => {
     expect(upstream.countsByOperation()).toMatchObject({ listHeads: 1, updateHead: 1, login: 1, getHeadExt: 0 });
     expect(upstream.inFlight()).toBe(0);
   });
+
+  it('records the W3C traceparent it receives, on every route and on a 404', async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    await call('GET', path('getHeadExt', { head_id: firstIds(1)[0]! }), { headers: { traceparent } });
+    await call('POST', path('login'), { form: { ...DEMO_CREDENTIALS }, headers: { traceparent: traceparent.replace(/01$/, '00') } });
+    await call('GET', '/nothing', { headers: { traceparent } });
+    await call('GET', path('listHeads'));
+    expect(upstream.requests.map((r) => [r.operation, r.traceparent])).toEqual([
+      ['getHeadExt', traceparent],
+      ['login', traceparent.replace(/01$/, '00')],
+      [undefined, traceparent],
+      ['listHeads', undefined],
+    ]);
+  });
 });
 
 describe('faults', () => {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { schema } from '../src/schema/index.js';
@@ -103,6 +104,63 @@ describe('WORKERS=2 (node:cluster)', () => {
       expect(code).toBe(0);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});
+
+/**
+ * `npm start` from source with `env` on top of ours; `ready` resolves with its endpoint once it
+ * says it listens (with WORKERS>1 the primary says so after every worker listens).
+ */
+function spawnGateway(env: Record<string, string>): { child: ChildProcessWithoutNullStreams; ready: Promise<string> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', UPSTREAM_URL: '', LOG_LEVEL: 'warn', ...env } });
+  let stdout = '';
+  const ready = new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const listening = /Gateway listening on (\S+)/.exec(stdout);
+      if (listening !== null) resolve(listening[1]!);
+    });
+    child.once('exit', () => reject(new Error(`gateway exited before listening: ${stdout}`)));
+  });
+  return { child, ready };
+}
+
+/** The value of one series (`name{labels}` exactly as printed) in Prometheus text. */
+function sampleOf(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('WORKERS=2: /metrics answers the sum over the workers', () => {
+  it('counts every operation, whichever worker ran it and whichever answers the scrape', async ({ onTestFinished }) => {
+    const { child, ready } = spawnGateway({ WORKERS: '2' });
+    // Also when the test fails or times out, so no cluster outlives it (the primary stops its workers).
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGTERM');
+    });
+    const endpoint = await ready;
+    // Every request on a connection of its own (reset): the cluster hands new connections to
+    // the workers in turn, so operations and scrapes both land on each of the two workers.
+    const operations = 11;
+    for (let i = 0; i < operations; i++) {
+      const answer = await request(endpoint, {
+        method: 'POST',
+        reset: true,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: 'query MetricsProbe { heads(first: 1) { totalCount } }' }),
+      });
+      expect(((await answer.body.json()) as any).data.heads.totalCount).toBeGreaterThanOrEqual(250);
+    }
+    const labels = 'operation="MetricsProbe",type="query",outcome="ok"';
+    for (let scrape = 0; scrape < 4; scrape++) {
+      const answer = await request(endpoint.replace(/\/graphql$/, '/metrics'), { reset: true });
+      expect(answer.statusCode).toBe(200);
+      const text = await answer.body.text();
+      expect(sampleOf(text, `gateway_operation_duration_seconds_count{${labels}}`)).toBe(operations);
+      expect(sampleOf(text, `gateway_operation_duration_seconds_bucket{le="+Inf",${labels}}`)).toBe(operations);
+      expect(sampleOf(text, 'gateway_upstream_call_duration_seconds_count{operation="listHeads",status="200"}')).toBe(operations);
+      expect(sampleOf(text, 'gateway_operations_in_flight')).toBe(0);
     }
   });
 });

@@ -180,7 +180,7 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
         );
       }
       if (path === METRICS) {
-        return metrics.registry.metrics().then(
+        return metrics.scrape().then(
           (text) => endResponse(new fetchAPI.Response(text, { status: 200, headers: { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' } })),
           () => endResponse(new fetchAPI.Response('metrics unavailable\n', { status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' } })),
         );

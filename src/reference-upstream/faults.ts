@@ -1,0 +1,108 @@
+import { STATUS_CODES } from 'node:http';
+import { z } from 'zod';
+import { operationNames, type OperationName } from '../upstream/routes.js';
+import type { Exchange } from './exchange.js';
+
+export type Fault =
+  | { kind: 'latency'; ms: number }
+  | { kind: 'status'; status: number; body?: unknown }
+  | { kind: 'malformed-json' }
+  /** A well-formed JSON body that fails the contract's schema; default `{unexpected:true}`. */
+  | { kind: 'off-contract'; body?: unknown }
+  /** Destroys the socket without answering. */
+  | { kind: 'drop' };
+
+export const faultSchema: z.ZodType<Fault> = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('latency'), ms: z.number().int().min(0).max(600_000) }),
+  z.object({ kind: z.literal('status'), status: z.number().int().min(200).max(599), body: z.unknown().optional() }),
+  z.object({ kind: z.literal('malformed-json') }),
+  z.object({ kind: z.literal('off-contract'), body: z.unknown().optional() }),
+  z.object({ kind: z.literal('drop') }),
+]);
+
+/** The body of `POST /__reference/faults`. */
+export const faultRequestSchema = z.object({
+  operation: z.enum(operationNames),
+  fault: faultSchema,
+  times: z.number().int().min(1).optional(),
+});
+
+const MALFORMED_JSON = '{"items":[{"name":"Head 001 Aurora","id":"';
+const DEFAULT_OFF_CONTRACT = { unexpected: true };
+
+/** Faults queued per operation; each covers the next `times` requests of its operation. */
+export class FaultQueue {
+  private readonly queues = new Map<OperationName, { fault: Fault; remaining: number }[]>();
+  // Lets the request path skip the map entirely while nothing is queued (benchmarks, most tests).
+  private pending = 0;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  inject(operation: OperationName, fault: Fault, times = 1): void {
+    if (!operationNames.includes(operation)) throw new Error(`unknown operation ${operation}`);
+    const parsed = faultSchema.parse(fault);
+    if (!Number.isInteger(times) || times < 1) throw new Error(`times must be a positive integer, got ${times}`);
+    const queue = this.queues.get(operation) ?? [];
+    queue.push({ fault: parsed, remaining: times });
+    this.queues.set(operation, queue);
+    this.pending += times;
+  }
+
+  clear(): void {
+    this.queues.clear();
+    this.pending = 0;
+  }
+
+  /** The fault for this request of `operation`, if one is queued; it counts as used. */
+  take(operation: OperationName): Fault | undefined {
+    if (this.pending === 0) return undefined;
+    const queue = this.queues.get(operation);
+    const head = queue?.[0];
+    if (head === undefined) return undefined;
+    if (--head.remaining === 0) queue!.shift();
+    this.pending--;
+    return head.fault;
+  }
+
+  /** Answers `ex` as the fault says; a latency fault hands it to `dispatch` afterwards. */
+  apply(ex: Exchange, fault: Fault, dispatch: (ex: Exchange) => void): void {
+    switch (fault.kind) {
+      case 'latency':
+        return this.delay(ex, fault.ms, dispatch);
+      case 'status': {
+        const noBody = fault.status === 204 || fault.status === 304;
+        ex.send(fault.status, noBody ? undefined : JSON.stringify(fault.body ?? { detail: STATUS_CODES[fault.status] ?? 'Injected fault' }));
+        return;
+      }
+      case 'malformed-json':
+        return ex.send(200, MALFORMED_JSON);
+      case 'off-contract':
+        return ex.send(200, JSON.stringify(fault.body ?? DEFAULT_OFF_CONTRACT));
+      case 'drop':
+        ex.req.socket.destroy();
+        return ex.finish(undefined);
+    }
+  }
+
+  /** Stops every pending latency timer (the server is closing). */
+  cancelTimers(): void {
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  private delay(ex: Exchange, ms: number, dispatch: (ex: Exchange) => void): void {
+    const onClose = () => {
+      clearTimeout(timer);
+      this.timers.delete(timer);
+      ex.finish(undefined);
+    };
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      ex.res.off('close', onClose);
+      if (ex.res.destroyed || ex.req.socket.destroyed) ex.finish(undefined);
+      else dispatch(ex);
+    }, ms);
+    this.timers.add(timer);
+    // A client that gave up gets nothing; its slot is released at once.
+    ex.res.once('close', onClose);
+  }
+}

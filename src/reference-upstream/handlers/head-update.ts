@@ -1,0 +1,47 @@
+import { jsonObjectBody } from '../bodies.js';
+import { HeadShape, type HeadPatch, type ReferenceStore } from '../store.js';
+import { dictValue, stringValue, type ValidationIssue } from '../validation.js';
+import { bodyLoc, given, HEAD_NOT_FOUND, knownUuid, pathUuid, type Handler } from './shared.js';
+
+const DICT_FIELDS = ['output_format', 'style', 'version', 'head_metadata'] as const;
+
+/** Update Head: every wrong field is reported together, as pydantic does. */
+export const updateHead: Handler = (ex, store) => {
+  const issues: ValidationIssue[] = [];
+  const id = pathUuid(ex, 'head_id', issues);
+  const body = jsonObjectBody(ex.body, issues);
+  const patch = body === undefined ? {} : headPatch(body, store, issues);
+  if (issues.length > 0 || id === undefined) return ex.sendIssues(issues);
+  const entry = store.findHead(id);
+  if (entry === undefined) return ex.send(404, HEAD_NOT_FOUND);
+  if (patch.hair_color !== undefined && patch.hair_id === undefined && entry.head.hair_id === undefined) {
+    return ex.sendIssues([
+      { type: 'value_error', loc: ['body', 'hair_color'], msg: 'Value error, the head has no hair to colour', input: patch.hair_color },
+    ]);
+  }
+  const updated = store.updateHead(id, patch)!;
+  ex.send(200, store.headJson(updated, HeadShape.A));
+};
+
+function headPatch(body: Record<string, unknown>, store: ReferenceStore, issues: ValidationIssue[]): HeadPatch {
+  const patch: HeadPatch = {};
+  // null means "not given": name is required on a head, so null cannot mean "clear".
+  if (given(body, 'name') !== undefined) {
+    const v = stringValue(given(body, 'name'), bodyLoc('name'), issues, 100);
+    if (v !== undefined) patch.name = v;
+  }
+  for (const name of DICT_FIELDS) {
+    if (given(body, name) === undefined) continue;
+    const v = dictValue(given(body, name), bodyLoc(name), issues);
+    if (v !== undefined) patch[name] = v;
+  }
+  if (given(body, 'hair_id') !== undefined) {
+    const v = knownUuid(body, 'hair_id', (id) => store.hasHair(id), 'hair', issues);
+    if (v !== undefined) patch.hair_id = v;
+  }
+  if (given(body, 'hair_color') !== undefined) {
+    const v = stringValue(given(body, 'hair_color'), bodyLoc('hair_color'), issues);
+    if (v !== undefined) patch.hair_color = v;
+  }
+  return patch;
+}
