@@ -13,6 +13,16 @@ type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 const multipart = /^multipart\/mixed\b/i;
 
 /**
+ * Which responses to compress: compressible types (JSON, HTML, text/event-stream) and multipart.
+ * yoga marks its event streams `Content-Encoding: none` to keep compressors that buffer away;
+ * ours flushes every write, so the mark (not a registered coding) is dropped and they are compressed.
+ */
+function compressible(...[request, response]: Parameters<typeof compression.filter>): boolean {
+  if (response.getHeader('content-encoding') === 'none') response.removeHeader('content-encoding');
+  return compression.filter(request, response) || multipart.test(String(response.getHeader('content-type') ?? ''));
+}
+
+/**
  * The gateway on Node's HTTP server. Responses are compressed by `compression` (Express's):
  * brotli, gzip or deflate as Accept-Encoding prefers (q-values honoured, brotli first on a tie),
  * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`,
@@ -26,7 +36,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     threshold: options.compressionMinBytes,
     flush: constants.Z_SYNC_FLUSH,
     brotli: { flush: constants.BROTLI_OPERATION_FLUSH },
-    filter: (request, response) => compression.filter(request, response) || multipart.test(String(response.getHeader('content-type') ?? '')),
+    filter: compressible,
   }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
   return createServer((request, response) => compress(request, response, () => handler(request, response)));
 }
