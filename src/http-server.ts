@@ -38,5 +38,9 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     brotli: { flush: constants.BROTLI_OPERATION_FLUSH },
     filter: compressible,
   }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
-  return createServer((request, response) => compress(request, response, () => handler(request, response)));
+  // A request that accepts no encoding is answered as it is, without the middleware: a cache may
+  // keep that identity answer for everyone, so it needs no Vary.
+  return createServer((request, response) =>
+    request.headers['accept-encoding'] === undefined ? handler(request, response) : compress(request, response, () => handler(request, response)),
+  );
 }

@@ -67,16 +67,17 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugi
     ];
   }
   const { apqStore } = options;
-  const plugins: Plugin[] = [
-    withRecodedErrors(
-      useAPQ({
-        store: { get: (hash) => lookUp(hash) ?? apqStore.get(hash), set: (hash, query) => apqStore.set(hash, query) },
-        responseConfig: { forceStatusCodeOk: true },
-      }),
-      'onParams',
-      hashMismatch,
-    ),
-  ];
+  const apq = withRecodedErrors(
+    useAPQ({
+      store: { get: (hash) => lookUp(hash) ?? apqStore.get(hash), set: (hash, query) => apqStore.set(hash, query) },
+      responseConfig: { forceStatusCodeOk: true },
+    }),
+    'onParams',
+    hashMismatch,
+  );
+  // useAPQ's hook is async: a plain query (no persistedQuery extension) skips it, and the promise.
+  const runApq = apq.onParams!;
+  const plugins: Plugin[] = [{ ...apq, onParams: (payload) => (payload.params.extensions?.['persistedQuery'] === undefined ? undefined : runApq(payload)) }];
   if (trusted !== undefined) {
     // Only requests that carry a documentId: the others are APQ's or plain queries.
     const byDocumentId = usePersistedOperations({ allowArbitraryOperations: true, extractPersistedOperationId: documentIdOf, getPersistedOperation: lookUp, customErrors: { notFound } }) as Plugin;
