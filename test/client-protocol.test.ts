@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { deflateSync, gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { answer, jsonHeaders, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
  * The client protocol over yoga.fetch (no port): automatic persisted queries, trusted documents,
@@ -21,28 +21,10 @@ const trusted = (name: string) => {
   return { id, hash: id.slice('sha256:'.length), text };
 };
 
-let t: TestGateway;
-let ids: string[];
-
-beforeAll(async () => {
-  t = await startTestGateway();
-  ids = t.reference.store.headIds();
-});
+const t = await startTestGateway();
+const ids = t.reference.store.headIds();
 afterAll(() => t.close());
 beforeEach(() => t.reset());
-
-interface Answer<T = GraphQLResponse> {
-  status: number;
-  headers: Headers;
-  body: T;
-}
-
-const jsonHeaders = () => ({ 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json' });
-
-async function answer<T = GraphQLResponse>(response: Response): Promise<Answer<T>> {
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, body: (text === '' ? {} : JSON.parse(text)) as T };
-}
 
 /** POSTs any JSON body (one operation's parameters, or a batch). */
 async function post<T = GraphQLResponse>(body: unknown, on: TestGateway = t, headers: Record<string, string> = {}): Promise<Answer<T>> {

@@ -16,6 +16,21 @@ export interface GraphQLResponse<T = Record<string, unknown>> {
   errors?: { message: string; path?: (string | number)[]; extensions?: Record<string, unknown> }[];
 }
 
+/** A raw answer: the HTTP status and headers kept beside the parsed body. */
+export interface Answer<T = GraphQLResponse> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/** A fresh object each time: `gateway.fetch` writes the body's content-length into the headers object it is given. */
+export const jsonHeaders = () => ({ 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json' });
+
+export async function answer<T = GraphQLResponse>(response: Response): Promise<Answer<T>> {
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: (text === '' ? {} : JSON.parse(text)) as T };
+}
+
 /** A gateway on the real reference upstream (loopback port), driven through `yoga.fetch`. */
 export interface TestGateway {
   readonly reference: ReferenceUpstream;
