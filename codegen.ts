@@ -8,6 +8,9 @@ import type { CodegenConfig } from '@graphql-codegen/cli';
  *   code: codegen then needs no TypeScript loader, and CI can diff both artifacts.
  * - importExtension '.js': under NodeNext the generated relative imports need the extension.
  * - useTypeImports: verbatimModuleSyntax wants `import type` for type-only imports.
+ * - persistedDocuments: also writes src/generated/persisted-documents.json, the trusted documents
+ *   manifest (`sha256:<hex>` -> document text) the gateway loads from TRUSTED_DOCUMENTS_FILE; every
+ *   typed document carries its id in `__meta__.hash` for clients to send.
  */
 const config: CodegenConfig = {
   overwrite: true,
@@ -17,7 +20,7 @@ const config: CodegenConfig = {
   generates: {
     'src/generated/': {
       preset: 'client',
-      presetConfig: { fragmentMasking: false },
+      presetConfig: { fragmentMasking: false, persistedDocuments: { mode: 'embedHashInDocument', hashAlgorithm: 'sha256' } },
       config: {
         useTypeImports: true,
         enumsAsTypes: true,

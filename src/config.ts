@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import type { Strategy } from './plan/needs.js';
+import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 
 const integer = (min: number, max: number) =>
@@ -48,6 +49,12 @@ const environment = z.object({
   MAX_TOKENS: integer(1, 1_000_000).default(2_000),
   MAX_DIRECTIVES: integer(1, 10_000).default(20),
   MAX_BODY_BYTES: integer(1_024, 104_857_600).default(100_000),
+  MAX_BATCH: integer(1, 100).default(10),
+  APQ_MAX_ENTRIES: integer(1, 1_000_000).default(1_000),
+  APQ_MAX_BYTES: integer(1_024, 1_073_741_824).default(5_000_000),
+  TRUSTED_DOCUMENTS_FILE: z.string().min(1, { error: 'a path to a JSON file' }).optional(),
+  TRUSTED_DOCUMENTS_ONLY: flag('TRUSTED_DOCUMENTS_ONLY').default(false),
+  COMPRESSION_MIN_BYTES: integer(0, 104_857_600).default(1_024),
   SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: 'one of fatal, error, warn, info, debug, trace, silent' }).default('info'),
   NODE_ENV: z.string().optional(),
@@ -79,6 +86,11 @@ export interface Config {
   /** Origins allowed by CORS; empty means same-origin only. */
   readonly corsOrigins: readonly string[];
   readonly limits: OperationLimits;
+  /** Operations one batched POST (a JSON array) may carry. */
+  readonly maxBatch: number;
+  readonly persistedDocuments: PersistedDocumentsSettings;
+  /** Responses smaller than this go out uncompressed; larger ones as Accept-Encoding asks. */
+  readonly compressionMinBytes: number;
   readonly shutdownGraceMs: number;
   /** Gateway processes behind one port (node:cluster); `auto` is one per CPU. */
   readonly workers: number;
@@ -93,6 +105,18 @@ export interface OperationLimits {
   readonly maxTokens: number;
   readonly maxDirectives: number;
   readonly maxBodyBytes: number;
+}
+
+/** Documents a client may name by hash instead of sending their text. */
+export interface PersistedDocumentsSettings {
+  /** Automatic persisted queries (Apollo's protocol) kept in memory, the least recently used dropped first. */
+  readonly apqMaxEntries: number;
+  /** Bytes of query text the APQ store keeps at most. */
+  readonly apqMaxBytes: number;
+  /** The trusted documents manifest (TRUSTED_DOCUMENTS_FILE), if any. */
+  readonly trustedDocuments: TrustedDocuments | undefined;
+  /** Refuse every document that is not in the manifest (and register no APQ). */
+  readonly trustedDocumentsOnly: boolean;
 }
 
 /** A configuration problem, worded for one line on stderr: `VARIABLE: expected ...`. */
@@ -120,6 +144,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.OPERATION_TIMEOUT_MS <= e.UPSTREAM_TIMEOUT_MS) {
     throw new ConfigError(`OPERATION_TIMEOUT_MS: expected more than UPSTREAM_TIMEOUT_MS (${e.UPSTREAM_TIMEOUT_MS}), got ${JSON.stringify(env.OPERATION_TIMEOUT_MS ?? String(e.OPERATION_TIMEOUT_MS))}`);
   }
+  let trustedDocuments: TrustedDocuments | undefined;
+  try {
+    trustedDocuments = e.TRUSTED_DOCUMENTS_FILE === undefined ? undefined : loadTrustedDocuments(e.TRUSTED_DOCUMENTS_FILE);
+  } catch (error) {
+    if (error instanceof TrustedDocumentsError) throw new ConfigError(`TRUSTED_DOCUMENTS_FILE: ${error.message}`);
+    throw error;
+  }
+  if (e.TRUSTED_DOCUMENTS_ONLY && trustedDocuments === undefined) {
+    throw new ConfigError(`TRUSTED_DOCUMENTS_ONLY: expected TRUSTED_DOCUMENTS_FILE to name the manifest of trusted documents, got ${JSON.stringify(env.TRUSTED_DOCUMENTS_ONLY)} without one`);
+  }
   const production = e.NODE_ENV === 'production';
   return Object.freeze({
     upstreamUrl: e.UPSTREAM_URL,
@@ -137,6 +171,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     planner: e.PLANNER === 'on' ? 'selection' : 'plain',
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxBodyBytes: e.MAX_BODY_BYTES }),
+    maxBatch: e.MAX_BATCH,
+    persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
+    compressionMinBytes: e.COMPRESSION_MIN_BYTES,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     workers: e.WORKERS,
     logLevel: e.LOG_LEVEL,

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { RequestLoaders } from './loaders/request-loaders.js';
 import type { Strategy } from './plan/needs.js';
 import { EMPTY_PLAN, type OperationPlan } from './plan/operation-plan.js';
+import { batchOf } from './request-batch.js';
 import { OperationGuard } from './upstream/operation-guard.js';
 import type { UpstreamCaller } from './upstream/transport.js';
 import type { Upstream } from './upstream/upstream.js';
@@ -47,7 +48,9 @@ export function requestIdFrom(request: Request): string {
 }
 
 export function createContext(request: Request, options: ContextOptions): GatewayContext {
-  const requestId = requestIdFrom(request);
+  // The operations of a batched request share its request id and its loaders (request-batch.ts).
+  const batch = batchOf(request);
+  const requestId = batch === undefined ? requestIdFrom(request) : (batch.requestId ??= requestIdFrom(request));
   const authorization = request.headers.get('authorization') ?? undefined;
   let logger: Logger | undefined;
   const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs });
@@ -55,11 +58,15 @@ export function createContext(request: Request, options: ContextOptions): Gatewa
   // (The transport only listens to it: wrapping it in AbortSignal.any would hide its `aborted`,
   // @whatwg-node/server's stand-in signal stops updating once a composite takes it as a source.)
   const upstream = options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard });
+  const loaderOptions = { fanout: options.fanout, strategy: options.strategy };
   return {
     requestId,
     authorization,
     upstream,
-    loaders: new RequestLoaders(upstream, { fanout: options.fanout, strategy: options.strategy }),
+    loaders:
+      batch === undefined
+        ? new RequestLoaders(upstream, loaderOptions)
+        : batch.loadersFor(guard, (batchGuard) => new RequestLoaders(options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard: batchGuard }), loaderOptions)),
     guard,
     plan: EMPTY_PLAN,
     // A pino child per request is not free (it compiles the redaction of its bindings).

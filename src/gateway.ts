@@ -4,9 +4,13 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type GatewayContext } from './context.js';
 import { GatewayMetrics } from './metrics.js';
+import { createMemoryQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
+import { useBatching } from './plugins/batching.js';
+import { useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
-import { useRequestSizeLimit } from './plugins/request-size-limit.js';
+import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
+import { useRequestDecompression, useRequestSizeLimit } from './plugins/request-size-limit.js';
 import { useUpstreamPlan } from './plugins/upstream-plan.js';
 import { Planner } from './plan/operation-plan.js';
 import { maskError } from './schema/errors.js';
@@ -41,7 +45,16 @@ query HeadsWithHair {
 /** The part of the configuration the yoga app itself uses. */
 export type GatewaySettings = Pick<
   Config,
-  'upstreamFanout' | 'upstreamCallBudget' | 'operationTimeoutMs' | 'introspection' | 'planner' | 'corsOrigins' | 'limits' | 'production'
+  | 'upstreamFanout'
+  | 'upstreamCallBudget'
+  | 'operationTimeoutMs'
+  | 'introspection'
+  | 'planner'
+  | 'corsOrigins'
+  | 'limits'
+  | 'maxBatch'
+  | 'persistedDocuments'
+  | 'production'
 >;
 
 export interface GatewayOptions {
@@ -51,6 +64,8 @@ export interface GatewayOptions {
   readonly metrics?: GatewayMetrics;
   /** Whether the upstream answered recently; /ready reports it. @default always ready */
   readonly ready?: () => Promise<boolean>;
+  /** Where automatic persisted queries are registered. @default in this process's memory, bounded by the settings */
+  readonly apqStore?: PersistedQueryStore;
 }
 
 export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext>;
@@ -91,6 +106,10 @@ export function createGateway(options: GatewayOptions): Gateway {
   const metrics = options.metrics ?? new GatewayMetrics({ defaultMetrics: false });
   const refused = (limit: string) => () => metrics.refusals.inc({ limit });
   const planner = new Planner({ schema, strategy: settings.planner });
+  const { persistedDocuments } = settings;
+  const apqStore = options.apqStore ?? createMemoryQueryStore({ maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes });
+  // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
+  const graphiql = useGraphiQLCache(async (graphiqlOptions) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(graphiqlOptions));
   return createYoga<Record<string, unknown>, GatewayContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -104,7 +123,10 @@ export function createGateway(options: GatewayOptions): Gateway {
         strategy: settings.planner,
       }),
     plugins: [
+      useRequestDecompression(),
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
+      useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
+      ...usePersistedDocuments({ apqStore, trustedDocuments: persistedDocuments.trustedDocuments, trustedDocumentsOnly: persistedDocuments.trustedDocumentsOnly }),
       ...useOperationLimits({
         limits: settings.limits,
         introspection: settings.introspection,
@@ -113,7 +135,11 @@ export function createGateway(options: GatewayOptions): Gateway {
       }),
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
       useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
+      graphiql.plugin,
     ] as Plugin[],
+    // plugins/batching.ts refuses larger batches first, with a code of ours.
+    batching: { limit: settings.maxBatch },
+    extraParamNames: persistedDocumentParams,
     cors: corsPolicy(settings.corsOrigins),
     // plugins/request-size-limit.ts caps bodies without piping every one through a counter.
     maxRequestBodySize: false,
@@ -129,8 +155,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     },
     // GraphiQL needs introspection, so it goes where introspection goes (off in production).
     graphiql: settings.introspection && { title: 'Avatar Head gateway', defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
-    // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
-    renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
+    renderGraphiQL: graphiql.renderGraphiQL,
     landingPage: false,
   });
 }

@@ -1,6 +1,5 @@
 import cluster from 'node:cluster';
 import { once } from 'node:events';
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import type { ReferenceUpstream } from './reference-upstream/server.js';
@@ -35,8 +34,9 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
-  const [{ createGateway }, { createLogger }, { GatewayMetrics }, { createReadiness, upstreamAnswers }, { createUpstream, upstreamOptionsFrom }] = await Promise.all([
+  const [{ createGateway }, { createGatewayServer }, { createLogger }, { GatewayMetrics }, { createReadiness, upstreamAnswers }, { createUpstream, upstreamOptionsFrom }] = await Promise.all([
     import('./gateway.js'),
+    import('./http-server.js'),
     import('./logger.js'),
     import('./metrics.js'),
     import('./readiness.js'),
@@ -46,7 +46,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   const upstream = createUpstream({ ...upstreamOptionsFrom(config, upstreamUrl), onAttempt: metrics.recordAttempt });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  const server = createServer(createGateway({ upstream, logger, settings: config, metrics, ready }));
+  const server = createGatewayServer(createGateway({ upstream, logger, settings: config, metrics, ready }), config);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   return {

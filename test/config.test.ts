@@ -6,11 +6,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
-const routesDir = mkdtempSync(join(tmpdir(), 'routes-'));
-afterAll(() => rmSync(routesDir, { recursive: true, force: true }));
-let routesFiles = 0;
-const routesFile = (content: string) => {
-  const file = join(routesDir, `routes-${++routesFiles}.json`);
+const jsonDir = mkdtempSync(join(tmpdir(), 'config-'));
+afterAll(() => rmSync(jsonDir, { recursive: true, force: true }));
+let jsonFiles = 0;
+const jsonFile = (content: string) => {
+  const file = join(jsonDir, `config-${++jsonFiles}.json`);
   writeFileSync(file, content);
   return file;
 };
@@ -33,6 +33,9 @@ describe('loadConfig', () => {
       planner: 'selection',
       corsOrigins: [],
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxBodyBytes: 100_000 },
+      maxBatch: 10,
+      persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, trustedDocuments: undefined, trustedDocumentsOnly: false },
+      compressionMinBytes: 1_024,
       shutdownGraceMs: 10_000,
       workers: 1,
       logLevel: 'info',
@@ -56,7 +59,7 @@ describe('loadConfig', () => {
       HOST: '0.0.0.0',
       UPSTREAM_TIMEOUT_MS: '2500',
       UPSTREAM_CONNECTIONS: '8',
-      UPSTREAM_ROUTES_FILE: routesFile('{"getHeadExt": {"path": "/heads/{head_id}/extended"}, "updateHead": {"method": "PUT"}}'),
+      UPSTREAM_ROUTES_FILE: jsonFile('{"getHeadExt": {"path": "/heads/{head_id}/extended"}, "updateHead": {"method": "PUT"}}'),
       NODE_ENV: 'production',
     });
     expect(config).toMatchObject({ upstreamUrl: 'https://heads.example.com/api/v2', port: 8080, host: '0.0.0.0', upstreamTimeoutMs: 2500, upstreamConnections: 8, production: true });
@@ -64,6 +67,35 @@ describe('loadConfig', () => {
     expect(config.routes.updateHead).toEqual({ method: 'PUT', path: '/heads/{head_id}' });
     expect(config.routes.listHeads).toEqual(defaultRoutes.listHeads);
     expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('reads the client protocol variables: batch size, APQ store bounds, trusted documents, compression threshold', () => {
+    const manifest = jsonFile(JSON.stringify({ 'sha256:abc123': 'query A { __typename }', md5only: 'query B { __typename }' }));
+    const config = loadConfig({ MAX_BATCH: '3', APQ_MAX_ENTRIES: '50', APQ_MAX_BYTES: '65536', TRUSTED_DOCUMENTS_FILE: manifest, TRUSTED_DOCUMENTS_ONLY: 'true', COMPRESSION_MIN_BYTES: '0' });
+    expect(config).toMatchObject({ maxBatch: 3, compressionMinBytes: 0, persistedDocuments: { apqMaxEntries: 50, apqMaxBytes: 65_536, trustedDocumentsOnly: true } });
+    // An id `sha256:<hex>` also answers to the bare hex (Apollo's sha256Hash); other ids as written.
+    expect(Object.fromEntries(config.persistedDocuments.trustedDocuments!)).toEqual({
+      'sha256:abc123': 'query A { __typename }',
+      abc123: 'query A { __typename }',
+      md5only: 'query B { __typename }',
+    });
+    expect(loadConfig({ TRUSTED_DOCUMENTS_FILE: manifest }).persistedDocuments.trustedDocumentsOnly).toBe(false);
+  });
+
+  it.each([
+    [{ MAX_BATCH: '0' }, /^MAX_BATCH: expected an integer from 1 to 100, got "0"$/],
+    [{ MAX_BATCH: '101' }, /^MAX_BATCH: expected an integer from 1 to 100/],
+    [{ APQ_MAX_ENTRIES: '0' }, /^APQ_MAX_ENTRIES: expected an integer from 1 to 1000000/],
+    [{ APQ_MAX_BYTES: '10' }, /^APQ_MAX_BYTES: expected an integer from 1024/],
+    [{ COMPRESSION_MIN_BYTES: '-1' }, /^COMPRESSION_MIN_BYTES: expected an integer from 0/],
+    [{ TRUSTED_DOCUMENTS_ONLY: 'yes' }, /^TRUSTED_DOCUMENTS_ONLY: expected true or false/],
+    [{ TRUSTED_DOCUMENTS_ONLY: 'true' }, /^TRUSTED_DOCUMENTS_ONLY: expected TRUSTED_DOCUMENTS_FILE to name the manifest of trusted documents, got "true" without one$/],
+    [{ TRUSTED_DOCUMENTS_FILE: '/no/such/manifest.json' }, /^TRUSTED_DOCUMENTS_FILE: cannot read a JSON object from \/no\/such\/manifest.json/],
+    [{ TRUSTED_DOCUMENTS_FILE: jsonFile('{}') }, /^TRUSTED_DOCUMENTS_FILE: expected a JSON object of document ids to GraphQL documents/],
+    [{ TRUSTED_DOCUMENTS_FILE: jsonFile('{"sha256:abc": 42}') }, /^TRUSTED_DOCUMENTS_FILE: expected a JSON object of document ids to GraphQL documents/],
+  ])('refuses the client protocol value %o with one line naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
   });
 
   it.each([
@@ -80,9 +112,9 @@ describe('loadConfig', () => {
     [{ WORKERS: '0' }, /^WORKERS: expected an integer from 1 to 256/],
     [{ PLANNER: 'maybe' }, /^PLANNER: expected on or off/],
     [{ UPSTREAM_ROUTES_FILE: '/no/such/file.json' }, /^UPSTREAM_ROUTES_FILE: cannot read a JSON object from/],
-    [{ UPSTREAM_ROUTES_FILE: routesFile('{"getHead": {}}') }, /^UPSTREAM_ROUTES_FILE: getHead: unknown operation/],
-    [{ UPSTREAM_ROUTES_FILE: routesFile('{"deleteHead": {"method": "FETCH"}}') }, /^UPSTREAM_ROUTES_FILE: deleteHead.method: method must be one of/],
-    [{ UPSTREAM_ROUTES_FILE: routesFile('{"getHeadById": {"path": "/head"}}') }, /^UPSTREAM_ROUTES_FILE: getHeadById.path: path must contain \{id\}/],
+    [{ UPSTREAM_ROUTES_FILE: jsonFile('{"getHead": {}}') }, /^UPSTREAM_ROUTES_FILE: getHead: unknown operation/],
+    [{ UPSTREAM_ROUTES_FILE: jsonFile('{"deleteHead": {"method": "FETCH"}}') }, /^UPSTREAM_ROUTES_FILE: deleteHead.method: method must be one of/],
+    [{ UPSTREAM_ROUTES_FILE: jsonFile('{"getHeadById": {"path": "/head"}}') }, /^UPSTREAM_ROUTES_FILE: getHeadById.path: path must contain \{id\}/],
   ])('refuses %o with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -1,12 +1,13 @@
 import { loadConfig } from '../src/config.js';
 import { mkdirSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { parse, print } from 'graphql';
 import type { Browser, BrowserContext, Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway, defaultGraphiQLQuery } from '../src/gateway.js';
+import { createGatewayServer } from '../src/http-server.js';
 import { createLogger } from '../src/logger.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
@@ -110,7 +111,7 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
     const metrics = new GatewayMetrics({ defaultMetrics: false });
     upstream = createUpstream({ ...upstreamOptionsFrom(config, reference.url), onAttempt: metrics.recordAttempt });
     const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), settings: config, metrics });
-    const srv = createServer(gateway);
+    const srv = createGatewayServer(gateway, config);
     server = srv;
     await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
     const { port } = srv.address() as AddressInfo;
@@ -147,6 +148,9 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
     const response = await page.goto(graphqlUrl, { waitUntil: 'load' });
     expect(response?.status()).toBe(200);
     expect(response?.headers()['content-type']).toMatch(/^text\/html/);
+    // Chromium asks for brotli; the page comes compressed, with a validator for its next visit.
+    expect(response?.headers()['content-encoding']).toBe('br');
+    expect(response?.headers()['etag']).toMatch(/^W\//);
     // A normal navigation asks for HTML; that is what makes yoga answer with GraphiQL.
     expect((await response!.request().allHeaders())['accept']).toContain('text/html');
     expect(await page.title()).toBe('Avatar Head gateway');

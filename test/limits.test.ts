@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { getIntrospectionQuery, Lexer, Source, TokenKind } from 'graphql';
 import { Agent, fetch as httpFetch } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { answer, jsonHeaders, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
  * One limit at a time: just under passes, just over is refused before execution with a code and
@@ -22,20 +22,6 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 beforeEach(() => t.reset());
-
-interface Answer {
-  status: number;
-  headers: Headers;
-  body: GraphQLResponse;
-}
-
-/** A fresh object each time: `gateway.fetch` writes the body's content-length into the headers object it is given. */
-const jsonHeaders = () => ({ 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json' });
-
-async function answer(response: Response): Promise<Answer> {
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, body: text === '' ? {} : (JSON.parse(text) as GraphQLResponse) };
-}
 
 /** POST JSON to a gateway, keeping the HTTP status. */
 async function post(query: string, variables?: Record<string, unknown>, on: TestGateway = t): Promise<Answer> {

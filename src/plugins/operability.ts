@@ -3,6 +3,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { requestIdFrom, type GatewayContext } from '../context.js';
 import type { GatewayMetrics } from '../metrics.js';
+import { batchOf } from '../request-batch.js';
 
 export interface OperabilityOptions {
   readonly metrics: GatewayMetrics;
@@ -229,7 +230,8 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
       const state = context[operationKey];
       // Parameters refused after onParams (a missing query, say) never reached onExecutionResult.
       if (state !== undefined && !state.done) finish(state, { ...context, request }, undefined);
-      const requestId = context.requestId ?? state?.requestId;
+      // A batch's operations each have a context of their own; they share the batch's request id.
+      const requestId = context.requestId ?? state?.requestId ?? batchOf(request)?.requestId;
       if (requestId !== undefined) response.headers.set('x-request-id', requestId);
       // yoga's built-in health check answers /health before any plugin sees it, with no body;
       // give it ours (it is the only response carrying x-yoga-id).

@@ -3,6 +3,7 @@ import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { GraphQLError, type ValidationContext } from 'graphql';
 import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
+import { withRecodedErrors } from './recode-errors.js';
 import type { OperationLimits } from '../config.js';
 
 export interface OperationLimitsOptions {
@@ -65,26 +66,10 @@ function useValidationRefusalCount(onRefused: (limit: string) => void): Plugin {
 }
 
 /**
- * yoga's CSRF refusal is a bare 403; clients get a code as for every other refusal. The check
- * itself stays yoga's (GET and form/text content types need an `x-graphql-csrf` header).
+ * Any one of these lets a GET (or a form-typed POST) through the CSRF check: ours and yoga's, and
+ * the two Apollo Client sends (`apollo-require-preflight`, `x-apollo-operation-name`).
  */
-function withCode(plugin: Plugin, code: string): Plugin {
-  const check = plugin.onRequestParse;
-  if (check === undefined) return plugin;
-  return {
-    ...plugin,
-    onRequestParse(payload) {
-      try {
-        return check(payload);
-      } catch (error) {
-        if (error instanceof GraphQLError && error.extensions.code === undefined) {
-          throw createGraphQLError(error.message, { extensions: { ...error.extensions, code } });
-        }
-        throw error;
-      }
-    },
-  };
-}
+export const csrfHeaders = ['x-graphql-csrf', 'x-graphql-yoga-csrf', 'apollo-require-preflight', 'x-apollo-operation-name'] as const;
 
 /**
  * Refuses hostile or careless documents before execution, so they cost no upstream call:
@@ -95,8 +80,9 @@ function withCode(plugin: Plugin, code: string): Plugin {
  * - Armor's token limit, checked while parsing: HTTP 400, code `GRAPHQL_PARSE_FAILED`,
  *   `extensions.limit: "tokens"`.
  * - introspection when turned off: HTTP 400, `GRAPHQL_VALIDATION_FAILED` (yoga's rule).
- * - CSRF: a GET, or a POST with a form or text/plain content type, without an
- *   `x-graphql-csrf` (or `x-graphql-yoga-csrf`) header: HTTP 403, code `BAD_REQUEST`.
+ * - CSRF: a GET, or a POST with a form or text/plain content type, carrying none of the headers
+ *   a browser cannot send cross-origin without a CORS preflight (`csrfHeaders`) and no other
+ *   content type: HTTP 403, code `BAD_REQUEST` (yoga's check, which answers a bare 403).
  * - field suggestions, when hidden: "Did you mean …?" is cut from every message.
  */
 export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
@@ -123,7 +109,9 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
       blockFieldSuggestion: { enabled: false },
     }) as Plugin,
     useValidationRefusalCount(onRefused),
-    withCode(useCSRFPrevention({ requestHeaders: ['x-graphql-csrf', 'x-graphql-yoga-csrf'] }) as Plugin, 'BAD_REQUEST'),
+    withRecodedErrors(useCSRFPrevention({ requestHeaders: [...csrfHeaders] }) as Plugin, 'onRequestParse', (error) =>
+      error.extensions.code === undefined ? createGraphQLError(error.message, { extensions: { ...error.extensions, code: 'BAD_REQUEST' } }) : undefined,
+    ),
   ];
   if (options.hideSuggestions ?? false) plugins.push(useHiddenSuggestions());
   if (options.introspection === false) plugins.push(useDisableIntrospection());

@@ -1,3 +1,4 @@
+import { useContentEncoding } from '@whatwg-node/server';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 
 export interface RequestSizeLimitOptions {
@@ -10,9 +11,30 @@ export interface RequestSizeLimitOptions {
 const tooLarge = (maxBytes: number) =>
   createGraphQLError(`Request body is larger than ${maxBytes} bytes`, { extensions: { code: 'PAYLOAD_TOO_LARGE', http: { status: 413 } } });
 
+const identity = new Set(['identity', 'none']);
+
+/** A body sent compressed: its Content-Length is its size on the wire, not what it inflates to. */
+const isEncoded = (request: Request): boolean => {
+  const encoding = request.headers.get('content-encoding');
+  return encoding !== null && !identity.has(encoding.trim().toLowerCase());
+};
+
+/**
+ * Request bodies sent with `Content-Encoding: gzip` (or deflate, br) are inflated as they stream
+ * in, by @whatwg-node/server's useContentEncoding (its request half; responses are compressed by
+ * the HTTP server, http-server.ts); an encoding it cannot decode is HTTP 415. It puts no bound on
+ * what a body inflates to: useRequestSizeLimit counts the inflated bytes, so a decompression bomb
+ * stops at the cap (HTTP 413) with at most one chunk over it in memory.
+ */
+export function useRequestDecompression(): Plugin {
+  const { onRequest } = useContentEncoding();
+  return { onRequest } as Plugin;
+}
+
 /**
  * Caps the request body before yoga buffers it: a declared Content-Length over the cap is
- * refused outright; a body without one (chunked) is counted as it streams in. A declared length
+ * refused outright; a body without one (chunked), or a compressed one (counted as it inflates),
+ * is counted as it streams in. A declared length
  * within the cap needs no counting: Node's HTTP parser ends the body at the declared length, and
  * piping every body through a counter cost some 5 % of a small query's CPU (stream pipeline and
  * its AbortController per request). That is why yoga's own `maxRequestBodySize`, which pipes
@@ -34,7 +56,7 @@ export function useRequestSizeLimit(options: RequestSizeLimitOptions = {}): Plug
       const declared = request.headers.get('content-length');
       if (declared !== null) {
         if (Number(declared) > maxBytes) throw refuse();
-        return;
+        if (!isEncoded(request)) return;
       }
       if (requestParser === undefined || request.body === null) return;
       setRequestParser((incoming) => {

@@ -1,7 +1,10 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { loadConfig } from '../../src/config.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
+import { createGatewayServer } from '../../src/http-server.js';
 import { createLogger } from '../../src/logger.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
 import { defaultRoutes } from '../../src/upstream/routes.js';
@@ -11,6 +14,21 @@ import { createUpstream, type Upstream } from '../../src/upstream/upstream.js';
 export interface GraphQLResponse<T = Record<string, unknown>> {
   data?: T | null;
   errors?: { message: string; path?: (string | number)[]; extensions?: Record<string, unknown> }[];
+}
+
+/** A raw answer: the HTTP status and headers kept beside the parsed body. */
+export interface Answer<T = GraphQLResponse> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/** A fresh object each time: `gateway.fetch` writes the body's content-length into the headers object it is given. */
+export const jsonHeaders = () => ({ 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json' });
+
+export async function answer<T = GraphQLResponse>(response: Response): Promise<Answer<T>> {
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: (text === '' ? {} : JSON.parse(text)) as T };
 }
 
 /** A gateway on the real reference upstream (loopback port), driven through `yoga.fetch`. */
@@ -23,6 +41,8 @@ export interface TestGateway {
   /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
   readonly attempts: UpstreamAttempt[];
   execute<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<GraphQLResponse<T>>;
+  /** Serves the gateway on a loopback port as main.ts does (compression included); its /graphql URL. */
+  listen(): Promise<string>;
   /** Upstream requests recorded since the last reset, optionally of one operation. */
   calls(operation?: string): ReferenceUpstream['requests'];
   reset(): void;
@@ -57,7 +77,9 @@ export async function startTestGateway(
     onAttempt: (attempt) => attempts.push(attempt),
   });
   const { logger, lines: logLines } = capturingLogger();
-  const gateway = createGateway({ upstream, logger, settings: loadConfig(options.env ?? {}) });
+  const settings = loadConfig(options.env ?? {});
+  const gateway = createGateway({ upstream, logger, settings });
+  const servers: Server[] = [];
 
   return {
     reference,
@@ -73,6 +95,12 @@ export async function startTestGateway(
       });
       return (await response.json()) as GraphQLResponse<never>;
     },
+    async listen() {
+      const server = createGatewayServer(gateway, settings);
+      servers.push(server);
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
+    },
     calls: (operation) => (operation === undefined ? reference.requests : reference.requests.filter((r) => r.operation === operation)),
     reset() {
       reference.clearFaults();
@@ -80,6 +108,13 @@ export async function startTestGateway(
       attempts.length = 0;
     },
     async close() {
+      await Promise.all(
+        servers.map((server) => {
+          const closed = new Promise((resolve) => server.close(resolve));
+          server.closeAllConnections();
+          return closed;
+        }),
+      );
       await upstream.close();
       await reference.close();
     },

@@ -1,0 +1,46 @@
+import compression from 'compression';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { constants } from 'node:zlib';
+
+export interface HttpServerOptions {
+  /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
+  readonly compressionMinBytes: number;
+}
+
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** Incremental delivery (@defer/@stream) answers multipart/mixed, which compressible() leaves out. */
+const multipart = /^multipart\/mixed\b/i;
+
+/**
+ * Which responses to compress: compressible types (JSON, HTML, text/event-stream) and multipart.
+ * yoga marks its event streams `Content-Encoding: none` to keep compressors that buffer away;
+ * ours flushes every write, so the mark (not a registered coding) is dropped and they are compressed.
+ */
+function compressible(...[request, response]: Parameters<typeof compression.filter>): boolean {
+  if (response.getHeader('content-encoding') === 'none') response.removeHeader('content-encoding');
+  return compression.filter(request, response) || multipart.test(String(response.getHeader('content-type') ?? ''));
+}
+
+/**
+ * The gateway on Node's HTTP server. Responses are compressed by `compression` (Express's):
+ * brotli, gzip or deflate as Accept-Encoding prefers (q-values honoured, brotli first on a tie),
+ * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`,
+ * nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
+ * streamed answer (text/event-stream, multipart/mixed) still arrives part by part; a one-shot
+ * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
+ * (compression's default): close to gzip's CPU cost, smaller output.
+ */
+export function createGatewayServer(handler: Handler, options: HttpServerOptions): Server {
+  const compress = compression({
+    threshold: options.compressionMinBytes,
+    flush: constants.Z_SYNC_FLUSH,
+    brotli: { flush: constants.BROTLI_OPERATION_FLUSH },
+    filter: compressible,
+  }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
+  // A request that accepts no encoding is answered as it is, without the middleware: a cache may
+  // keep that identity answer for everyone, so it needs no Vary.
+  return createServer((request, response) =>
+    request.headers['accept-encoding'] === undefined ? handler(request, response) : compress(request, response, () => handler(request, response)),
+  );
+}

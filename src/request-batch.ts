@@ -1,0 +1,58 @@
+import type { RequestLoaders } from './loaders/request-loaders.js';
+import type { UpstreamErrorCode } from './upstream/errors.js';
+import type { OperationGuard } from './upstream/operation-guard.js';
+import type { CallGuard } from './upstream/transport.js';
+
+/**
+ * What the operations of one batched request (a JSON array of operations in one POST) share: the
+ * request id and the request's loaders, so a head two of them read costs one upstream call.
+ *
+ * Each operation keeps its own guard (budget, deadline; its estimate is checked against its own
+ * budget before it runs). The shared loaders call through the batch, which is a guard over the
+ * operations' guards: a read is charged to the first operation, in batch order, whose guard admits
+ * it (so a shared read counts once), runs until the latest deadline among them, and a 401 stops
+ * every operation (they carry the same token).
+ */
+export class RequestBatch implements CallGuard {
+  requestId: string | undefined;
+  readonly #guards: OperationGuard[] = [];
+  #loaders: RequestLoaders | undefined;
+
+  /** The batch's loaders, made by the first operation that asks, calling through the batch. */
+  loadersFor(guard: OperationGuard, make: (batchGuard: CallGuard) => RequestLoaders): RequestLoaders {
+    this.#guards.push(guard);
+    return (this.#loaders ??= make(this));
+  }
+
+  admit(): UpstreamErrorCode | undefined {
+    let refusal: UpstreamErrorCode | undefined;
+    for (const guard of this.#guards) {
+      const code = guard.admit();
+      if (code === undefined) return undefined;
+      refusal ??= code;
+    }
+    return refusal;
+  }
+
+  settled(operation: Parameters<CallGuard['settled']>[0], code: UpstreamErrorCode | undefined): void {
+    for (const guard of this.#guards) guard.settled(operation, code);
+  }
+
+  remainingMs(): number {
+    let remaining = -Infinity;
+    for (const guard of this.#guards) remaining = Math.max(remaining, guard.remainingMs());
+    return remaining;
+  }
+}
+
+const batches = new WeakMap<Request, RequestBatch>();
+
+/** Called as a request's parameters turn out to be a batch, before any of its operations runs. */
+export function startBatch(request: Request): void {
+  batches.set(request, new RequestBatch());
+}
+
+/** The batch this request carries; undefined for a request of one operation. */
+export function batchOf(request: Request): RequestBatch | undefined {
+  return batches.get(request);
+}
