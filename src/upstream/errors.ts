@@ -4,7 +4,9 @@ import type { ValidationDetail } from './schemas.js';
 /**
  * What went wrong with an upstream call, as one code the schema edge maps to a GraphQL error.
  * `ABORTED` is the caller's own cancellation (the client went away); it is not the upstream's
- * fault and is never retried. `UPSTREAM_BUDGET_EXCEEDED` is a call the operation's budget
+ * fault and is never retried. A change (POST, PATCH, DELETE) that never reached the upstream is
+ * `UPSTREAM_UNAVAILABLE`; one that was sent and whose answer was lost or late is
+ * `UPSTREAM_OUTCOME_UNKNOWN`: it may have been applied. `UPSTREAM_BUDGET_EXCEEDED` is a call the operation's budget
  * refused: it was never sent.
  */
 export type UpstreamErrorCode =
@@ -14,6 +16,7 @@ export type UpstreamErrorCode =
   | 'BAD_USER_INPUT'
   | 'UPSTREAM_TIMEOUT'
   | 'UPSTREAM_UNAVAILABLE'
+  | 'UPSTREAM_OUTCOME_UNKNOWN'
   | 'UPSTREAM_ERROR'
   | 'UPSTREAM_BUDGET_EXCEEDED'
   | 'ABORTED';
@@ -37,14 +40,16 @@ const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> =
   BAD_USER_INPUT: (e) => `Upstream rejected the input (${e.status})`,
   UPSTREAM_TIMEOUT: (e) => `Upstream did not answer in time${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_UNAVAILABLE: () => 'Upstream could not be reached',
+  UPSTREAM_OUTCOME_UNKNOWN: (e) => `Upstream received the change but its answer was lost${e.reason ? ` (${e.reason})` : ''}: it may have been applied`,
   UPSTREAM_ERROR: (e) => `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_BUDGET_EXCEEDED: () => 'Upstream call budget of this operation exhausted; call not sent',
   ABORTED: () => 'Upstream call was cancelled',
 };
 
 /**
- * The one error type of the upstream layer. Its message names the operation and the path
- * template, never the upstream address, a body or a token, so it is safe to show to clients.
+ * The one error type of the upstream layer. Its message says what happened and nothing of the
+ * upstream (no address, route, method, body or token), so it is safe to show to clients; the
+ * method and route template are fields, for logs and metrics only.
  */
 export class UpstreamError extends Error {
   override name = 'UpstreamError';
@@ -56,7 +61,7 @@ export class UpstreamError extends Error {
   readonly details: readonly ValidationDetail[];
 
   constructor(init: UpstreamErrorInit) {
-    super(`${describe[init.code](init)}: ${init.method} ${init.path}`, { cause: init.cause });
+    super(describe[init.code](init), { cause: init.cause });
     this.code = init.code;
     this.operation = init.operation;
     this.method = init.method;

@@ -30,6 +30,12 @@ export const defaultRetryPolicy: RetryPolicy = Object.freeze({
 /** Connection failures that mean "nobody answered" rather than "the answer was bad". */
 const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_CONNECT_TIMEOUT']);
 const timeoutCodes = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/**
+ * Failures that leave no doubt the request was never sent: no connection was made (refused, no
+ * route, no name, connect timeout) or the pool was closed. Anything else may come after the
+ * request was written (a reset, the socket closed under a sent request, no answer in time).
+ */
+const neverSentCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED']);
 
 /**
  * A per-operation gate on upstream calls (budget, stop after a 401). The transport asks it
@@ -230,7 +236,9 @@ export class UpstreamTransport {
     const callerSignal = context.signal;
     calls.add(cancellation);
     try {
-      return await this.#send(context, spec, route, path, cancellation, (error) => classifyThrown(error, timeout, deadlineFirst, callerSignal, this.#retry));
+      const classify = (error: unknown) => classifyThrown(error, timeout, deadlineFirst, callerSignal, this.#retry);
+      // A change (POST, PATCH, DELETE) is never retried; a failure that may have come after it was sent says so.
+      return await this.#send(context, spec, route, path, cancellation, route.method === 'GET' ? classify : (error) => outcomeOfChange(classify(error), error));
     } finally {
       clearTimeout(timer);
       calls.delete(cancellation);
@@ -327,6 +335,19 @@ function classifyThrown(error: unknown, timeout: { readonly aborted: boolean }, 
     if (unavailableCodes.has(code)) return new Failure('UPSTREAM_UNAVAILABLE', undefined, retry.errorCodes.includes(code), { cause: error });
   }
   return new Failure('UPSTREAM_ERROR', undefined, false, { cause: error });
+}
+
+/**
+ * A change's failure as the client must read it: a timeout or a lost connection that may have
+ * come after the request was written is UPSTREAM_OUTCOME_UNKNOWN (the change may have been
+ * applied); UPSTREAM_UNAVAILABLE stays only for failures that prove it never left.
+ */
+function outcomeOfChange(failure: Failure, error: unknown): Failure {
+  if (failure.code !== 'UPSTREAM_TIMEOUT' && failure.code !== 'UPSTREAM_UNAVAILABLE') return failure;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (failure.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string' && neverSentCodes.has(code)) return failure;
+  const reason = failure.code === 'UPSTREAM_TIMEOUT' ? 'no answer in time' : 'the connection closed';
+  return new Failure('UPSTREAM_OUTCOME_UNKNOWN', undefined, false, { reason, cause: failure.extra.cause });
 }
 
 function queryString(query: CallSpec<unknown>['query']): string {
