@@ -4,6 +4,7 @@ import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspect
 import { GraphQLError, type ValidationContext } from 'graphql';
 import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
 import { withRecodedErrors } from './recode-errors.js';
+import { withoutLiterals } from '../schema/errors.js';
 import type { OperationLimits } from '../config.js';
 
 export interface OperationLimitsOptions {
@@ -55,6 +56,59 @@ function useHiddenSuggestions(): Plugin {
   };
 }
 
+/** Nesting beyond the selection depth limit that lists, objects, arguments and inline fragments may add. */
+const EXTRA_NESTING = 96;
+const BLOCK_QUOTE = '"""';
+
+/**
+ * Whether a document nests `{`, `[` and `(` (outside strings and comments) more than `limit`
+ * deep. graphql-js parses recursively: some 2,000 nested lists overflow its stack before Armor's
+ * token count stops it, and the client saw INTERNAL_SERVER_ERROR. One pass over the text.
+ */
+export function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 123 /* { */ || c === 91 /* [ */ || c === 40 /* ( */) {
+      if (++depth > limit) return true;
+    } else if (c === 125 || c === 93 || c === 41) depth--;
+    else if (c === 35 /* # */) {
+      while (i + 1 < text.length && text.charCodeAt(i + 1) !== 10 && text.charCodeAt(i + 1) !== 13) i++;
+    } else if (c === 34 /* " */) {
+      if (text.startsWith(BLOCK_QUOTE, i)) {
+        // A block string ends at the first triple quote not escaped with a backslash.
+        let end = text.indexOf(BLOCK_QUOTE, i + 3);
+        while (end > 0 && text.charCodeAt(end - 1) === 92) end = text.indexOf(BLOCK_QUOTE, end + 3);
+        if (end < 0) return false;
+        i = end + 2;
+      } else {
+        for (i++; i < text.length && text.charCodeAt(i) !== 34 && text.charCodeAt(i) !== 10; i++) if (text.charCodeAt(i) === 92) i++;
+      }
+    }
+  }
+  return false;
+}
+
+/** Refuses a document nested deeper than any the other limits let through, before it is parsed. */
+function useNestingLimit(limit: number, onRefused: (limit: string) => void): Plugin {
+  return {
+    onParams({ params }) {
+      if (typeof params.query !== 'string' || !nestsDeeperThan(params.query, limit)) return;
+      onRefused('nesting');
+      throw createGraphQLError(`Document nested more than ${limit} levels deep`, { extensions: { code: 'GRAPHQL_PARSE_FAILED', limit: 'nesting', http: { status: 400 } } });
+    },
+  };
+}
+
+/** Validation errors about a literal argument name its type, not the literal (errors.ts). */
+function useLiteralFreeValidationErrors(): Plugin {
+  return {
+    onValidate: () => ({ valid, result }) => {
+      if (!valid) for (const error of result) if (error instanceof GraphQLError) withoutLiterals(error);
+    },
+  };
+}
+
 /** Counts validation refusals here rather than in Armor's callbacks: a cached validation result runs no rule. */
 function useValidationRefusalCount(onRefused: (limit: string) => void): Plugin {
   return {
@@ -89,9 +143,11 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
   const { limits } = options;
   const onRefused = (limit: string) => options.onRefused?.(limit);
   const plugins: Plugin[] = [
+    useNestingLimit(limits.maxDepth + EXTRA_NESTING, onRefused),
     EnvelopArmorPlugin({
       maxDepth: { n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, propagateOnRejection: false, onReject: [reportRefusal('depth')] },
-      maxAliases: { n: limits.maxAliases, propagateOnRejection: false, onReject: [reportRefusal('aliases')] },
+      // `__typename` aliases count too (Armor exempts them by default): 640 of them in 10 KB made an 885 KB answer.
+      maxAliases: { n: limits.maxAliases, allowList: [], propagateOnRejection: false, onReject: [reportRefusal('aliases')] },
       maxDirectives: { n: limits.maxDirectives, propagateOnRejection: false, onReject: [reportRefusal('directives')] },
       // Thrown while parsing (it must be: parsing would go on otherwise); yoga gives it
       // GRAPHQL_PARSE_FAILED and 400.
@@ -109,6 +165,7 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
       blockFieldSuggestion: { enabled: false },
     }) as Plugin,
     useValidationRefusalCount(onRefused),
+    useLiteralFreeValidationErrors(),
     withRecodedErrors(useCSRFPrevention({ requestHeaders: [...csrfHeaders] }) as Plugin, 'onRequestParse', (error) =>
       error.extensions.code === undefined ? createGraphQLError(error.message, { extensions: { ...error.extensions, code: 'BAD_REQUEST' } }) : undefined,
     ),

@@ -3,7 +3,7 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { DateTimeResolver, JSONResolver, URLResolver, UUIDResolver } from 'graphql-scalars';
 import type { GatewayContext } from '../context.js';
-import { invalidInput } from './inputs.js';
+import { boundedJson, invalidInput, literalWithinDepth } from './inputs.js';
 
 export const builder = new SchemaBuilder<{
   Context: GatewayContext;
@@ -51,7 +51,12 @@ export const builder = new SchemaBuilder<{
 builder.addScalarType('UUID', UUIDResolver, {});
 builder.addScalarType('DateTime', DateTimeResolver, {});
 builder.addScalarType('URL', URLResolver, {});
-builder.addScalarType('JSON', JSONResolver, {});
+// JSON inputs bounded in depth and size before anything walks them (inputs.ts); a literal is
+// checked for depth before graphql-scalars' recursive parseLiteral runs.
+builder.addScalarType('JSON', JSONResolver, {
+  parseValue: (value) => boundedJson(JSONResolver.parseValue(value)),
+  parseLiteral: (ast, variables) => boundedJson(JSONResolver.parseLiteral(literalWithinDepth(ast), variables)),
+});
 
 builder.queryType({ description: 'Reads of the Avatar Head Service.' });
 builder.mutationType({ description: 'Changes to heads and subscriptions, and the login flow.' });

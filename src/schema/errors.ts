@@ -1,6 +1,7 @@
-import { GraphQLError } from 'graphql';
+import { getNullableType, GraphQLError, isInputObjectType, isInputType, isListType, Kind, print, typeFromAST, type GraphQLInputType, type ValueNode } from 'graphql';
 import { UpstreamError } from '../upstream/errors.js';
 import type { ValidationDetail } from '../upstream/schemas.js';
+import { schema } from './index.js';
 import type { FieldError } from './inputs.js';
 
 /** Upstream operations whose inputs come from a mutation's `input` argument. */
@@ -46,25 +47,134 @@ export function toClientError(error: UpstreamError): GraphQLError {
   return new GraphQLError(error.message, { extensions });
 }
 
-const invalidVariable = /^Variable "\$([^"]+)" (?:got invalid value .*?(?: at "([^"]+)")?; (.*)|(.*))$/s;
+/** graphql-js's reasons that never carry the value (a scalar's own reason may: "Value is not a valid UUID: …"). */
+const valueFreeReasons = [
+  /^Field "[^"]+" of required type "[^"]+" was not provided\.$/,
+  /^Field "[^"]+" is not defined by type "[^"]+"\./,
+  /^Expected non-nullable type "[^"]+" not to be null\.$/,
+  /^Expected type "[^"]+" to be an object\.$/,
+  /^Expected type "[^"]+"\.$/,
+];
+
+/** The input type `path` leads to inside `type`, if the path fits it. */
+function typeAt(type: GraphQLInputType, path: readonly (string | number)[]): GraphQLInputType | undefined {
+  let at: GraphQLInputType = type;
+  for (const segment of path) {
+    const nullable = getNullableType(at);
+    if (typeof segment === 'number') {
+      if (!isListType(nullable)) return undefined;
+      at = nullable.ofType as GraphQLInputType;
+    } else {
+      const field = isInputObjectType(nullable) ? nullable.getFields()[segment] : undefined;
+      if (field === undefined) return undefined;
+      at = field.type;
+    }
+  }
+  return at;
+}
+
+const suggestion = /\s*Did you mean [^?]*\?/g;
+
+const pathSegments = (printed: string) => printed.split(/\.|\[(\d+)\]/).filter(Boolean).map((segment) => (/^\d+$/.test(segment) ? Number(segment) : segment));
 
 /**
  * graphql-js refuses a variable that does not fit its type (a hair id that is not a UUID) before
- * any resolver runs, with a message and no code. Clients get it as the other input errors:
- * BAD_USER_INPUT with fieldErrors, the path being the variable's (`input.hairId`).
+ * any resolver runs, with a message that quotes the whole value (a password with it) and no code.
+ * Clients get it as the other input errors: BAD_USER_INPUT with fieldErrors, the path being the
+ * variable's (`input.hairId`), and a message naming the variable, the path and the expected type,
+ * never the value.
  */
 function variableError(error: GraphQLError): GraphQLError | undefined {
-  if (error.extensions?.code !== undefined || error.path !== undefined) return undefined;
-  const match = invalidVariable.exec(error.message);
-  if (!match) return undefined;
-  const [, variable, at, reason, other] = match;
-  const path = (at ?? variable!).split(/\.|\[(\d+)\]/).filter(Boolean).map((segment) => (/^\d+$/.test(segment) ? Number(segment) : segment));
-  const fieldErrors: FieldError[] = [{ path, message: (reason ?? other ?? error.message).trim(), type: 'invalid_variable' }];
-  return new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { code: 'BAD_USER_INPUT', fieldErrors } });
+  // graphql-js's wording; a message already rewritten here ("is invalid") is left as it is.
+  if (error.path !== undefined) return undefined;
+  const variable = /^Variable "\$(\w+)" (?:got invalid value|of required type|of non-null type|expected value of type)/.exec(error.message)?.[1];
+  if (variable === undefined) return undefined;
+  const definition = error.nodes?.[0];
+  let path: (string | number)[] = [variable];
+  let message = error.message;
+  let reason = error.message;
+  if (error.message.startsWith(`Variable "$${variable}" got invalid value `)) {
+    // The message is `<prefix with the value>[ at "<path>"]; <reason>`, the reason being the
+    // original error's message: cut at its known end rather than parse the value.
+    const inner = error.originalError;
+    // Production cuts the suggestions from the message (operation-limits.ts), not from the original's.
+    const hidden = !/Did you mean/.test(error.message);
+    const innerMessage = inner === undefined ? undefined : hidden ? inner.message.replace(suggestion, '') : inner.message;
+    const suffix = innerMessage === undefined ? undefined : `; ${innerMessage}`;
+    const prefix = suffix !== undefined && error.message.endsWith(suffix) ? error.message.slice(0, -suffix.length) : undefined;
+    const at = prefix === undefined ? undefined : / at "([^"]+)"$/.exec(prefix)?.[1];
+    if (at !== undefined && (at === variable || at.startsWith(`${variable}.`) || at.startsWith(`${variable}[`))) path = pathSegments(at);
+    const declared = definition?.kind === Kind.VARIABLE_DEFINITION ? typeFromAST(schema, definition.type) : undefined;
+    const expected = declared === undefined || !isInputType(declared) ? undefined : typeAt(declared, path.slice(1));
+    const ours = inner instanceof GraphQLError && inner.extensions?.code === 'BAD_USER_INPUT';
+    // An enum's reason quotes the value; its suggestions name the schema's values (cut in production).
+    const enumReason = innerMessage === undefined ? undefined : /^Value ".*" does not exist in ("[^"]+" enum\.(?: Did you mean [^?]*\?)?)$/s.exec(innerMessage)?.[1];
+    reason =
+      enumReason !== undefined
+        ? `Value does not exist in ${enumReason}`
+        : innerMessage !== undefined && (ours || valueFreeReasons.some((pattern) => pattern.test(innerMessage)))
+          ? innerMessage
+          : `Expected a value of type ${expected === undefined ? 'the variable declares' : `"${String(expected)}"`}.`;
+    message = `Variable "$${variable}" is invalid${path.length > 1 ? ` at "${printPath(path)}"` : ''}: ${reason}`;
+  }
+  const fieldErrors: FieldError[] = [{ path, message: reason, type: 'invalid_variable' }];
+  return new GraphQLError(message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { code: 'BAD_USER_INPUT', fieldErrors } });
+}
+
+const printPath = (path: readonly (string | number)[]) => path.map((segment, i) => (typeof segment === 'number' ? `[${segment}]` : i === 0 ? segment : `.${segment}`)).join('');
+
+/** Literal values in a document that could carry something secret (not enum names, booleans or null). */
+const literalKinds = new Set<Kind>([Kind.STRING, Kind.INT, Kind.FLOAT, Kind.LIST, Kind.OBJECT]);
+
+function literalTexts(node: ValueNode, into: Set<string>): Set<string> {
+  if (node.kind === Kind.LIST) node.values.forEach((value) => literalTexts(value, into));
+  else if (node.kind === Kind.OBJECT) node.fields.forEach((field) => literalTexts(field.value, into));
+  // Two characters or fewer cannot hide a secret and would mangle the message's own words.
+  else if ((node.kind === Kind.STRING || node.kind === Kind.INT || node.kind === Kind.FLOAT) && node.value.length > 2) into.add(node.value);
+  if (literalKinds.has(node.kind)) into.add(print(node));
+  return into;
+}
+
+/**
+ * A validation error about a literal argument quotes it (`Expected value of type "UUID!", found
+ * "…"; Value is not a valid UUID: …`): every literal the error points at is cut from the message.
+ */
+export function withoutLiterals(error: GraphQLError): GraphQLError {
+  const texts = new Set<string>();
+  for (const node of error.nodes ?? []) if ('kind' in node && literalKinds.has(node.kind)) literalTexts(node as ValueNode, texts);
+  let message = error.message;
+  // Longest first: an object's print contains its fields' values.
+  for (const text of [...texts].sort((a, b) => b.length - a.length)) message = message.split(text).join('…');
+  if (message !== error.message) error.message = message;
+  return error;
+}
+
+/** A syntax error quotes the token it stopped at: a string or number literal is named by its kind only. */
+const quotedLiteral = /\b(String|BlockString|Int|Float) "(?:[^"\\]|\\.)*"/g;
+
+/** What a log line may say of an error yoga reports: the gateway's own faults at error, a client's mistakes at debug, never a value. */
+export type ErrorLogEntry = { level: 'error' | 'warn' | 'debug'; fields: Record<string, unknown>; message: string };
+
+export function errorLogEntry(error: unknown): ErrorLogEntry {
+  const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
+  if (original instanceof UpstreamError) {
+    // The route stays here and in metrics; clients never see it.
+    const fields = { code: original.code, operation: original.operation, method: original.method, route: original.path, status: original.status };
+    // Its message is ours and names no value (errors.ts in upstream/).
+    return { level: original.code.startsWith('UPSTREAM_') ? 'warn' : 'debug', fields, message: original.message };
+  }
+  if (error instanceof GraphQLError && variableError(error) !== undefined) return { level: 'debug', fields: { code: 'BAD_USER_INPUT' }, message: 'variable refused' };
+  if (original instanceof GraphQLError) return { level: 'debug', fields: { code: original.extensions?.code }, message: 'request refused' };
+  const name = original instanceof Error ? original.name : typeof original;
+  return { level: 'error', fields: { error: name }, message: original instanceof Error ? original.message : 'unexpected error' };
 }
 
 /** yoga's `maskError`: upstream errors mapped, our own GraphQLErrors kept, everything else masked. */
 export function maskError(error: unknown, fallbackMessage: string): Error {
+  if (error instanceof GraphQLError && error.message.startsWith('Syntax Error: ')) {
+    const message = error.message.replace(quotedLiteral, '$1');
+    if (message !== error.message) error.message = message;
+  }
   const refusedVariable = error instanceof GraphQLError ? variableError(error) : undefined;
   if (refusedVariable) return refusedVariable;
   const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;

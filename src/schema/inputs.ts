@@ -1,6 +1,6 @@
 import { decodeBase64 } from '@pothos/core';
-import { cursorToOffset } from '@pothos/plugin-relay';
-import { GraphQLError } from 'graphql';
+import { offsetToCursor } from '@pothos/plugin-relay';
+import { GraphQLError, Kind, type ValueNode } from 'graphql';
 import { z } from 'zod';
 import type { GatewayContext } from '../context.js';
 
@@ -103,16 +103,26 @@ const pageSize = z
   .max(MAX_PAGE_SIZE, { error: `must be between 1 and ${MAX_PAGE_SIZE}` })
   .nullish();
 
+/** The largest offset a cursor may name: a forged 2^53-1 or 1e14 must not reach the upstream as a page number. */
+export const MAX_CURSOR_OFFSET = 2 ** 31 - 1;
+
+/** What the cursors this gateway issues say (Pothos's offset cursors): `<prefix><n>`. */
+const cursorPrefix = decodeBase64(offsetToCursor(0)).slice(0, -1);
+
+/** Only cursors as this gateway issues them: n an integer from 0 to 2^31-1 written plainly. */
 const cursor = z
   .string()
+  .max(64, { error: 'Not a cursor of this connection' })
   .refine(
     (value) => {
+      let text: string;
       try {
-        const offset = cursorToOffset(value);
-        return Number.isSafeInteger(offset) && offset >= 0;
+        text = decodeBase64(value);
       } catch {
         return false;
       }
+      const digits = text.startsWith(cursorPrefix) ? text.slice(cursorPrefix.length) : '';
+      return /^(0|[1-9]\d{0,9})$/.test(digits) && Number(digits) <= MAX_CURSOR_OFFSET;
     },
     { error: 'Not a cursor of this connection', params: { type: 'invalid_cursor' } },
   )
@@ -126,6 +136,41 @@ export const connectionArgsSchema = z
     path: ['last'],
     params: { type: 'first_and_last' },
   });
+
+/** How deep a JSON input (`headMetadata`, labels) may nest, and how large it may be, serialised. */
+export const MAX_JSON_DEPTH = 32;
+export const MAX_JSON_BYTES = 16_384;
+
+const jsonInputError = (message: string) => new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });
+
+/**
+ * A JSON input within MAX_JSON_DEPTH and MAX_JSON_BYTES, or a BAD_USER_INPUT GraphQLError thrown
+ * (graphql-js reports it as it is, for a variable or a literal). The depth is walked without
+ * recursion: 5,000 nested arrays overflowed the stack of every recursive walk after it.
+ */
+export function boundedJson<T>(value: T): T {
+  const pending: [unknown, number][] = [[value, 0]];
+  while (pending.length > 0) {
+    const [item, depth] = pending.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth >= MAX_JSON_DEPTH) throw jsonInputError(`A JSON value may nest at most ${MAX_JSON_DEPTH} levels deep.`);
+    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push([child, depth + 1]);
+  }
+  if (Buffer.byteLength(JSON.stringify(value) ?? '') > MAX_JSON_BYTES) throw jsonInputError(`A JSON value may take at most ${MAX_JSON_BYTES} bytes.`);
+  return value;
+}
+
+/** A JSON literal of the document, refused past MAX_JSON_DEPTH before a recursive walk meets it. */
+export function literalWithinDepth<T extends ValueNode>(ast: T): T {
+  const pending: [ValueNode, number][] = [[ast, 0]];
+  while (pending.length > 0) {
+    const [node, depth] = pending.pop()!;
+    if (node.kind !== Kind.LIST && node.kind !== Kind.OBJECT) continue;
+    if (depth >= MAX_JSON_DEPTH) throw jsonInputError(`A JSON value may nest at most ${MAX_JSON_DEPTH} levels deep.`);
+    for (const child of node.kind === Kind.LIST ? node.values : node.fields.map((field) => field.value)) pending.push([child, depth + 1]);
+  }
+  return ast;
+}
 
 /** Whether the request carries an Authorization header to forward. */
 export const carriesToken = (context: Pick<GatewayContext, 'authorization'>): boolean => context.authorization !== undefined && context.authorization.trim() !== '';
