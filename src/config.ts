@@ -55,6 +55,14 @@ const environment = z.object({
   TRUSTED_DOCUMENTS_FILE: z.string().min(1, { error: 'a path to a JSON file' }).optional(),
   TRUSTED_DOCUMENTS_ONLY: flag('TRUSTED_DOCUMENTS_ONLY').default(false),
   COMPRESSION_MIN_BYTES: integer(0, 104_857_600).default(1_024),
+  // Per-caller limits: all off unless set (rate-limiter-flexible, plugins/caller-limits.ts).
+  RATE_LIMIT_REQUESTS_PER_SECOND: integer(1, 1_000_000).optional(),
+  RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: integer(1, 10_000_000).optional(),
+  RATE_LIMIT_IN_FLIGHT: integer(1, 100_000).optional(),
+  TRUST_PROXY: flag('TRUST_PROXY').default(false),
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'a redis:// or rediss:// URL' }).optional(),
+  APQ_TTL_SECONDS: integer(60, 31_536_000).default(86_400),
+  METRICS_OPERATION_NAMES: integer(1, 100_000).default(500),
   SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: 'one of fatal, error, warn, info, debug, trace, silent' }).default('info'),
   NODE_ENV: z.string().optional(),
@@ -92,6 +100,11 @@ export interface Config {
   /** Responses smaller than this go out uncompressed; larger ones as Accept-Encoding asks. */
   readonly compressionMinBytes: number;
   readonly shutdownGraceMs: number;
+  readonly callerLimits: CallerLimitSettings;
+  /** Redis shared by every process and replica (limit counters, APQ); undefined keeps both in process memory. Holds a password, never logged. */
+  readonly redisUrl: string | undefined;
+  /** Operation names /metrics keeps apart when there is no trusted-documents manifest (the first seen); the rest are `other`. */
+  readonly metricsOperationNames: number;
   /** Gateway processes behind one port (node:cluster); `auto` is one per CPU. */
   readonly workers: number;
   readonly logLevel: string;
@@ -107,12 +120,26 @@ export interface OperationLimits {
   readonly maxBodyBytes: number;
 }
 
+/** Per-caller limits (undefined: off). A caller is its bearer token, hashed, or its client address. */
+export interface CallerLimitSettings {
+  /** Operations per second, a burst of two seconds' worth. */
+  readonly requestsPerSecond: number | undefined;
+  /** Planned upstream calls per second, charged before execution; a burst of two seconds' worth. */
+  readonly upstreamCallsPerSecond: number | undefined;
+  /** Operations in flight at once. */
+  readonly inFlight: number | undefined;
+  /** The client address is the first X-Forwarded-For hop (set by a proxy in front). */
+  readonly trustProxy: boolean;
+}
+
 /** Documents a client may name by hash instead of sending their text. */
 export interface PersistedDocumentsSettings {
   /** Automatic persisted queries (Apollo's protocol) kept in memory, the least recently used dropped first. */
   readonly apqMaxEntries: number;
   /** Bytes of query text the APQ store keeps at most. */
   readonly apqMaxBytes: number;
+  /** How long a registration lives in Redis (REDIS_URL); in memory the two bounds above apply. */
+  readonly apqTtlSeconds: number;
   /** The trusted documents manifest (TRUSTED_DOCUMENTS_FILE), if any. */
   readonly trustedDocuments: TrustedDocuments | undefined;
   /** Refuse every document that is not in the manifest (and register no APQ). */
@@ -131,7 +158,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0]);
-    throw new ConfigError(`${variable}: expected ${issue.message}, got ${JSON.stringify(env[variable])}`);
+    // A Redis URL may carry a password: not echoed.
+    const got = variable === 'REDIS_URL' ? 'something else' : JSON.stringify(env[variable]);
+    throw new ConfigError(`${variable}: expected ${issue.message}, got ${got}`);
   }
   const e = parsed.data;
   let routes: RouteTable;
@@ -154,6 +183,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.TRUSTED_DOCUMENTS_ONLY && trustedDocuments === undefined) {
     throw new ConfigError(`TRUSTED_DOCUMENTS_ONLY: expected TRUSTED_DOCUMENTS_FILE to name the manifest of trusted documents, got ${JSON.stringify(env.TRUSTED_DOCUMENTS_ONLY)} without one`);
   }
+  // A burst smaller than one operation's budget would refuse that operation forever.
+  if (e.RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND !== undefined && 2 * e.RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND < e.UPSTREAM_CALL_BUDGET) {
+    throw new ConfigError(
+      `RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least half of UPSTREAM_CALL_BUDGET (${e.UPSTREAM_CALL_BUDGET}), so that one operation fits in the burst, got ${JSON.stringify(env.RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND)}`,
+    );
+  }
   const production = e.NODE_ENV === 'production';
   return Object.freeze({
     upstreamUrl: e.UPSTREAM_URL,
@@ -172,9 +207,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,
-    persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
+    persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, apqTtlSeconds: e.APQ_TTL_SECONDS, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
     compressionMinBytes: e.COMPRESSION_MIN_BYTES,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    callerLimits: Object.freeze({
+      requestsPerSecond: e.RATE_LIMIT_REQUESTS_PER_SECOND,
+      upstreamCallsPerSecond: e.RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND,
+      inFlight: e.RATE_LIMIT_IN_FLIGHT,
+      trustProxy: e.TRUST_PROXY,
+    }),
+    redisUrl: e.REDIS_URL,
+    metricsOperationNames: e.METRICS_OPERATION_NAMES,
     workers: e.WORKERS,
     logLevel: e.LOG_LEVEL,
     production,

@@ -1,21 +1,23 @@
-import { GraphQLError } from 'graphql';
 import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type GatewayContext } from './context.js';
 import { GatewayMetrics } from './metrics.js';
-import { createMemoryQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
+import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
+import { createCallerLimiters, useCallerLimits } from './plugins/caller-limits.js';
 import { useBatching } from './plugins/batching.js';
 import { useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
+import { useStrictRequestParams } from './plugins/request-params.js';
 import { useRequestDecompression, useRequestSizeLimit } from './plugins/request-size-limit.js';
 import { useUpstreamPlan } from './plugins/upstream-plan.js';
 import { Planner } from './plan/operation-plan.js';
-import { maskError } from './schema/errors.js';
+import { errorLogEntry, maskError } from './schema/errors.js';
 import { schema } from './schema/index.js';
-import { UpstreamError } from './upstream/errors.js';
+import type { SharedRedis } from './shared-state.js';
+import { operationNamesOf } from './trusted-documents.js';
 import type { Upstream } from './upstream/upstream.js';
 
 export const defaultGraphiQLQuery = `# A head and its hair in one round trip.
@@ -54,6 +56,8 @@ export type GatewaySettings = Pick<
   | 'limits'
   | 'maxBatch'
   | 'persistedDocuments'
+  | 'callerLimits'
+  | 'metricsOperationNames'
   | 'production'
 >;
 
@@ -64,25 +68,23 @@ export interface GatewayOptions {
   readonly metrics?: GatewayMetrics;
   /** Whether the upstream answered recently; /ready reports it. @default always ready */
   readonly ready?: () => Promise<boolean>;
-  /** Where automatic persisted queries are registered. @default in this process's memory, bounded by the settings */
+  /** Where automatic persisted queries are registered. @default in Redis with `redis`, else in this process's memory, bounded by the settings */
   readonly apqStore?: PersistedQueryStore;
+  /** Redis (REDIS_URL) for the limit counters and APQ registrations shared by every process. @default none: process memory */
+  readonly redis?: SharedRedis;
 }
 
 export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext>;
 
 /**
- * yoga logs every error a resolver threw that was not a GraphQLError. Upstream errors are
- * expected and already mapped for the client: the upstream's own failures are worth a warning,
- * a caller's mistakes or a client that went away are not worth more than debug.
+ * yoga logs every error that maskError replaced: the gateway's own faults at error; upstream
+ * failures at warn and a caller's mistakes at debug, by code (the messages may quote a value).
  */
 function logYogaError(logger: Logger, args: unknown[]): void {
-  const upstream = args
-    .map((a) => (a instanceof GraphQLError ? a.originalError : a))
-    .find((a): a is UpstreamError => a instanceof UpstreamError);
-  const line = args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ');
-  if (upstream === undefined) logger.error(line);
-  else if (upstream.code.startsWith('UPSTREAM_')) logger.warn({ code: upstream.code, operation: upstream.operation }, line);
-  else logger.debug({ code: upstream.code, operation: upstream.operation }, line);
+  for (const arg of args) {
+    const entry = errorLogEntry(arg);
+    logger[entry.level](entry.fields, entry.message);
+  }
 }
 
 /**
@@ -96,7 +98,21 @@ function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOpti
     const origin = request.headers.get('origin');
     if (origin === null || !(anyOrigin || origins.includes(origin))) return false;
     // Credentials (the Authorization header) only for origins named explicitly, never for `*`.
-    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders: ['x-request-id'] };
+    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders: ['x-request-id', 'retry-after'] };
+  };
+}
+
+/**
+ * With CORS on, an answer depends on the request's Origin (allowed or not, and which one is
+ * echoed): every answer says so, or a shared cache could hand one origin's answer to another.
+ */
+function useVaryOrigin(): Plugin {
+  return {
+    onResponse({ response }) {
+      const vary = response.headers.get('vary');
+      if (vary === null) response.headers.set('vary', 'Origin');
+      else if (!/(^|,)\s*(origin|\*)\s*(,|$)/i.test(vary)) response.headers.set('vary', `${vary}, Origin`);
+    },
   };
 }
 
@@ -107,7 +123,13 @@ export function createGateway(options: GatewayOptions): Gateway {
   const refused = (limit: string) => () => metrics.refusals.inc({ limit });
   const planner = new Planner({ schema, strategy: settings.planner });
   const { persistedDocuments } = settings;
-  const apqStore = options.apqStore ?? createMemoryQueryStore({ maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes });
+  const localApq = createMemoryQueryStore({ maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes });
+  const apqStore = options.apqStore ?? (options.redis ? createRedisQueryStore({ redis: options.redis, local: localApq, ttlSeconds: persistedDocuments.apqTtlSeconds }) : localApq);
+  const callerLimits = useCallerLimits({
+    limiters: createCallerLimiters(settings.callerLimits, { redis: options.redis, inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000) }),
+    trustProxy: settings.callerLimits.trustProxy,
+    onRefused: (limit) => metrics.refusals.inc({ limit }),
+  });
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = useGraphiQLCache(async (graphiqlOptions) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(graphiqlOptions));
   return createYoga<Record<string, unknown>, GatewayContext>({
@@ -125,7 +147,9 @@ export function createGateway(options: GatewayOptions): Gateway {
     plugins: [
       useRequestDecompression(),
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
+      useStrictRequestParams(),
       useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
+      ...callerLimits.admission,
       ...usePersistedDocuments({ apqStore, trustedDocuments: persistedDocuments.trustedDocuments, trustedDocumentsOnly: persistedDocuments.trustedDocumentsOnly }),
       ...useOperationLimits({
         limits: settings.limits,
@@ -134,7 +158,14 @@ export function createGateway(options: GatewayOptions): Gateway {
         onRefused: (limit) => metrics.refusals.inc({ limit }),
       }),
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
-      useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
+      ...callerLimits.charge,
+      useOperability({
+        metrics,
+        logger,
+        ready: options.ready ?? (async () => true),
+        ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
+      }),
+      ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
       graphiql.plugin,
     ] as Plugin[],
     // plugins/batching.ts refuses larger batches first, with a code of ours.

@@ -38,9 +38,40 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     brotli: { flush: constants.BROTLI_OPERATION_FLUSH },
     filter: compressible,
   }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
-  // A request that accepts no encoding is answered as it is, without the middleware: a cache may
-  // keep that identity answer for everyone, so it needs no Vary.
-  return createServer((request, response) =>
-    request.headers['accept-encoding'] === undefined ? handler(request, response) : compress(request, response, () => handler(request, response)),
-  );
+  const inFlight = new Set<ServerResponse>();
+  let draining = false;
+  const server = createServer((request, response) => {
+    if (draining) response.setHeader('connection', 'close');
+    else {
+      inFlight.add(response);
+      response.once('close', () => inFlight.delete(response));
+    }
+    // A request that accepts no encoding is answered as it is, without the middleware: a cache may
+    // keep that identity answer for everyone, so it needs no Vary.
+    if (request.headers['accept-encoding'] === undefined) handler(request, response);
+    else compress(request, response, () => handler(request, response));
+  });
+  drainers.set(server, () => {
+    draining = true;
+    for (const response of inFlight) if (!response.headersSent) response.setHeader('connection', 'close');
+    inFlight.clear();
+  });
+  return server;
+}
+
+const drainers = new WeakMap<Server, () => void>();
+
+/**
+ * Stops a gateway server gracefully: no new connections; every answer from now on, those in
+ * flight included, carries `Connection: close`, so a keep-alive client busy at the stop gets its
+ * answer and then the connection ends (it used to be served new requests for the whole grace
+ * period); idle connections close at once; whatever is still open after `graceMs` is cut.
+ */
+export async function stopGatewayServer(server: Server, graceMs: number): Promise<void> {
+  drainers.get(server)?.();
+  const closed = new Promise((resolve) => server.close(resolve));
+  server.closeIdleConnections();
+  const grace = setTimeout(() => server.closeAllConnections(), graceMs);
+  await closed;
+  clearTimeout(grace);
 }

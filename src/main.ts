@@ -34,7 +34,7 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
-  const [{ createGateway }, { createGatewayServer }, { createLogger }, { GatewayMetrics }, { createReadiness, upstreamAnswers }, { createUpstream, upstreamOptionsFrom }] = await Promise.all([
+  const [{ createGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { createReadiness, upstreamAnswers }, { createUpstream, upstreamOptionsFrom }] = await Promise.all([
     import('./gateway.js'),
     import('./http-server.js'),
     import('./logger.js'),
@@ -46,19 +46,23 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   const upstream = createUpstream({ ...upstreamOptionsFrom(config, upstreamUrl), onAttempt: metrics.recordAttempt });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  const server = createGatewayServer(createGateway({ upstream, logger, settings: config, metrics, ready }), config);
+  // Shared limit counters and APQ registrations; the gateway serves without them (from process
+  // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
+  const redis =
+    config.redisUrl === undefined
+      ? undefined
+      : (await import('./shared-state.js')).connectRedis(config.redisUrl, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
+  await redis?.whenReady(2_000);
+  const server = createGatewayServer(createGateway({ upstream, logger, settings: config, metrics, ready, ...(redis ? { redis } : {}) }), config);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   return {
     port: (server.address() as AddressInfo).port,
     async stop() {
       logger.info('shutting down');
-      const closed = new Promise((resolve) => server.close(resolve));
-      server.closeIdleConnections();
-      const grace = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
-      await closed;
-      clearTimeout(grace);
+      await stopGatewayServer(server, config.shutdownGraceMs);
       await upstream.close();
+      await redis?.close();
     },
   };
 }

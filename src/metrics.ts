@@ -39,6 +39,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly sharedStateFallbacks = new Counter({
+    name: 'gateway_shared_state_fallbacks_total',
+    help: 'Operations whose rate limits or APQ lookup used process memory because Redis (REDIS_URL) did not answer.',
+    labelNames: ['store'] as const,
+    registers: [this.registry],
+  });
+
   readonly inFlight = new Gauge({
     name: 'gateway_operations_in_flight',
     help: 'GraphQL operations being executed now.',

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { Kind, parse } from 'graphql';
 import { z } from 'zod';
 
 /**
@@ -38,4 +39,17 @@ export function loadTrustedDocuments(file: string): TrustedDocuments {
     if (id.startsWith(SHA256_PREFIX)) documents.set(id.slice(SHA256_PREFIX.length), text);
   }
   return documents;
+}
+
+/** The operation names the manifest's documents define: the names /metrics keeps apart. */
+export function operationNamesOf(documents: TrustedDocuments): Set<string> {
+  const names = new Set<string>();
+  for (const text of new Set(documents.values())) {
+    try {
+      for (const definition of parse(text, { noLocation: true }).definitions) if (definition.kind === Kind.OPERATION_DEFINITION && definition.name) names.add(definition.name.value);
+    } catch {
+      // A document that does not parse defines no name; running it fails as it would anyway.
+    }
+  }
+  return names;
 }

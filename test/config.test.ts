@@ -34,9 +34,12 @@ describe('loadConfig', () => {
       corsOrigins: [],
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxBodyBytes: 100_000 },
       maxBatch: 10,
-      persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, trustedDocuments: undefined, trustedDocumentsOnly: false },
+      persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 86_400, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,
       shutdownGraceMs: 10_000,
+      callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, trustProxy: false },
+      redisUrl: undefined,
+      metricsOperationNames: 500,
       workers: 1,
       logLevel: 'info',
       production: false,
@@ -80,6 +83,37 @@ describe('loadConfig', () => {
       md5only: 'query B { __typename }',
     });
     expect(loadConfig({ TRUSTED_DOCUMENTS_FILE: manifest }).persistedDocuments.trustedDocumentsOnly).toBe(false);
+  });
+
+  it('reads the abuse-resistance variables: per-caller limits, the proxy, Redis, the APQ lifetime and the metric names', () => {
+    const config = loadConfig({
+      RATE_LIMIT_REQUESTS_PER_SECOND: '20',
+      RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50',
+      RATE_LIMIT_IN_FLIGHT: '4',
+      TRUST_PROXY: 'true',
+      REDIS_URL: 'redis://:secret@127.0.0.1:6390/2',
+      APQ_TTL_SECONDS: '3600',
+      METRICS_OPERATION_NAMES: '50',
+    });
+    expect(config).toMatchObject({
+      callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, trustProxy: true },
+      redisUrl: 'redis://:secret@127.0.0.1:6390/2',
+      persistedDocuments: { apqTtlSeconds: 3_600 },
+      metricsOperationNames: 50,
+    });
+  });
+
+  it.each([
+    [{ RATE_LIMIT_REQUESTS_PER_SECOND: '0' }, /^RATE_LIMIT_REQUESTS_PER_SECOND: expected an integer from 1/],
+    [{ RATE_LIMIT_IN_FLIGHT: '1.5' }, /^RATE_LIMIT_IN_FLIGHT: expected an integer from 1/],
+    [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least half of UPSTREAM_CALL_BUDGET \(100\), so that one operation fits in the burst, got "49"$/],
+    [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true or false/],
+    [{ METRICS_OPERATION_NAMES: '0' }, /^METRICS_OPERATION_NAMES: expected an integer from 1/],
+    // A Redis URL may hold a password: never echoed.
+    [{ REDIS_URL: 'http://:hunter2@cache:6379' }, /^REDIS_URL: expected a redis:\/\/ or rediss:\/\/ URL, got something else$/],
+  ])('refuses the abuse-resistance value %o with one line naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
   });
 
   it.each([

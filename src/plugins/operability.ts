@@ -16,6 +16,11 @@ export interface OperabilityOptions {
    * @default 500
    */
   readonly maxOperationNames?: number;
+  /**
+   * The operation names the metrics keep apart, when they are known in advance (the trusted
+   * documents' names); every other name is `other`, so no client can crowd them out.
+   */
+  readonly operationNames?: ReadonlySet<string>;
 }
 
 export type OperationOutcome = 'ok' | 'error' | 'refused';
@@ -122,7 +127,9 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
   const maxNames = options.maxOperationNames ?? 500;
   const knownNames = new Set<string>();
 
+  const fixedNames = options.operationNames;
   const metricName = (name: string): string => {
+    if (fixedNames !== undefined) return fixedNames.has(name) || name === 'anonymous' ? name : 'other';
     if (knownNames.has(name)) return name;
     if (knownNames.size >= maxNames) return 'other';
     knownNames.add(name);

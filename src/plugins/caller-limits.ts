@@ -1,0 +1,196 @@
+import { createHash } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { createGraphQLError, type Plugin } from 'graphql-yoga';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { CallerLimitSettings } from '../config.js';
+import type { GatewayContext } from '../context.js';
+import type { SharedRedis } from '../shared-state.js';
+
+/** The limits a caller can reach, as `gateway_refusals_total{limit}` and `extensions.limit` name them. */
+export type CallerLimit = 'requests' | 'upstream_calls' | 'in_flight';
+
+/** The counters behind the limits that are set (an unset one is undefined: off). */
+export interface CallerLimiters {
+  readonly requests?: RateLimiterAbstract | undefined;
+  readonly upstreamCalls?: RateLimiterAbstract | undefined;
+  readonly inFlight?: RateLimiterAbstract | undefined;
+}
+
+/**
+ * Whom an operation is charged to: its bearer token, hashed (the token itself is never kept, in
+ * memory or in Redis), or else its client address: the first X-Forwarded-For hop when a proxy
+ * in front sets it (TRUST_PROXY), the connection's peer otherwise (the Node adapter hands yoga
+ * the IncomingMessage as `req`).
+ */
+export function callerOf(request: Request, serverContext: { req?: IncomingMessage }, trustProxy: boolean): string {
+  const authorization = request.headers.get('authorization')?.trim();
+  if (authorization) return `token:${createHash('sha256').update(authorization).digest('base64url')}`;
+  const forwarded = trustProxy ? request.headers.get('x-forwarded-for')?.split(',')[0]?.trim() : undefined;
+  return `address:${forwarded || serverContext.req?.socket?.remoteAddress || 'unknown'}`;
+}
+
+/** Counts the operations that ran on the process's own counters because Redis could not answer. */
+class CountedFallback extends RateLimiterMemory {
+  constructor(
+    options: ConstructorParameters<typeof RateLimiterMemory>[0],
+    private readonly onUse: () => void,
+  ) {
+    super(options);
+  }
+
+  override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
+    this.onUse();
+    return super.consume(...args);
+  }
+}
+
+/**
+ * In-flight counts in Redis: the key's lifetime restarts with every change (the default script
+ * sets it once, so a busy caller's count would expire under its running operations) and the key
+ * goes at zero, never below (a release that finds it expired must not lend a slot).
+ */
+const inFlightScript = `local n = redis.call('incrby', KEYS[1], ARGV[1])
+if n <= 0 then
+  redis.call('del', KEYS[1])
+  return {0, 0}
+end
+redis.call('expire', KEYS[1], ARGV[2])
+return {n, redis.call('pttl', KEYS[1])}`;
+
+function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined, script?: string): RateLimiterAbstract {
+  const options = { keyPrefix: `gw:${name}`, points, duration: durationSeconds };
+  // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
+  if (redis === undefined) return new RateLimiterMemory(script === undefined ? options : { ...options, duration: 0 });
+  // Redis down: each process counts on its own (the limit holds per process) rather than refusing.
+  return new RateLimiterRedis({
+    ...options,
+    storeClient: redis.client,
+    rejectIfRedisNotReady: true,
+    insuranceLimiter: new CountedFallback(options, () => redis.fellBack('limits')),
+    ...(script === undefined ? {} : { customIncrTtlLuaScript: script }),
+  });
+}
+
+/**
+ * The limiters the settings ask for (rate-limiter-flexible), in Redis when there is one. A rate
+ * of R a second is a window of two seconds holding 2R: a caller may spend two seconds' worth at
+ * once, and R a second on average. In Redis an in-flight count is kept for `inFlightTtlSeconds`
+ * after its last change, so the slots of a process that died free themselves.
+ */
+export function createCallerLimiters(settings: CallerLimitSettings, options: { redis?: SharedRedis | undefined; inFlightTtlSeconds: number }): CallerLimiters {
+  const { redis } = options;
+  const rate = (name: string, perSecond: number | undefined) => (perSecond === undefined ? undefined : limiter(name, 2 * perSecond, 2, redis));
+  return {
+    requests: rate('requests', settings.requestsPerSecond),
+    upstreamCalls: rate('calls', settings.upstreamCallsPerSecond),
+    inFlight: settings.inFlight === undefined ? undefined : limiter('inflight', settings.inFlight, options.inFlightTtlSeconds, redis, inFlightScript),
+  };
+}
+
+const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight' };
+
+function rateLimited(limit: CallerLimit, msBeforeNext: number) {
+  const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
+  return createGraphQLError(`Too many ${words[limit]} from this caller: try again in ${seconds} s.`, {
+    extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds, http: { status: 429, headers: { 'Retry-After': String(seconds) } } },
+  });
+}
+
+/** Takes `points` from a caller's budget: the refusal's wait in ms, or undefined when granted (a store failure grants: limits fail open). */
+async function take(limiter: RateLimiterAbstract, caller: string, points: number): Promise<number | undefined> {
+  try {
+    await limiter.consume(caller, points);
+    return undefined;
+  } catch (refusal) {
+    return refusal instanceof RateLimiterRes ? refusal.msBeforeNext : undefined;
+  }
+}
+
+const callerKey = Symbol('caller-limits.caller');
+const holdKey = Symbol('caller-limits.hold');
+
+/** An in-flight slot, released once: when the operation's result is in, or when the response goes. */
+interface Hold {
+  readonly caller: string;
+  released: boolean;
+}
+
+type WithCaller = { [callerKey]?: string; [holdKey]?: Hold };
+
+export interface CallerLimitsOptions {
+  readonly limiters: CallerLimiters;
+  readonly trustProxy: boolean;
+  /** Told of every refusal, for metrics. */
+  readonly onRefused?: (limit: CallerLimit) => void;
+}
+
+/**
+ * Per-caller limits, checked before an operation costs anything (plugins order: before persisted
+ * documents and parsing for the operation count and the in-flight slots; right after the plan
+ * for the upstream calls, charged with the plan's count). A refusal is HTTP 429 (200 inside a
+ * batch, as every per-operation error there) with `Retry-After` in whole seconds and a GraphQL
+ * error with code RATE_LIMITED and `extensions.limit`; it makes no upstream call. Each caller has
+ * counters of its own, so one at its limit costs another nothing but the refusals' CPU.
+ */
+export function useCallerLimits(options: CallerLimitsOptions): { admission: Plugin[]; charge: Plugin[] } {
+  const { requests, upstreamCalls, inFlight } = options.limiters;
+  const admits = requests !== undefined || inFlight !== undefined;
+  const refuse = (limit: CallerLimit, msBeforeNext: number) => {
+    options.onRefused?.(limit);
+    return rateLimited(limit, msBeforeNext);
+  };
+  const holds = new WeakMap<Request, Hold[]>();
+  const release = (hold: Hold | undefined) => {
+    if (hold === undefined || hold.released) return;
+    hold.released = true;
+    // Zero in flight: the key goes, so idle callers cost no memory (Redis's script does it there).
+    void inFlight!.reward(hold.caller).then(
+      (left) => (left.consumedPoints <= 0 && !(inFlight instanceof RateLimiterRedis) ? inFlight!.delete(hold.caller) : undefined),
+      () => undefined,
+    );
+  };
+
+  const admission: Plugin = {
+    async onParams({ request, context, setResult }) {
+      const state = context as WithCaller & { req?: IncomingMessage };
+      const caller = callerOf(request, state, options.trustProxy);
+      state[callerKey] = caller;
+      if (requests !== undefined) {
+        const wait = await take(requests, caller, 1);
+        if (wait !== undefined) return setResult({ errors: [refuse('requests', wait)] });
+      }
+      if (inFlight !== undefined) {
+        if ((await take(inFlight, caller, 1)) !== undefined) {
+          // The refused attempt was counted too: given back at once.
+          void inFlight.reward(caller).catch(() => undefined);
+          return setResult({ errors: [refuse('in_flight', 1_000)] });
+        }
+        const hold: Hold = { caller, released: false };
+        state[holdKey] = hold;
+        const list = holds.get(request);
+        if (list === undefined) holds.set(request, [hold]);
+        else list.push(hold);
+      }
+      return undefined;
+    },
+    onExecutionResult({ context }) {
+      if (inFlight !== undefined) release((context as WithCaller)[holdKey]);
+    },
+    onResponse({ request }) {
+      // Operations that never reached a result (a parse error thrown, a batch refused whole).
+      for (const hold of holds.get(request) ?? []) release(hold);
+    },
+  };
+  const charge: Plugin = {
+    async onExecute({ args, setResultAndStopExecution }) {
+      const context = args.contextValue as unknown as GatewayContext & WithCaller;
+      const caller = context[callerKey];
+      const calls = context.plan.calls;
+      if (caller === undefined || calls === 0) return;
+      const wait = await take(upstreamCalls!, caller, calls);
+      if (wait !== undefined) setResultAndStopExecution({ errors: [refuse('upstream_calls', wait)] });
+    },
+  };
+  // The charge goes right after the plan (plugins/upstream-plan.ts), whose count it reads.
+  return { admission: admits || upstreamCalls !== undefined ? [admission] : [], charge: upstreamCalls === undefined ? [] : [charge] };
+}

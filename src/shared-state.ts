@@ -1,0 +1,87 @@
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+
+/** What a process keeps in Redis when REDIS_URL is set: the limiters' counters and the APQ registrations. */
+export type SharedStore = 'limits' | 'apq';
+
+/** One Redis connection per process, shared by the limiters and the APQ store. */
+export interface SharedRedis {
+  readonly client: Redis;
+  /** Whether a command can be sent now; when not, the stores answer from process memory at once. */
+  ready(): boolean;
+  /** Resolves once connected, or after `timeoutMs` (the gateway serves either way). */
+  whenReady(timeoutMs: number): Promise<boolean>;
+  /** A store answered from process memory because Redis could not: counted, and warned about. */
+  fellBack(store: SharedStore): void;
+  close(): Promise<void>;
+}
+
+export interface SharedRedisOptions {
+  readonly logger: Logger;
+  /** Told of every fallback, for metrics. */
+  readonly onFallback?: (store: SharedStore) => void;
+  /** A command that takes longer fails, and the store falls back. @default 500 */
+  readonly commandTimeoutMs?: number;
+}
+
+/** A warning about failing commands on a live connection at most this often. */
+const WARN_EVERY_MS = 10_000;
+
+/**
+ * Connects to Redis for the shared stores. The gateway never waits on Redis: while it is
+ * unreachable, commands fail at once (no offline queue, no retries per command) and the stores
+ * fall back to process memory; ioredis keeps reconnecting (backoff up to 2 s) and they use it
+ * again as soon as it is back. One warning per outage and one line when it is over; the messages
+ * name no address (the URL may carry a password).
+ */
+export function connectRedis(url: string, options: SharedRedisOptions): SharedRedis {
+  const { logger } = options;
+  const client = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: options.commandTimeoutMs ?? 500,
+    connectTimeout: 2_000,
+    retryStrategy: (attempt) => Math.min(100 * attempt, 2_000),
+  });
+  let down = false;
+  let lastWarning = 0;
+  const warn = (code: unknown) => {
+    lastWarning = Date.now();
+    logger.warn({ code: typeof code === 'string' ? code : undefined }, 'Redis unreachable: rate limits count per process and APQ registrations stay in process memory until it is back');
+  };
+  const lost = (error?: { code?: unknown }) => {
+    if (down) return;
+    down = true;
+    warn(error?.code);
+  };
+  client.on('error', lost);
+  client.on('close', () => lost());
+  client.on('ready', () => {
+    if (down) logger.info('Redis reachable again: rate limits and APQ registrations are shared again');
+    down = false;
+  });
+  return {
+    client,
+    ready: () => client.status === 'ready',
+    async whenReady(timeoutMs) {
+      if (client.status === 'ready') return true;
+      let timer: NodeJS.Timeout | undefined;
+      const ready = await Promise.race([
+        new Promise<boolean>((resolve) => client.once('ready', () => resolve(true))),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+      ]);
+      clearTimeout(timer);
+      return ready;
+    },
+    fellBack(store) {
+      options.onFallback?.(store);
+      // A command that failed on a live connection (a timeout) is an outage the events do not tell.
+      if (!down && Date.now() - lastWarning > WARN_EVERY_MS) warn(undefined);
+    },
+    async close() {
+      client.removeAllListeners('error');
+      client.on('error', () => {});
+      await client.quit().catch(() => client.disconnect());
+    },
+  };
+}
