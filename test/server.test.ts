@@ -5,6 +5,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { schema } from '../src/schema/index.js';
+import { sampleOf } from './support/metrics.js';
 
 /** `npm start` as an operator runs it: no UPSTREAM_URL, so the embedded reference upstream. */
 describe('the gateway process (npm start)', () => {
@@ -126,11 +127,6 @@ function spawnGateway(env: Record<string, string>): { child: ChildProcessWithout
   return { child, ready };
 }
 
-/** The value of one series (`name{labels}` exactly as printed) in Prometheus text. */
-function sampleOf(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 describe('WORKERS=2: /metrics answers the sum over the workers', () => {
   it('counts every operation, whichever worker ran it and whichever answers the scrape', async ({ onTestFinished }) => {

@@ -1,0 +1,193 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { answer, jsonHeaders, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { slowdown } from './support/latency.js';
+import { sampleOf } from './support/metrics.js';
+
+/*
+ * Per-caller limits, each in its own block with only its variable set (the main suite runs
+ * without any). A caller is its bearer token or, without one, its client address. Refusals are
+ * counted, not timed: HTTP 429, Retry-After, RATE_LIMITED, zero upstream calls. Bursts are sent
+ * at once (Promise.all) so that all of them land in one two-second window whatever the load.
+ */
+
+const tokenA = 'Bearer caller-a-token';
+const tokenB = 'Bearer caller-b-token';
+
+async function post(t: TestGateway, query: string, headers: Record<string, string> = {}, variables?: Record<string, unknown>): Promise<Answer> {
+  return answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: JSON.stringify({ query, variables }) }));
+}
+
+const ok = (a: Answer) => a.status === 200 && a.body.errors === undefined;
+const limited = (a: Answer) => a.status === 429 && a.body.errors?.[0]?.extensions?.code === 'RATE_LIMITED';
+const refusals = async (t: TestGateway, limit: string) => sampleOf(await (await t.gateway.fetch('http://gateway/metrics')).text(), `gateway_refusals_total{limit="${limit}"}`) ?? 0;
+
+/** A refusal as the issue asks for it: 429, Retry-After in whole seconds, RATE_LIMITED naming the limit, no data. */
+function expectRateLimited(a: Answer, limit: string): void {
+  expect(a.status, JSON.stringify(a.body)).toBe(429);
+  expect(a.headers.get('retry-after')).toMatch(/^[12]$/);
+  expect(a.body.data).toBeUndefined();
+  expect(a.body.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: 'RATE_LIMITED', limit }) })]);
+}
+
+const oneCall = '{ heads(first: 1) { totalCount } }';
+
+describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5' } });
+  });
+  afterAll(() => t.close());
+  beforeEach(() => t.reset());
+
+  it('serves a caller 10 operations at once and refuses the next ones with 429, Retry-After and no upstream call; another caller is served', async () => {
+    const answers = await Promise.all(Array.from({ length: 14 }, () => post(t, oneCall, { authorization: tokenA })));
+    expect(answers.filter(ok)).toHaveLength(10);
+    const refused = answers.filter((a) => !ok(a));
+    expect(refused).toHaveLength(4);
+    for (const a of refused) expectRateLimited(a, 'requests');
+    expect(t.calls('listHeads')).toHaveLength(10);
+    expect(await refusals(t, 'requests')).toBe(4);
+    // Caller B has a window of its own.
+    expect(ok(await post(t, oneCall, { authorization: tokenB }))).toBe(true);
+  });
+
+  it('counts each operation of a batch; the refused ones get RATE_LIMITED inside the batch', async () => {
+    const batch = Array.from({ length: 4 }, () => ({ query: oneCall }));
+    const caller = { authorization: 'Bearer batch-caller' };
+    await Promise.all(Array.from({ length: 8 }, () => post(t, oneCall, caller)));
+    const response = await answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...caller }, body: JSON.stringify(batch) }));
+    const results = response.body as unknown as { data?: unknown; errors?: { extensions?: { code?: string } }[] }[];
+    expect(results.map((r) => (r.errors === undefined ? 'ok' : r.errors[0]!.extensions!.code))).toEqual(['ok', 'ok', 'RATE_LIMITED', 'RATE_LIMITED']);
+    // 8 alone, and one for the batch's two: its operations share their reads.
+    expect(t.calls('listHeads')).toHaveLength(9);
+  });
+
+  it('one caller flooding at its limit costs another no more than the cheapest operation would (ratio of medians, not a time)', async () => {
+    const fifty = `{ nodes(ids: ${JSON.stringify(t.reference.store.headIds().slice(0, 50))}) { id } }`;
+    // Caller A asks 50 upstream calls 40 times at once, every round: at most 10 a window are served.
+    const flood = () => Promise.all(Array.from({ length: 40 }, () => post(t, fifty, { authorization: tokenA })));
+    // The same number of the cheapest operations there is, each from a caller of its own (none refused).
+    const cheap = () => Promise.all(Array.from({ length: 40 }, (_, i) => post(t, '{ __typename }', { authorization: `Bearer cheap-${i}-${Math.random()}` })));
+    const probe = async () => expect(ok(await post(t, oneCall, { authorization: `Bearer probe-${Math.random()}` }))).toBe(true);
+    await flood();
+    const ratio = await slowdown(probe, flood, cheap);
+    // Unlimited, each of A's 40 would make 50 calls beside the probe's one.
+    expect(ratio).toBeLessThan(3);
+  });
+});
+
+describe('RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND=50 (a burst of 100), charged with the plan before execution', () => {
+  let t: TestGateway;
+  let ids: string[];
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50' } });
+    ids = t.reference.store.headIds().slice(0, 50);
+  });
+  afterAll(() => t.close());
+  beforeEach(() => t.reset());
+
+  const fifty = 'query Fifty($ids: [ID!]!) { nodes(ids: $ids) { id ... on Head { name } } }';
+
+  it('nodes(ids:) with 50 ids costs 50: two pass, the third is refused with no upstream call; a query of no calls still runs', async () => {
+    const answers = await Promise.all(Array.from({ length: 3 }, () => post(t, fifty, { authorization: tokenA }, { ids })));
+    expect(answers.filter(ok)).toHaveLength(2);
+    expectRateLimited(answers.find((a) => !ok(a))!, 'upstream_calls');
+    expect(t.calls()).toHaveLength(100);
+    expect(await refusals(t, 'upstream_calls')).toBe(1);
+    // Nothing to charge: `{ __typename }` plans no call.
+    expect((await post(t, '{ __typename }', { authorization: tokenA })).body).toEqual({ data: { __typename: 'Query' } });
+    expect(ok(await post(t, fifty, { authorization: tokenB }, { ids }))).toBe(true);
+    expect(t.calls()).toHaveLength(150);
+  });
+});
+
+describe('RATE_LIMIT_IN_FLIGHT=2', () => {
+  let t: TestGateway;
+  let ids: string[];
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { RATE_LIMIT_IN_FLIGHT: '2' } });
+    ids = t.reference.store.headIds();
+  });
+  afterAll(() => t.close());
+  beforeEach(() => t.reset());
+
+  it('150 slow operations of one caller hold 2 upstream calls at most; another caller is answered while they wait', async () => {
+    // Every listing answers after 1.5 s; the gateway has 16 upstream connections.
+    t.reference.injectFault('listHeads', { kind: 'latency', ms: 1_500 }, 150);
+    let servedA = 0;
+    const slow = Array.from({ length: 150 }, () =>
+      post(t, oneCall, { authorization: tokenA }).then((a) => {
+        if (ok(a)) servedA++;
+        return a;
+      }),
+    );
+    const b = await post(t, `{ head(id: "${ids[0]}") { name } }`, { authorization: tokenB });
+    expect(ok(b)).toBe(true);
+    // B went straight through. Unlimited, A's first 16 would have held every connection, and B
+    // would have come after at least 16 of them.
+    expect(servedA).toBe(0);
+    const answers = await Promise.all(slow);
+    expect(answers.filter(ok)).toHaveLength(2);
+    for (const a of answers.filter((x) => !ok(x))) expectRateLimited(a, 'in_flight');
+    expect(t.reference.maxInFlight()).toBeLessThanOrEqual(3);
+    expect(t.calls('listHeads')).toHaveLength(2);
+    expect(await refusals(t, 'in_flight')).toBe(148);
+    // The slots came back: A is served again.
+    t.reference.clearFaults();
+    expect(ok(await post(t, oneCall, { authorization: tokenA }))).toBe(true);
+  });
+
+  it('gives a slot back however the operation ended: refused input, a syntax error, a batch', async () => {
+    const caller = { authorization: 'Bearer releases' };
+    for (let i = 0; i < 3; i++) {
+      expect((await post(t, '{ heads(first: 0) { totalCount } }', caller)).body.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+      expect((await post(t, '{ heads(first: 1) { totalCount }', caller)).body.errors?.[0]?.extensions?.code).toBe('GRAPHQL_PARSE_FAILED');
+      const batch = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...caller }, body: JSON.stringify([{ query: oneCall }, { query: '{' }]) });
+      expect(batch.status).toBe(200);
+      await batch.text();
+    }
+    const both = await Promise.all([post(t, oneCall, caller), post(t, oneCall, caller)]);
+    expect(both.every(ok)).toBe(true);
+  });
+});
+
+describe('who a caller is', () => {
+  let t: TestGateway;
+  let proxied: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '1' } });
+    proxied = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '1', TRUST_PROXY: 'true' } });
+  });
+  afterAll(async () => {
+    await t.close();
+    await proxied.close();
+  });
+
+  const overHttp = async (url: string, headers: Record<string, string>) => {
+    const response = await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: JSON.stringify({ query: '{ __typename }' }) });
+    await response.text();
+    return response.status;
+  };
+
+  it('without a token, its address: two clients on one address share a window; X-Forwarded-For counts only with TRUST_PROXY', async () => {
+    const url = await t.listen();
+    const statuses = await Promise.all([
+      overHttp(url, { 'x-forwarded-for': '203.0.113.1' }),
+      overHttp(url, { 'x-forwarded-for': '203.0.113.2' }),
+      overHttp(url, { 'x-forwarded-for': '203.0.113.3' }),
+    ]);
+    expect(statuses.sort()).toEqual([200, 200, 429]);
+
+    const proxiedUrl = await proxied.listen();
+    const byHop = await Promise.all(['203.0.113.1, 10.0.0.1', '203.0.113.2, 10.0.0.1', '203.0.113.3', '203.0.113.3'].map((hops) => overHttp(proxiedUrl, { 'x-forwarded-for': hops })));
+    expect(byHop).toEqual([200, 200, 200, 200]);
+    expect(await overHttp(proxiedUrl, { 'x-forwarded-for': '203.0.113.3' })).toBe(429);
+  });
+
+  it('with a token, the token: the same address with two tokens has two windows', async () => {
+    const url = await t.listen();
+    const statuses = await Promise.all([overHttp(url, { authorization: 'Bearer one' }), overHttp(url, { authorization: 'Bearer one' }), overHttp(url, { authorization: 'Bearer two' })]);
+    expect(statuses).toEqual([200, 200, 200]);
+    expect(await overHttp(url, { authorization: 'Bearer one' })).toBe(429);
+  });
+});
