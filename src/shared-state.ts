@@ -24,7 +24,7 @@ export interface SharedRedisOptions {
   readonly commandTimeoutMs?: number;
 }
 
-/** A warning about failing commands on a live connection at most this often. */
+/** A warning about Redis at most this often. */
 const WARN_EVERY_MS = 10_000;
 
 /**
@@ -49,10 +49,11 @@ export function connectRedis(url: string, options: SharedRedisOptions): SharedRe
     lastWarning = Date.now();
     logger.warn({ code: typeof code === 'string' ? code : undefined }, 'Redis unreachable: rate limits count per process and APQ registrations stay in process memory until it is back');
   };
+  // One warning per outage: a failed command and the connection's own events may both tell of it.
   const lost = (error?: { code?: unknown }) => {
     if (down) return;
     down = true;
-    warn(error?.code);
+    if (Date.now() - lastWarning > WARN_EVERY_MS) warn(error?.code);
   };
   client.on('error', lost);
   client.on('close', () => lost());

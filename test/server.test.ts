@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { schema } from '../src/schema/index.js';
 import { sampleOf } from './support/metrics.js';
+import { spawnGateway } from './support/process.js';
 
 /** `npm start` as an operator runs it: no UPSTREAM_URL, so the embedded reference upstream. */
 describe('the gateway process (npm start)', () => {
@@ -108,25 +109,6 @@ describe('WORKERS=2 (node:cluster)', () => {
     }
   });
 });
-
-/**
- * `npm start` from source with `env` on top of ours; `ready` resolves with its endpoint once it
- * says it listens (with WORKERS>1 the primary says so after every worker listens).
- */
-function spawnGateway(env: Record<string, string>): { child: ChildProcessWithoutNullStreams; ready: Promise<string> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', UPSTREAM_URL: '', LOG_LEVEL: 'warn', ...env } });
-  let stdout = '';
-  const ready = new Promise<string>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const listening = /Gateway listening on (\S+)/.exec(stdout);
-      if (listening !== null) resolve(listening[1]!);
-    });
-    child.once('exit', () => reject(new Error(`gateway exited before listening: ${stdout}`)));
-  });
-  return { child, ready };
-}
-
 
 describe('WORKERS=2: /metrics answers the sum over the workers', () => {
   it('counts every operation, whichever worker ran it and whichever answers the scrape', async ({ onTestFinished }) => {

@@ -6,6 +6,8 @@ import { loadConfig } from '../../src/config.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
 import { createGatewayServer } from '../../src/http-server.js';
 import { createLogger } from '../../src/logger.js';
+import type { GatewayMetrics } from '../../src/metrics.js';
+import type { SharedRedis } from '../../src/shared-state.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
 import { defaultRoutes } from '../../src/upstream/routes.js';
 import type { UpstreamAttempt } from '../../src/upstream/transport.js';
@@ -63,7 +65,7 @@ export function capturingLogger(): { logger: Logger; lines: string[] } {
 
 /** `env` is read as the process environment would be (defaults for the rest). */
 export async function startTestGateway(
-  options: { timeoutMs?: number; env?: Record<string, string>; maxResponseBytes?: number } = {},
+  options: { timeoutMs?: number; env?: Record<string, string>; maxResponseBytes?: number; redis?: SharedRedis; metrics?: GatewayMetrics } = {},
 ): Promise<TestGateway> {
   const reference = await startReferenceUpstream();
   const attempts: UpstreamAttempt[] = [];
@@ -78,7 +80,7 @@ export async function startTestGateway(
   });
   const { logger, lines: logLines } = capturingLogger();
   const settings = loadConfig(options.env ?? {});
-  const gateway = createGateway({ upstream, logger, settings });
+  const gateway = createGateway({ upstream, logger, settings, ...(options.redis ? { redis: options.redis } : {}), ...(options.metrics ? { metrics: options.metrics } : {}) });
   const servers: Server[] = [];
 
   return {

@@ -1,0 +1,151 @@
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GatewayMetrics } from '../src/metrics.js';
+import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
+import { connectRedis, type SharedRedis } from '../src/shared-state.js';
+import { capturingLogger, jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
+import { sampleOf } from './support/metrics.js';
+import { spawnGateway } from './support/process.js';
+import { startRedis, type RedisProcess } from './support/redis.js';
+
+/*
+ * REDIS_URL against a real redis-server (Debian's package) on a free loopback port: two gateway
+ * processes enforce one limit per caller and share APQ registrations; Redis stopping mid-run
+ * costs no request, and the gateway uses it again once it is back.
+ */
+
+let redis: RedisProcess;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(() => redis.stop());
+
+const apqQuery = '{ heads(first: 1) { totalCount } }';
+const apqHash = createHash('sha256').update(apqQuery).digest('hex');
+const persisted = (withQuery: boolean) => ({ ...(withQuery ? { query: apqQuery } : {}), extensions: { persistedQuery: { version: 1, sha256Hash: apqHash } } });
+
+async function postTo(endpoint: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+  const response = await request(endpoint, { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: JSON.stringify(body) });
+  return { status: response.statusCode, body: await response.body.json() };
+}
+
+describe('two gateway processes on one Redis', () => {
+  let reference: ReferenceUpstream;
+  const endpoints: string[] = [];
+
+  beforeAll(async () => {
+    reference = await startReferenceUpstream();
+    const env = { UPSTREAM_URL: reference.url, REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3' };
+    const gateways = [spawnGateway(env), spawnGateway(env)];
+    for (const { child } of gateways) afterAll(() => void (child.exitCode === null && child.kill('SIGKILL')));
+    endpoints.push(...(await Promise.all(gateways.map((g) => g.ready))));
+  });
+  afterAll(() => reference?.close());
+
+  it('enforce one limit per caller: 6 operations at the first use up the window, the second refuses the 7th', async () => {
+    const caller = { authorization: 'Bearer shared-caller-token' };
+    const first = await Promise.all(Array.from({ length: 6 }, () => postTo(endpoints[0]!, { query: '{ __typename }' }, caller)));
+    expect(first.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    const second = await postTo(endpoints[1]!, { query: '{ __typename }' }, caller);
+    expect(second.status).toBe(429);
+    expect(second.body.errors[0].extensions).toMatchObject({ code: 'RATE_LIMITED', limit: 'requests' });
+    // Another caller, on either process, has a window of its own.
+    expect((await postTo(endpoints[1]!, { query: '{ __typename }' }, { authorization: 'Bearer someone-else' })).status).toBe(200);
+
+    // Redis holds a digest of the token, never the token.
+    const client = new Redis(redis.url);
+    try {
+      const keys = await client.keys('*');
+      expect(keys.some((key) => key.startsWith('gw:requests:token:'))).toBe(true);
+      expect(keys.join('\n')).not.toContain('shared-caller-token');
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('share one APQ registration: registered at one, run by hash alone at the other', async () => {
+    const unknown = await postTo(endpoints[1]!, persisted(false));
+    expect(unknown.body.errors[0].extensions.code).toBe('PERSISTED_QUERY_NOT_FOUND');
+    expect((await postTo(endpoints[0]!, persisted(true))).body.data.heads.totalCount).toBeGreaterThan(0);
+    reference.resetRecording();
+    const byHash = await postTo(endpoints[1]!, persisted(false));
+    expect(byHash.body.errors).toBeUndefined();
+    expect(byHash.body.data.heads.totalCount).toBeGreaterThan(0);
+    expect(reference.requests).toHaveLength(1);
+  });
+});
+
+describe('Redis stopping mid-run', () => {
+  let t: TestGateway;
+  let shared: SharedRedis;
+  let lines: string[];
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
+
+  beforeAll(async () => {
+    const captured = capturingLogger();
+    lines = captured.lines;
+    shared = connectRedis(redis.url, { logger: captured.logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
+    expect(await shared.whenReady(5_000)).toBe(true);
+    t = await startTestGateway({ redis: shared, metrics, env: { RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RATE_LIMIT_IN_FLIGHT: '1000', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '100000' } });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await shared?.close();
+  });
+
+  const fallbacks = async (store: string) => sampleOf(await metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}"}`) ?? 0;
+  const run = async (caller: string) => {
+    const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: `Bearer ${caller}` }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+
+  it('loses no request: four clients keep going while it stops; limits fail open with one warning and a metric; it is used again once back', async () => {
+    const answers: { status: number; body: any }[] = [];
+    let stopped = false;
+    const client = async (id: number) => {
+      for (let i = 0; i < 30; i++) {
+        answers.push(await run(`client-${id}`));
+        // Redis goes away (SIGKILL) while every client is mid-run.
+        if (id === 0 && i === 10) {
+          await redis.stop();
+          stopped = true;
+        }
+      }
+    };
+    await Promise.all([0, 1, 2, 3].map(client));
+    expect(stopped).toBe(true);
+    expect(answers).toHaveLength(120);
+    for (const a of answers) {
+      expect(a.status, JSON.stringify(a.body)).toBe(200);
+      expect(a.body.errors).toBeUndefined();
+    }
+    expect(await fallbacks('limits')).toBeGreaterThan(0);
+    const warnings = lines.filter((line) => line.includes('"level":40') && line.includes('Redis unreachable'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).not.toContain(String(redis.port));
+
+    // APQ while it is down: registered in process memory, run by hash.
+    const register = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: JSON.stringify(persisted(true)) });
+    expect(((await register.json()) as any).data.heads.totalCount).toBeGreaterThan(0);
+    const byHash = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: JSON.stringify(persisted(false)) });
+    expect(((await byHash.json()) as any).errors).toBeUndefined();
+    expect(await fallbacks('apq')).toBeGreaterThan(0);
+
+    // Back on the same port (empty): the gateway reconnects and counts there again.
+    await redis.start();
+    expect(await shared.whenReady(10_000)).toBe(true);
+    const before = await fallbacks('limits');
+    expect((await run('after-recovery')).status).toBe(200);
+    expect(await fallbacks('limits')).toBe(before);
+    const check = new Redis(redis.url);
+    try {
+      expect((await check.keys('gw:requests:token:*')).length).toBe(1);
+    } finally {
+      check.disconnect();
+    }
+    expect(lines.some((line) => line.includes('Redis reachable again'))).toBe(true);
+  });
+});
+
