@@ -337,6 +337,20 @@ describe('CORS', () => {
     }
   });
 
+  it('with CORS_ORIGINS every answer varies by Origin (allowed, not allowed, none), so a cache keeps them apart', async () => {
+    const cors = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com' } });
+    try {
+      const post = (origin?: string) =>
+        cors.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...(origin ? { origin } : {}) }, body: JSON.stringify({ query: '{ __typename }' }) });
+      for (const response of [await preflight(cors, 'https://app.example.com'), await preflight(cors, 'https://evil.example.com'), await post('https://app.example.com'), await post('https://evil.example.com'), await post()]) {
+        expect(response.headers.get('vary')?.split(/\s*,\s*/)).toContain('Origin');
+      }
+      expect((await post('https://app.example.com')).headers.get('access-control-expose-headers')).toContain('retry-after');
+    } finally {
+      await cors.close();
+    }
+  });
+
   it('with several CORS_ORIGINS an unlisted origin is not allowed', async () => {
     const cors = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com, https://admin.example.com' } });
     try {

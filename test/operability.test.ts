@@ -7,6 +7,7 @@ import { loadConfig } from '../src/config.js';
 import { createYoga } from 'graphql-yoga';
 import { createGateway, type Gateway } from '../src/gateway.js';
 import { createLogger } from '../src/logger.js';
+import { operationNamesOf } from '../src/trusted-documents.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { operationLabel, outcomeOf, useOperability } from '../src/plugins/operability.js';
 import { createReadiness, upstreamAnswers } from '../src/readiness.js';
@@ -355,6 +356,29 @@ describe('/metrics', () => {
     }
     const samples = parseMetrics(await metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
     expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({ First: 2, Second: 1, other: 2 });
+  });
+
+  it('with a trusted-documents manifest keeps exactly its operation names apart, whatever came first', async () => {
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
+    const operationNames = operationNamesOf(loadConfig({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' }).persistedDocuments.trustedDocuments!);
+    expect(operationNames).toContain('HeadWithHair');
+    const yoga = createYoga({ schema, plugins: [useOperability({ metrics, logger: createLogger({ level: 'silent' }), ready: async () => true, operationNames })] });
+    // 600 made-up names first: before, the first 500 names seen took every label.
+    for (const name of [...Array.from({ length: 600 }, (_, i) => `Spam${i}`), 'HeadWithHair', 'HeadsPage']) {
+      await yoga.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: `query ${name} { __typename }` }) });
+    }
+    const samples = parseMetrics(await metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
+    expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({ other: 600, HeadWithHair: 1, HeadsPage: 1 });
+  });
+
+  it('METRICS_OPERATION_NAMES sets how many names, first seen, are kept apart', async () => {
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
+    const gateway = createGateway({ upstream: f.upstream, logger: createLogger({ level: 'silent' }), settings: loadConfig({ METRICS_OPERATION_NAMES: '1' }), metrics });
+    for (const name of ['One', 'Two', 'Three']) {
+      await (await gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: `query ${name} { __typename }` }) })).text();
+    }
+    const samples = parseMetrics(await metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
+    expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({ One: 1, other: 2 });
   });
 
   it('shows an operation in flight while it waits on the upstream', async () => {

@@ -1,11 +1,15 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
-import { request } from 'undici';
+import type { AddressInfo } from 'node:net';
+import { Client, request } from 'undici';
+import { loadConfig } from '../src/config.js';
+import { createGatewayServer, stopGatewayServer } from '../src/http-server.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { schema } from '../src/schema/index.js';
 import { sampleOf } from './support/metrics.js';
+import { startTestGateway } from './support/gateway.js';
 import { spawnGateway } from './support/process.js';
 
 /** `npm start` as an operator runs it: no UPSTREAM_URL, so the embedded reference upstream. */
@@ -139,6 +143,41 @@ describe('WORKERS=2: /metrics answers the sum over the workers', () => {
       expect(sampleOf(text, `gateway_operation_duration_seconds_bucket{le="+Inf",${labels}}`)).toBe(operations);
       expect(sampleOf(text, 'gateway_upstream_call_duration_seconds_count{operation="listHeads",status="200"}')).toBe(operations);
       expect(sampleOf(text, 'gateway_operations_in_flight')).toBe(0);
+    }
+  });
+});
+
+describe('stopping (what SIGTERM runs)', () => {
+  it('lets the request in flight finish with Connection: close, and serves nothing more on its connection', async () => {
+    const t = await startTestGateway();
+    const server = createGatewayServer(t.gateway, loadConfig({}));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // One keep-alive connection, one request at a time.
+    const client = new Client(origin, { pipelining: 1 });
+    try {
+      const body = JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' });
+      const send = () => client.request({ path: '/graphql', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const warm = await send();
+      expect(warm.headers.connection).toBe('keep-alive');
+      await warm.body.text();
+      t.reference.injectFault('listHeads', { kind: 'latency', ms: 300 });
+      const slow = send();
+      // Stop once the slow request is with the upstream.
+      while (t.reference.inFlight() === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      const stopped = stopGatewayServer(server, 20_000);
+      const answered = await slow;
+      expect(answered.statusCode).toBe(200);
+      expect(answered.headers.connection).toBe('close');
+      expect(((await answered.body.json()) as any).data.heads.totalCount).toBeGreaterThan(0);
+      // The server closed before the grace period: nothing was left open.
+      await stopped;
+      expect(server.listening).toBe(false);
+      await expect(send()).rejects.toThrow();
+    } finally {
+      await client.close();
+      await t.close();
     }
   });
 });
