@@ -267,7 +267,7 @@ describe('an upstream that stops and comes back on the same port', () => {
     await t.close();
   });
 
-  it('is UPSTREAM_UNAVAILABLE after 3 attempts, then the same gateway recovers without a restart', async () => {
+  it('is UPSTREAM_UNAVAILABLE after 3 attempts (a change after 1), then the same gateway recovers without a restart', async () => {
     const query = `{ heads(first: 2) { totalCount nodes { uuid name } } }`;
     // Warm the pool: a keep-alive connection to the upstream exists when it goes away.
     const warm = await t.execute<{ heads: { totalCount: number } }>(query);
@@ -287,6 +287,12 @@ describe('an upstream that stops and comes back on the same port', () => {
     const text = JSON.stringify(down);
     expect(text).not.toContain(`:${port}`);
     expect(text).not.toContain('ECONNREFUSED');
+
+    // A change that could not connect never left: UPSTREAM_UNAVAILABLE, safe to retry (it is not retried here).
+    t.attempts.length = 0;
+    const change = await t.execute(`mutation { login(input: { username: "demo", password: "demo-password" }) { accessToken } }`);
+    expect(codes(change)).toEqual(['UPSTREAM_UNAVAILABLE']);
+    expect(t.attempts.map((a) => [a.operation, a.code])).toEqual([['login', 'UPSTREAM_UNAVAILABLE']]);
 
     restarted = await startReferenceUpstream({ port });
     t.attempts.length = 0;

@@ -283,6 +283,21 @@ describe('timeout and abort', () => {
     }
   });
 
+  it('a change sent and not answered in time is UPSTREAM_OUTCOME_UNKNOWN, sent once', async () => {
+    const slow = client({ timeoutMs: 150 });
+    try {
+      const id = (await listHeads(anonymous(), { page: 1, size: 1 })).items[0]!.id;
+      reference.resetRecording();
+      reference.injectFault('updateHead', { kind: 'latency', ms: 1_000 });
+      const error = await failure(updateHead(slow.forRequest({ requestId: 't' }), id, { name: 'late' }));
+      expect(error.code).toBe('UPSTREAM_OUTCOME_UNKNOWN');
+      expect(error.message).toMatch(/may have been applied/);
+      expect(calls('updateHead')).toHaveLength(1);
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('honours the caller abort signal and is not retried', async () => {
     reference.injectFault('listHeads', { kind: 'latency', ms: 1_000 });
     const controller = new AbortController();
