@@ -100,6 +100,11 @@ function expectSafe(answer: Answer, context: string): void {
   }
 }
 
+/** Whatever a client sends is its own mistake at worst: never an internal error (the upstream here always answers well). */
+function expectNotOurFault(answer: Answer, context: string): void {
+  for (const error of errorsOf(answer.json)) expect(error.extensions?.code, `${context}\n→ ${answer.status} ${answer.text.slice(0, 600)}`).not.toBe('INTERNAL_SERVER_ERROR');
+}
+
 /** Behind a valid operation: data, or errors that each say what went wrong with a code. */
 function expectDataOrCodedErrors(answer: Answer, context: string): void {
   const where = `${context}\n→ ${answer.status} ${answer.text.slice(0, 600)}`;
@@ -169,8 +174,9 @@ class DocumentBuilder {
     const g = this.g;
     if ((name === 'first' || name === 'last') && !this.mistake(20) && chance(g, 90)) return g(fc.integer, { min: 1, max: 100 });
     if ((name === 'after' || name === 'before') && !this.mistake(20) && chance(g, 85)) {
-      // The relay cursor format, valid or just past the end; garbage otherwise.
-      return Buffer.from(`OffsetConnection:${g(fc.integer, { min: -1, max: 300 })}`).toString('base64');
+      // The relay cursor format, valid or just past the end, or forged (huge, negative, not an integer); garbage otherwise.
+      const offset = chance(g, 80) ? g(fc.integer, { min: -1, max: 300 }) : pick(g, forgedOffsets);
+      return Buffer.from(`OffsetConnection:${offset}`).toString('base64');
     }
     return undefined;
   }
@@ -205,7 +211,7 @@ class DocumentBuilder {
       case 'UUID':
         return pick(g, [pick(g, ids), g(fc.uuid), someString(g)]);
       case 'JSON':
-        return g(fc.jsonValue, { maxDepth: 3 });
+        return chance(g, 85) ? g(fc.jsonValue, { maxDepth: 3 }) : hostileJson(g);
       default:
         return someString(g);
     }
@@ -229,7 +235,7 @@ class DocumentBuilder {
       if (this.mistake(2)) parts.push(`${g(nameArb)}: 1`);
       return `{ ${parts.join(', ')} }`;
     }
-    if (isScalarType(type) && type.name === 'JSON') return jsonLiteral(g(fc.jsonValue, { maxDepth: 3 }));
+    if (isScalarType(type) && type.name === 'JSON') return chance(g, 85) ? jsonLiteral(g(fc.jsonValue, { maxDepth: 3 })) : hostileJsonLiteral(g);
     const value = this.jsonFor(type, depth, name, nonNull);
     return typeof value === 'string' ? stringLiteral(value) : jsonLiteral(value);
   }
@@ -275,6 +281,8 @@ class DocumentBuilder {
       : g(fc.shuffledSubarray, [...fields.keys()], { minLength: 1, maxLength: Math.min(5, fields.length) }).map((i) => fields[i]!);
     for (const field of chosen) parts.push(this.field(field, depth));
     if (chance(g, 10)) parts.push('__typename');
+    // `__typename` under aliases: they count against MAX_ALIASES like any other.
+    if (chance(g, 3)) parts.push(...Array.from({ length: g(fc.integer, { min: 1, max: 40 }) }, () => `t${this.aliases++}: __typename`));
     if (this.mistake(2)) parts.push(pick(g, ['doesNotExist', 'token', 'password', '__schema { types { name } }']));
     if (isInterfaceType(type) || chance(g, 10)) {
       const possible: readonly GraphQLObjectType[] = isInterfaceType(type) ? schema.getPossibleTypes(type) : [type as GraphQLObjectType];
@@ -306,6 +314,34 @@ class DocumentBuilder {
     const operation = `${keyword}${name}${definitions} { ${selections.join(' ')} }`;
     return { query: [operation, ...this.fragments].join('\n'), variables: this.variables };
   }
+}
+
+/** Cursor offsets that were forged against the gateway: past 2^31-1, past 2^53, not integers, not plain. */
+const forgedOffsets = [2 ** 31 - 1, 2 ** 31, 2 ** 53 - 1, 1e14, '1.5', '1e3', '-0', '0x1f', ' 7', '007', 'NaN', ''] as const;
+
+/** Nested `depth` deep, as arrays or objects. */
+const deepJson = (depth: number, objects: boolean): unknown => {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = objects ? { a: value } : [value];
+  return value;
+};
+
+/**
+ * JSON inputs at and past their bounds (32 deep, 16 KB), or hundreds deep (thousands go in as
+ * raw bodies below: this test's own JSON.stringify, and fast-check's, recurse).
+ */
+function hostileJson(g: Gen): unknown {
+  return pick(g, [
+    () => deepJson(g(fc.integer, { min: 28, max: 40 }), chance(g, 50)),
+    () => deepJson(g(fc.integer, { min: 200, max: 800 }), chance(g, 50)),
+    () => ({ blob: 'x'.repeat(g(fc.integer, { min: 15_000, max: 20_000 })) }),
+  ])();
+}
+
+/** The same as document literals: deep nesting is written as text, never walked recursively here. */
+function hostileJsonLiteral(g: Gen): string {
+  const depth = pick(g, [g(fc.integer, { min: 28, max: 40 }), g(fc.integer, { min: 1_000, max: 6_000 })]);
+  return chance(g, 50) ? '['.repeat(depth) + '1' + ']'.repeat(depth) : '{ a: '.repeat(depth) + '1' + ' }'.repeat(depth);
 }
 
 /** A JSON value as a GraphQL literal: object keys made into names, strings escaped. */
@@ -347,6 +383,7 @@ describe('random operations against the gateway', () => {
       fc.asyncProperty(fc.oneof({ weight: 8, arbitrary: generatedDocument }, { weight: 1, arbitrary: damagedDocument }, { weight: 1, arbitrary: garbageDocument }), authorization, async (doc, auth) => {
         const answer = await send(graphqlPost(JSON.stringify(doc), requestHeaders(auth)));
         expectSafe(answer, JSON.stringify(doc).slice(0, 2_000));
+        expectNotOurFault(answer, JSON.stringify(doc).slice(0, 2_000));
         // A document that parsed and validated gets a GraphQL body; anything else at least JSON.
         expect(answer.json, answer.text.slice(0, 300)).toBeTypeOf('object');
       }),
@@ -408,6 +445,9 @@ const rawBody = fc.oneof(
   fc.array(fc.record({ query: fc.constantFrom('{ heads(first: 1) { totalCount } }', '{ x }') }), { maxLength: 3 }).map((v) => JSON.stringify(v)),
   fc.constantFrom('', '{', '{"query":', 'null', '[]', '{"query": null}', 'query=%7B%20heads%20%7B%20totalCount%20%7D%20%7D', '--xyz\r\nContent-Disposition: form-data; name="operations"\r\n\r\n{}\r\n--xyz--'),
   fc.nat({ max: 50_000 }).map((n) => JSON.stringify({ query: `{ heads(first: 1) { totalCount } }`, variables: { pad: 'x'.repeat(80_000 + n) } })),
+  // Deep JSON where a JSON scalar or the request parameters take it.
+  fc.integer({ min: 30, max: 6_000 }).map((n) => `{"query": "mutation($m: JSON) { updateHead(input: {id: \\"${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}\\", headMetadata: $m}) { head { id } } }", "variables": {"m": ${'['.repeat(n)}${']'.repeat(n)}}}`),
+  fc.integer({ min: 30, max: 6_000 }).map((n) => `{"query": "{ __typename }", "extensions": ${'{"a":'.repeat(n)}1${'}'.repeat(n)}}`),
 );
 
 const rawQueryString = fc.oneof(
@@ -415,6 +455,17 @@ const rawQueryString = fc.oneof(
   fc.constant('?query=%7B%20heads(first%3A%201)%20%7B%20totalCount%20%7D%20%7D'),
   fc.constant('?query=mutation%20%7B%20login(input%3A%7Busername%3A%22a%22%2Cpassword%3A%22b%22%7D)%20%7B%20tokenType%20%7D%20%7D'),
   fc.dictionary(fc.constantFrom('query', 'variables', 'operationName', 'extensions', 'x'), fc.string({ maxLength: 40 }), { maxKeys: 3 }).map((d) => `?${new URLSearchParams(d).toString()}`),
+  // Malformed or hostile `variables`/`extensions` beside a valid query.
+  fc
+    .record({
+      name: fc.constantFrom('variables', 'extensions'),
+      value: fc.oneof(
+        fc.constantFrom('{', '{bad', '[1,', '"x"', '[]', '42', 'null', '{"persistedQuery": 5}', '{"persistedQuery": {"version": 1, "sha256Hash": 7}}'),
+        fc.integer({ min: 1_000, max: 6_000 }).map((n) => `{"m": ${'['.repeat(n)}${']'.repeat(n)}}`),
+        fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v).slice(0, -1)),
+      ),
+    })
+    .map(({ name, value }) => `?query=${encodeURIComponent('{ __typename }')}&${name}=${encodeURIComponent(value)}`),
 );
 
 describe('raw HTTP requests', () => {
@@ -440,6 +491,7 @@ describe('raw HTTP requests', () => {
           const request = new Request(`http://gateway${input.path}${input.query}`, { method: input.method, headers, ...(hasBody ? { body: input.body } : {}) });
           const answer = await send(request);
           expectSafe(answer, JSON.stringify({ ...input, body: input.body.slice(0, 1_000) }));
+          expectNotOurFault(answer, JSON.stringify({ ...input, body: input.body.slice(0, 1_000) }));
         },
       ),
       { seed: SEED, numRuns: runs(300) },
