@@ -1,4 +1,6 @@
+import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,15 +36,27 @@ async function postTo(endpoint: string, body: unknown, headers: Record<string, s
 describe('two gateway processes on one Redis', () => {
   let reference: ReferenceUpstream;
   const endpoints: string[] = [];
+  const children: ChildProcess[] = [];
 
   beforeAll(async () => {
     reference = await startReferenceUpstream();
     const env = { UPSTREAM_URL: reference.url, REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3' };
     const gateways = [spawnGateway(env), spawnGateway(env)];
-    for (const { child } of gateways) afterAll(() => void (child.exitCode === null && child.kill('SIGKILL')));
+    children.push(...gateways.map((g) => g.child));
     endpoints.push(...(await Promise.all(gateways.map((g) => g.ready))));
   });
-  afterAll(() => reference?.close());
+  afterAll(async () => {
+    // Every gateway process goes with the test, whatever happened (SIGTERM: they stop in order).
+    await Promise.all(
+      children.map(async (child) => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        const exited = once(child, 'exit');
+        child.kill('SIGTERM');
+        await exited;
+      }),
+    );
+    await reference?.close();
+  });
 
   it('enforce one limit per caller: 6 operations at the first use up the window, the second refuses the 7th', async () => {
     const caller = { authorization: 'Bearer shared-caller-token' };
