@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 import { createContext, type GatewayContext } from './context.js';
 import { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
-import { createCallerLimiters, useCallerLimits } from './plugins/caller-limits.js';
+import { createCallerLimiters, useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
 import { useBatching } from './plugins/batching.js';
 import { useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
@@ -74,7 +74,8 @@ export interface GatewayOptions {
   readonly redis?: SharedRedis;
 }
 
-export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext>;
+/** The yoga app, and the refusal its HTTP server may answer before yoga (plugins/caller-limits.ts). */
+export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext> & { readonly refuseEarly?: EarlyRefusal | undefined };
 
 /**
  * yoga logs every error that maskError replaced: the gateway's own faults at error; upstream
@@ -132,7 +133,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   });
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = useGraphiQLCache(async (graphiqlOptions) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(graphiqlOptions));
-  return createYoga<Record<string, unknown>, GatewayContext>({
+  const yoga = createYoga<Record<string, unknown>, GatewayContext>({
     schema,
     graphqlEndpoint: '/graphql',
     context: ({ request }) =>
@@ -189,4 +190,5 @@ export function createGateway(options: GatewayOptions): Gateway {
     renderGraphiQL: graphiql.renderGraphiQL,
     landingPage: false,
   });
+  return Object.assign(yoga, { refuseEarly: callerLimits.refuseEarly });
 }

@@ -1,13 +1,15 @@
 import compression from 'compression';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { constants } from 'node:zlib';
+import type { EarlyRefusal } from './plugins/caller-limits.js';
 
 export interface HttpServerOptions {
   /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
   readonly compressionMinBytes: number;
 }
 
-type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+/** The gateway as Node's request handler, with the refusals it answers before yoga if any. */
+type Handler = ((request: IncomingMessage, response: ServerResponse) => void) & { readonly refuseEarly?: EarlyRefusal | undefined };
 
 /** Incremental delivery (@defer/@stream) answers multipart/mixed, which compressible() leaves out. */
 const multipart = /^multipart\/mixed\b/i;
@@ -40,9 +42,20 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
   const inFlight = new Set<ServerResponse>();
   let draining = false;
+  const { refuseEarly } = handler;
   const server = createServer((request, response) => {
     if (draining) response.setHeader('connection', 'close');
-    else {
+    // A caller refused a moment ago is refused again here, without yoga. Browsers (an Origin
+    // header) go through yoga, whose answer carries the CORS headers they need to read it.
+    const early = refuseEarly !== undefined && request.headers.origin === undefined && request.url?.startsWith('/graphql') ? refuseEarly(request) : undefined;
+    if (early !== undefined) {
+      // The body is never read: Node discards it once the answer is out, and the connection
+      // stays open (a reconnection per refusal cost the server more than the refusal).
+      response.writeHead(early.status, early.headers);
+      response.end(early.body);
+      return;
+    }
+    if (!draining) {
       inFlight.add(response);
       response.once('close', () => inFlight.delete(response));
     }

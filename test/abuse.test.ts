@@ -83,7 +83,9 @@ describe('the attacks of the abuse-resistance issue, in the default configuratio
   });
 
   it.each(attacks.map((attack) => [attack.name, attack] as const))('%s: a { __typename } beside it is not held up', async (_, attack) => {
-    expect(await slowdown(typename, attack.send, typename)).toBeLessThan(5);
+    // Both sides take a millisecond or so here, where a GC pause shows: 11 rounds, and a bound
+    // that still catches what these attacks did before (an 885 KB answer, a stack overflow).
+    expect(await slowdown(typename, attack.send, typename, 11)).toBeLessThan(10);
     expect(t.calls()).toEqual([]);
   });
 
