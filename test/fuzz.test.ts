@@ -677,4 +677,8 @@ describe('logs', () => {
     const leaking = t.logLines.filter((line) => line.includes(token));
     expect(leaking).toEqual([]);
   });
+
+  it('have no error-level line: nothing a client or an off-contract upstream sent is logged as a fault of the gateway', () => {
+    expect(t.logLines.filter((line) => line.includes('"level":50'))).toEqual([]);
+  });
 });
