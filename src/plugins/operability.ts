@@ -5,23 +5,30 @@ import { requestIdFrom, type GatewayContext } from '../context.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { batchOf } from '../request-batch.js';
 
-export interface OperabilityOptions {
+export type OperabilityOptions = {
   readonly metrics: GatewayMetrics;
   readonly logger: Logger;
   /** Whether the upstream answered recently (cached by the caller). */
   readonly ready: () => Promise<boolean>;
-  /**
-   * Distinct operation names the metrics keep apart; later new names are counted as `other`.
-   * Names come from clients, so without a cap every new name would be a new set of series.
-   * @default 500
-   */
-  readonly maxOperationNames?: number;
-  /**
-   * The operation names the metrics keep apart, when they are known in advance (the trusted
-   * documents' names); every other name is `other`, so no client can crowd them out.
-   */
-  readonly operationNames?: ReadonlySet<string>;
-}
+} & (
+  | {
+      /**
+       * Distinct operation names the metrics keep apart, the first seen (METRICS_OPERATION_NAMES);
+       * later new names are counted as `other`. Names come from clients, so without a cap every
+       * new name would be a new set of series.
+       */
+      readonly maxOperationNames: number;
+      readonly operationNames?: undefined;
+    }
+  | {
+      /**
+       * The operation names the metrics keep apart, when they are known in advance (the trusted
+       * documents' names); every other name is `other`, so no client can crowd them out.
+       */
+      readonly operationNames: ReadonlySet<string>;
+      readonly maxOperationNames?: undefined;
+    }
+);
 
 export type OperationOutcome = 'ok' | 'error' | 'refused';
 type OperationType = 'query' | 'mutation' | 'unknown';
@@ -124,7 +131,7 @@ function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
  */
 export function useOperability(options: OperabilityOptions): Plugin<GatewayContext> {
   const { metrics, logger, ready } = options;
-  const maxNames = options.maxOperationNames ?? 500;
+  const maxNames = options.maxOperationNames ?? 0;
   const knownNames = new Set<string>();
 
   const fixedNames = options.operationNames;
