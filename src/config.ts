@@ -48,6 +48,7 @@ const environment = z.object({
   MAX_ALIASES: integer(1, 10_000).default(30),
   MAX_TOKENS: integer(1, 1_000_000).default(2_000),
   MAX_DIRECTIVES: integer(1, 10_000).default(20),
+  MAX_REPEATED_FIELDS: integer(1, 1_000).default(10),
   MAX_BODY_BYTES: integer(1_024, 104_857_600).default(100_000),
   MAX_BATCH: integer(1, 100).default(10),
   APQ_MAX_ENTRIES: integer(1, 1_000_000).default(1_000),
@@ -104,6 +105,8 @@ export interface OperationLimits {
   readonly maxAliases: number;
   readonly maxTokens: number;
   readonly maxDirectives: number;
+  /** Most times one field (response key) may appear in one selection set. */
+  readonly maxRepeatedFields: number;
   readonly maxBodyBytes: number;
 }
 
@@ -170,7 +173,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     introspection: e.INTROSPECTION ?? !production,
     planner: e.PLANNER === 'on' ? 'selection' : 'plain',
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
-    limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxBodyBytes: e.MAX_BODY_BYTES }),
+    limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,
     persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
     compressionMinBytes: e.COMPRESSION_MIN_BYTES,

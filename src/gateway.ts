@@ -11,6 +11,7 @@ import { useOperability } from './plugins/operability.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useRequestDecompression, useRequestSizeLimit } from './plugins/request-size-limit.js';
+import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useUpstreamPlan } from './plugins/upstream-plan.js';
 import { Planner } from './plan/operation-plan.js';
 import { maskError } from './schema/errors.js';
@@ -133,6 +134,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         hideSuggestions: settings.production,
         onRefused: (limit) => metrics.refusals.inc({ limit }),
       }),
+      ...useIncrementalDelivery(),
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
       useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
       graphiql.plugin,

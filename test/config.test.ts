@@ -32,7 +32,7 @@ describe('loadConfig', () => {
       introspection: true,
       planner: 'selection',
       corsOrigins: [],
-      limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxBodyBytes: 100_000 },
+      limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxBodyBytes: 100_000 },
       maxBatch: 10,
       persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,

@@ -12,14 +12,17 @@ import { startTestGateway, type TestGateway } from './support/gateway.js';
  */
 
 let t: TestGateway;
+/** The fan-out document repeats `nodes` 190 times in one selection, which MAX_REPEATED_FIELDS refuses by default. */
+let roomy: TestGateway;
 
 beforeAll(async () => {
-  t = await startTestGateway();
+  [t, roomy] = await Promise.all([startTestGateway(), startTestGateway({ env: { MAX_REPEATED_FIELDS: '1000' } })]);
 });
 
-afterAll(() => t.close());
+afterAll(() => Promise.all([t.close(), roomy.close()]));
 beforeEach(() => {
   t.reset();
+  roomy.reset();
   vi.restoreAllMocks();
 });
 
@@ -73,7 +76,7 @@ describe('planning is linear in the document', () => {
   };
 
   const post = async (query: string) =>
-    t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+    roomy.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
 
   /** Milliseconds until `query` is answered, and until a `{ __typename }` sent right behind it is. */
   async function timed(query: string): Promise<{ own: number; typename: number }> {
@@ -93,7 +96,15 @@ describe('planning is linear in the document', () => {
 
   const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-  it('the crafted document costs about what a plain one of its length does, and does not hold up a concurrent { __typename }', async () => {
+  it('by default the crafted document is refused before validation (one field 20 times in one selection), with zero calls', async () => {
+    const response = await t.execute(crafted(0));
+    expect(response.errors).toEqual([
+      { message: 'Field "heads" appears 20 times in one selection; the limit is 10.', extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' } },
+    ]);
+    expect(t.calls()).toEqual([]);
+  });
+
+  it('allowed to repeat fields, the crafted document costs about what a plain one of its length does, and does not hold up a concurrent { __typename }', async () => {
     const length = crafted(0).length;
     expect(length).toBe(5_521);
     // Warm both paths (JIT, yoga's plugins), then alternate fresh documents (no parse cache hit).
@@ -111,6 +122,6 @@ describe('planning is linear in the document', () => {
     expect(ratio).toBeLessThan(5);
     expect(typenameRatio).toBeLessThan(5);
     // Every operation read its one page once (the crafted one's 20 aliases share one window).
-    expect(t.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 16 }, () => ['listHeads', { page: '1', size: '1' }]));
+    expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 16 }, () => ['listHeads', { page: '1', size: '1' }]));
   });
 });

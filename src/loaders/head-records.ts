@@ -130,6 +130,31 @@ export class HeadLoader {
     return loaded instanceof Promise ? loaded.then((head) => head.ready(need)) : loaded.ready(need);
   }
 
+  /**
+   * Starts the reads of what deferred fields need, once this tick's loads have gone out: they are
+   * planned against those, never merged into them, so the initial payload never waits for them.
+   */
+  later(id: string, needs: Needs): void {
+    setImmediate(() => {
+      const loaded = this.load(id, needs);
+      if (loaded instanceof Promise) loaded.catch(() => undefined);
+    });
+  }
+
+  /**
+   * A Get Heads Ext window under way carries these heads' variant B and head_metadata: their
+   * fields wait for it rather than read each head. A head the window turns out not to hold (the
+   * listings disagree) is read by id instead.
+   */
+  expectFromExtListing(records: readonly HeadRecord[], window: Promise<{ readonly items: readonly HeadRecord[] }>): void {
+    const bits = carries.listHeadsExt;
+    for (const record of records) {
+      if ((record.carried & bits) === bits) continue;
+      const answer = window.then(({ items }) => items.find((listed) => listed.id === record.id)?.b ?? this.#read('getHeadExtById', record.id));
+      record.start([{ bits, answer }]);
+    }
+  }
+
   /** A head a listing or an update answered, with what that read carries. */
   seed(head: HeadDto, read: HeadSourceRead): HeadRecord {
     const record = this.#record(head.id);

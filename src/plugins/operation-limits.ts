@@ -4,6 +4,7 @@ import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspect
 import { GraphQLError, type ValidationContext } from 'graphql';
 import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
 import { withRecodedErrors } from './recode-errors.js';
+import { useRepeatedFieldsLimit } from './repeated-fields.js';
 import type { OperationLimits } from '../config.js';
 
 export interface OperationLimitsOptions {
@@ -89,6 +90,7 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
   const { limits } = options;
   const onRefused = (limit: string) => options.onRefused?.(limit);
   const plugins: Plugin[] = [
+    useRepeatedFieldsLimit({ max: limits.maxRepeatedFields }),
     EnvelopArmorPlugin({
       maxDepth: { n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, propagateOnRejection: false, onReject: [reportRefusal('depth')] },
       maxAliases: { n: limits.maxAliases, propagateOnRejection: false, onReject: [reportRefusal('aliases')] },

@@ -17,6 +17,8 @@ export interface ListingReader<T> {
 
 /** What a connection field resolves to; `totalCount` is read only when selected. */
 export interface WindowConnection<T> {
+  /** Where the window starts in the listing. */
+  readonly offset: number;
   readonly edges: { cursor: string; node: T }[];
   readonly pageInfo: { startCursor: string | null; endCursor: string | null; hasPreviousPage: boolean; hasNextPage: boolean };
   readonly totalCount: () => number | Promise<number>;
@@ -47,6 +49,7 @@ export async function resolveWindowConnection<T>(args: ConnectionArgs, reader: L
   // An empty window between cursors: the `before` cursor's own item follows it.
   const hasNextPage = hasMore ?? (total !== undefined ? offset + items.length < total : args.before != null);
   return {
+    offset,
     edges,
     totalCount: total === undefined ? () => reader.total() : () => total,
     pageInfo: { startCursor: edges[0]?.cursor ?? null, endCursor: edges.at(-1)?.cursor ?? null, hasPreviousPage: offset > 0, hasNextPage },
