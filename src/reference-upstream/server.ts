@@ -61,6 +61,12 @@ export interface ReferenceUpstream {
   readonly requests: RecordedRequest[];
   inFlight(): number;
   maxInFlight(): number;
+  /**
+   * Answers at once every request a latency fault is holding, as its timer would have; returns
+   * how many. A test holds a response with a long latency and releases it when it has seen
+   * what it wanted in flight, instead of guessing how long that takes.
+   */
+  releaseHeld(): number;
   resetRecording(): void;
   injectFault(operation: OperationName, fault: Fault, times?: number): void;
   clearFaults(): void;
@@ -280,7 +286,8 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
   const operationIndex = new Map(operationNames.map((op, i) => [op, i]));
   const faults = new Map<OperationName, { fault: Fault; remaining: number }[]>();
   let faultsPending = 0;
-  const pendingTimers = new Set<NodeJS.Timeout>();
+  /** Requests a latency fault is holding: each one's timer and what answers it. */
+  const held = new Map<NodeJS.Timeout, () => void>();
   let inFlight = 0;
   let maxInFlight = 0;
 
@@ -331,16 +338,17 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
       case 'latency': {
         const onClose = () => {
           clearTimeout(timer);
-          pendingTimers.delete(timer);
+          held.delete(timer);
           finish(ex, undefined);
         };
-        const timer = setTimeout(() => {
-          pendingTimers.delete(timer);
+        const answer = () => {
+          held.delete(timer);
           ex.res.off('close', onClose);
           if (ex.res.destroyed || ex.req.socket.destroyed) finish(ex, undefined);
           else dispatch(ex);
-        }, fault.ms);
-        pendingTimers.add(timer);
+        };
+        const timer = setTimeout(answer, fault.ms);
+        held.set(timer, answer);
         // A client that gave up gets nothing; its slot is released at once.
         ex.res.once('close', onClose);
         return;
@@ -585,6 +593,15 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
     faultsPending = 0;
   }
 
+  function releaseHeld(): number {
+    const answers = [...held];
+    for (const [timer, answer] of answers) {
+      clearTimeout(timer);
+      answer();
+    }
+    return answers.length;
+  }
+
   function admin(req: IncomingMessage, res: ServerResponse, path: string): void {
     const reply = (status: number, body?: unknown) => {
       const json = body === undefined ? undefined : JSON.stringify(body);
@@ -722,8 +739,8 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= new Promise<void>((resolve) => {
-      for (const timer of pendingTimers) clearTimeout(timer);
-      pendingTimers.clear();
+      for (const timer of held.keys()) clearTimeout(timer);
+      held.clear();
       server.close(() => resolve());
       // server.close alone would wait for idle keep-alive sockets to time out.
       server.closeAllConnections();
@@ -737,6 +754,7 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
     requests,
     inFlight: () => inFlight,
     maxInFlight: () => maxInFlight,
+    releaseHeld,
     resetRecording,
     injectFault,
     clearFaults,
