@@ -3,15 +3,17 @@ import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } fr
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type GatewayContext } from './context.js';
-import { GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics } from './metrics.js';
 import { useOperability } from './plugins/operability.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { useRequestSizeLimit } from './plugins/request-size-limit.js';
 import { useUpstreamCallBudget } from './plugins/upstream-budget.js';
+import { createReadiness, upstreamAnswers } from './readiness.js';
 import { maskError } from './schema/errors.js';
 import { schema } from './schema/index.js';
 import { UpstreamError } from './upstream/errors.js';
-import type { Upstream } from './upstream/upstream.js';
+import type { UpstreamAttempt } from './upstream/transport.js';
+import { createUpstream, upstreamOptionsFrom, type Upstream } from './upstream/upstream.js';
 
 export const defaultGraphiQLQuery = `# A head and its hair in one round trip.
 # Fields marked "Needs a bearer token" (permissions, deleteHead) want an
@@ -43,13 +45,13 @@ export type GatewaySettings = Pick<
   'upstreamFanout' | 'upstreamCallBudget' | 'operationTimeoutMs' | 'introspection' | 'planner' | 'corsOrigins' | 'limits' | 'production'
 >;
 
-export interface GatewayOptions {
+interface GatewayOptions {
   readonly upstream: Upstream;
   readonly logger: Logger;
   readonly settings: GatewaySettings;
-  readonly metrics?: GatewayMetrics;
-  /** Whether the upstream answered recently; /ready reports it. @default always ready */
-  readonly ready?: () => Promise<boolean>;
+  readonly metrics: GatewayMetrics;
+  /** Whether the upstream answered recently; /ready reports it. */
+  readonly ready: () => Promise<boolean>;
 }
 
 export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext>;
@@ -84,10 +86,9 @@ function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOpti
   };
 }
 
-/** The yoga app: tests drive it with `yoga.fetch`, `main.ts` serves it on a port. */
-export function createGateway(options: GatewayOptions): Gateway {
-  const { upstream, logger, settings } = options;
-  const metrics = options.metrics ?? new GatewayMetrics({ defaultMetrics: false });
+/** The yoga app over an upstream; `buildGateway` makes both as the configuration says. */
+function createGateway(options: GatewayOptions): Gateway {
+  const { upstream, logger, settings, metrics } = options;
   const refused = (limit: string) => () => metrics.refusals.inc({ limit });
   return createYoga<Record<string, unknown>, GatewayContext>({
     schema,
@@ -110,7 +111,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         onRefused: (limit) => metrics.refusals.inc({ limit }),
       }),
       useUpstreamCallBudget({ budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
-      useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
+      useOperability({ metrics, logger, ready: options.ready }),
     ] as Plugin[],
     cors: corsPolicy(settings.corsOrigins),
     // plugins/request-size-limit.ts caps bodies without piping every one through a counter.
@@ -131,4 +132,39 @@ export function createGateway(options: GatewayOptions): Gateway {
     renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
     landingPage: false,
   });
+}
+
+export interface BuildGatewayOptions {
+  readonly logger: Logger;
+  readonly metrics: GatewayMetrics;
+  /** Sees every upstream call attempt, retries included, after the metrics have. */
+  readonly onAttempt?: (attempt: UpstreamAttempt) => void;
+}
+
+export interface BuiltGateway {
+  /** The yoga app: `main.ts` serves it on a port, tests drive it with `fetch`. */
+  readonly app: Gateway;
+  /** Its upstream pool, closed by whoever stops the gateway. */
+  readonly upstream: Upstream;
+}
+
+/**
+ * The gateway as an operator configured it, on the upstream at `upstreamUrl`: the upstream pool
+ * and its retry policy, the readiness probe and the yoga app. The one way to build it: `main.ts`
+ * and the tests both come through here, so a test meets what production runs.
+ */
+export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
+  const { logger, metrics, onAttempt } = options;
+  const upstream = createUpstream({
+    ...upstreamOptionsFrom(config, upstreamUrl),
+    onAttempt:
+      onAttempt === undefined
+        ? metrics.recordAttempt
+        : (attempt) => {
+            metrics.recordAttempt(attempt);
+            onAttempt(attempt);
+          },
+  });
+  const ready = createReadiness({ check: upstreamAnswers(upstream) });
+  return { app: createGateway({ upstream, logger, settings: config, metrics, ready }), upstream };
 }

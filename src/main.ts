@@ -35,18 +35,10 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
-  const [{ createGateway }, { createLogger }, { GatewayMetrics }, { createReadiness, upstreamAnswers }, { createUpstream, upstreamOptionsFrom }] = await Promise.all([
-    import('./gateway.js'),
-    import('./logger.js'),
-    import('./metrics.js'),
-    import('./readiness.js'),
-    import('./upstream/upstream.js'),
-  ]);
+  const [{ buildGateway }, { createLogger }, { GatewayMetrics }] = await Promise.all([import('./gateway.js'), import('./logger.js'), import('./metrics.js')]);
   const logger = createLogger({ level: config.logLevel });
-  const metrics = new GatewayMetrics();
-  const upstream = createUpstream({ ...upstreamOptionsFrom(config, upstreamUrl), onAttempt: metrics.recordAttempt });
-  const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  const server = createServer(createGateway({ upstream, logger, settings: config, metrics, ready }));
+  const { app, upstream } = buildGateway(config, upstreamUrl, { logger, metrics: new GatewayMetrics() });
+  const server = createServer(app);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   return {

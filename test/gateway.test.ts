@@ -397,7 +397,7 @@ describe('errors', () => {
   });
 
   it('maps a slow upstream to UPSTREAM_TIMEOUT', async () => {
-    const slow = await startTestGateway({ timeoutMs: 100, env: { PLANNER: 'off' } });
+    const slow = await startTestGateway({ env: { PLANNER: 'off', UPSTREAM_TIMEOUT_MS: '100' } });
     try {
       slow.reference.injectFault('getHeadExt', { kind: 'latency', ms: 1_000 });
       const response = await slow.execute<any>(`{ head(id: "${ids[0]}") { name } }`);

@@ -6,12 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { parse, print } from 'graphql';
 import type { Browser, BrowserContext, Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGateway, defaultGraphiQLQuery } from '../src/gateway.js';
+import { buildGateway, defaultGraphiQLQuery } from '../src/gateway.js';
 import { createLogger } from '../src/logger.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { createUpstream, upstreamOptionsFrom, type Upstream } from '../src/upstream/upstream.js';
+import type { Upstream } from '../src/upstream/upstream.js';
 import { chromiumAvailability, launchChromium, watchPage, type NetworkLog } from './support/browser.js';
 
 /*
@@ -106,11 +106,9 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
     reference.resetRecording();
 
     // As in main.ts, with the defaults of an empty environment (whatever the CI shell exports).
-    const config = loadConfig({});
-    const metrics = new GatewayMetrics({ defaultMetrics: false });
-    upstream = createUpstream({ ...upstreamOptionsFrom(config, reference.url), onAttempt: metrics.recordAttempt });
-    const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), settings: config, metrics });
-    const srv = createServer(gateway);
+    const built = buildGateway(loadConfig({}), reference.url, { logger: createLogger({ level: 'silent' }), metrics: new GatewayMetrics({ defaultMetrics: false }) });
+    upstream = built.upstream;
+    const srv = createServer(built.app);
     server = srv;
     await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
     const { port } = srv.address() as AddressInfo;

@@ -43,7 +43,7 @@ describe('one deadline per operation', () => {
 
   beforeAll(async () => {
     // Fanout 1 makes the order of the upstream calls (and so which one takes a fault) deterministic.
-    t = await startTestGateway({ timeoutMs: 250, env: { OPERATION_TIMEOUT_MS: '300', UPSTREAM_TIMEOUT_MS: '250', UPSTREAM_FANOUT: '1' } });
+    t = await startTestGateway({ env: { OPERATION_TIMEOUT_MS: '300', UPSTREAM_TIMEOUT_MS: '250', UPSTREAM_FANOUT: '1' } });
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());
@@ -105,7 +105,7 @@ describe('a client that disconnects', () => {
   let url: string;
 
   beforeAll(async () => {
-    t = await startTestGateway({ timeoutMs: 10_000, env: { OPERATION_TIMEOUT_MS: '20000', UPSTREAM_TIMEOUT_MS: '10000' } });
+    t = await startTestGateway({ env: { OPERATION_TIMEOUT_MS: '20000', UPSTREAM_TIMEOUT_MS: '10000' } });
     server = createServer(t.gateway);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
@@ -159,7 +159,7 @@ describe('flaky upstream sequences: exact call counts', () => {
   const headQuery = `query($id: ID!) { head(id: $id) { uuid name } }`;
 
   beforeAll(async () => {
-    t = await startTestGateway({ timeoutMs: 300, env: { OPERATION_TIMEOUT_MS: '2000', UPSTREAM_TIMEOUT_MS: '300' } });
+    t = await startTestGateway({ env: { OPERATION_TIMEOUT_MS: '2000', UPSTREAM_TIMEOUT_MS: '300' } });
     ids = t.reference.store.headIds();
     const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', {
       input: DEMO_CREDENTIALS,
@@ -260,7 +260,7 @@ describe('an upstream that stops and comes back on the same port', () => {
   let restarted: ReferenceUpstream | undefined;
 
   beforeAll(async () => {
-    t = await startTestGateway({ timeoutMs: 2_000 });
+    t = await startTestGateway();
   });
   afterAll(async () => {
     await restarted?.close();
@@ -313,7 +313,7 @@ describe('an oversized upstream body (UPSTREAM_MAX_RESPONSE_BYTES 2048)', () => 
   let ids: string[];
 
   beforeAll(async () => {
-    t = await startTestGateway({ maxResponseBytes: 2_048 });
+    t = await startTestGateway({ env: { UPSTREAM_MAX_RESPONSE_BYTES: '2048' } });
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());
@@ -347,7 +347,7 @@ describe('an oversized upstream body (UPSTREAM_MAX_RESPONSE_BYTES 2048)', () => 
 
 describe('the same padded body under a larger cap', () => {
   it('is served: the failure above was the size, not the content', async () => {
-    const t = await startTestGateway({ maxResponseBytes: 64 * 1024 });
+    const t = await startTestGateway({ env: { UPSTREAM_MAX_RESPONSE_BYTES: String(64 * 1024) } });
     try {
       const id = t.reference.store.headIds()[0]!;
       faultBigHead(t, id);
