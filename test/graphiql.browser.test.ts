@@ -74,7 +74,9 @@ async function json<T>(response: globalThis.Response): Promise<T> {
   return (await response.json()) as T;
 }
 
-describe.skipIf(chromiumState.skip)(suiteName, () => {
+// One person's session, step by step on one page (open, run the default query, type a token and
+// run another, then check where the page went): the steps keep their order under --sequence.shuffle.
+describe.skipIf(chromiumState.skip)(suiteName, { shuffle: false }, () => {
   let reference: ReferenceUpstream;
   let upstream: Upstream;
   let server: Server | undefined;

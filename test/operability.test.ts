@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createYoga } from 'graphql-yoga';
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../src/logger.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { operationLabel, outcomeOf, useOperability } from '../src/plugins/operability.js';
@@ -98,27 +98,29 @@ describe('/health', () => {
 describe('/ready', () => {
   // The gateway as main.ts builds it, so the cache period is the readiness default (5 s). The
   // cache reads Date's clock: a fake one (faked before the gateway is built) steps it exactly.
-  let r: TestGateway;
+  // Each test builds its own gateway: one of them stops the upstream.
+  let current: TestGateway | undefined;
   let start: number;
-  const ready = () => r.gateway.fetch('http://gateway/ready');
-  const statusAt = async (ms: number) => {
-    vi.setSystemTime(start + ms);
-    return (await ready()).status;
-  };
-
-  beforeAll(async () => {
+  const startReadyGateway = async () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     start = Date.now();
-    r = await startTestGateway();
-  });
+    return (current = await startTestGateway());
+  };
+  const ready = (on: TestGateway) => on.gateway.fetch('http://gateway/ready');
+  const statusAt = async (on: TestGateway, ms: number) => {
+    vi.setSystemTime(start + ms);
+    return (await ready(on)).status;
+  };
 
-  afterAll(async () => {
+  afterEach(async () => {
     vi.useRealTimers();
-    await r.close();
+    await current?.close();
+    current = undefined;
   });
 
   it('answers 200 while the upstream answers, asking it once per 5 s however many probes come', async () => {
-    const first = await ready();
+    const r = await startReadyGateway();
+    const first = await ready(r);
     expect(first.status).toBe(200);
     expect(await first.json()).toEqual({ status: 'ready' });
     expect(r.reference.requests.map((q) => q.operation)).toEqual(['listHeads']);
@@ -126,22 +128,24 @@ describe('/ready', () => {
     // No token of any kind goes with the probe.
     expect(r.reference.requests[0]!.headers.authorization).toBeUndefined();
 
-    expect(await statusAt(4_999)).toBe(200);
+    expect(await statusAt(r, 4_999)).toBe(200);
     expect(r.reference.requests).toHaveLength(1);
 
     // 5 s after the answer the cache has expired: concurrent probes share one check.
     vi.setSystemTime(start + 5_000);
-    const statuses = await Promise.all([ready(), ready(), ready()].map(async (p) => (await p).status));
+    const statuses = await Promise.all([ready(r), ready(r), ready(r)].map(async (p) => (await p).status));
     expect(statuses).toEqual([200, 200, 200]);
     expect(r.reference.requests).toHaveLength(2);
   });
 
   it('answers 503 {"status":"not ready"} once the upstream is gone and the cached answer expired', async () => {
+    const r = await startReadyGateway();
+    expect(await statusAt(r, 0)).toBe(200);
     await r.reference.close();
-    // The answer of 5 000 still stands until 10 000.
-    expect(await statusAt(9_999)).toBe(200);
-    vi.setSystemTime(start + 10_000);
-    const response = await ready();
+    // The answer of 0 still stands until 5 000.
+    expect(await statusAt(r, 4_999)).toBe(200);
+    vi.setSystemTime(start + 5_000);
+    const response = await ready(r);
     expect(response.status).toBe(503);
     expect(await response.json()).toEqual({ status: 'not ready' });
     // Liveness is not readiness: the process still says it is alive.

@@ -88,8 +88,8 @@ function issues(answer: Answer): [string, string][] {
   return validationErrorSchema.parse(answer.body).detail.map((d) => [d.loc.join('.'), d.type]);
 }
 
-async function login(username: string, password: string): Promise<string> {
-  const answer = await call('POST', path('login'), { form: { username, password, grant_type: 'password' } });
+async function login(username: string, password: string, base = upstream.url): Promise<string> {
+  const answer = await call('POST', path('login'), { form: { username, password, grant_type: 'password' } }, base);
   expect(answer.status).toBe(200);
   return loginResponseSchema.parse(answer.body).access_token;
 }
@@ -373,11 +373,24 @@ describe('auth, 404 and routing', () => {
 });
 
 describe('mutations', () => {
+  // On a server of their own: the read tests expect the seed as it is, whatever order they run in.
+  let own: ReferenceUpstream;
+  let ownAdminToken: string;
+  const ownCall = (method: string, route: string, options: CallOptions = {}) => call(method, route, options, own.url);
+  const ownIds = (n: number) => own.store.headIds().slice(0, n);
+
+  beforeAll(async () => {
+    own = await startReferenceUpstream();
+    ownAdminToken = await login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password, own.url);
+  });
+
+  afterAll(() => own.close());
+
   it('Update Head applies only the given fields and bumps updated_at', async () => {
-    const id = firstIds(5)[4]!;
-    const before = headASchema.parse((await call('GET', path('getHeadExt', { head_id: id }))).body);
+    const id = ownIds(5)[4]!;
+    const before = headASchema.parse((await ownCall('GET', path('getHeadExt', { head_id: id }))).body);
     const hairId = unattachedHairIds()[0]!;
-    const answer = await call('PATCH', path('updateHead', { head_id: id }), {
+    const answer = await ownCall('PATCH', path('updateHead', { head_id: id }), {
       json: { name: 'Renamed Aurora', style: { label: 'anime' }, hair_id: hairId, hair_color: 'teal', head_metadata: { polygons: 1 } },
     });
     expect(answer.status).toBe(200);
@@ -387,47 +400,47 @@ describe('mutations', () => {
     expect(updated.hair).toMatchObject({ id: hairId, obj_metadata: { color: 'teal' } });
     expect(updated.updated_at > before.updated_at).toBe(true);
 
-    const after = headASchema.parse((await call('GET', path('getHeadExt', { head_id: id }))).body);
+    const after = headASchema.parse((await ownCall('GET', path('getHeadExt', { head_id: id }))).body);
     expect(after).toMatchObject({ name: 'Renamed Aurora', head_metadata: { polygons: 1 }, hair: { id: hairId } });
-    const search = headAPageSchema.parse((await call('GET', path('listHeads'), { query: { search: 'renamed aur' } })).body);
+    const search = headAPageSchema.parse((await ownCall('GET', path('listHeads'), { query: { search: 'renamed aur' } })).body);
     expect(search.items.map((h) => h.id)).toEqual([id]);
 
-    const unchanged = headASchema.parse((await call('PATCH', path('updateHead', { head_id: id }), { json: {} })).body);
+    const unchanged = headASchema.parse((await ownCall('PATCH', path('updateHead', { head_id: id }), { json: {} })).body);
     expect(unchanged.name).toBe('Renamed Aurora');
   });
 
   it('hair_color on a head without hair is refused', async () => {
-    const bald = upstream.store.selectHeads().find((e) => e.head.hair_id === undefined)!.head;
-    expect(issues(await call('PATCH', path('updateHead', { head_id: bald.id }), { json: { hair_color: 'red' } }))).toEqual([['body.hair_color', 'value_error']]);
+    const bald = own.store.selectHeads().find((e) => e.head.hair_id === undefined)!.head;
+    expect(issues(await ownCall('PATCH', path('updateHead', { head_id: bald.id }), { json: { hair_color: 'red' } }))).toEqual([['body.hair_color', 'value_error']]);
   });
 
   it('Delete Head removes it from every read', async () => {
-    const id = firstIds(2)[1]!;
-    expect(await call('DELETE', path('deleteHead', { head_id: id }), { token: adminToken })).toMatchObject({ status: 204, text: '' });
-    expect((await call('GET', path('getHeadById', { id }))).status).toBe(404);
-    const page = headAPageSchema.parse((await call('GET', path('listHeads'), { query: { size: 100 } })).body);
-    expect(page.total).toBe(upstream.store.headCount);
+    const id = ownIds(2)[1]!;
+    expect(await ownCall('DELETE', path('deleteHead', { head_id: id }), { token: ownAdminToken })).toMatchObject({ status: 204, text: '' });
+    expect((await ownCall('GET', path('getHeadById', { id }))).status).toBe(404);
+    const page = headAPageSchema.parse((await ownCall('GET', path('listHeads'), { query: { size: 100 } })).body);
+    expect(page.total).toBe(own.store.headCount);
     expect(page.items.map((h) => h.id)).not.toContain(id);
   });
 
   it('Update Subscription selects by body organization or by the token', async () => {
     const [northwind, lumen] = seed.organizations;
     const enterprise = seed.subscriptionTypes.find((t) => t.tag === 'enterprise')!;
-    const byToken = subscriptionSchema.parse((await call('PATCH', path('updateSubscription'), { json: { active: false }, token: adminToken })).body);
+    const byToken = subscriptionSchema.parse((await ownCall('PATCH', path('updateSubscription'), { json: { active: false }, token: ownAdminToken })).body);
     expect(byToken).toMatchObject({ organization_id: northwind!.id, active: false });
 
-    const aliceToken = await login(ALICE_USERNAME, ALICE_PASSWORD);
-    const before = upstream.store.subscriptionForOrganization(lumen!.id)!.updated_at;
-    const answer = await call('PATCH', path('updateSubscription'), {
+    const aliceToken = await login(ALICE_USERNAME, ALICE_PASSWORD, own.url);
+    const before = own.store.subscriptionForOrganization(lumen!.id)!.updated_at;
+    const answer = await ownCall('PATCH', path('updateSubscription'), {
       json: { organization_id: lumen!.id, platform_type: 'private', expire_at: '2030-01-01T00:00:00Z', subscription_type_id: enterprise.id },
       token: aliceToken,
     });
     const swapped = subscriptionSchema.parse(answer.body);
     expect(swapped).toMatchObject({ organization_id: lumen!.id, platform_type: 'private', expire_at: '2030-01-01T00:00:00Z', subscription_type: { id: enterprise.id, tag: 'enterprise' } });
     expect(swapped.updated_at > before).toBe(true);
-    expect(upstream.store.subscriptionForOrganization(lumen!.id)!.subscription_type_id).toBe(enterprise.id);
+    expect(own.store.subscriptionForOrganization(lumen!.id)!.subscription_type_id).toBe(enterprise.id);
 
-    expect(await call('PATCH', path('updateSubscription'), { json: { organization_id: UNKNOWN_ID } })).toMatchObject({ status: 404 });
+    expect(await ownCall('PATCH', path('updateSubscription'), { json: { organization_id: UNKNOWN_ID } })).toMatchObject({ status: 404 });
   });
 });
 
@@ -564,13 +577,16 @@ describe('admin endpoints and a separate-process setup', () => {
   });
 
   it('each server mutates its own copy of the seed', async () => {
-    const other = await startReferenceUpstream({ record: false });
+    const [one, other] = await Promise.all([startReferenceUpstream({ record: false }), startReferenceUpstream({ record: false })]);
     try {
+      const id = one.store.headIds()[0]!;
+      expect(one.store.deleteHead(id)).toBe(true);
+      expect(one.store.headCount).toBe(HEAD_COUNT - 1);
       expect(other.store.headCount).toBe(HEAD_COUNT);
-      expect(upstream.store.headCount).toBeLessThan(HEAD_COUNT);
+      expect(other.store.findHead(id)).toBeDefined();
       expect(referenceSeed().heads).toHaveLength(HEAD_COUNT);
     } finally {
-      await other.close();
+      await Promise.all([one.close(), other.close()]);
     }
   });
 });

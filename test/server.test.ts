@@ -7,8 +7,12 @@ import { schema } from '../src/schema/index.js';
 import { acceptsConnections, startGatewayProcess, type GatewayProcess } from './support/process.js';
 import { until } from './support/until.js';
 
-/** `npm start` as an operator runs it: no UPSTREAM_URL, so the embedded reference upstream. */
-describe('the gateway process (npm start)', () => {
+/**
+ * `npm start` as an operator runs it: no UPSTREAM_URL, so the embedded reference upstream. The
+ * tests are steps in the life of one process (started, serving, stopped): they keep their order
+ * under --sequence.shuffle.
+ */
+describe('the gateway process (npm start)', { shuffle: false }, () => {
   let gateway: GatewayProcess;
   let endpoint: string;
 
