@@ -3,21 +3,23 @@ import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } fr
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type GatewayContext } from './context.js';
-import { GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { useBatching } from './plugins/batching.js';
+import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useRequestDecompression, useRequestSizeLimit } from './plugins/request-size-limit.js';
-import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useUpstreamPlan } from './plugins/upstream-plan.js';
 import { Planner } from './plan/operation-plan.js';
+import { createReadiness, upstreamAnswers } from './readiness.js';
 import { maskError } from './schema/errors.js';
 import { schema } from './schema/index.js';
 import { UpstreamError } from './upstream/errors.js';
-import type { Upstream } from './upstream/upstream.js';
+import type { UpstreamAttempt } from './upstream/transport.js';
+import { createUpstream, upstreamOptionsFrom, type Upstream } from './upstream/upstream.js';
 
 export const defaultGraphiQLQuery = `# A head and its hair in one round trip.
 # Fields marked "Needs a bearer token" (permissions, deleteHead) want an
@@ -58,13 +60,13 @@ export type GatewaySettings = Pick<
   | 'production'
 >;
 
-export interface GatewayOptions {
+interface GatewayOptions {
   readonly upstream: Upstream;
   readonly logger: Logger;
   readonly settings: GatewaySettings;
-  readonly metrics?: GatewayMetrics;
-  /** Whether the upstream answered recently; /ready reports it. @default always ready */
-  readonly ready?: () => Promise<boolean>;
+  readonly metrics: GatewayMetrics;
+  /** Whether the upstream answered recently; /ready reports it. */
+  readonly ready: () => Promise<boolean>;
   /** Where automatic persisted queries are registered. @default in this process's memory, bounded by the settings */
   readonly apqStore?: PersistedQueryStore;
 }
@@ -101,10 +103,9 @@ function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOpti
   };
 }
 
-/** The yoga app: tests drive it with `yoga.fetch`, `main.ts` serves it on a port. */
-export function createGateway(options: GatewayOptions): Gateway {
-  const { upstream, logger, settings } = options;
-  const metrics = options.metrics ?? new GatewayMetrics({ defaultMetrics: false });
+/** The yoga app over an upstream; `buildGateway` makes both as the configuration says. */
+function createGateway(options: GatewayOptions): Gateway {
+  const { upstream, logger, settings, metrics } = options;
   const refused = (limit: string) => () => metrics.refusals.inc({ limit });
   const planner = new Planner({ schema, strategy: settings.planner });
   const { persistedDocuments } = settings;
@@ -136,7 +137,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       }),
       ...useIncrementalDelivery(),
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
-      useOperability({ metrics, logger, ready: options.ready ?? (async () => true) }),
+      useOperability({ metrics, logger, ready: options.ready }),
       graphiql.plugin,
     ] as Plugin[],
     // plugins/batching.ts refuses larger batches first, with a code of ours.
@@ -160,4 +161,39 @@ export function createGateway(options: GatewayOptions): Gateway {
     renderGraphiQL: graphiql.renderGraphiQL,
     landingPage: false,
   });
+}
+
+export interface BuildGatewayOptions {
+  readonly logger: Logger;
+  readonly metrics: GatewayMetrics;
+  /** Sees every upstream call attempt, retries included, after the metrics have. */
+  readonly onAttempt?: (attempt: UpstreamAttempt) => void;
+}
+
+export interface BuiltGateway {
+  /** The yoga app: `main.ts` serves it on a port, tests drive it with `fetch`. */
+  readonly app: Gateway;
+  /** Its upstream pool, closed by whoever stops the gateway. */
+  readonly upstream: Upstream;
+}
+
+/**
+ * The gateway as an operator configured it, on the upstream at `upstreamUrl`: the upstream pool
+ * and its retry policy, the readiness probe and the yoga app. The one way to build it: `main.ts`
+ * and the tests both come through here, so a test meets what production runs.
+ */
+export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
+  const { logger, metrics, onAttempt } = options;
+  const upstream = createUpstream({
+    ...upstreamOptionsFrom(config, upstreamUrl),
+    onAttempt:
+      onAttempt === undefined
+        ? metrics.recordAttempt
+        : (attempt) => {
+            metrics.recordAttempt(attempt);
+            onAttempt(attempt);
+          },
+  });
+  const ready = createReadiness({ check: upstreamAnswers(upstream) });
+  return { app: createGateway({ upstream, logger, settings: config, metrics, ready }), upstream };
 }

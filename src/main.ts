@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import type { ReferenceUpstream } from './reference-upstream/server.js';
 
@@ -28,25 +29,24 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
   return reference;
 }
 
+/** Node's diagnostics channel of every answer an HTTP server finished sending (`{ server, socket }`). */
+const RESPONSE_FINISHED = 'http.server.response.finish';
+
 /**
  * One gateway process: the yoga app on an HTTP server, stopped gracefully by `stop`. Its modules
  * load here, not at the top: a cluster primary only forks, and the whole graph (yoga, the schema,
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
-  const [{ createGateway }, { createGatewayServer }, { createLogger }, { GatewayMetrics }, { createReadiness, upstreamAnswers }, { createUpstream, upstreamOptionsFrom }] = await Promise.all([
+  const [{ buildGateway }, { createGatewayServer }, { createLogger }, { GatewayMetrics }] = await Promise.all([
     import('./gateway.js'),
     import('./http-server.js'),
     import('./logger.js'),
     import('./metrics.js'),
-    import('./readiness.js'),
-    import('./upstream/upstream.js'),
   ]);
   const logger = createLogger({ level: config.logLevel });
-  const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
-  const upstream = createUpstream({ ...upstreamOptionsFrom(config, upstreamUrl), onAttempt: metrics.recordAttempt });
-  const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  const server = createGatewayServer(createGateway({ upstream, logger, settings: config, metrics, ready }), config);
+  const { app, upstream } = buildGateway(config, upstreamUrl, { logger, metrics: new GatewayMetrics({ clusterWorker: cluster.isWorker }) });
+  const server = createGatewayServer(app, config);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   return {
@@ -55,9 +55,18 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       logger.info('shutting down');
       const closed = new Promise((resolve) => server.close(resolve));
       server.closeIdleConnections();
+      // A connection busy when the stop began is closed as soon as its answer is sent: kept
+      // alive, it would wait for the client's next request and keep the process up until the
+      // client let go or the grace ran out.
+      const closeAnswered = (message: unknown) => {
+        const { server: from, socket } = message as { server: unknown; socket: Socket };
+        if (from === server) socket.destroySoon();
+      };
+      subscribe(RESPONSE_FINISHED, closeAnswered);
       const grace = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
       await closed;
       clearTimeout(grace);
+      unsubscribe(RESPONSE_FINISHED, closeAnswered);
       await upstream.close();
     },
   };
@@ -79,9 +88,12 @@ const endpoint = (config: Config, port: number) => `http://${config.host}:${port
 async function main(): Promise<void> {
   const config = configOrExit();
 
+  // Stop handlers are in place before anyone learns the port: a signal sent as soon as the
+  // "listening" line (or a worker's listening event) appears must find them, or it kills outright.
   if (cluster.isWorker) {
-    const gateway = await serveGateway(config, config.upstreamUrl!);
-    onStopSignal(gateway.stop);
+    const serving = serveGateway(config, config.upstreamUrl!);
+    onStopSignal(async () => (await serving).stop());
+    await serving;
     return;
   }
 
@@ -90,11 +102,11 @@ async function main(): Promise<void> {
 
   if (config.workers === 1) {
     const gateway = await serveGateway(config, upstreamUrl);
-    process.stdout.write(`Gateway listening on ${endpoint(config, gateway.port)}\n`);
     onStopSignal(async () => {
       await gateway.stop();
       await reference?.close();
     });
+    process.stdout.write(`Gateway listening on ${endpoint(config, gateway.port)}\n`);
     return;
   }
 
@@ -104,8 +116,6 @@ async function main(): Promise<void> {
   const { aggregateWorkerMetrics } = await import('./cluster-metrics.js');
   aggregateWorkerMetrics();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
-  const listening = await Promise.all(workers.map((worker) => once(worker, 'listening') as Promise<[AddressInfo]>));
-  process.stdout.write(`Gateway listening on ${endpoint(config, listening[0]![0].port)} (${config.workers} workers)\n`);
   onStopSignal(async () => {
     await Promise.all(
       workers.map(async (worker) => {
@@ -117,6 +127,8 @@ async function main(): Promise<void> {
     );
     await reference?.close();
   });
+  const listening = await Promise.all(workers.map((worker) => once(worker, 'listening') as Promise<[AddressInfo]>));
+  process.stdout.write(`Gateway listening on ${endpoint(config, listening[0]![0].port)} (${config.workers} workers)\n`);
 }
 
 await main();
