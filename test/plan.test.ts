@@ -42,6 +42,15 @@ describe('plans cached per document', () => {
     expect(analyses).toHaveBeenCalledTimes(2);
   });
 
+  it('a document whose planned arguments read no variable is bound once: the same plan for every request', () => {
+    const planner = new Planner({ schema, strategy: 'selection' });
+    const document = parse(`{ head(id: "6a3c5a2e-7d1f-4c8e-9b0a-1f2e3d4c5b6a") { name } heads(first: 5) { nodes { headMetadata } } }`);
+    const first = planner.plan({ document, authorized: false });
+    expect(first.calls).toBe(2);
+    expect(planner.plan({ document, authorized: false })).toBe(first);
+    expect(planner.plan({ document, authorized: true })).not.toBe(first);
+  });
+
   it('through the gateway: the same query text twice is analysed once (yoga parses it once)', async () => {
     const analyses = vi.spyOn(SelectionAnalysis.prototype, 'rootFields');
     const query = `query Cached($id: ID!) { head(id: $id) { name hair { name } } }`;

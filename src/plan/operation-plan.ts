@@ -69,6 +69,9 @@ export const EMPTY_PLAN: OperationPlan = Object.freeze({ heads: new Map(), field
 interface OperationShape {
   readonly operation: OperationDefinitionNode;
   readonly fields: readonly { readonly root: RootField; readonly fact: RootFact }[];
+  /** No argument of a planned field reads a variable: the plan is the same for every request (with a token, and without). */
+  readonly constant: boolean;
+  readonly bound: { authorized?: OperationPlan; anonymous?: OperationPlan };
 }
 
 /** What is kept per document: its fragments, the variables directives read, its shapes. */
@@ -124,7 +127,10 @@ export class Planner {
       shape = this.#shape(operation, plans.fragments, variables);
       plans.shapes.set(shapeKey, shape);
     }
-    return shape === 'none' ? EMPTY_PLAN : bind(shape, variables, request.authorized, this.strategy);
+    if (shape === 'none') return EMPTY_PLAN;
+    if (!shape.constant) return bind(shape, variables, request.authorized, this.strategy);
+    const key = request.authorized ? 'authorized' : 'anonymous';
+    return (shape.bound[key] ??= bind(shape, variables, request.authorized, this.strategy));
   }
 
   #documentPlans(document: DocumentNode): DocumentPlans {
@@ -154,7 +160,10 @@ export class Planner {
       const fact = factsOf(root.definition).plan;
       if (fact !== undefined) fields.push({ root, fact });
     }
-    return fields.length === 0 ? 'none' : { operation, fields };
+    if (fields.length === 0) return 'none';
+    let constant = true;
+    for (const { root } of fields) for (const argument of root.nodes[0]!.arguments ?? []) visit(argument, { Variable: () => void (constant = false) });
+    return { operation, fields, constant, bound: {} };
   }
 }
 
