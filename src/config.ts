@@ -39,6 +39,7 @@ const environment = z.object({
   OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000),
   INTROSPECTION: flag('INTROSPECTION').optional(),
   PLANNER: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
+  COMPILED_EXECUTION: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
   WORKERS: z
     .union([z.literal('auto'), integer(1, 256)], { error: 'a whole number from 1 to 256, or auto' })
     .default(1)
@@ -84,6 +85,8 @@ export interface Config {
    * in the same order; `plain` (off) reads every need through its one read.
    */
   readonly planner: Strategy;
+  /** Compile hot plain queries with graphql-jit (COMPILED_EXECUTION). */
+  readonly compiledExecution: boolean;
   /** Origins allowed by CORS; empty means same-origin only. */
   readonly corsOrigins: readonly string[];
   readonly limits: OperationLimits;
@@ -172,6 +175,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     operationTimeoutMs: e.OPERATION_TIMEOUT_MS,
     introspection: e.INTROSPECTION ?? !production,
     planner: e.PLANNER === 'on' ? 'selection' : 'plain',
+    compiledExecution: e.COMPILED_EXECUTION === 'on',
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,

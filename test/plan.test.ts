@@ -121,16 +121,17 @@ describe('planning is linear in the document', () => {
     await timed(plain(0, length));
     const craftedRuns: { own: number; typename: number }[] = [];
     const plainRuns: { own: number; typename: number }[] = [];
-    for (let k = 1; k <= 7; k++) {
+    for (let k = 1; k <= 9; k++) {
       craftedRuns.push(await timed(crafted(k)));
       plainRuns.push(await timed(plain(k, length)));
     }
     const ratio = median(craftedRuns.map((r) => r.own)) / median(plainRuns.map((r) => r.own));
     const typenameRatio = median(craftedRuns.map((r) => r.typename)) / median(plainRuns.map((r) => r.typename));
-    // A fragment walk per path (the old estimate) took seconds here: a ratio in the hundreds.
-    expect(ratio).toBeLessThan(5);
-    expect(typenameRatio).toBeLessThan(5);
+    // A fragment walk per path (the old estimate) took seconds here: a ratio in the hundreds. The
+    // bound leaves room for a machine busy with other test files.
+    expect(ratio).toBeLessThan(10);
+    expect(typenameRatio).toBeLessThan(10);
     // Every operation read its one page once (the crafted one's 20 aliases share one window).
-    expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 16 }, () => ['listHeads', { page: '1', size: '1' }]));
+    expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 20 }, () => ['listHeads', { page: '1', size: '1' }]));
   });
 });
