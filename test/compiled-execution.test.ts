@@ -34,10 +34,11 @@ async function repeated(times: number, query: string, variables?: Record<string,
 describe('compiled execution', () => {
   it('a hot query answers the same compiled as interpreted: data, errors with their paths and locations, calls', async () => {
     const missing = '00000000-0000-4000-8000-000000000000';
-    const query = `query Hot($a: ID!, $b: ID!) { a: head(id: $a) { name updatedAt hair { name gender } } b: head(id: $b) { name } heads(first: 3) { totalCount nodes { uuid } } }`;
+    const query = `query Hot($a: ID!, $b: ID!) { a: head(id: $a) { name updatedAt hair { name gender } } b: head(id: $b) { name } heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } nodes { uuid } } }`;
     const { answers, calls } = await repeated(4, query, { a: ids[0], b: missing });
     expect(answers[0]!.data!.a).toEqual({ name: headA(ids[0]!).name, updatedAt: new Date(headA(ids[0]!).updated_at).toISOString(), hair: headA(ids[0]!).hair ? { name: headA(ids[0]!).hair.name, gender: headA(ids[0]!).hair.gender.toUpperCase() } : null });
     expect(answers[0]!.errors).toEqual([expect.objectContaining({ path: ['b'], locations: [{ line: 1, column: 87 }], extensions: expect.objectContaining({ code: 'NOT_FOUND' }) })]);
+    expect(answers[0]!.data!.heads.pageInfo).toEqual({ startCursor: answers[0]!.data!.heads.edges[0].cursor, endCursor: answers[0]!.data!.heads.edges[2].cursor, hasNextPage: true });
     for (const answer of answers.slice(1)) expect(answer).toEqual(answers[0]);
     for (const made of calls) expect(made.sort()).toEqual(['getHeadById', 'getHeadExt', 'listHeads']);
   });
