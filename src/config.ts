@@ -39,6 +39,7 @@ const environment = z.object({
   OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000),
   INTROSPECTION: flag('INTROSPECTION').optional(),
   PLANNER: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
+  COMPILED_EXECUTION: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
   WORKERS: z
     .union([z.literal('auto'), integer(1, 256)], { error: 'a whole number from 1 to 256, or auto' })
     .default(1)
@@ -48,6 +49,7 @@ const environment = z.object({
   MAX_ALIASES: integer(1, 10_000).default(30),
   MAX_TOKENS: integer(1, 1_000_000).default(2_000),
   MAX_DIRECTIVES: integer(1, 10_000).default(20),
+  MAX_REPEATED_FIELDS: integer(1, 1_000).default(10),
   MAX_BODY_BYTES: integer(1_024, 104_857_600).default(100_000),
   MAX_BATCH: integer(1, 100).default(10),
   APQ_MAX_ENTRIES: integer(1, 1_000_000).default(1_000),
@@ -91,6 +93,8 @@ export interface Config {
    * in the same order; `plain` (off) reads every need through its one read.
    */
   readonly planner: Strategy;
+  /** Compile hot plain queries with graphql-jit (COMPILED_EXECUTION). */
+  readonly compiledExecution: boolean;
   /** Origins allowed by CORS; empty means same-origin only. */
   readonly corsOrigins: readonly string[];
   readonly limits: OperationLimits;
@@ -117,6 +121,8 @@ export interface OperationLimits {
   readonly maxAliases: number;
   readonly maxTokens: number;
   readonly maxDirectives: number;
+  /** Most times one field (response key) may appear in one selection set. */
+  readonly maxRepeatedFields: number;
   readonly maxBodyBytes: number;
 }
 
@@ -204,8 +210,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     operationTimeoutMs: e.OPERATION_TIMEOUT_MS,
     introspection: e.INTROSPECTION ?? !production,
     planner: e.PLANNER === 'on' ? 'selection' : 'plain',
+    compiledExecution: e.COMPILED_EXECUTION === 'on',
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
-    limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxBodyBytes: e.MAX_BODY_BYTES }),
+    limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,
     persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, apqTtlSeconds: e.APQ_TTL_SECONDS, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
     compressionMinBytes: e.COMPRESSION_MIN_BYTES,

@@ -2,10 +2,12 @@ import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } fr
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type GatewayContext } from './context.js';
-import { GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { createCallerLimiters, useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
 import { useBatching } from './plugins/batching.js';
+import { useCompiledExecution } from './plugins/compiled-execution.js';
+import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
@@ -14,11 +16,13 @@ import { useStrictRequestParams } from './plugins/request-params.js';
 import { useRequestDecompression, useRequestSizeLimit } from './plugins/request-size-limit.js';
 import { useUpstreamPlan } from './plugins/upstream-plan.js';
 import { Planner } from './plan/operation-plan.js';
+import { createReadiness, upstreamAnswers } from './readiness.js';
 import { errorLogEntry, maskError } from './schema/errors.js';
 import { schema } from './schema/index.js';
 import type { SharedRedis } from './shared-state.js';
 import { operationNamesOf } from './trusted-documents.js';
-import type { Upstream } from './upstream/upstream.js';
+import type { UpstreamAttempt } from './upstream/transport.js';
+import { createUpstream, upstreamOptionsFrom, type Upstream } from './upstream/upstream.js';
 
 export const defaultGraphiQLQuery = `# A head and its hair in one round trip.
 # Fields marked "Needs a bearer token" (permissions, deleteHead) want an
@@ -44,6 +48,12 @@ query HeadsWithHair {
 }
 `;
 
+/**
+ * When a query is compiled: once it ran twice (a one-off document never pays for a compilation),
+ * and only up to 200 field selections (compiling a thousand takes tens of milliseconds).
+ */
+const COMPILED_EXECUTION = { afterExecutions: 2, maxFields: 200 } as const;
+
 /** The part of the configuration the yoga app itself uses. */
 export type GatewaySettings = Pick<
   Config,
@@ -52,6 +62,7 @@ export type GatewaySettings = Pick<
   | 'operationTimeoutMs'
   | 'introspection'
   | 'planner'
+  | 'compiledExecution'
   | 'corsOrigins'
   | 'limits'
   | 'maxBatch'
@@ -61,13 +72,13 @@ export type GatewaySettings = Pick<
   | 'production'
 >;
 
-export interface GatewayOptions {
+interface GatewayOptions {
   readonly upstream: Upstream;
   readonly logger: Logger;
   readonly settings: GatewaySettings;
-  readonly metrics?: GatewayMetrics;
-  /** Whether the upstream answered recently; /ready reports it. @default always ready */
-  readonly ready?: () => Promise<boolean>;
+  readonly metrics: GatewayMetrics;
+  /** Whether the upstream answered recently; /ready reports it. */
+  readonly ready: () => Promise<boolean>;
   /** Where automatic persisted queries are registered. @default in Redis with `redis`, else in this process's memory, bounded by the settings */
   readonly apqStore?: PersistedQueryStore;
   /** Redis (REDIS_URL) for the limit counters and APQ registrations shared by every process. @default none: process memory */
@@ -117,10 +128,9 @@ function useVaryOrigin(): Plugin {
   };
 }
 
-/** The yoga app: tests drive it with `yoga.fetch`, `main.ts` serves it on a port. */
-export function createGateway(options: GatewayOptions): Gateway {
-  const { upstream, logger, settings } = options;
-  const metrics = options.metrics ?? new GatewayMetrics({ defaultMetrics: false });
+/** The yoga app over an upstream; `buildGateway` makes both as the configuration says. */
+function createGateway(options: GatewayOptions): Gateway {
+  const { upstream, logger, settings, metrics } = options;
   const refused = (limit: string) => () => metrics.refusals.inc({ limit });
   const planner = new Planner({ schema, strategy: settings.planner });
   const { persistedDocuments } = settings;
@@ -158,15 +168,17 @@ export function createGateway(options: GatewayOptions): Gateway {
         hideSuggestions: settings.production,
         onRefused: (limit) => metrics.refusals.inc({ limit }),
       }),
+      ...useIncrementalDelivery(),
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
       ...callerLimits.charge,
       useOperability({
         metrics,
         logger,
-        ready: options.ready ?? (async () => true),
+        ready: options.ready,
         ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
       }),
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
+      ...(settings.compiledExecution ? [useCompiledExecution(COMPILED_EXECUTION)] : []),
       graphiql.plugin,
     ] as Plugin[],
     // plugins/batching.ts refuses larger batches first, with a code of ours.
@@ -191,4 +203,41 @@ export function createGateway(options: GatewayOptions): Gateway {
     landingPage: false,
   });
   return Object.assign(yoga, { refuseEarly: callerLimits.refuseEarly });
+}
+
+export interface BuildGatewayOptions {
+  readonly logger: Logger;
+  readonly metrics: GatewayMetrics;
+  /** Sees every upstream call attempt, retries included, after the metrics have. */
+  readonly onAttempt?: (attempt: UpstreamAttempt) => void;
+  /** The Redis connection (REDIS_URL) the limits and APQ share, if any. */
+  readonly redis?: SharedRedis | undefined;
+}
+
+export interface BuiltGateway {
+  /** The yoga app: `main.ts` serves it on a port, tests drive it with `fetch`. */
+  readonly app: Gateway;
+  /** Its upstream pool, closed by whoever stops the gateway. */
+  readonly upstream: Upstream;
+}
+
+/**
+ * The gateway as an operator configured it, on the upstream at `upstreamUrl`: the upstream pool
+ * and its retry policy, the readiness probe and the yoga app. The one way to build it: `main.ts`
+ * and the tests both come through here, so a test meets what production runs.
+ */
+export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
+  const { logger, metrics, onAttempt } = options;
+  const upstream = createUpstream({
+    ...upstreamOptionsFrom(config, upstreamUrl),
+    onAttempt:
+      onAttempt === undefined
+        ? metrics.recordAttempt
+        : (attempt) => {
+            metrics.recordAttempt(attempt);
+            onAttempt(attempt);
+          },
+  });
+  const ready = createReadiness({ check: upstreamAnswers(upstream) });
+  return { app: createGateway({ upstream, logger, settings: config, metrics, ready, ...(options.redis ? { redis: options.redis } : {}) }), upstream };
 }

@@ -1,5 +1,7 @@
 import compression from 'compression';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
 import type { EarlyRefusal } from './plugins/caller-limits.js';
 
@@ -74,17 +76,27 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
 
 const drainers = new WeakMap<Server, () => void>();
 
+/** Node's diagnostics channel of every answer an HTTP server finished sending (`{ server, socket }`). */
+const RESPONSE_FINISHED = 'http.server.response.finish';
+
 /**
  * Stops a gateway server gracefully: no new connections; every answer from now on, those in
  * flight included, carries `Connection: close`, so a keep-alive client busy at the stop gets its
  * answer and then the connection ends (it used to be served new requests for the whole grace
- * period); idle connections close at once; whatever is still open after `graceMs` is cut.
+ * period); an answer whose headers were already out (a stream) has its connection closed once it
+ * is sent; idle connections close at once; whatever is still open after `graceMs` is cut.
  */
 export async function stopGatewayServer(server: Server, graceMs: number): Promise<void> {
   drainers.get(server)?.();
   const closed = new Promise((resolve) => server.close(resolve));
   server.closeIdleConnections();
+  const closeAnswered = (message: unknown) => {
+    const { server: from, socket } = message as { server: unknown; socket: Socket };
+    if (from === server) socket.destroySoon();
+  };
+  subscribe(RESPONSE_FINISHED, closeAnswered);
   const grace = setTimeout(() => server.closeAllConnections(), graceMs);
   await closed;
   clearTimeout(grace);
+  unsubscribe(RESPONSE_FINISHED, closeAnswered);
 }

@@ -34,18 +34,14 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
-  const [{ createGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { createReadiness, upstreamAnswers }, { createUpstream, upstreamOptionsFrom }] = await Promise.all([
+  const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }] = await Promise.all([
     import('./gateway.js'),
     import('./http-server.js'),
     import('./logger.js'),
     import('./metrics.js'),
-    import('./readiness.js'),
-    import('./upstream/upstream.js'),
   ]);
   const logger = createLogger({ level: config.logLevel });
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
-  const upstream = createUpstream({ ...upstreamOptionsFrom(config, upstreamUrl), onAttempt: metrics.recordAttempt });
-  const ready = createReadiness({ check: upstreamAnswers(upstream) });
   // Shared limit counters and APQ registrations; the gateway serves without them (from process
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
   const redis =
@@ -53,7 +49,8 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       ? undefined
       : (await import('./shared-state.js')).connectRedis(config.redisUrl, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
   await redis?.whenReady(2_000);
-  const server = createGatewayServer(createGateway({ upstream, logger, settings: config, metrics, ready, ...(redis ? { redis } : {}) }), config);
+  const { app, upstream } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  const server = createGatewayServer(app, config);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   return {
@@ -83,9 +80,12 @@ const endpoint = (config: Config, port: number) => `http://${config.host}:${port
 async function main(): Promise<void> {
   const config = configOrExit();
 
+  // Stop handlers are in place before anyone learns the port: a signal sent as soon as the
+  // "listening" line (or a worker's listening event) appears must find them, or it kills outright.
   if (cluster.isWorker) {
-    const gateway = await serveGateway(config, config.upstreamUrl!);
-    onStopSignal(gateway.stop);
+    const serving = serveGateway(config, config.upstreamUrl!);
+    onStopSignal(async () => (await serving).stop());
+    await serving;
     return;
   }
 
@@ -94,11 +94,11 @@ async function main(): Promise<void> {
 
   if (config.workers === 1) {
     const gateway = await serveGateway(config, upstreamUrl);
-    process.stdout.write(`Gateway listening on ${endpoint(config, gateway.port)}\n`);
     onStopSignal(async () => {
       await gateway.stop();
       await reference?.close();
     });
+    process.stdout.write(`Gateway listening on ${endpoint(config, gateway.port)}\n`);
     return;
   }
 
@@ -108,8 +108,6 @@ async function main(): Promise<void> {
   const { aggregateWorkerMetrics } = await import('./cluster-metrics.js');
   aggregateWorkerMetrics();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
-  const listening = await Promise.all(workers.map((worker) => once(worker, 'listening') as Promise<[AddressInfo]>));
-  process.stdout.write(`Gateway listening on ${endpoint(config, listening[0]![0].port)} (${config.workers} workers)\n`);
   onStopSignal(async () => {
     await Promise.all(
       workers.map(async (worker) => {
@@ -121,6 +119,8 @@ async function main(): Promise<void> {
     );
     await reference?.close();
   });
+  const listening = await Promise.all(workers.map((worker) => once(worker, 'listening') as Promise<[AddressInfo]>));
+  process.stdout.write(`Gateway listening on ${endpoint(config, listening[0]![0].port)} (${config.workers} workers)\n`);
 }
 
 await main();

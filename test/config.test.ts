@@ -31,8 +31,9 @@ describe('loadConfig', () => {
       operationTimeoutMs: 15_000,
       introspection: true,
       planner: 'selection',
+      compiledExecution: true,
       corsOrigins: [],
-      limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxBodyBytes: 100_000 },
+      limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxBodyBytes: 100_000 },
       maxBatch: 10,
       persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 86_400, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,
@@ -52,6 +53,7 @@ describe('loadConfig', () => {
     expect(loadConfig({ INTROSPECTION: 'off' }).introspection).toBe(false);
     expect(loadConfig({ WORKERS: 'auto' }).workers).toBeGreaterThanOrEqual(1);
     expect(loadConfig({ PLANNER: 'off' }).planner).toBe('plain');
+    expect(loadConfig({ COMPILED_EXECUTION: 'off' }).compiledExecution).toBe(false);
     expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173']);
   });
 
@@ -145,6 +147,7 @@ describe('loadConfig', () => {
     [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: expected one of/],
     [{ WORKERS: '0' }, /^WORKERS: expected an integer from 1 to 256/],
     [{ PLANNER: 'maybe' }, /^PLANNER: expected on or off/],
+    [{ COMPILED_EXECUTION: 'yes' }, /^COMPILED_EXECUTION: expected on or off/],
     [{ UPSTREAM_ROUTES_FILE: '/no/such/file.json' }, /^UPSTREAM_ROUTES_FILE: cannot read a JSON object from/],
     [{ UPSTREAM_ROUTES_FILE: jsonFile('{"getHead": {}}') }, /^UPSTREAM_ROUTES_FILE: getHead: unknown operation/],
     [{ UPSTREAM_ROUTES_FILE: jsonFile('{"deleteHead": {"method": "FETCH"}}') }, /^UPSTREAM_ROUTES_FILE: deleteHead.method: method must be one of/],

@@ -86,6 +86,12 @@ function errorsOf(json: unknown): WireError[] {
   return Array.isArray(errors) ? (errors as WireError[]) : [];
 }
 
+/** An object with a `data` entry, or without one but with at least one error. */
+function isGraphQLResponse(json: unknown): boolean {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return false;
+  return 'data' in json || errorsOf(json).length > 0;
+}
+
 /** No 5xx, no unmasked internal error, no stack frame, no token, no upstream address. */
 function expectSafe(answer: Answer, context: string): void {
   const where = `${context}\n→ ${answer.status} ${answer.text.slice(0, 600)}`;
@@ -384,8 +390,9 @@ describe('random operations against the gateway', () => {
         const answer = await send(graphqlPost(JSON.stringify(doc), requestHeaders(auth)));
         expectSafe(answer, JSON.stringify(doc).slice(0, 2_000));
         expectNotOurFault(answer, JSON.stringify(doc).slice(0, 2_000));
-        // A document that parsed and validated gets a GraphQL body; anything else at least JSON.
-        expect(answer.json, answer.text.slice(0, 300)).toBeTypeOf('object');
+        // Whatever the document, the answer is a GraphQL response: an object with `data`, or
+        // errors saying why there is none (a null body or a bare value is neither).
+        expect(isGraphQLResponse(answer.json), `not a GraphQL response: ${answer.text.slice(0, 300)}`).toBe(true);
       }),
       { seed: SEED, numRuns: runs(300) },
     );

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { ALICE_PASSWORD, ALICE_USERNAME, DEMO_CREDENTIALS, VIEWER_PASSWORD, VIEWER_USERNAME } from '../src/reference-upstream/seed.js';
 import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { until } from './support/until.js';
 
 let t: TestGateway;
 let token: string;
@@ -264,14 +265,23 @@ describe('mutations', () => {
   });
 
   it('deleteHead deletes with the bearer token, and the head is gone', async () => {
-    const id = ids[40]!;
-    const response = await t.execute<any>(`mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadId deletedHeadUuid } }`, { input: { id: globalId(id) } }, bearer());
-    expect(response.data.deleteHead).toEqual({ deletedHeadId: globalId(id), deletedHeadUuid: id });
-    expect(t.calls('deleteHead')).toHaveLength(1);
-    expect(t.calls('deleteHead')[0]!.headers.authorization).toBe(`Bearer ${token}`);
-    const gone = await t.execute<any>(`query($id: ID!) { head(id: $id) { name } }`, { id });
-    expect(gone.data.head).toBeNull();
-    expect(errorCodes(gone)).toEqual(['NOT_FOUND']);
+    // On an upstream of its own: the other tests list every head, in whatever order they run.
+    const own = await startTestGateway({ env: { PLANNER: 'off' } });
+    try {
+      const login = await own.execute<any>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+      const ownToken: string = login.data.login.accessToken;
+      own.reset();
+      const id = ids[40]!;
+      const response = await own.execute<any>(`mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadId deletedHeadUuid } }`, { input: { id: globalId(id) } }, bearer(ownToken));
+      expect(response.data.deleteHead).toEqual({ deletedHeadId: globalId(id), deletedHeadUuid: id });
+      expect(own.calls('deleteHead')).toHaveLength(1);
+      expect(own.calls('deleteHead')[0]!.headers.authorization).toBe(`Bearer ${ownToken}`);
+      const gone = await own.execute<any>(`query($id: ID!) { head(id: $id) { name } }`, { id });
+      expect(gone.data.head).toBeNull();
+      expect(errorCodes(gone)).toEqual(['NOT_FOUND']);
+    } finally {
+      await own.close();
+    }
   });
 
   it('updateSubscription maps enums both ways and sends only the fields given', async () => {
@@ -301,14 +311,17 @@ describe('mutations', () => {
   });
 
   it('login proxies the password flow and its token works on the next request', async () => {
-    const response = await t.execute<any>('mutation { login(input: { username: "alice", password: "alice-password" }) { accessToken tokenType } }');
+    const response = await t.execute<any>('mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }', {
+      input: { username: ALICE_USERNAME, password: ALICE_PASSWORD },
+    });
     expect(response.data.login.tokenType.toLowerCase()).toBe('bearer');
-    expect(t.calls('login')[0]!.body).toMatchObject({ username: ALICE_USERNAME, grant_type: 'password' });
+    expect(t.calls('login')[0]!.body).toEqual({ username: ALICE_USERNAME, password: ALICE_PASSWORD, grant_type: 'password' });
+    // The token handed over is the one the upstream issued to alice.
+    expect(t.reference.store.userForToken(response.data.login.accessToken)?.username).toBe(ALICE_USERNAME);
     const permissions = await t.execute<any>('{ permissions(first: 1) { totalCount } }', undefined, bearer(response.data.login.accessToken));
     expect(permissions.data.permissions.totalCount).toBeGreaterThan(0);
     const refused = await t.execute<any>('mutation { login(input: { username: "alice", password: "nope" }) { accessToken } }');
     expect(errorCodes(refused)).toEqual(['UNAUTHENTICATED']);
-    expect(ALICE_PASSWORD).toBe('alice-password');
   });
 });
 
@@ -397,7 +410,7 @@ describe('errors', () => {
   });
 
   it('maps a slow upstream to UPSTREAM_TIMEOUT', async () => {
-    const slow = await startTestGateway({ timeoutMs: 100 });
+    const slow = await startTestGateway({ env: { UPSTREAM_TIMEOUT_MS: '100' } });
     try {
       slow.reference.injectFault('getHeadById', { kind: 'latency', ms: 1_000 });
       const response = await slow.execute<any>(`{ head(id: "${ids[0]}") { name } }`);
@@ -478,13 +491,24 @@ describe('token forwarding', () => {
   it('two concurrent callers with different tokens: each upstream call carries only its caller token', async () => {
     const alice = await loginAs(ALICE_USERNAME, ALICE_PASSWORD);
     t.reset();
-    // Slow reads make the two operations overlap in time on the shared connection pool.
-    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 30 }, 10);
+    // The upstream holds all four head reads until both operations have theirs in flight on the
+    // shared connection pool at once.
+    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 600_000 }, 4);
     const query = `query($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { name } permissions(first: 2) { totalCount } }`;
-    const [fromDemo, fromAlice] = await Promise.all([
+    const both = Promise.all([
       t.execute<any>(query, { a: ids[0], b: ids[1] }, { ...bearer(token), 'x-request-id': 'demo-request' }),
       t.execute<any>(query, { a: ids[0], b: ids[2] }, { ...bearer(alice), 'x-request-id': 'alice-request' }),
     ]);
+    await until(() => t.reference.inFlight() === 4, 'four head reads held at the upstream');
+    const heldFor = t.calls('getHeadById').filter((r) => r.status === undefined).map((r) => [r.headers['x-request-id'], r.headers.authorization]);
+    expect(heldFor.sort()).toEqual([
+      ['alice-request', `Bearer ${alice}`],
+      ['alice-request', `Bearer ${alice}`],
+      ['demo-request', `Bearer ${token}`],
+      ['demo-request', `Bearer ${token}`],
+    ]);
+    expect(t.reference.releaseHeld()).toBe(4);
+    const [fromDemo, fromAlice] = await both;
     expect(fromDemo.data.a.name).toBe(upstreamHead(ids[0]!).name);
     expect(fromAlice.data.b.name).toBe(upstreamHead(ids[2]!).name);
     const byRequest = (id: string) => t.calls().filter((r) => r.headers['x-request-id'] === id);
@@ -498,8 +522,18 @@ describe('token forwarding', () => {
 
   it('never logs or echoes the token', async () => {
     const secret = 'secret-token-value-123';
-    await t.execute(`{ permissions(first: 1) { totalCount } head(id: "bad") { name } }`, undefined, bearer(secret));
+    const response = await t.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...bearer(secret) },
+      body: JSON.stringify({ query: `{ permissions(first: 1) { totalCount } head(id: "bad") { name } }` }),
+    });
+    const text = await response.text();
+    // Both failures are answered (the upstream refused the token, the id is not one) ...
+    expect(errorCodes(JSON.parse(text) as GraphQLResponse).sort()).toEqual(['BAD_USER_INPUT', 'UNAUTHENTICATED']);
     expect(t.calls('getPermissions')[0]!.headers.authorization).toBe(`Bearer ${secret}`);
+    // ... and neither the body, nor a response header, nor a log line carries the token.
+    expect(text).not.toContain(secret);
+    expect([...response.headers].flat().join('\n')).not.toContain(secret);
     expect(t.logLines.join('\n')).not.toContain(secret);
   });
 });

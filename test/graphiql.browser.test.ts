@@ -6,13 +6,13 @@ import { fileURLToPath } from 'node:url';
 import { parse, print } from 'graphql';
 import type { Browser, BrowserContext, Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGateway, defaultGraphiQLQuery } from '../src/gateway.js';
+import { buildGateway, defaultGraphiQLQuery } from '../src/gateway.js';
 import { createGatewayServer } from '../src/http-server.js';
 import { createLogger } from '../src/logger.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { createUpstream, upstreamOptionsFrom, type Upstream } from '../src/upstream/upstream.js';
+import type { Upstream } from '../src/upstream/upstream.js';
 import { chromiumAvailability, launchChromium, watchPage, type NetworkLog } from './support/browser.js';
 
 /*
@@ -35,8 +35,14 @@ async function editorText(page: Page, uriSuffix: string): Promise<string> {
   return text.replace(/\u00a0/g, ' ');
 }
 
+/**
+ * How long the page may take to show what a step waits for. Only a page that is stuck should fail
+ * a test, not a busy machine: this is a limit for giving up, well inside the test's own timeout.
+ */
+const UI_WAIT_MS = 15_000;
+
 /** Polls an editor until its text passes `check`; returns the last text seen (for the assertion message). */
-async function waitForEditorText(page: Page, uriSuffix: string, check: (text: string) => boolean, timeoutMs = 5_000): Promise<string> {
+async function waitForEditorText(page: Page, uriSuffix: string, check: (text: string) => boolean, timeoutMs = UI_WAIT_MS): Promise<string> {
   const deadline = Date.now() + timeoutMs;
   let text = '';
   for (;;) {
@@ -58,7 +64,7 @@ async function replaceEditorContent(page: Page, uriSuffix: string, content: stri
 async function execute(page: Page, graphqlUrl: string, marker: string): Promise<Response> {
   const answered = page.waitForResponse(
     (r) => r.url() === graphqlUrl && r.request().method() === 'POST' && (r.request().postData() ?? '').includes(marker),
-    { timeout: 5_000 },
+    { timeout: UI_WAIT_MS },
   );
   await page.locator('.graphiql-execute-button').click();
   return answered;
@@ -69,7 +75,9 @@ async function json<T>(response: globalThis.Response): Promise<T> {
   return (await response.json()) as T;
 }
 
-describe.skipIf(chromiumState.skip)(suiteName, () => {
+// One person's session, step by step on one page (open, run the default query, type a token and
+// run another, then check where the page went): the steps keep their order under --sequence.shuffle.
+describe.skipIf(chromiumState.skip)(suiteName, { shuffle: false }, () => {
   let reference: ReferenceUpstream;
   let upstream: Upstream;
   let server: Server | undefined;
@@ -108,10 +116,9 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
 
     // As in main.ts, with the defaults of an empty environment (whatever the CI shell exports).
     const config = loadConfig({});
-    const metrics = new GatewayMetrics({ defaultMetrics: false });
-    upstream = createUpstream({ ...upstreamOptionsFrom(config, reference.url), onAttempt: metrics.recordAttempt });
-    const gateway = createGateway({ upstream, logger: createLogger({ level: 'silent' }), settings: config, metrics });
-    const srv = createGatewayServer(gateway, config);
+    const built = buildGateway(config, reference.url, { logger: createLogger({ level: 'silent' }), metrics: new GatewayMetrics({ defaultMetrics: false }) });
+    upstream = built.upstream;
+    const srv = createGatewayServer(built.app, config);
     server = srv;
     await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
     const { port } = srv.address() as AddressInfo;
@@ -155,7 +162,7 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
     expect((await response!.request().allHeaders())['accept']).toContain('text/html');
     expect(await page.title()).toBe('Avatar Head gateway');
 
-    await page.locator('section.graphiql-query-editor .monaco-editor').waitFor({ state: 'visible', timeout: 8_000 });
+    await page.locator('section.graphiql-query-editor .monaco-editor').waitFor({ state: 'visible', timeout: UI_WAIT_MS });
     await expect(page.locator('.graphiql-execute-button').getAttribute('aria-label')).resolves.toMatch(/^Execute query/);
     const query = await waitForEditorText(page, '-operation.graphql', (t) => t.includes('HeadsWithHair') && t.includes('hair {'));
     expect(query).toContain('query HeadsWithHair {');
@@ -166,7 +173,7 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
     await expect(page.locator('.monaco-editor[data-uri$="-request-headers.json"]').isVisible()).resolves.toBe(true);
     // Loading the page (schema introspection included) does not touch the upstream.
     expect(reference.requests).toEqual([]);
-  }, 12_000);
+  }, 3 * UI_WAIT_MS);
 
   it('runs the default query and shows the upstream data in the result pane', async () => {
     reference.resetRecording();
@@ -195,7 +202,7 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
 
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: SCREENSHOT });
-  }, 10_000);
+  }, 3 * UI_WAIT_MS);
 
   it('sends the Authorization header typed into the Headers pane to the upstream', async () => {
     await page.getByRole('button', { name: 'Headers', exact: true }).click();
@@ -205,7 +212,7 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
 
     // GraphiQL copies the editors into its state after a short debounce; the tab title follows the
     // operation name, so it leaving "HeadsWithHair" shows the new query is the one the button runs.
-    await page.locator('.graphiql-tab-active .graphiql-tab-button').filter({ hasNotText: 'HeadsWithHair' }).waitFor({ timeout: 3_000 });
+    await page.locator('.graphiql-tab-active .graphiql-tab-button').filter({ hasNotText: 'HeadsWithHair' }).waitFor({ timeout: UI_WAIT_MS });
 
     reference.resetRecording();
     const response = await execute(page, graphqlUrl, 'permissions');
@@ -223,7 +230,7 @@ describe.skipIf(chromiumState.skip)(suiteName, () => {
     expect(reference.requests[0]!.query).toMatchObject({ page: '1' });
 
     await page.screenshot({ path: `${ARTIFACTS}graphiql-permissions.png` });
-  }, 10_000);
+  }, 3 * UI_WAIT_MS);
 
   it('stayed on the gateway origin: no outside host, no CDN, no failed request, no page error', () => {
     const httpRequests = network.requests.filter((r) => r.url.startsWith('http'));

@@ -320,6 +320,9 @@ describe('CORS', () => {
       method: 'OPTIONS',
       headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, authorization' },
     });
+  /** A POST a browser sends without a preflight. */
+  const simple = (on: TestGateway, origin: string) =>
+    on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), origin }, body: JSON.stringify({ query: '{ __typename }' }) });
 
   it('CORS_ORIGINS=https://app.example.com allows that origin and no other', async () => {
     const cors = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com' } });
@@ -328,6 +331,8 @@ describe('CORS', () => {
       expect(allowed.status).toBeLessThan(300);
       expect(allowed.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
       expect(allowed.headers.get('access-control-allow-methods')).toContain('POST');
+      // A named origin may send credentials (the Authorization header).
+      expect(allowed.headers.get('access-control-allow-credentials')).toBe('true');
       // Another origin gets no CORS headers at all, so its browser refuses the response.
       const evil = await preflight(cors, 'https://evil.example.com');
       expect(evil.headers.get('access-control-allow-origin')).toBeNull();
@@ -361,16 +366,31 @@ describe('CORS', () => {
     }
   });
 
+  it('CORS_ORIGINS=* allows any origin, never with credentials', async () => {
+    const cors = await startTestGateway({ env: { CORS_ORIGINS: '*' } });
+    try {
+      for (const origin of ['https://app.example.com', 'http://localhost:5173']) {
+        const allowed = await preflight(cors, origin);
+        expect(allowed.status).toBe(204);
+        expect(allowed.headers.get('access-control-allow-origin')).toBe(origin);
+        expect(allowed.headers.get('access-control-allow-credentials')).toBeNull();
+      }
+      const answered = await simple(cors, 'https://anywhere.example.org');
+      expect(answered.status).toBe(200);
+      expect(answered.headers.get('access-control-allow-origin')).toBe('https://anywhere.example.org');
+      expect(answered.headers.get('access-control-allow-credentials')).toBeNull();
+      expect(cors.calls()).toEqual([]);
+    } finally {
+      await cors.close();
+    }
+  });
+
   it('without CORS_ORIGINS no allow-origin header is sent', async () => {
     const answered = await preflight(t, 'https://app.example.com');
     expect(answered.headers.get('access-control-allow-origin')).toBeNull();
-    const simple = await t.gateway.fetch('http://gateway/graphql', {
-      method: 'POST',
-      headers: { ...jsonHeaders(), origin: 'https://app.example.com' },
-      body: JSON.stringify({ query: '{ __typename }' }),
-    });
-    expect(simple.status).toBe(200);
-    expect(simple.headers.get('access-control-allow-origin')).toBeNull();
+    const posted = await simple(t, 'https://app.example.com');
+    expect(posted.status).toBe(200);
+    expect(posted.headers.get('access-control-allow-origin')).toBeNull();
     expect(t.calls()).toEqual([]);
   });
 });

@@ -3,6 +3,7 @@ import { RequestLoaders } from '../src/loaders/request-loaders.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { UpstreamError } from '../src/upstream/errors.js';
 import { Need } from '../src/plan/needs.js';
+import { until } from './support/until.js';
 import { listHeads } from '../src/upstream/heads.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
@@ -68,9 +69,12 @@ describe('the head loader', () => {
   it('fields of both variants: both reads at once, in flight together', async () => {
     const { heads } = loadersFor();
     const id = allIds[5]!;
-    reference.injectFault('getHeadExt', { kind: 'latency', ms: 40 });
-    reference.injectFault('getHeadById', { kind: 'latency', ms: 40 });
-    const record = await heads.load(id, Need.variantA | Need.hairB);
+    reference.injectFault('getHeadExt', { kind: 'latency', ms: 600_000 });
+    reference.injectFault('getHeadById', { kind: 'latency', ms: 600_000 });
+    const loading = heads.load(id, Need.variantA | Need.hairB);
+    await until(() => reference.inFlight() === 2, 'both reads held at the upstream');
+    expect(reference.releaseHeld()).toBe(2);
+    const record = await loading;
     expect(await heads.with(record, Need.variantA | Need.hairB)).toBe(record);
     expect(record.a?.id).toBe(id);
     expect(record.b?.id).toBe(id);
@@ -86,9 +90,15 @@ describe('the head loader', () => {
 
   it('fans out concurrently under the cap', async () => {
     const ids = allIds.slice(10, 30);
-    reference.injectFault('getHeadById', { kind: 'latency', ms: 40 }, ids.length);
+    // Every read held at the upstream until released: the cap, not timing, decides how many are out.
+    reference.injectFault('getHeadById', { kind: 'latency', ms: 600_000 }, ids.length);
     const { heads } = loadersFor(undefined, 4);
-    const records = await Promise.all(ids.map((id) => heads.load(id, Need.head)));
+    const loading = Promise.all(ids.map((id) => heads.load(id, Need.head)));
+    for (let released = 0; released < ids.length; ) {
+      await until(() => reference.inFlight() === Math.min(4, ids.length - released), 'the capped reads held at the upstream');
+      released += reference.releaseHeld();
+    }
+    const records = await loading;
     expect(records.map((r) => r.id)).toEqual(ids);
     expect(calls('getHeadById')).toHaveLength(20);
     expect(reference.maxInFlight()).toBe(4);

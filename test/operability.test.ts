@@ -1,61 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
 import { createYoga } from 'graphql-yoga';
-import { createGateway, type Gateway } from '../src/gateway.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { operationNamesOf } from '../src/trusted-documents.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { operationLabel, outcomeOf, useOperability } from '../src/plugins/operability.js';
 import { createReadiness, upstreamAnswers } from '../src/readiness.js';
-import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
-import { schema } from '../src/schema/index.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
-import { defaultRoutes } from '../src/upstream/routes.js';
-import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
-import { capturingLogger } from './support/gateway.js';
-
-/** A gateway with its own metrics, readiness and log capture, on the real reference upstream. */
-interface Fixture {
-  readonly reference: ReferenceUpstream;
-  readonly upstream: Upstream;
-  readonly metrics: GatewayMetrics;
-  readonly gateway: Gateway;
-  readonly logLines: string[];
-  close(): Promise<void>;
-}
-
-async function startFixture(options: { cacheMs?: number } = {}): Promise<Fixture> {
-  const reference = await startReferenceUpstream();
-  const metrics = new GatewayMetrics({ defaultMetrics: false });
-  const upstream = createUpstream({
-    baseUrl: reference.url,
-    routes: defaultRoutes,
-    timeoutMs: 3_000,
-    connections: 16,
-    retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
-    onAttempt: metrics.recordAttempt,
-  });
-  // debug, so the token checks see every line anything in the gateway (yoga included) writes.
-  const { logger, lines: logLines } = capturingLogger();
-  const ready = createReadiness({ check: upstreamAnswers(upstream), cacheMs: options.cacheMs ?? 5_000 });
-  const gateway = createGateway({ upstream, logger, settings: loadConfig({}), metrics, ready });
-  return {
-    reference,
-    upstream,
-    metrics,
-    gateway,
-    logLines,
-    async close() {
-      await upstream.close();
-      await reference.close();
-    },
-  };
-}
+import { schema } from '../src/schema/index.js';
+import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { until } from './support/until.js';
 
 interface OperationLog {
   level: number;
@@ -96,7 +54,7 @@ function sampleValue(samples: Sample[], name: string, labels: Record<string, str
   return found[0]?.value ?? 0;
 }
 
-let f: Fixture;
+let f: TestGateway;
 
 const post = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   f.gateway.fetch('http://gateway/graphql', {
@@ -119,7 +77,7 @@ const manyAliases = `query TooManyAliases { ${Array.from({ length: 40 }, (_, i) 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 beforeAll(async () => {
-  f = await startFixture();
+  f = await startTestGateway();
 });
 
 afterAll(() => f.close());
@@ -140,39 +98,56 @@ describe('/health', () => {
 });
 
 describe('/ready', () => {
-  let r: Fixture;
-  const cacheMs = 300;
-  const ready = (headers: Record<string, string> = {}) => r.gateway.fetch('http://gateway/ready', { headers });
+  // The gateway as main.ts builds it, so the cache period is the readiness default (5 s). The
+  // cache reads Date's clock: a fake one (faked before the gateway is built) steps it exactly.
+  // Each test builds its own gateway: one of them stops the upstream.
+  let current: TestGateway | undefined;
+  let start: number;
+  const startReadyGateway = async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    start = Date.now();
+    return (current = await startTestGateway());
+  };
+  const ready = (on: TestGateway) => on.gateway.fetch('http://gateway/ready');
+  const statusAt = async (on: TestGateway, ms: number) => {
+    vi.setSystemTime(start + ms);
+    return (await ready(on)).status;
+  };
 
-  beforeAll(async () => {
-    r = await startFixture({ cacheMs });
+  afterEach(async () => {
+    vi.useRealTimers();
+    await current?.close();
+    current = undefined;
   });
 
-  afterAll(() => r.close());
-
-  it('answers 200 while the upstream answers, asking it once per cache period however many probes come', async () => {
-    const first = await ready();
+  it('answers 200 while the upstream answers, asking it once per 5 s however many probes come', async () => {
+    const r = await startReadyGateway();
+    const first = await ready(r);
     expect(first.status).toBe(200);
     expect(await first.json()).toEqual({ status: 'ready' });
-    const again = await ready();
-    expect(again.status).toBe(200);
     expect(r.reference.requests.map((q) => q.operation)).toEqual(['listHeads']);
     expect(r.reference.requests[0]!.query).toEqual({ page: '1', size: '1' });
     // No token of any kind goes with the probe.
     expect(r.reference.requests[0]!.headers.authorization).toBeUndefined();
 
-    await sleep(cacheMs + 50);
-    r.reference.resetRecording();
-    // Concurrent probes after expiry share one check.
-    const statuses = await Promise.all([ready(), ready(), ready()].map(async (p) => (await p).status));
-    expect(statuses).toEqual([200, 200, 200]);
+    expect(await statusAt(r, 4_999)).toBe(200);
     expect(r.reference.requests).toHaveLength(1);
+
+    // 5 s after the answer the cache has expired: concurrent probes share one check.
+    vi.setSystemTime(start + 5_000);
+    const statuses = await Promise.all([ready(r), ready(r), ready(r)].map(async (p) => (await p).status));
+    expect(statuses).toEqual([200, 200, 200]);
+    expect(r.reference.requests).toHaveLength(2);
   });
 
   it('answers 503 {"status":"not ready"} once the upstream is gone and the cached answer expired', async () => {
-    await sleep(cacheMs + 50);
+    const r = await startReadyGateway();
+    expect(await statusAt(r, 0)).toBe(200);
     await r.reference.close();
-    const response = await ready();
+    // The answer of 0 still stands until 5 000.
+    expect(await statusAt(r, 4_999)).toBe(200);
+    vi.setSystemTime(start + 5_000);
+    const response = await ready(r);
     expect(response.status).toBe(503);
     expect(await response.json()).toEqual({ status: 'not ready' });
     // Liveness is not readiness: the process still says it is alive.
@@ -203,7 +178,8 @@ describe('over real HTTP', () => {
 });
 
 describe('upstreamAnswers', () => {
-  const answers = () => upstreamAnswers(f.upstream, { timeoutMs: 200 })();
+  // The probe's default timeout (2 s) for answers that come; 200 ms where nothing ever comes.
+  const answers = (timeoutMs?: number) => upstreamAnswers(f.upstream, timeoutMs === undefined ? {} : { timeoutMs })();
 
   it('counts any HTTP answer below 500 as an answer, 401 and 422 included', async () => {
     expect(await answers()).toBe(true);
@@ -220,10 +196,23 @@ describe('upstreamAnswers', () => {
     expect(await answers()).toBe(false);
     f.reference.injectFault('listHeads', { kind: 'drop' }, 3);
     expect(await answers()).toBe(false);
-    f.reference.injectFault('listHeads', { kind: 'latency', ms: 1_000 });
-    const started = performance.now();
-    expect(await answers()).toBe(false);
-    expect(performance.now() - started).toBeLessThan(900);
+  });
+
+  it('gives up on a slow upstream by its own timeout, not by the call timeout (10 s by default)', async () => {
+    // Held until the test releases it: only the probe's own timeout can end the wait.
+    f.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
+    const before = await scrape();
+    expect(await answers(200)).toBe(false);
+    const after = await scrape();
+    const attempts = (status: string) =>
+      sampleValue(after, 'gateway_upstream_call_duration_seconds_count', { operation: 'listHeads', status }) -
+      sampleValue(before, 'gateway_upstream_call_duration_seconds_count', { operation: 'listHeads', status });
+    // The probe cancelled its call (ABORTED); the call's own timeout would say UPSTREAM_TIMEOUT.
+    expect(attempts('ABORTED')).toBe(1);
+    expect(attempts('UPSTREAM_TIMEOUT')).toBe(0);
+    expect(f.reference.requests).toHaveLength(1);
+    expect(f.reference.requests[0]!.status).toBeUndefined();
+    await until(() => f.reference.inFlight() === 0, 'the cancelled probe leaves the upstream');
   });
 });
 
@@ -371,21 +360,27 @@ describe('/metrics', () => {
     expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({ other: 600, HeadWithHair: 1, HeadsPage: 1 });
   });
 
-  it('METRICS_OPERATION_NAMES sets how many names, first seen, are kept apart', async () => {
-    const metrics = new GatewayMetrics({ defaultMetrics: false });
-    const gateway = createGateway({ upstream: f.upstream, logger: createLogger({ level: 'silent' }), settings: loadConfig({ METRICS_OPERATION_NAMES: '1' }), metrics });
-    for (const name of ['One', 'Two', 'Three']) {
-      await (await gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: `query ${name} { __typename }` }) })).text();
-    }
-    const samples = parseMetrics(await metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
-    expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({ One: 1, other: 2 });
+  it('METRICS_OPERATION_NAMES sets how many names, first seen, are kept apart; a manifest sets which', async () => {
+    const counts = async (env: Record<string, string>) => {
+      const t = await startTestGateway({ env });
+      try {
+        for (const name of ['One', 'HeadWithHair', 'Three']) await t.execute(`query ${name} { __typename }`);
+        const samples = parseMetrics(await t.metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
+        return Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]));
+      } finally {
+        await t.close();
+      }
+    };
+    expect(await counts({ METRICS_OPERATION_NAMES: '1' })).toEqual({ One: 1, other: 2 });
+    expect(await counts({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' })).toEqual({ HeadWithHair: 1, other: 2 });
   });
 
   it('shows an operation in flight while it waits on the upstream', async () => {
-    f.reference.injectFault('listHeads', { kind: 'latency', ms: 400 });
+    f.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
     const slow = post({ query: 'query Slow { heads(first: 1) { nodes { id } } }' });
-    await sleep(100);
+    await until(() => f.reference.inFlight() === 1, 'the listing held at the upstream');
     expect(sampleValue(await scrape(), 'gateway_operations_in_flight')).toBe(1);
+    expect(f.reference.releaseHeld()).toBe(1);
     expect((await slow).status).toBe(200);
     expect(sampleValue(await scrape(), 'gateway_operations_in_flight')).toBe(0);
   });

@@ -12,14 +12,17 @@ import { startTestGateway, type TestGateway } from './support/gateway.js';
  */
 
 let t: TestGateway;
+/** The fan-out document repeats `nodes` 190 times in one selection, which MAX_REPEATED_FIELDS refuses by default. */
+let roomy: TestGateway;
 
 beforeAll(async () => {
-  t = await startTestGateway();
+  [t, roomy] = await Promise.all([startTestGateway(), startTestGateway({ env: { MAX_REPEATED_FIELDS: '1000' } })]);
 });
 
-afterAll(() => t.close());
+afterAll(() => Promise.all([t.close(), roomy.close()]));
 beforeEach(() => {
   t.reset();
+  roomy.reset();
   vi.restoreAllMocks();
 });
 
@@ -37,6 +40,15 @@ describe('plans cached per document', () => {
     expect(plan(ids[1]!, false).reads).toEqual([{ operation: 'getHeadById', params: { id: ids[1] } }]);
     expect(plan(ids[0]!, true).calls).toBe(1);
     expect(analyses).toHaveBeenCalledTimes(2);
+  });
+
+  it('a document whose planned arguments read no variable is bound once: the same plan for every request', () => {
+    const planner = new Planner({ schema, strategy: 'selection' });
+    const document = parse(`{ head(id: "6a3c5a2e-7d1f-4c8e-9b0a-1f2e3d4c5b6a") { name } heads(first: 5) { nodes { headMetadata } } }`);
+    const first = planner.plan({ document, authorized: false });
+    expect(first.calls).toBe(2);
+    expect(planner.plan({ document, authorized: false })).toBe(first);
+    expect(planner.plan({ document, authorized: true })).not.toBe(first);
   });
 
   it('through the gateway: the same query text twice is analysed once (yoga parses it once)', async () => {
@@ -73,7 +85,7 @@ describe('planning is linear in the document', () => {
   };
 
   const post = async (query: string) =>
-    t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+    roomy.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
 
   /** Milliseconds until `query` is answered, and until a `{ __typename }` sent right behind it is. */
   async function timed(query: string): Promise<{ own: number; typename: number }> {
@@ -93,7 +105,15 @@ describe('planning is linear in the document', () => {
 
   const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-  it('the crafted document costs about what a plain one of its length does, and does not hold up a concurrent { __typename }', async () => {
+  it('by default the crafted document is refused before validation (one field 20 times in one selection), with zero calls', async () => {
+    const response = await t.execute(crafted(0));
+    expect(response.errors).toEqual([
+      { message: 'Field "heads" appears 20 times in one selection; the limit is 10.', extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' } },
+    ]);
+    expect(t.calls()).toEqual([]);
+  });
+
+  it('allowed to repeat fields, the crafted document costs about what a plain one of its length does, and does not hold up a concurrent { __typename }', async () => {
     const length = crafted(0).length;
     expect(length).toBe(5_521);
     // Warm both paths (JIT, yoga's plugins), then alternate fresh documents (no parse cache hit).
@@ -101,16 +121,17 @@ describe('planning is linear in the document', () => {
     await timed(plain(0, length));
     const craftedRuns: { own: number; typename: number }[] = [];
     const plainRuns: { own: number; typename: number }[] = [];
-    for (let k = 1; k <= 7; k++) {
+    for (let k = 1; k <= 9; k++) {
       craftedRuns.push(await timed(crafted(k)));
       plainRuns.push(await timed(plain(k, length)));
     }
     const ratio = median(craftedRuns.map((r) => r.own)) / median(plainRuns.map((r) => r.own));
     const typenameRatio = median(craftedRuns.map((r) => r.typename)) / median(plainRuns.map((r) => r.typename));
-    // A fragment walk per path (the old estimate) took seconds here: a ratio in the hundreds.
-    expect(ratio).toBeLessThan(5);
-    expect(typenameRatio).toBeLessThan(5);
+    // A fragment walk per path (the old estimate) took seconds here: a ratio in the hundreds. The
+    // bound leaves room for a machine busy with other test files.
+    expect(ratio).toBeLessThan(10);
+    expect(typenameRatio).toBeLessThan(10);
     // Every operation read its one page once (the crafted one's 20 aliases share one window).
-    expect(t.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 16 }, () => ['listHeads', { page: '1', size: '1' }]));
+    expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 20 }, () => ['listHeads', { page: '1', size: '1' }]));
   });
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { planOf } from './support/plan.js';
+import { until } from './support/until.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
@@ -52,9 +53,12 @@ describe('head(id)', () => {
   });
 
   it('Q4: fields of both variants cost both reads, in flight together, never more', async () => {
-    t.reference.injectFault('getHeadExt', { kind: 'latency', ms: 60 });
-    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 60 });
-    const result = await data(`query($id: ID!) { head(id: $id) { headMetadata hair { hairMetadata userId gender } } }`, { id: withHair });
+    t.reference.injectFault('getHeadExt', { kind: 'latency', ms: 600_000 });
+    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 600_000 });
+    const answer = data(`query($id: ID!) { head(id: $id) { headMetadata hair { hairMetadata userId gender } } }`, { id: withHair });
+    await until(() => t.reference.inFlight() === 2, 'both reads held at the upstream');
+    expect(t.reference.releaseHeld()).toBe(2);
+    const result = await answer;
     expect(result.head).toEqual({
       headMetadata: headA(withHair).head_metadata,
       hair: { hairMetadata: headB(withHair).hair.hair_metadata, userId: headB(withHair).hair.user_id ?? null, gender: headA(withHair).hair.gender.toUpperCase() },

@@ -1,11 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startReferenceUpstream, type Fault, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import type { OperationName } from '../src/upstream/routes.js';
 import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { until } from './support/until.js';
 
 /*
  * Resilience against the real reference upstream on loopback: one deadline per operation,
@@ -18,14 +19,6 @@ type ErrorEntry = NonNullable<GraphQLResponse['errors']>[number];
 const codeAt = (response: GraphQLResponse, path: string) => response.errors?.find((e) => e.path?.join('.') === path)?.extensions?.code;
 const codes = (response: GraphQLResponse) => (response.errors ?? []).map((e: ErrorEntry) => e.extensions?.code);
 
-async function until(condition: () => boolean, timeoutMs = 1_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 const headName = (t: TestGateway, id: string) => t.reference.store.findHead(id)!.head.name;
 
 /*
@@ -36,66 +29,87 @@ const headReads: readonly OperationName[] = ['getHeadExt', 'getHeadById', 'getHe
 const faultHeadReads = (t: TestGateway, fault: Fault, times = 1) => headReads.forEach((operation) => t.reference.injectFault(operation, fault, times));
 const headReadCalls = (t: TestGateway) => t.calls().filter((r) => r.operation !== undefined && headReads.includes(r.operation));
 const calledIds = (t: TestGateway) => headReadCalls(t).map((r) => /[0-9a-f]{8}-[0-9a-f-]{27}/.exec(r.path)?.[0]);
+/** An answer the upstream holds until the test releases it (`releaseHeld`) or the caller goes. */
+const held: Fault = { kind: 'latency', ms: 600_000 };
+/** The fake clock of the transport's timeouts and backoff and of the operation's deadline. */
+const fakeClock = () => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
 
 describe('one deadline per operation', () => {
   let t: TestGateway;
   let ids: string[];
 
+  // Each call may take 15 s, the operation 20 s: on a fake clock the test moves while the upstream
+  // holds its answers, so which limit cuts a call never depends on how fast the machine is.
   beforeAll(async () => {
     // Fanout 1 makes the order of the upstream calls (and so which one takes a fault) deterministic.
-    t = await startTestGateway({ timeoutMs: 250, env: { OPERATION_TIMEOUT_MS: '300', UPSTREAM_TIMEOUT_MS: '250', UPSTREAM_FANOUT: '1' } });
+    t = await startTestGateway({ env: { OPERATION_TIMEOUT_MS: '20000', UPSTREAM_TIMEOUT_MS: '15000', UPSTREAM_FANOUT: '1' } });
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());
-  beforeEach(() => t.reset());
+  beforeEach(() => {
+    t.reset();
+    fakeClock();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** The nth by-id read has reached the upstream, which holds it. */
+  const holding = (n: number) => until(() => headReadCalls(t).length === n && t.reference.inFlight() === 1, `read ${n} held at the upstream`);
 
   it('answers with the fast field and UPSTREAM_TIMEOUT for the slow one, and cancels the slow call', async () => {
     const [a, b] = [ids[0]!, ids[1]!];
-    faultHeadReads(t, { kind: 'latency', ms: 0 });
-    faultHeadReads(t, { kind: 'latency', ms: 2_000 });
-    const started = performance.now();
-    const response = await t.execute<{ fast: { name: string } | null; slow: unknown }>(
-      `query($a: ID!, $b: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } }`,
-      { a, b },
-    );
-    const elapsed = performance.now() - started;
+    faultHeadReads(t, held);
+    faultHeadReads(t, held);
+    const pending = t.execute<{ fast: { name: string } | null; slow: unknown }>(`query($a: ID!, $b: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } }`, { a, b });
+    await holding(1);
+    t.reference.releaseHeld();
+    await holding(2);
+    // The slow call's own timeout passes (the deadline is further off); the upstream still holds it.
+    vi.advanceTimersByTime(15_000);
+    const response = await pending;
     expect(response.data).toEqual({ fast: { name: headName(t, a) }, slow: null });
     expect(codes(response)).toEqual(['UPSTREAM_TIMEOUT']);
     expect(codeAt(response, 'slow')).toBe('UPSTREAM_TIMEOUT');
-    // Only to show it did not wait for the 2 s fault; the deadline is 300 ms.
-    expect(elapsed).toBeLessThan(1_500);
     expect(calledIds(t)).toEqual([a, b]);
     // The pending call was aborted, not left running: the upstream sees its client go.
-    await until(() => t.reference.inFlight() === 0, 500);
+    await until(() => t.reference.inFlight() === 0, 'the slow call cancelled');
+    expect(headReadCalls(t).map((r) => r.status)).toEqual([200, undefined]);
   });
 
   it('the deadline cuts a call its own timeout would still allow, and calls queued after it are never sent', async () => {
     const [a, b, c] = [ids[2]!, ids[3]!, ids[4]!];
-    // a takes 150 ms; b starts then and would have until ~400 ms by its own 250 ms timeout,
-    // but the operation's 300 ms deadline cuts it; c, queued behind b, is refused unsent.
-    faultHeadReads(t, { kind: 'latency', ms: 150 });
-    faultHeadReads(t, { kind: 'latency', ms: 2_000 });
-    const response = await t.execute(`query($a: ID!, $b: ID!, $c: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } late: head(id: $c) { name } }`, {
-      a,
-      b,
-      c,
-    });
+    faultHeadReads(t, held);
+    faultHeadReads(t, held);
+    const pending = t.execute(`query($a: ID!, $b: ID!, $c: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } late: head(id: $c) { name } }`, { a, b, c });
+    await holding(1);
+    // a answers 6 s into the operation: b starts with 14 s left, less than its own 15 s.
+    vi.advanceTimersByTime(6_000);
+    t.reference.releaseHeld();
+    await holding(2);
+    // At 20 s the deadline cuts b (its own timeout would run to 21 s); c, queued behind b, is
+    // refused unsent.
+    vi.advanceTimersByTime(14_000);
+    const response = await pending;
     expect(response.data).toEqual({ fast: { name: headName(t, a) }, slow: null, late: null });
     expect(codeAt(response, 'slow')).toBe('UPSTREAM_TIMEOUT');
     expect(codeAt(response, 'late')).toBe('UPSTREAM_TIMEOUT');
     expect(response.errors!.find((e) => e.path?.[0] === 'slow')!.message).toContain('operation deadline');
     expect(response.errors!.find((e) => e.path?.[0] === 'late')!.message).toContain('operation deadline');
     expect(calledIds(t)).toEqual([a, b]);
-    await until(() => t.reference.inFlight() === 0, 500);
-    // Nothing trickles out later either.
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(calledIds(t)).toEqual([a, b]);
+    // Two attempts, the second cut: c never became one.
+    expect(t.attempts.map((attempt) => attempt.code)).toEqual([undefined, 'UPSTREAM_TIMEOUT']);
+    await until(() => t.reference.inFlight() === 0, 'the cut call cancelled');
   });
 
   it('the next operation gets a deadline of its own', async () => {
-    const response = await t.execute(`query($a: ID!) { head(id: $a) { name } }`, { a: ids[5]! });
+    const query = `query($a: ID!) { head(id: $a) { name } }`;
+    expect((await t.execute(query, { a: ids[5]! })).errors).toBeUndefined();
+    // Past the first operation's deadline, a second one still has all of its own.
+    vi.advanceTimersByTime(20_001);
+    const response = await t.execute(query, { a: ids[6]! });
     expect(response.errors).toBeUndefined();
-    expect(t.calls()).toHaveLength(1);
+    expect(calledIds(t)).toEqual([ids[5], ids[6]]);
   });
 });
 
@@ -105,7 +119,8 @@ describe('a client that disconnects', () => {
   let url: string;
 
   beforeAll(async () => {
-    t = await startTestGateway({ timeoutMs: 10_000, env: { OPERATION_TIMEOUT_MS: '20000', UPSTREAM_TIMEOUT_MS: '10000' } });
+    // Longer than any test may run: only the gateway cancelling a call can end it early.
+    t = await startTestGateway({ env: { OPERATION_TIMEOUT_MS: '120000', UPSTREAM_TIMEOUT_MS: '60000' } });
     server = createServer(t.gateway);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
@@ -119,22 +134,21 @@ describe('a client that disconnects', () => {
 
   it('cancels its upstream calls, without retrying them', async () => {
     const id = t.reference.store.headIds()[0]!;
-    faultHeadReads(t, { kind: 'latency', ms: 8_000 });
+    faultHeadReads(t, held);
     const controller = new AbortController();
     const pending = fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', 'x-request-id': 'goes-away' },
       body: JSON.stringify({ query: `query($id: ID!) { head(id: $id) { name } }`, variables: { id } }),
       signal: controller.signal,
     });
-    await until(() => t.reference.inFlight() === 1, 2_000);
-    const abortedAt = performance.now();
+    await until(() => t.reference.inFlight() === 1, 'the read held at the upstream');
     controller.abort();
     await expect(pending).rejects.toThrow();
-    // Well inside the upstream's 8 s latency and the call's 10 s timeout: the gateway aborted it.
-    await until(() => t.reference.inFlight() === 0, 1_000);
-    expect(performance.now() - abortedAt).toBeLessThan(1_000);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The upstream would hold the answer for 10 minutes and the call could wait 60 s.
+    await until(() => t.reference.inFlight() === 0, 'the upstream call cancelled');
+    // The operation has ended (its log line is written): nothing more will be sent for it.
+    await until(() => t.logLines.some((line) => line.includes('"msg":"graphql operation"') && line.includes('"requestId":"goes-away"')), 'the operation log line');
     expect(headReadCalls(t)).toHaveLength(1);
     expect(t.attempts.map((a) => [a.code, a.retry])).toEqual([['ABORTED', false]]);
   });
@@ -159,7 +173,8 @@ describe('flaky upstream sequences: exact call counts', () => {
   const headQuery = `query($id: ID!) { head(id: $id) { uuid name } }`;
 
   beforeAll(async () => {
-    t = await startTestGateway({ timeoutMs: 300, env: { OPERATION_TIMEOUT_MS: '2000', UPSTREAM_TIMEOUT_MS: '300' } });
+    // The production settings: 10 s per call, two retries with 25 ms base backoff.
+    t = await startTestGateway();
     ids = t.reference.store.headIds();
     const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', {
       input: DEMO_CREDENTIALS,
@@ -190,6 +205,18 @@ describe('flaky upstream sequences: exact call counts', () => {
     expect(t.calls()).toHaveLength(3);
   });
 
+  it.each([502, 504])('GET: %i, success is 2 calls and data', async (status) => {
+    faultHeadReads(t, { kind: 'status', status });
+    const response = await t.execute(headQuery, { id: ids[5]! });
+    expect(response.errors).toBeUndefined();
+    expect(response.data).toEqual({ head: { uuid: ids[5], name: headName(t, ids[5]!) } });
+    expect(headReadCalls(t).map((r) => r.status)).toEqual([status, 200]);
+    expect(t.attempts.map((a) => [a.status, a.retry])).toEqual([
+      [status, false],
+      [200, true],
+    ]);
+  });
+
   it('GET: drop, success is 2 calls and data', async () => {
     faultHeadReads(t, { kind: 'drop' });
     const response = await t.execute(headQuery, { id: ids[1]! });
@@ -203,14 +230,22 @@ describe('flaky upstream sequences: exact call counts', () => {
     ]);
   });
 
-  it('GET: latency beyond the call timeout is 1 call and UPSTREAM_TIMEOUT (the timeout covers retries), then the next operation succeeds with 1 call', async () => {
-    faultHeadReads(t, { kind: 'latency', ms: 1_500 });
-    const response = await t.execute(headQuery, { id: ids[2]! });
-    expect(response.data).toEqual({ head: null });
-    expect(codes(response)).toEqual(['UPSTREAM_TIMEOUT']);
+  it('GET: an answer later than the call timeout is 1 call and UPSTREAM_TIMEOUT (the timeout covers retries), then the next operation succeeds with 1 call', async () => {
+    faultHeadReads(t, held);
+    fakeClock();
+    try {
+      const pending = t.execute(headQuery, { id: ids[2]! });
+      await until(() => t.reference.inFlight() === 1, 'the read held at the upstream');
+      vi.advanceTimersByTime(10_000);
+      const response = await pending;
+      expect(response.data).toEqual({ head: null });
+      expect(codes(response)).toEqual(['UPSTREAM_TIMEOUT']);
+    } finally {
+      vi.useRealTimers();
+    }
     expect(t.calls()).toHaveLength(1);
     expect(t.attempts.map((a) => [a.code, a.retry])).toEqual([['UPSTREAM_TIMEOUT', false]]);
-    await until(() => t.reference.inFlight() === 0, 500);
+    await until(() => t.reference.inFlight() === 0, 'the timed-out call cancelled');
 
     t.reset();
     const next = await t.execute(headQuery, { id: ids[2]! });
@@ -260,7 +295,7 @@ describe('an upstream that stops and comes back on the same port', () => {
   let restarted: ReferenceUpstream | undefined;
 
   beforeAll(async () => {
-    t = await startTestGateway({ timeoutMs: 2_000 });
+    t = await startTestGateway();
   });
   afterAll(async () => {
     await restarted?.close();
@@ -319,7 +354,7 @@ describe('an oversized upstream body (UPSTREAM_MAX_RESPONSE_BYTES 2048)', () => 
   let ids: string[];
 
   beforeAll(async () => {
-    t = await startTestGateway({ maxResponseBytes: 2_048 });
+    t = await startTestGateway({ env: { UPSTREAM_MAX_RESPONSE_BYTES: '2048' } });
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());
@@ -353,7 +388,7 @@ describe('an oversized upstream body (UPSTREAM_MAX_RESPONSE_BYTES 2048)', () => 
 
 describe('the same padded body under a larger cap', () => {
   it('is served: the failure above was the size, not the content', async () => {
-    const t = await startTestGateway({ maxResponseBytes: 64 * 1024 });
+    const t = await startTestGateway({ env: { UPSTREAM_MAX_RESPONSE_BYTES: String(64 * 1024) } });
     try {
       const id = t.reference.store.headIds()[0]!;
       faultBigHead(t, id);

@@ -1,37 +1,28 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { once } from 'node:events';
 import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
-import type { AddressInfo } from 'node:net';
-import { Client, request } from 'undici';
-import { loadConfig } from '../src/config.js';
-import { createGatewayServer, stopGatewayServer } from '../src/http-server.js';
+import { Agent, request, type Dispatcher } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { schema } from '../src/schema/index.js';
 import { sampleOf } from './support/metrics.js';
-import { startTestGateway } from './support/gateway.js';
-import { spawnGateway } from './support/process.js';
+import { acceptsConnections, startGatewayProcess, type GatewayProcess } from './support/process.js';
+import { until } from './support/until.js';
 
-/** `npm start` as an operator runs it: no UPSTREAM_URL, so the embedded reference upstream. */
-describe('the gateway process (npm start)', () => {
-  let child: ChildProcessWithoutNullStreams;
+/**
+ * `npm start` as an operator runs it: no UPSTREAM_URL, so the embedded reference upstream. The
+ * tests are steps in the life of one process (started, serving, stopped): they keep their order
+ * under --sequence.shuffle.
+ */
+describe('the gateway process (npm start)', { shuffle: false }, () => {
+  let gateway: GatewayProcess;
   let endpoint: string;
-  let stdout = '';
 
   beforeAll(async () => {
-    child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', UPSTREAM_URL: '', LOG_LEVEL: 'warn' } });
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    const deadline = Date.now() + 20_000;
-    while (!/Gateway listening on (\S+)/.test(stdout)) {
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`gateway did not start: ${stdout}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    endpoint = /Gateway listening on (\S+)/.exec(stdout)![1]!;
+    gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn' });
+    endpoint = gateway.endpoint;
   });
 
-  afterAll(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
+  afterAll(() => gateway.kill());
 
   const post = async (query: string, headers: Record<string, string> = {}) => {
     const response = await fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query }) });
@@ -39,7 +30,7 @@ describe('the gateway process (npm start)', () => {
   };
 
   it('says in one line that it serves the embedded reference upstream', () => {
-    expect(stdout).toMatch(/^No UPSTREAM_URL set: serving the embedded reference upstream at http:\/\/127\.0\.0\.1:\d+\/v2 \(demo login: demo \/ demo-password\)\.$/m);
+    expect(gateway.stdout()).toMatch(/^No UPSTREAM_URL set: serving the embedded reference upstream at http:\/\/127\.0\.0\.1:\d+\/v2 \(demo login: demo \/ demo-password\)\.$/m);
   });
 
   it('answers the head-and-hair query over a real port, and forwards the token it is given', async () => {
@@ -57,9 +48,95 @@ describe('the gateway process (npm start)', () => {
   });
 
   it('shuts down cleanly on SIGTERM', async () => {
-    child.kill('SIGTERM');
-    const [code] = await once(child, 'exit');
-    expect(code).toBe(0);
+    gateway.child.kill('SIGTERM');
+    expect(await gateway.exited).toBe(0);
+  });
+});
+
+/** Tests that start a process of their own: a busy machine may take seconds to start one. */
+const PROCESS_TEST = { timeout: 60_000 };
+
+/**
+ * Shutdown with requests in flight, on the real process against a reference upstream in this one:
+ * the upstream holds the request's call until the test has seen the signal's effect.
+ */
+describe('graceful shutdown', PROCESS_TEST, () => {
+  const headsQuery = '{ heads(first: 2) { totalCount nodes { name } } }';
+  const postHeads = (endpoint: string, dispatcher: Dispatcher) =>
+    request(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: headsQuery }), dispatcher });
+
+  it.each(['SIGTERM', 'SIGINT'] as const)('on %s: refuses new connections, lets the request in flight finish, closes its connection, exits 0', async (signal) => {
+    const reference = await startReferenceUpstream();
+    // A grace far longer than the test: only the request finishing can end the wait.
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, LOG_LEVEL: 'warn', SHUTDOWN_GRACE_MS: '600000' });
+    // One connection, which the client would keep alive for ten minutes.
+    const client = new Agent({ connections: 1, keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000 });
+    try {
+      reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
+      let answered = false;
+      const inFlight = postHeads(gateway.endpoint, client).finally(() => (answered = true));
+      await until(() => reference.inFlight() === 1, 'the listing held at the upstream');
+      expect(await acceptsConnections(gateway.endpoint)).toBe(true);
+
+      gateway.child.kill(signal);
+      await until(async () => !(await acceptsConnections(gateway.endpoint)), 'new connections refused');
+      expect(answered).toBe(false);
+      expect(gateway.child.exitCode).toBeNull();
+
+      expect(reference.releaseHeld()).toBe(1);
+      const response = await inFlight;
+      expect(response.statusCode).toBe(200);
+      // The answer itself says the connection ends with it.
+      expect(response.headers.connection).toBe('close');
+      const body = (await response.body.json()) as { data: { heads: { totalCount: number; nodes: { name: string }[] } } };
+      expect(body.data.heads.totalCount).toBe(reference.store.headCount);
+      expect(body.data.heads.nodes.map((n) => n.name)).toEqual(reference.store.headIds().slice(0, 2).map((id) => reference.store.findHead(id)!.head.name));
+      // The connection that carried it was closed behind the answer: no further request rides it.
+      await expect(postHeads(gateway.endpoint, client)).rejects.toThrow();
+      expect(await gateway.exited).toBe(0);
+      expect(reference.requests).toHaveLength(1);
+    } finally {
+      gateway.kill();
+      await client.close();
+      await reference.close();
+    }
+  });
+
+  it('cuts a request still in flight after SHUTDOWN_GRACE_MS, cancels its upstream call and exits 0', async () => {
+    const graceMs = 500;
+    const reference = await startReferenceUpstream();
+    // Calls may wait longer than the test runs: only the grace running out can end the request.
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: reference.url,
+      LOG_LEVEL: 'warn',
+      SHUTDOWN_GRACE_MS: String(graceMs),
+      UPSTREAM_TIMEOUT_MS: '60000',
+      OPERATION_TIMEOUT_MS: '120000',
+    });
+    const client = new Agent();
+    try {
+      // Held for ten minutes.
+      reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
+      const inFlight = postHeads(gateway.endpoint, client);
+      await until(() => reference.inFlight() === 1, 'the listing held at the upstream');
+      const signalledAt = performance.now();
+      gateway.child.kill('SIGTERM');
+      const cut = await inFlight.then(
+        () => undefined,
+        (error: Error & { code?: string }) => error.code,
+      );
+      // The connection closed without an answer, not before the grace was over (a lower bound: a
+      // busy machine makes it later, never earlier; 1 ms for timers rounded to whole ms).
+      expect(cut).toBe('UND_ERR_SOCKET');
+      expect(performance.now() - signalledAt).toBeGreaterThanOrEqual(graceMs - 1);
+      expect(await gateway.exited).toBe(0);
+      // The gateway's upstream call went with the request.
+      await until(() => reference.inFlight() === 0, 'the upstream call cancelled');
+    } finally {
+      gateway.kill();
+      await client.close();
+      await reference.close();
+    }
   });
 });
 
@@ -85,43 +162,35 @@ describe('the schema as a manual', () => {
   });
 });
 
-describe('WORKERS=2 (node:cluster)', () => {
+describe('WORKERS=2 (node:cluster)', PROCESS_TEST, () => {
   it('serves from two workers behind one port and stops them all on SIGTERM', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn' } });
-    let stdout = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn' });
     try {
-      const deadline = Date.now() + 30_000;
-      while (!/Gateway listening on (\S+) \(2 workers\)/.test(stdout)) {
-        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`cluster did not start: ${stdout}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const url = /Gateway listening on (\S+)/.exec(stdout)![1]!;
+      expect(gateway.stdout()).toMatch(/Gateway listening on \S+ \(2 workers\)/);
       const answers = await Promise.all(
         Array.from({ length: 8 }, async () => {
-          const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
+          const response = await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
           return ((await response.json()) as any).data.heads.totalCount as number;
         }),
       );
       expect(new Set(answers)).toEqual(new Set([answers[0]]));
       expect(answers[0]).toBeGreaterThanOrEqual(250);
-      child.kill('SIGTERM');
-      const [code] = await once(child, 'exit');
-      expect(code).toBe(0);
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
+      gateway.kill();
     }
   });
 });
 
-describe('WORKERS=2: /metrics answers the sum over the workers', () => {
+describe('WORKERS=2: /metrics answers the sum over the workers', PROCESS_TEST, () => {
   it('counts every operation, whichever worker ran it and whichever answers the scrape', async ({ onTestFinished }) => {
-    const { child, ready } = spawnGateway({ WORKERS: '2' });
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn' });
     // Also when the test fails or times out, so no cluster outlives it (the primary stops its workers).
     onTestFinished(() => {
-      if (child.exitCode === null) child.kill('SIGTERM');
+      if (gateway.child.exitCode === null) gateway.child.kill('SIGTERM');
     });
-    const endpoint = await ready;
+    const { endpoint } = gateway;
     // Every request on a connection of its own (reset): the cluster hands new connections to
     // the workers in turn, so operations and scrapes both land on each of the two workers.
     const operations = 11;
@@ -143,41 +212,6 @@ describe('WORKERS=2: /metrics answers the sum over the workers', () => {
       expect(sampleOf(text, `gateway_operation_duration_seconds_bucket{le="+Inf",${labels}}`)).toBe(operations);
       expect(sampleOf(text, 'gateway_upstream_call_duration_seconds_count{operation="listHeads",status="200"}')).toBe(operations);
       expect(sampleOf(text, 'gateway_operations_in_flight')).toBe(0);
-    }
-  });
-});
-
-describe('stopping (what SIGTERM runs)', () => {
-  it('lets the request in flight finish with Connection: close, and serves nothing more on its connection', async () => {
-    const t = await startTestGateway();
-    const server = createGatewayServer(t.gateway, loadConfig({}));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    // One keep-alive connection, one request at a time.
-    const client = new Client(origin, { pipelining: 1 });
-    try {
-      const body = JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' });
-      const send = () => client.request({ path: '/graphql', method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      const warm = await send();
-      expect(warm.headers.connection).toBe('keep-alive');
-      await warm.body.text();
-      t.reference.injectFault('listHeads', { kind: 'latency', ms: 300 });
-      const slow = send();
-      // Stop once the slow request is with the upstream.
-      while (t.reference.inFlight() === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-      const stopped = stopGatewayServer(server, 20_000);
-      const answered = await slow;
-      expect(answered.statusCode).toBe(200);
-      expect(answered.headers.connection).toBe('close');
-      expect(((await answered.body.json()) as any).data.heads.totalCount).toBeGreaterThan(0);
-      // The server closed before the grace period: nothing was left open.
-      await stopped;
-      expect(server.listening).toBe(false);
-      await expect(send()).rejects.toThrow();
-    } finally {
-      await client.close();
-      await t.close();
     }
   });
 });

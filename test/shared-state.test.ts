@@ -1,15 +1,12 @@
-import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayMetrics } from '../src/metrics.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { connectRedis, type SharedRedis } from '../src/shared-state.js';
-import { capturingLogger, jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
+import type { SharedRedis } from '../src/shared-state.js';
+import { jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
-import { spawnGateway } from './support/process.js';
+import { startGatewayProcess, type GatewayProcess } from './support/process.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 
 /*
@@ -36,23 +33,22 @@ async function postTo(endpoint: string, body: unknown, headers: Record<string, s
 describe('two gateway processes on one Redis', () => {
   let reference: ReferenceUpstream;
   const endpoints: string[] = [];
-  const children: ChildProcess[] = [];
+  const gateways: GatewayProcess[] = [];
 
   beforeAll(async () => {
     reference = await startReferenceUpstream();
-    const env = { UPSTREAM_URL: reference.url, REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3' };
-    const gateways = [spawnGateway(env), spawnGateway(env)];
-    children.push(...gateways.map((g) => g.child));
-    endpoints.push(...(await Promise.all(gateways.map((g) => g.ready))));
+    const env = { UPSTREAM_URL: reference.url, REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3', LOG_LEVEL: 'warn' };
+    const started = await Promise.allSettled([startGatewayProcess(env), startGatewayProcess(env)]);
+    for (const result of started) if (result.status === 'fulfilled') gateways.push(result.value);
+    for (const result of started) if (result.status === 'rejected') throw result.reason;
+    endpoints.push(...gateways.map((g) => g.endpoint));
   });
   afterAll(async () => {
     // Every gateway process goes with the test, whatever happened (SIGTERM: they stop in order).
     await Promise.all(
-      children.map(async (child) => {
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = once(child, 'exit');
-        child.kill('SIGTERM');
-        await exited;
+      gateways.map(async (gateway) => {
+        if (gateway.child.exitCode === null && gateway.child.signalCode === null) gateway.child.kill('SIGTERM');
+        await gateway.exited;
       }),
     );
     await reference?.close();
@@ -95,21 +91,16 @@ describe('Redis stopping mid-run', () => {
   let t: TestGateway;
   let shared: SharedRedis;
   let lines: string[];
-  const metrics = new GatewayMetrics({ defaultMetrics: false });
 
   beforeAll(async () => {
-    const captured = capturingLogger();
-    lines = captured.lines;
-    shared = connectRedis(redis.url, { logger: captured.logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
-    expect(await shared.whenReady(5_000)).toBe(true);
-    t = await startTestGateway({ redis: shared, metrics, env: { RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RATE_LIMIT_IN_FLIGHT: '1000', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '100000' } });
+    t = await startTestGateway({ env: { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RATE_LIMIT_IN_FLIGHT: '1000', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '100000' } });
+    shared = t.redis!;
+    lines = t.logLines;
+    expect(shared.ready()).toBe(true);
   });
-  afterAll(async () => {
-    await t?.close();
-    await shared?.close();
-  });
+  afterAll(() => t?.close());
 
-  const fallbacks = async (store: string) => sampleOf(await metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}"}`) ?? 0;
+  const fallbacks = async (store: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}"}`) ?? 0;
   const run = async (caller: string) => {
     const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: `Bearer ${caller}` }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
     return { status: response.status, body: (await response.json()) as any };

@@ -1,5 +1,5 @@
 import { createServer } from 'node:net';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
@@ -12,6 +12,7 @@ import { headASchema } from '../src/upstream/schemas.js';
 import { updateSubscription } from '../src/upstream/subscriptions.js';
 import type { CallContext, UpstreamAttempt } from '../src/upstream/transport.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
+import { until } from './support/until.js';
 
 let reference: ReferenceUpstream;
 let upstream: Upstream;
@@ -269,16 +270,27 @@ describe('retries', () => {
 
 describe('timeout and abort', () => {
   it('a slow upstream is UPSTREAM_TIMEOUT within the call timeout, retries included', async () => {
-    const slow = client({ timeoutMs: 150 });
+    // On a fake clock: a 503 at 0 ms, the retry after its backoff (under 30 ms with this
+    // client's policy), held by the upstream; the call's one timeout, 1 s from its start, cuts
+    // the retry (a timeout per attempt would give it until 1 s after the backoff).
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const slow = client({ timeoutMs: 1_000 });
     try {
       reference.injectFault('listHeads', { kind: 'status', status: 503 });
-      reference.injectFault('listHeads', { kind: 'latency', ms: 1_000 });
-      const started = performance.now();
-      const error = await failure(listHeads(slow.forRequest({ requestId: 't' }), { page: 1, size: 1 }));
-      expect(error.code).toBe('UPSTREAM_TIMEOUT');
-      expect(performance.now() - started).toBeLessThan(900);
+      reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
+      const pending = failure(listHeads(slow.forRequest({ requestId: 't' }), { page: 1, size: 1 }));
+      await until(() => attempts.length === 1, 'the 503 attempt');
+      vi.advanceTimersByTime(30);
+      await until(() => reference.inFlight() === 1, 'the retry held at the upstream');
+      vi.advanceTimersByTime(970);
+      expect((await pending).code).toBe('UPSTREAM_TIMEOUT');
       expect(calls('listHeads')).toHaveLength(2);
+      expect(attempts.map((a) => [a.code, a.retry])).toEqual([
+        ['UPSTREAM_ERROR', false],
+        ['UPSTREAM_TIMEOUT', true],
+      ]);
     } finally {
+      vi.useRealTimers();
       await slow.close();
     }
   });
@@ -299,7 +311,7 @@ describe('timeout and abort', () => {
   });
 
   it('honours the caller abort signal and is not retried', async () => {
-    reference.injectFault('listHeads', { kind: 'latency', ms: 1_000 });
+    reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
     const controller = new AbortController();
     const pending = listHeads(anonymous({ signal: controller.signal }), { page: 1, size: 1 });
     await until(() => reference.inFlight() === 1);
@@ -364,12 +376,4 @@ async function freePort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise((resolve) => server.close(resolve));
   return port;
-}
-
-async function until(condition: () => boolean, timeoutMs = 2_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }

@@ -26,7 +26,7 @@ export class HeadRecord {
   /** What the reads started for this head carry, answered or not. */
   carried: Needs = 0;
   /** Per need bit: settles when a read carrying it answered, rejects when every one of them failed. */
-  readonly #outcomes = new Map<number, Promise<void>>();
+  #outcomes: Map<number, Promise<void>> | undefined; // made by the first read started: a listed head has none
   /** Settles when every read started for this head has answered or failed. */
   #settled: Promise<unknown> | undefined;
   #pending = 0;
@@ -55,7 +55,7 @@ export class HeadRecord {
       // The bit is there as soon as any read carrying it answered.
       const outcome = carriers.length === 1 ? carriers[0]! : Promise.any(carriers).catch((error: AggregateError) => Promise.reject(error.errors[0]));
       outcome.catch(() => undefined); // awaited by whoever needs it; nobody else must see it fail
-      this.#outcomes.set(bit, outcome);
+      (this.#outcomes ??= new Map()).set(bit, outcome);
     }
     for (const read of settled) this.carried |= read.bits;
     this.#pending += settled.length;
@@ -79,7 +79,7 @@ export class HeadRecord {
     const wanted = (needs | Need.head) & HEAD_NEEDS;
     if ((this.available & wanted) === wanted) return this;
     const waits: Promise<void>[] = [];
-    for (const bit of NEED_BITS) if (wanted & bit & ~this.available) waits.push(this.#outcomes.get(bit)!);
+    for (const bit of NEED_BITS) if (wanted & bit & ~this.available) waits.push(this.#outcomes!.get(bit)!);
     return Promise.all(waits).then(() => this);
   }
 }
@@ -128,6 +128,31 @@ export class HeadLoader {
     if ((record.carried & need) === need) return record.ready(need);
     const loaded = this.load(record.id, need);
     return loaded instanceof Promise ? loaded.then((head) => head.ready(need)) : loaded.ready(need);
+  }
+
+  /**
+   * Starts the reads of what deferred fields need, once this tick's loads have gone out: they are
+   * planned against those, never merged into them, so the initial payload never waits for them.
+   */
+  later(id: string, needs: Needs): void {
+    setImmediate(() => {
+      const loaded = this.load(id, needs);
+      if (loaded instanceof Promise) loaded.catch(() => undefined);
+    });
+  }
+
+  /**
+   * A Get Heads Ext window under way carries these heads' variant B and head_metadata: their
+   * fields wait for it rather than read each head. A head the window turns out not to hold (the
+   * listings disagree) is read by id instead.
+   */
+  expectFromExtListing(records: readonly HeadRecord[], window: Promise<{ readonly items: readonly HeadRecord[] }>): void {
+    const bits = carries.listHeadsExt;
+    for (const record of records) {
+      if ((record.carried & bits) === bits) continue;
+      const answer = window.then(({ items }) => items.find((listed) => listed.id === record.id)?.b ?? this.#read('getHeadExtById', record.id));
+      record.start([{ bits, answer }]);
+    }
   }
 
   /** A head a listing or an update answered, with what that read carries. */

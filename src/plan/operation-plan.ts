@@ -15,7 +15,7 @@ import type { OperationName } from '../upstream/routes.js';
 import { SelectionAnalysis, type RootField, type SelectionNeeds } from './analyze.js';
 import { factsOf, type RootFact } from './facts.js';
 import { carries, HEAD_NEEDS, Need, planHeadReads, type Needs, type Strategy } from './needs.js';
-import { connectionWindow, COUNT_CALL, extWindow, headListingSource, itemCompletion, pageCalls, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
+import { connectionWindow, COUNT_CALL, extWindow, headListingSource, itemCompletion, pageCalls, sourceCarries, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
 
 /*
  * One upstream plan per operation: which reads and calls it makes, worked out once from the
@@ -34,9 +34,12 @@ export interface PlannedRead {
 /** What the plan says about one `heads` connection field, for its resolver. */
 export interface HeadListingPlan {
   readonly kind: 'headListing';
-  /** What the listed heads' fields need. */
+  /** What the listed heads' fields need for the initial payload. */
   readonly items: Needs;
   readonly source: HeadListingSource;
+  /** What their deferred fields need beyond that, and where it comes from: the window of Get Heads Ext beside the page, or a read per head. */
+  readonly deferred: Needs;
+  readonly deferredSource: 'ext' | 'reads';
 }
 
 /** What the plan says about the head an `updateHead` answers. */
@@ -66,6 +69,9 @@ export const EMPTY_PLAN: OperationPlan = Object.freeze({ heads: new Map(), field
 interface OperationShape {
   readonly operation: OperationDefinitionNode;
   readonly fields: readonly { readonly root: RootField; readonly fact: RootFact }[];
+  /** No argument of a planned field reads a variable: the plan is the same for every request (with a token, and without). */
+  readonly constant: boolean;
+  readonly bound: { authorized?: OperationPlan; anonymous?: OperationPlan };
 }
 
 /** What is kept per document: its fragments, the variables directives read, its shapes. */
@@ -121,7 +127,10 @@ export class Planner {
       shape = this.#shape(operation, plans.fragments, variables);
       plans.shapes.set(shapeKey, shape);
     }
-    return shape === 'none' ? EMPTY_PLAN : bind(shape, variables, request.authorized, this.strategy);
+    if (shape === 'none') return EMPTY_PLAN;
+    if (!shape.constant) return bind(shape, variables, request.authorized, this.strategy);
+    const key = request.authorized ? 'authorized' : 'anonymous';
+    return (shape.bound[key] ??= bind(shape, variables, request.authorized, this.strategy));
   }
 
   #documentPlans(document: DocumentNode): DocumentPlans {
@@ -151,7 +160,10 @@ export class Planner {
       const fact = factsOf(root.definition).plan;
       if (fact !== undefined) fields.push({ root, fact });
     }
-    return fields.length === 0 ? 'none' : { operation, fields };
+    if (fields.length === 0) return 'none';
+    let constant = true;
+    for (const { root } of fields) for (const argument of root.nodes[0]!.arguments ?? []) visit(argument, { Variable: () => void (constant = false) });
+    return { operation, fields, constant, bound: {} };
   }
 }
 
@@ -186,7 +198,7 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
   const heads = new Map<string, SelectionNeeds>();
   const fields = new Map<string, FieldPlan>();
   const reads = new ReadList();
-  const listings = new Map<string, HeadListing & { needs: Needs; fields: string[] }>();
+  const listings = new Map<string, HeadListing & { fields: string[] }>();
   const nameHead = (id: string | undefined, needs: SelectionNeeds) => {
     if (id === undefined) return;
     const known = heads.get(id);
@@ -217,9 +229,10 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
         const key = JSON.stringify(listing);
         const group = listings.get(key);
         if (group) {
-          group.needs |= root.needs.now | root.needs.deferred;
+          group.needs |= root.needs.now;
+          group.deferred |= root.needs.deferred;
           group.fields.push(root.responseKey);
-        } else listings.set(key, { ...listing, needs: root.needs.now | root.needs.deferred, fields: [root.responseKey] });
+        } else listings.set(key, { ...listing, needs: root.needs.now, deferred: root.needs.deferred, fields: [root.responseKey] });
         break;
       }
       case 'permissionListing':
@@ -255,14 +268,15 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
   return { heads, fields, reads: reads.reads, calls: reads.reads.length, exact: reads.exact };
 }
 
-/** One window of the `heads` listing, and what its fields need of it. */
+/** One window of the `heads` listing, and what its fields need of it, now and deferred. */
 interface HeadListing {
   readonly filter: HeadFilter;
   readonly window: ConnectionWindow;
-  readonly needs: Needs;
+  needs: Needs;
+  deferred: Needs;
 }
 
-function planHeadListing({ filter, window, needs }: HeadListing, strategy: Strategy, reads: ReadList, responseKey: string): HeadListingPlan {
+function planHeadListing({ filter, window, needs, deferred }: HeadListing, strategy: Strategy, reads: ReadList, responseKey: string): HeadListingPlan {
   const items = needs & HEAD_NEEDS & ~Need.head;
   const source = headListingSource(items, filter, strategy);
   if (source === 'pages') {
@@ -285,7 +299,19 @@ function planHeadListing({ filter, window, needs }: HeadListing, strategy: Strat
   const completion = itemCompletion(items, source, strategy);
   const size = window.fromEnd ? window.last : window.size;
   for (let item = 0; item < size; item++) for (const read of completion) reads.estimate(read, { id: `${responseKey}[${item}]` });
-  return { kind: 'headListing', items, source };
+
+  // Deferred fields of the listed heads: read beside the page, never in its way. Get Heads Ext
+  // answers the window's head_metadata and Hair B in one call; anything else is a read per head.
+  const carried = completion.reduce((bits, read) => bits | carries[read], sourceCarries(source));
+  const later = deferred & HEAD_NEEDS & ~carried;
+  const besideInOne = strategy === 'selection' && filter.style === undefined && !window.fromEnd && (later & ~(Need.metadata | Need.hairB)) === 0;
+  if (later !== 0 && besideInOne) {
+    if (window.size > 0) reads.add('listHeadsExt', { ...extWindow(window.offset, window.size), search: filter.search });
+  } else if (later !== 0) {
+    const perHead = planHeadReads(later, carried, strategy);
+    for (let item = 0; item < size; item++) for (const read of perHead) reads.estimate(read, { id: `${responseKey}[${item}]` });
+  }
+  return { kind: 'headListing', items, source, deferred: later, deferredSource: besideInOne ? 'ext' : 'reads' };
 }
 
 /** At most two pages hold a window counted from the end, wherever the total puts it. */

@@ -51,10 +51,13 @@ export function headListingSource(items: Needs, filter: HeadFilter, strategy: St
   return items & Need.variantA ? 'both' : 'ext';
 }
 
+/** What a listing source carries of each head it lists. */
+export const sourceCarries = (source: HeadListingSource): Needs =>
+  source === 'pages' ? carries.listHeads : source === 'ext' ? carries.listHeadsExt : carries.listHeads | carries.listHeadsExt;
+
 /** The by-id reads each listed head needs beyond what its listing carried. */
 export function itemCompletion(items: Needs, source: HeadListingSource, strategy: Strategy): readonly HeadRead[] {
-  const carried = source === 'pages' ? carries.listHeads : source === 'ext' ? carries.listHeadsExt : carries.listHeads | carries.listHeadsExt;
-  return planHeadReads(items, carried, strategy);
+  return planHeadReads(items, sourceCarries(source), strategy);
 }
 
 /** One page call of a paged listing (Get Heads, Get Permissions). */

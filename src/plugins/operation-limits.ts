@@ -4,6 +4,7 @@ import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspect
 import { GraphQLError, type ValidationContext } from 'graphql';
 import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
 import { withRecodedErrors } from './recode-errors.js';
+import { useRepeatedFieldsLimit } from './repeated-fields.js';
 import { withoutLiterals } from '../schema/errors.js';
 import type { OperationLimits } from '../config.js';
 
@@ -144,6 +145,7 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
   const onRefused = (limit: string) => options.onRefused?.(limit);
   const plugins: Plugin[] = [
     useNestingLimit(limits.maxDepth + EXTRA_NESTING, onRefused),
+    useRepeatedFieldsLimit({ max: limits.maxRepeatedFields }),
     EnvelopArmorPlugin({
       maxDepth: { n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, propagateOnRejection: false, onReject: [reportRefusal('depth')] },
       // `__typename` aliases count too (Armor exempts them by default): 640 of them in 10 KB made an 885 KB answer.

@@ -35,7 +35,8 @@ export class FaultQueue {
   private readonly queues = new Map<OperationName, { fault: Fault; remaining: number }[]>();
   // Lets the request path skip the map entirely while nothing is queued (benchmarks, most tests).
   private pending = 0;
-  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Requests a latency fault is holding: each one's timer and what answers it. */
+  private readonly held = new Map<NodeJS.Timeout, () => void>();
 
   inject(operation: OperationName, fault: Fault, times = 1): void {
     if (!operationNames.includes(operation)) throw new Error(`unknown operation ${operation}`);
@@ -85,23 +86,38 @@ export class FaultQueue {
 
   /** Stops every pending latency timer (the server is closing). */
   cancelTimers(): void {
-    for (const timer of this.timers) clearTimeout(timer);
-    this.timers.clear();
+    for (const timer of this.held.keys()) clearTimeout(timer);
+    this.held.clear();
+  }
+
+  /**
+   * Answers at once every request a latency fault is holding, as its timer would have; returns
+   * how many. A test holds a response with a long latency and releases it when it has seen what
+   * it wanted in flight, instead of guessing how long that takes.
+   */
+  releaseHeld(): number {
+    const answers = [...this.held];
+    for (const [timer, answer] of answers) {
+      clearTimeout(timer);
+      answer();
+    }
+    return answers.length;
   }
 
   private delay(ex: Exchange, ms: number, dispatch: (ex: Exchange) => void): void {
     const onClose = () => {
       clearTimeout(timer);
-      this.timers.delete(timer);
+      this.held.delete(timer);
       ex.finish(undefined);
     };
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
+    const answer = () => {
+      this.held.delete(timer);
       ex.res.off('close', onClose);
       if (ex.res.destroyed || ex.req.socket.destroyed) ex.finish(undefined);
       else dispatch(ex);
-    }, ms);
-    this.timers.add(timer);
+    };
+    const timer = setTimeout(answer, ms);
+    this.held.set(timer, answer);
     // A client that gave up gets nothing; its slot is released at once.
     ex.res.once('close', onClose);
   }

@@ -31,6 +31,12 @@ export interface ReferenceUpstream {
   readonly requests: RecordedRequest[];
   inFlight(): number;
   maxInFlight(): number;
+  /**
+   * Answers at once every request a latency fault is holding, as its timer would have; returns
+   * how many. A test holds a response with a long latency and releases it when it has seen
+   * what it wanted in flight, instead of guessing how long that takes.
+   */
+  releaseHeld(): number;
   resetRecording(): void;
   injectFault(operation: OperationName, fault: Fault, times?: number): void;
   clearFaults(): void;
@@ -107,6 +113,7 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
     requests: recording.requests,
     inFlight: () => recording.inFlight(),
     maxInFlight: () => recording.maxInFlight(),
+    releaseHeld: () => faults.releaseHeld(),
     resetRecording: () => recording.reset(),
     injectFault: (operation, fault, times) => faults.inject(operation, fault, times),
     clearFaults: () => faults.clear(),

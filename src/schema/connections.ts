@@ -15,10 +15,42 @@ export interface ListingReader<T> {
   readonly first?: (size: number) => Promise<ListWindow<T>>;
 }
 
+/** An item and its place in the listing; its cursor is made only if a client selects it. */
+class OffsetEdge<T> {
+  constructor(
+    readonly node: T,
+    readonly offset: number,
+  ) {}
+
+  get cursor(): string {
+    return offsetToCursor(this.offset);
+  }
+}
+
+/** Where a window sits in the listing; cursors made only when selected, as the edges'. */
+class WindowPageInfo {
+  constructor(
+    readonly hasPreviousPage: boolean,
+    readonly hasNextPage: boolean,
+    private readonly first: number | null,
+    private readonly last: number | null,
+  ) {}
+
+  get startCursor(): string | null {
+    return this.first === null ? null : offsetToCursor(this.first);
+  }
+
+  get endCursor(): string | null {
+    return this.last === null ? null : offsetToCursor(this.last);
+  }
+}
+
 /** What a connection field resolves to; `totalCount` is read only when selected. */
 export interface WindowConnection<T> {
-  readonly edges: { cursor: string; node: T }[];
-  readonly pageInfo: { startCursor: string | null; endCursor: string | null; hasPreviousPage: boolean; hasNextPage: boolean };
+  /** Where the window starts in the listing. */
+  readonly offset: number;
+  readonly edges: OffsetEdge<T>[];
+  readonly pageInfo: WindowPageInfo;
   readonly totalCount: () => number | Promise<number>;
 }
 
@@ -43,12 +75,13 @@ export async function resolveWindowConnection<T>(args: ConnectionArgs, reader: L
     page = named.size === 0 ? { items: [] } : await reader.window(offset, named.size);
   }
   const { items, total, hasMore } = page;
-  const edges = items.map((node, index) => ({ cursor: offsetToCursor(offset + index), node }));
+  const edges = items.map((node, index) => new OffsetEdge(node, offset + index));
   // An empty window between cursors: the `before` cursor's own item follows it.
   const hasNextPage = hasMore ?? (total !== undefined ? offset + items.length < total : args.before != null);
   return {
+    offset,
     edges,
     totalCount: total === undefined ? () => reader.total() : () => total,
-    pageInfo: { startCursor: edges[0]?.cursor ?? null, endCursor: edges.at(-1)?.cursor ?? null, hasPreviousPage: offset > 0, hasNextPage },
+    pageInfo: new WindowPageInfo(offset > 0, hasNextPage, edges.length > 0 ? offset : null, edges.length > 0 ? offset + edges.length - 1 : null),
   };
 }

@@ -7,7 +7,7 @@ import type { HeadListingPlan } from '../plan/operation-plan.js';
 import type { HeadFilter, HeadListingSource } from '../plan/windows.js';
 import type { HeadADto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
-import { resolveWindowConnection, type ListingReader } from './connections.js';
+import { resolveWindowConnection, type ListingReader, type WindowConnection } from './connections.js';
 import { HairRef } from './hair.js';
 import { connectionArgsSchema, headIdSchema } from './inputs.js';
 
@@ -18,15 +18,32 @@ import { connectionArgsSchema, headIdSchema } from './inputs.js';
  */
 export const HeadRef = builder.objectRef<HeadRecord>('Head');
 
-/** One head by id, with what the operation's fields need of it. */
+/** One head by id, with what the operation's fields need of it; what its deferred fields need is read beside it. */
 export function loadHead(context: GatewayContext, id: string): HeadRecord | Promise<HeadRecord> {
-  return context.loaders.heads.load(id, context.plan.heads.get(id)?.now ?? Need.head);
+  const planned = context.plan.heads.get(id);
+  if (planned?.deferred) context.loaders.heads.later(id, planned.deferred);
+  return context.loaders.heads.load(id, planned?.now ?? Need.head);
 }
 
 /** Starts loading what a head needs, for its fields to await; their resolvers report a failure. */
 export function startLoad(context: GatewayContext, id: string, need: Needs): void {
   const loaded = context.loaders.heads.load(id, need);
   if (loaded instanceof Promise) loaded.catch(() => undefined);
+}
+
+/**
+ * What the listed heads need beyond what their listing carried: a filtered page's head_metadata,
+ * say, in one batch of reads started now; and what their deferred fields need, beside the answer.
+ */
+function completeListedHeads(context: GatewayContext, filter: HeadFilter, listing: HeadListingPlan, connection: WindowConnection<HeadRecord>): void {
+  const heads = connection.edges.map((edge) => edge.node);
+  for (const head of heads) startLoad(context, head.id, listing.items);
+  if (listing.deferred === 0 || heads.length === 0) return;
+  if (listing.deferredSource === 'ext') {
+    const window = context.loaders.listHeadsExtWindow(filter.search, connection.offset, heads.length);
+    window.catch(() => undefined); // the deferred fields report it
+    context.loaders.heads.expectFromExtListing(heads, window);
+  } else for (const head of heads) context.loaders.heads.later(head.id, listing.deferred);
 }
 
 const variantA = async (record: HeadRecord, context: GatewayContext): Promise<HeadADto> => (await context.loaders.heads.with(record, Need.variantA)).a!;
@@ -114,8 +131,7 @@ builder.queryFields((t) => ({
         const filter = { search: args.search ?? undefined, style: args.style ?? undefined };
         const listing = ctx.plan.fields.get(String(info.path.key)) as HeadListingPlan | undefined;
         const connection = await resolveWindowConnection(args, headsReader(ctx, filter, listing?.source ?? 'pages'));
-        // What the listing did not carry (a filtered page's head_metadata, say): one batch of reads, started now.
-        if (listing !== undefined) for (const { node } of connection.edges) startLoad(ctx, node.id, listing.items);
+        if (listing !== undefined) completeListedHeads(ctx, filter, listing, connection);
         return connection;
       },
     },

@@ -1,3 +1,5 @@
+import { GraphQLDeferDirective, GraphQLStreamDirective } from '@graphql-tools/utils';
+import { GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 import './enums.js';
 import './hair.js';
@@ -8,4 +10,11 @@ import './permission.js';
 import './subscription.js';
 import './login.js';
 
-export const schema = builder.toSchema({ sortSchema: false });
+const built = builder.toSchema({ sortSchema: false });
+
+/**
+ * The schema, with the incremental delivery directives (@defer, @stream) declared in it, so that
+ * schema.graphql states them for clients and their compilers (relay-compiler refuses @defer
+ * against a schema without it). yoga's defer-stream plugin serves them.
+ */
+export const schema = new GraphQLSchema({ ...built.toConfig(), directives: [...built.getDirectives(), GraphQLDeferDirective, GraphQLStreamDirective] });

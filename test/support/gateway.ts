@@ -3,15 +3,14 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { loadConfig } from '../../src/config.js';
-import { createGateway, type Gateway } from '../../src/gateway.js';
+import { buildGateway, type Gateway } from '../../src/gateway.js';
 import { createGatewayServer } from '../../src/http-server.js';
 import { createLogger } from '../../src/logger.js';
-import type { GatewayMetrics } from '../../src/metrics.js';
-import type { SharedRedis } from '../../src/shared-state.js';
+import { GatewayMetrics } from '../../src/metrics.js';
+import { connectRedis, type SharedRedis } from '../../src/shared-state.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
-import { defaultRoutes } from '../../src/upstream/routes.js';
 import type { UpstreamAttempt } from '../../src/upstream/transport.js';
-import { createUpstream, type Upstream } from '../../src/upstream/upstream.js';
+import type { Upstream } from '../../src/upstream/upstream.js';
 
 export interface GraphQLResponse<T = Record<string, unknown>> {
   data?: T | null;
@@ -38,6 +37,10 @@ export interface TestGateway {
   readonly reference: ReferenceUpstream;
   readonly upstream: Upstream;
   readonly gateway: Gateway;
+  /** The gateway's own metrics registry (without Node's process metrics). */
+  readonly metrics: GatewayMetrics;
+  /** Its Redis connection, as main.ts makes it, when `env` sets REDIS_URL. */
+  readonly redis: SharedRedis | undefined;
   /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
   readonly logLines: string[];
   /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
@@ -52,7 +55,7 @@ export interface TestGateway {
 }
 
 /** A debug-level logger whose lines are kept, so tests can search everything the gateway wrote. */
-export function capturingLogger(): { logger: Logger; lines: string[] } {
+function capturingLogger(): { logger: Logger; lines: string[] } {
   const lines: string[] = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -63,30 +66,27 @@ export function capturingLogger(): { logger: Logger; lines: string[] } {
   return { logger: createLogger({ level: 'debug', destination }), lines };
 }
 
-/** `env` is read as the process environment would be (defaults for the rest). */
-export async function startTestGateway(
-  options: { timeoutMs?: number; env?: Record<string, string>; maxResponseBytes?: number; redis?: SharedRedis; metrics?: GatewayMetrics } = {},
-): Promise<TestGateway> {
+/**
+ * The gateway as `main.ts` builds it (`buildGateway`), configured by `env` as the process
+ * environment would configure it (defaults for the rest), on a reference upstream of its own.
+ */
+export async function startTestGateway(options: { env?: Record<string, string> } = {}): Promise<TestGateway> {
+  const config = loadConfig(options.env ?? {});
   const reference = await startReferenceUpstream();
   const attempts: UpstreamAttempt[] = [];
-  const upstream = createUpstream({
-    baseUrl: reference.url,
-    routes: defaultRoutes,
-    timeoutMs: options.timeoutMs ?? 3_000,
-    connections: 16,
-    retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
-    ...(options.maxResponseBytes === undefined ? {} : { maxResponseBytes: options.maxResponseBytes }),
-    onAttempt: (attempt) => attempts.push(attempt),
-  });
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { logger, lines: logLines } = capturingLogger();
-  const settings = loadConfig(options.env ?? {});
-  const gateway = createGateway({ upstream, logger, settings, ...(options.redis ? { redis: options.redis } : {}), ...(options.metrics ? { metrics: options.metrics } : {}) });
+  const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
+  await redis?.whenReady(2_000);
+  const { app: gateway, upstream } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
     reference,
     upstream,
     gateway,
+    metrics,
+    redis,
     logLines,
     attempts,
     async execute(query, variables, headers = {}) {
@@ -98,7 +98,7 @@ export async function startTestGateway(
       return (await response.json()) as GraphQLResponse<never>;
     },
     async listen() {
-      const server = createGatewayServer(gateway, settings);
+      const server = createGatewayServer(gateway, config);
       servers.push(server);
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
@@ -118,6 +118,7 @@ export async function startTestGateway(
         }),
       );
       await upstream.close();
+      await redis?.close();
       await reference.close();
     },
   };

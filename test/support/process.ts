@@ -1,19 +1,58 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { once } from 'node:events';
+import { connect } from 'node:net';
+
+/** The gateway as an operator runs it (`npm run start:dev`): `src/main.ts` in a process of its own. */
+export interface GatewayProcess {
+  readonly child: ChildProcessWithoutNullStreams;
+  /** The URL of its "Gateway listening on" line. */
+  readonly endpoint: string;
+  /** What it wrote to stdout so far. */
+  stdout(): string;
+  /** Its exit code (null if a signal ended it). */
+  readonly exited: Promise<number | null>;
+  /** Ends it with SIGKILL if it is still running: for `finally` blocks. */
+  kill(): void;
+}
 
 /**
- * `npm start` from source with `env` on top of ours; `ready` resolves with its endpoint once it
- * says it listens (with WORKERS>1 the primary says so after every worker listens).
+ * Starts `src/main.ts` with `env` over this process's environment (PORT 0 unless `env` says) and
+ * resolves once it prints its "Gateway listening on" line.
  */
-export function spawnGateway(env: Record<string, string>): { child: ChildProcessWithoutNullStreams; ready: Promise<string> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', UPSTREAM_URL: '', LOG_LEVEL: 'warn', ...env } });
+export async function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', ...env } });
   let stdout = '';
-  const ready = new Promise<string>((resolve, reject) => {
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  const endpoint = await new Promise<string>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      const listening = /Gateway listening on (\S+)/.exec(stdout);
-      if (listening !== null) resolve(listening[1]!);
+      const match = /Gateway listening on (\S+)/.exec(stdout);
+      if (match) resolve(match[1]!);
     });
-    child.once('exit', () => reject(new Error(`gateway exited before listening: ${stdout}`)));
+    void exited.then((code) => reject(new Error(`the gateway exited (${code}) before listening:\n${stdout}${stderr}`)));
   });
-  return { child, ready };
+  return {
+    child,
+    endpoint,
+    stdout: () => stdout,
+    exited,
+    kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
+/** Whether a TCP connection to `url`'s host and port is accepted (false: refused). */
+export function acceptsConnections(url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNREFUSED' ? resolve(false) : reject(error)));
+  });
 }

@@ -1,0 +1,151 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { HeadShape } from '../src/reference-upstream/store.js';
+import { planOf } from './support/plan.js';
+import { startTestGateway, type TestGateway } from './support/gateway.js';
+
+/*
+ * @defer and @stream (GraphQL over HTTP incremental delivery): the planner reads what the initial
+ * payload needs, and starts what deferred fragments need beside it, so a slow read of deferred
+ * fields never holds the first part back.
+ */
+
+let t: TestGateway;
+let ids: string[];
+const headA = (id: string) => t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.A_EXT) as Record<string, any>;
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  ids = t.reference.store.headIds();
+});
+
+afterAll(() => t.close());
+beforeEach(() => t.reset());
+
+interface Part {
+  readonly body: Record<string, any>;
+  /** When it reached the client (performance.now(), the clock the reference upstream records with). */
+  readonly at: number;
+}
+
+/** Sends a query asking for incremental delivery and reads its parts as they arrive. */
+async function parts(query: string, variables: Record<string, unknown>, accept = 'multipart/mixed'): Promise<{ contentType: string; parts: Part[] }> {
+  const response = await t.gateway.fetch('http://gateway/graphql', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept },
+    body: JSON.stringify({ query, variables }),
+  });
+  const contentType = response.headers.get('content-type') ?? '';
+  const received: Part[] = [];
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const reader = response.body!.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const at = performance.now();
+    buffer += decoder.decode(value, { stream: true });
+    // Each part (multipart) or event (SSE) carries one JSON object on a line of its own.
+    const lines = buffer.split(/\r?\n/);
+    buffer = lines.pop()!;
+    for (const line of lines) {
+      const json = line.startsWith('data: ') ? line.slice(6) : line;
+      if (json.startsWith('{')) received.push({ body: JSON.parse(json), at });
+    }
+  }
+  return { contentType, parts: received };
+}
+
+describe('@defer', () => {
+  const query = `query($id: ID!) { head(id: $id) { name hair { name } ... @defer(label: "meta") { headMetadata } } }`;
+
+  it('the first part arrives before the held read of the deferred fields ends', async () => {
+    const id = ids.find((i) => headA(i).hair)!;
+    t.reference.injectFault('getHeadExtById', { kind: 'latency', ms: 300 });
+    const { contentType, parts: received } = await parts(query, { id });
+    expect(contentType).toMatch(/^multipart\/mixed/);
+    const [first, ...rest] = received;
+    expect(first!.body).toMatchObject({ data: { head: { name: headA(id).name, hair: { name: headA(id).hair.name } } }, hasNext: true });
+    expect(first!.body.data.head.headMetadata).toBeUndefined();
+    // Arrived while the 300 ms metadata read was still in the upstream's hands.
+    expect(first!.at).toBeLessThan(t.calls('getHeadExtById')[0]!.endedAt!);
+    const deferred = rest.flatMap((part) => part.body.incremental ?? []);
+    expect(deferred).toEqual([{ data: { headMetadata: headA(id).head_metadata }, path: ['head'], label: 'meta' }]);
+    expect(rest.at(-1)!.body.hasNext).toBe(false);
+    // Get Head By Id for the first part, Get Head Ext By Id (B) for the deferred fields.
+    expect(t.calls().map((r) => r.operation).sort()).toEqual(['getHeadById', 'getHeadExtById']);
+    expect(planOf(query, { id })).toMatchObject({ calls: 2, exact: true });
+  });
+
+  it('without @defer the same fields cost one read', async () => {
+    const plain = `query($id: ID!) { head(id: $id) { name hair { name } headMetadata } }`;
+    const response = await t.execute<any>(plain, { id: ids[0] });
+    expect(response.data.head.headMetadata).toEqual(headA(ids[0]!).head_metadata);
+    expect(t.calls().map((r) => r.operation)).toEqual(['getHeadExtById']);
+  });
+
+  it('deferred fields of listed heads come from one Get Heads Ext window beside the page', async () => {
+    const listing = `{ heads(first: 5) { nodes { uuid name ... @defer { headMetadata hair { userId } } } } }`;
+    t.reference.injectFault('listHeadsExt', { kind: 'latency', ms: 300 });
+    const { parts: received } = await parts(listing, {});
+    expect(received[0]!.body.data.heads.nodes.map((n: any) => n.uuid)).toEqual(ids.slice(0, 5));
+    expect(received[0]!.at).toBeLessThan(t.calls('listHeadsExt')[0]!.endedAt!);
+    const deferred = received.slice(1).flatMap((part) => part.body.incremental ?? []);
+    // Each head's deferred fields arrive when they are ready, in any order.
+    const byIndex = deferred.map((d: any) => [d.path, d.data.headMetadata]).sort((a: any, b: any) => a[0][2] - b[0][2]);
+    expect(byIndex).toEqual(ids.slice(0, 5).map((id, i) => [['heads', 'nodes', i], headA(id).head_metadata]));
+    expect(t.calls().map((r) => [r.operation, r.query])).toEqual([
+      ['listHeads', { page: '1', size: '5' }],
+      ['listHeadsExt', { limit: '6', skip: '0' }],
+    ]);
+    expect(planOf(listing)).toMatchObject({ calls: 2, exact: true });
+  });
+
+  it('over SSE (text/event-stream) as well', async () => {
+    const id = ids[1]!;
+    const { contentType, parts: received } = await parts(query, { id }, 'text/event-stream');
+    expect(contentType).toMatch(/^text\/event-stream/);
+    expect(received[0]!.body).toMatchObject({ data: { head: { name: headA(id).name } }, hasNext: true });
+    expect(received.flatMap((part) => part.body.incremental ?? [])).toEqual([{ data: { headMetadata: headA(id).head_metadata }, path: ['head'], label: 'meta' }]);
+  });
+});
+
+describe('@stream', () => {
+  it('streams the items of nodes(ids:) after the first', async () => {
+    const query = `query($ids: [ID!]!) { nodes(ids: $ids) @stream(initialCount: 1) { ... on Head { uuid } } }`;
+    const { parts: received } = await parts(query, { ids: ids.slice(0, 3) });
+    expect(received[0]!.body.data.nodes).toEqual([{ uuid: ids[0] }]);
+    const streamed = received.slice(1).flatMap((part) => part.body.incremental ?? []).flatMap((d: any) => d.items);
+    expect(streamed).toEqual([{ uuid: ids[1] }, { uuid: ids[2] }]);
+    expect(t.calls()).toHaveLength(3);
+  });
+});
+
+describe('relay-compiler', () => {
+  it('compiles a @defer fragment against schema.graphql', () => {
+    const root = fileURLToPath(new URL('..', import.meta.url));
+    const project = mkdtempSync(join(tmpdir(), 'relay-'));
+    try {
+      mkdirSync(join(project, 'src'));
+      writeFileSync(
+        join(project, 'src', 'HeadScreen.ts'),
+        `import { graphql } from 'relay-runtime';
+export const query = graphql\`query HeadScreenQuery($id: ID!) { head(id: $id) { name ...HeadScreen_metadata @defer } }\`;
+export const fragment = graphql\`fragment HeadScreen_metadata on Head { headMetadata hair { userId } }\`;
+`,
+      );
+      writeFileSync(join(project, 'relay.config.json'), JSON.stringify({ src: './src', schema: join(root, 'schema.graphql'), language: 'typescript', eagerEsModules: true }));
+      execFileSync(join(root, 'node_modules', '.bin', 'relay-compiler'), { cwd: project, stdio: 'pipe' });
+      const generated = join(project, 'src', '__generated__');
+      const artifact = readFileSync(join(generated, 'HeadScreenQuery.graphql.ts'), 'utf8');
+      expect(readdirSync(generated).sort()).toEqual(['HeadScreenQuery.graphql.ts', 'HeadScreen_metadata.graphql.ts']);
+      expect(artifact).toContain('"kind": "Defer"');
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
+  });
+});
