@@ -25,6 +25,12 @@ const origins = z
   .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
   .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ }).transform((url) => new URL(url).origin)], { error: originsMessage })));
 
+/** The samplers of the OpenTelemetry SDK that OTEL_TRACES_SAMPLER names (the spec's names). */
+export const samplerNames = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export type SamplerName = (typeof samplerNames)[number];
+
+const otlpEndpoint = z.url({ protocol: /^https?$/, error: 'an http(s) URL of an OTLP/HTTP receiver' });
+
 const environment = z.object({
   UPSTREAM_URL: upstreamUrl.optional(),
   PORT: integer(0, 65_535).default(4000),
@@ -68,6 +74,12 @@ const environment = z.object({
   SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: 'one of fatal, error, warn, info, debug, trace, silent' }).default('info'),
   NODE_ENV: z.string().optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint.optional(),
+  // The spec's default; grpc would need another exporter (and HTTP/2), not offered.
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(['http/protobuf', 'http/json'], { error: 'http/protobuf or http/json' }).default('http/protobuf'),
+  OTEL_SERVICE_NAME: z.string().default('avatar-head-gateway'),
+  OTEL_TRACES_SAMPLER: z.enum(samplerNames, { error: `one of ${samplerNames.join(', ')}` }).default('parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number({ error: 'a ratio from 0 to 1' }).min(0, { error: 'a ratio from 0 to 1' }).max(1, { error: 'a ratio from 0 to 1' }).default(1),
 });
 
 export interface Config {
@@ -113,6 +125,22 @@ export interface Config {
   readonly workers: number;
   readonly logLevel: string;
   readonly production: boolean;
+  readonly tracing: TracingSettings;
+}
+
+/** OpenTelemetry tracing, from the standard OTEL_* variables. */
+export interface TracingSettings {
+  /**
+   * Where spans are exported (OTLP over HTTP: OTEL_EXPORTER_OTLP_ENDPOINT with the spec's
+   * `v1/traces` appended). Undefined: spans are not recorded, but upstream calls still carry a
+   * `traceparent` of their own.
+   */
+  readonly tracesUrl: string | undefined;
+  readonly protocol: 'http/protobuf' | 'http/json';
+  readonly serviceName: string;
+  readonly sampler: SamplerName;
+  /** The ratio of the `traceidratio` samplers (OTEL_TRACES_SAMPLER_ARG); the others ignore it. */
+  readonly samplerRatio: number;
 }
 
 /** Per-operation limits refused before execution (GraphQL Armor and the body cap). */
@@ -228,5 +256,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers: e.WORKERS,
     logLevel: e.LOG_LEVEL,
     production,
+    tracing: tracingSettings(e),
   });
+}
+
+function tracingSettings(e: z.infer<typeof environment>): TracingSettings {
+  return Object.freeze({
+    tracesUrl: e.OTEL_EXPORTER_OTLP_ENDPOINT === undefined ? undefined : signalUrl(e.OTEL_EXPORTER_OTLP_ENDPOINT, 'v1/traces'),
+    protocol: e.OTEL_EXPORTER_OTLP_PROTOCOL,
+    serviceName: e.OTEL_SERVICE_NAME,
+    sampler: e.OTEL_TRACES_SAMPLER,
+    samplerRatio: e.OTEL_TRACES_SAMPLER_ARG,
+  });
+}
+
+/** Tracing with every OTEL_* variable unset: for gateways and transports built without a configuration. */
+export const defaultTracingSettings: TracingSettings = tracingSettings(environment.parse({}));
+
+/** OTEL_EXPORTER_OTLP_ENDPOINT is a base: the signal's path goes after it, keeping its own path. */
+function signalUrl(endpoint: string, path: string): string {
+  return endpoint.endsWith('/') ? endpoint + path : `${endpoint}/${path}`;
 }

@@ -44,6 +44,7 @@ describe('loadConfig', () => {
       workers: 1,
       logLevel: 'info',
       production: false,
+      tracing: { tracesUrl: undefined, protocol: 'http/protobuf', serviceName: 'avatar-head-gateway', sampler: 'parentbased_always_on', samplerRatio: 1 },
     });
   });
 
@@ -134,6 +135,15 @@ describe('loadConfig', () => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 
+  it('reads the OpenTelemetry variables: the traces URL is the endpoint with v1/traces after its path', () => {
+    const tracing = (env: Record<string, string>) => loadConfig(env).tracing;
+    expect(tracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracesUrl).toBe('http://collector:4318/v1/traces');
+    expect(tracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otel.example.com/otlp/' }).tracesUrl).toBe('https://otel.example.com/otlp/v1/traces');
+    expect(
+      tracing({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_SERVICE_NAME: 'heads-edge', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }),
+    ).toEqual({ tracesUrl: undefined, protocol: 'http/json', serviceName: 'heads-edge', sampler: 'parentbased_traceidratio', samplerRatio: 0.25 });
+  });
+
   it.each([
     [{ UPSTREAM_URL: 'ftp://x/v2' }, /^UPSTREAM_URL: expected an http\(s\) URL ending in \/v2/],
     [{ UPSTREAM_URL: 'http://x/v1' }, /^UPSTREAM_URL: expected an http\(s\) URL ending in \/v2/],
@@ -148,6 +158,11 @@ describe('loadConfig', () => {
     [{ WORKERS: '0' }, /^WORKERS: expected an integer from 1 to 256/],
     [{ PLANNER: 'maybe' }, /^PLANNER: expected on or off/],
     [{ COMPILED_EXECUTION: 'yes' }, /^COMPILED_EXECUTION: expected on or off/],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, /^OTEL_EXPORTER_OTLP_ENDPOINT: expected an http\(s\) URL of an OTLP\/HTTP receiver, got "collector:4318"$/],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, /^OTEL_EXPORTER_OTLP_PROTOCOL: expected http\/protobuf or http\/json, got "grpc"$/],
+    [{ OTEL_TRACES_SAMPLER: 'jaeger_remote' }, /^OTEL_TRACES_SAMPLER: expected one of always_on, always_off, traceidratio, parentbased_always_on/],
+    [{ OTEL_TRACES_SAMPLER_ARG: '1.5' }, /^OTEL_TRACES_SAMPLER_ARG: expected a ratio from 0 to 1, got "1.5"$/],
+    [{ OTEL_TRACES_SAMPLER_ARG: 'half' }, /^OTEL_TRACES_SAMPLER_ARG: expected a ratio from 0 to 1/],
     [{ UPSTREAM_ROUTES_FILE: '/no/such/file.json' }, /^UPSTREAM_ROUTES_FILE: cannot read a JSON object from/],
     [{ UPSTREAM_ROUTES_FILE: jsonFile('{"getHead": {}}') }, /^UPSTREAM_ROUTES_FILE: getHead: unknown operation/],
     [{ UPSTREAM_ROUTES_FILE: jsonFile('{"deleteHead": {"method": "FETCH"}}') }, /^UPSTREAM_ROUTES_FILE: deleteHead.method: method must be one of/],
