@@ -1,6 +1,10 @@
 import { EventEmitter } from 'node:events';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
+import { ATTR_ERROR_TYPE, ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_REQUEST_RESEND_COUNT, ATTR_HTTP_RESPONSE_STATUS_CODE } from '@opentelemetry/semantic-conventions';
 import { Pool, type Dispatcher } from 'undici';
 import type { z } from 'zod';
+import { defaultTracingSettings } from '../config.js';
+import { createTracing, spanAttributes, type Tracing } from '../tracing.js';
 import { codeForStatus, UpstreamError, type UpstreamErrorCode } from './errors.js';
 import { fillPath, type OperationName, type Route, type RouteTable } from './routes.js';
 import { validationErrorSchema } from './schemas.js';
@@ -60,6 +64,8 @@ export interface CallContext {
   /** Cancels the call: the client went away. (The operation's deadline reaches calls through the guard.) */
   readonly signal?: AbortSignal | undefined;
   readonly guard?: CallGuard | undefined;
+  /** The operation's trace: every attempt's span is a child of it. Without one, each attempt starts a trace. */
+  readonly trace?: Context | undefined;
 }
 
 export interface CallSpec<T> {
@@ -96,6 +102,8 @@ export interface TransportOptions {
   readonly timeoutMs: number;
   readonly retry?: RetryPolicy;
   readonly onAttempt?: (attempt: UpstreamAttempt) => void;
+  /** Spans of the attempts and the `traceparent` they send. @default no exporter (ids only) */
+  readonly tracing?: Tracing;
 }
 
 export interface DispatcherOptions {
@@ -202,6 +210,9 @@ export class UpstreamTransport {
   readonly #timeoutMs: number;
   readonly #retry: RetryPolicy;
   readonly #onAttempt: ((attempt: UpstreamAttempt) => void) | undefined;
+  readonly #tracing: Tracing;
+  /** Per operation, its attempts' span name: method and route template (never a filled path). */
+  readonly #spanNames: Readonly<Record<OperationName, string>>;
 
   constructor(options: TransportOptions) {
     this.#basePath = new URL(options.baseUrl).pathname.replace(/\/+$/, '');
@@ -210,6 +221,8 @@ export class UpstreamTransport {
     this.#timeoutMs = options.timeoutMs;
     this.#retry = options.retry ?? defaultRetryPolicy;
     this.#onAttempt = options.onAttempt;
+    this.#tracing = options.tracing ?? createTracing(defaultTracingSettings);
+    this.#spanNames = Object.fromEntries(Object.entries(options.routes).map(([operation, route]) => [operation, `${route.method} ${route.path}`])) as Record<OperationName, string>;
   }
 
   forRequest(context: CallContext): UpstreamCaller {
@@ -256,26 +269,27 @@ export class UpstreamTransport {
       // A cancelled operation sends nothing more; a live one asks its guard (budget, 401).
       const refusal = cancellation.aborted ? classify(cancellation.reason).code : context.guard?.admit(spec.operation);
       if (refusal !== undefined) throw fail(new Failure(refusal, undefined, false, refusal === 'UPSTREAM_TIMEOUT' ? { reason: 'operation deadline' } : {}));
+      // Each attempt is a span of its own, and its traceparent names it (a retry replaces the header).
+      const span = this.#tracing.tracer.startSpan(this.#spanNames[spec.operation], clientSpan, context.trace ?? ROOT_CONTEXT);
+      this.#tracing.inject(span, request.headers);
       const started = performance.now();
       const outcome = await this.#attempt(request, cancellation, spec).catch(classify);
       const failure = outcome instanceof Failure ? outcome : undefined;
+      const status = failure ? failure.status : (outcome as { status: number }).status;
+      const retried = failure !== undefined && idempotent && failure.retryable && attempt < this.#retry.limit;
       context.guard?.settled(spec.operation, failure?.code);
-      this.#onAttempt?.({
-        operation: spec.operation,
-        status: failure ? failure.status : (outcome as { status: number }).status,
-        code: failure?.code,
-        durationMs: performance.now() - started,
-        retry: attempt > 0,
-      });
+      this.#onAttempt?.({ operation: spec.operation, status, code: failure?.code, durationMs: performance.now() - started, retry: attempt > 0 });
+      if (span.isRecording()) describeAttempt(span, spec.operation, route, attempt, status, failure?.code, retried);
+      span.end();
       if (!failure) return (outcome as { value: T }).value;
-      if (!idempotent || !failure.retryable || attempt >= this.#retry.limit) throw fail(failure);
+      if (!retried) throw fail(failure);
       const backoff = jitter(Math.min(this.#retry.baseDelayMs * 2 ** attempt, this.#retry.maxDelayMs));
       // The retry lives inside the call's timeout: sleeping past it would only delay the failure.
       if (!(await cancellation.pause(backoff))) throw fail(classify(cancellation.reason));
     }
   }
 
-  #buildRequest<T>(context: CallContext, spec: CallSpec<T>, method: Dispatcher.HttpMethod, path: string): Dispatcher.RequestOptions {
+  #buildRequest<T>(context: CallContext, spec: CallSpec<T>, method: Dispatcher.HttpMethod, path: string): Dispatcher.RequestOptions & { headers: Record<string, string> } {
     const headers: Record<string, string> = { 'x-request-id': context.requestId };
     if (method === 'GET' || spec.schema !== undefined) headers.accept = 'application/json';
     if (context.authorization !== undefined) headers.authorization = context.authorization;
@@ -322,6 +336,23 @@ export class UpstreamTransport {
     }
     await body.dump();
     return new Failure(code, status, this.#retry.statusCodes.includes(status));
+  }
+}
+
+const clientSpan = Object.freeze({ kind: SpanKind.CLIENT });
+
+/** An attempt's span attributes: the route, never its filled path, query, body or token. */
+function describeAttempt(span: Span, operation: OperationName, route: Route, attempt: number, status: number | undefined, code: UpstreamErrorCode | undefined, retried: boolean): void {
+  span.setAttribute(spanAttributes.upstreamOperation, operation);
+  span.setAttribute(ATTR_HTTP_REQUEST_METHOD, route.method);
+  span.setAttribute(spanAttributes.urlTemplate, route.path);
+  span.setAttribute(spanAttributes.attempt, attempt + 1);
+  span.setAttribute(spanAttributes.retried, retried);
+  if (attempt > 0) span.setAttribute(ATTR_HTTP_REQUEST_RESEND_COUNT, attempt);
+  if (status !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+  if (code !== undefined) {
+    span.setAttribute(ATTR_ERROR_TYPE, code);
+    span.setStatus({ code: SpanStatusCode.ERROR });
   }
 }
 

@@ -1,0 +1,161 @@
+import {
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  SpanKind,
+  TraceFlags,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+  type SpanOptions,
+  type TextMapGetter,
+  type TextMapSetter,
+  type Tracer,
+} from '@opentelemetry/api';
+import { setGlobalErrorHandler, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  RandomIdGenerator,
+  SamplingDecision,
+  TraceIdRatioBasedSampler,
+  type Sampler,
+} from '@opentelemetry/sdk-trace-base';
+import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import type { Logger } from 'pino';
+import type { SamplerName, TracingSettings } from './config.js';
+
+/** What the gateway needs of a tracer: spans started under an explicit parent context. */
+export type SpanStarter = Pick<Tracer, 'startSpan'>;
+
+/**
+ * The gateway's tracing: spans begin in three places (the operation, its plan, each upstream call
+ * attempt) and pass their context explicitly (GatewayContext.trace, CallContext.trace). No
+ * context manager: Node 20's AsyncLocalStorage hooks every promise, a cost paid per resolver.
+ */
+export interface Tracing {
+  readonly tracer: SpanStarter;
+  /** Spans are recorded and exported (OTEL_EXPORTER_OTLP_ENDPOINT is set). */
+  readonly recording: boolean;
+  /** The caller's trace from its `traceparent` (and `tracestate`); the root context without one. */
+  extract(headers: Headers): Context;
+  /** Names `span` as the parent in outgoing headers (`traceparent`, `tracestate`). */
+  inject(span: Span, headers: Record<string, string>): void;
+  /** Exports the spans still buffered. */
+  flush(): Promise<void>;
+  /** Exports the spans still buffered and stops exporting; for graceful shutdown. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Span attribute names. `graphql.*` and `url.template` are OpenTelemetry's semantic conventions
+ * still marked incubating, so copied here as the semconv package advises; `gateway.*` are ours.
+ */
+export const spanAttributes = Object.freeze({
+  operationName: 'graphql.operation.name',
+  operationType: 'graphql.operation.type',
+  outcome: 'gateway.operation.outcome',
+  errorCodes: 'gateway.operation.error_codes',
+  upstreamCalls: 'gateway.operation.upstream_calls',
+  /** The limit that refused the operation: depth, aliases, tokens, directives, body or budget. */
+  refusedBy: 'gateway.operation.refused_by',
+  planCalls: 'gateway.plan.calls',
+  planExact: 'gateway.plan.exact',
+  upstreamOperation: 'gateway.upstream.operation',
+  attempt: 'gateway.upstream.attempt',
+  retried: 'gateway.upstream.retried',
+  urlTemplate: 'url.template',
+});
+
+const samplers: Readonly<Record<SamplerName, (ratio: number) => Sampler>> = {
+  always_on: () => new AlwaysOnSampler(),
+  always_off: () => new AlwaysOffSampler(),
+  traceidratio: (ratio) => new TraceIdRatioBasedSampler(ratio),
+  parentbased_always_on: () => new ParentBasedSampler({ root: new AlwaysOnSampler() }),
+  parentbased_always_off: () => new ParentBasedSampler({ root: new AlwaysOffSampler() }),
+  parentbased_traceidratio: (ratio) => new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) }),
+};
+
+const headersGetter: TextMapGetter<Headers> = {
+  get: (headers, key) => headers.get(key) ?? undefined,
+  keys: (headers) => [...headers.keys()],
+};
+
+const recordSetter: TextMapSetter<Record<string, string>> = {
+  set: (carrier, key, value) => {
+    carrier[key] = value;
+  },
+};
+
+const noAttributes: Attributes = Object.freeze({});
+const noLinks: Link[] = [];
+
+/**
+ * Spans when nothing is exported: none is recorded, yet each has a real span id (the SDK's id
+ * generator), its parent's trace id (or a new one) and the configured sampler's decision, so an
+ * upstream call's `traceparent` names a span of its own in the caller's trace and the upstream
+ * samples as the gateway would have. The SDK's tracer would record every sampled span (a span
+ * object, its attributes and clock readings) even without a processor to hand it to.
+ */
+class UnrecordedSpans implements SpanStarter {
+  readonly #ids = new RandomIdGenerator();
+
+  constructor(private readonly sampler: Sampler) {}
+
+  startSpan(name: string, options: SpanOptions = {}, parent: Context = ROOT_CONTEXT): Span {
+    const parentSpan = trace.getSpanContext(parent);
+    const traceId = parentSpan !== undefined && isSpanContextValid(parentSpan) ? parentSpan.traceId : this.#ids.generateTraceId();
+    const sampling = this.sampler.shouldSample(parent, traceId, name, options.kind ?? SpanKind.INTERNAL, noAttributes, noLinks);
+    return trace.wrapSpanContext({
+      traceId,
+      spanId: this.#ids.generateSpanId(),
+      traceFlags: sampling.decision === SamplingDecision.RECORD_AND_SAMPLED ? TraceFlags.SAMPLED : TraceFlags.NONE,
+      traceState: sampling.traceState ?? parentSpan?.traceState,
+    });
+  }
+}
+
+/**
+ * Tracing as configured: with a traces URL, the OpenTelemetry SDK's tracer, its batch processor
+ * (OTEL_BSP_* tune it) and the OTLP/HTTP exporter of the configured protocol; without one, spans
+ * that only carry ids to the upstream.
+ */
+export function createTracing(settings: TracingSettings): Tracing {
+  const propagator = new W3CTraceContextPropagator();
+  const sampler = samplers[settings.sampler](settings.samplerRatio);
+  const common = {
+    extract: (headers: Headers) => propagator.extract(ROOT_CONTEXT, headers, headersGetter),
+    inject: (span: Span, headers: Record<string, string>) => propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, recordSetter),
+  };
+  if (settings.tracesUrl === undefined) {
+    return { ...common, tracer: new UnrecordedSpans(sampler), recording: false, flush: async () => {}, shutdown: async () => {} };
+  }
+  const Exporter = settings.protocol === 'http/json' ? JsonTraceExporter : ProtobufTraceExporter;
+  const provider = new BasicTracerProvider({
+    resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName })),
+    sampler,
+    spanProcessors: [new BatchSpanProcessor(new Exporter({ url: settings.tracesUrl }))],
+  });
+  return {
+    ...common,
+    tracer: provider.getTracer(settings.serviceName),
+    recording: true,
+    flush: () => provider.forceFlush(),
+    shutdown: () => provider.shutdown(),
+  };
+}
+
+/**
+ * The SDK reports a failed export to its global error handler, which by default says nothing:
+ * a warning line instead (the message only; never a stack). Process-wide, so main.ts sets it.
+ */
+export function logExportFailures(logger: Logger): void {
+  setGlobalErrorHandler((error) => logger.warn({ error: error instanceof Error ? error.message : String(error) }, 'trace export failed'));
+}
