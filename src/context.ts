@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import { RequestLoaders } from './loaders/request-loaders.js';
 import type { Strategy } from './plan/needs.js';
@@ -23,6 +24,8 @@ export interface GatewayContext {
    * head and connection reads. Without one, fields load what they need as they run.
    */
   plan: OperationPlan;
+  /** The operation's span (plugins/operability.ts): the parent of its plan's and upstream calls' spans. */
+  readonly trace: Context;
   /**
    * The request's logger (its request id bound), made on first use: most operations never log.
    * A method, not a getter: yoga copies the context with Object.assign, which calls getters.
@@ -47,7 +50,7 @@ export function requestIdFrom(request: Request): string {
   return incoming !== null && requestIdPattern.test(incoming) ? incoming : randomUUID();
 }
 
-export function createContext(request: Request, options: ContextOptions): GatewayContext {
+export function createContext(request: Request, options: ContextOptions, trace: Context = ROOT_CONTEXT): GatewayContext {
   // The operations of a batched request share its request id and its loaders (request-batch.ts).
   const batch = batchOf(request);
   const requestId = batch === undefined ? requestIdFrom(request) : (batch.requestId ??= requestIdFrom(request));
@@ -57,7 +60,7 @@ export function createContext(request: Request, options: ContextOptions): Gatewa
   // The client's signal cancels calls; the guard's deadline reaches them through remainingMs.
   // (The transport only listens to it: wrapping it in AbortSignal.any would hide its `aborted`,
   // @whatwg-node/server's stand-in signal stops updating once a composite takes it as a source.)
-  const upstream = options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard });
+  const upstream = options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard, trace });
   const loaderOptions = { fanout: options.fanout, strategy: options.strategy };
   return {
     requestId,
@@ -66,9 +69,11 @@ export function createContext(request: Request, options: ContextOptions): Gatewa
     loaders:
       batch === undefined
         ? new RequestLoaders(upstream, loaderOptions)
-        : batch.loadersFor(guard, (batchGuard) => new RequestLoaders(options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard: batchGuard }), loaderOptions)),
+        : // Reads the batch shares hang under the span of the operation that made its loaders (the first).
+          batch.loadersFor(guard, (batchGuard) => new RequestLoaders(options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard: batchGuard, trace }), loaderOptions)),
     guard,
     plan: EMPTY_PLAN,
+    trace,
     // A pino child per request is not free (it compiles the redaction of its bindings).
     logger: () => (logger ??= options.logger.child({ requestId })),
   };

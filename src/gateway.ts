@@ -9,7 +9,7 @@ import { useBatching } from './plugins/batching.js';
 import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useGraphiQLCache } from './plugins/graphiql-cache.js';
-import { useOperability } from './plugins/operability.js';
+import { operationTrace, useOperability } from './plugins/operability.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useStrictRequestParams } from './plugins/request-params.js';
@@ -20,6 +20,7 @@ import { createReadiness, upstreamAnswers } from './readiness.js';
 import { errorLogEntry, maskError } from './schema/errors.js';
 import { schema } from './schema/index.js';
 import type { SharedRedis } from './shared-state.js';
+import { createTracing, type Tracing } from './tracing.js';
 import { operationNamesOf } from './trusted-documents.js';
 import type { UpstreamAttempt } from './upstream/transport.js';
 import { createUpstream, upstreamOptionsFrom, type Upstream } from './upstream/upstream.js';
@@ -83,6 +84,8 @@ interface GatewayOptions {
   readonly apqStore?: PersistedQueryStore;
   /** Redis (REDIS_URL) for the limit counters and APQ registrations shared by every process. @default none: process memory */
   readonly redis?: SharedRedis;
+  /** The operations' and the plans' spans; the upstream's attempts use the same. */
+  readonly tracing: Tracing;
 }
 
 /** The yoga app, and the refusal its HTTP server may answer before yoga (plugins/caller-limits.ts). */
@@ -130,7 +133,7 @@ function useVaryOrigin(): Plugin {
 
 /** The yoga app over an upstream; `buildGateway` makes both as the configuration says. */
 function createGateway(options: GatewayOptions): Gateway {
-  const { upstream, logger, settings, metrics } = options;
+  const { upstream, logger, settings, metrics, tracing } = options;
   const refused = (limit: string) => () => metrics.refusals.inc({ limit });
   const planner = new Planner({ schema, strategy: settings.planner });
   const { persistedDocuments } = settings;
@@ -146,16 +149,28 @@ function createGateway(options: GatewayOptions): Gateway {
   const yoga = createYoga<Record<string, unknown>, GatewayContext>({
     schema,
     graphqlEndpoint: '/graphql',
-    context: ({ request }) =>
-      createContext(request, {
-        upstream,
-        logger,
-        fanout: settings.upstreamFanout,
-        budget: settings.upstreamCallBudget,
-        deadlineMs: settings.operationTimeoutMs,
-        strategy: settings.planner,
-      }),
+    context: (initial) =>
+      createContext(
+        initial.request,
+        {
+          upstream,
+          logger,
+          fanout: settings.upstreamFanout,
+          budget: settings.upstreamCallBudget,
+          deadlineMs: settings.operationTimeoutMs,
+          strategy: settings.planner,
+        },
+        operationTrace(initial),
+      ),
     plugins: [
+      // First: it sees a request before any other plugin may refuse it (its span says which did).
+      useOperability({
+        metrics,
+        logger,
+        ready: options.ready,
+        tracing,
+        ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
+      }),
       useRequestDecompression(),
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
       useStrictRequestParams(),
@@ -169,14 +184,8 @@ function createGateway(options: GatewayOptions): Gateway {
         onRefused: (limit) => metrics.refusals.inc({ limit }),
       }),
       ...useIncrementalDelivery(),
-      useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget') }),
+      useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget'), tracing }),
       ...callerLimits.charge,
-      useOperability({
-        metrics,
-        logger,
-        ready: options.ready,
-        ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
-      }),
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
       ...(settings.compiledExecution ? [useCompiledExecution(COMPILED_EXECUTION)] : []),
       graphiql.plugin,
@@ -219,17 +228,21 @@ export interface BuiltGateway {
   readonly app: Gateway;
   /** Its upstream pool, closed by whoever stops the gateway. */
   readonly upstream: Upstream;
+  /** Its spans: shut down (the last batch exported) by whoever stops the gateway. */
+  readonly tracing: Tracing;
 }
 
 /**
- * The gateway as an operator configured it, on the upstream at `upstreamUrl`: the upstream pool
- * and its retry policy, the readiness probe and the yoga app. The one way to build it: `main.ts`
- * and the tests both come through here, so a test meets what production runs.
+ * The gateway as an operator configured it, on the upstream at `upstreamUrl`: its tracing, the
+ * upstream pool and its retry policy, the readiness probe and the yoga app. The one way to build
+ * it: `main.ts` and the tests both come through here, so a test meets what production runs.
  */
 export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
   const { logger, metrics, onAttempt } = options;
+  const tracing = createTracing(config.tracing);
   const upstream = createUpstream({
     ...upstreamOptionsFrom(config, upstreamUrl),
+    tracing,
     onAttempt:
       onAttempt === undefined
         ? metrics.recordAttempt
@@ -239,5 +252,5 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
           },
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  return { app: createGateway({ upstream, logger, settings: config, metrics, ready, ...(options.redis ? { redis: options.redis } : {}) }), upstream };
+  return { app: createGateway({ upstream, logger, settings: config, metrics, ready, tracing, ...(options.redis ? { redis: options.redis } : {}) }), upstream, tracing };
 }

@@ -453,7 +453,7 @@ describe('one log line per operation', () => {
     const marker = `marker${randomUUID().replaceAll('-', '')}`;
     const logs = await logsOf(() => post({ query: `query Marked($search: String) { ${marker}: heads(first: 1, search: $search) { totalCount } }`, variables: { search: `${marker}-value` } }));
     expect(logs).toHaveLength(1);
-    expect(Object.keys(logs[0]!).sort()).toEqual(['durationMs', 'errorCodes', 'level', 'msg', 'operationName', 'operationType', 'outcome', 'requestId', 'time', 'upstreamCalls']);
+    expect(Object.keys(logs[0]!).sort()).toEqual(['durationMs', 'errorCodes', 'level', 'msg', 'operationName', 'operationType', 'outcome', 'requestId', 'spanId', 'time', 'traceId', 'upstreamCalls']);
     expect(f.logLines.join('\n')).not.toContain(marker);
   });
 });

@@ -11,7 +11,7 @@ export interface BatchingOptions {
 /**
  * Batched requests (a JSON array of operations in one POST, as Apollo's BatchHttpLink sends):
  * a batch over `maxBatch` operations (or an empty one) is HTTP 400 with code BATCH_TOO_LARGE
- * (BAD_REQUEST), before any operation runs. yoga's own limit, set to the same number, would answer
+ * (BAD_REQUEST; `limit: "batch"`), before any operation runs. yoga's own limit, set to the same number, would answer
  * 413 with BAD_REQUEST; this check runs first. A batch of two or more gets the request's shared
  * loaders (request-batch.ts).
  */
@@ -24,7 +24,7 @@ export function useBatching(options: BatchingOptions): Plugin {
         if (requestParserResult.length > maxBatch) {
           options.onRefused?.();
           throw createGraphQLError(`A batch may carry at most ${maxBatch} operations; this one has ${requestParserResult.length}.`, {
-            extensions: { code: 'BATCH_TOO_LARGE', maxBatch, http: { status: 400 } },
+            extensions: { code: 'BATCH_TOO_LARGE', limit: 'batch', maxBatch, http: { status: 400 } },
           });
         }
         if (requestParserResult.length === 0) {

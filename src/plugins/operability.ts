@@ -1,15 +1,20 @@
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
 import { getOperationAST, type GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
+import { defaultTracingSettings } from '../config.js';
 import { requestIdFrom, type GatewayContext } from '../context.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { batchOf } from '../request-batch.js';
+import { createTracing, spanAttributes, type Tracing } from '../tracing.js';
 
 export type OperabilityOptions = {
   readonly metrics: GatewayMetrics;
   readonly logger: Logger;
   /** Whether the upstream answered recently (cached by the caller). */
   readonly ready: () => Promise<boolean>;
+  /** The operations' spans. @default no exporter (ids only) */
+  readonly tracing?: Tracing;
 } & (
   | {
       /**
@@ -43,10 +48,23 @@ interface OperationState {
   executing: boolean;
   done: boolean;
   requestId: string | undefined;
+  /** The operation's span, a child of the caller's span when its request carries a traceparent. */
+  readonly span: Span;
+  /** The context naming `span` as the parent: the plan's and the upstream calls' spans hang under it. */
+  readonly trace: Context;
+}
+
+/** One request to the GraphQL endpoint: the caller's trace and the operations it carries (a batch has several). */
+interface RequestState {
+  readonly startedAt: number;
+  /** The caller's trace, from its traceparent; the root context without one. */
+  readonly parent: Context;
+  readonly operations: OperationState[];
 }
 
 const operationKey = Symbol('operability.operation');
-type WithOperation = { [operationKey]?: OperationState };
+const requestKey = Symbol('operability.request');
+type WithOperation = { [operationKey]?: OperationState; [requestKey]?: RequestState };
 
 const HEALTH = '/health';
 const READY = '/ready';
@@ -104,6 +122,39 @@ function codeOf(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
+/** The limit a refusal names in `extensions.limit` (the `limit` label of gateway_refusals_total). */
+function limitOf(errors: readonly unknown[] | undefined): string | undefined {
+  for (const error of errors ?? []) {
+    const limit = (error as Partial<GraphQLError> | null)?.extensions?.limit;
+    if (typeof limit === 'string') return limit;
+  }
+  return undefined;
+}
+
+/** The parent context of an operation's plan and upstream calls, once the operation has begun. */
+export function operationTrace(context: object): Context | undefined {
+  return (context as WithOperation)[operationKey]?.trace;
+}
+
+const serverSpan: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
+
+/** The operation's span, told what the log line says but the request id and the duration. */
+function describeOperation(span: Span, state: OperationState, operationName: string, outcome: OperationOutcome, errorCodes: string[], upstreamCalls: number, errors: readonly unknown[] | undefined): void {
+  // OpenTelemetry's GraphQL span name: the operation type, then its name if it has one.
+  if (state.type !== 'unknown') {
+    span.updateName(state.name === undefined ? state.type : `${state.type} ${operationName}`);
+    span.setAttribute(spanAttributes.operationType, state.type);
+  }
+  if (state.name !== undefined) span.setAttribute(spanAttributes.operationName, operationName);
+  span.setAttribute(spanAttributes.outcome, outcome);
+  span.setAttribute(spanAttributes.upstreamCalls, upstreamCalls);
+  if (errorCodes.length > 0) span.setAttribute(spanAttributes.errorCodes, errorCodes);
+  const limit = outcome === 'refused' ? limitOf(errors) : undefined;
+  if (limit !== undefined) span.setAttribute(spanAttributes.refusedBy, limit);
+  // A refusal is the client's mistake, not a failure of ours (as a 4xx on a server span).
+  if (outcome === 'error') span.setStatus({ code: SpanStatusCode.ERROR });
+}
+
 /** Distinct error codes of a result, at most MAX_ERROR_CODES, for the log line. */
 function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
   const codes: string[] = [];
@@ -119,18 +170,23 @@ function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
 }
 
 /**
- * /health, /ready, /metrics and, per GraphQL operation, the in-flight gauge, one observation of
- * the operations histogram, one structured log line and the `x-request-id` response header.
+ * /health, /ready, /metrics and, per GraphQL operation, its span, the in-flight gauge, one
+ * observation of the operations histogram, one structured log line and the `x-request-id`
+ * response header.
  *
  * Per-operation work is a handful of hooks that each run once per operation (never per field):
- * onParams starts the clock, onValidate reads the operation's name and type from the parsed
- * document, onExecute raises the gauge, onExecutionResult records everything, and onResponse
- * echoes the request id (and records an operation that never produced a result, such as one
- * with malformed request parameters). The log line carries names, counts and error codes only:
- * never headers, variables, the query text or error messages.
+ * onRequestParse reads the caller's traceparent, onParams starts the clock and the span,
+ * onValidate reads the operation's name and type from the parsed document, onExecute raises the
+ * gauge, onExecutionResult records everything, onResultProcess records a request refused before
+ * or while its parameters were read (its body, a batch too large, a missing query) with its
+ * errors, and onResponse echoes the request id (and records an operation that never produced a
+ * result). A request refused before it named any operation counts as one operation. The log line
+ * and the span carry names, counts, error codes and the refusing limit only: never headers,
+ * variables, the query text or error messages.
  */
 export function useOperability(options: OperabilityOptions): Plugin<GatewayContext> {
   const { metrics, logger, ready } = options;
+  const tracing = options.tracing ?? createTracing(defaultTracingSettings);
   const maxNames = options.maxOperationNames ?? 0;
   const knownNames = new Set<string>();
 
@@ -141,6 +197,24 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
     if (knownNames.size >= maxNames) return 'other';
     knownNames.add(name);
     return name;
+  };
+
+  /** An operation of `request` begins (at `startedAt`, for one refused before its parameters were read). */
+  const begin = (request: RequestState | undefined, name: string | undefined, startedAt?: number): OperationState => {
+    const parent = request?.parent ?? ROOT_CONTEXT;
+    const span = tracing.tracer.startSpan('GraphQL Operation', startedAt === undefined ? serverSpan : { ...serverSpan, startTime: startedAt }, parent);
+    const state: OperationState = {
+      startedAt: startedAt ?? performance.now(),
+      name,
+      type: 'unknown',
+      executing: false,
+      done: false,
+      requestId: undefined,
+      span,
+      trace: trace.setSpan(parent, span),
+    };
+    request?.operations.push(state);
+    return state;
   };
 
   const finish = (
@@ -156,16 +230,24 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
     const operationName = operationLabel(state.name);
     // A refused operation never built its context: its request id is made here, from the same rule.
     const requestId = context.requestId ?? (state.requestId ??= context.request ? requestIdFrom(context.request) : undefined);
+    const upstreamCalls = context.guard?.calls ?? 0;
+    const errorCodes = errorCodesOf(result?.errors);
     metrics.operations.observe({ operation: metricName(operationName), type: state.type, outcome }, durationMs / 1000);
+    const { span } = state;
+    if (span.isRecording()) describeOperation(span, state, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
+    span.end();
+    const { traceId, spanId } = span.spanContext();
     logger.info(
       {
         requestId,
+        traceId,
+        spanId,
         operationName,
         operationType: state.type,
         outcome,
         durationMs: Math.round(durationMs * 1000) / 1000,
-        upstreamCalls: context.guard?.calls ?? 0,
-        errorCodes: errorCodesOf(result?.errors),
+        upstreamCalls,
+        errorCodes,
       },
       'graphql operation',
     );
@@ -203,16 +285,14 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
       return;
     },
 
+    onRequestParse({ request, serverContext }) {
+      (serverContext as WithOperation)[requestKey] = { startedAt: performance.now(), parent: tracing.extract(request.headers), operations: [] };
+    },
+
+    // Each operation of a batch has a context of its own (inheriting the request's state).
     onParams({ params, context }) {
-      const state: OperationState = {
-        startedAt: performance.now(),
-        name: typeof params.operationName === 'string' ? params.operationName : undefined,
-        type: 'unknown',
-        executing: false,
-        done: false,
-        requestId: undefined,
-      };
-      (context as WithOperation)[operationKey] = state;
+      const operation = context as WithOperation;
+      operation[operationKey] = begin(operation[requestKey], typeof params.operationName === 'string' ? params.operationName : undefined);
     },
 
     onValidate({ context, params }) {
@@ -239,13 +319,28 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
       finish(state, context as Partial<GatewayContext>, single);
     },
 
+    // A request refused before execution: before it named an operation (its body, a batch too
+    // large) or after (a missing query). Its errors say which code and which limit.
+    onResultProcess({ request, result, serverContext }) {
+      const context = serverContext as Partial<GatewayContext> & WithOperation;
+      const requestState = context[requestKey];
+      if (requestState === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
+      const state = context[operationKey] ?? (requestState.operations.length === 0 ? begin(requestState, undefined, requestState.startedAt) : undefined);
+      if (state !== undefined && !state.done) finish(state, { ...context, request }, result);
+    },
+
     onResponse({ request, response, serverContext, setResponse, fetchAPI }) {
       const context = serverContext as Partial<GatewayContext> & WithOperation;
-      const state = context[operationKey];
-      // Parameters refused after onParams (a missing query, say) never reached onExecutionResult.
-      if (state !== undefined && !state.done) finish(state, { ...context, request }, undefined);
+      const requestState = context[requestKey];
       // A batch's operations each have a context of their own; they share the batch's request id.
-      const requestId = context.requestId ?? state?.requestId ?? batchOf(request)?.requestId;
+      const batchId = batchOf(request)?.requestId;
+      if (requestState !== undefined) {
+        // Operations that never produced a result of their own (an unsupported media type; a
+        // batch's operation with a missing query), or a request that never named one.
+        if (requestState.operations.length === 0) begin(requestState, undefined, requestState.startedAt);
+        for (const operation of requestState.operations) if (!operation.done) finish(operation, { ...context, request, requestId: context.requestId ?? batchId }, undefined);
+      }
+      const requestId = context.requestId ?? batchId ?? requestState?.operations[0]?.requestId;
       if (requestId !== undefined) response.headers.set('x-request-id', requestId);
       // yoga's built-in health check answers /health before any plugin sees it, with no body;
       // give it ours (it is the only response carrying x-yoga-id).

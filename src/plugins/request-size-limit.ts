@@ -9,7 +9,7 @@ export interface RequestSizeLimitOptions {
 }
 
 const tooLarge = (maxBytes: number) =>
-  createGraphQLError(`Request body is larger than ${maxBytes} bytes`, { extensions: { code: 'PAYLOAD_TOO_LARGE', http: { status: 413 } } });
+  createGraphQLError(`Request body is larger than ${maxBytes} bytes`, { extensions: { code: 'PAYLOAD_TOO_LARGE', limit: 'body', http: { status: 413 } } });
 
 const identity = new Set(['identity', 'none']);
 
@@ -39,7 +39,7 @@ export function useRequestDecompression(): Plugin {
  * piping every body through a counter cost some 5 % of a small query's CPU (stream pipeline and
  * its AbortController per request). That is why yoga's own `maxRequestBodySize`, which pipes
  * every body, is turned off in gateway.ts in favour of this one. A refusal is HTTP 413 with code
- * PAYLOAD_TOO_LARGE. (Node's HTTP parser already answers 400 to a malformed Content-Length.)
+ * PAYLOAD_TOO_LARGE and `limit: "body"`. (Node's HTTP parser already answers 400 to a malformed Content-Length.)
  *
  * It works while yoga parses the request (`onRequestParse`), where a thrown GraphQLError
  * becomes an HTTP answer; thrown any earlier (`onRequest`) it would escape yoga and the Node
