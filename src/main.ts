@@ -34,11 +34,12 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
-  const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }] = await Promise.all([
+  const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { logExportFailures }] = await Promise.all([
     import('./gateway.js'),
     import('./http-server.js'),
     import('./logger.js'),
     import('./metrics.js'),
+    import('./tracing.js'),
   ]);
   const logger = createLogger({ level: config.logLevel });
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
@@ -49,7 +50,9 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       ? undefined
       : (await import('./shared-state.js')).connectRedis(config.redisUrl, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
   await redis?.whenReady(2_000);
-  const { app, upstream } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  // Each process (each worker with WORKERS>1) exports its own spans.
+  const { app, upstream, tracing } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(app, config);
   server.listen(config.port, config.host);
   await once(server, 'listening');
@@ -60,6 +63,8 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       await stopGatewayServer(server, config.shutdownGraceMs);
       await upstream.close();
       await redis?.close();
+      // The last operations' spans are still in the batch.
+      await tracing.shutdown();
     },
   };
 }
