@@ -9,6 +9,7 @@ import { createLogger } from '../../src/logger.js';
 import { GatewayMetrics } from '../../src/metrics.js';
 import { connectRedis, type SharedRedis } from '../../src/shared-state.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
+import type { Tracing } from '../../src/tracing.js';
 import type { UpstreamAttempt } from '../../src/upstream/transport.js';
 import type { Upstream } from '../../src/upstream/upstream.js';
 
@@ -37,6 +38,8 @@ export interface TestGateway {
   readonly reference: ReferenceUpstream;
   readonly upstream: Upstream;
   readonly gateway: Gateway;
+  /** Its tracing (OTEL_* in `env`): `flush` exports the spans still in the batch. */
+  readonly tracing: Tracing;
   /** The gateway's own metrics registry (without Node's process metrics). */
   readonly metrics: GatewayMetrics;
   /** Its Redis connection, as main.ts makes it, when `env` sets REDIS_URL. */
@@ -78,13 +81,14 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
   await redis?.whenReady(2_000);
-  const { app: gateway, upstream } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app: gateway, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
     reference,
     upstream,
     gateway,
+    tracing,
     metrics,
     redis,
     logLines,
@@ -119,6 +123,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
       );
       await upstream.close();
       await redis?.close();
+      await tracing.shutdown();
       await reference.close();
     },
   };
