@@ -14,8 +14,6 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { setGlobalErrorHandler, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler,
@@ -29,6 +27,7 @@ import {
   type Sampler,
 } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import type { SamplerName, TracingSettings } from './config.js';
 
@@ -137,7 +136,13 @@ export function createTracing(settings: TracingSettings): Tracing {
   if (settings.tracesUrl === undefined) {
     return { ...common, tracer: new UnrecordedSpans(sampler), recording: false, flush: async () => {}, shutdown: async () => {} };
   }
-  const Exporter = settings.protocol === 'http/json' ? JsonTraceExporter : ProtobufTraceExporter;
+  // Loaded only when spans are exported: the exporters and what they pull in (the OTLP
+  // serializers, the metrics SDK, the logs API) are some 2 MB of RSS a gateway without an endpoint
+  // does not need. (These packages resolve to CommonJS for `import` too: one copy either way.)
+  const require = createRequire(import.meta.url);
+  const { OTLPTraceExporter: Exporter } = (
+    settings.protocol === 'http/json' ? require('@opentelemetry/exporter-trace-otlp-http') : require('@opentelemetry/exporter-trace-otlp-proto')
+  ) as typeof import('@opentelemetry/exporter-trace-otlp-proto');
   const provider = new BasicTracerProvider({
     resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName })),
     sampler,
