@@ -183,7 +183,7 @@ function createGateway(options: GatewayOptions): Gateway {
         hideSuggestions: settings.production,
         onRefused: (limit) => metrics.refusals.inc({ limit }),
       }),
-      ...useIncrementalDelivery(),
+      useIncrementalDelivery(),
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget'), tracing }),
       ...callerLimits.charge,
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),

@@ -4,7 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createYoga, type Plugin } from 'graphql-yoga';
+import { OverlappingFieldsCanBeMergedRule } from 'graphql';
+import { useIncrementalDelivery } from '../src/plugins/defer-stream.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
+import { schema } from '../src/schema/index.js';
 import { planOf } from './support/plan.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
@@ -111,6 +115,26 @@ describe('@defer', () => {
     expect(contentType).toMatch(/^text\/event-stream/);
     expect(received[0]!.body).toMatchObject({ data: { head: { name: headA(id).name } }, hasNext: true });
     expect(received.flatMap((part) => part.body.incremental ?? [])).toEqual([{ data: { headMetadata: headA(id).head_metadata }, path: ['head'], label: 'meta' }]);
+  });
+});
+
+describe('validation of @defer and @stream', () => {
+  it("refuses @defer on a mutation's root field and @stream on a field that is not a list, with the plugin's rules", async () => {
+    const rootDefer = await t.execute(`mutation { ... @defer { login(input: { username: "demo", password: "x" }) { accessToken } } }`);
+    const streamOne = await t.execute(`query($id: ID!) { head(id: $id) @stream { name } }`, { id: ids[0] });
+    expect(rootDefer.errors?.map((e) => [e.extensions?.code, e.message])).toEqual([['GRAPHQL_VALIDATION_FAILED', 'Defer directive cannot be used on root mutation type "Mutation".']]);
+    expect(streamOne.errors?.map((e) => [e.extensions?.code, e.message])).toEqual([['GRAPHQL_VALIDATION_FAILED', 'Stream directive cannot be used on non-list field "head" on type "Query".']]);
+    expect(t.calls()).toEqual([]);
+  });
+
+  it("validates a document that uses them with graphql-js's field-merging rule alone; the others get no extra rule", async () => {
+    const seen: string[][] = [];
+    const spy: Plugin = { onValidate: ({ params }) => void seen.push((params.rules ?? []).filter((rule) => rule.name.startsWith('Overlapping') || rule.name.startsWith('Stream') || rule.name.startsWith('Defer')).map((rule) => (rule === OverlappingFieldsCanBeMergedRule ? 'graphql-js overlap' : rule.name))) };
+    const yoga = createYoga({ schema, plugins: [useIncrementalDelivery(), spy], logging: false });
+    const post = (query: string) => yoga.fetch('http://yoga/graphql', { method: 'POST', headers: { 'content-type': 'application/json', accept: 'multipart/mixed' }, body: JSON.stringify({ query }) });
+    await post(`{ heads(first: 1) { nodes { name ... @defer { headMetadata } } } }`);
+    await post(`{ heads(first: 1) { nodes { name } } }`);
+    expect(seen).toEqual([['graphql-js overlap', 'DeferStreamDirectiveLabelRule', 'DeferStreamDirectiveOnRootFieldRule', 'StreamDirectiveOnListFieldRule'], ['graphql-js overlap']]);
   });
 });
 

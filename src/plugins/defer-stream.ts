@@ -1,26 +1,51 @@
 import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
-import { OverlappingFieldsCanBeMergedRule } from 'graphql';
+import { OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+
+/** Whether a document uses @defer or @stream anywhere (kept per document). */
+function incrementalIn(document: DocumentNode, seen: WeakMap<DocumentNode, boolean>): boolean {
+  let uses = seen.get(document);
+  if (uses === undefined) {
+    uses = false;
+    visit(document, {
+      Directive(node) {
+        if (node.name.value !== 'defer' && node.name.value !== 'stream') return undefined;
+        uses = true;
+        return BREAK;
+      },
+    });
+    seen.set(document, uses);
+  }
+  return uses;
+}
 
 /**
  * @defer and @stream (GraphQL over HTTP incremental delivery: multipart/mixed, or SSE): yoga's
- * plugin. It adds its own copy of graphql-js's field-merging rule (one that knows @stream), but
- * its attempt to drop graphql-js's rule does not reach envelop's rule list, so both would run;
- * and the copy lacks graphql-js 16.15's complexity budget (twice as slow on hostile documents).
- * The copy is taken out again, in place; graphql-js's rule stays. (A differing @stream on merged
- * fields is then not refused: execution takes the first.)
+ * executor and result processors serve them, and `schema.graphql` declares the directives
+ * (src/schema/index.ts), so what yoga's plugin adds is its validation rules for them. Those are
+ * added for documents that use the directives only: on every request they cost a filter and a
+ * copy of the rule list (and a read of each rule's name) for nothing.
+ *
+ * The plugin also adds its own copy of graphql-js's field-merging rule (one that knows @stream),
+ * but its attempt to drop graphql-js's rule does not reach envelop's rule list, so both would
+ * run; and the copy lacks graphql-js 16.15's complexity budget (twice as slow on hostile
+ * documents). The copy is taken out again, in place; graphql-js's rule stays. (A differing
+ * @stream on merged fields is then not refused: execution takes the first.)
  */
-export function useIncrementalDelivery(): Plugin[] {
-  return [
-    useDeferStream() as Plugin,
-    {
-      onValidate({ params }) {
-        const rules = params.rules ?? [];
-        for (let i = rules.length - 1; i >= 0; i--) {
-          const rule = rules[i]!;
-          if (rule.name === OverlappingFieldsCanBeMergedRule.name && rule !== OverlappingFieldsCanBeMergedRule) rules.splice(i, 1);
-        }
-      },
+export function useIncrementalDelivery(): Plugin {
+  const deferStream = useDeferStream() as Plugin;
+  const incremental = new WeakMap<DocumentNode, boolean>();
+  return {
+    onValidate(payload) {
+      if (!incrementalIn(payload.params.documentAST, incremental)) return;
+      // envelop's own list (the plugin's filter replaces only its view of it, its rules are pushed onto this one).
+      const rules = payload.params.rules ?? [];
+      void deferStream.onValidate?.(payload);
+      payload.params.rules = rules;
+      for (let i = rules.length - 1; i >= 0; i--) {
+        const rule = rules[i]!;
+        if (rule.name === OverlappingFieldsCanBeMergedRule.name && rule !== OverlappingFieldsCanBeMergedRule) rules.splice(i, 1);
+      }
     },
-  ];
+  };
 }
