@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createYoga, type Plugin } from 'graphql-yoga';
-import { OverlappingFieldsCanBeMergedRule } from 'graphql';
+import { OverlappingFieldsCanBeMergedRule, type ValidationRule } from 'graphql';
 import { useIncrementalDelivery } from '../src/plugins/defer-stream.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { schema } from '../src/schema/index.js';
@@ -129,7 +129,7 @@ describe('validation of @defer and @stream', () => {
 
   it("validates a document that uses them with graphql-js's field-merging rule alone; the others get no extra rule", async () => {
     const seen: string[][] = [];
-    const spy: Plugin = { onValidate: ({ params }) => void seen.push((params.rules ?? []).filter((rule) => rule.name.startsWith('Overlapping') || rule.name.startsWith('Stream') || rule.name.startsWith('Defer')).map((rule) => (rule === OverlappingFieldsCanBeMergedRule ? 'graphql-js overlap' : rule.name))) };
+    const spy: Plugin = { onValidate: ({ params }) => void seen.push((params.rules ?? []).filter((rule: ValidationRule) => rule.name.startsWith('Overlapping') || rule.name.startsWith('Stream') || rule.name.startsWith('Defer')).map((rule: ValidationRule) => (rule === OverlappingFieldsCanBeMergedRule ? 'graphql-js overlap' : rule.name))) };
     const yoga = createYoga({ schema, plugins: [useIncrementalDelivery(), spy], logging: false });
     const post = (query: string) => yoga.fetch('http://yoga/graphql', { method: 'POST', headers: { 'content-type': 'application/json', accept: 'multipart/mixed' }, body: JSON.stringify({ query }) });
     await post(`{ heads(first: 1) { nodes { name ... @defer { headMetadata } } } }`);
