@@ -1,7 +1,7 @@
 import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { createContext, type GatewayContext } from './context.js';
+import { createContext, type ContextOptions, type GatewayContext } from './context.js';
 import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { createCallerLimiters, useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
@@ -134,7 +134,8 @@ function useVaryOrigin(): Plugin {
 /** The yoga app over an upstream; `buildGateway` makes both as the configuration says. */
 function createGateway(options: GatewayOptions): Gateway {
   const { upstream, logger, settings, metrics, tracing } = options;
-  const refused = (limit: string) => () => metrics.refusals.inc({ limit });
+  const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
+  const refused = (limit: string) => () => countRefusal(limit);
   const planner = new Planner({ schema, strategy: settings.planner });
   const { persistedDocuments } = settings;
   const localApq = createMemoryQueryStore({ maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes });
@@ -142,26 +143,23 @@ function createGateway(options: GatewayOptions): Gateway {
   const callerLimits = useCallerLimits({
     limiters: createCallerLimiters(settings.callerLimits, { redis: options.redis, inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000) }),
     trustProxy: settings.callerLimits.trustProxy,
-    onRefused: (limit) => metrics.refusals.inc({ limit }),
+    onRefused: countRefusal,
   });
+  // The same for every request: made once, not per request.
+  const contextOptions: ContextOptions = {
+    upstream,
+    logger,
+    fanout: settings.upstreamFanout,
+    budget: settings.upstreamCallBudget,
+    deadlineMs: settings.operationTimeoutMs,
+    strategy: settings.planner,
+  };
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = useGraphiQLCache(async (graphiqlOptions) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(graphiqlOptions));
   const yoga = createYoga<Record<string, unknown>, GatewayContext>({
     schema,
     graphqlEndpoint: '/graphql',
-    context: (initial) =>
-      createContext(
-        initial.request,
-        {
-          upstream,
-          logger,
-          fanout: settings.upstreamFanout,
-          budget: settings.upstreamCallBudget,
-          deadlineMs: settings.operationTimeoutMs,
-          strategy: settings.planner,
-        },
-        operationTrace(initial),
-      ),
+    context: (initial) => createContext(initial.request, contextOptions, operationTrace(initial)),
     plugins: [
       // First: it sees a request before any other plugin may refuse it (its span says which did).
       useOperability({
@@ -181,7 +179,7 @@ function createGateway(options: GatewayOptions): Gateway {
         limits: settings.limits,
         introspection: settings.introspection,
         hideSuggestions: settings.production,
-        onRefused: (limit) => metrics.refusals.inc({ limit }),
+        onRefused: countRefusal,
       }),
       useIncrementalDelivery(),
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget'), tracing }),

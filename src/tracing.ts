@@ -63,7 +63,7 @@ export const spanAttributes = Object.freeze({
   outcome: 'gateway.operation.outcome',
   errorCodes: 'gateway.operation.error_codes',
   upstreamCalls: 'gateway.operation.upstream_calls',
-  /** The limit that refused the operation: depth, aliases, tokens, directives, body or budget. */
+  /** The limit that refused the operation, as its `extensions.limit` names it (depth, aliases, body, budget, requests, …). */
   refusedBy: 'gateway.operation.refused_by',
   planCalls: 'gateway.plan.calls',
   planExact: 'gateway.plan.exact',

@@ -6,13 +6,13 @@ export interface RepeatedFieldsOptions {
   readonly max: number;
 }
 
-/** The response key one selection set repeats most, with inline fragments opened into it. */
-function mostRepeated(selectionSet: SelectionSetNode, counts = new Map<string, number>()): Map<string, number> {
+/** How often each response key appears in one selection set, with inline fragments opened into it. */
+function responseKeyCounts(selectionSet: SelectionSetNode, counts = new Map<string, number>()): Map<string, number> {
   for (const selection of selectionSet.selections) {
     if (selection.kind === Kind.FIELD) {
       const key = selection.alias?.value ?? selection.name.value;
       counts.set(key, (counts.get(key) ?? 0) + 1);
-    } else if (selection.kind === Kind.INLINE_FRAGMENT) mostRepeated(selection.selectionSet, counts);
+    } else if (selection.kind === Kind.INLINE_FRAGMENT) responseKeyCounts(selection.selectionSet, counts);
   }
   return counts;
 }
@@ -22,7 +22,7 @@ function overLimit(document: DocumentNode, max: number): { key: string; count: n
   let found: { key: string; count: number } | undefined;
   visit(document, {
     SelectionSet(node) {
-      for (const [key, count] of mostRepeated(node)) {
+      for (const [key, count] of responseKeyCounts(node)) {
         if (count > max) {
           found = { key, count };
           return BREAK;
