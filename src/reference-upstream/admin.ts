@@ -1,16 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
+import { writeJson } from './exchange.js';
 import { faultRequestSchema, type FaultQueue } from './faults.js';
 import type { Recording } from './recording.js';
 
 /** Where the admin endpoints live, for a process that cannot call the upstream's methods (benchmarks). */
 export const ADMIN_PREFIX = '/__reference/';
 
-function reply(res: ServerResponse, status: number, body?: unknown): void {
-  const json = body === undefined ? undefined : JSON.stringify(body);
-  res.writeHead(status, json === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) });
-  res.end(json);
-}
+const reply = (res: ServerResponse, status: number, body?: unknown): void => writeJson(res, status, body === undefined ? undefined : JSON.stringify(body));
 
 /**
  * `GET stats` (calls per operation, in flight), `POST reset` (the recording), `POST faults`

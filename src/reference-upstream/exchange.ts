@@ -5,16 +5,26 @@ import type { RecordedRequest, Recording } from './recording.js';
 import type { RouteMatch } from './routing.js';
 import type { ValidationIssue } from './validation.js';
 
-const JSON_TYPE = 'application/json';
 const NOT_AUTHENTICATED = JSON.stringify({ detail: 'Not authenticated' });
 const UNAUTHORIZED_HEADERS = { 'www-authenticate': 'Bearer' };
 
-/** One request and its answer, from arrival to the last byte (or to the client going away). */
+/** Answers `res` with a JSON text, or with no body when `json` is undefined. */
+export function writeJson(res: ServerResponse, status: number, json: string | undefined, extraHeaders?: Record<string, string>): void {
+  if (json === undefined) {
+    res.writeHead(status, extraHeaders);
+    res.end();
+  } else {
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json), ...extraHeaders });
+    res.end(json);
+  }
+}
+
+/** One request and its answer, from arrival to the last byte (or to the client going away); recorded from its arrival. */
 export class Exchange {
   readonly operation: OperationName | undefined;
   readonly param: string | undefined;
   body: Body = NO_BODY;
-  record: RecordedRequest | undefined = undefined;
+  private readonly record: RecordedRequest | undefined;
   private finished = false;
 
   constructor(
@@ -23,20 +33,18 @@ export class Exchange {
     readonly match: RouteMatch,
     readonly query: Record<string, string> | undefined,
     private readonly recording: Recording,
+    method: string,
+    path: string,
   ) {
-    this.operation = typeof match === 'object' ? match.route.operation : undefined;
-    this.param = typeof match === 'object' ? match.param : undefined;
+    const routed = typeof match === 'object' ? match : undefined;
+    this.operation = routed?.route.operation;
+    this.param = routed?.param;
+    this.record = recording.begin(routed?.route, method, path, query, req.headers);
   }
 
   /** Answers with a JSON text, or with no body when `json` is undefined. */
   send(status: number, json: string | undefined, extraHeaders?: Record<string, string>): void {
-    if (json === undefined) {
-      this.res.writeHead(status, extraHeaders);
-      this.res.end();
-    } else {
-      this.res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(json), ...extraHeaders });
-      this.res.end(json);
-    }
+    writeJson(this.res, status, json, extraHeaders);
     this.finish(status);
   }
 

@@ -12,7 +12,7 @@ export type Fault =
   /** Destroys the socket without answering. */
   | { kind: 'drop' };
 
-export const faultSchema: z.ZodType<Fault> = z.discriminatedUnion('kind', [
+const faultSchema: z.ZodType<Fault> = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('latency'), ms: z.number().int().min(0).max(600_000) }),
   z.object({ kind: z.literal('status'), status: z.number().int().min(200).max(599), body: z.unknown().optional() }),
   z.object({ kind: z.literal('malformed-json') }),
@@ -32,11 +32,13 @@ const DEFAULT_OFF_CONTRACT = { unexpected: true };
 
 /** Faults queued per operation; each covers the next `times` requests of its operation. */
 export class FaultQueue {
+  /** Only operations with a fault still to give: empty while nothing is queued (benchmarks, most tests). */
   private readonly queues = new Map<OperationName, { fault: Fault; remaining: number }[]>();
-  // Lets the request path skip the map entirely while nothing is queued (benchmarks, most tests).
-  private pending = 0;
   /** Requests a latency fault is holding: each one's timer and what answers it. */
   private readonly held = new Map<NodeJS.Timeout, () => void>();
+
+  /** @param dispatch answers a request as if no fault were queued (after a latency fault's wait). */
+  constructor(private readonly dispatch: (ex: Exchange) => void) {}
 
   inject(operation: OperationName, fault: Fault, times = 1): void {
     if (!operationNames.includes(operation)) throw new Error(`unknown operation ${operation}`);
@@ -45,30 +47,29 @@ export class FaultQueue {
     const queue = this.queues.get(operation) ?? [];
     queue.push({ fault: parsed, remaining: times });
     this.queues.set(operation, queue);
-    this.pending += times;
   }
 
   clear(): void {
     this.queues.clear();
-    this.pending = 0;
   }
 
   /** The fault for this request of `operation`, if one is queued; it counts as used. */
   take(operation: OperationName): Fault | undefined {
-    if (this.pending === 0) return undefined;
     const queue = this.queues.get(operation);
     const head = queue?.[0];
     if (head === undefined) return undefined;
-    if (--head.remaining === 0) queue!.shift();
-    this.pending--;
+    if (--head.remaining === 0) {
+      queue!.shift();
+      if (queue!.length === 0) this.queues.delete(operation);
+    }
     return head.fault;
   }
 
   /** Answers `ex` as the fault says; a latency fault hands it to `dispatch` afterwards. */
-  apply(ex: Exchange, fault: Fault, dispatch: (ex: Exchange) => void): void {
+  apply(ex: Exchange, fault: Fault): void {
     switch (fault.kind) {
       case 'latency':
-        return this.delay(ex, fault.ms, dispatch);
+        return this.delay(ex, fault.ms);
       case 'status': {
         const noBody = fault.status === 204 || fault.status === 304;
         ex.send(fault.status, noBody ? undefined : JSON.stringify(fault.body ?? { detail: STATUS_CODES[fault.status] ?? 'Injected fault' }));
@@ -104,7 +105,7 @@ export class FaultQueue {
     return answers.length;
   }
 
-  private delay(ex: Exchange, ms: number, dispatch: (ex: Exchange) => void): void {
+  private delay(ex: Exchange, ms: number): void {
     const onClose = () => {
       clearTimeout(timer);
       this.held.delete(timer);
@@ -114,7 +115,7 @@ export class FaultQueue {
       this.held.delete(timer);
       ex.res.off('close', onClose);
       if (ex.res.destroyed || ex.req.socket.destroyed) ex.finish(undefined);
-      else dispatch(ex);
+      else this.dispatch(ex);
     };
     const timer = setTimeout(answer, ms);
     this.held.set(timer, answer);

@@ -10,8 +10,8 @@ import { Recording, type RecordedRequest } from './recording.js';
 import { BASE_PATH, compileRoutes, routeRequest } from './routing.js';
 import { ReferenceStore } from './store.js';
 
-export { faultSchema, type Fault } from './faults.js';
-export { RECORDING_LIMIT, type RecordedRequest } from './recording.js';
+export type { Fault } from './faults.js';
+export type { RecordedRequest } from './recording.js';
 
 export interface ReferenceUpstreamOptions {
   /** 0 (default) picks an ephemeral port. */
@@ -31,11 +31,7 @@ export interface ReferenceUpstream {
   readonly requests: RecordedRequest[];
   inFlight(): number;
   maxInFlight(): number;
-  /**
-   * Answers at once every request a latency fault is holding, as its timer would have; returns
-   * how many. A test holds a response with a long latency and releases it when it has seen
-   * what it wanted in flight, instead of guessing how long that takes.
-   */
+  /** Answers at once every request a latency fault is holding; returns how many (FaultQueue.releaseHeld). */
   releaseHeld(): number;
   resetRecording(): void;
   injectFault(operation: OperationName, fault: Fault, times?: number): void;
@@ -57,9 +53,9 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
   const router = compileRoutes(options.routes ?? defaultRoutes);
   const store = new ReferenceStore();
   const recording = new Recording(options.record ?? true);
-  const faults = new FaultQueue();
-  const admin = createAdmin(recording, faults);
   const handle = (ex: Exchange) => dispatch(ex, store);
+  const faults = new FaultQueue(handle);
+  const admin = createAdmin(recording, faults);
 
   function proceed(ex: Exchange): void {
     ex.remember();
@@ -67,7 +63,7 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
     if (ex.match === 'method-not-allowed') return ex.send(405, METHOD_NOT_ALLOWED);
     // Recorded before the fault is taken, so a test can count the calls that got one.
     const fault = faults.take(ex.match.route.operation);
-    if (fault !== undefined) faults.apply(ex, fault, handle);
+    if (fault !== undefined) faults.apply(ex, fault);
     else handle(ex);
   }
 
@@ -80,9 +76,7 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
     const method = req.method ?? 'GET';
     const match = routeRequest(router, method, path);
     const query = queryStart < 0 ? undefined : Object.fromEntries(new URLSearchParams(url.slice(queryStart + 1)));
-    const ex = new Exchange(req, res, match, query, recording);
-    ex.record = recording.begin(typeof match === 'object' ? match.route : undefined, method, path, query, req.headers);
-    receiveBody(ex, proceed);
+    receiveBody(new Exchange(req, res, match, query, recording, method, path), proceed);
   }
 
   const server = createServer(onRequest);

@@ -1,7 +1,7 @@
 import { jsonObjectBody } from '../bodies.js';
 import { HeadShape, type HeadPatch, type ReferenceStore } from '../store.js';
 import { dictValue, stringValue, type ValidationIssue } from '../validation.js';
-import { bodyLoc, given, HEAD_NOT_FOUND, knownUuid, pathUuid, type Handler } from './shared.js';
+import { HEAD_NOT_FOUND, knownUuid, patchField, pathUuid, type Handler } from './shared.js';
 
 const DICT_FIELDS = ['output_format', 'style', 'version', 'head_metadata'] as const;
 
@@ -26,22 +26,9 @@ export const updateHead: Handler = (ex, store) => {
 function headPatch(body: Record<string, unknown>, store: ReferenceStore, issues: ValidationIssue[]): HeadPatch {
   const patch: HeadPatch = {};
   // null means "not given": name is required on a head, so null cannot mean "clear".
-  if (given(body, 'name') !== undefined) {
-    const v = stringValue(given(body, 'name'), bodyLoc('name'), issues, 100);
-    if (v !== undefined) patch.name = v;
-  }
-  for (const name of DICT_FIELDS) {
-    if (given(body, name) === undefined) continue;
-    const v = dictValue(given(body, name), bodyLoc(name), issues);
-    if (v !== undefined) patch[name] = v;
-  }
-  if (given(body, 'hair_id') !== undefined) {
-    const v = knownUuid(body, 'hair_id', (id) => store.hasHair(id), 'hair', issues);
-    if (v !== undefined) patch.hair_id = v;
-  }
-  if (given(body, 'hair_color') !== undefined) {
-    const v = stringValue(given(body, 'hair_color'), bodyLoc('hair_color'), issues);
-    if (v !== undefined) patch.hair_color = v;
-  }
+  patchField(patch, body, 'name', (input, loc, found) => stringValue(input, loc, found, 100), issues);
+  for (const name of DICT_FIELDS) patchField(patch, body, name, dictValue, issues);
+  patchField(patch, body, 'hair_id', knownUuid((id) => store.hasHair(id), 'hair'), issues);
+  patchField(patch, body, 'hair_color', stringValue, issues);
   return patch;
 }

@@ -1,5 +1,4 @@
-import type { ValidationIssue } from '../validation.js';
-import { missing } from '../validation.js';
+import { missing, type ValidationIssue } from '../validation.js';
 import type { Handler } from './shared.js';
 
 const WRONG_CREDENTIALS = JSON.stringify({ detail: 'Incorrect username or password' });

@@ -35,10 +35,23 @@ export const given = (body: Record<string, unknown>, name: string): unknown => (
 
 export const bodyLoc = (name: string): Loc => ['body', name];
 
-/** A UUID field of an update body that must name a record the store has (pydantic's value_error otherwise). */
-export function knownUuid(body: Record<string, unknown>, name: string, known: (id: string) => boolean, what: string, issues: ValidationIssue[]): string | undefined {
-  const id = uuidValue(given(body, name), bodyLoc(name), issues);
-  if (id === undefined || known(id)) return id;
-  issues.push({ type: 'value_error', loc: bodyLoc(name), msg: `Value error, unknown ${what}`, input: given(body, name) });
-  return undefined;
+/** Reads one field's value, pushing an issue (and answering undefined) when it is wrong. */
+export type FieldParser<T> = (input: unknown, loc: Loc, issues: ValidationIssue[]) => T | undefined;
+
+/** Sets `patch[name]` from an update body's field when it is given and valid; a wrong one adds its issue. */
+export function patchField<P, K extends keyof P & string>(patch: P, body: Record<string, unknown>, name: K, parse: FieldParser<P[K]>, issues: ValidationIssue[]): void {
+  const input = given(body, name);
+  if (input === undefined) return;
+  const value = parse(input, bodyLoc(name), issues);
+  if (value !== undefined) patch[name] = value;
 }
+
+/** A UUID field that must name a record the store has (pydantic's value_error otherwise). */
+export const knownUuid =
+  (known: (id: string) => boolean, what: string): FieldParser<string> =>
+  (input, loc, issues) => {
+    const id = uuidValue(input, loc, issues);
+    if (id === undefined || known(id)) return id;
+    issues.push({ type: 'value_error', loc, msg: `Value error, unknown ${what}`, input });
+    return undefined;
+  };

@@ -3,7 +3,7 @@ import { jsonObjectBody } from '../bodies.js';
 import type { Exchange } from '../exchange.js';
 import type { ReferenceStore, SubscriptionPatch } from '../store.js';
 import { boolValue, enumValue, missing, stringValue, uuidValue, type ValidationIssue } from '../validation.js';
-import { bearerUser, bodyLoc, given, knownUuid, type Handler } from './shared.js';
+import { bearerUser, bodyLoc, given, knownUuid, patchField, type Handler } from './shared.js';
 
 const SUBSCRIPTION_NOT_FOUND = JSON.stringify({ detail: 'Subscription not found' });
 
@@ -32,21 +32,9 @@ function callerOrganization(ex: Exchange, store: ReferenceStore, body: Record<st
 
 function subscriptionPatch(body: Record<string, unknown>, store: ReferenceStore, issues: ValidationIssue[]): SubscriptionPatch {
   const patch: SubscriptionPatch = {};
-  if (given(body, 'platform_type') !== undefined) {
-    const v = enumValue<PlatformTypeValue>(given(body, 'platform_type'), platformTypes, bodyLoc('platform_type'), issues);
-    if (v !== undefined) patch.platform_type = v;
-  }
-  if (given(body, 'expire_at') !== undefined) {
-    const v = stringValue(given(body, 'expire_at'), bodyLoc('expire_at'), issues);
-    if (v !== undefined) patch.expire_at = v;
-  }
-  if (given(body, 'active') !== undefined) {
-    const v = boolValue(given(body, 'active'), bodyLoc('active'), issues);
-    if (v !== undefined) patch.active = v;
-  }
-  if (given(body, 'subscription_type_id') !== undefined) {
-    const v = knownUuid(body, 'subscription_type_id', (id) => store.hasSubscriptionType(id), 'subscription type', issues);
-    if (v !== undefined) patch.subscription_type_id = v;
-  }
+  patchField(patch, body, 'platform_type', (input, loc, found) => enumValue<PlatformTypeValue>(input, platformTypes, loc, found), issues);
+  patchField(patch, body, 'expire_at', stringValue, issues);
+  patchField(patch, body, 'active', boolValue, issues);
+  patchField(patch, body, 'subscription_type_id', knownUuid((id) => store.hasSubscriptionType(id), 'subscription type'), issues);
   return patch;
 }
