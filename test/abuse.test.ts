@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { MAX_JSON_BYTES } from '../src/schema/inputs.js';
-import { answer, jsonHeaders, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { slowdown } from './support/latency.js';
 
 /*
@@ -23,8 +23,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 beforeEach(() => t.reset());
 
-const post = async (body: string, headers: Record<string, string> = {}): Promise<Answer> =>
-  answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body }));
+const post = (body: string, headers: Record<string, string> = {}): Promise<Answer> => postTo(t, body, headers);
 const get = async (search: string): Promise<Answer> => answer(await t.gateway.fetch(`http://gateway/graphql?${search}`, { headers: { accept: 'application/json', 'x-graphql-csrf': '1' } }));
 const json = (query: string, variables?: Record<string, unknown>) => JSON.stringify({ query, variables });
 const cursor = (offset: number | string) => Buffer.from(`OffsetConnection:${offset}`).toString('base64');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { answer, jsonHeaders, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { slowdown } from './support/latency.js';
 import { sampleOf } from './support/metrics.js';
 
@@ -13,9 +13,7 @@ import { sampleOf } from './support/metrics.js';
 const tokenA = 'Bearer caller-a-token';
 const tokenB = 'Bearer caller-b-token';
 
-async function post(t: TestGateway, query: string, headers: Record<string, string> = {}, variables?: Record<string, unknown>): Promise<Answer> {
-  return answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: JSON.stringify({ query, variables }) }));
-}
+const post = (t: TestGateway, query: string, headers: Record<string, string> = {}, variables?: Record<string, unknown>): Promise<Answer> => postTo(t, { query, variables }, headers);
 
 const ok = (a: Answer) => a.status === 200 && a.body.errors === undefined;
 const limited = (a: Answer) => a.status === 429 && a.body.errors?.[0]?.extensions?.code === 'RATE_LIMITED';

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { HeadShape } from '../src/reference-upstream/store.js';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { startTestGateway, upstreamHead, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
  * Compiled execution (graphql-jit): a query is compiled once it has run twice, and answers as the
@@ -9,7 +8,7 @@ import { startTestGateway, type GraphQLResponse, type TestGateway } from './supp
 
 let t: TestGateway;
 let ids: string[];
-const headA = (id: string) => t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.A_EXT) as Record<string, any>;
+const headA = (id: string) => upstreamHead(t, id);
 
 beforeAll(async () => {
   t = await startTestGateway();

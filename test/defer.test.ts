@@ -7,10 +7,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createYoga, type Plugin } from 'graphql-yoga';
 import { OverlappingFieldsCanBeMergedRule, type ValidationRule } from 'graphql';
 import { useIncrementalDelivery } from '../src/plugins/defer-stream.js';
-import { HeadShape } from '../src/reference-upstream/store.js';
 import { schema } from '../src/schema/index.js';
 import { planOf } from './support/plan.js';
-import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { startTestGateway, upstreamHead, type TestGateway } from './support/gateway.js';
 
 /*
  * @defer and @stream (GraphQL over HTTP incremental delivery): the planner reads what the initial
@@ -20,7 +19,7 @@ import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 let t: TestGateway;
 let ids: string[];
-const headA = (id: string) => t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.A_EXT) as Record<string, any>;
+const headA = (id: string) => upstreamHead(t, id);
 
 beforeAll(async () => {
   t = await startTestGateway();

@@ -2,7 +2,7 @@ import { encodeGlobalID } from '@pothos/plugin-relay';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { ALICE_PASSWORD, ALICE_USERNAME, DEMO_CREDENTIALS, VIEWER_PASSWORD, VIEWER_USERNAME } from '../src/reference-upstream/seed.js';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { upstreamHead as projectedHead, startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 import { until } from './support/until.js';
 
 let t: TestGateway;
@@ -10,15 +10,15 @@ let token: string;
 let ids: string[];
 
 /** The head as the upstream's variant A extended read shows it: the expected values. */
-const upstreamHead = (id: string) => t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.A_EXT) as Record<string, any>;
-const upstreamHeadB = (id: string) => t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.B_EXT) as Record<string, any>;
+const upstreamHead = (id: string) => projectedHead(t, id);
+const upstreamHeadB = (id: string) => projectedHead(t, id, HeadShape.B_EXT);
 const globalId = (id: string) => encodeGlobalID('Head', id);
 const bearer = (value = token) => ({ authorization: `Bearer ${value}` });
 const errorCodes = (response: GraphQLResponse) => (response.errors ?? []).map((e) => e.extensions?.code);
 const unknownId = '00000000-0000-4000-8000-000000000000';
 
-async function loginAs(username: string, password: string): Promise<string> {
-  const response = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }', {
+async function loginAs(username: string, password: string, on: TestGateway = t): Promise<string> {
+  const response = await on.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }', {
     input: { username, password },
   });
   return response.data!.login.accessToken;
@@ -268,8 +268,7 @@ describe('mutations', () => {
     // On an upstream of its own: the other tests list every head, in whatever order they run.
     const own = await startTestGateway({ env: { PLANNER: 'off' } });
     try {
-      const login = await own.execute<any>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
-      const ownToken: string = login.data.login.accessToken;
+      const ownToken = await loginAs(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password, own);
       own.reset();
       const id = ids[40]!;
       const response = await own.execute<any>(`mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadId deletedHeadUuid } }`, { input: { id: globalId(id) } }, bearer(ownToken));

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { getIntrospectionQuery, Lexer, Source, TokenKind } from 'graphql';
 import { Agent, fetch as httpFetch } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { answer, jsonHeaders, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
  * One limit at a time: just under passes, just over is refused before execution with a code and
@@ -24,9 +24,7 @@ afterAll(() => t.close());
 beforeEach(() => t.reset());
 
 /** POST JSON to a gateway, keeping the HTTP status. */
-async function post(query: string, variables?: Record<string, unknown>, on: TestGateway = t): Promise<Answer> {
-  return answer(await on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: JSON.stringify({ query, variables }) }));
-}
+const post = (query: string, variables?: Record<string, unknown>, on: TestGateway = t): Promise<Answer> => postTo(on, { query, variables });
 
 async function get(query: string, headers: Record<string, string> = {}, on: TestGateway = t): Promise<Answer> {
   return answer(await on.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent(query)}`, { method: 'GET', headers }));

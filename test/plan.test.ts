@@ -4,6 +4,7 @@ import { SelectionAnalysis } from '../src/plan/analyze.js';
 import { Planner } from '../src/plan/operation-plan.js';
 import { schema } from '../src/schema/index.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { median } from './support/latency.js';
 
 /*
  * The planner's own guarantees: plans are cached per document beside yoga's caches, so a hot
@@ -103,7 +104,6 @@ describe('planning is linear in the document', () => {
     return { own, typename };
   }
 
-  const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
   it('by default the crafted document is refused before validation (one field 20 times in one selection), with zero calls', async () => {
     const response = await t.execute(crafted(0));

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { planOf } from './support/plan.js';
 import { until } from './support/until.js';
-import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { startTestGateway, upstreamHead, type TestGateway } from './support/gateway.js';
 
 /*
  * The field-aware planner (issue "Performance"): each query shape costs the calls the README's
@@ -13,8 +13,8 @@ let t: TestGateway;
 let ids: string[];
 let withHair: string;
 
-const headA = (id: string) => t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.A_EXT) as Record<string, any>;
-const headB = (id: string) => t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.B_EXT) as Record<string, any>;
+const headA = (id: string) => upstreamHead(t, id);
+const headB = (id: string) => upstreamHead(t, id, HeadShape.B_EXT);
 const operations = () => t.calls().map((r) => r.operation);
 
 beforeAll(async () => {

@@ -80,7 +80,7 @@ async function call(method: string, path: string, options: CallOptions = {}, bas
 }
 
 const path = (operation: keyof typeof defaultRoutes, params: Record<string, string> = {}) => fillPath(defaultRoutes[operation], params);
-const firstIds = (n: number) => upstream.store.headIds().slice(0, n);
+const firstIds = (n: number, server: ReferenceUpstream = upstream) => server.store.headIds().slice(0, n);
 
 /** The loc/type pairs of a 422, after checking the body is FastAPI's validation error. */
 function issues(answer: Answer): [string, string][] {
@@ -377,7 +377,6 @@ describe('mutations', () => {
   let own: ReferenceUpstream;
   let ownAdminToken: string;
   const ownCall = (method: string, route: string, options: CallOptions = {}) => call(method, route, options, own.url);
-  const ownIds = (n: number) => own.store.headIds().slice(0, n);
 
   beforeAll(async () => {
     own = await startReferenceUpstream();
@@ -387,7 +386,7 @@ describe('mutations', () => {
   afterAll(() => own.close());
 
   it('Update Head applies only the given fields and bumps updated_at', async () => {
-    const id = ownIds(5)[4]!;
+    const id = firstIds(5, own)[4]!;
     const before = headASchema.parse((await ownCall('GET', path('getHeadExt', { head_id: id }))).body);
     const hairId = unattachedHairIds()[0]!;
     const answer = await ownCall('PATCH', path('updateHead', { head_id: id }), {
@@ -415,7 +414,7 @@ describe('mutations', () => {
   });
 
   it('Delete Head removes it from every read', async () => {
-    const id = ownIds(2)[1]!;
+    const id = firstIds(2, own)[1]!;
     expect(await ownCall('DELETE', path('deleteHead', { head_id: id }), { token: ownAdminToken })).toMatchObject({ status: 204, text: '' });
     expect((await ownCall('GET', path('getHeadById', { id }))).status).toBe(404);
     const page = headAPageSchema.parse((await ownCall('GET', path('listHeads'), { query: { size: 100 } })).body);

@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
-import { answer, jsonHeaders, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { startGatewayProcess } from './support/process.js';
 
 /** One span as an OTLP/HTTP receiver gets it (JSON encoding), attributes flattened to values. */
 interface ExportedSpan {
@@ -78,10 +78,6 @@ function parseTraceparent(header: string | undefined): { traceId: string; spanId
 }
 
 /** A POST to the gateway with a body as given (an object is sent as JSON) and extra headers. */
-async function post(t: TestGateway, body: string | object, headers: Record<string, string> = {}): Promise<Answer> {
-  return answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) }));
-}
-
 const operationLine = (t: TestGateway) => t.logLines.map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.msg === 'graphql operation')!;
 
 const headWithHair = 'query HeadWithHair($id: ID!) { head(id: $id) { updatedAt hair { userId } } }';
@@ -297,27 +293,20 @@ describe('without an exporter', () => {
 describe('the gateway process', () => {
   it('exports the spans still in its batch when it shuts down', async () => {
     const receiver = await startReceiver();
-    // A schedule delay of ten minutes: only the shutdown can send the batch.
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: { ...process.env, PORT: '0', UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '1', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '600000' },
-    });
     try {
-      let stdout = '';
-      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-      while (!/Gateway listening on (\S+)/.test(stdout)) {
-        if (child.exitCode !== null) throw new Error(`gateway did not start: ${stdout}`);
-        await once(child.stdout, 'data');
+      // A schedule delay of ten minutes: only the shutdown can send the batch.
+      const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '1', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '600000' });
+      try {
+        const response = await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'query Shutdown { heads(first: 1) { totalCount } }' }) });
+        expect(response.status).toBe(200);
+        expect(receiver.received).toEqual([]);
+        gateway.child.kill('SIGTERM');
+        expect(await gateway.exited).toBe(0);
+        expect(spansOf(receiver.received).find((span) => span.kind === SERVER)).toMatchObject({ name: 'query Shutdown', attributes: { 'gateway.operation.outcome': 'ok' } });
+      } finally {
+        gateway.kill();
       }
-      const endpoint = /Gateway listening on (\S+)/.exec(stdout)![1]!;
-      const response = await fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'query Shutdown { heads(first: 1) { totalCount } }' }) });
-      expect(response.status).toBe(200);
-      expect(receiver.received).toEqual([]);
-      child.kill('SIGTERM');
-      const [code] = await once(child, 'exit');
-      expect(code).toBe(0);
-      expect(spansOf(receiver.received).find((span) => span.kind === SERVER)).toMatchObject({ name: 'query Shutdown', attributes: { 'gateway.operation.outcome': 'ok' } });
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
       await receiver.close();
     }
   });

@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
@@ -12,6 +11,7 @@ import { headASchema } from '../src/upstream/schemas.js';
 import { updateSubscription } from '../src/upstream/subscriptions.js';
 import type { CallContext, UpstreamAttempt } from '../src/upstream/transport.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
+import { freePort } from './support/process.js';
 import { until } from './support/until.js';
 
 let reference: ReferenceUpstream;
@@ -370,10 +370,3 @@ describe('routes', () => {
 
 afterEach(() => reference.clearFaults());
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/logger.js';
 import { GatewayMetrics } from '../../src/metrics.js';
 import { connectRedis, type SharedRedis } from '../../src/shared-state.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
+import { HeadShape } from '../../src/reference-upstream/store.js';
 import type { Tracing } from '../../src/tracing.js';
 import type { UpstreamAttempt } from '../../src/upstream/transport.js';
 import type { Upstream } from '../../src/upstream/upstream.js';
@@ -32,6 +33,14 @@ export async function answer<T = GraphQLResponse>(response: Response): Promise<A
   const text = await response.text();
   return { status: response.status, headers: response.headers, body: (text === '' ? {} : JSON.parse(text)) as T };
 }
+
+/** A POST to the gateway's /graphql: `body` as it is (a string) or as JSON, with `headers` over the JSON ones. */
+export async function post(on: TestGateway, body: string | object, headers: Record<string, string> = {}): Promise<Answer> {
+  return answer(await on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) }));
+}
+
+/** A head as the reference upstream serves it (`shape`: Get Head Ext By Id A by default), to compare answers with. */
+export const upstreamHead = (on: TestGateway, id: string, shape: HeadShape = HeadShape.A_EXT) => on.reference.store.project(on.reference.store.findHead(id)!, shape) as Record<string, any>;
 
 /** A gateway on the real reference upstream (loopback port), driven through `yoga.fetch`. */
 export interface TestGateway {

@@ -2,7 +2,7 @@
 export const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /** Milliseconds `probe` takes, started together with `beside` (which runs alongside, not awaited in the timing). */
-export async function timedBeside(probe: () => Promise<unknown>, beside: () => Promise<unknown>): Promise<number> {
+async function timedBeside(probe: () => Promise<unknown>, beside: () => Promise<unknown>): Promise<number> {
   const started = performance.now();
   const [elapsed] = await Promise.all([probe().then(() => performance.now() - started), beside()]);
   return elapsed;

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 
 /** The gateway as an operator runs it (`npm run start:dev`): `src/main.ts` in a process of its own. */
 export interface GatewayProcess {
@@ -55,4 +55,14 @@ export function acceptsConnections(url: string): Promise<boolean> {
     });
     socket.once('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNREFUSED' ? resolve(false) : reject(error)));
   });
+}
+
+/** A port nobody listens on right now: the OS picks one and it is released again. */
+export async function freePort(): Promise<number> {
+  const probe = createServer();
+  probe.listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as { port: number };
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
 }

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
+import { freePort } from './process.js';
 
 /** A real redis-server (the Debian package) on a free loopback port, in memory only. */
 export interface RedisProcess {
@@ -9,16 +9,6 @@ export interface RedisProcess {
   /** Stops it (SIGKILL: gone at once, as a crash would); `start` brings it back on the same port, empty. */
   stop(): Promise<void>;
   start(): Promise<void>;
-}
-
-/** A port nobody listens on right now: the OS picks one, and it is released for redis-server. */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  probe.listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
 }
 
 export async function startRedis(): Promise<RedisProcess> {
