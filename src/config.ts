@@ -19,6 +19,8 @@ const upstreamUrl = z
 const flag = (name: string) =>
   z.enum(['true', 'false', '1', '0', 'on', 'off'], { error: `true or false (${name})` }).transform((v) => v === 'true' || v === '1' || v === 'on');
 
+const onOff = z.enum(['on', 'off'], { error: 'on or off' });
+
 const originsMessage = 'a comma-separated list of http(s) origins, or *';
 const origins = z
   .string()
@@ -26,7 +28,7 @@ const origins = z
   .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ }).transform((url) => new URL(url).origin)], { error: originsMessage })));
 
 /** The samplers of the OpenTelemetry SDK that OTEL_TRACES_SAMPLER names (the spec's names). */
-export const samplerNames = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+const samplerNames = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
 export type SamplerName = (typeof samplerNames)[number];
 
 const otlpEndpoint = z.url({ protocol: /^https?$/, error: 'an http(s) URL of an OTLP/HTTP receiver' });
@@ -44,8 +46,8 @@ const environment = z.object({
   UPSTREAM_CALL_BUDGET: integer(1, 100_000).default(100),
   OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000),
   INTROSPECTION: flag('INTROSPECTION').optional(),
-  PLANNER: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
-  COMPILED_EXECUTION: z.enum(['on', 'off'], { error: 'on or off' }).default('on'),
+  PLANNER: onOff.default('on'),
+  COMPILED_EXECUTION: onOff.default('on'),
   WORKERS: z
     .union([z.literal('auto'), integer(1, 256)], { error: 'a whole number from 1 to 256, or auto' })
     .default(1)

@@ -45,11 +45,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   // Shared limit counters and APQ registrations; the gateway serves without them (from process
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
-  const redis =
-    config.redisUrl === undefined
-      ? undefined
-      : (await import('./shared-state.js')).connectRedis(config.redisUrl, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
-  await redis?.whenReady(2_000);
+  const redis = config.redisUrl === undefined ? undefined : await (await import('./shared-state.js')).connectSharedState(config.redisUrl, logger, metrics);
   // Each process (each worker with WORKERS>1) exports its own spans.
   const { app, upstream, tracing } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
   if (tracing.recording) logExportFailures(logger);

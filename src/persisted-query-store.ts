@@ -50,9 +50,10 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
   return {
     async get(hash) {
       const known = await local.get(hash);
-      if (known !== undefined || !redis.ready()) {
-        if (known === undefined) redis.fellBack('apq');
-        return known;
+      if (known !== undefined) return known;
+      if (!redis.ready()) {
+        redis.fellBack('apq');
+        return undefined;
       }
       try {
         const shared = await redis.client.get(APQ_PREFIX + hash);

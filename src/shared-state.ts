@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { GatewayMetrics } from './metrics.js';
 
 /** What a process keeps in Redis when REDIS_URL is set: the limiters' counters and the APQ registrations. */
 export type SharedStore = 'limits' | 'apq';
@@ -20,9 +21,10 @@ export interface SharedRedisOptions {
   readonly logger: Logger;
   /** Told of every fallback, for metrics. */
   readonly onFallback?: (store: SharedStore) => void;
-  /** A command that takes longer fails, and the store falls back. @default 500 */
-  readonly commandTimeoutMs?: number;
 }
+
+/** A Redis command that takes longer fails, and its store falls back to process memory. */
+const COMMAND_TIMEOUT_MS = 500;
 
 /** A warning about Redis at most this often. */
 const WARN_EVERY_MS = 10_000;
@@ -34,12 +36,12 @@ const WARN_EVERY_MS = 10_000;
  * again as soon as it is back. One warning per outage and one line when it is over; the messages
  * name no address (the URL may carry a password).
  */
-export function connectRedis(url: string, options: SharedRedisOptions): SharedRedis {
+function connectRedis(url: string, options: SharedRedisOptions): SharedRedis {
   const { logger } = options;
   const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
-    commandTimeout: options.commandTimeoutMs ?? 500,
+    commandTimeout: COMMAND_TIMEOUT_MS,
     connectTimeout: 2_000,
     retryStrategy: (attempt) => Math.min(100 * attempt, 2_000),
   });
@@ -85,4 +87,17 @@ export function connectRedis(url: string, options: SharedRedisOptions): SharedRe
       await client.quit().catch(() => client.disconnect());
     },
   };
+}
+
+/** How long a starting process waits for Redis before it serves from process memory. */
+const START_WAIT_MS = 2_000;
+
+/**
+ * The process's Redis for the shared stores (REDIS_URL), its fallbacks counted in `metrics`:
+ * resolves once connected or after two seconds, whichever comes first (the gateway serves either way).
+ */
+export async function connectSharedState(url: string, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): Promise<SharedRedis> {
+  const redis = connectRedis(url, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
+  await redis.whenReady(START_WAIT_MS);
+  return redis;
 }

@@ -25,11 +25,13 @@ export interface CallerLimiters {
  * in front sets it (TRUST_PROXY), the connection's peer otherwise (the Node adapter hands yoga
  * the IncomingMessage as `req`). Worked out once per HTTP request, kept on the IncomingMessage.
  */
-export function callerOf(request: Request, serverContext: { req?: IncomingMessage }, trustProxy: boolean): string {
+function callerOf(request: Request, serverContext: { req?: IncomingMessage }, trustProxy: boolean): string {
   const req = serverContext.req as (IncomingMessage & { [callerKey]?: string }) | undefined;
   const known = req?.[callerKey];
   if (known !== undefined) return known;
-  return callerFrom(request.headers.get('authorization') ?? undefined, request.headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy);
+  const caller = callerFrom(request.headers.get('authorization') ?? undefined, request.headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy);
+  if (req !== undefined) req[callerKey] = caller;
+  return caller;
 }
 
 function callerFrom(authorization: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): string {
@@ -104,11 +106,15 @@ export function createCallerLimiters(settings: CallerLimitSettings, options: { r
 
 const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight' };
 
-function rateLimited(limit: CallerLimit, msBeforeNext: number) {
+/** A refusal's message and extensions, as a client reads them (through yoga, or from the HTTP server before it). */
+function refusal(limit: CallerLimit, msBeforeNext: number) {
   const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
-  return createGraphQLError(`Too many ${words[limit]} from this caller: try again in ${seconds} s.`, {
-    extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds, http: { status: 429, headers: { 'Retry-After': String(seconds) } } },
-  });
+  return { message: `Too many ${words[limit]} from this caller: try again in ${seconds} s.`, extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds } };
+}
+
+function rateLimited(limit: CallerLimit, msBeforeNext: number) {
+  const { message, extensions } = refusal(limit, msBeforeNext);
+  return createGraphQLError(message, { extensions: { ...extensions, http: { status: 429, headers: { 'Retry-After': String(extensions.retryAfterSeconds) } } } });
 }
 
 /** Takes `points` from a caller's budget: the refusal's wait in ms, or undefined when granted (a store failure grants: limits fail open). */
@@ -170,19 +176,18 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
       return undefined;
     }
     options.onRefused?.(memo.limit);
-    const error = rateLimited(memo.limit, wait);
-    const seconds = String(error.extensions.retryAfterSeconds);
+    const error = refusal(memo.limit, wait);
     return {
       status: 429,
-      headers: { 'content-type': 'application/json; charset=utf-8', 'retry-after': seconds },
-      body: JSON.stringify({ errors: [{ message: error.message, extensions: { code: 'RATE_LIMITED', limit: memo.limit, retryAfterSeconds: Number(seconds) } }] }),
+      headers: { 'content-type': 'application/json; charset=utf-8', 'retry-after': String(error.extensions.retryAfterSeconds) },
+      body: JSON.stringify({ errors: [error] }),
     };
   };
   const holds = new WeakMap<Request, Hold[]>();
   const release = (hold: Hold | undefined) => {
     if (hold === undefined || hold.released) return;
     hold.released = true;
-    if (refused.get(hold.caller)?.limit === 'in_flight') refused.delete(hold.caller);
+    if (refused.peek(hold.caller)?.limit === 'in_flight') refused.delete(hold.caller);
     // Zero in flight: the key goes, so idle callers cost no memory (Redis's script does it there).
     void inFlight!.reward(hold.caller).then(
       (left) => (left.consumedPoints <= 0 && !(inFlight instanceof RateLimiterRedis) ? inFlight!.delete(hold.caller) : undefined),

@@ -5,7 +5,7 @@ import { GraphQLError, type ValidationContext } from 'graphql';
 import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
 import { withRecodedErrors } from './recode-errors.js';
 import { useRepeatedFieldsLimit } from './repeated-fields.js';
-import { withoutLiterals } from '../schema/errors.js';
+import { suggestion, withoutLiterals } from '../schema/errors.js';
 import type { OperationLimits } from '../config.js';
 
 export interface OperationLimitsOptions {
@@ -30,8 +30,6 @@ const reportRefusal = (limit: ValidationLimit) => (context: ValidationContext | 
   context?.reportError(new GraphQLError(error.message.replace(/^Syntax Error: /, ''), { extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit } }));
 };
 
-/** graphql-js ends a message with its suggestions: `… Did you mean "x"?`, `… Did you mean to use an inline fragment on "Head"?`. */
-const suggestion = /\s*Did you mean [^?]*\?/g;
 const withoutSuggestion = <E extends Error>(error: E): E => {
   const hidden = error.message.replace(suggestion, '').trim();
   if (hidden !== error.message) error.message = hidden;
@@ -66,7 +64,7 @@ const BLOCK_QUOTE = '"""';
  * deep. graphql-js parses recursively: some 2,000 nested lists overflow its stack before Armor's
  * token count stops it, and the client saw INTERNAL_SERVER_ERROR. One pass over the text.
  */
-export function nestsDeeperThan(text: string, limit: number): boolean {
+function nestsDeeperThan(text: string, limit: number): boolean {
   let depth = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);

@@ -27,21 +27,24 @@ class OffsetEdge<T> {
   }
 }
 
-/** Where a window sits in the listing; cursors made only when selected, as the edges'. */
+/** Where a window of `count` items from `offset` sits in the listing; cursors made only when selected, as the edges'. */
 class WindowPageInfo {
   constructor(
-    readonly hasPreviousPage: boolean,
+    private readonly offset: number,
+    private readonly count: number,
     readonly hasNextPage: boolean,
-    private readonly first: number | null,
-    private readonly last: number | null,
   ) {}
 
+  get hasPreviousPage(): boolean {
+    return this.offset > 0;
+  }
+
   get startCursor(): string | null {
-    return this.first === null ? null : offsetToCursor(this.first);
+    return this.count === 0 ? null : offsetToCursor(this.offset);
   }
 
   get endCursor(): string | null {
-    return this.last === null ? null : offsetToCursor(this.last);
+    return this.count === 0 ? null : offsetToCursor(this.offset + this.count - 1);
   }
 }
 
@@ -82,6 +85,6 @@ export async function resolveWindowConnection<T>(args: ConnectionArgs, reader: L
     offset,
     edges,
     totalCount: total === undefined ? () => reader.total() : () => total,
-    pageInfo: new WindowPageInfo(offset > 0, hasNextPage, edges.length > 0 ? offset : null, edges.length > 0 ? offset + edges.length - 1 : null),
+    pageInfo: new WindowPageInfo(offset, edges.length, hasNextPage),
   };
 }

@@ -73,7 +73,14 @@ function typeAt(type: GraphQLInputType, path: readonly (string | number)[]): Gra
   return at;
 }
 
-const suggestion = /\s*Did you mean [^?]*\?/g;
+/** graphql-js ends a message with its suggestions: `… Did you mean "x"?`, `… Did you mean to use an inline fragment on "Head"?`. */
+export const suggestion = /\s*Did you mean [^?]*\?/g;
+
+/** graphql-js's wording of a variable it refused; a message already rewritten here ("is invalid") does not match. */
+const refusedVariablePattern = /^Variable "\$(\w+)" (?:got invalid value|of required type|of non-null type|expected value of type)/;
+
+/** The variable a graphql-js coercion error refuses, if it is one (an error with a path is a resolver's). */
+const refusedVariableName = (error: GraphQLError): string | undefined => (error.path === undefined ? refusedVariablePattern.exec(error.message)?.[1] : undefined);
 
 const pathSegments = (printed: string) => printed.split(/\.|\[(\d+)\]/).filter(Boolean).map((segment) => (/^\d+$/.test(segment) ? Number(segment) : segment));
 
@@ -85,9 +92,7 @@ const pathSegments = (printed: string) => printed.split(/\.|\[(\d+)\]/).filter(B
  * never the value.
  */
 function variableError(error: GraphQLError): GraphQLError | undefined {
-  // graphql-js's wording; a message already rewritten here ("is invalid") is left as it is.
-  if (error.path !== undefined) return undefined;
-  const variable = /^Variable "\$(\w+)" (?:got invalid value|of required type|of non-null type|expected value of type)/.exec(error.message)?.[1];
+  const variable = refusedVariableName(error);
   if (variable === undefined) return undefined;
   const definition = error.nodes?.[0];
   let path: (string | number)[] = [variable];
@@ -163,7 +168,7 @@ export function errorLogEntry(error: unknown): ErrorLogEntry {
     // Its message is ours and names no value (errors.ts in upstream/).
     return { level: original.code.startsWith('UPSTREAM_') ? 'warn' : 'debug', fields, message: original.message };
   }
-  if (error instanceof GraphQLError && variableError(error) !== undefined) return { level: 'debug', fields: { code: 'BAD_USER_INPUT' }, message: 'variable refused' };
+  if (error instanceof GraphQLError && refusedVariableName(error) !== undefined) return { level: 'debug', fields: { code: 'BAD_USER_INPUT' }, message: 'variable refused' };
   if (original instanceof GraphQLError) return { level: 'debug', fields: { code: original.extensions?.code }, message: 'request refused' };
   const name = original instanceof Error ? original.name : typeof original;
   return { level: 'error', fields: { error: name }, message: original instanceof Error ? original.message : 'unexpected error' };

@@ -104,7 +104,7 @@ const pageSize = z
   .nullish();
 
 /** The largest offset a cursor may name: a forged 2^53-1 or 1e14 must not reach the upstream as a page number. */
-export const MAX_CURSOR_OFFSET = 2 ** 31 - 1;
+const MAX_CURSOR_OFFSET = 2 ** 31 - 1;
 
 /** What the cursors this gateway issues say (Pothos's offset cursors): `<prefix><n>`. */
 const cursorPrefix = decodeBase64(offsetToCursor(0)).slice(0, -1);
@@ -138,7 +138,7 @@ export const connectionArgsSchema = z
   });
 
 /** How deep a JSON input (`headMetadata`, labels) may nest, and how large it may be, serialised. */
-export const MAX_JSON_DEPTH = 32;
+const MAX_JSON_DEPTH = 32;
 export const MAX_JSON_BYTES = 16_384;
 
 const jsonInputError = (message: string) => new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });

@@ -7,7 +7,7 @@ import { buildGateway, type Gateway } from '../../src/gateway.js';
 import { createGatewayServer } from '../../src/http-server.js';
 import { createLogger } from '../../src/logger.js';
 import { GatewayMetrics } from '../../src/metrics.js';
-import { connectRedis, type SharedRedis } from '../../src/shared-state.js';
+import { connectSharedState, type SharedRedis } from '../../src/shared-state.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
 import { HeadShape } from '../../src/reference-upstream/store.js';
 import type { Tracing } from '../../src/tracing.js';
@@ -88,8 +88,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const attempts: UpstreamAttempt[] = [];
   const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { logger, lines: logLines } = capturingLogger();
-  const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
-  await redis?.whenReady(2_000);
+  const redis = config.redisUrl === undefined ? undefined : await connectSharedState(config.redisUrl, logger, metrics);
   const { app: gateway, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
