@@ -454,6 +454,18 @@ describe('errors', () => {
     expect(t.logLines.slice(logged).filter((line) => line.includes('"level":40'))).toEqual([]);
   });
 
+  it('a timestamp without an offset is read as UTC: answered with a Z, in a head and in a listing', async () => {
+    const id = ids.find((i) => upstreamHead(i).hair)!;
+    const head = upstreamHead(id);
+    t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...head, created_at: '2024-03-01T10:20:30', hair: { ...head.hair, created_at: '2024-03-01T10:20:30.25' } } });
+    expect(await t.execute(`{ head(id: "${id}") { createdAt updatedAt hair { createdAt } } }`)).toEqual({
+      data: { head: { createdAt: '2024-03-01T10:20:30.000Z', updatedAt: new Date(head.updated_at).toISOString(), hair: { createdAt: '2024-03-01T10:20:30.250Z' } } },
+    });
+    const page = { items: [{ ...head, updated_at: '2024-03-02T00:00:00' }], total: 1, page: 1, size: 1, pages: 1 };
+    t.reference.injectFault('listHeads', { kind: 'off-contract', body: page });
+    expect(await t.execute('{ heads(first: 1) { nodes { updatedAt } } }')).toEqual({ data: { heads: { nodes: [{ updatedAt: '2024-03-02T00:00:00.000Z' }] } } });
+  });
+
   it('refuses an asset address that is not http(s) as off-contract, logged as a warning not an error', async () => {
     t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(ids[0]!), url: 'javascript:alert(1)' } });
     const response = await t.execute<any>(`{ head(id: "${ids[0]}") { url updatedAt } }`);

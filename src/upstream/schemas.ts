@@ -38,14 +38,24 @@ const count = z.number().int().nonnegative().max(2 ** 31 - 1);
  * an object, not copied. A record schema would rebuild it key by key; a head carries six of them,
  * and on a 50-head page that was the largest single allocation of the request.
  */
-const opaqueObject = z.custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), {
-  error: 'Expected an object',
-});
+const opaqueObject = z
+  .custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), {
+    error: 'Expected an object',
+  })
+  .meta({ type: 'object' }); // the same check in JSON Schema, for the compiled body check (body-check.ts)
+
+/** A timestamp without an offset is read as UTC and given a `Z`. */
+export const withUtcOffset = (timestamp: string): string => (/(?:[zZ]|[+-]\d\d:?\d\d)$/.test(timestamp) ? timestamp : `${timestamp}Z`);
+/** The JSON Schema keyword by which the compiled body check (body-check.ts) applies `withUtcOffset`. */
+export const utcOffsetKeyword = 'utcOffset';
 /**
- * ISO 8601 timestamp. A timestamp without an offset is read as UTC and given a `Z`, so that
- * the GraphQL DateTime scalar (RFC 3339, offset required) can always serialise it.
+ * ISO 8601 timestamp, given an offset when it has none, so that the GraphQL DateTime scalar
+ * (RFC 3339, offset required) can always serialise it.
  */
-const dateTime = z.iso.datetime({ offset: true, local: true }).overwrite((v) => (/(?:[zZ]|[+-]\d\d:?\d\d)$/.test(v) ? v : `${v}Z`));
+const dateTime = z.iso
+  .datetime({ offset: true, local: true })
+  .overwrite(withUtcOffset)
+  .meta({ [utcOffsetKeyword]: true });
 // null and absent are the same to every reader here (`?? null`), so no transform: each one costs
 // a pipe per field per body, measurable on a 50-head page.
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish();

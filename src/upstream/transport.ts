@@ -5,6 +5,7 @@ import { Pool, type Dispatcher } from 'undici';
 import type { z } from 'zod';
 import { defaultTracingSettings } from '../config.js';
 import { createTracing, spanAttributes, type Tracing } from '../tracing.js';
+import { checkBody } from './body-check.js';
 import { codeForStatus, UpstreamError, type UpstreamErrorCode } from './errors.js';
 import { fillPath, type OperationName, type Route, type RouteTable } from './routes.js';
 import { validationErrorSchema } from './schemas.js';
@@ -322,7 +323,7 @@ export class UpstreamTransport {
         if (cancellation.aborted || !(error instanceof SyntaxError)) throw error;
         return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is not JSON', cause: error });
       }
-      const parsed = schema.safeParse(json);
+      const parsed = checkBody(schema, json);
       if (!parsed.success) return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is off-contract', cause: parsed.error });
       if (spec.notFoundWhen?.(parsed.data)) return new Failure('NOT_FOUND', status, false);
       return { value: parsed.data, status };
