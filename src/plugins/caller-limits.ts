@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { createRequire } from 'node:module';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { RateLimiterAbstract, RateLimiterMemory } from 'rate-limiter-flexible';
 import type { CallerLimitSettings } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import type { SharedRedis } from '../shared-state.js';
@@ -46,19 +47,25 @@ const header = (value: string | string[] | undefined) => (Array.isArray(value) ?
 /** What the HTTP server asks before handing a request to yoga: a refusal to answer at once, or nothing. */
 export type EarlyRefusal = (request: IncomingMessage) => { readonly status: 429; readonly headers: Record<string, string>; readonly body: string } | undefined;
 
-/** Counts the operations that ran on the process's own counters because Redis could not answer. */
-class CountedFallback extends RateLimiterMemory {
-  constructor(
-    options: ConstructorParameters<typeof RateLimiterMemory>[0],
-    private readonly onUse: () => void,
-  ) {
-    super(options);
-  }
+type RateLimiterFlexible = typeof import('rate-limiter-flexible');
+let loaded: RateLimiterFlexible | undefined;
+/**
+ * rate-limiter-flexible, loaded with the first limiter: a gateway without limits (the default)
+ * does not carry it, some 3 MB of memory.
+ */
+const rateLimiters = (): RateLimiterFlexible => (loaded ??= createRequire(import.meta.url)('rate-limiter-flexible') as RateLimiterFlexible);
 
-  override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
-    this.onUse();
-    return super.consume(...args);
-  }
+type LimiterOptions = ConstructorParameters<typeof RateLimiterMemory>[0];
+
+/** The process's own counters, standing in while Redis cannot answer; each use is counted. */
+function countedFallback(options: LimiterOptions, onUse: () => void): RateLimiterAbstract {
+  const fallback = new (rateLimiters().RateLimiterMemory)(options);
+  const consume = fallback.consume.bind(fallback);
+  fallback.consume = (...args) => {
+    onUse();
+    return consume(...args);
+  };
+  return fallback;
 }
 
 /**
@@ -77,13 +84,14 @@ return {n, redis.call('pttl', KEYS[1])}`;
 function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined, script?: string): RateLimiterAbstract {
   const options = { keyPrefix: `gw:${name}`, points, duration: durationSeconds };
   // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
+  const { RateLimiterMemory, RateLimiterRedis } = rateLimiters();
   if (redis === undefined) return new RateLimiterMemory(script === undefined ? options : { ...options, duration: 0 });
   // Redis down: each process counts on its own (the limit holds per process) rather than refusing.
   return new RateLimiterRedis({
     ...options,
     storeClient: redis.client,
     rejectIfRedisNotReady: true,
-    insuranceLimiter: new CountedFallback(options, () => redis.fellBack('limits')),
+    insuranceLimiter: countedFallback(options, () => redis.fellBack('limits')),
     ...(script === undefined ? {} : { customIncrTtlLuaScript: script }),
   });
 }
@@ -123,7 +131,7 @@ async function take(limiter: RateLimiterAbstract, caller: string, points: number
     await limiter.consume(caller, points);
     return undefined;
   } catch (refusal) {
-    return refusal instanceof RateLimiterRes ? refusal.msBeforeNext : undefined;
+    return refusal instanceof rateLimiters().RateLimiterRes ? refusal.msBeforeNext : undefined;
   }
 }
 
@@ -190,7 +198,7 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
     if (refused.peek(hold.caller)?.limit === 'in_flight') refused.delete(hold.caller);
     // Zero in flight: the key goes, so idle callers cost no memory (Redis's script does it there).
     void inFlight!.reward(hold.caller).then(
-      (left) => (left.consumedPoints <= 0 && !(inFlight instanceof RateLimiterRedis) ? inFlight!.delete(hold.caller) : undefined),
+      (left) => (left.consumedPoints <= 0 && !(inFlight instanceof rateLimiters().RateLimiterRedis) ? inFlight!.delete(hold.caller) : undefined),
       () => undefined,
     );
   };
