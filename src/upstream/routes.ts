@@ -121,11 +121,18 @@ export function loadRouteTable(file: string | undefined): RouteTable {
   return applyRouteOverrides(json);
 }
 
+/** Each route's path cut once at its placeholders: literal, name, literal, ... (a name at every odd index). */
+const pathParts = new WeakMap<Route, readonly string[]>();
+
 /** Fills the route's placeholder; the value is percent-encoded so an id can never change the path. */
 export function fillPath(route: Route, params: Readonly<Record<string, string>> = {}): string {
-  return route.path.replace(/\{([^}]+)\}/g, (_, name: string) => {
-    const value = params[name];
-    if (value === undefined) throw new Error(`missing path parameter ${name}`);
-    return encodeURIComponent(value);
-  });
+  let parts = pathParts.get(route);
+  if (parts === undefined) pathParts.set(route, (parts = route.path.split(/\{([^}]+)\}/)));
+  let path = parts[0]!;
+  for (let i = 1; i < parts.length; i += 2) {
+    const value = params[parts[i]!];
+    if (value === undefined) throw new Error(`missing path parameter ${parts[i]}`);
+    path += encodeURIComponent(value) + parts[i + 1]!;
+  }
+  return path;
 }
