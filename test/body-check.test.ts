@@ -11,6 +11,7 @@ import { headAPageSchema, headASchema, headBListSchema, headBSchema, loginRespon
  * the others with zod's issues: real bodies from the reference upstream, changed at random places
  * into the values that tell validators apart (local timestamps, upper-case schemes, astral
  * characters at a length limit, integers at the Int bound, nulls, missing keys, wrong types).
+ * 400 cases a body by default, with a fixed seed; BODY_CHECK_RUNS and BODY_CHECK_SEED change them.
  */
 
 let reference: ReferenceUpstream;

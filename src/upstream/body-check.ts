@@ -57,20 +57,19 @@ function refuseEmptySchemas(schema: object, at = '#'): void {
   if (entries.length === 0) throw new Error(`${at} has no JSON Schema: give it one in meta()`);
   for (const [keyword, value] of entries) {
     if (keyword === 'properties') for (const [name, property] of Object.entries(value as object)) refuseEmptySchemas(property as object, `${at}/properties/${name}`);
-    else if (keyword === 'items' || keyword === 'additionalProperties') typeof value === 'object' && refuseEmptySchemas(value as object, `${at}/${keyword}`);
+    else if ((keyword === 'items' || keyword === 'additionalProperties') && typeof value === 'object') refuseEmptySchemas(value as object, `${at}/${keyword}`);
     else if (keyword === 'anyOf' || keyword === 'oneOf' || keyword === 'allOf') (value as object[]).forEach((member, i) => refuseEmptySchemas(member, `${at}/${keyword}/${i}`));
   }
 }
 
+/** The body as zod would parse it: its data (timestamps given their `Z`), or zod's issues. */
 export function checkBody<T>(schema: z.ZodType<T>, body: unknown): z.ZodSafeParseResult<T> {
-  const validate = validatorOf(schema);
-  timestampsWithoutOffset.length = 0;
-  const passed = validate(body);
-  if (!passed) {
+  try {
+    if (!validatorOf(schema)(body)) return schema.safeParse(body);
+    for (const { parent, key } of timestampsWithoutOffset) parent[key] = withUtcOffset(parent[key]!);
+    return { success: true, data: body as T };
+  } finally {
+    // Emptied at once: a long-lived array must not keep a body's objects until the next check.
     timestampsWithoutOffset.length = 0;
-    return schema.safeParse(body);
   }
-  for (const { parent, key } of timestampsWithoutOffset) parent[key] = withUtcOffset(parent[key]!);
-  timestampsWithoutOffset.length = 0;
-  return { success: true, data: body as T };
 }
