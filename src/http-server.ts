@@ -60,9 +60,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     if (request.headers['accept-encoding'] === undefined) handler(request, response);
     else compress(request, response, () => handler(request, response));
   });
-  drainers.set(server, () => {
-    state.draining = true;
-  });
+  drainStates.set(server, state);
   return server;
 }
 
@@ -83,7 +81,8 @@ function closingWhenDraining(state: { readonly draining: boolean }): typeof Serv
   } as typeof ServerResponse;
 }
 
-const drainers = new WeakMap<Server, () => void>();
+/** Each gateway server's draining flag, which its responses read as their headers go out. */
+const drainStates = new WeakMap<Server, { draining: boolean }>();
 
 /** Node's diagnostics channel of every answer an HTTP server finished sending (`{ server, socket }`). */
 const RESPONSE_FINISHED = 'http.server.response.finish';
@@ -96,7 +95,8 @@ const RESPONSE_FINISHED = 'http.server.response.finish';
  * is sent; idle connections close at once; whatever is still open after `graceMs` is cut.
  */
 export async function stopGatewayServer(server: Server, graceMs: number): Promise<void> {
-  drainers.get(server)?.();
+  const state = drainStates.get(server);
+  if (state !== undefined) state.draining = true;
   const closed = new Promise((resolve) => server.close(resolve));
   server.closeIdleConnections();
   const closeAnswered = (message: unknown) => {

@@ -17,12 +17,6 @@ export interface SharedRedis {
   close(): Promise<void>;
 }
 
-export interface SharedRedisOptions {
-  readonly logger: Logger;
-  /** Told of every fallback, for metrics. */
-  readonly onFallback?: (store: SharedStore) => void;
-}
-
 /** A Redis command that takes longer fails, and its store falls back to process memory. */
 const COMMAND_TIMEOUT_MS = 500;
 
@@ -36,8 +30,7 @@ const WARN_EVERY_MS = 10_000;
  * again as soon as it is back. One warning per outage and one line when it is over; the messages
  * name no address (the URL may carry a password).
  */
-function connectRedis(url: string, options: SharedRedisOptions): SharedRedis {
-  const { logger } = options;
+function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): SharedRedis {
   const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
@@ -77,7 +70,7 @@ function connectRedis(url: string, options: SharedRedisOptions): SharedRedis {
       return ready;
     },
     fellBack(store) {
-      options.onFallback?.(store);
+      metrics.sharedStateFallbacks.inc({ store });
       // A command that failed on a live connection (a timeout) is an outage the events do not tell.
       if (!down && Date.now() - lastWarning > WARN_EVERY_MS) warn(undefined);
     },
@@ -97,7 +90,7 @@ const START_WAIT_MS = 2_000;
  * resolves once connected or after two seconds, whichever comes first (the gateway serves either way).
  */
 export async function connectSharedState(url: string, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): Promise<SharedRedis> {
-  const redis = connectRedis(url, { logger, onFallback: (store) => metrics.sharedStateFallbacks.inc({ store }) });
+  const redis = connectRedis(url, logger, metrics);
   await redis.whenReady(START_WAIT_MS);
   return redis;
 }
