@@ -26,10 +26,17 @@ import {
   TraceIdRatioBasedSampler,
   type Sampler,
 } from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import type { SamplerName, TracingSettings } from './config.js';
+
+const require = createRequire(import.meta.url);
+
+/**
+ * OpenTelemetry's stable attribute names, from the CommonJS build that the SDK loads: an `import`
+ * resolves to the package's ES build, a second copy of its 700 KB of constants (1 MB of memory).
+ */
+export const semconv = require('@opentelemetry/semantic-conventions') as typeof import('@opentelemetry/semantic-conventions');
 
 /** What the gateway needs of a tracer: spans started under an explicit parent context. */
 export type SpanStarter = Pick<Tracer, 'startSpan'>;
@@ -139,12 +146,11 @@ export function createTracing(settings: TracingSettings): Tracing {
   // Loaded only when spans are exported: the exporters and what they pull in (the OTLP
   // serializers, the metrics SDK, the logs API) are some 2 MB of RSS a gateway without an endpoint
   // does not need. (These packages resolve to CommonJS for `import` too: one copy either way.)
-  const require = createRequire(import.meta.url);
   const { OTLPTraceExporter: Exporter } = (
     settings.protocol === 'http/json' ? require('@opentelemetry/exporter-trace-otlp-http') : require('@opentelemetry/exporter-trace-otlp-proto')
   ) as typeof import('@opentelemetry/exporter-trace-otlp-proto');
   const provider = new BasicTracerProvider({
-    resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName })),
+    resource: defaultResource().merge(resourceFromAttributes({ [semconv.ATTR_SERVICE_NAME]: settings.serviceName })),
     sampler,
     spanProcessors: [new BatchSpanProcessor(new Exporter({ url: settings.tracesUrl }))],
   });

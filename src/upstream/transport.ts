@@ -1,14 +1,14 @@
 import { EventEmitter } from 'node:events';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
-import { ATTR_ERROR_TYPE, ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_REQUEST_RESEND_COUNT, ATTR_HTTP_RESPONSE_STATUS_CODE } from '@opentelemetry/semantic-conventions';
-import { Pool, type Dispatcher } from 'undici';
+import type { Dispatcher, Pool } from 'undici';
 import type { z } from 'zod';
 import { defaultTracingSettings } from '../config.js';
-import { createTracing, spanAttributes, type Tracing } from '../tracing.js';
+import { createTracing, semconv, spanAttributes, type Tracing } from '../tracing.js';
 import { checkBody } from './body-check.js';
 import { codeForStatus, UpstreamError, type UpstreamErrorCode } from './errors.js';
 import { fillPath, type OperationName, type Route, type RouteTable } from './routes.js';
 import { validationErrorSchema } from './schemas.js';
+import { Pool as UndiciPool } from './undici-pool.js';
 
 /** Retry policy of idempotent reads; data normalised once rather than literals in the loop. */
 export interface RetryPolicy {
@@ -120,7 +120,7 @@ const DEFAULT_KEEPALIVE_MS = 4_000;
 
 /** One pool per process: keep-alive connections to the upstream's origin, shared by all requests. */
 export function createUpstreamDispatcher(options: DispatcherOptions): Pool {
-  return new Pool(new URL(options.baseUrl).origin, {
+  return new UndiciPool(new URL(options.baseUrl).origin, {
     connections: options.connections,
     keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_MS,
     keepAliveMaxTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_MS,
@@ -345,14 +345,14 @@ const clientSpan = Object.freeze({ kind: SpanKind.CLIENT });
 /** An attempt's span attributes: the route, never its filled path, query, body or token. */
 function describeAttempt(span: Span, operation: OperationName, route: Route, attempt: number, status: number | undefined, code: UpstreamErrorCode | undefined, retried: boolean): void {
   span.setAttribute(spanAttributes.upstreamOperation, operation);
-  span.setAttribute(ATTR_HTTP_REQUEST_METHOD, route.method);
+  span.setAttribute(semconv.ATTR_HTTP_REQUEST_METHOD, route.method);
   span.setAttribute(spanAttributes.urlTemplate, route.path);
   span.setAttribute(spanAttributes.attempt, attempt + 1);
   span.setAttribute(spanAttributes.retried, retried);
-  if (attempt > 0) span.setAttribute(ATTR_HTTP_REQUEST_RESEND_COUNT, attempt);
-  if (status !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+  if (attempt > 0) span.setAttribute(semconv.ATTR_HTTP_REQUEST_RESEND_COUNT, attempt);
+  if (status !== undefined) span.setAttribute(semconv.ATTR_HTTP_RESPONSE_STATUS_CODE, status);
   if (code !== undefined) {
-    span.setAttribute(ATTR_ERROR_TYPE, code);
+    span.setAttribute(semconv.ATTR_ERROR_TYPE, code);
     span.setStatus({ code: SpanStatusCode.ERROR });
   }
 }
