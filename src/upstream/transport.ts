@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
-import type { Dispatcher, Pool } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { z } from 'zod';
 import { defaultTracingSettings } from '../config.js';
 import { createTracing, semconv, spanAttributes, type Tracing } from '../tracing.js';
@@ -8,7 +8,7 @@ import { checkBody } from './body-check.js';
 import { codeForStatus, UpstreamError, type UpstreamErrorCode } from './errors.js';
 import { fillPath, type OperationName, type Route, type RouteTable } from './routes.js';
 import { validationErrorSchema } from './schemas.js';
-import { Pool as UndiciPool } from './undici-pool.js';
+import { Pool } from './undici-pool.js';
 
 /** Retry policy of idempotent reads; data normalised once rather than literals in the loop. */
 export interface RetryPolicy {
@@ -120,7 +120,7 @@ const DEFAULT_KEEPALIVE_MS = 4_000;
 
 /** One pool per process: keep-alive connections to the upstream's origin, shared by all requests. */
 export function createUpstreamDispatcher(options: DispatcherOptions): Pool {
-  return new UndiciPool(new URL(options.baseUrl).origin, {
+  return new Pool(new URL(options.baseUrl).origin, {
     connections: options.connections,
     keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_MS,
     keepAliveMaxTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEPALIVE_MS,

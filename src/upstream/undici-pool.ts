@@ -13,6 +13,7 @@ import type { Pool as UndiciPool } from 'undici';
 const require = createRequire(import.meta.url);
 
 export const Pool = require('undici/lib/dispatcher/pool.js') as typeof UndiciPool;
+export type Pool = UndiciPool;
 
 // What undici's index does once on load: request(), stream(), pipeline() … on every dispatcher.
 // Assigning the same functions again, if the index is loaded too (tests use it), changes nothing.
