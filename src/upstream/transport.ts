@@ -290,7 +290,7 @@ export class UpstreamTransport {
     }
   }
 
-  #buildRequest<T>(context: CallContext, spec: CallSpec<T>, method: Dispatcher.HttpMethod, path: string): Dispatcher.RequestOptions & { headers: Record<string, string> } {
+  #buildRequest<T>(context: CallContext, spec: CallSpec<T>, method: Dispatcher.HttpMethod, path: string): Dispatcher.DispatchOptions & { headers: Record<string, string> } {
     const headers: Record<string, string> = { 'x-request-id': context.requestId };
     if (method === 'GET' || spec.schema !== undefined) headers.accept = 'application/json';
     if (context.authorization !== undefined) headers.authorization = context.authorization;
@@ -305,22 +305,15 @@ export class UpstreamTransport {
     return { method, path, headers, body };
   }
 
-  async #attempt<T>(request: Dispatcher.RequestOptions, cancellation: CallCancellation, spec: CallSpec<T>): Promise<{ value: T; status: number } | Failure> {
+  async #attempt<T>(request: Dispatcher.DispatchOptions, cancellation: CallCancellation, spec: CallSpec<T>): Promise<{ value: T; status: number } | Failure> {
     const { schema } = spec;
-    const response = await this.#dispatcher.request({ ...request, signal: cancellation });
-    const { statusCode: status, body } = response;
+    const { status, body } = await exchange(this.#dispatcher, request, cancellation);
     if (status >= 200 && status < 300) {
-      if (schema === undefined) {
-        await body.dump();
-        return { value: undefined as T, status };
-      }
+      if (schema === undefined) return { value: undefined as T, status };
       let json: unknown;
       try {
-        json = await body.json();
+        json = parseJson(body);
       } catch (error) {
-        // Only a parse failure means "not JSON"; a body cut short (size cap, socket, abort) is
-        // classified like any failed exchange: undici enforces maxResponseSize while streaming.
-        if (cancellation.aborted || !(error instanceof SyntaxError)) throw error;
         return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is not JSON', cause: error });
       }
       const parsed = checkBody(schema, json);
@@ -332,12 +325,61 @@ export class UpstreamTransport {
     if (code === 'BAD_USER_INPUT') {
       // The detail items tell the client which input was wrong (contract 7); an unreadable
       // body still leaves a 422, only without details.
-      const detail = validationErrorSchema.safeParse(await body.json().catch(() => undefined));
-      return new Failure(code, status, false, { details: detail.success ? detail.data.detail : [] });
+      let detail: unknown;
+      try {
+        detail = parseJson(body);
+      } catch {
+        detail = undefined;
+      }
+      const details = validationErrorSchema.safeParse(detail);
+      return new Failure(code, status, false, { details: details.success ? details.data.detail : [] });
     }
-    await body.dump();
     return new Failure(code, status, this.#retry.statusCodes.includes(status));
   }
+}
+
+/**
+ * One exchange through undici's `dispatch()`: the answer's status and its body's bytes, whole
+ * (undici enforces the pool's maxResponseSize as they arrive). undici's request API would wrap
+ * every answer in a Readable stream to read it back with `body.json()`: measured in place on
+ * `head(id)`, that cost 35 µs an operation, an eighth of the gateway's CPU. A cancellation before
+ * the request is written aborts it once undici starts it, as the request API does with a signal;
+ * after, at once.
+ */
+function exchange(dispatcher: Dispatcher, request: Dispatcher.DispatchOptions, cancellation: CallCancellation): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let status = 0;
+    let controller: Dispatcher.DispatchController | undefined;
+    const abort = () => controller?.abort(cancellation.reason as Error);
+    dispatcher.dispatch(request, {
+      onRequestStart(started) {
+        controller = started;
+        if (cancellation.aborted) started.abort(cancellation.reason as Error);
+        else cancellation.once('abort', abort);
+      },
+      onResponseStart(_, statusCode) {
+        status = statusCode;
+      },
+      onResponseData(_, chunk) {
+        chunks.push(chunk);
+      },
+      onResponseEnd() {
+        cancellation.off('abort', abort);
+        resolve({ status, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) });
+      },
+      onResponseError(_, error) {
+        cancellation.off('abort', abort);
+        reject(error);
+      },
+    });
+  });
+}
+
+/** A body's JSON, read as UTF-8 with a leading byte order mark dropped (as `body.json()` reads it). */
+function parseJson(body: Buffer): unknown {
+  const bom = body.length >= 3 && body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf;
+  return JSON.parse(body.toString('utf8', bom ? 3 : 0));
 }
 
 const clientSpan = Object.freeze({ kind: SpanKind.CLIENT });
