@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
 import { Agent, request, type Dispatcher } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -55,6 +56,32 @@ describe('the gateway process (npm start)', { shuffle: false }, () => {
 
 /** Tests that start a process of their own: a busy machine may take seconds to start one. */
 const PROCESS_TEST = { timeout: 60_000 };
+
+describe('log lines', PROCESS_TEST, () => {
+  it('are all on stdout when the process has exited: the operation line and the last batch, written on exit', async () => {
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '' });
+    try {
+      const closed = once(gateway.child, 'close');
+      const response = await fetch(gateway.endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': 'last-batch-1' },
+        body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }),
+      });
+      expect(response.status).toBe(200);
+      gateway.child.kill('SIGTERM');
+      expect((await closed)[0]).toBe(0);
+      const lines = gateway
+        .stdout()
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'last-batch-1', outcome: 'ok', upstreamCalls: 1 }));
+      expect(lines.at(-1)).toMatchObject({ msg: 'shutting down' });
+    } finally {
+      gateway.kill();
+    }
+  });
+});
 
 /**
  * Shutdown with requests in flight, on the real process against a reference upstream in this one:

@@ -1,3 +1,6 @@
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
@@ -212,6 +215,27 @@ describe('error codes', () => {
       expect(attempts.map((a) => a.retry)).toEqual([false, true, true]);
     } finally {
       await closed.close();
+    }
+  });
+
+  it('reads a body that arrives in pieces and starts with a byte order mark', async () => {
+    const id = reference.store.headIds()[0]!;
+    const expected = await getHeadById(anonymous(), id);
+    const body = Buffer.from(JSON.stringify([expected]));
+    const server = createServer((_, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      // The byte order mark, then the body in two writes with a pause between them.
+      response.write(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), body.subarray(0, 40)]));
+      setTimeout(() => response.end(body.subarray(40)), 20);
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const pieces = client({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v2` });
+    try {
+      expect(await getHeadById(pieces.forRequest({ requestId: 'x' }), id)).toEqual(expected);
+    } finally {
+      await pieces.close();
+      server.close();
     }
   });
 
