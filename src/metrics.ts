@@ -1,6 +1,35 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type LabelValues } from 'prom-client';
 import { scrapeWorkerGroup } from './cluster-metrics.js';
 import type { UpstreamAttempt } from './upstream/transport.js';
+
+/**
+ * A histogram's observations kept in two arrays and handed to prom-client together: at every
+ * scrape (the histogram's `collect`) and whenever `batch` are waiting. prom-client validates and
+ * hashes the labels and finds the bucket on each observation; done per request, between the
+ * request's other work, that costs several times what it costs in a loop.
+ */
+class QueuedObservations<T extends string> {
+  #labels: LabelValues<T>[] = [];
+  #values: number[] = [];
+
+  constructor(
+    private readonly histogram: Histogram<T>,
+    private readonly batch = 256,
+  ) {}
+
+  observe(labels: LabelValues<T>, value: number): void {
+    this.#labels.push(labels);
+    if (this.#values.push(value) >= this.batch) this.flush();
+  }
+
+  flush(): void {
+    const labels = this.#labels;
+    const values = this.#values;
+    for (let i = 0; i < values.length; i++) this.histogram.observe(labels[i]!, values[i]!);
+    labels.length = 0;
+    values.length = 0;
+  }
+}
 
 /**
  * The gateway's Prometheus metrics, in a registry of its own (not prom-client's global one) so
@@ -9,21 +38,25 @@ import type { UpstreamAttempt } from './upstream/transport.js';
 export class GatewayMetrics {
   readonly registry = new Registry();
 
-  readonly operations = new Histogram({
+  readonly #operations: Histogram<'operation' | 'type' | 'outcome'> = new Histogram({
     name: 'gateway_operation_duration_seconds',
     help: 'GraphQL operations by name, type and outcome (ok, error, refused), with their duration.',
     labelNames: ['operation', 'type', 'outcome'] as const,
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
     registers: [this.registry],
+    collect: () => this.operations.flush(),
   });
+  readonly operations = new QueuedObservations(this.#operations);
 
-  readonly upstreamCalls = new Histogram({
+  readonly #upstreamCalls: Histogram<'operation' | 'status'> = new Histogram({
     name: 'gateway_upstream_call_duration_seconds',
     help: 'Upstream call attempts by operation and status (or error code), with their duration.',
     labelNames: ['operation', 'status'] as const,
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [this.registry],
+    collect: () => this.upstreamCalls.flush(),
   });
+  readonly upstreamCalls = new QueuedObservations(this.#upstreamCalls);
 
   readonly upstreamRetries = new Counter({
     name: 'gateway_upstream_retries_total',
