@@ -190,6 +190,8 @@ function createGateway(options: GatewayOptions): Gateway {
     ] as Plugin[],
     // plugins/batching.ts refuses larger batches first, with a code of ours.
     batching: { limit: settings.maxBatch },
+    // No file uploads in the schema: a multipart/form-data request is HTTP 415, without a parser asked on every request.
+    multipart: false,
     extraParamNames: persistedDocumentParams,
     cors: corsPolicy(settings.corsOrigins),
     // plugins/request-size-limit.ts caps bodies without piping every one through a counter.

@@ -310,6 +310,16 @@ describe('HTTP method and CSRF', () => {
       expectRefused(await answer(response), 403, 'BAD_REQUEST');
     }
   });
+
+  it('answers a multipart/form-data POST (a file upload; the schema takes none) with 415 and no upstream call, even with the CSRF header', async () => {
+    const form = new FormData();
+    form.set('operations', JSON.stringify({ query: `{ ${oneCall} }` }));
+    form.set('map', '{}');
+    const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'x-graphql-csrf': '1' }, body: form });
+    expect(response.status).toBe(415);
+    expect(response.headers.get('x-request-id')).toEqual(expect.any(String));
+    expect(t.calls()).toEqual([]);
+  });
 });
 
 describe('CORS', () => {

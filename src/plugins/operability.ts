@@ -175,7 +175,7 @@ function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
  * response header.
  *
  * Per-operation work is a handful of hooks that each run once per operation (never per field):
- * onRequestParse reads the caller's traceparent, onParams starts the clock and the span,
+ * onRequest reads the caller's traceparent on the GraphQL endpoint, onParams starts the clock and the span,
  * onValidate reads the operation's name and type from the parsed document, onExecute raises the
  * gauge, onExecutionResult records everything, onResultProcess records a request refused before
  * or while its parameters were read (its body, a batch too large, a missing query) with its
@@ -186,6 +186,8 @@ function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
  */
 export function useOperability(options: OperabilityOptions): Plugin<GatewayContext> {
   const { metrics, logger, ready } = options;
+  /** The path whose requests carry operations; yoga's, read when it starts. */
+  let graphqlEndpoint = '/graphql';
   // The operation line holds only values made here (names cut to [A-Za-z0-9_], ids, counts,
   // codes): redaction, half the cost of the line, has nothing to find in it.
   const operationLog = logger.child({}, { redact: [] });
@@ -262,10 +264,19 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
     new fetchAPI.Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });
 
   return {
-    onRequest({ request, fetchAPI, endResponse }) {
-      // GraphQL POSTs leave at the first test; only GET/HEAD on our three paths go further.
-      if (request.method !== 'GET' && request.method !== 'HEAD') return;
+    onYogaInit({ yoga }) {
+      graphqlEndpoint = yoga.graphqlEndpoint;
+    },
+
+    onRequest({ request, serverContext, fetchAPI, endResponse }) {
       const path = pathOf(request.url);
+      // A request to the GraphQL endpoint: its clock starts and its caller's trace is read here,
+      // not in a yoga onRequestParse hook (yoga runs each of those through promise helpers).
+      if (path === graphqlEndpoint) {
+        (serverContext as WithOperation)[requestKey] = { startedAt: performance.now(), parent: tracing.extract(request.headers), operations: [] };
+        return;
+      }
+      if (request.method !== 'GET' && request.method !== 'HEAD') return;
       if (path === HEALTH) {
         // Liveness: the process answers; never touches the upstream. yoga's own health check
         // (default endpoint /health) runs first and is rewritten in onResponse; this branch
@@ -286,10 +297,6 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
         );
       }
       return;
-    },
-
-    onRequestParse({ request, serverContext }) {
-      (serverContext as WithOperation)[requestKey] = { startedAt: performance.now(), parent: tracing.extract(request.headers), operations: [] };
     },
 
     // Each operation of a batch has a context of its own (inheriting the request's state).
