@@ -466,6 +466,16 @@ describe('errors', () => {
     expect(await t.execute('{ heads(first: 1) { nodes { updatedAt } } }')).toEqual({ data: { heads: { nodes: [{ updatedAt: '2024-03-02T00:00:00.000Z' }] } } });
   });
 
+  it('answers every timestamp in UTC with milliseconds: one already so as it came, one with an offset or more digits converted', async () => {
+    const id = ids.find((i) => upstreamHead(i).hair)!;
+    const head = upstreamHead(id);
+    const sent = { created_at: '2024-03-01T10:20:30.123Z', updated_at: '2024-03-01T12:20:30+02:00', hair: '2024-03-01T10:20:30.123456Z' };
+    t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...head, created_at: sent.created_at, updated_at: sent.updated_at, hair: { ...head.hair, created_at: sent.hair } } });
+    expect(await t.execute(`{ head(id: "${id}") { createdAt updatedAt hair { createdAt } } }`)).toEqual({
+      data: { head: { createdAt: '2024-03-01T10:20:30.123Z', updatedAt: '2024-03-01T10:20:30.000Z', hair: { createdAt: '2024-03-01T10:20:30.123Z' } } },
+    });
+  });
+
   it('refuses an asset address that is not http(s) as off-contract, logged as a warning not an error', async () => {
     t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(ids[0]!), url: 'javascript:alert(1)' } });
     const response = await t.execute<any>(`{ head(id: "${ids[0]}") { url updatedAt } }`);

@@ -5,6 +5,9 @@ import { DateTimeResolver, JSONResolver, URLResolver, UUIDResolver } from 'graph
 import type { GatewayContext } from '../context.js';
 import { boundedJson, invalidInput, literalWithinDepth } from './inputs.js';
 
+/** How graphql-scalars' DateTime writes a timestamp (`Date#toISOString` of years 0 to 9999). */
+const canonicalTimestamp = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
 export const builder = new SchemaBuilder<{
   Context: GatewayContext;
   Scalars: {
@@ -49,7 +52,14 @@ export const builder = new SchemaBuilder<{
 });
 
 builder.addScalarType('UUID', UUIDResolver, {});
-builder.addScalarType('DateTime', DateTimeResolver, {});
+builder.addScalarType('DateTime', DateTimeResolver, {
+  // A timestamp already in the form graphql-scalars answers (UTC, milliseconds, `Z`) is answered as
+  // it is: every one comes from an upstream body whose check (upstream/schemas.ts) has refused any
+  // date that does not exist. Anything else goes through graphql-scalars, which normalises it to
+  // that form. Its way (check, parse into a Date, which JSON.stringify then turns back into this
+  // string) cost some 2 µs a field.
+  serialize: (value) => (typeof value === 'string' && canonicalTimestamp.test(value) ? value : DateTimeResolver.serialize(value)),
+});
 builder.addScalarType('URL', URLResolver, {});
 // JSON inputs bounded in depth and size before anything walks them (inputs.ts); a literal is
 // checked for depth before graphql-scalars' recursive parseLiteral runs.
