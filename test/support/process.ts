@@ -53,7 +53,9 @@ export function acceptsConnections(url: string): Promise<boolean> {
       socket.destroy();
       resolve(true);
     });
-    socket.once('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNREFUSED' ? resolve(false) : reject(error)));
+    // A connection caught in the listen queue as the server stops listening is reset, not refused:
+    // it was not accepted either.
+    socket.once('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNREFUSED' || error.code === 'ECONNRESET' ? resolve(false) : reject(error)));
   });
 }
 
