@@ -1,10 +1,10 @@
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { exitWithHelp, integerOption, runBench, UsageError } from './cli.js';
+import { children, fixtures, HOST, http, pinning, root, spawnNode, startFlags, startServer, stop, type Child } from './processes.js';
 import { legend, summarize, toMarkdown, writeReports, type AllCores, type BenchReport, type Measurement, type ScenarioResult } from './report.js';
 import { scenarios, type Fixtures, type HttpRequest, type Scenario } from './scenarios.js';
 
@@ -26,10 +26,6 @@ const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1]
   --tsx      run the gateway from source with node --import tsx src/main.ts instead of the compiled
              build (npm run build + node dist/main.js, as npm start does); tsx adds ~40 MB RSS`;
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const HOST = '127.0.0.1';
-const START_TIMEOUT_MS = 30_000;
-const FETCH_TIMEOUT_MS = 10_000;
 
 function options() {
   const { values } = parseArgs({
@@ -45,135 +41,22 @@ function options() {
       help: { type: 'boolean', short: 'h' },
     },
   });
-  if (values.help) {
-    console.log(usage);
-    process.exit(0);
-  }
-  const int = (name: string, value: string, min: number, max: number) => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
-    return n;
-  };
+  exitWithHelp(values.help, usage);
   const cores = (['one', 'all', 'both'] as const).find((choice) => choice === values.cores);
   if (cores === undefined) throw new UsageError(`--cores: expected one, all or both, got ${JSON.stringify(values.cores)}`);
   const only = values.only?.split(',').map((s) => s.trim()).filter(Boolean);
   const unknown = only?.filter((name) => !scenarios.some((s) => s.name.toLowerCase() === name.toLowerCase()));
   if (unknown?.length) throw new UsageError(`--only: unknown scenario(s) ${unknown.join(', ')}; known: ${scenarios.map((s) => s.name).join(', ')}`);
   return {
-    durationSec: int('duration', values.duration, 1, 600),
-    warmupSec: int('warmup', values.warmup, 0, 120),
-    rounds: int('rounds', values.rounds, 1, 50),
-    connections: int('connections', values.connections, 1, 1_000),
+    durationSec: integerOption('duration', values.duration, 1, 600),
+    warmupSec: integerOption('warmup', values.warmup, 0, 120),
+    rounds: integerOption('rounds', values.rounds, 1, 50),
+    connections: integerOption('connections', values.connections, 1, 1_000),
     compiled: !values.tsx,
-    workers: values.workers === undefined ? undefined : int('workers', values.workers, 1, 64),
+    workers: values.workers === undefined ? undefined : integerOption('workers', values.workers, 1, 64),
     cores,
     selected: scenarios.filter((s) => s.name === 'direct' || only === undefined || only.some((name) => name.toLowerCase() === s.name.toLowerCase())),
   };
-}
-
-class UsageError extends Error {}
-
-// ---- child processes ----
-
-interface Child {
-  readonly name: string;
-  readonly process: ChildProcess;
-  /** Output lines seen after the ready line, and the first few of them. */
-  lines: number;
-  readonly samples: string[];
-  readonly tail: string[];
-}
-
-const children = new Set<Child>();
-const pinning = existsSync('/usr/bin/taskset') && availableParallelism() >= 2;
-
-/** `node <args>`, pinned to `cpu` when there is one and taskset is there. */
-function spawnNode(args: string[], cpu: number | undefined, env: Record<string, string>): ChildProcess {
-  const [command, argv] = pinning && cpu !== undefined ? ['/usr/bin/taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
-  return spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-}
-
-/** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
-function startServer(name: string, args: string[], cpu: number | undefined, env: Record<string, string>): Promise<{ child: Child; url: string }> {
-  const child: Child = { name, process: spawnNode(args, cpu, env), lines: 0, samples: [], tail: [] };
-  children.add(child);
-  child.process.once('exit', () => children.delete(child));
-  return new Promise((resolve, reject) => {
-    let ready = false;
-    const fail = (why: string) => {
-      if (ready) return;
-      ready = true;
-      clearTimeout(timer);
-      reject(new Error(`${name}: ${why}\n${child.tail.join('\n')}`));
-    };
-    const timer = setTimeout(() => fail(`no "listening on" line within ${START_TIMEOUT_MS / 1000} s`), START_TIMEOUT_MS);
-    const onLine = (line: string) => {
-      child.tail.push(line);
-      if (child.tail.length > 20) child.tail.shift();
-      const match = / listening on (\S+)/.exec(line);
-      if (!ready && match) {
-        ready = true;
-        clearTimeout(timer);
-        resolve({ child, url: match[1]! });
-      } else if (ready && ++child.lines <= 3) {
-        child.samples.push(line.slice(0, 300));
-      }
-    };
-    createInterface({ input: child.process.stdout! }).on('line', onLine);
-    createInterface({ input: child.process.stderr! }).on('line', onLine);
-    child.process.once('error', (error) => fail(error.message));
-    child.process.once('exit', (code, signal) => fail(`exited early (${signal ?? code})`));
-  });
-}
-
-/** SIGTERM (the servers exit cleanly on it, a WORKERS=N gateway with its workers), SIGKILL after 5 s. */
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
-    child.once('exit', () => {
-      clearTimeout(kill);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
-}
-
-async function stopAll(): Promise<void> {
-  await Promise.all([...children].map(({ process: child }) => stop(child)));
-}
-
-process.on('exit', () => {
-  for (const { process: child } of children) child.kill('SIGKILL');
-});
-let interrupted = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    interrupted = true;
-    console.error(`\n${signal}: stopping the upstream and the gateway`);
-    void stopAll().finally(() => process.exit(130));
-  });
-}
-
-// ---- HTTP helpers ----
-
-async function http(url: string, init: RequestInit = {}): Promise<{ status: number; text: string }> {
-  const response = await fetch(url, { ...init, signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
-  return { status: response.status, text: await response.text() };
-}
-
-async function fixtures(upstreamUrl: string): Promise<Fixtures> {
-  const login = await http(`${upstreamUrl}/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: 'username=demo&password=demo-password&grant_type=password',
-  });
-  if (login.status !== 200) throw new Error(`login: HTTP ${login.status} ${login.text}`);
-  const list = await http(`${upstreamUrl}/heads?size=1`);
-  if (list.status !== 200) throw new Error(`list heads: HTTP ${list.status} ${list.text}`);
-  const headId = (JSON.parse(list.text) as { items: { id: string }[] }).items[0]?.id;
-  if (headId === undefined) throw new Error('list heads: no head in the upstream');
-  return { token: (JSON.parse(login.text) as { access_token: string }).access_token, headId };
 }
 
 /** One request before the load: 'ok', or what is wrong with it. */
@@ -266,16 +149,6 @@ async function rssReader(pid: number, url: string): Promise<{ source: string; re
   return { source: 'unavailable', read: async () => undefined };
 }
 
-/**
- * The node flags `npm start` gives the gateway (package.json), so the bench measures the process
- * as deployed: the heap sizing there is part of the memory figures.
- */
-function startFlags(): string[] {
-  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
-  const flags = /\bnode((?:\s+--\S+)*)\s+dist\/main\.js/.exec(start)?.[1];
-  if (flags === undefined) throw new Error(`package.json scripts.start does not run "node [--flags] dist/main.js": ${start}`);
-  return flags.split(/\s+/).filter(Boolean);
-}
 
 // ---- main ----
 
@@ -435,13 +308,4 @@ function gitDescription(): string {
   }
 }
 
-try {
-  await main();
-  await stopAll();
-} catch (error) {
-  // After Ctrl-C the killed children make the run fail; the signal handler reports and exits.
-  if (interrupted) await new Promise(() => {});
-  console.error(error instanceof UsageError ? `${error.message}\n${usage}` : error);
-  await stopAll();
-  process.exitCode = error instanceof UsageError ? 2 : 1;
-}
+await runBench(main, usage);

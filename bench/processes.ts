@@ -1,0 +1,131 @@
+import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Fixtures } from './scenarios.js';
+
+/*
+ * The benches' child processes (the reference upstream, gateways, autocannon, A/B workers): started
+ * pinned to a CPU where taskset is there, stopped with SIGTERM, killed when the bench exits.
+ */
+
+export const root = fileURLToPath(new URL('..', import.meta.url));
+export const HOST = '127.0.0.1';
+const START_TIMEOUT_MS = 30_000;
+const FETCH_TIMEOUT_MS = 10_000;
+
+export interface Child {
+  readonly name: string;
+  readonly process: ChildProcess;
+  /** Output lines seen after the ready line, and the first few of them. */
+  lines: number;
+  readonly samples: string[];
+  readonly tail: string[];
+}
+
+export const children = new Set<Child>();
+export const pinning = existsSync('/usr/bin/taskset') && availableParallelism() >= 2;
+
+/** `node <args>`, pinned to `cpu` when there is one and taskset is there. */
+export function spawnNode(args: string[], cpu: number | undefined, env: Record<string, string>, stdio: StdioOptions = ['ignore', 'pipe', 'pipe']): ChildProcess {
+  const [command, argv] = pinning && cpu !== undefined ? ['/usr/bin/taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
+  return spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio });
+}
+
+/** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
+export function startServer(name: string, args: string[], cpu: number | undefined, env: Record<string, string>): Promise<{ child: Child; url: string }> {
+  const child: Child = { name, process: spawnNode(args, cpu, env), lines: 0, samples: [], tail: [] };
+  children.add(child);
+  child.process.once('exit', () => children.delete(child));
+  return new Promise((resolve, reject) => {
+    let ready = false;
+    const fail = (why: string) => {
+      if (ready) return;
+      ready = true;
+      clearTimeout(timer);
+      reject(new Error(`${name}: ${why}\n${child.tail.join('\n')}`));
+    };
+    const timer = setTimeout(() => fail(`no "listening on" line within ${START_TIMEOUT_MS / 1000} s`), START_TIMEOUT_MS);
+    const onLine = (line: string) => {
+      child.tail.push(line);
+      if (child.tail.length > 20) child.tail.shift();
+      const match = / listening on (\S+)/.exec(line);
+      if (!ready && match) {
+        ready = true;
+        clearTimeout(timer);
+        resolve({ child, url: match[1]! });
+      } else if (ready && ++child.lines <= 3) {
+        child.samples.push(line.slice(0, 300));
+      }
+    };
+    createInterface({ input: child.process.stdout! }).on('line', onLine);
+    createInterface({ input: child.process.stderr! }).on('line', onLine);
+    child.process.once('error', (error) => fail(error.message));
+    child.process.once('exit', (code, signal) => fail(`exited early (${signal ?? code})`));
+  });
+}
+
+/** SIGTERM (the servers exit cleanly on it, a WORKERS=N gateway with its workers), SIGKILL after 5 s. */
+export function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+export async function stopAll(): Promise<void> {
+  await Promise.all([...children].map(({ process: child }) => stop(child)));
+}
+
+process.on('exit', () => {
+  for (const { process: child } of children) child.kill('SIGKILL');
+});
+let interrupted = false;
+/** Whether Ctrl-C (or SIGTERM) stopped the run: its children are being stopped, the run's failure is expected. */
+export const wasInterrupted = (): boolean => interrupted;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    interrupted = true;
+    console.error(`\n${signal}: stopping the child processes`);
+    void stopAll().finally(() => process.exit(130));
+  });
+}
+
+// ---- HTTP helpers ----
+
+export async function http(url: string, init: RequestInit = {}): Promise<{ status: number; text: string }> {
+  const response = await fetch(url, { ...init, signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+  return { status: response.status, text: await response.text() };
+}
+
+export async function fixtures(upstreamUrl: string): Promise<Fixtures> {
+  const login = await http(`${upstreamUrl}/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'username=demo&password=demo-password&grant_type=password',
+  });
+  if (login.status !== 200) throw new Error(`login: HTTP ${login.status} ${login.text}`);
+  const list = await http(`${upstreamUrl}/heads?size=1`);
+  if (list.status !== 200) throw new Error(`list heads: HTTP ${list.status} ${list.text}`);
+  const headId = (JSON.parse(list.text) as { items: { id: string }[] }).items[0]?.id;
+  if (headId === undefined) throw new Error('list heads: no head in the upstream');
+  return { token: (JSON.parse(login.text) as { access_token: string }).access_token, headId };
+}
+
+/**
+ * The node flags `npm start` gives the gateway (package.json), so the bench measures the process
+ * as deployed: the heap sizing there is part of the memory figures.
+ */
+export function startFlags(): string[] {
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+  const flags = /\bnode((?:\s+--\S+)*)\s+dist\/main\.js/.exec(start)?.[1];
+  if (flags === undefined) throw new Error(`package.json scripts.start does not run "node [--flags] dist/main.js": ${start}`);
+  return flags.split(/\s+/).filter(Boolean);
+}
