@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { combinePasses, compareRounds, describeComparison, type OrderedComparison } from './ab-report.js';
@@ -20,8 +20,9 @@ import { scenarios } from './scenarios.js';
  */
 
 const usage = `Usage: npm run bench:ab -- <checkout A> <checkout B> [--only Q1] [--rounds 30] [--ops 2000] [--connections 16]
-  Each checkout needs its node_modules and a build (npm ci && npm run build), e.g.
-    git worktree add ../gw-before HEAD~1 && (cd ../gw-before && npm ci && npm run build)
+  Each checkout needs a node_modules and a build; when the dependencies are the same, give both
+  the same node_modules (two copies of every package in one process run slower and less evenly):
+    git worktree add ../gw-before HEAD~1 && ln -s "$PWD/node_modules" ../gw-before/ && (cd ../gw-before && npm run build)
   --only         the scenario (${scenarios.filter((s) => s.name !== 'direct').map((s) => s.name).join(', ')})
   --rounds       paired rounds per pass (two passes: A loaded first, then B)
   --ops          operations per build per round
@@ -70,6 +71,9 @@ function pass(task: WorkerTask, upstreamUrl: string): Promise<WorkerResult> {
 async function main(): Promise<void> {
   const opts = options();
   const [a, b] = opts.checkouts;
+  if (realpathSync(join(a, 'node_modules')) !== realpathSync(join(b, 'node_modules'))) {
+    console.log('Note: each checkout has a node_modules of its own, so the worker loads two copies of every package; the passes vary more (see --help).');
+  }
   if (!pinning) console.log('Note: /usr/bin/taskset or a second CPU is missing: the worker shares its CPU with the upstream.');
   const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], 1, { PORT: '0', HOST, RECORD: '0' });
   const request = opts.scenario.request(await fixtures(upstream.url));
