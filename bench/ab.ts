@@ -6,7 +6,7 @@ import { combinePasses, compareRounds, describeComparison, type OrderedCompariso
 import type { WorkerResult, WorkerTask } from './ab-worker.js';
 import { exitWithHelp, integerOption, runBench, UsageError } from './cli.js';
 import { children, fixtures, HOST, pinning, root, spawnNode, startFlags, startServer } from './processes.js';
-import { scenarios } from './scenarios.js';
+import { scenarios, type Scenario } from './scenarios.js';
 
 /*
  * `npm run bench:ab -- <checkout A> <checkout B>`: what a change costs or saves per operation,
@@ -19,11 +19,12 @@ import { scenarios } from './scenarios.js';
  * `app.fetch`, and they carry no Content-Length, so the body cap counts every body.
  */
 
-const usage = `Usage: npm run bench:ab -- <checkout A> <checkout B> [--only Q1] [--rounds 30] [--ops 2000] [--connections 16]
+const usage = `Usage: npm run bench:ab -- <checkout A> <checkout B> [--only Q1 | --query <document>] [--rounds 30] [--ops 2000] [--connections 16]
   Each checkout needs a node_modules and a build; when the dependencies are the same, give both
   the same node_modules (two copies of every package in one process run slower and less evenly):
     git worktree add ../gw-before HEAD~1 && ln -s "$PWD/node_modules" ../gw-before/ && (cd ../gw-before && npm run build)
   --only         the scenario (${scenarios.filter((s) => s.name !== 'direct').map((s) => s.name).join(', ')})
+  --query        a GraphQL document to send instead, e.g. '{ heads(first: 50) { nodes { url hair { url } } } }'
   --rounds       paired rounds per pass (two passes: A loaded first, then B)
   --ops          operations per build per round
   --connections  operations in flight at once`;
@@ -33,6 +34,7 @@ function options() {
     allowPositionals: true,
     options: {
       only: { type: 'string', default: 'Q1' },
+      query: { type: 'string' },
       rounds: { type: 'string', default: '30' },
       ops: { type: 'string', default: '2000' },
       connections: { type: 'string', default: '16' },
@@ -46,7 +48,11 @@ function options() {
     if (!existsSync(join(checkout, 'dist/gateway.js'))) throw new UsageError(`${checkout}: no dist/gateway.js (run npm run build there)`);
     if (!existsSync(join(checkout, 'node_modules'))) throw new UsageError(`${checkout}: no node_modules (run npm ci there)`);
   }
-  const scenario = scenarios.find((s) => s.name !== 'direct' && s.name.toLowerCase() === values.only.toLowerCase());
+  const query = values.query;
+  const scenario: Scenario | undefined =
+    query === undefined
+      ? scenarios.find((s) => s.name !== 'direct' && s.name.toLowerCase() === values.only.toLowerCase())
+      : { name: 'the --query document', description: query, request: () => ({ target: 'gateway', method: 'POST', path: '', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) }) };
   if (scenario === undefined) throw new UsageError(`--only: unknown scenario ${JSON.stringify(values.only)}`);
   return { checkouts, scenario, rounds: integerOption('rounds', values.rounds, 2, 1_000), ops: integerOption('ops', values.ops, 100, 1_000_000), concurrency: integerOption('connections', values.connections, 1, 1_000) };
 }
