@@ -67,7 +67,9 @@ function pass(task: WorkerTask, upstreamUrl: string): Promise<WorkerResult> {
   const worker = spawnNode([...startFlags(), '--import', 'tsx', join(root, 'bench/ab-worker.ts')], 0, env, ['ignore', drain?.stdin ?? 'ignore', 'inherit', 'ipc']);
   // The worker holds the pipe now: `cat` ends when it does.
   drain?.stdin?.destroy();
-  children.add({ name: 'A/B worker', process: worker, lines: 0, samples: [], tail: [] });
+  const tracked = { name: 'A/B worker', process: worker, lines: 0, samples: [], tail: [] };
+  children.add(tracked);
+  worker.once('exit', () => children.delete(tracked));
   return new Promise((resolvePass, reject) => {
     worker.once('message', (message: WorkerResult | { error: string }) => ('error' in message ? reject(new Error(message.error)) : resolvePass(message)));
     worker.once('exit', (code, signal) => reject(new Error(`the A/B worker exited (${signal ?? code}) without a result`)));

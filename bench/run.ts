@@ -26,7 +26,6 @@ const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1]
   --tsx      run the gateway from source with node --import tsx src/main.ts instead of the compiled
              build (npm run build + node dist/main.js, as npm start does); tsx adds ~40 MB RSS`;
 
-
 function options() {
   const { values } = parseArgs({
     options: {
