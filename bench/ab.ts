@@ -94,9 +94,9 @@ async function main(): Promise<void> {
   });
   console.log(`${opts.scenario.name}: ${opts.rounds} rounds × ${opts.ops} operations per build, ${opts.concurrency} at a time, each build loaded first once`);
   const passes: OrderedComparison[] = [];
-  for (const builds of [[a, b], [b, a]] as [string, string][]) {
-    const { perOperation } = await pass(task(builds), upstream.url);
-    const [forA, forB] = builds[0] === a ? perOperation : [perOperation[1], perOperation[0]];
+  for (const aFirst of [true, false]) {
+    const { perOperation } = await pass(task(aFirst ? [a, b] : [b, a]), upstream.url);
+    const [forA, forB] = aFirst ? perOperation : [perOperation[1], perOperation[0]];
     passes.push(compareRounds(forA, forB));
   }
   const comparison = combinePasses(passes[0]!, passes[1]!);
