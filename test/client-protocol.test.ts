@@ -280,9 +280,14 @@ describe('compressed request bodies', () => {
     }
   });
 
-  it('an encoding it cannot decode is 415 with no upstream call', async () => {
+  it('an encoding it cannot decode is 415 with no upstream call, logged and counted as a refused operation', async () => {
+    const logged = t.logLines.length;
     const got = await postEncoded(new TextEncoder().encode(JSON.stringify({ query: headQuery(ids[0]!) })), 'compress');
     expect(got.status).toBe(415);
     expect(t.calls()).toEqual([]);
+    const requestId = got.headers.get('x-request-id');
+    expect(requestId).toEqual(expect.any(String));
+    const lines = t.logLines.slice(logged).map((line) => JSON.parse(line)).filter((line) => line.msg === 'graphql operation');
+    expect(lines.map((line) => [line.requestId, line.outcome, line.upstreamCalls])).toEqual([[requestId, 'refused', 0]]);
   });
 });
