@@ -19,6 +19,7 @@ interface OperationLog {
   level: number;
   msg: string;
   requestId: string;
+  traceId: string;
   operationName: string;
   operationType: string;
   outcome: string;
@@ -375,6 +376,19 @@ describe('/metrics', () => {
     expect(await counts({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' })).toEqual({ HeadWithHair: 1, other: 2 });
   });
 
+  it('hands queued observations over at a scrape, each once, dropping one prom-client refuses without failing the scrape', async () => {
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
+    const labels = { operation: 'Queued', type: 'query', outcome: 'ok' } as const;
+    metrics.operations.observe(labels, 0.01);
+    metrics.operations.observe(labels, Number.NaN);
+    metrics.operations.observe(labels, 0.02);
+    const count = async () => sampleValue(parseMetrics(await metrics.scrape()), 'gateway_operation_duration_seconds_count', { operation: 'Queued' });
+    expect(await count()).toBe(2);
+    expect(await count()).toBe(2);
+    metrics.operations.observe(labels, 0.03);
+    expect(await count()).toBe(3);
+  });
+
   it('shows an operation in flight while it waits on the upstream', async () => {
     f.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
     const slow = post({ query: 'query Slow { heads(first: 1) { nodes { id } } }' });
@@ -447,6 +461,20 @@ describe('one log line per operation', () => {
     expect(noQuery).toHaveLength(1);
     expect(noQuery[0]).toMatchObject({ requestId: 'no-query', outcome: 'refused', upstreamCalls: 0 });
     expect(sampleValue(await scrape(), 'gateway_operations_in_flight')).toBe(0);
+  });
+
+  it('treats /graphql/, which yoga serves as the endpoint too, as /graphql: the caller\'s trace, a refused body', async () => {
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const postSlash = (body: string, headers: Record<string, string>) => f.gateway.fetch('http://gateway/graphql/', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+    const served = await logsOf(() => postSlash(JSON.stringify({ query: '{ __typename }' }), { traceparent: `00-${traceId}-00f067aa0ba902b7-01` }));
+    expect(served).toMatchObject([{ traceId, outcome: 'ok' }]);
+    let refused: Response | undefined;
+    const notJson = await logsOf(async () => {
+      refused = await postSlash('{ not json', { 'x-request-id': 'slash-1' });
+    });
+    expect(refused!.status).toBe(400);
+    expect(refused!.headers.get('x-request-id')).toBe('slash-1');
+    expect(notJson).toMatchObject([{ requestId: 'slash-1', outcome: 'refused', upstreamCalls: 0 }]);
   });
 
   it('never carries the query text, the variables or an error message', async () => {

@@ -90,6 +90,15 @@ function pathOf(url: string): string {
   return url.slice(start, end);
 }
 
+/**
+ * Whether yoga serves a request as GraphQL rather than as an unknown route: its rule
+ * (use-unhandled-route), the endpoint's path with or without a trailing slash, or a URL that ends
+ * in it.
+ */
+function servedAsGraphQL(url: string, path: string, endpoint: string): boolean {
+  return path === endpoint || path === `${endpoint}/` || url.endsWith(endpoint) || url.endsWith(`${endpoint}/`);
+}
+
 /** A name safe as a label and a log field: ASCII letters, digits and `_`, at most 64 of them. */
 export function operationLabel(name: string | null | undefined): string {
   if (name === undefined || name === null || name === '') return 'anonymous';
@@ -270,9 +279,9 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
 
     onRequest({ request, serverContext, fetchAPI, endResponse }) {
       const path = pathOf(request.url);
-      // A request to the GraphQL endpoint: its clock starts and its caller's trace is read here,
+      // A request yoga will take as GraphQL: its clock starts and its caller's trace is read here,
       // not in a yoga onRequestParse hook (yoga runs each of those through promise helpers).
-      if (path === graphqlEndpoint) {
+      if (servedAsGraphQL(request.url, path, graphqlEndpoint)) {
         (serverContext as WithOperation)[requestKey] = { startedAt: performance.now(), parent: tracing.extract(request.headers), operations: [] };
         return;
       }
