@@ -25,9 +25,15 @@ class QueuedObservations<T extends string> {
   flush(): void {
     const labels = this.#labels;
     const values = this.#values;
-    for (let i = 0; i < values.length; i++) this.histogram.observe(labels[i]!, values[i]!);
-    labels.length = 0;
-    values.length = 0;
+    this.#labels = [];
+    this.#values = [];
+    for (let i = 0; i < values.length; i++) {
+      try {
+        this.histogram.observe(labels[i]!, values[i]!);
+      } catch {
+        // One observation prom-client refuses (a value not finite) is dropped, not kept to fail every scrape.
+      }
+    }
   }
 }
 
