@@ -71,6 +71,8 @@ function pass(task: WorkerTask, upstreamUrl: string): Promise<WorkerResult> {
   children.add(tracked);
   worker.once('exit', () => children.delete(tracked));
   return new Promise((resolvePass, reject) => {
+    drain?.once('error', reject);
+    worker.once('error', reject);
     worker.once('message', (message: WorkerResult | { error: string }) => ('error' in message ? reject(new Error(message.error)) : resolvePass(message)));
     worker.once('exit', (code, signal) => reject(new Error(`the A/B worker exited (${signal ?? code}) without a result`)));
   });

@@ -5,9 +5,9 @@ import { pino, type Logger } from 'pino';
  * logged, and as a second guard `authorization`, `token`, `access_token`/`accessToken` and
  * `password` fields (top level or one level down) are redacted.
  *
- * On stdout they are written in batches (once 4 KB are waiting or a quarter of a second has
- * passed, through pino's sonic-boom), so a line per operation is some 15 lines per write instead
- * of a write each; what is left is written when the process exits. The writes are
+ * On stdout they are written in batches (joined here once 4 KB are waiting or a quarter of a
+ * second has passed, then written by pino's sonic-boom), so a line per operation is some 15 lines
+ * per write instead of a write each; what is left is written when the process exits. The writes are
  * synchronous, as with pino's default destination: an asynchronous write hands each batch to
  * libuv's thread pool, whose thread preempts the event loop of a gateway pinned to one core
  * (12.6 ± 8.5 µs more per `head(id)`, README "Performance"). A log reader that stops reading
