@@ -96,6 +96,14 @@ describe('/health', () => {
     expect(await response.json()).toEqual({ status: 'ok' });
     expect(f.reference.requests).toHaveLength(0);
   });
+
+  it('answers by its path whatever the query string, even one ending in the GraphQL endpoint', async () => {
+    const logs = await logsOf(async () => {
+      for (const path of ['/health?probe=/graphql', '/metrics?x=/graphql']) expect((await get(path)).status, path).toBe(200);
+      expect(await (await get('/health?probe=/graphql')).json()).toEqual({ status: 'ok' });
+    });
+    expect(logs).toEqual([]);
+  });
 });
 
 describe('/ready', () => {

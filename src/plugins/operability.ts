@@ -279,31 +279,31 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
 
     onRequest({ request, serverContext, fetchAPI, endResponse }) {
       const path = pathOf(request.url);
-      // A request yoga will take as GraphQL: its clock starts and its caller's trace is read here,
-      // not in a yoga onRequestParse hook (yoga runs each of those through promise helpers).
+      if (request.method === 'GET' || request.method === 'HEAD') {
+        if (path === HEALTH) {
+          // Liveness: the process answers; never touches the upstream. yoga's own health check
+          // (default endpoint /health) runs first and is rewritten in onResponse; this branch
+          // answers when that one is moved elsewhere with `healthCheckEndpoint`.
+          endResponse(plainResponse(fetchAPI, 200, { status: 'ok' }));
+          return;
+        }
+        if (path === READY) {
+          return ready().then(
+            (isReady) => endResponse(plainResponse(fetchAPI, isReady ? 200 : 503, { status: isReady ? 'ready' : 'not ready' })),
+            () => endResponse(plainResponse(fetchAPI, 503, { status: 'not ready' })),
+          );
+        }
+        if (path === METRICS) {
+          return metrics.scrape().then(
+            (text) => endResponse(new fetchAPI.Response(text, { status: 200, headers: { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' } })),
+            () => endResponse(new fetchAPI.Response('metrics unavailable\n', { status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' } })),
+          );
+        }
+      }
+      // A request yoga will take as GraphQL: its clock starts and its caller's trace is read
+      // here, not in a yoga onRequestParse hook (yoga runs each of those through promise helpers).
       if (servedAsGraphQL(request.url, path, graphqlEndpoint)) {
         (serverContext as WithOperation)[requestKey] = { startedAt: performance.now(), parent: tracing.extract(request.headers), operations: [] };
-        return;
-      }
-      if (request.method !== 'GET' && request.method !== 'HEAD') return;
-      if (path === HEALTH) {
-        // Liveness: the process answers; never touches the upstream. yoga's own health check
-        // (default endpoint /health) runs first and is rewritten in onResponse; this branch
-        // answers when that one is moved elsewhere with `healthCheckEndpoint`.
-        endResponse(plainResponse(fetchAPI, 200, { status: 'ok' }));
-        return;
-      }
-      if (path === READY) {
-        return ready().then(
-          (isReady) => endResponse(plainResponse(fetchAPI, isReady ? 200 : 503, { status: isReady ? 'ready' : 'not ready' })),
-          () => endResponse(plainResponse(fetchAPI, 503, { status: 'not ready' })),
-        );
-      }
-      if (path === METRICS) {
-        return metrics.scrape().then(
-          (text) => endResponse(new fetchAPI.Response(text, { status: 200, headers: { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' } })),
-          () => endResponse(new fetchAPI.Response('metrics unavailable\n', { status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' } })),
-        );
       }
       return;
     },
