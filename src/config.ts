@@ -44,6 +44,8 @@ const environment = z.object({
   UPSTREAM_MAX_RESPONSE_BYTES: integer(1_024, 1_073_741_824).default(5 * 1024 * 1024),
   UPSTREAM_FANOUT: integer(1, 1_000).default(10),
   UPSTREAM_CALL_BUDGET: integer(1, 100_000).default(100),
+  MAX_RESULT_ITEMS: integer(1, 1_000_000).default(1_000),
+  MAX_RESPONSE_BYTES: integer(1_024, 1_073_741_824).default(4 * 1024 * 1024),
   OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000),
   INTROSPECTION: flag('INTROSPECTION').optional(),
   PLANNER: onOff.default('on'),
@@ -96,8 +98,12 @@ export interface Config {
   readonly upstreamMaxResponseBytes: number;
   /** Upstream calls one request may have in flight at once. */
   readonly upstreamFanout: number;
-  /** Upstream calls one operation may make, estimated before and counted during execution. */
+  /** Upstream calls one request (an operation, or a batch together) may make, estimated before and counted during execution. */
   readonly upstreamCallBudget: number;
+  /** List entries one request's answer may hold, counted by the plan before execution. */
+  readonly maxResultItems: number;
+  /** Largest serialised answer; a larger one is replaced by an error. */
+  readonly maxResponseBytes: number;
   /** One deadline for all upstream calls of an operation; longer than one call's timeout. */
   readonly operationTimeoutMs: number;
   readonly introspection: boolean;
@@ -237,6 +243,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     upstreamMaxResponseBytes: e.UPSTREAM_MAX_RESPONSE_BYTES,
     upstreamFanout: e.UPSTREAM_FANOUT,
     upstreamCallBudget: e.UPSTREAM_CALL_BUDGET,
+    maxResultItems: e.MAX_RESULT_ITEMS,
+    maxResponseBytes: e.MAX_RESPONSE_BYTES,
     operationTimeoutMs: e.OPERATION_TIMEOUT_MS,
     introspection: e.INTROSPECTION ?? !production,
     planner: e.PLANNER === 'on' ? 'selection' : 'plain',

@@ -1,4 +1,4 @@
-import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, useExecutionCancellation, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type ContextOptions, type GatewayContext } from './context.js';
@@ -14,6 +14,7 @@ import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useStrictRequestParams } from './plugins/request-params.js';
 import { useRequestDecompression, useRequestSizeLimit } from './plugins/request-size-limit.js';
+import { useResponseSizeLimit } from './plugins/response-size-limit.js';
 import { useUpstreamPlan } from './plugins/upstream-plan.js';
 import { Planner } from './plan/operation-plan.js';
 import { createReadiness, upstreamAnswers } from './readiness.js';
@@ -60,6 +61,8 @@ export type GatewaySettings = Pick<
   Config,
   | 'upstreamFanout'
   | 'upstreamCallBudget'
+  | 'maxResultItems'
+  | 'maxResponseBytes'
   | 'operationTimeoutMs'
   | 'introspection'
   | 'planner'
@@ -182,10 +185,14 @@ function createGateway(options: GatewayOptions): Gateway {
         onRefused: countRefusal,
       }),
       useIncrementalDelivery(),
-      useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget'), tracing }),
+      useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing }),
       ...callerLimits.charge,
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
       ...(settings.compiledExecution ? [useCompiledExecution(COMPILED_EXECUTION)] : []),
+      // A client that hangs up stops its operation: the executor checks the request's signal
+      // between fields, and its answer is never serialised.
+      useExecutionCancellation(),
+      useResponseSizeLimit({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),
       graphiql.plugin,
     ] as Plugin[],
     // plugins/batching.ts refuses larger batches first, with a code of ours.

@@ -78,6 +78,12 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly abandonedAnswers = new Counter({
+    name: 'gateway_abandoned_answers_total',
+    help: 'Answers not serialised because the client had closed the request.',
+    registers: [this.registry],
+  });
+
   readonly sharedStateFallbacks = new Counter({
     name: 'gateway_shared_state_fallbacks_total',
     help: 'Operations whose rate limits or APQ lookup used process memory because Redis (REDIS_URL) did not answer.',

@@ -7,14 +7,20 @@ import type { CallGuard } from './upstream/transport.js';
  * What the operations of one batched request (a JSON array of operations in one POST) share: the
  * request id and the request's loaders, so a head two of them read costs one upstream call.
  *
- * Each operation keeps its own guard (budget, deadline; its estimate is checked against its own
- * budget before it runs). The shared loaders call through the batch, which is a guard over the
- * operations' guards: a read is charged to the first operation, in batch order, whose guard admits
- * it (so a shared read counts once), runs until the latest deadline among them, and a 401 stops
- * every operation (they carry the same token).
+ * Each operation keeps its own guard (budget, deadline); their plans share the batch's call
+ * budget and items limit (`planned`), so a batch costs what one operation may. The shared
+ * loaders call through the batch, which is a guard over the operations' guards: a read is
+ * charged to the first operation, in batch order, whose guard admits it (so a shared read counts
+ * once), runs until the latest deadline among them, and a 401 stops every operation (they carry
+ * the same token).
  */
 export class RequestBatch implements CallGuard {
   requestId: string | undefined;
+  /**
+   * What the batch's operations admitted so far plan to cost: one HTTP request shares one upstream
+   * call budget and one result items limit (plugins/upstream-plan.ts charges them).
+   */
+  readonly planned = { calls: 0, items: 0 };
   readonly #guards: OperationGuard[] = [];
   #loaders: RequestLoaders | undefined;
 

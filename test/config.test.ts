@@ -28,6 +28,8 @@ describe('loadConfig', () => {
       upstreamMaxResponseBytes: 5 * 1024 * 1024,
       upstreamFanout: 10,
       upstreamCallBudget: 100,
+      maxResultItems: 1_000,
+      maxResponseBytes: 4 * 1024 * 1024,
       operationTimeoutMs: 15_000,
       introspection: true,
       planner: 'selection',
@@ -121,6 +123,8 @@ describe('loadConfig', () => {
 
   it.each([
     [{ MAX_BATCH: '0' }, /^MAX_BATCH: expected an integer from 1 to 100, got "0"$/],
+    [{ MAX_RESULT_ITEMS: '0' }, /^MAX_RESULT_ITEMS: expected an integer from 1 to 1000000, got "0"$/],
+    [{ MAX_RESPONSE_BYTES: '100' }, /^MAX_RESPONSE_BYTES: expected an integer from 1024/],
     [{ MAX_BATCH: '101' }, /^MAX_BATCH: expected an integer from 1 to 100/],
     [{ APQ_MAX_ENTRIES: '0' }, /^APQ_MAX_ENTRIES: expected an integer from 1 to 1000000/],
     [{ APQ_MAX_BYTES: '10' }, /^APQ_MAX_BYTES: expected an integer from 1024/],

@@ -44,22 +44,60 @@ export interface RootField {
   readonly needs: SelectionNeeds;
 }
 
-export class SelectionAnalysis {
-  readonly #schema: GraphQLSchema;
-  readonly #fragments: ReadonlyMap<string, FragmentDefinitionNode>;
-  readonly #variables: Readonly<Record<string, unknown>>;
-  readonly #memo = new WeakMap<SelectionSetNode, Map<string, SelectionNeeds>>();
+/** Reads selections as execution will: `@skip`/`@include` for these variables, fragments where their type condition matches. */
+export class FieldCollector {
+  protected readonly schema: GraphQLSchema;
+  protected readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>;
+  protected readonly variables: Readonly<Record<string, unknown>>;
 
   constructor(schema: GraphQLSchema, fragments: ReadonlyMap<string, FragmentDefinitionNode>, variables: Readonly<Record<string, unknown>>) {
-    this.#schema = schema;
-    this.#fragments = fragments;
-    this.#variables = variables;
+    this.schema = schema;
+    this.fragments = fragments;
+    this.variables = variables;
   }
+
+  /** The fields a selection set answers on `type`, by response key (graphql-js's CollectFields); each named fragment once. */
+  collect(type: GraphQLObjectType, selectionSet: SelectionSetNode, into: Map<string, FieldNode[]>, visited: Set<string>): void {
+    for (const selection of selectionSet.selections) {
+      if (!this.included(selection)) continue;
+      if (selection.kind === Kind.FIELD) {
+        const key = selection.alias?.value ?? selection.name.value;
+        const nodes = into.get(key);
+        if (nodes) nodes.push(selection);
+        else into.set(key, [selection]);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        if (this.applies(selection, type)) this.collect(type, selection.selectionSet, into, visited);
+      } else if (!visited.has(selection.name.value)) {
+        visited.add(selection.name.value);
+        const fragment = this.fragments.get(selection.name.value);
+        if (fragment && this.applies(fragment, type)) this.collect(type, fragment.selectionSet, into, visited);
+      }
+    }
+  }
+
+  /** `@skip`/`@include`, as execution reads them. */
+  protected included(node: { readonly directives?: FieldNode['directives'] }): boolean {
+    if (node.directives === undefined || node.directives.length === 0) return true;
+    if (getDirectiveValues(GraphQLSkipDirective, node, this.variables)?.if === true) return false;
+    return getDirectiveValues(GraphQLIncludeDirective, node, this.variables)?.if !== false;
+  }
+
+  /** Whether a fragment's type condition matches the object type (graphql-js semantics). */
+  protected applies(fragment: InlineFragmentNode | FragmentDefinitionNode, type: GraphQLObjectType): boolean {
+    if (fragment.typeCondition === undefined) return true;
+    const condition = typeFromAST(this.schema, fragment.typeCondition);
+    if (condition === type) return true;
+    return condition !== undefined && isAbstractType(condition) && this.schema.isSubType(condition, type);
+  }
+}
+
+export class SelectionAnalysis extends FieldCollector {
+  readonly #memo = new WeakMap<SelectionSetNode, Map<string, SelectionNeeds>>();
 
   /** The root fields of an operation, by response key, as graphql-js collects them. */
   rootFields(type: GraphQLObjectType, selectionSet: SelectionSetNode): RootField[] {
     const collected = new Map<string, FieldNode[]>();
-    this.#collect(type, selectionSet, collected, new Set());
+    this.collect(type, selectionSet, collected, new Set());
     const fields: RootField[] = [];
     for (const [responseKey, nodes] of collected) {
       const definition = type.getFields()[nodes[0]!.name.value];
@@ -76,24 +114,6 @@ export class SelectionAnalysis {
     return fields;
   }
 
-  #collect(type: GraphQLObjectType, selectionSet: SelectionSetNode, into: Map<string, FieldNode[]>, visited: Set<string>): void {
-    for (const selection of selectionSet.selections) {
-      if (!this.#included(selection)) continue;
-      if (selection.kind === Kind.FIELD) {
-        const key = selection.alias?.value ?? selection.name.value;
-        const nodes = into.get(key);
-        if (nodes) nodes.push(selection);
-        else into.set(key, [selection]);
-      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-        if (this.#applies(selection, type)) this.#collect(type, selection.selectionSet, into, visited);
-      } else if (!visited.has(selection.name.value)) {
-        visited.add(selection.name.value);
-        const fragment = this.#fragments.get(selection.name.value);
-        if (fragment && this.#applies(fragment, type)) this.#collect(type, fragment.selectionSet, into, visited);
-      }
-    }
-  }
-
   /** What a field's selection needs, over every object type its type can be. */
   #ofField(fieldType: GraphQLOutputType, selectionSet: SelectionSetNode): SelectionNeeds {
     const named = getNamedType(fieldType);
@@ -101,7 +121,7 @@ export class SelectionAnalysis {
     if (!isAbstractType(named)) return NOTHING;
     let now = 0;
     let deferred = 0;
-    for (const possible of this.#schema.getPossibleTypes(named)) {
+    for (const possible of this.schema.getPossibleTypes(named)) {
       const needs = this.#ofSelection(possible, selectionSet);
       now |= needs.now;
       deferred |= needs.deferred;
@@ -125,7 +145,7 @@ export class SelectionAnalysis {
     let now = 0;
     let deferred = 0;
     for (const selection of selectionSet.selections) {
-      if (!this.#included(selection)) continue;
+      if (!this.included(selection)) continue;
       if (selection.kind === Kind.FIELD) {
         const field = type.getFields()[selection.name.value];
         if (field === undefined) continue; // __typename
@@ -137,8 +157,8 @@ export class SelectionAnalysis {
         }
         continue;
       }
-      const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : this.#fragments.get(selection.name.value);
-      if (fragment === undefined || !this.#applies(fragment, type)) continue;
+      const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : this.fragments.get(selection.name.value);
+      if (fragment === undefined || !this.applies(fragment, type)) continue;
       const needs = this.#ofSelection(type, fragment.selectionSet);
       if (this.#deferred(selection)) deferred |= needs.now | needs.deferred;
       else {
@@ -151,27 +171,12 @@ export class SelectionAnalysis {
     return result;
   }
 
-  /** `@skip`/`@include`, as execution reads them. */
-  #included(node: { readonly directives?: FieldNode['directives'] }): boolean {
-    if (node.directives === undefined || node.directives.length === 0) return true;
-    if (getDirectiveValues(GraphQLSkipDirective, node, this.#variables)?.if === true) return false;
-    return getDirectiveValues(GraphQLIncludeDirective, node, this.#variables)?.if !== false;
-  }
-
   /** A fragment under `@defer` (unless `if: false`), when the schema has the directive. */
   #deferred(node: InlineFragmentNode | FragmentSpreadNode): boolean {
     if (node.directives === undefined || node.directives.length === 0) return false;
-    const defer = this.#schema.getDirective('defer');
+    const defer = this.schema.getDirective('defer');
     if (defer === undefined || defer === null) return false;
-    const values = getDirectiveValues(defer, node, this.#variables);
+    const values = getDirectiveValues(defer, node, this.variables);
     return values !== undefined && values.if !== false;
-  }
-
-  /** Whether a fragment's type condition matches the object type (graphql-js semantics). */
-  #applies(fragment: InlineFragmentNode | FragmentDefinitionNode, type: GraphQLObjectType): boolean {
-    if (fragment.typeCondition === undefined) return true;
-    const condition = typeFromAST(this.#schema, fragment.typeCondition);
-    if (condition === type) return true;
-    return condition !== undefined && isAbstractType(condition) && this.#schema.isSubType(condition, type);
   }
 }

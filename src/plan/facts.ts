@@ -22,11 +22,19 @@ export type RootFact =
   /** A mutation that is one upstream call and answers no head. */
   | { readonly kind: 'call'; readonly operation: OperationName; readonly needsToken: boolean };
 
+/**
+ * How many entries a list field answers at most: as many as the list argument `arg` holds
+ * (`nodes(ids:)`), or the window of the connection it belongs to (`edges`, `nodes`).
+ */
+export type ItemsFact = { readonly arg: string } | 'window';
+
 export interface FieldFacts {
   /** A root field's upstream reads or calls. */
   readonly plan?: RootFact;
   /** What this field needs of the head it belongs to (variant-only fields, head_metadata, totalCount). */
   readonly needs?: Needs;
+  /** A list field's length, for the result items limit. */
+  readonly items?: ItemsFact;
 }
 
 /** The facts of a field, as its definition declared them. */
@@ -40,3 +48,6 @@ export const needs = (bits: Needs): Extensions => extensions({ needs: bits });
 
 /** `extensions` for a root field with its upstream fact. */
 export const plan = (fact: RootFact): Extensions => extensions({ plan: fact });
+
+/** `extensions` for a list field with its length fact (a root field's upstream fact beside it, if any). */
+export const items = (fact: ItemsFact, root?: RootFact): Extensions => extensions(root === undefined ? { items: fact } : { items: fact, plan: root });

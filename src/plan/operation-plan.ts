@@ -14,6 +14,7 @@ import { connectionArgsSchema, headIdFrom, MAX_NODE_IDS, nodeHeadIdFrom } from '
 import type { OperationName } from '../upstream/routes.js';
 import { SelectionAnalysis, type RootField, type SelectionNeeds } from './analyze.js';
 import { factsOf, type RootFact } from './facts.js';
+import { ItemCount } from './items.js';
 import { carries, HEAD_NEEDS, Need, planHeadReads, type Needs, type Strategy } from './needs.js';
 import { connectionWindow, COUNT_CALL, extWindow, headListingSource, itemCompletion, pageCalls, sourceCarries, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
 
@@ -60,16 +61,20 @@ export interface OperationPlan {
   readonly calls: number;
   /** False when some calls depend on data (`estimated` reads): `calls` is then an upper bound. */
   readonly exact: boolean;
+  /** List entries the answer can hold at most (plan/items.ts), for the result items limit. */
+  readonly items: number;
 }
 
 /** The plan of an operation that plans nothing (or of execution without the planner's plugin). */
-export const EMPTY_PLAN: OperationPlan = Object.freeze({ heads: new Map(), fields: new Map(), reads: [], calls: 0, exact: true });
+export const EMPTY_PLAN: OperationPlan = Object.freeze({ heads: new Map(), fields: new Map(), reads: [], calls: 0, exact: true, items: 0 });
 
 /** The root fields of one operation with their needs: everything but the variables' values. */
 interface OperationShape {
   readonly operation: OperationDefinitionNode;
-  readonly fields: readonly { readonly root: RootField; readonly fact: RootFact }[];
-  /** No argument of a planned field reads a variable: the plan is the same for every request (with a token, and without). */
+  /** Every root field, with its upstream fact if it has one. */
+  readonly fields: readonly { readonly root: RootField; readonly fact: RootFact | undefined }[];
+  readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>;
+  /** No field argument reads a variable: the plan is the same for every request (with a token, and without). */
   readonly constant: boolean;
   readonly bound: { authorized?: OperationPlan; anonymous?: OperationPlan };
 }
@@ -79,6 +84,8 @@ interface DocumentPlans {
   readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>;
   /** Variables read by directives (`@skip(if: $x)`): they change the shape, so they key it. */
   readonly directiveVariables: readonly string[];
+  /** Whether any field argument reads a variable: then the plan is bound per request. */
+  readonly argumentVariables: boolean;
   readonly shapes: LRUCache<string, OperationShape | 'none'>;
 }
 
@@ -124,13 +131,14 @@ export class Planner {
     const shapeKey = `${operation.name?.value ?? ''}\n${plans.directiveVariables.map((name) => JSON.stringify(variables[name])).join(',')}`;
     let shape = plans.shapes.get(shapeKey);
     if (shape === undefined) {
-      shape = this.#shape(operation, plans.fragments, variables);
+      shape = this.#shape(operation, plans, variables);
       plans.shapes.set(shapeKey, shape);
     }
     if (shape === 'none') return EMPTY_PLAN;
-    if (!shape.constant) return bind(shape, variables, request.authorized, this.strategy);
+    const counter = new ItemCount(this.#schema, shape.fragments, variables);
+    if (!shape.constant) return bind(shape, variables, request.authorized, this.strategy, counter);
     const key = request.authorized ? 'authorized' : 'anonymous';
-    return (shape.bound[key] ??= bind(shape, variables, request.authorized, this.strategy));
+    return (shape.bound[key] ??= bind(shape, variables, request.authorized, this.strategy, counter));
   }
 
   #documentPlans(document: DocumentNode): DocumentPlans {
@@ -138,32 +146,30 @@ export class Planner {
     if (plans === undefined) {
       const fragments = new Map<string, FragmentDefinitionNode>();
       const directiveVariables = new Set<string>();
+      let argumentVariables = false;
       for (const definition of document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
       visit(document, {
         Directive: (directive) => {
           visit(directive, { Variable: (variable) => void directiveVariables.add(variable.name.value) });
           return false;
         },
+        Argument: (argument) => {
+          visit(argument, { Variable: () => void (argumentVariables = true) });
+          return false;
+        },
       });
-      plans = { fragments, directiveVariables: [...directiveVariables], shapes: new LRUCache({ max: SHAPES_PER_DOCUMENT }) };
+      plans = { fragments, directiveVariables: [...directiveVariables], argumentVariables, shapes: new LRUCache({ max: SHAPES_PER_DOCUMENT }) };
       this.#documents.set(document, plans);
     }
     return plans;
   }
 
-  #shape(operation: OperationDefinitionNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, variables: Readonly<Record<string, unknown>>): OperationShape | 'none' {
+  #shape(operation: OperationDefinitionNode, plans: DocumentPlans, variables: Readonly<Record<string, unknown>>): OperationShape | 'none' {
     const type = this.#schema.getRootType(operation.operation);
     if (type === undefined || type === null) return 'none';
-    const analysis = new SelectionAnalysis(this.#schema, fragments, variables);
-    const fields = [];
-    for (const root of analysis.rootFields(type, operation.selectionSet)) {
-      const fact = factsOf(root.definition).plan;
-      if (fact !== undefined) fields.push({ root, fact });
-    }
+    const fields = new SelectionAnalysis(this.#schema, plans.fragments, variables).rootFields(type, operation.selectionSet).map((root) => ({ root, fact: factsOf(root.definition).plan }));
     if (fields.length === 0) return 'none';
-    let constant = true;
-    for (const { root } of fields) for (const argument of root.nodes[0]!.arguments ?? []) visit(argument, { Variable: () => void (constant = false) });
-    return { operation, fields, constant, bound: {} };
+    return { operation, fields, fragments: plans.fragments, constant: !plans.argumentVariables, bound: {} };
   }
 }
 
@@ -194,11 +200,12 @@ class ReadList {
 }
 
 /** The plan of one shape for these variables: ids, windows and the reads they make. */
-function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>>, authorized: boolean, strategy: Strategy): OperationPlan {
+function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>>, authorized: boolean, strategy: Strategy, counter: ItemCount): OperationPlan {
   const heads = new Map<string, SelectionNeeds>();
   const fields = new Map<string, FieldPlan>();
   const reads = new ReadList();
   const listings = new Map<string, HeadListing & { fields: string[] }>();
+  let items = 0;
   const nameHead = (id: string | undefined, needs: SelectionNeeds) => {
     if (id === undefined) return;
     const known = heads.get(id);
@@ -212,7 +219,9 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
     } catch {
       continue; // execution refuses the field the same way, with no call
     }
-    switch (fact.kind) {
+    const window = fact?.kind === 'headListing' || fact?.kind === 'permissionListing' ? windowLength(args) : undefined;
+    if (window !== 0) items += counter.ofRoot(root, window);
+    switch (fact?.kind) {
       case 'head':
         nameHead(fact.ids === 'head' ? headIdFrom(args[fact.arg]) : nodeHeadIdFrom(args[fact.arg]), root.needs);
         break;
@@ -265,7 +274,14 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
     const carried = initial.reduce((bits, read) => bits | carries[read], 0);
     for (const read of planHeadReads(needs.deferred, carried, strategy)) reads.add(read, { id });
   }
-  return { heads, fields, reads: reads.reads, calls: reads.reads.length, exact: reads.exact };
+  return { heads, fields, reads: reads.reads, calls: reads.reads.length, exact: reads.exact, items };
+}
+
+/** How many items a connection's arguments ask for; 0 for arguments the field refuses (it answers none). */
+function windowLength(args: Record<string, unknown>): number {
+  if (!connectionArgsSchema.safeParse(args).success) return 0;
+  const window = connectionWindow(args as ConnectionArgs);
+  return window.fromEnd ? window.last : window.size;
 }
 
 /** One window of the `heads` listing, and what its fields need of it, now and deferred. */

@@ -1,33 +1,60 @@
 import { SpanStatusCode } from '@opentelemetry/api';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import type { GatewayContext } from '../context.js';
-import type { Planner } from '../plan/operation-plan.js';
+import type { OperationPlan, Planner } from '../plan/operation-plan.js';
+import { batchOf } from '../request-batch.js';
 import { carriesToken } from '../schema/inputs.js';
 import { spanAttributes, type Tracing } from '../tracing.js';
 
 export interface UpstreamPlanOptions {
   readonly planner: Planner;
-  /** Upstream calls one operation may make. */
+  /** Upstream calls one request (one operation, or a whole batch) may make. */
   readonly budget: number;
-  /** Told of every refusal, for metrics. */
-  readonly onRefused?: () => void;
+  /** List entries one request's answer may hold (MAX_RESULT_ITEMS). */
+  readonly maxItems: number;
+  /** Told of every refusal with the limit's name (`budget`, `items`), for metrics. */
+  readonly onRefused?: (limit: 'budget' | 'items') => void;
   /** The plan's span, under the operation's; only when spans are recorded (nothing else needs it). */
   readonly tracing?: Tracing;
+}
+
+/** What the operations of a request admitted before this one plan to cost (zero outside a batch). */
+const NOTHING_PLANNED = Object.freeze({ calls: 0, items: 0 });
+
+/** The refusal of a plan over a limit, or undefined when it fits beside what its batch already planned. */
+function refusalOf(plan: OperationPlan, planned: { readonly calls: number; readonly items: number }, budget: number, maxItems: number) {
+  const besides = (spent: number, what: string) => (spent === 0 ? '' : ` (its batch's other operations already plan ${spent} ${what})`);
+  if (planned.calls + plan.calls > budget) {
+    const cost = plan.exact ? `would cost ${plan.calls}` : `could cost up to ${plan.calls}`;
+    return createGraphQLError(`This operation ${cost} upstream calls${besides(planned.calls, 'calls')}; the budget is ${budget}. Ask for fewer items or fields.`, {
+      extensions: { code: 'UPSTREAM_BUDGET_EXCEEDED', limit: 'budget', estimatedCalls: plan.calls, budget },
+    });
+  }
+  if (planned.items + plan.items > maxItems) {
+    return createGraphQLError(`This operation could answer ${plan.items} list items${besides(planned.items, 'items')}; the limit is ${maxItems}. Ask for smaller pages or fewer aliases.`, {
+      extensions: { code: 'RESULT_TOO_LARGE', limit: 'items', estimatedItems: plan.items, maxItems },
+    });
+  }
+  return undefined;
 }
 
 /**
  * Plans the operation's upstream calls before execution (`plan/operation-plan.ts`) and hands the
  * plan to its resolvers. An operation whose plan costs more calls than the budget is refused with
- * zero calls (code UPSTREAM_BUDGET_EXCEEDED, `limit: "budget"`, with `estimatedCalls` and `budget`). Calls execution
- * makes past the budget anyway (retries, reads the plan could only bound) are refused by the
- * operation's guard as they come, with the same code.
+ * zero calls (code UPSTREAM_BUDGET_EXCEEDED, `limit: "budget"`, with `estimatedCalls` and
+ * `budget`); one whose answer could hold more list entries than `maxItems` likewise (code
+ * RESULT_TOO_LARGE, `limit: "items"`, with `estimatedItems` and `maxItems`). The operations of a
+ * batch share both: each is admitted while what it plans fits beside what those admitted before
+ * it plan, in the order they reach execution (the batch's order). Calls execution makes past
+ * the budget anyway (retries, reads the plan could only bound) are refused by the operation's
+ * guard as they come, with the same code.
  */
 export function useUpstreamPlan(options: UpstreamPlanOptions): Plugin {
-  const { planner, budget } = options;
+  const { planner, budget, maxItems } = options;
   const tracer = options.tracing?.recording === true ? options.tracing.tracer : undefined;
   return {
     onExecute({ args, setResultAndStopExecution }) {
-      const context = args.contextValue as unknown as GatewayContext;
+      const context = args.contextValue as unknown as GatewayContext & { request?: Request };
       const span = tracer?.startSpan('upstream plan', undefined, context.trace);
       const plan = planner.plan({
         document: args.document,
@@ -35,25 +62,24 @@ export function useUpstreamPlan(options: UpstreamPlanOptions): Plugin {
         variables: args.variableValues as Record<string, unknown> | undefined,
         authorized: carriesToken(context),
       });
+      const batch = context.request === undefined ? undefined : batchOf(context.request);
+      const refusal = refusalOf(plan, batch?.planned ?? NOTHING_PLANNED, budget, maxItems);
       if (span !== undefined) {
         span.setAttribute(spanAttributes.planCalls, plan.calls);
         span.setAttribute(spanAttributes.planExact, plan.exact);
-        if (plan.calls > budget) span.setStatus({ code: SpanStatusCode.ERROR, message: 'over the upstream call budget' });
+        if (refusal !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: refusal.extensions.limit === 'items' ? 'over the result items limit' : 'over the upstream call budget' });
         span.end();
       }
-      if (plan.calls <= budget) {
+      if (refusal === undefined) {
         context.plan = plan;
+        if (batch !== undefined) {
+          batch.planned.calls += plan.calls;
+          batch.planned.items += plan.items;
+        }
         return;
       }
-      options.onRefused?.();
-      const cost = plan.exact ? `would cost ${plan.calls}` : `could cost up to ${plan.calls}`;
-      setResultAndStopExecution({
-        errors: [
-          createGraphQLError(`This operation ${cost} upstream calls; the budget is ${budget}. Ask for fewer items or fields.`, {
-            extensions: { code: 'UPSTREAM_BUDGET_EXCEEDED', limit: 'budget', estimatedCalls: plan.calls, budget },
-          }),
-        ],
-      });
+      options.onRefused?.(refusal.extensions.limit as 'budget' | 'items');
+      setResultAndStopExecution({ errors: [refusal] });
     },
   };
 }

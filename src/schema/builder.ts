@@ -3,6 +3,7 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { DateTimeResolver, JSONResolver, URLResolver, UUIDResolver } from 'graphql-scalars';
 import type { GatewayContext } from '../context.js';
+import { items } from '../plan/facts.js';
 import { boundedJson, invalidInput, literalWithinDepth } from './inputs.js';
 
 /** How graphql-scalars' DateTime writes a timestamp (`Date#toISOString` of years 0 to 9999). */
@@ -37,10 +38,10 @@ export const builder = new SchemaBuilder<{
     clientMutationId: 'omit',
     idFieldOptions: { description: 'Globally unique ID (Relay).' },
     cursorType: 'String',
-    edgesFieldOptions: { nullable: false, description: 'The items of this page, each with its cursor.' },
+    edgesFieldOptions: { nullable: false, description: 'The items of this page, each with its cursor.', ...items('window') },
     nodeFieldOptions: { nullable: false, description: 'The item.' },
     cursorFieldOptions: { description: 'Opaque cursor of this item, for `after`/`before`.' },
-    nodesOnConnection: { description: 'The items of this page, for clients that do not need cursors.' },
+    nodesOnConnection: { description: 'The items of this page, for clients that do not need cursors.', ...items('window') },
     pageInfoFieldOptions: { description: 'Where this page sits in the whole listing.' },
     hasNextPageFieldOptions: { description: 'Whether items follow this page.' },
     hasPreviousPageFieldOptions: { description: 'Whether items precede this page.' },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { plan } from '../plan/facts.js';
+import { items, plan } from '../plan/facts.js';
 import { builder } from './builder.js';
 import { loadHead } from './head.js';
 import { invalidNodeIdAt, MAX_NODE_IDS, nodeIdFrom, nodeIdSchema } from './inputs.js';
@@ -22,7 +22,7 @@ builder.queryFields((t) => ({
     nullable: { list: false, items: true },
     description: `Fetches objects by their global IDs (heads also by raw UUIDs), in order; an ID that matches nothing gives null, one that is not an ID an error at its index. At most ${MAX_NODE_IDS}; the same ID twice is read once.`,
     args: { ids: t.arg.idList({ required: true, description: `Global IDs or head UUIDs (at most ${MAX_NODE_IDS}).`, validate: z.array(z.string()).max(MAX_NODE_IDS) }) },
-    ...plan({ kind: 'heads', arg: 'ids' }),
+    ...items({ arg: 'ids' }, { kind: 'heads', arg: 'ids' }),
     resolve: (_, args, ctx) =>
       args.ids.map((raw, index) => {
         const id = nodeIdFrom(raw);
