@@ -8,7 +8,8 @@ import { startTestGateway, type TestGateway } from './support/gateway.js';
  * Property: for generated operations over head, heads, node and nodes (aliases, named and inline
  * fragments, @include/@skip with literals and variables), the calls the gateway makes, the
  * count of its plan, and the lower bound an independent oracle works out from the contract's
- * endpoint table are one and the same number.
+ * endpoint table are one and the same number; and the plan's count of list entries (the items
+ * limit) is what the answer holds when its windows are full.
  *
  * The oracle knows the contract, not the data: before execution nobody knows which heads a page
  * holds or whether a head has a hair, so a head named by id costs its own reads even when a
@@ -149,6 +150,21 @@ function lowerBound(op: Operation, ids: readonly string[]): number {
   return calls;
 }
 
+/** The oracle of the items limit: the list entries an answer holds with a full window, `nodes(ids:)` one per id. */
+function itemsBound(op: Operation): number {
+  let items = 0;
+  for (const r of op.roots) {
+    if (!included(r.wrap, op.flag)) continue;
+    if (r.kind === 'nodes') items += r.ids.length;
+    if (r.kind === 'heads') items += op.first * (r.shape === 'both' ? 2 : 1);
+  }
+  return items;
+}
+
+/** List entries an answer holds, at any depth. */
+const entriesOf = (value: unknown): number =>
+  Array.isArray(value) ? value.length + value.reduce((sum: number, entry) => sum + entriesOf(entry), 0) : value !== null && typeof value === 'object' ? Object.values(value).reduce((sum: number, entry) => sum + entriesOf(entry), 0) : 0;
+
 // ---- rendering the model as a GraphQL document ----
 function render(op: Operation, ids: readonly string[]): { query: string; variables: Record<string, unknown> } {
   const fragments: string[] = [];
@@ -219,18 +235,20 @@ function render(op: Operation, ids: readonly string[]): { query: string; variabl
 let t: TestGateway;
 let ids: string[];
 let operations = 0;
+let listingSize: number;
 
 
 beforeAll(async () => {
   // Generated documents carry many directives; the limits are not what this test is about.
   t = await startTestGateway({ env: { MAX_DIRECTIVES: '500', MAX_TOKENS: '10000' } });
   ids = t.reference.store.headIds().slice(0, 6);
+  listingSize = t.reference.store.headIds().length;
 });
 
 afterAll(() => t.close());
 
 describe('the plan of generated operations', () => {
-  it(`calls made = the plan's count = the contract's lower bound, for ${RUNS} operations (seed ${SEED})`, async () => {
+  it(`calls made = the plan's count = the contract's lower bound, and the plan's items = what a full answer holds, for ${RUNS} operations (seed ${SEED})`, async () => {
     await fc.assert(
       fc.asyncProperty(operation, async (op) => {
         const { query, variables } = render(op, ids);
@@ -245,6 +263,11 @@ describe('the plan of generated operations', () => {
         const plan = planOf(query, variables);
         const bound = lowerBound(op, ids);
         expect({ made, planned: plan.calls, exact: plan.exact }, query).toEqual({ made: bound, planned: bound, exact: true });
+        // The items limit's count: what the answer holds when every window is full, never less than it holds.
+        const answered = entriesOf(response.data);
+        expect(plan.items, query).toBe(itemsBound(op));
+        if ((op.after ?? -1) + 1 + op.first <= listingSize) expect(answered, query).toBe(plan.items);
+        else expect(answered, query).toBeLessThanOrEqual(plan.items);
       }),
       { numRuns: RUNS, seed: SEED },
     );

@@ -135,10 +135,9 @@ export class Planner {
       plans.shapes.set(shapeKey, shape);
     }
     if (shape === 'none') return EMPTY_PLAN;
-    const counter = new ItemCount(this.#schema, shape.fragments, variables);
-    if (!shape.constant) return bind(shape, variables, request.authorized, this.strategy, counter);
+    if (!shape.constant) return bind(shape, variables, request.authorized, this.strategy, this.#schema);
     const key = request.authorized ? 'authorized' : 'anonymous';
-    return (shape.bound[key] ??= bind(shape, variables, request.authorized, this.strategy, counter));
+    return (shape.bound[key] ??= bind(shape, variables, request.authorized, this.strategy, this.#schema));
   }
 
   #documentPlans(document: DocumentNode): DocumentPlans {
@@ -200,7 +199,8 @@ class ReadList {
 }
 
 /** The plan of one shape for these variables: ids, windows and the reads they make. */
-function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>>, authorized: boolean, strategy: Strategy, counter: ItemCount): OperationPlan {
+function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>>, authorized: boolean, strategy: Strategy, schema: GraphQLSchema): OperationPlan {
+  const counter = new ItemCount(schema, shape.fragments, variables);
   const heads = new Map<string, SelectionNeeds>();
   const fields = new Map<string, FieldPlan>();
   const reads = new ReadList();
