@@ -41,8 +41,8 @@ const APQ_PREFIX = 'gw:apq:';
 /**
  * Registrations shared by every process and replica through Redis, each kept `ttlSeconds`. The
  * process's own store answers first (a hash names its text for good, so a local copy never goes
- * stale) and keeps every registration too, so while Redis is unreachable the process goes on
- * as if it had none: what it registered still runs, what others registered is
+ * stale) and keeps every registration too, so while Redis is unreachable or refuses writes the
+ * process goes on as if it had none: what it registered still runs, what others registered is
  * PersistedQueryNotFound once (the client then sends the text).
  */
 export function createRedisQueryStore(options: RedisQueryStoreOptions): PersistedQueryStore {
@@ -60,8 +60,8 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
         if (shared === null) return undefined;
         await local.set(hash, shared);
         return shared;
-      } catch {
-        redis.fellBack('apq');
+      } catch (error) {
+        redis.fellBack('apq', error);
         return undefined;
       }
     },
@@ -70,7 +70,7 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
       if (!redis.ready()) return redis.fellBack('apq');
       await redis.client.set(APQ_PREFIX + hash, query, 'EX', ttlSeconds).then(
         () => undefined,
-        () => redis.fellBack('apq'),
+        (error: unknown) => redis.fellBack('apq', error),
       );
     },
   };

@@ -100,7 +100,7 @@ describe('Redis stopping mid-run', () => {
   });
   afterAll(() => t?.close());
 
-  const fallbacks = async (store: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}"}`) ?? 0;
+  const fallbacks = async (store: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}",reason="unreachable"}`) ?? 0;
   const run = async (caller: string) => {
     const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: `Bearer ${caller}` }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
     return { status: response.status, body: (await response.json()) as any };

@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import type { RateLimiterAbstract, RateLimiterMemory } from 'rate-limiter-flexible';
+import type { RateLimiterAbstract, RateLimiterRedis } from 'rate-limiter-flexible';
 import type { CallerLimitSettings } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import type { SharedRedis } from '../shared-state.js';
@@ -55,17 +55,22 @@ let loaded: RateLimiterFlexible | undefined;
  */
 const rateLimiters = (): RateLimiterFlexible => (loaded ??= createRequire(import.meta.url)('rate-limiter-flexible') as RateLimiterFlexible);
 
-type LimiterOptions = ConstructorParameters<typeof RateLimiterMemory>[0];
-
-/** The process's own counters, standing in while Redis cannot answer; each use is counted. */
-function countedFallback(options: LimiterOptions, onUse: () => void): RateLimiterAbstract {
-  const fallback = new (rateLimiters().RateLimiterMemory)(options);
-  const consume = fallback.consume.bind(fallback);
-  fallback.consume = (...args) => {
-    onUse();
-    return consume(...args);
-  };
-  return fallback;
+/**
+ * A limiter in Redis that tells of each Redis call that failed, with its error (no connection, or
+ * a write refused: `maxmemory` reached, a read-only replica); its insurance, the process's own
+ * counters, then answers. `_upsert` is the one store call that consume and reward make
+ * (rate-limiter-flexible's interface for stores); a failure reaches the insurance without its error.
+ */
+function reportingRedisLimiter(options: ConstructorParameters<typeof RateLimiterRedis>[0], onFailure: (error: unknown) => void): RateLimiterAbstract {
+  const limiter = new (rateLimiters().RateLimiterRedis)(options);
+  const store = limiter as unknown as { _upsert(...args: unknown[]): Promise<unknown> };
+  const upsert = store._upsert.bind(limiter);
+  store._upsert = (...args) =>
+    upsert(...args).catch((error: unknown) => {
+      onFailure(error);
+      throw error;
+    });
+  return limiter;
 }
 
 /**
@@ -84,16 +89,19 @@ return {n, redis.call('pttl', KEYS[1])}`;
 function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined, script?: string): RateLimiterAbstract {
   const options = { keyPrefix: `gw:${name}`, points, duration: durationSeconds };
   // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
-  const { RateLimiterMemory, RateLimiterRedis } = rateLimiters();
+  const { RateLimiterMemory } = rateLimiters();
   if (redis === undefined) return new RateLimiterMemory(script === undefined ? options : { ...options, duration: 0 });
-  // Redis down: each process counts on its own (the limit holds per process) rather than refusing.
-  return new RateLimiterRedis({
-    ...options,
-    storeClient: redis.client,
-    rejectIfRedisNotReady: true,
-    insuranceLimiter: countedFallback(options, () => redis.fellBack('limits')),
-    ...(script === undefined ? {} : { customIncrTtlLuaScript: script }),
-  });
+  // Redis down or refusing writes: each process counts on its own (the limit holds per process) rather than refusing.
+  return reportingRedisLimiter(
+    {
+      ...options,
+      storeClient: redis.client,
+      rejectIfRedisNotReady: true,
+      insuranceLimiter: new RateLimiterMemory(options),
+      ...(script === undefined ? {} : { customIncrTtlLuaScript: script }),
+    },
+    (error) => redis.fellBack('limits', error),
+  );
 }
 
 /**
