@@ -6,13 +6,18 @@ import { startRedis, type RedisProcess } from './support/redis.js';
 
 /*
  * APQ registrations with REDIS_URL, against a real redis-server: a registration is stored only
- * once its document parsed and validated with every limit.
+ * once its document parsed and validated with every limit, and Redis holds no more than
+ * APQ_MAX_ENTRIES registrations and APQ_MAX_BYTES of text, every gateway's together, each key
+ * with a TTL.
  */
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const registration = (query: string) => ({ query, extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
 const byHash = (query: string) => ({ extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
 const codeOf = (answer: Answer) => answer.body.errors?.[0]?.extensions?.['code'];
+
+/** A valid query `bytes` long, told apart by `n` (a comment: no token, no depth). */
+const paddedQuery = (n: number, bytes = 20) => `{ __typename } # ${n} `.padEnd(bytes, 'x');
 
 let redis: RedisProcess;
 let client: Redis;
@@ -67,7 +72,7 @@ describe.each([
     expect(await client.dbsize()).toBe(0);
   });
 
-  it('a valid registration is stored (in Redis with a TTL) and runs by hash', async () => {
+  it('a valid registration is stored (in Redis with a TTL of APQ_TTL_SECONDS at most) and runs by hash', async () => {
     const query = '{ heads(first: 1) { totalCount } }';
     expect((await post(t, registration(query))).body.data).toEqual({ heads: { totalCount: expect.any(Number) } });
     const hashOnly = await post(t, byHash(query));
@@ -78,6 +83,53 @@ describe.each([
     for (const key of all) {
       const ttl = await client.pttl(key);
       expect(ttl, key).toBeGreaterThan(0);
+      expect(ttl, key).toBeLessThanOrEqual(10_800_000);
     }
+  });
+});
+
+describe('registrations in Redis are bounded across gateways', () => {
+  const gateways: TestGateway[] = [];
+  const start = (env: Record<string, string>) => startTestGateway({ env: { REDIS_URL: redis.url, ...env } });
+  afterAll(() => Promise.all(gateways.splice(0).map((g) => g.close())));
+
+  /** Registers `queries` in turn at two gateways with the bounds of `env`, then asks a third that has none in memory. */
+  async function registerThroughTwo(env: Record<string, string>, queries: string[]) {
+    await client.flushall();
+    const [a, b, fresh] = await Promise.all([start(env), start(env), start(env)]);
+    gateways.push(a!, b!, fresh!);
+    for (const [i, query] of queries.entries()) expect((await post(i % 2 === 0 ? a! : b!, registration(query))).body.errors).toBeUndefined();
+    const runsByHash = async (query: string) => codeOf(await post(fresh!, byHash(query))) === undefined;
+    return { ...(await apqKeys()), runsByHash };
+  }
+
+  it('APQ_MAX_ENTRIES=3: 8 registrations leave the 3 newest in Redis; the oldest are gone for a gateway that did not see them', async () => {
+    const queries = Array.from({ length: 8 }, (_, i) => paddedQuery(i));
+    const { all, texts, runsByHash } = await registerThroughTwo({ APQ_MAX_ENTRIES: '3' }, queries);
+    expect([...texts.keys()].sort()).toEqual(queries.slice(5).map(sha256).sort());
+    expect(await client.zcard('gw:apq:index')).toBe(3);
+    for (const key of all) expect(await client.pttl(key), key).toBeGreaterThan(0);
+    expect(await runsByHash(queries[0]!)).toBe(false);
+    expect(await runsByHash(queries[7]!)).toBe(true);
+  });
+
+  it('APQ_MAX_BYTES=1024: registrations of 300 bytes leave 3 in Redis, 900 bytes, the byte count kept with them', async () => {
+    const queries = Array.from({ length: 7 }, (_, i) => paddedQuery(i, 300));
+    const { all, texts, runsByHash } = await registerThroughTwo({ APQ_MAX_BYTES: '1024' }, queries);
+    expect([...texts.keys()].sort()).toEqual(queries.slice(4).map(sha256).sort());
+    const bytes = [...texts.values()].reduce((sum, n) => sum + n, 0);
+    expect(bytes).toBe(900);
+    expect(Number(await client.get('gw:apq:bytes'))).toBe(bytes);
+    for (const key of all) expect(await client.pttl(key), key).toBeGreaterThan(0);
+    expect(await runsByHash(queries[3]!)).toBe(false);
+    expect(await runsByHash(queries[6]!)).toBe(true);
+  });
+
+  it('the same registration twice is one entry of its size', async () => {
+    const query = paddedQuery(1, 200);
+    const { texts } = await registerThroughTwo({}, [query, query]);
+    expect([...texts]).toEqual([[sha256(query), 200]]);
+    expect(await client.zcard('gw:apq:index')).toBe(1);
+    expect(Number(await client.get('gw:apq:bytes'))).toBe(200);
   });
 });
