@@ -74,11 +74,23 @@ function reportingRedisLimiter(options: ConstructorParameters<typeof RateLimiter
 }
 
 /**
- * In-flight counts in Redis: the key's lifetime restarts with every change (the default script
- * sets it once, so a busy caller's count would expire under its running operations) and the key
+ * The one counting script of every limiter on the process's Redis connection: rate-limiter-flexible
+ * makes a limiter's script the connection's `rlflxIncr` command, so the last limiter made would
+ * count for all (with an in-flight limit set, a rate window restarted with every operation and a
+ * steady caller under its rate was refused for good). A window's count expires `duration` after
+ * its first operation. An in-flight count (the `gw:inflight:` keys) has its lifetime restart
+ * with every change (a busy caller's count must not expire under its running operations) and
  * goes at zero, never below (a release that finds it expired must not lend a slot).
  */
-const inFlightScript = `local n = redis.call('incrby', KEYS[1], ARGV[1])
+const countScript = `local n = redis.call('incrby', KEYS[1], ARGV[1])
+if string.sub(KEYS[1], 1, 12) ~= 'gw:inflight:' then
+  local ttl = redis.call('pttl', KEYS[1])
+  if ttl == -1 then
+    redis.call('expire', KEYS[1], ARGV[2])
+    ttl = 1000 * ARGV[2]
+  end
+  return {n, ttl}
+end
 if n <= 0 then
   redis.call('del', KEYS[1])
   return {0, 0}
@@ -86,20 +98,14 @@ end
 redis.call('expire', KEYS[1], ARGV[2])
 return {n, redis.call('pttl', KEYS[1])}`;
 
-function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined, script?: string): RateLimiterAbstract {
+function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined): RateLimiterAbstract {
   const options = { keyPrefix: `gw:${name}`, points, duration: durationSeconds };
   // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
   const { RateLimiterMemory } = rateLimiters();
-  if (redis === undefined) return new RateLimiterMemory(script === undefined ? options : { ...options, duration: 0 });
+  if (redis === undefined) return new RateLimiterMemory(name === 'inflight' ? { ...options, duration: 0 } : options);
   // Redis down or refusing writes: each process counts on its own (the limit holds per process) rather than refusing.
   return reportingRedisLimiter(
-    {
-      ...options,
-      storeClient: redis.client,
-      rejectIfRedisNotReady: true,
-      insuranceLimiter: new RateLimiterMemory(options),
-      ...(script === undefined ? {} : { customIncrTtlLuaScript: script }),
-    },
+    { ...options, storeClient: redis.client, rejectIfRedisNotReady: true, insuranceLimiter: new RateLimiterMemory(options), customIncrTtlLuaScript: countScript },
     (error) => redis.fellBack('limits', error),
   );
 }
@@ -116,7 +122,7 @@ export function createCallerLimiters(settings: CallerLimitSettings, options: { r
   return {
     requests: rate('requests', settings.requestsPerSecond),
     upstreamCalls: rate('calls', settings.upstreamCallsPerSecond),
-    inFlight: settings.inFlight === undefined ? undefined : limiter('inflight', settings.inFlight, options.inFlightTtlSeconds, redis, inFlightScript),
+    inFlight: settings.inFlight === undefined ? undefined : limiter('inflight', settings.inFlight, options.inFlightTtlSeconds, redis),
   };
 }
 
