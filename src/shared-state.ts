@@ -34,7 +34,7 @@ const COMMAND_TIMEOUT_MS = 500;
 const WARN_EVERY_MS = 60_000;
 
 /** A refusal is Redis's answer (its message starts with its code); anything else is no answer. */
-export function fallbackReason(error: unknown): FallbackReason {
+function fallbackReason(error: unknown): FallbackReason {
   if (!(error instanceof ReplyError)) return 'unreachable';
   const code = /^[A-Z]+/.exec((error as Error).message)?.[0];
   return code === 'OOM' ? 'out_of_memory' : code === 'READONLY' ? 'read_only' : 'error';
