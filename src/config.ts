@@ -73,7 +73,7 @@ const environment = z.object({
   RATE_LIMIT_IN_FLIGHT: integer(1, 100_000).optional(),
   TRUST_PROXY: flag('TRUST_PROXY').default(false),
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'a redis:// or rediss:// URL' }).optional(),
-  APQ_TTL_SECONDS: integer(60, 31_536_000).default(86_400),
+  APQ_TTL_SECONDS: integer(60, 31_536_000).default(10_800),
   METRICS_OPERATION_NAMES: integer(1, 100_000).default(500),
   SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: 'one of fatal, error, warn, info, debug, trace, silent' }).default('info'),
@@ -176,11 +176,14 @@ export interface CallerLimitSettings {
 
 /** Documents a client may name by hash instead of sending their text. */
 export interface PersistedDocumentsSettings {
-  /** Automatic persisted queries (Apollo's protocol) kept in memory, the least recently used dropped first. */
+  /**
+   * Automatic persisted queries (Apollo's protocol) kept at most: in each process's memory (the
+   * least recently used dropped first) and in Redis, every replica's together (the oldest first).
+   */
   readonly apqMaxEntries: number;
-  /** Bytes of query text the APQ store keeps at most. */
+  /** Bytes of query text the APQ store keeps at most, in memory and in Redis alike. */
   readonly apqMaxBytes: number;
-  /** How long a registration lives in Redis (REDIS_URL); in memory the two bounds above apply. */
+  /** How long a registration lives in Redis (REDIS_URL); in memory only the two bounds above apply. */
   readonly apqTtlSeconds: number;
   /** The trusted documents manifest (TRUSTED_DOCUMENTS_FILE), if any. */
   readonly trustedDocuments: TrustedDocuments | undefined;

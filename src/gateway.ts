@@ -141,8 +141,9 @@ function createGateway(options: GatewayOptions): Gateway {
   const refused = (limit: string) => () => countRefusal(limit);
   const planner = new Planner({ schema, strategy: settings.planner });
   const { persistedDocuments } = settings;
-  const localApq = createMemoryQueryStore({ maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes });
-  const apqStore = options.apqStore ?? (options.redis ? createRedisQueryStore({ redis: options.redis, local: localApq, ttlSeconds: persistedDocuments.apqTtlSeconds }) : localApq);
+  const apqBounds = { maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes };
+  const localApq = createMemoryQueryStore(apqBounds);
+  const apqStore = options.apqStore ?? (options.redis ? createRedisQueryStore({ redis: options.redis, local: localApq, ttlSeconds: persistedDocuments.apqTtlSeconds, ...apqBounds }) : localApq);
   const callerLimits = useCallerLimits({
     limiters: createCallerLimiters(settings.callerLimits, { redis: options.redis, inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000) }),
     trustProxy: settings.callerLimits.trustProxy,

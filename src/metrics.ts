@@ -86,8 +86,8 @@ export class GatewayMetrics {
 
   readonly sharedStateFallbacks = new Counter({
     name: 'gateway_shared_state_fallbacks_total',
-    help: 'Operations whose rate limits or APQ lookup used process memory because Redis (REDIS_URL) did not answer.',
-    labelNames: ['store'] as const,
+    help: 'Redis (REDIS_URL) commands of the rate limits or the APQ store served from process memory instead, by store and reason (unreachable, out_of_memory, read_only, error).',
+    labelNames: ['store', 'reason'] as const,
     registers: [this.registry],
   });
 

@@ -1,9 +1,16 @@
-import { Redis } from 'ioredis';
+import { Redis, ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
 import type { GatewayMetrics } from './metrics.js';
 
 /** What a process keeps in Redis when REDIS_URL is set: the limiters' counters and the APQ registrations. */
 export type SharedStore = 'limits' | 'apq';
+
+/**
+ * Why Redis did not serve a store, as `gateway_shared_state_fallbacks_total{reason}` names it:
+ * no connection or no answer in time, or an answer that refused the command (`maxmemory` reached
+ * with a policy that evicts nothing, a read-only replica, anything else Redis refuses).
+ */
+export type FallbackReason = 'unreachable' | 'out_of_memory' | 'read_only' | 'error';
 
 /** One Redis connection per process, shared by the limiters and the APQ store. */
 export interface SharedRedis {
@@ -12,23 +19,42 @@ export interface SharedRedis {
   ready(): boolean;
   /** Resolves once connected, or after `timeoutMs` (the gateway serves either way). */
   whenReady(timeoutMs: number): Promise<boolean>;
-  /** A store answered from process memory because Redis could not: counted, and warned about. */
-  fellBack(store: SharedStore): void;
+  /**
+   * A store answered from process memory because Redis could not (`error`: the command's failure;
+   * none when it was not sent): counted by reason, and warned about.
+   */
+  fellBack(store: SharedStore, error?: unknown): void;
   close(): Promise<void>;
 }
 
 /** A Redis command that takes longer fails, and its store falls back to process memory. */
 const COMMAND_TIMEOUT_MS = 500;
 
-/** A warning about Redis at most this often. */
-const WARN_EVERY_MS = 10_000;
+/** A warning about Redis at most this often: a refusal lasts as long as Redis stays full. */
+const WARN_EVERY_MS = 60_000;
+
+/** A refusal is Redis's answer (its message starts with its code); anything else is no answer. */
+function fallbackReason(error: unknown): FallbackReason {
+  if (!(error instanceof ReplyError)) return 'unreachable';
+  const code = /^[A-Z]+/.exec((error as Error).message)?.[0];
+  return code === 'OOM' ? 'out_of_memory' : code === 'READONLY' ? 'read_only' : 'error';
+}
+
+const meanwhile = 'rate limits count per process and APQ registrations stay in process memory';
+const warnings: Record<FallbackReason, string> = {
+  unreachable: `Redis unreachable: ${meanwhile} until it is back`,
+  out_of_memory: `Redis refuses writes (maxmemory reached): ${meanwhile} meanwhile`,
+  read_only: `Redis refuses writes (a read-only replica): ${meanwhile} meanwhile`,
+  error: `Redis refused a command: ${meanwhile} meanwhile`,
+};
 
 /**
  * Connects to Redis for the shared stores. The gateway never waits on Redis: while it is
  * unreachable, commands fail at once (no offline queue, no retries per command) and the stores
  * fall back to process memory; ioredis keeps reconnecting (backoff up to 2 s) and they use it
- * again as soon as it is back. One warning per outage and one line when it is over; the messages
- * name no address (the URL may carry a password).
+ * again as soon as it is back. A warning when it goes (or refuses a write), at most one a minute,
+ * and one line when it is back; the messages name no address (the URL may carry a password) and
+ * quote nothing Redis said beyond its error's code.
  */
 function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): SharedRedis {
   const client = new Redis(url, {
@@ -39,16 +65,17 @@ function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics,
     retryStrategy: (attempt) => Math.min(100 * attempt, 2_000),
   });
   let down = false;
-  let lastWarning = 0;
-  const warn = (code: unknown) => {
+  let lastWarning = -Infinity;
+  const warn = (reason: FallbackReason, fields: { code?: string; store?: SharedStore }) => {
+    if (Date.now() - lastWarning < WARN_EVERY_MS) return;
     lastWarning = Date.now();
-    logger.warn({ code: typeof code === 'string' ? code : undefined }, 'Redis unreachable: rate limits count per process and APQ registrations stay in process memory until it is back');
+    logger.warn({ reason, ...fields }, warnings[reason]);
   };
-  // One warning per outage: a failed command and the connection's own events may both tell of it.
+  // A failed command and the connection's own events may both tell of one outage.
   const lost = (error?: { code?: unknown }) => {
     if (down) return;
     down = true;
-    if (Date.now() - lastWarning > WARN_EVERY_MS) warn(error?.code);
+    warn('unreachable', typeof error?.code === 'string' ? { code: error.code } : {});
   };
   client.on('error', lost);
   client.on('close', () => lost());
@@ -69,10 +96,11 @@ function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics,
       clearTimeout(timer);
       return ready;
     },
-    fellBack(store) {
-      metrics.sharedStateFallbacks.inc({ store });
-      // A command that failed on a live connection (a timeout) is an outage the events do not tell.
-      if (!down && Date.now() - lastWarning > WARN_EVERY_MS) warn(undefined);
+    fellBack(store, error) {
+      const reason = fallbackReason(error);
+      metrics.sharedStateFallbacks.inc({ store, reason });
+      // A refusal, or a command that failed on a live connection (a timeout): the events do not tell.
+      warn(reason, { store });
     },
     async close() {
       client.removeAllListeners('error');

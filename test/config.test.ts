@@ -37,7 +37,7 @@ describe('loadConfig', () => {
       corsOrigins: [],
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxBodyBytes: 100_000 },
       maxBatch: 10,
-      persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 86_400, trustedDocuments: undefined, trustedDocumentsOnly: false },
+      persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,
       shutdownGraceMs: 10_000,
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, trustProxy: false },

@@ -87,6 +87,31 @@ describe('two gateway processes on one Redis', () => {
   });
 });
 
+describe('a rate limit beside an in-flight limit in Redis', () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3', RATE_LIMIT_IN_FLIGHT: '10' } });
+  });
+  afterAll(() => t?.close());
+
+  it('keeps its own window: it expires two seconds after the first operation, not after the last', async () => {
+    const send = () => t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: 'Bearer steady' }, body: JSON.stringify({ query: '{ __typename }' }) });
+    const check = new Redis(redis.url);
+    try {
+      // The caller's key: its token's SHA-256 (plugins/caller-limits.ts).
+      const key = `gw:requests:token:${createHash('sha256').update('Bearer steady').digest('base64url')}`;
+      expect((await send()).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect((await send()).status).toBe(200);
+      // The in-flight script restarted the window with every operation: a steady caller was refused for good.
+      expect(await check.pttl(key)).toBeLessThanOrEqual(1_600);
+      expect(await check.get(key)).toBe('2');
+    } finally {
+      check.disconnect();
+    }
+  });
+});
+
 describe('Redis stopping mid-run', () => {
   let t: TestGateway;
   let shared: SharedRedis;
@@ -100,7 +125,7 @@ describe('Redis stopping mid-run', () => {
   });
   afterAll(() => t?.close());
 
-  const fallbacks = async (store: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}"}`) ?? 0;
+  const fallbacks = async (store: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}",reason="unreachable"}`) ?? 0;
   const run = async (caller: string) => {
     const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: `Bearer ${caller}` }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
     return { status: response.status, body: (await response.json()) as any };

@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import type { RateLimiterAbstract, RateLimiterMemory } from 'rate-limiter-flexible';
+import type { RateLimiterAbstract, RateLimiterRedis } from 'rate-limiter-flexible';
 import type { CallerLimitSettings } from '../config.js';
 import type { GatewayContext } from '../context.js';
 import type { SharedRedis } from '../shared-state.js';
@@ -55,25 +55,42 @@ let loaded: RateLimiterFlexible | undefined;
  */
 const rateLimiters = (): RateLimiterFlexible => (loaded ??= createRequire(import.meta.url)('rate-limiter-flexible') as RateLimiterFlexible);
 
-type LimiterOptions = ConstructorParameters<typeof RateLimiterMemory>[0];
-
-/** The process's own counters, standing in while Redis cannot answer; each use is counted. */
-function countedFallback(options: LimiterOptions, onUse: () => void): RateLimiterAbstract {
-  const fallback = new (rateLimiters().RateLimiterMemory)(options);
-  const consume = fallback.consume.bind(fallback);
-  fallback.consume = (...args) => {
-    onUse();
-    return consume(...args);
-  };
-  return fallback;
+/**
+ * A limiter in Redis that tells of each Redis call that failed, with its error (no connection, or
+ * a write refused: `maxmemory` reached, a read-only replica); its insurance, the process's own
+ * counters, then answers. `_upsert` is the one store call that consume and reward make
+ * (rate-limiter-flexible's interface for stores); a failure reaches the insurance without its error.
+ */
+function reportingRedisLimiter(options: ConstructorParameters<typeof RateLimiterRedis>[0], onFailure: (error: unknown) => void): RateLimiterAbstract {
+  const limiter = new (rateLimiters().RateLimiterRedis)(options);
+  const store = limiter as unknown as { _upsert(...args: unknown[]): Promise<unknown> };
+  const upsert = store._upsert.bind(limiter);
+  store._upsert = (...args) =>
+    upsert(...args).catch((error: unknown) => {
+      onFailure(error);
+      throw error;
+    });
+  return limiter;
 }
 
 /**
- * In-flight counts in Redis: the key's lifetime restarts with every change (the default script
- * sets it once, so a busy caller's count would expire under its running operations) and the key
+ * The one counting script of every limiter on the process's Redis connection: rate-limiter-flexible
+ * makes a limiter's script the connection's `rlflxIncr` command, so the last limiter made would
+ * count for all (with an in-flight limit set, a rate window restarted with every operation and a
+ * steady caller under its rate was refused for good). A window's count expires `duration` after
+ * its first operation. An in-flight count (the `gw:inflight:` keys) has its lifetime restart
+ * with every change (a busy caller's count must not expire under its running operations) and
  * goes at zero, never below (a release that finds it expired must not lend a slot).
  */
-const inFlightScript = `local n = redis.call('incrby', KEYS[1], ARGV[1])
+const countScript = `local n = redis.call('incrby', KEYS[1], ARGV[1])
+if string.sub(KEYS[1], 1, 12) ~= 'gw:inflight:' then
+  local ttl = redis.call('pttl', KEYS[1])
+  if ttl == -1 then
+    redis.call('expire', KEYS[1], ARGV[2])
+    ttl = 1000 * ARGV[2]
+  end
+  return {n, ttl}
+end
 if n <= 0 then
   redis.call('del', KEYS[1])
   return {0, 0}
@@ -81,19 +98,16 @@ end
 redis.call('expire', KEYS[1], ARGV[2])
 return {n, redis.call('pttl', KEYS[1])}`;
 
-function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined, script?: string): RateLimiterAbstract {
+function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined): RateLimiterAbstract {
   const options = { keyPrefix: `gw:${name}`, points, duration: durationSeconds };
   // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
-  const { RateLimiterMemory, RateLimiterRedis } = rateLimiters();
-  if (redis === undefined) return new RateLimiterMemory(script === undefined ? options : { ...options, duration: 0 });
-  // Redis down: each process counts on its own (the limit holds per process) rather than refusing.
-  return new RateLimiterRedis({
-    ...options,
-    storeClient: redis.client,
-    rejectIfRedisNotReady: true,
-    insuranceLimiter: countedFallback(options, () => redis.fellBack('limits')),
-    ...(script === undefined ? {} : { customIncrTtlLuaScript: script }),
-  });
+  const { RateLimiterMemory } = rateLimiters();
+  if (redis === undefined) return new RateLimiterMemory(name === 'inflight' ? { ...options, duration: 0 } : options);
+  // Redis down or refusing writes: each process counts on its own (the limit holds per process) rather than refusing.
+  return reportingRedisLimiter(
+    { ...options, storeClient: redis.client, rejectIfRedisNotReady: true, insuranceLimiter: new RateLimiterMemory(options), customIncrTtlLuaScript: countScript },
+    (error) => redis.fellBack('limits', error),
+  );
 }
 
 /**
@@ -108,7 +122,7 @@ export function createCallerLimiters(settings: CallerLimitSettings, options: { r
   return {
     requests: rate('requests', settings.requestsPerSecond),
     upstreamCalls: rate('calls', settings.upstreamCallsPerSecond),
-    inFlight: settings.inFlight === undefined ? undefined : limiter('inflight', settings.inFlight, options.inFlightTtlSeconds, redis, inFlightScript),
+    inFlight: settings.inFlight === undefined ? undefined : limiter('inflight', settings.inFlight, options.inFlightTtlSeconds, redis),
   };
 }
 

@@ -42,6 +42,47 @@ const hashMismatch = (error: GraphQLError) =>
     ? createGraphQLError('extensions.persistedQuery.sha256Hash is not the SHA-256 of the query text.', { extensions: { code: 'BAD_USER_INPUT', http: { status: 400 } } })
     : undefined;
 
+const pendingKey = Symbol('persisted-documents.registration');
+const writingKey = Symbol('persisted-documents.writing');
+
+interface Registration {
+  readonly hash: string;
+  readonly query: string;
+}
+
+/** An operation's context: its registration waiting for validation, then the write under way. */
+type Pending = { [pendingKey]?: Registration; [writingKey]?: Promise<void> };
+
+/** The hash and text of an APQ registration, as useAPQ reads them (version 1, a string hash, a text). */
+function registrationOf(query: unknown, extension: unknown): Registration | undefined {
+  const { version, sha256Hash } = (extension ?? {}) as { version?: unknown; sha256Hash?: unknown };
+  return version === 1 && typeof sha256Hash === 'string' && typeof query === 'string' ? { hash: sha256Hash, query } : undefined;
+}
+
+/**
+ * Stores an APQ registration once yoga parsed and validated its document, with every limit
+ * (tokens while parsing, nesting before it, depth, aliases and the rest while validating): junk,
+ * a document over a limit or not valid for the schema is answered as the same text without a
+ * hash would be, and stored nowhere. Parsed once, by yoga, its caches reused. The write runs
+ * beside execution and the answer waits for it, so a client that has its answer finds the hash
+ * registered at every replica.
+ */
+function useRegistration(store: PersistedQueryStore): Plugin {
+  return {
+    onValidate({ context }) {
+      const state = context as Pending;
+      const registration = state[pendingKey];
+      if (registration === undefined) return undefined;
+      state[pendingKey] = undefined;
+      return ({ valid }) => {
+        if (valid) state[writingKey] = store.set(registration.hash, registration.query);
+      };
+    },
+    // Only an operation that registered waits (a promise for every operation would cost them all).
+    onExecutionResult: ({ context }) => (context as Pending)[writingKey],
+  };
+}
+
 /**
  * Documents named by hash instead of sent as text, before anything else looks at the request's
  * parameters (so every later plugin sees the document's text):
@@ -50,8 +91,8 @@ const hashMismatch = (error: GraphQLError) =>
  *   is PERSISTED_QUERY_ONLY (HTTP 400), before execution, so with no upstream call.
  * - otherwise: Apollo's automatic persisted queries (`useAPQ`): a hash alone runs the manifest's
  *   document or a registered query, else answers PersistedQueryNotFound (HTTP 200, the links then
- *   send the text); hash and text register the text (BAD_USER_INPUT when the hash is not its
- *   SHA-256). With a manifest, `documentId` runs its document too; any query text still runs.
+ *   send the text); hash and text register the text once it validated (BAD_USER_INPUT when the
+ *   hash is not its SHA-256). With a manifest, `documentId` runs its document too; any query text still runs.
  */
 export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugin[] {
   const trusted = options.trustedDocuments;
@@ -69,7 +110,8 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugi
   const { apqStore } = options;
   const apq = withRecodedErrors(
     useAPQ({
-      store: { get: (hash) => lookUp(hash) ?? apqStore.get(hash), set: (hash, query) => apqStore.set(hash, query) },
+      // A registration is written once its document validated (useRegistration), not here.
+      store: { get: (hash) => lookUp(hash) ?? apqStore.get(hash), set: () => undefined },
       responseConfig: { forceStatusCodeOk: true },
     }),
     'onParams',
@@ -77,7 +119,22 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugi
   );
   // useAPQ's hook is async: a plain query (no persistedQuery extension) skips it, and the promise.
   const runApq = apq.onParams!;
-  const plugins: Plugin[] = [{ ...apq, onParams: (payload) => (payload.params.extensions?.['persistedQuery'] === undefined ? undefined : runApq(payload)) }];
+  const plugins: Plugin[] = [
+    {
+      ...apq,
+      onParams: (payload) => {
+        const extension = payload.params.extensions?.['persistedQuery'];
+        if (extension === undefined) return undefined;
+        return (async () => {
+          const registration = registrationOf(payload.params.query, extension);
+          await runApq(payload);
+          // useAPQ checked the hash; a manifest document needs no registration.
+          if (registration !== undefined && lookUp(registration.hash) === null) (payload.context as Pending)[pendingKey] = registration;
+        })();
+      },
+    },
+    useRegistration(apqStore),
+  ];
   if (trusted !== undefined) {
     // Only requests that carry a documentId: the others are APQ's or plain queries.
     const byDocumentId = usePersistedOperations({ allowArbitraryOperations: true, extractPersistedOperationId: documentIdOf, getPersistedOperation: lookUp, customErrors: { notFound } }) as Plugin;

@@ -11,12 +11,13 @@ export interface RedisProcess {
   start(): Promise<void>;
 }
 
-export async function startRedis(): Promise<RedisProcess> {
+/** `args`: more redis-server options, e.g. `['--maxmemory', '4mb', '--maxmemory-policy', 'noeviction']`. */
+export async function startRedis(options: { args?: readonly string[] } = {}): Promise<RedisProcess> {
   const port = await freePort();
   let child: ChildProcess | undefined;
 
   const start = async () => {
-    const process = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const process = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
     child = process;
     let output = '';
     await new Promise<void>((resolve, reject) => {

@@ -1,0 +1,135 @@
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { startRedis, type RedisProcess } from './support/redis.js';
+
+/*
+ * APQ registrations with REDIS_URL, against a real redis-server: a registration is stored only
+ * once its document parsed and validated with every limit, and Redis holds no more than
+ * APQ_MAX_ENTRIES registrations and APQ_MAX_BYTES of text, every gateway's together, each key
+ * with a TTL.
+ */
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+const registration = (query: string) => ({ query, extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
+const byHash = (query: string) => ({ extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
+const codeOf = (answer: Answer) => answer.body.errors?.[0]?.extensions?.['code'];
+
+/** A valid query `bytes` long, told apart by `n` (a comment: no token, no depth). */
+const paddedQuery = (n: number, bytes = 20) => `{ __typename } # ${n} `.padEnd(bytes, 'x');
+
+let redis: RedisProcess;
+let client: Redis;
+beforeAll(async () => {
+  redis = await startRedis();
+  client = new Redis(redis.url);
+});
+afterAll(async () => {
+  client?.disconnect();
+  await redis?.stop();
+});
+
+/** Every key of the APQ store in Redis (SCAN, not KEYS), and the texts among them. */
+async function apqKeys(): Promise<{ all: string[]; texts: Map<string, number> }> {
+  const all: string[] = [];
+  for await (const batch of client.scanStream({ match: 'gw:apq:*', count: 1000 }) as AsyncIterable<string[]>) all.push(...batch);
+  const texts = new Map<string, number>();
+  for (const key of all.filter((k) => /^gw:apq:[0-9a-f]{64}$/.test(k))) texts.set(key.slice('gw:apq:'.length), await client.strlen(key));
+  return { all, texts };
+}
+
+/** Junk and refused documents, with the limit that refuses them as plain text, if one does. */
+const refused: [kind: string, query: string, limit?: string][] = [
+  ['a syntax error', '{ heads(first: 1) { totalCount }'],
+  ['text that is no GraphQL', 'junk '.repeat(2_000)],
+  ['a field the schema does not have', '{ heads(first: 1) { nope } }'],
+  ['more aliases than MAX_ALIASES', `{ ${Array.from({ length: 31 }, (_, i) => `a${i}: __typename`).join(' ')} }`, 'aliases'],
+  ['deeper than MAX_DEPTH', `{ __type(name: "Head") { ${'ofType { '.repeat(14)}name${' }'.repeat(15)} }`, 'depth'],
+  ['more tokens than MAX_TOKENS', `{ ${'__typename '.repeat(2_100)}}`, 'tokens'],
+];
+
+describe.each([
+  ['with REDIS_URL', true],
+  ['in process memory', false],
+])('a registration that does not validate stores nothing (%s)', (_name, shared) => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    await client.flushall();
+    t = await startTestGateway({ env: shared ? { REDIS_URL: redis.url } : {} });
+  });
+  afterAll(() => t?.close());
+
+  it.each(refused)('%s: answered as its text alone is, then PersistedQueryNotFound by hash, and no key in Redis', async (_kind, query, limit) => {
+    const plain = await post(t, { query });
+    expect(plain.status).toBe(400);
+    expect(plain.body.errors?.[0]?.extensions?.['limit']).toBe(limit);
+    const registered = await post(t, registration(query));
+    expect(registered.status).toBe(plain.status);
+    expect(registered.body).toEqual(plain.body);
+    expect(codeOf(await post(t, byHash(query)))).toBe('PERSISTED_QUERY_NOT_FOUND');
+    expect(t.calls()).toHaveLength(0);
+    expect(await client.dbsize()).toBe(0);
+  });
+
+  it('a valid registration is stored (in Redis with a TTL of APQ_TTL_SECONDS at most) and runs by hash', async () => {
+    const query = '{ heads(first: 1) { totalCount } }';
+    expect((await post(t, registration(query))).body.data).toEqual({ heads: { totalCount: expect.any(Number) } });
+    const hashOnly = await post(t, byHash(query));
+    expect(hashOnly.body.errors).toBeUndefined();
+    expect(hashOnly.body.data).toEqual({ heads: { totalCount: expect.any(Number) } });
+    const { all, texts } = await apqKeys();
+    expect([...texts.keys()]).toEqual(shared ? [sha256(query)] : []);
+    for (const key of all) {
+      const ttl = await client.pttl(key);
+      expect(ttl, key).toBeGreaterThan(0);
+      expect(ttl, key).toBeLessThanOrEqual(10_800_000);
+    }
+  });
+});
+
+describe('registrations in Redis are bounded across gateways', () => {
+  const gateways: TestGateway[] = [];
+  const start = (env: Record<string, string>) => startTestGateway({ env: { REDIS_URL: redis.url, ...env } });
+  afterAll(() => Promise.all(gateways.splice(0).map((g) => g.close())));
+
+  /** Registers `queries` in turn at two gateways with the bounds of `env`, then asks a third that has none in memory. */
+  async function registerThroughTwo(env: Record<string, string>, queries: string[]) {
+    await client.flushall();
+    const [a, b, fresh] = await Promise.all([start(env), start(env), start(env)]);
+    gateways.push(a!, b!, fresh!);
+    for (const [i, query] of queries.entries()) expect((await post(i % 2 === 0 ? a! : b!, registration(query))).body.errors).toBeUndefined();
+    const runsByHash = async (query: string) => codeOf(await post(fresh!, byHash(query))) === undefined;
+    return { ...(await apqKeys()), runsByHash };
+  }
+
+  it('APQ_MAX_ENTRIES=3: 8 registrations leave the 3 newest in Redis; the oldest are gone for a gateway that did not see them', async () => {
+    const queries = Array.from({ length: 8 }, (_, i) => paddedQuery(i));
+    const { all, texts, runsByHash } = await registerThroughTwo({ APQ_MAX_ENTRIES: '3' }, queries);
+    expect([...texts.keys()].sort()).toEqual(queries.slice(5).map(sha256).sort());
+    expect(await client.zcard('gw:apq:index')).toBe(3);
+    for (const key of all) expect(await client.pttl(key), key).toBeGreaterThan(0);
+    expect(await runsByHash(queries[0]!)).toBe(false);
+    expect(await runsByHash(queries[7]!)).toBe(true);
+  });
+
+  it('APQ_MAX_BYTES=1024: registrations of 300 bytes leave 3 in Redis, 900 bytes, the byte count kept with them', async () => {
+    const queries = Array.from({ length: 7 }, (_, i) => paddedQuery(i, 300));
+    const { all, texts, runsByHash } = await registerThroughTwo({ APQ_MAX_BYTES: '1024' }, queries);
+    expect([...texts.keys()].sort()).toEqual(queries.slice(4).map(sha256).sort());
+    const bytes = [...texts.values()].reduce((sum, n) => sum + n, 0);
+    expect(bytes).toBe(900);
+    expect(Number(await client.get('gw:apq:bytes'))).toBe(bytes);
+    for (const key of all) expect(await client.pttl(key), key).toBeGreaterThan(0);
+    expect(await runsByHash(queries[3]!)).toBe(false);
+    expect(await runsByHash(queries[6]!)).toBe(true);
+  });
+
+  it('the same registration twice is one entry of its size', async () => {
+    const query = paddedQuery(1, 200);
+    const { texts } = await registerThroughTwo({}, [query, query]);
+    expect([...texts]).toEqual([[sha256(query), 200]]);
+    expect(await client.zcard('gw:apq:index')).toBe(1);
+    expect(Number(await client.get('gw:apq:bytes'))).toBe(200);
+  });
+});

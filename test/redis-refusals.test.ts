@@ -1,0 +1,96 @@
+import { createHash } from 'node:crypto';
+import { Redis, ReplyError } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { post, startTestGateway, type TestGateway } from './support/gateway.js';
+import { sampleOf } from './support/metrics.js';
+import { startRedis, type RedisProcess } from './support/redis.js';
+
+/*
+ * A Redis that answers but refuses writes (REDIS_URL): full under `maxmemory` with
+ * `noeviction`, or a read-only replica. The limits fall back to counting per process and APQ
+ * registrations to process memory; no request is refused or lost for it; each fallback counts in
+ * gateway_shared_state_fallbacks_total{store,reason} and one warning line says why.
+ */
+
+const query = '{ heads(first: 1) { totalCount } }';
+const hash = createHash('sha256').update(query).digest('hex');
+const limits = { RATE_LIMIT_REQUESTS_PER_SECOND: '5', RATE_LIMIT_IN_FLIGHT: '100' };
+
+/** What one caller gets for 15 operations in a row (a burst of 10 under the limit above), and APQ by hash after registering. */
+async function drive(t: TestGateway) {
+  const statuses: number[] = [];
+  for (let i = 0; i < 15; i++) statuses.push((await post(t, { query: '{ __typename }' }, { authorization: 'Bearer one-caller' })).status);
+  const registered = await post(t, { query, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
+  const byHash = await post(t, { extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
+  return { statuses, registered, byHash };
+}
+
+const fallbacks = async (t: TestGateway, store: string, reason: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}",reason="${reason}"}`) ?? 0;
+const warnings = (t: TestGateway) => t.logLines.filter((line) => line.includes('"level":40') && line.includes('Redis'));
+
+describe.each([
+  ['full (maxmemory 2mb, noeviction)', 'out_of_memory', 'Redis refuses writes (maxmemory reached)'],
+  ['a read-only replica', 'read_only', 'Redis refuses writes (a read-only replica)'],
+])('Redis %s', (_name, reason, warning) => {
+  const servers: RedisProcess[] = [];
+  let t: TestGateway;
+  let client: Redis;
+
+  beforeAll(async () => {
+    if (reason === 'out_of_memory') {
+      servers.push(await startRedis({ args: ['--maxmemory', '2mb', '--maxmemory-policy', 'noeviction'] }));
+    } else {
+      servers.push(await startRedis());
+      servers.push(await startRedis({ args: ['--replicaof', '127.0.0.1', String(servers[0]!.port)] }));
+    }
+    const redis = servers.at(-1)!;
+    client = new Redis(redis.url);
+    t = await startTestGateway({ env: { REDIS_URL: redis.url, ...limits } });
+    if (reason === 'out_of_memory') {
+      // Filled with keys that never expire, until Redis refuses the next.
+      for (let i = 0; ; i++) {
+        const refused = await client.set(`fill:${i}`, 'x'.repeat(10_000)).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        if (refused !== undefined) {
+          expect(refused).toBeInstanceOf(ReplyError);
+          expect(String(refused)).toMatch(/^ReplyError: OOM/);
+          break;
+        }
+      }
+    }
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await t?.close();
+    for (const server of servers) await server.stop();
+  });
+
+  it('serves every request: the limits count per process, APQ registers in process memory; counted by reason, one warning', async () => {
+    const before = await client.dbsize();
+    const { statuses, registered, byHash } = await drive(t);
+    // The burst of 10 holds in this process, with nothing written to Redis.
+    expect(statuses.slice(0, 10)).toEqual(Array(10).fill(200));
+    expect(statuses.slice(10)).toEqual(Array(5).fill(429));
+    expect(registered.body.data).toEqual({ heads: { totalCount: expect.any(Number) } });
+    expect(byHash.body.errors).toBeUndefined();
+    expect(byHash.body.data).toEqual(registered.body.data);
+    expect(await client.dbsize()).toBe(before);
+
+    expect(await fallbacks(t, 'limits', reason)).toBeGreaterThanOrEqual(15);
+    expect(await fallbacks(t, 'apq', reason)).toBe(1);
+    expect(await fallbacks(t, 'limits', 'unreachable')).toBe(0);
+    const lines = warnings(t);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(warning);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ reason });
+    for (const server of servers) expect(lines[0]).not.toContain(String(server.port));
+
+    // Another round within the minute: counted again, no second line.
+    const counted = await fallbacks(t, 'limits', reason);
+    await drive(t);
+    expect(await fallbacks(t, 'limits', reason)).toBeGreaterThan(counted);
+    expect(warnings(t)).toHaveLength(1);
+  });
+});
