@@ -14,7 +14,7 @@ const BOUND_MS = 1_000 + 2_000;
 
 /** /ready's status, or `late` if it has not answered within the bound. */
 async function readyWithin(t: TestGateway): Promise<number | 'late'> {
-  const answered = t.gateway.fetch('http://gateway/ready').then((response) => response.status);
+  const answered = (async () => (await t.gateway.fetch('http://gateway/ready')).status)();
   return Promise.race([answered, sleep(BOUND_MS, 'late' as const)]);
 }
 
