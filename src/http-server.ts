@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
 import type { EarlyRefusal } from './plugins/caller-limits.js';
 import { privateAnswerHeaders, varyOn } from './plugins/private-answers.js';
+import { refusalBody, refusalType } from './plugins/refusal.js';
 
 export interface HttpServerOptions {
   /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
@@ -46,9 +47,7 @@ function codingsFor(request: IncomingMessage, acceptEncoding: string): 'any' | '
   return acceptable.length === 0 ? 'none' : acceptable.includes('identity') ? 'any' : 'compressed';
 }
 
-const noCoding = JSON.stringify({
-  errors: [{ message: 'The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', extensions: { code: 'NOT_ACCEPTABLE' } }],
-});
+const noCoding = refusalBody('The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', 'NOT_ACCEPTABLE');
 
 /** An answer the server gives itself, before yoga: with the private headers when the request carries credentials (plugins/private-answers.ts). */
 function answerAtOnce(request: IncomingMessage, response: ServerResponse, status: number, headers: Record<string, string>, body: string): void {
@@ -89,7 +88,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     // keep that identity answer for everyone, so it needs no Vary.
     if (acceptEncoding === undefined) return handler(request, response);
     const coded = codingsFor(request, acceptEncoding);
-    if (coded === 'none') return answerAtOnce(request, response, 406, { 'content-type': 'application/json; charset=utf-8', vary: 'Accept-Encoding' }, noCoding);
+    if (coded === 'none') return answerAtOnce(request, response, 406, { 'content-type': refusalType, vary: 'Accept-Encoding' }, noCoding);
     return (coded === 'any' ? compress : compressAll)(request, response, () => handler(request, response));
   });
   drainStates.set(server, state);

@@ -3,6 +3,7 @@ import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
 import { usesIncrementalDelivery } from './defer-stream.js';
+import { refusalBody, refusalType } from './refusal.js';
 
 /** The media types yoga answers in, each with the only charset it writes. */
 const answerTypes = ['application/json', 'application/graphql-response+json', 'multipart/mixed', 'text/event-stream'].map((type) => `${type};charset=utf-8`);
@@ -26,9 +27,6 @@ function acceptableTypes(accept: string): readonly string[] {
     .join(',');
   return new Negotiator({ headers: { accept: ranges } }).mediaTypes(answerTypes).map((type) => type.slice(0, type.indexOf(';')));
 }
-
-/** An error every client can read, as it goes out before yoga has chosen a media type. */
-const refusalBody = (message: string) => JSON.stringify({ errors: [{ message, extensions: { code: 'NOT_ACCEPTABLE' } }] });
 
 const noAnswerType =
   'The Accept header names no media type the gateway answers in: application/graphql-response+json or application/json, and multipart/mixed or text/event-stream for @defer and @stream.';
@@ -76,7 +74,7 @@ export function useAnswerTypes(): Plugin {
       let types = known.get(accept);
       if (types === undefined) known.set(accept, (types = acceptableTypes(accept)));
       if (types.length === 0) {
-        endResponse(new fetchAPI.Response(refusalBody(noAnswerType), { status: 406, headers: { 'content-type': 'application/json; charset=utf-8' } }));
+        endResponse(new fetchAPI.Response(refusalBody(noAnswerType, 'NOT_ACCEPTABLE'), { status: 406, headers: { 'content-type': refusalType } }));
         return;
       }
       acceptedBy.set(request, types);

@@ -1,5 +1,6 @@
 import { getSupportedEncodings, useContentEncoding } from '@whatwg-node/server';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
+import { refusalBody, refusalType } from './refusal.js';
 
 export interface RequestSizeLimitOptions {
   /** Largest request body accepted. @default 100_000 */
@@ -14,9 +15,7 @@ const tooLarge = (maxBytes: number) =>
 const identity = new Set(['identity', 'none']);
 
 const unsupportedEncoding = (supported: readonly string[]) =>
-  createGraphQLError(`The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`, {
-    extensions: { code: 'UNSUPPORTED_MEDIA_TYPE', http: { status: 415 } },
-  });
+  refusalBody(`The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`, 'UNSUPPORTED_MEDIA_TYPE');
 
 /**
  * The codings of a Content-Encoding header as HTTP means them: case-insensitive, spaces around
@@ -42,15 +41,13 @@ const isEncoded = (request: Request): boolean => {
 /**
  * Request bodies sent with `Content-Encoding: gzip` (or deflate, br) are inflated as they stream
  * in, by @whatwg-node/server's useContentEncoding (its request half; responses are compressed by
- * the HTTP server, http-server.ts); a coding it cannot decode is HTTP 415 UNSUPPORTED_MEDIA_TYPE. It puts no bound on
- * what a body inflates to: useRequestSizeLimit counts the inflated bytes, so a decompression bomb
- * stops at the cap (HTTP 413) with at most one chunk over it in memory.
+ * the HTTP server, http-server.ts); a coding it cannot decode is HTTP 415 UNSUPPORTED_MEDIA_TYPE,
+ * answered at once. It puts no bound on what a body inflates to: useRequestSizeLimit counts the
+ * inflated bytes, so a decompression bomb stops at the cap (HTTP 413) with at most one chunk over
+ * it in memory.
  */
 export function useRequestDecompression(): Plugin {
   const decompression = useContentEncoding();
-  // Refused in onRequestParse, where a thrown GraphQLError is answered as every other refusal
-  // (useContentEncoding's own 415 was plain text quoting the header: a client's value in the body).
-  const refused = new WeakMap<Request, readonly string[]>();
   return {
     onRequest(payload) {
       const { request, fetchAPI } = payload;
@@ -58,17 +55,11 @@ export function useRequestDecompression(): Plugin {
       if (header === null || request.body === null) return undefined;
       const supported = getSupportedEncodings(fetchAPI);
       const codings = contentCodings(header, supported);
-      if (codings === undefined) {
-        refused.set(request, supported);
-        return undefined;
-      }
+      // useContentEncoding's own 415 was plain text quoting the header: a client's value in the body.
+      if (codings === undefined) return payload.endResponse(new fetchAPI.Response(unsupportedEncoding(supported), { status: 415, headers: { 'content-type': refusalType } }));
       // useContentEncoding matches the names as written: it is handed them as it knows them.
       request.headers.set('content-encoding', codings[0] ?? 'identity');
       return decompression.onRequest!(payload);
-    },
-    onRequestParse({ request }) {
-      const supported = refused.get(request);
-      if (supported !== undefined) throw unsupportedEncoding(supported);
     },
   } as Plugin;
 }
