@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { jsonHeaders, post as postTo, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
-import { sampleOf } from './support/metrics.js';
+import { jsonHeaders, post as postTo, startTestGateway, type TestGateway } from './support/gateway.js';
+import { expectRateLimited, ok, refusals } from './support/limits.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { until } from './support/until.js';
 
@@ -9,16 +9,6 @@ import { until } from './support/until.js';
  * last part; the caller key does not change with the spelling of the auth scheme; the per-address
  * limit holds however many tokens an address makes up. Counted, not timed.
  */
-
-const ok = (a: Answer) => a.status === 200 && a.body.errors === undefined;
-const refusals = async (t: TestGateway, limit: string) => sampleOf(await (await t.gateway.fetch('http://gateway/metrics')).text(), `gateway_refusals_total{limit="${limit}"}`) ?? 0;
-
-function expectRateLimited(a: Answer, limit: string): void {
-  expect(a.status, JSON.stringify(a.body)).toBe(429);
-  expect(a.headers.get('retry-after')).toMatch(/^[12]$/);
-  expect(a.body.data).toBeUndefined();
-  expect(a.body.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: 'RATE_LIMITED', limit }) })]);
-}
 
 const oneCall = '{ heads(first: 1) { totalCount } }';
 const deferred = 'query($id: ID!) { head(id: $id) { name ... @defer { headMetadata } } }';
