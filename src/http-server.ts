@@ -58,8 +58,8 @@ function answerAtOnce(request: IncomingMessage, response: ServerResponse, status
 /**
  * The gateway on Node's HTTP server. Responses are compressed by `compression` (Express's):
  * brotli, gzip or deflate as Accept-Encoding prefers (q-values honoured, brotli first on a tie),
- * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`,
- * nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
+ * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`
+ * (unless the request refuses `identity`), nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
  * streamed answer (text/event-stream, multipart/mixed) still arrives part by part; a one-shot
  * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
  * (compression's default): close to gzip's CPU cost, smaller output.
