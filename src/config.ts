@@ -71,6 +71,7 @@ const environment = z.object({
   RATE_LIMIT_REQUESTS_PER_SECOND: integer(1, 1_000_000).optional(),
   RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: integer(1, 10_000_000).optional(),
   RATE_LIMIT_IN_FLIGHT: integer(1, 100_000).optional(),
+  RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: integer(1, 1_000_000).optional(),
   TRUST_PROXY: flag('TRUST_PROXY').default(false),
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'a redis:// or rediss:// URL' }).optional(),
   APQ_TTL_SECONDS: integer(60, 31_536_000).default(10_800),
@@ -170,6 +171,8 @@ export interface CallerLimitSettings {
   readonly upstreamCallsPerSecond: number | undefined;
   /** Operations in flight at once. */
   readonly inFlight: number | undefined;
+  /** Operations per second from one client address, token or not (a burst of two seconds' worth): made-up tokens share their address's window. */
+  readonly addressRequestsPerSecond: number | undefined;
   /** The client address is the first X-Forwarded-For hop (set by a proxy in front). */
   readonly trustProxy: boolean;
 }
@@ -262,6 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       requestsPerSecond: e.RATE_LIMIT_REQUESTS_PER_SECOND,
       upstreamCallsPerSecond: e.RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND,
       inFlight: e.RATE_LIMIT_IN_FLIGHT,
+      addressRequestsPerSecond: e.RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND,
       trustProxy: e.TRUST_PROXY,
     }),
     redisUrl: e.REDIS_URL,

@@ -4,12 +4,15 @@ import type { Config } from './config.js';
 import { createContext, type ContextOptions, type GatewayContext } from './context.js';
 import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
-import { createCallerLimiters, useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
+import { useAnswerTypes } from './plugins/answer-types.js';
+import { createCallerLimiters } from './plugins/caller-limiters.js';
+import { useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
 import { useBatching } from './plugins/batching.js';
 import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { operationTrace, useOperability } from './plugins/operability.js';
+import { usePrivateAnswers, varyOn } from './plugins/private-answers.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useStrictRequestParams } from './plugins/request-params.js';
@@ -127,9 +130,7 @@ function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOpti
 function useVaryOrigin(): Plugin {
   return {
     onResponse({ response }) {
-      const vary = response.headers.get('vary');
-      if (vary === null) response.headers.set('vary', 'Origin');
-      else if (!/(^|,)\s*(origin|\*)\s*(,|$)/i.test(vary)) response.headers.set('vary', `${vary}, Origin`);
+      response.headers.set('vary', varyOn(response.headers.get('vary'), 'Origin'));
     },
   };
 }
@@ -173,6 +174,8 @@ function createGateway(options: GatewayOptions): Gateway {
         tracing,
         ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
       }),
+      // Before anything reads the body or runs: an answer the client cannot take is refused first.
+      useAnswerTypes(),
       useRequestDecompression(),
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
       useStrictRequestParams(),
@@ -189,6 +192,7 @@ function createGateway(options: GatewayOptions): Gateway {
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing }),
       ...callerLimits.charge,
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
+      usePrivateAnswers(),
       ...(settings.compiledExecution ? [useCompiledExecution(COMPILED_EXECUTION)] : []),
       // A client that hangs up stops its operation: the executor checks the request's signal
       // between fields, and its answer is never serialised.

@@ -1,9 +1,12 @@
 import compression from 'compression';
+import Negotiator from 'negotiator';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
 import type { EarlyRefusal } from './plugins/caller-limits.js';
+import { privateAnswerHeaders, varyOn } from './plugins/private-answers.js';
+import { refusalBody, refusalType } from './plugins/refusal.js';
 
 export interface HttpServerOptions {
   /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
@@ -26,39 +29,67 @@ function compressible(...[request, response]: Parameters<typeof compression.filt
   return compression.filter(request, response) || multipart.test(String(response.getHeader('content-type') ?? ''));
 }
 
+/** The content codings the compressor writes, and `identity`: none. */
+const codings = ['br', 'gzip', 'deflate', 'identity'];
+
+/** A `q=0` somewhere in Accept-Encoding: only then can it refuse `identity` (most headers have none). */
+const zeroQuality = /;\s*q\s*=\s*0(\.0*)?\s*(,|$)/i;
+
+/**
+ * How an answer may be coded, by Accept-Encoding (negotiator, as the compressor reads it):
+ * `any`, including as it is; `compressed`, when it refuses `identity` (`identity;q=0`, or `*;q=0`
+ * without `identity`: RFC 9110 12.5.3), so even an answer under the threshold is compressed;
+ * `none` when it refuses every coding the gateway has, answered 406 before anything runs.
+ */
+function codingsFor(request: IncomingMessage, acceptEncoding: string): 'any' | 'compressed' | 'none' {
+  if (!zeroQuality.test(acceptEncoding)) return 'any';
+  const acceptable = new Negotiator(request).encodings(codings);
+  return acceptable.length === 0 ? 'none' : acceptable.includes('identity') ? 'any' : 'compressed';
+}
+
+const noCoding = refusalBody('The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', 'NOT_ACCEPTABLE');
+
+/** An answer the server gives itself, before yoga: with the private headers when the request carries credentials (plugins/private-answers.ts). */
+function answerAtOnce(request: IncomingMessage, response: ServerResponse, status: number, headers: Record<string, string>, body: string): void {
+  response.writeHead(status, request.headers.authorization === undefined ? headers : { ...headers, 'cache-control': privateAnswerHeaders['cache-control'], vary: varyOn(headers.vary ?? null, privateAnswerHeaders.vary) });
+  response.end(body);
+}
+
 /**
  * The gateway on Node's HTTP server. Responses are compressed by `compression` (Express's):
  * brotli, gzip or deflate as Accept-Encoding prefers (q-values honoured, brotli first on a tie),
- * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`,
- * nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
+ * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`
+ * (unless the request refuses `identity`), nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
  * streamed answer (text/event-stream, multipart/mixed) still arrives part by part; a one-shot
  * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
  * (compression's default): close to gzip's CPU cost, smaller output.
  */
 export function createGatewayServer(handler: Handler, options: HttpServerOptions): Server {
-  const compress = compression({
-    threshold: options.compressionMinBytes,
-    flush: constants.Z_SYNC_FLUSH,
-    brotli: { flush: constants.BROTLI_OPERATION_FLUSH },
-    filter: compressible,
-  }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
+  const compressor = (threshold: number) =>
+    compression({
+      threshold,
+      flush: constants.Z_SYNC_FLUSH,
+      brotli: { flush: constants.BROTLI_OPERATION_FLUSH },
+      filter: compressible,
+    }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
+  const compress = compressor(options.compressionMinBytes);
+  const compressAll = compressor(0);
   const state = { draining: false };
   const { refuseEarly } = handler;
   const server = createServer({ ServerResponse: closingWhenDraining(state) }, (request, response) => {
     // A caller refused a moment ago is refused again here, without yoga. Browsers (an Origin
     // header) go through yoga, whose answer carries the CORS headers they need to read it.
     const early = refuseEarly !== undefined && request.headers.origin === undefined && request.url?.startsWith('/graphql') ? refuseEarly(request) : undefined;
-    if (early !== undefined) {
-      // The body is never read: Node discards it once the answer is out, and the connection
-      // stays open (a reconnection per refusal cost the server more than the refusal).
-      response.writeHead(early.status, early.headers);
-      response.end(early.body);
-      return;
-    }
+    // The body is never read: Node discards it once the answer is out, and the connection
+    // stays open (a reconnection per refusal cost the server more than the refusal).
+    if (early !== undefined) return answerAtOnce(request, response, early.status, early.headers, early.body);
+    const acceptEncoding = request.headers['accept-encoding'];
     // A request that accepts no encoding is answered as it is, without the middleware: a cache may
     // keep that identity answer for everyone, so it needs no Vary.
-    if (request.headers['accept-encoding'] === undefined) handler(request, response);
-    else compress(request, response, () => handler(request, response));
+    if (acceptEncoding === undefined) return handler(request, response);
+    const coded = codingsFor(request, acceptEncoding);
+    if (coded === 'none') return answerAtOnce(request, response, 406, { 'content-type': refusalType, vary: 'Accept-Encoding' }, noCoding);
+    return (coded === 'any' ? compress : compressAll)(request, response, () => handler(request, response));
   });
   drainStates.set(server, state);
   return server;

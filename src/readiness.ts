@@ -42,28 +42,32 @@ export function createReadiness(options: ReadinessOptions): () => Promise<boolea
   };
 }
 
+/** Longest wait for the probe's answer: /ready answers within a second, whatever the upstream does. */
+const PROBE_TIMEOUT_MS = 800;
+
 export interface UpstreamAnswersOptions {
-  /** Longest wait for the upstream's answer; probes give up long before a call's own timeout. @default 2000 */
+  /** Longest wait for the upstream's answer; probes give up long before a call's own timeout. @default 800 */
   readonly timeoutMs?: number;
 }
 
 /**
- * "Does the upstream answer HTTP?": asks Get Heads for one item, without a token. Any HTTP answer
+ * "Does the upstream answer HTTP?": asks Get Heads for one item, without a token, on the
+ * upstream's probe connection (never queued behind operations). Any HTTP answer
  * below 500 counts, 401 and 422 included (the upstream is there and speaking the protocol; a
  * readiness probe has no business holding credentials). Not ready: no connection
  * (UPSTREAM_UNAVAILABLE), no answer in time (UPSTREAM_TIMEOUT, or the probe's own timeout), a
  * 5xx, or a failure without any status.
  */
 export function upstreamAnswers(upstream: Upstream, options: UpstreamAnswersOptions = {}): () => Promise<boolean> {
-  const timeoutMs = options.timeoutMs ?? 2_000;
-  return async () => {
-    const caller = upstream.forRequest({ requestId: 'readiness', signal: AbortSignal.timeout(timeoutMs) });
-    try {
-      await listHeads(caller, { page: 1, size: 1 });
-      return true;
-    } catch (error) {
-      if (!(error instanceof UpstreamError)) return false;
-      return error.status !== undefined && error.status < 500;
-    }
+  const timeoutMs = options.timeoutMs ?? PROBE_TIMEOUT_MS;
+  return () => {
+    const signal = AbortSignal.timeout(timeoutMs);
+    const answered = listHeads(upstream.forProbe({ requestId: 'readiness', signal }), { page: 1, size: 1 }).then(
+      () => true,
+      (error: unknown) => error instanceof UpstreamError && error.status !== undefined && error.status < 500,
+    );
+    // The signal cancels the call once it is on the wire; before (a connection still being made), only this ends the wait.
+    const late = new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true }));
+    return Promise.race([answered, late]);
   };
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { slowdown } from './support/latency.js';
-import { sampleOf } from './support/metrics.js';
+import { expectRateLimited, ok, refusals } from './support/limits.js';
 
 /*
  * Per-caller limits, each in its own block with only its variable set (the main suite runs
@@ -15,17 +15,7 @@ const tokenB = 'Bearer caller-b-token';
 
 const post = (t: TestGateway, query: string, headers: Record<string, string> = {}, variables?: Record<string, unknown>): Promise<Answer> => postTo(t, { query, variables }, headers);
 
-const ok = (a: Answer) => a.status === 200 && a.body.errors === undefined;
 const limited = (a: Answer) => a.status === 429 && a.body.errors?.[0]?.extensions?.code === 'RATE_LIMITED';
-const refusals = async (t: TestGateway, limit: string) => sampleOf(await (await t.gateway.fetch('http://gateway/metrics')).text(), `gateway_refusals_total{limit="${limit}"}`) ?? 0;
-
-/** A refusal as the issue asks for it: 429, Retry-After in whole seconds, RATE_LIMITED naming the limit, no data. */
-function expectRateLimited(a: Answer, limit: string): void {
-  expect(a.status, JSON.stringify(a.body)).toBe(429);
-  expect(a.headers.get('retry-after')).toMatch(/^[12]$/);
-  expect(a.body.data).toBeUndefined();
-  expect(a.body.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: 'RATE_LIMITED', limit }) })]);
-}
 
 const oneCall = '{ heads(first: 1) { totalCount } }';
 

@@ -40,7 +40,7 @@ describe('loadConfig', () => {
       persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,
       shutdownGraceMs: 10_000,
-      callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, trustProxy: false },
+      callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, trustProxy: false },
       redisUrl: undefined,
       metricsOperationNames: 500,
       workers: 1,
@@ -95,13 +95,14 @@ describe('loadConfig', () => {
       RATE_LIMIT_REQUESTS_PER_SECOND: '20',
       RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50',
       RATE_LIMIT_IN_FLIGHT: '4',
+      RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '100',
       TRUST_PROXY: 'true',
       REDIS_URL: 'redis://:secret@127.0.0.1:6390/2',
       APQ_TTL_SECONDS: '3600',
       METRICS_OPERATION_NAMES: '50',
     });
     expect(config).toMatchObject({
-      callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, trustProxy: true },
+      callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, addressRequestsPerSecond: 100, trustProxy: true },
       redisUrl: 'redis://:secret@127.0.0.1:6390/2',
       persistedDocuments: { apqTtlSeconds: 3_600 },
       metricsOperationNames: 50,
@@ -111,6 +112,7 @@ describe('loadConfig', () => {
   it.each([
     [{ RATE_LIMIT_REQUESTS_PER_SECOND: '0' }, /^RATE_LIMIT_REQUESTS_PER_SECOND: expected an integer from 1/],
     [{ RATE_LIMIT_IN_FLIGHT: '1.5' }, /^RATE_LIMIT_IN_FLIGHT: expected an integer from 1/],
+    [{ RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '0' }, /^RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: expected an integer from 1/],
     [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least half of UPSTREAM_CALL_BUDGET \(100\), so that one operation fits in the burst, got "49"$/],
     [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true or false/],
     [{ METRICS_OPERATION_NAMES: '0' }, /^METRICS_OPERATION_NAMES: expected an integer from 1/],

@@ -2,8 +2,10 @@ import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
 import { OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 
+const seen = new WeakMap<DocumentNode, boolean>();
+
 /** Whether a document uses @defer or @stream anywhere (kept per document). */
-function incrementalIn(document: DocumentNode, seen: WeakMap<DocumentNode, boolean>): boolean {
+export function usesIncrementalDelivery(document: DocumentNode): boolean {
   let uses = seen.get(document);
   if (uses === undefined) {
     uses = false;
@@ -34,10 +36,9 @@ function incrementalIn(document: DocumentNode, seen: WeakMap<DocumentNode, boole
  */
 export function useIncrementalDelivery(): Plugin {
   const deferStream = useDeferStream() as Plugin;
-  const incremental = new WeakMap<DocumentNode, boolean>();
   return {
     onValidate(payload) {
-      if (!incrementalIn(payload.params.documentAST, incremental)) return;
+      if (!usesIncrementalDelivery(payload.params.documentAST)) return;
       // envelop's own list (the plugin's filter replaces only its view of it, its rules are pushed onto this one).
       const rules = payload.params.rules ?? [];
       void deferStream.onValidate?.(payload);

@@ -1,5 +1,6 @@
-import { useContentEncoding } from '@whatwg-node/server';
+import { getSupportedEncodings, useContentEncoding } from '@whatwg-node/server';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
+import { refusalBody, refusalType } from './refusal.js';
 
 export interface RequestSizeLimitOptions {
   /** Largest request body accepted. @default 100_000 */
@@ -13,6 +14,24 @@ const tooLarge = (maxBytes: number) =>
 
 const identity = new Set(['identity', 'none']);
 
+const unsupportedEncoding = (supported: readonly string[]) =>
+  refusalBody(`The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`, 'UNSUPPORTED_MEDIA_TYPE');
+
+/**
+ * The codings of a Content-Encoding header as HTTP means them: case-insensitive, spaces around
+ * the commas allowed, `identity` meaning none, `x-gzip` being `gzip` (RFC 9110 8.4.1). undefined
+ * for codings useContentEncoding cannot apply: one it does not decode, or several (it would
+ * decode only the last).
+ */
+function contentCodings(header: string, supported: readonly string[]): string[] | undefined {
+  const codings = header
+    .split(',')
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== '' && !identity.has(coding))
+    .map((coding) => (coding === 'x-gzip' ? 'gzip' : coding));
+  return codings.length <= 1 && codings.every((coding) => supported.includes(coding)) ? codings : undefined;
+}
+
 /** A body sent compressed: its Content-Length is its size on the wire, not what it inflates to. */
 const isEncoded = (request: Request): boolean => {
   const encoding = request.headers.get('content-encoding');
@@ -22,13 +41,27 @@ const isEncoded = (request: Request): boolean => {
 /**
  * Request bodies sent with `Content-Encoding: gzip` (or deflate, br) are inflated as they stream
  * in, by @whatwg-node/server's useContentEncoding (its request half; responses are compressed by
- * the HTTP server, http-server.ts); an encoding it cannot decode is HTTP 415. It puts no bound on
- * what a body inflates to: useRequestSizeLimit counts the inflated bytes, so a decompression bomb
- * stops at the cap (HTTP 413) with at most one chunk over it in memory.
+ * the HTTP server, http-server.ts); a coding it cannot decode is HTTP 415 UNSUPPORTED_MEDIA_TYPE,
+ * answered at once. It puts no bound on what a body inflates to: useRequestSizeLimit counts the
+ * inflated bytes, so a decompression bomb stops at the cap (HTTP 413) with at most one chunk over
+ * it in memory.
  */
 export function useRequestDecompression(): Plugin {
-  const { onRequest } = useContentEncoding();
-  return { onRequest } as Plugin;
+  const decompression = useContentEncoding();
+  return {
+    onRequest(payload) {
+      const { request, fetchAPI } = payload;
+      const header = request.headers.get('content-encoding');
+      if (header === null || request.body === null) return undefined;
+      const supported = getSupportedEncodings(fetchAPI);
+      const codings = contentCodings(header, supported);
+      // useContentEncoding's own 415 was plain text quoting the header: a client's value in the body.
+      if (codings === undefined) return payload.endResponse(new fetchAPI.Response(unsupportedEncoding(supported), { status: 415, headers: { 'content-type': refusalType } }));
+      // useContentEncoding matches the names as written: it is handed them as it knows them.
+      request.headers.set('content-encoding', codings[0] ?? 'identity');
+      return decompression.onRequest!(payload);
+    },
+  } as Plugin;
 }
 
 /**

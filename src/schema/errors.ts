@@ -174,11 +174,17 @@ export function errorLogEntry(error: unknown): ErrorLogEntry {
   return { level: 'error', fields: { error: name }, message: original instanceof Error ? original.message : 'unexpected error' };
 }
 
+/** yoga quotes a body parameter it does not know as the client wrote it, whatever its text. */
+const unexpectedParameter = /^Unexpected parameter ".*" in the request body\.$/s;
+
 /** yoga's `maskError`: upstream errors mapped, our own GraphQLErrors kept, everything else masked. */
 export function maskError(error: unknown, fallbackMessage: string): Error {
   if (error instanceof GraphQLError && error.message.startsWith('Syntax Error: ')) {
     const message = error.message.replace(quotedLiteral, '$1');
     if (message !== error.message) error.message = message;
+  }
+  if (error instanceof GraphQLError && unexpectedParameter.test(error.message)) {
+    error.message = 'The request body has a parameter the gateway does not take (it takes query, operationName, variables, extensions and documentId).';
   }
   const refusedVariable = error instanceof GraphQLError ? variableError(error) : undefined;
   if (refusedVariable) return refusedVariable;
