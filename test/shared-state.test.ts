@@ -98,8 +98,8 @@ describe('a rate limit beside an in-flight limit in Redis', () => {
     const send = () => t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: 'Bearer steady' }, body: JSON.stringify({ query: '{ __typename }' }) });
     const check = new Redis(redis.url);
     try {
-      // The caller's key: its token's SHA-256 (plugins/caller-limits.ts).
-      const key = `gw:requests:token:${createHash('sha256').update('Bearer steady').digest('base64url')}`;
+      // The caller's key: its credential's SHA-256, the scheme in lower case (plugins/caller-limits.ts).
+      const key = `gw:requests:token:${createHash('sha256').update('bearer steady').digest('base64url')}`;
       expect((await send()).status).toBe(200);
       await new Promise((resolve) => setTimeout(resolve, 400));
       expect((await send()).status).toBe(200);
