@@ -1,13 +1,32 @@
 import compression from 'compression';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server } from 'node:http';
+import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
+import type { ConnectionSettings } from './config.js';
+import type { GatewayMetrics } from './metrics.js';
 import type { EarlyRefusal } from './plugins/caller-limits.js';
 
 export interface HttpServerOptions {
   /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
   readonly compressionMinBytes: number;
+  /** The timeouts of slow requests and the cap on open connections. */
+  readonly connections: ConnectionSettings;
+}
+
+/**
+ * Node's own timeouts for a request that arrives too slowly: the connection is answered 408 and
+ * closed. Node checks them only every `connectionsCheckingInterval` (30 s by default, so a 10 s
+ * head timeout would fire anywhere up to 40 s): the check runs every tenth of the head timeout,
+ * at most every second. An idle keep-alive connection is not a request: Node's keepAliveTimeout
+ * (5 s) closes it, as before.
+ */
+export function slowRequestOptions(connections: Pick<ConnectionSettings, 'headersTimeoutMs' | 'requestTimeoutMs'>): ServerOptions {
+  return {
+    headersTimeout: connections.headersTimeoutMs,
+    requestTimeout: connections.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1_000, Math.ceil(connections.headersTimeoutMs / 10)),
+  };
 }
 
 /** The gateway as Node's request handler, with the refusals it answers before yoga if any. */
@@ -33,9 +52,11 @@ function compressible(...[request, response]: Parameters<typeof compression.filt
  * nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
  * streamed answer (text/event-stream, multipart/mixed) still arrives part by part; a one-shot
  * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
- * (compression's default): close to gzip's CPU cost, smaller output.
+ * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
+ * (slowRequestOptions) and connections over `maxConnections` closed on arrival, counted in
+ * `metrics`.
  */
-export function createGatewayServer(handler: Handler, options: HttpServerOptions): Server {
+export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>): Server {
   const compress = compression({
     threshold: options.compressionMinBytes,
     flush: constants.Z_SYNC_FLUSH,
@@ -44,7 +65,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
   const state = { draining: false };
   const { refuseEarly } = handler;
-  const server = createServer({ ServerResponse: closingWhenDraining(state) }, (request, response) => {
+  const server = createServer({ ...slowRequestOptions(options.connections), ServerResponse: closingWhenDraining(state) }, (request, response) => {
     // A caller refused a moment ago is refused again here, without yoga. Browsers (an Origin
     // header) go through yoga, whose answer carries the CORS headers they need to read it.
     const early = refuseEarly !== undefined && request.headers.origin === undefined && request.url?.startsWith('/graphql') ? refuseEarly(request) : undefined;
@@ -60,6 +81,10 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     if (request.headers['accept-encoding'] === undefined) handler(request, response);
     else compress(request, response, () => handler(request, response));
   });
+  // Over the cap a connection is closed as it arrives, before it costs more than its accept:
+  // the descriptors left stay for the upstream pool, Redis and files (config.ts, maxConnectionsFor).
+  server.maxConnections = options.connections.maxConnections;
+  metrics.watchConnections(server, 'public');
   drainStates.set(server, state);
   return server;
 }
