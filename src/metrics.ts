@@ -97,7 +97,7 @@ export class GatewayMetrics {
 
   readonly #connectionsDropped = new Counter({
     name: 'gateway_connections_dropped_total',
-    help: 'Client connections closed on arrival because as many as the port allows were open (MAX_CONNECTIONS on the public port, 32 on the admin port).',
+    help: 'Client connections closed on arrival because as many as the port allows were open (MAX_CONNECTIONS on the public port; the admin port has a small cap of its own).',
     labelNames: ['port'] as const,
     registers: [this.registry],
   });

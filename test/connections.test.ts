@@ -28,7 +28,7 @@ async function rawClient(port: number, firstBytes?: string): Promise<RawClient> 
   return { socket, closed };
 }
 
-/** `promise`, or a failure naming `what` after `ms`: far above the timeouts under test, far below Node's own defaults (60 s and 300 s). */
+/** `promise`, or a failure naming `what` after `ms`. */
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
@@ -39,13 +39,21 @@ async function within<T>(promise: Promise<T>, ms: number, what: string): Promise
   }
 }
 
-/** Writes `chunk()` every 50 ms while the socket is open: a client that never stops, and never finishes. */
-function trickle(client: RawClient, chunk: () => string | undefined): () => void {
+/**
+ * Writes `chunk()` every 50 ms, a client that never stops and never finishes, until the server
+ * closes the connection: what the server sent. Fails after 10 s: far above the timeouts under
+ * test, far below Node's own defaults (60 s for a head, 300 s for a request).
+ */
+async function trickleUntilClosed(client: RawClient, chunk: () => string | undefined): Promise<string> {
   const timer = setInterval(() => {
     const next = chunk();
     if (next !== undefined && client.socket.writable) client.socket.write(next);
   }, 50);
-  return () => clearInterval(timer);
+  try {
+    return await within(client.closed, 10_000, 'the trickling connection closed');
+  } finally {
+    clearInterval(timer);
+  }
 }
 
 const headsQuery = JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' });
@@ -64,13 +72,8 @@ describe('slow requests (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS)', () => {
   it('closes a connection whose request head trickles in without end, with a 408, and calls no upstream', async () => {
     on.reset();
     const client = await rawClient(port, 'POST /graphql HTTP/1.1\r\nHost: gateway\r\n');
-    // A header line every 50 ms, never the blank line that ends the head.
-    const stop = trickle(client, () => 'x-trickle: 1\r\n');
-    try {
-      expect(await within(client.closed, 10_000, 'the trickling connection closed')).toMatch(requestTimeout);
-    } finally {
-      stop();
-    }
+    // A header line at a time, never the blank line that ends the head.
+    expect(await trickleUntilClosed(client, () => 'x-trickle: 1\r\n')).toMatch(requestTimeout);
     expect(on.calls()).toHaveLength(0);
   });
 
@@ -82,14 +85,9 @@ describe('slow requests (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS)', () => {
   it('answers 408 to a request whose body trickles in past REQUEST_TIMEOUT_MS, and calls no upstream', async () => {
     on.reset();
     const client = await rawClient(port, `POST /graphql HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: ${headsQuery.length}\r\n\r\n`);
-    // A byte every 50 ms, all but the last: the body is never complete.
+    // A byte at a time, all but the last: the body is never complete.
     let sent = 0;
-    const stop = trickle(client, () => (sent < headsQuery.length - 1 ? headsQuery[sent++] : undefined));
-    try {
-      expect(await within(client.closed, 10_000, 'the trickling body cut')).toMatch(requestTimeout);
-    } finally {
-      stop();
-    }
+    expect(await trickleUntilClosed(client, () => (sent < headsQuery.length - 1 ? headsQuery[sent++] : undefined))).toMatch(requestTimeout);
     expect(on.calls()).toHaveLength(0);
   });
 
