@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { ConnectionSettings } from './config.js';
-import { slowRequestOptions } from './http-server.js';
+import { capConnections, slowRequestOptions } from './http-server.js';
 import type { GatewayMetrics } from './metrics.js';
 import { probeAnswer, type ProbeSources } from './probes.js';
 
@@ -28,7 +28,6 @@ export function createAdminServer(sources: ProbeSources & { readonly metrics: Pi
       response.end(body);
     });
   });
-  server.maxConnections = connections.adminMaxConnections;
-  sources.metrics.watchConnections(server, 'admin');
+  capConnections(server, connections.adminMaxConnections, sources.metrics.watchConnections(server, 'admin'));
   return server;
 }

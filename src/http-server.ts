@@ -1,4 +1,5 @@
 import compression from 'compression';
+import cluster from 'node:cluster';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
@@ -29,6 +30,31 @@ export function slowRequestOptions(connections: Pick<ConnectionSettings, 'header
   };
 }
 
+/**
+ * Closes the connections over `max` as they arrive, counting each with `onDrop`. In one process
+ * that is Node's `maxConnections`, which closes them before anything is made for them. Not in a
+ * cluster worker: there Node hands such a connection back to the primary, which offers it to the
+ * workers in turn until one takes it (4 connections over the cap kept the primary at 40 % of a
+ * CPU, holding their descriptors). A worker takes them and closes them at once instead.
+ */
+export function capConnections(server: Server, max: number, onDrop: () => void): void {
+  if (!cluster.isWorker) {
+    server.maxConnections = max;
+    server.on('drop', onDrop);
+    return;
+  }
+  let open = 0;
+  server.on('connection', (socket: Socket) => {
+    if (open >= max) {
+      socket.destroy();
+      onDrop();
+      return;
+    }
+    open++;
+    socket.once('close', () => open--);
+  });
+}
+
 /** The gateway as Node's request handler, with the refusals it answers before yoga if any. */
 type Handler = ((request: IncomingMessage, response: ServerResponse) => void) & { readonly refuseEarly?: EarlyRefusal | undefined };
 
@@ -53,8 +79,8 @@ function compressible(...[request, response]: Parameters<typeof compression.filt
  * streamed answer (text/event-stream, multipart/mixed) still arrives part by part; a one-shot
  * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
  * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
- * (slowRequestOptions) and connections over `maxConnections` closed on arrival, counted in
- * `metrics`.
+ * (slowRequestOptions) and connections over `maxConnections` closed on arrival (capConnections),
+ * counted in `metrics`.
  */
 export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>): Server {
   const compress = compression({
@@ -81,10 +107,8 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     if (request.headers['accept-encoding'] === undefined) handler(request, response);
     else compress(request, response, () => handler(request, response));
   });
-  // Over the cap a connection is closed as it arrives, before it costs more than its accept:
-  // the descriptors left stay for the upstream pool, Redis and files (config.ts, maxConnectionsFor).
-  server.maxConnections = options.connections.maxConnections;
-  metrics.watchConnections(server, 'public');
+  // The descriptors over the cap stay for the upstream pool, Redis and files (config.ts, maxConnectionsFor).
+  capConnections(server, options.connections.maxConnections, metrics.watchConnections(server, 'public'));
   drainStates.set(server, state);
   return server;
 }

@@ -118,12 +118,13 @@ export class GatewayMetrics {
     },
   });
 
-  /** Counts the connections `server` drops over its cap and reports its open ones, at no cost per connection it keeps. */
-  watchConnections(server: Server, port: ConnectionPort): void {
+  /** Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops over its cap. */
+  watchConnections(server: Server, port: ConnectionPort): () => void {
     this.#servers.set(port, server);
+    const dropped = this.#connectionsDropped.labels({ port });
     // The series exists from the start (at 0), so a rate over it has a beginning.
-    this.#connectionsDropped.inc({ port }, 0);
-    server.on('drop', () => this.#connectionsDropped.inc({ port }));
+    dropped.inc(0);
+    return () => dropped.inc();
   }
 
   /** The Prometheus text /metrics answers: this process's registry, or in a cluster worker the sum over all workers. */
