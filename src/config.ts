@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './descriptors.js';
 import type { Strategy } from './plan/needs.js';
 import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
@@ -77,7 +77,7 @@ const environment = z.object({
   SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
   HEADERS_TIMEOUT_MS: integer(100, 600_000).default(10_000),
   REQUEST_TIMEOUT_MS: integer(100, 3_600_000).default(30_000),
-  // Default: derived from the file-descriptor limit (maxConnectionsFor).
+  // Default: what the file-descriptor limit leaves (maxConnectionsFor).
   MAX_CONNECTIONS: integer(1, 10_000_000).optional(),
   ADMIN_PORT: integer(0, 65_535).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: 'one of fatal, error, warn, info, debug, trace, silent' }).default('info'),
@@ -294,43 +294,9 @@ function tracingSettings(e: z.infer<typeof environment>): TracingSettings {
   });
 }
 
-/** Connections the admin port (ADMIN_PORT) may have open at once: a probe or a scrape holds one. */
-const ADMIN_MAX_CONNECTIONS = 32;
-
-/**
- * File descriptors a gateway process needs beside its client connections and its upstream pool:
- * stdio, libuv's own (epoll, eventfds, signal pipes), Redis, the OTLP exporter's connections,
- * files read at run time, and the admin port's connections. An idle gateway holds 22 of them
- * (the embedded upstream's listener included); the rest is room.
- */
-const RESERVED_DESCRIPTORS = 64 + ADMIN_MAX_CONNECTIONS;
-
-/** The limit assumed where /proc/self/limits cannot be read (not Linux): the usual soft limit. */
-export const FALLBACK_DESCRIPTOR_LIMIT = 1_024;
-
-/**
- * The file descriptors this process may have open: the soft RLIMIT_NOFILE, "Max open files" in
- * /proc/self/limits (Node raises it to the hard limit as it starts); FALLBACK_DESCRIPTOR_LIMIT
- * where that cannot be read.
- */
-export function descriptorLimit(readLimits: () => string = () => readFileSync('/proc/self/limits', 'utf8')): number {
-  try {
-    const soft = /^Max open files\s+(\d+)/m.exec(readLimits())?.[1];
-    if (soft !== undefined) return Number(soft);
-  } catch {
-    // No /proc: not Linux, or not mounted.
-  }
-  return FALLBACK_DESCRIPTOR_LIMIT;
-}
-
-/**
- * MAX_CONNECTIONS's default: the descriptors `limit` leaves for client connections beside the
- * upstream pool (counted twice when the embedded reference upstream serves it from this process)
- * and RESERVED_DESCRIPTORS. Over it, a new connection would fail for want of a descriptor, and so
- * would everything else the process opens.
- */
+/** MAX_CONNECTIONS's default: what `limit` leaves for client connections (descriptors.ts); refused when that is nothing. */
 export function maxConnectionsFor(limit: number, upstreamConnections: number, embeddedUpstream: boolean): number {
-  const left = limit - upstreamConnections * (embeddedUpstream ? 2 : 1) - RESERVED_DESCRIPTORS;
+  const left = descriptorsForClients(limit, upstreamConnections, embeddedUpstream);
   if (left < 1) {
     throw new ConfigError(
       `MAX_CONNECTIONS: expected a file-descriptor limit (ulimit -n) with room for client connections beside UPSTREAM_CONNECTIONS (${upstreamConnections}) and ${RESERVED_DESCRIPTORS} for the process, got ${limit}: raise the limit or lower UPSTREAM_CONNECTIONS`,

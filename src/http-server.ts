@@ -107,7 +107,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     if (request.headers['accept-encoding'] === undefined) handler(request, response);
     else compress(request, response, () => handler(request, response));
   });
-  // The descriptors over the cap stay for the upstream pool, Redis and files (config.ts, maxConnectionsFor).
+  // The descriptors over the cap stay for the upstream pool, Redis and files (descriptors.ts).
   capConnections(server, options.connections.maxConnections, metrics.watchConnections(server, 'public'));
   drainStates.set(server, state);
   return server;

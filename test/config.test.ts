@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT, loadConfig, maxConnectionsFor } from '../src/config.js';
+import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
+import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/descriptors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
 const jsonDir = mkdtempSync(join(tmpdir(), 'config-'));
