@@ -28,15 +28,19 @@ export interface Child {
 export const children = new Set<Child>();
 export const pinning = existsSync('/usr/bin/taskset') && availableParallelism() >= 2;
 
-/** `node <args>`, pinned to `cpu` when there is one and taskset is there. */
-export function spawnNode(args: string[], cpu: number | undefined, env: Record<string, string>, stdio: StdioOptions = ['ignore', 'pipe', 'pipe']): ChildProcess {
-  const [command, argv] = pinning && cpu !== undefined ? ['/usr/bin/taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
-  return spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio });
+/**
+ * `node <args>`, pinned to `cpu` when there is one and taskset is there, and with at most
+ * `openFiles` descriptors when given (prlimit, soft and hard: Node raises a soft limit to the hard one).
+ */
+export function spawnNode(args: string[], cpu: number | undefined, env: Record<string, string>, stdio: StdioOptions = ['ignore', 'pipe', 'pipe'], openFiles?: number): ChildProcess {
+  const node = openFiles === undefined ? [process.execPath, ...args] : ['/usr/bin/prlimit', `--nofile=${openFiles}:${openFiles}`, '--', process.execPath, ...args];
+  const [command, ...argv] = pinning && cpu !== undefined ? ['/usr/bin/taskset', '-c', String(cpu), ...node] : node;
+  return spawn(command!, argv, { cwd: root, env: { ...process.env, ...env }, stdio });
 }
 
 /** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
-export function startServer(name: string, args: string[], cpu: number | undefined, env: Record<string, string>): Promise<{ child: Child; url: string }> {
-  const child: Child = { name, process: spawnNode(args, cpu, env), lines: 0, samples: [], tail: [] };
+export function startServer(name: string, args: string[], cpu: number | undefined, env: Record<string, string>, openFiles?: number): Promise<{ child: Child; url: string }> {
+  const child: Child = { name, process: spawnNode(args, cpu, env, undefined, openFiles), lines: 0, samples: [], tail: [] };
   children.add(child);
   child.process.once('exit', () => children.delete(child));
   return new Promise((resolve, reject) => {

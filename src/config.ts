@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './descriptors.js';
 import type { Strategy } from './plan/needs.js';
 import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
@@ -77,6 +78,11 @@ const environment = z.object({
   APQ_TTL_SECONDS: integer(60, 31_536_000).default(10_800),
   METRICS_OPERATION_NAMES: integer(1, 100_000).default(500),
   SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
+  HEADERS_TIMEOUT_MS: integer(100, 600_000).default(10_000),
+  REQUEST_TIMEOUT_MS: integer(100, 3_600_000).default(30_000),
+  // Default: what the file-descriptor limit leaves (maxConnectionsFor).
+  MAX_CONNECTIONS: integer(1, 10_000_000).optional(),
+  ADMIN_PORT: integer(0, 65_535).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: 'one of fatal, error, warn, info, debug, trace, silent' }).default('info'),
   NODE_ENV: z.string().optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint.optional(),
@@ -125,6 +131,7 @@ export interface Config {
   /** Responses smaller than this go out uncompressed; larger ones as Accept-Encoding asks. */
   readonly compressionMinBytes: number;
   readonly shutdownGraceMs: number;
+  readonly connections: ConnectionSettings;
   readonly callerLimits: CallerLimitSettings;
   /** Redis shared by every process and replica (limit counters, APQ); undefined keeps both in process memory. Holds a password, never logged. */
   readonly redisUrl: string | undefined;
@@ -150,6 +157,20 @@ export interface TracingSettings {
   readonly sampler: SamplerName;
   /** The ratio of the `traceidratio` samplers (OTEL_TRACES_SAMPLER_ARG); the others ignore it. */
   readonly samplerRatio: number;
+}
+
+/** Client connections: how long a request may take to arrive, how many may be open, the admin port. */
+export interface ConnectionSettings {
+  /** A connection that has not sent a complete request head in this time is closed (HTTP 408). */
+  readonly headersTimeoutMs: number;
+  /** The same for the whole request, head and body. */
+  readonly requestTimeoutMs: number;
+  /** Client connections open at once on the public port; one more is closed as it arrives. */
+  readonly maxConnections: number;
+  /** Where /health, /ready and /metrics are also served, on HOST; undefined: on the public port only. */
+  readonly adminPort: number | undefined;
+  /** Connections open at once on the admin port: probes and scrapes need a few. */
+  readonly adminMaxConnections: number;
 }
 
 /** Per-operation limits refused before execution (GraphQL Armor and the body cap). */
@@ -261,6 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, apqTtlSeconds: e.APQ_TTL_SECONDS, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
     compressionMinBytes: e.COMPRESSION_MIN_BYTES,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    connections: connectionSettings(e, env),
     callerLimits: Object.freeze({
       requestsPerSecond: e.RATE_LIMIT_REQUESTS_PER_SECOND,
       upstreamCallsPerSecond: e.RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND,
@@ -284,6 +306,34 @@ function tracingSettings(e: z.infer<typeof environment>): TracingSettings {
     serviceName: e.OTEL_SERVICE_NAME,
     sampler: e.OTEL_TRACES_SAMPLER,
     samplerRatio: e.OTEL_TRACES_SAMPLER_ARG,
+  });
+}
+
+/** MAX_CONNECTIONS's default: what `limit` leaves for client connections (descriptors.ts); refused when that is nothing. */
+export function maxConnectionsFor(limit: number, upstreamConnections: number, embeddedUpstream: boolean): number {
+  const left = descriptorsForClients(limit, upstreamConnections, embeddedUpstream);
+  if (left < 1) {
+    throw new ConfigError(
+      `MAX_CONNECTIONS: expected a file-descriptor limit (ulimit -n) with room for client connections beside UPSTREAM_CONNECTIONS (${upstreamConnections}) and ${RESERVED_DESCRIPTORS} for the process, got ${limit}: raise the limit or lower UPSTREAM_CONNECTIONS`,
+    );
+  }
+  return left;
+}
+
+function connectionSettings(e: z.infer<typeof environment>, env: NodeJS.ProcessEnv): ConnectionSettings {
+  // Node refuses a head timeout longer than the request's.
+  if (e.HEADERS_TIMEOUT_MS > e.REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(`HEADERS_TIMEOUT_MS: expected at most REQUEST_TIMEOUT_MS (${e.REQUEST_TIMEOUT_MS}), got ${JSON.stringify(env.HEADERS_TIMEOUT_MS ?? String(e.HEADERS_TIMEOUT_MS))}`);
+  }
+  if (e.ADMIN_PORT !== undefined && e.ADMIN_PORT !== 0 && e.ADMIN_PORT === e.PORT) {
+    throw new ConfigError(`ADMIN_PORT: expected a port other than PORT (${e.PORT}), got ${JSON.stringify(env.ADMIN_PORT)}`);
+  }
+  return Object.freeze({
+    headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    maxConnections: e.MAX_CONNECTIONS ?? maxConnectionsFor(descriptorLimit(), e.UPSTREAM_CONNECTIONS, e.UPSTREAM_URL === undefined),
+    adminPort: e.ADMIN_PORT,
+    adminMaxConnections: ADMIN_MAX_CONNECTIONS,
   });
 }
 

@@ -242,6 +242,8 @@ export interface BuiltGateway {
   readonly upstream: Upstream;
   /** Its spans: shut down (the last batch exported) by whoever stops the gateway. */
   readonly tracing: Tracing;
+  /** Its readiness check, cached: `/ready` on the public port and on ADMIN_PORT share it. */
+  readonly ready: () => Promise<boolean>;
 }
 
 /**
@@ -264,5 +266,5 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
           },
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  return { app: createGateway({ upstream, logger, settings: config, metrics, ready, tracing, ...(options.redis ? { redis: options.redis } : {}) }), upstream, tracing };
+  return { app: createGateway({ upstream, logger, settings: config, metrics, ready, tracing, ...(options.redis ? { redis: options.redis } : {}) }), upstream, tracing, ready };
 }

@@ -1,9 +1,12 @@
 import compression from 'compression';
 import Negotiator from 'negotiator';
+import cluster from 'node:cluster';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server } from 'node:http';
+import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
+import type { ConnectionSettings } from './config.js';
+import type { GatewayMetrics } from './metrics.js';
 import type { EarlyRefusal } from './plugins/caller-limits.js';
 import { privateAnswerHeaders, varyOn } from './plugins/private-answers.js';
 import { refusalBody, refusalType } from './plugins/refusal.js';
@@ -11,6 +14,48 @@ import { refusalBody, refusalType } from './plugins/refusal.js';
 export interface HttpServerOptions {
   /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
   readonly compressionMinBytes: number;
+  /** The timeouts of slow requests and the cap on open connections. */
+  readonly connections: ConnectionSettings;
+}
+
+/**
+ * Node's own timeouts for a request that arrives too slowly: the connection is answered 408 and
+ * closed. Node checks them only every `connectionsCheckingInterval` (30 s by default, so a 10 s
+ * head timeout would fire anywhere up to 40 s): the check runs every tenth of the head timeout,
+ * at most every second. An idle keep-alive connection is not a request: Node's keepAliveTimeout
+ * (5 s) closes it, as before.
+ */
+export function slowRequestOptions(connections: Pick<ConnectionSettings, 'headersTimeoutMs' | 'requestTimeoutMs'>): ServerOptions {
+  return {
+    headersTimeout: connections.headersTimeoutMs,
+    requestTimeout: connections.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1_000, Math.ceil(connections.headersTimeoutMs / 10)),
+  };
+}
+
+/**
+ * Closes the connections over `max` as they arrive, counting each with `onDrop`. In one process
+ * that is Node's `maxConnections`, which closes them before anything is made for them. Not in a
+ * cluster worker: there Node hands such a connection back to the primary, which offers it to the
+ * workers in turn until one takes it (4 connections over the cap kept the primary at 40 % of a
+ * CPU, holding their descriptors). A worker takes them and closes them at once instead.
+ */
+export function capConnections(server: Server, max: number, onDrop: () => void): void {
+  if (!cluster.isWorker) {
+    server.maxConnections = max;
+    server.on('drop', onDrop);
+    return;
+  }
+  let open = 0;
+  server.on('connection', (socket: Socket) => {
+    if (open >= max) {
+      socket.destroy();
+      onDrop();
+      return;
+    }
+    open++;
+    socket.once('close', () => open--);
+  });
 }
 
 /** The gateway as Node's request handler, with the refusals it answers before yoga if any. */
@@ -62,9 +107,11 @@ function answerAtOnce(request: IncomingMessage, response: ServerResponse, status
  * (unless the request refuses `identity`), nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
  * streamed answer (text/event-stream, multipart/mixed) still arrives part by part; a one-shot
  * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
- * (compression's default): close to gzip's CPU cost, smaller output.
+ * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
+ * (slowRequestOptions) and connections over `maxConnections` closed on arrival (capConnections),
+ * counted in `metrics`.
  */
-export function createGatewayServer(handler: Handler, options: HttpServerOptions): Server {
+export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>): Server {
   const compressor = (threshold: number) =>
     compression({
       threshold,
@@ -76,7 +123,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   const compressAll = compressor(0);
   const state = { draining: false };
   const { refuseEarly } = handler;
-  const server = createServer({ ServerResponse: closingWhenDraining(state) }, (request, response) => {
+  const server = createServer({ ...slowRequestOptions(options.connections), ServerResponse: closingWhenDraining(state) }, (request, response) => {
     // A caller refused a moment ago is refused again here, without yoga. Browsers (an Origin
     // header) go through yoga, whose answer carries the CORS headers they need to read it.
     const early = refuseEarly !== undefined && request.headers.origin === undefined && request.url?.startsWith('/graphql') ? refuseEarly(request) : undefined;
@@ -91,6 +138,8 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     if (coded === 'none') return answerAtOnce(request, response, 406, { 'content-type': refusalType, vary: 'Accept-Encoding' }, noCoding);
     return (coded === 'any' ? compress : compressAll)(request, response, () => handler(request, response));
   });
+  // The descriptors over the cap stay for the upstream pool, Redis and files (descriptors.ts).
+  capConnections(server, options.connections.maxConnections, metrics.watchConnections(server, 'public'));
   drainStates.set(server, state);
   return server;
 }

@@ -1,4 +1,4 @@
-import cluster from 'node:cluster';
+import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.js';
@@ -33,7 +33,7 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  * load here, not at the top: a cluster primary only forks, and the whole graph (yoga, the schema,
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
-async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; stop: () => Promise<void> }> {
+async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; adminPort: number | undefined; stop: () => Promise<void> }> {
   const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { logExportFailures }] = await Promise.all([
     import('./gateway.js'),
     import('./http-server.js'),
@@ -47,16 +47,23 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
   const redis = config.redisUrl === undefined ? undefined : await (await import('./shared-state.js')).connectSharedState(config.redisUrl, logger, metrics);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { app, upstream, tracing } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  const { app, upstream, tracing, ready } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
   if (tracing.recording) logExportFailures(logger);
-  const server = createGatewayServer(app, config);
+  const server = createGatewayServer(app, config, metrics);
   server.listen(config.port, config.host);
   await once(server, 'listening');
+  // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.
+  const admin = config.connections.adminPort === undefined ? undefined : (await import('./admin-server.js')).createAdminServer({ ready, metrics }, config.connections);
+  if (admin !== undefined) {
+    admin.listen(config.connections.adminPort, config.host);
+    await once(admin, 'listening');
+  }
   return {
     port: (server.address() as AddressInfo).port,
+    adminPort: admin === undefined ? undefined : (admin.address() as AddressInfo).port,
     async stop() {
       logger.info('shutting down');
-      await stopGatewayServer(server, config.shutdownGraceMs);
+      await Promise.all([stopGatewayServer(server, config.shutdownGraceMs), admin === undefined ? undefined : stopGatewayServer(admin, config.shutdownGraceMs)]);
       await upstream.close();
       await redis?.close();
       // The last operations' spans are still in the batch.
@@ -77,6 +84,24 @@ function onStopSignal(stop: () => Promise<void>): void {
 }
 
 const endpoint = (config: Config, port: number) => `http://${config.host}:${port}/graphql`;
+
+/** Said before the "listening" line, which whoever starts the process waits for. */
+function announceAdminPort(config: Config, port: number | undefined): void {
+  if (port !== undefined) process.stdout.write(`Admin endpoints (/health, /ready, /metrics) on http://${config.host}:${port}\n`);
+}
+
+/** A worker's ports as it listens on them: the public one, then ADMIN_PORT's when set (serveGateway's order). */
+function listeningPorts(worker: Worker, count: number): Promise<number[]> {
+  return new Promise((resolve) => {
+    const ports: number[] = [];
+    const onListening = (address: AddressInfo) => {
+      if (ports.push(address.port) < count) return;
+      worker.off('listening', onListening);
+      resolve(ports);
+    };
+    worker.on('listening', onListening);
+  });
+}
 
 async function main(): Promise<void> {
   const config = configOrExit();
@@ -99,6 +124,7 @@ async function main(): Promise<void> {
       await gateway.stop();
       await reference?.close();
     });
+    announceAdminPort(config, gateway.adminPort);
     process.stdout.write(`Gateway listening on ${endpoint(config, gateway.port)}\n`);
     return;
   }
@@ -120,8 +146,12 @@ async function main(): Promise<void> {
     );
     await reference?.close();
   });
-  const listening = await Promise.all(workers.map((worker) => once(worker, 'listening') as Promise<[AddressInfo]>));
-  process.stdout.write(`Gateway listening on ${endpoint(config, listening[0]![0].port)} (${config.workers} workers)\n`);
+  // Every worker serves ADMIN_PORT too (the cluster shares it as it shares the public port): a
+  // probe is answered by whichever worker the connection goes to, and /metrics sums them all.
+  const listening = await Promise.all(workers.map((worker) => listeningPorts(worker, config.connections.adminPort === undefined ? 1 : 2)));
+  const [port, adminPort] = listening[0]!;
+  announceAdminPort(config, adminPort);
+  process.stdout.write(`Gateway listening on ${endpoint(config, port!)} (${config.workers} workers)\n`);
 }
 
 await main();

@@ -1,3 +1,4 @@
+import type { Server } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type LabelValues } from 'prom-client';
 import { scrapeWorkerGroup } from './cluster-metrics.js';
 import type { UpstreamAttempt } from './upstream/transport.js';
@@ -36,6 +37,9 @@ class QueuedObservations<T extends string> {
     }
   }
 }
+
+/** A gateway process's listening ports: the public one and ADMIN_PORT. */
+export type ConnectionPort = 'public' | 'admin';
 
 /**
  * The gateway's Prometheus metrics, in a registry of its own (not prom-client's global one) so
@@ -96,6 +100,38 @@ export class GatewayMetrics {
     help: 'GraphQL operations being executed now.',
     registers: [this.registry],
   });
+
+  readonly #connectionsDropped = new Counter({
+    name: 'gateway_connections_dropped_total',
+    help: 'Client connections closed on arrival because as many as the port allows were open (MAX_CONNECTIONS on the public port; the admin port has a small cap of its own).',
+    labelNames: ['port'] as const,
+    registers: [this.registry],
+  });
+
+  /** The servers whose open connections the gauge reports, by port; read at scrape time only. */
+  readonly #servers = new Map<ConnectionPort, Server>();
+
+  readonly #connectionsOpen: Gauge<'port'> = new Gauge({
+    name: 'gateway_connections_open',
+    help: 'Client connections open now, by port (public, admin).',
+    labelNames: ['port'] as const,
+    registers: [this.registry],
+    collect: async () => {
+      for (const [port, server] of this.#servers) {
+        const open = await new Promise<number>((resolve) => server.getConnections((error, count) => resolve(error ? 0 : count)));
+        this.#connectionsOpen.set({ port }, open);
+      }
+    },
+  });
+
+  /** Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops over its cap. */
+  watchConnections(server: Server, port: ConnectionPort): () => void {
+    this.#servers.set(port, server);
+    const dropped = this.#connectionsDropped.labels({ port });
+    // The series exists from the start (at 0), so a rate over it has a beginning.
+    dropped.inc(0);
+    return () => dropped.inc();
+  }
 
   /** The Prometheus text /metrics answers: this process's registry, or in a cluster worker the sum over all workers. */
   readonly scrape: () => Promise<string>;

@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
+import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/descriptors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
 const jsonDir = mkdtempSync(join(tmpdir(), 'config-'));
@@ -40,6 +41,8 @@ describe('loadConfig', () => {
       persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,
       shutdownGraceMs: 10_000,
+      // MAX_CONNECTIONS: this process's descriptor limit, less the pool twice (the embedded upstream's too) and the reserve.
+      connections: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxConnections: descriptorLimit() - 2 * 100 - 96, adminPort: undefined, adminMaxConnections: 32 },
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, trustProxy: false },
       redisUrl: undefined,
       metricsOperationNames: 500,
@@ -137,6 +140,45 @@ describe('loadConfig', () => {
     [{ TRUSTED_DOCUMENTS_FILE: jsonFile('{}') }, /^TRUSTED_DOCUMENTS_FILE: expected a JSON object of document ids to GraphQL documents/],
     [{ TRUSTED_DOCUMENTS_FILE: jsonFile('{"sha256:abc": 42}') }, /^TRUSTED_DOCUMENTS_FILE: expected a JSON object of document ids to GraphQL documents/],
   ])('refuses the client protocol value %o with one line naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  it('reads the connection variables', () => {
+    const config = loadConfig({ HEADERS_TIMEOUT_MS: '2000', REQUEST_TIMEOUT_MS: '2000', MAX_CONNECTIONS: '500', ADMIN_PORT: '9000' });
+    expect(config.connections).toEqual({ headersTimeoutMs: 2_000, requestTimeoutMs: 2_000, maxConnections: 500, adminPort: 9_000, adminMaxConnections: 32 });
+    // Port 0: any free port, for the admin port as for PORT.
+    expect(loadConfig({ PORT: '0', ADMIN_PORT: '0' }).connections.adminPort).toBe(0);
+  });
+
+  it('derives MAX_CONNECTIONS from the soft file-descriptor limit, leaving room for the upstream pool and the process', () => {
+    const limits = ['Limit                     Soft Limit           Hard Limit           Units', 'Max processes             63423                63423                processes', 'Max open files            4096                 524288               files'].join('\n');
+    expect(descriptorLimit(() => limits)).toBe(4_096);
+    // Not Linux (no /proc), or a file without the line: the documented fallback.
+    expect(descriptorLimit(() => { throw new Error('ENOENT'); })).toBe(FALLBACK_DESCRIPTOR_LIMIT);
+    expect(descriptorLimit(() => 'Max processes 100 100 processes')).toBe(1_024);
+    expect(maxConnectionsFor(4_096, 100, false)).toBe(4_096 - 100 - 96);
+    // The embedded reference upstream serves the pool's connections from this process too.
+    expect(maxConnectionsFor(4_096, 100, true)).toBe(4_096 - 200 - 96);
+    expect(loadConfig({ UPSTREAM_URL: 'http://u/v2', UPSTREAM_CONNECTIONS: '10' }).connections.maxConnections).toBe(descriptorLimit() - 10 - 96);
+    expect(() => maxConnectionsFor(1_024, 1_000, false)).toThrow(ConfigError);
+    expect(() => maxConnectionsFor(1_024, 1_000, false)).toThrow(
+      /^MAX_CONNECTIONS: expected a file-descriptor limit \(ulimit -n\) with room for client connections beside UPSTREAM_CONNECTIONS \(1000\) and 96 for the process, got 1024: raise the limit or lower UPSTREAM_CONNECTIONS$/,
+    );
+  });
+
+  it.each([
+    [{ HEADERS_TIMEOUT_MS: '50' }, /^HEADERS_TIMEOUT_MS: expected an integer from 100 to 600000, got "50"$/],
+    [{ HEADERS_TIMEOUT_MS: 'ten' }, /^HEADERS_TIMEOUT_MS: expected an integer from 100/],
+    [{ REQUEST_TIMEOUT_MS: '0' }, /^REQUEST_TIMEOUT_MS: expected an integer from 100 to 3600000, got "0"$/],
+    [{ HEADERS_TIMEOUT_MS: '40000' }, /^HEADERS_TIMEOUT_MS: expected at most REQUEST_TIMEOUT_MS \(30000\), got "40000"$/],
+    [{ REQUEST_TIMEOUT_MS: '5000' }, /^HEADERS_TIMEOUT_MS: expected at most REQUEST_TIMEOUT_MS \(5000\), got "10000"$/],
+    [{ MAX_CONNECTIONS: '0' }, /^MAX_CONNECTIONS: expected an integer from 1 to 10000000, got "0"$/],
+    [{ MAX_CONNECTIONS: '1e3x' }, /^MAX_CONNECTIONS: expected an integer from 1/],
+    [{ ADMIN_PORT: '70000' }, /^ADMIN_PORT: expected an integer from 0 to 65535, got "70000"$/],
+    [{ ADMIN_PORT: '4000' }, /^ADMIN_PORT: expected a port other than PORT \(4000\), got "4000"$/],
+    [{ PORT: '8080', ADMIN_PORT: '8080' }, /^ADMIN_PORT: expected a port other than PORT \(8080\), got "8080"$/],
+  ])('refuses the connection value %o with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
   });

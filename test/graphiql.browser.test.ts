@@ -116,9 +116,10 @@ describe.skipIf(chromiumState.skip)(suiteName, { shuffle: false }, () => {
 
     // As in main.ts, with the defaults of an empty environment (whatever the CI shell exports).
     const config = loadConfig({});
-    const built = buildGateway(config, reference.url, { logger: createLogger({ level: 'silent' }), metrics: new GatewayMetrics({ defaultMetrics: false }) });
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
+    const built = buildGateway(config, reference.url, { logger: createLogger({ level: 'silent' }), metrics });
     upstream = built.upstream;
-    const srv = createGatewayServer(built.app, config);
+    const srv = createGatewayServer(built.app, config, metrics);
     server = srv;
     await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
     const { port } = srv.address() as AddressInfo;

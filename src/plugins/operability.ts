@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { defaultTracingSettings } from '../config.js';
 import { requestIdFrom, type GatewayContext } from '../context.js';
 import type { GatewayMetrics } from '../metrics.js';
+import { healthy, probeAnswer, type ProbeAnswer } from '../probes.js';
 import { batchOf } from '../request-batch.js';
 import { createTracing, spanAttributes, type Tracing } from '../tracing.js';
 
@@ -67,8 +68,6 @@ const requestKey = Symbol('operability.request');
 type WithOperation = { [operationKey]?: OperationState; [requestKey]?: RequestState };
 
 const HEALTH = '/health';
-const READY = '/ready';
-const METRICS = '/metrics';
 const MAX_NAME_LENGTH = 64;
 const MAX_ERROR_CODES = 10;
 const invalidNameChars = /[^A-Za-z0-9_]/g;
@@ -267,10 +266,8 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
     );
   };
 
-  // A fresh headers object every time: the Node adapter writes content-length into the one given,
-  // so a shared one would carry the first body's length onto the next response.
-  const plainResponse = (fetchAPI: { Response: typeof Response }, status: number, body: object): Response =>
-    new fetchAPI.Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } });
+  const respond = (fetchAPI: { Response: typeof Response }, answer: ProbeAnswer): Response => new fetchAPI.Response(answer.body, { status: answer.status, headers: answer.headers });
+  const probes = { ready, metrics };
 
   return {
     onYogaInit({ yoga }) {
@@ -280,25 +277,11 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
     onRequest({ request, serverContext, fetchAPI, endResponse }) {
       const path = pathOf(request.url);
       if (request.method === 'GET' || request.method === 'HEAD') {
-        if (path === HEALTH) {
-          // Liveness: the process answers; never touches the upstream. yoga's own health check
-          // (default endpoint /health) runs first and is rewritten in onResponse; this branch
-          // answers when that one is moved elsewhere with `healthCheckEndpoint`.
-          endResponse(plainResponse(fetchAPI, 200, { status: 'ok' }));
-          return;
-        }
-        if (path === READY) {
-          return ready().then(
-            (isReady) => endResponse(plainResponse(fetchAPI, isReady ? 200 : 503, { status: isReady ? 'ready' : 'not ready' })),
-            () => endResponse(plainResponse(fetchAPI, 503, { status: 'not ready' })),
-          );
-        }
-        if (path === METRICS) {
-          return metrics.scrape().then(
-            (text) => endResponse(new fetchAPI.Response(text, { status: 200, headers: { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' } })),
-            () => endResponse(new fetchAPI.Response('metrics unavailable\n', { status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' } })),
-          );
-        }
+        // /health answers here when yoga's own health check (default endpoint /health, rewritten
+        // in onResponse) is moved elsewhere with `healthCheckEndpoint`.
+        const answer = probeAnswer(path, probes);
+        if (answer instanceof Promise) return answer.then((answered) => endResponse(respond(fetchAPI, answered)));
+        if (answer !== undefined) return endResponse(respond(fetchAPI, answer));
       }
       // A request yoga will take as GraphQL: its clock starts and its caller's trace is read
       // here, not in a yoga onRequestParse hook (yoga runs each of those through promise helpers).
@@ -363,7 +346,7 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
       if (requestId !== undefined) response.headers.set('x-request-id', requestId);
       // yoga's built-in health check answers /health before any plugin sees it, with no body;
       // give it ours (it is the only response carrying x-yoga-id).
-      if (response.headers.has('x-yoga-id') && request.url.endsWith(HEALTH)) setResponse(plainResponse(fetchAPI, 200, { status: 'ok' }));
+      if (response.headers.has('x-yoga-id') && request.url.endsWith(HEALTH)) setResponse(respond(fetchAPI, healthy()));
     },
   };
 }

@@ -110,7 +110,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
       return (await response.json()) as GraphQLResponse<never>;
     },
     async listen() {
-      const server = createGatewayServer(gateway, config);
+      const server = createGatewayServer(gateway, config, metrics);
       servers.push(server);
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
