@@ -2,6 +2,7 @@ import { createYoga, type CORSOptions, type Plugin, type YogaServerInstance } fr
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type ContextOptions, type GatewayContext } from './context.js';
+import { boundedParseCache } from './document-cache.js';
 import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { createCallerLimiters, useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
@@ -64,6 +65,8 @@ export type GatewaySettings = Pick<
   | 'introspection'
   | 'planner'
   | 'compiledExecution'
+  | 'compiledDocuments'
+  | 'documentCache'
   | 'corsOrigins'
   | 'limits'
   | 'maxBatch'
@@ -154,6 +157,10 @@ function createGateway(options: GatewayOptions): Gateway {
     deadlineMs: settings.operationTimeoutMs,
     strategy: settings.planner,
   };
+  const parseCache = boundedParseCache(settings.documentCache);
+  metrics.watchDocumentCache('parsed', parseCache.use);
+  const compiled = settings.compiledExecution ? useCompiledExecution({ ...COMPILED_EXECUTION, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc() }) : undefined;
+  if (compiled) metrics.watchDocumentCache('compiled', compiled.use);
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = useGraphiQLCache(async (graphiqlOptions) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(graphiqlOptions));
   const yoga = createYoga<Record<string, unknown>, GatewayContext>({
@@ -185,9 +192,10 @@ function createGateway(options: GatewayOptions): Gateway {
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, onRefused: refused('budget'), tracing }),
       ...callerLimits.charge,
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
-      ...(settings.compiledExecution ? [useCompiledExecution(COMPILED_EXECUTION)] : []),
+      ...(compiled ? [compiled.plugin] : []),
       graphiql.plugin,
     ] as Plugin[],
+    parserAndValidationCache: parseCache.caches,
     // plugins/batching.ts refuses larger batches first, with a code of ours.
     batching: { limit: settings.maxBatch },
     // No file uploads in the schema: a multipart/form-data request is HTTP 415, without a parser asked on every request.

@@ -37,6 +37,12 @@ class QueuedObservations<T extends string> {
   }
 }
 
+/** What a bounded cache holds: its entries and their estimated heap bytes. */
+export interface CacheUse {
+  readonly entries: number;
+  readonly bytes: number;
+}
+
 /**
  * The gateway's Prometheus metrics, in a registry of its own (not prom-client's global one) so
  * tests and several gateways in one process never share counters.
@@ -90,6 +96,40 @@ export class GatewayMetrics {
     help: 'GraphQL operations being executed now.',
     registers: [this.registry],
   });
+
+  /** Readers of the caches kept per distinct document, by cache (`parsed`, `compiled`), read at each scrape. */
+  readonly #documentCaches = new Map<string, () => CacheUse>();
+
+  readonly documentCacheEntries: Gauge<'cache'> = new Gauge({
+    name: 'gateway_document_cache_entries',
+    help: 'Entries of the caches kept per distinct document: parsed (yoga parse cache), compiled (COMPILED_EXECUTION).',
+    labelNames: ['cache'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [cache, use] of this.#documentCaches) this.documentCacheEntries.set({ cache }, use().entries);
+    },
+  });
+
+  readonly documentCacheBytes: Gauge<'cache'> = new Gauge({
+    name: 'gateway_document_cache_bytes',
+    help: 'Estimated heap bytes of the caches kept per distinct document, by cache.',
+    labelNames: ['cache'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [cache, use] of this.#documentCaches) this.documentCacheBytes.set({ cache }, use().bytes);
+    },
+  });
+
+  readonly compiledExecutions = new Counter({
+    name: 'gateway_compiled_executions_total',
+    help: 'Operations run by their compiled code (COMPILED_EXECUTION) rather than the interpreter.',
+    registers: [this.registry],
+  });
+
+  /** Reports a per-document cache in gateway_document_cache_entries and _bytes. */
+  watchDocumentCache(cache: string, use: () => CacheUse): void {
+    this.#documentCaches.set(cache, use);
+  }
 
   /** The Prometheus text /metrics answers: this process's registry, or in a cluster worker the sum over all workers. */
   readonly scrape: () => Promise<string>;
