@@ -49,7 +49,7 @@ const environment = z.object({
   PLANNER: onOff.default('on'),
   COMPILED_EXECUTION: onOff.default('on'),
   COMPILED_EXECUTION_MAX_ENTRIES: integer(1, 1_000_000).default(500),
-  COMPILED_EXECUTION_MAX_BYTES: integer(1_048_576, 17_179_869_184).default(64 * 1024 * 1024),
+  COMPILED_EXECUTION_MAX_BYTES: integer(1_048_576, 17_179_869_184).default(48 * 1024 * 1024),
   DOCUMENT_CACHE_MAX_ENTRIES: integer(1, 1_000_000).default(1_000),
   DOCUMENT_CACHE_MAX_BYTES: integer(1_048_576, 17_179_869_184).default(32 * 1024 * 1024),
   WORKERS: z

@@ -6,7 +6,8 @@ import type { CacheUse } from './metrics.js';
 /**
  * Heap one token of a parsed document holds: its AST node, the node's name and location, and the
  * token itself, which every location keeps reachable. Measured on graphql 16 with forced GCs: 420
- * bytes a token in a query of 190 field selections, 510 in one of 2,000 bare field names.
+ * bytes a token in a query of 190 field selections, 510 in one of 2,000 bare field names; in a
+ * gateway, with the validation result and the plan beside it, 470 a token for 61 tokens.
  */
 const BYTES_PER_TOKEN = 512;
 /** A syntax error: the GraphQLError and its location, beside the text it keeps. */

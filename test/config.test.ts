@@ -32,7 +32,7 @@ describe('loadConfig', () => {
       introspection: true,
       planner: 'selection',
       compiledExecution: true,
-      compiledDocuments: { maxEntries: 500, maxBytes: 64 * 1024 * 1024 },
+      compiledDocuments: { maxEntries: 500, maxBytes: 48 * 1024 * 1024 },
       documentCache: { maxEntries: 1_000, maxBytes: 32 * 1024 * 1024 },
       corsOrigins: [],
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxBodyBytes: 100_000 },
