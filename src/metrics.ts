@@ -100,25 +100,8 @@ export class GatewayMetrics {
   /** Readers of the caches kept per distinct document, by cache (`parsed`, `compiled`), read at each scrape. */
   readonly #documentCaches = new Map<string, () => CacheUse>();
 
-  readonly documentCacheEntries: Gauge<'cache'> = new Gauge({
-    name: 'gateway_document_cache_entries',
-    help: 'Entries of the caches kept per distinct document: parsed (yoga parse cache), compiled (COMPILED_EXECUTION).',
-    labelNames: ['cache'] as const,
-    registers: [this.registry],
-    collect: () => {
-      for (const [cache, use] of this.#documentCaches) this.documentCacheEntries.set({ cache }, use().entries);
-    },
-  });
-
-  readonly documentCacheBytes: Gauge<'cache'> = new Gauge({
-    name: 'gateway_document_cache_bytes',
-    help: 'Estimated heap bytes of the caches kept per distinct document, by cache.',
-    labelNames: ['cache'] as const,
-    registers: [this.registry],
-    collect: () => {
-      for (const [cache, use] of this.#documentCaches) this.documentCacheBytes.set({ cache }, use().bytes);
-    },
-  });
+  readonly documentCacheEntries = this.#documentCacheGauge('gateway_document_cache_entries', 'Entries of the caches kept per distinct document: parsed (yoga parse cache), compiled (COMPILED_EXECUTION).', (use) => use.entries);
+  readonly documentCacheBytes = this.#documentCacheGauge('gateway_document_cache_bytes', 'Estimated heap bytes of the caches kept per distinct document, by cache.', (use) => use.bytes);
 
   readonly compiledExecutions = new Counter({
     name: 'gateway_compiled_executions_total',
@@ -129,6 +112,20 @@ export class GatewayMetrics {
   /** Reports a per-document cache in gateway_document_cache_entries and _bytes. */
   watchDocumentCache(cache: string, use: () => CacheUse): void {
     this.#documentCaches.set(cache, use);
+  }
+
+  /** A gauge by cache, read from the watched caches at each scrape. */
+  #documentCacheGauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge<'cache'> {
+    const gauge: Gauge<'cache'> = new Gauge({
+      name,
+      help,
+      labelNames: ['cache'] as const,
+      registers: [this.registry],
+      collect: () => {
+        for (const [cache, use] of this.#documentCaches) gauge.set({ cache }, pick(use()));
+      },
+    });
+    return gauge;
   }
 
   /** The Prometheus text /metrics answers: this process's registry, or in a cluster worker the sum over all workers. */
