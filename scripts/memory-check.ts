@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { exitWithHelp, integerOption, runBench } from '../bench/cli.js';
-import { gatewayMemory, HOST, http, root, startFlags, startServer } from '../bench/processes.js';
-import { loadConfig } from '../src/config.js';
+import { gatewayMemory, HOST, http, root, startFlags, startServer, type Child } from '../bench/processes.js';
+import { loadConfig, type Config } from '../src/config.js';
 
 /*
  * `npm run memory`: whether one client, within every configured limit, can grow the gateway's
@@ -105,6 +105,103 @@ function describe(status: number, text: string): string {
   return `${status} batch: ${[...kinds].map(([kind, n]) => `${n} ${kind}`).join(', ')}`;
 }
 
+type Options = ReturnType<typeof options>;
+type Memory = { heapUsed: number; rss: number };
+
+/** The gateway child process: requests to it, and its memory sampled all along, by phase. */
+class Gateway {
+  readonly #samples: Sample[] = [];
+  readonly #sampler: NodeJS.Timeout;
+  #phase = 'start';
+  /** Why the process ended early, if it did. */
+  died: string | undefined;
+
+  constructor(
+    readonly url: string,
+    child: Child,
+    private readonly settleSec: number,
+  ) {
+    this.#sampler = setInterval(() => {
+      void gatewayMemory(url).then((memory) => memory && this.#samples.push({ phase: this.#phase, ...memory }), () => undefined);
+    }, SAMPLE_MS);
+    child.process.once('exit', (code, signal) => (this.died = `the gateway exited (${signal ?? code}): ${child.tail.slice(-3).join(' | ')}`));
+  }
+
+  /** A request that fails (timeout, reset) is an answer too: reported, not fatal. */
+  post(body: string): Promise<{ status: number; text: string }> {
+    return http(this.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' }, body }).catch((error: Error) => ({ status: 0, text: `"${error.name}"` }));
+  }
+
+  begin(phase: string): void {
+    this.#phase = phase;
+  }
+
+  latest(): Memory {
+    return this.#samples.at(-1) ?? { heapUsed: 0, rss: 0 };
+  }
+
+  /** Light traffic for the settling time; the medians of the samples taken meanwhile. */
+  async settle(phase: string): Promise<Memory & { samples: number }> {
+    this.begin(phase);
+    for (const end = Date.now() + this.settleSec * 1000; Date.now() < end && this.died === undefined; ) {
+      await this.post(LIGHT_QUERY);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const settled = this.#samples.filter((s) => s.phase === phase);
+    return { heapUsed: median(settled.map((s) => s.heapUsed)), rss: median(settled.map((s) => s.rss)), samples: settled.length };
+  }
+
+  peak(...phases: string[]): Memory {
+    return this.#samples.filter((s) => phases.includes(s.phase)).reduce((most, s) => ({ heapUsed: Math.max(most.heapUsed, s.heapUsed), rss: Math.max(most.rss, s.rss) }), { heapUsed: 0, rss: 0 });
+  }
+
+  stopSampling(): void {
+    clearInterval(this.#sampler);
+  }
+}
+
+const change = (from: Memory, to: Memory, peak: Memory) => `heap ${mb(from.heapUsed)} → ${mb(to.heapUsed)} (peak ${mb(peak.heapUsed)}), RSS ${mb(from.rss)} → ${mb(to.rss)} (peak ${mb(peak.rss)})`;
+
+/** Each distinct document --repeats times, --concurrency documents at a time. */
+async function sendDocuments(gateway: Gateway, opts: Options): Promise<Answers> {
+  gateway.begin('documents');
+  const answers = new Answers();
+  let next = 0;
+  const sender = async () => {
+    for (let n = next++; n < opts.documents && gateway.died === undefined; n = next++) {
+      const body = JSON.stringify({ query: distinctDocument(n) });
+      for (let i = 0; i < opts.repeats; i++) {
+        const { status, text } = await gateway.post(body);
+        answers.add(describe(status, text));
+      }
+      if ((n + 1) % 250 === 0) console.log(`  ${n + 1} documents sent; heap ${mb(gateway.latest().heapUsed)}, RSS ${mb(gateway.latest().rss)}`);
+    }
+  };
+  await Promise.all(Array.from({ length: opts.concurrency }, sender));
+  return answers;
+}
+
+/** --batches batches of MAX_BATCH heaviest operations, one after the other; the largest answer's length. */
+async function sendBatches(gateway: Gateway, config: Config, opts: Options): Promise<{ answers: Answers; largest: number }> {
+  gateway.begin('batches');
+  const batch = JSON.stringify(Array.from({ length: config.maxBatch }, () => ({ query: heaviestOperation(config.limits.maxAliases) })));
+  const answers = new Answers();
+  let largest = 0;
+  for (let i = 0; i < opts.batches && gateway.died === undefined; i++) {
+    const { status, text } = await gateway.post(batch);
+    largest = Math.max(largest, text.length);
+    answers.add(describe(status, text));
+  }
+  return { answers, largest };
+}
+
+/** Whether a growth is within its bound, said on one line. */
+function judged(what: string, growth: number, boundMb: number): boolean {
+  const ok = growth <= boundMb * 1048576;
+  console.log(`${what}: ${growth < 0 ? '-' : '+'}${mb(Math.abs(growth))} (bound ${boundMb} MB): ${ok ? 'OK' : 'NOT OK'}`);
+  return ok;
+}
+
 async function main(): Promise<void> {
   const opts = options();
   const config = loadConfig();
@@ -112,78 +209,30 @@ async function main(): Promise<void> {
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
   // The embedded reference upstream (UPSTREAM_URL unset), so not production; one process, so /metrics is the serving one's.
   const { child, url } = await startServer('gateway', [...startFlags(), 'dist/main.js'], undefined, { UPSTREAM_URL: '', NODE_ENV: 'development', PORT: '0', HOST, WORKERS: '1', LOG_LEVEL: 'warn' });
-  // A request that fails (timeout, reset) is an answer too: reported, not fatal.
-  const post = (body: string) =>
-    http(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' }, body }).catch((error: Error) => ({ status: 0, text: `"${error.name}"` }));
-
-  const samples: Sample[] = [];
-  let phase = 'start';
-  const sampler = setInterval(() => {
-    void gatewayMemory(url).then((memory) => memory && samples.push({ phase, ...memory }), () => undefined);
-  }, SAMPLE_MS);
-  let died: string | undefined;
-  child.process.once('exit', (code, signal) => (died = `the gateway exited (${signal ?? code}): ${child.tail.slice(-3).join(' | ')}`));
-
-  /** Light traffic for --settle seconds; the median of the samples taken meanwhile. */
-  const settle = async (name: string) => {
-    phase = name;
-    for (const end = Date.now() + opts.settleSec * 1000; Date.now() < end && died === undefined; ) {
-      await post(LIGHT_QUERY);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    const settled = samples.filter((s) => s.phase === name);
-    return { heapUsed: median(settled.map((s) => s.heapUsed)), rss: median(settled.map((s) => s.rss)), samples: settled.length };
-  };
-  const peak = (...phases: string[]) => samples.filter((s) => phases.includes(s.phase)).reduce((most, s) => ({ heapUsed: Math.max(most.heapUsed, s.heapUsed), rss: Math.max(most.rss, s.rss) }), { heapUsed: 0, rss: 0 });
+  const gateway = new Gateway(url, child, opts.settleSec);
 
   // Warm: the code paths of both phases run once before the start is measured.
-  await post(JSON.stringify({ query: distinctDocument(-1) }));
-  await post(JSON.stringify({ query: heaviestOperation(1) }));
-  const start = await settle('start');
+  await gateway.post(JSON.stringify({ query: distinctDocument(-1) }));
+  await gateway.post(JSON.stringify({ query: heaviestOperation(1) }));
+  const start = await gateway.settle('start');
   console.log(`Gateway ${url} (COMPILED_EXECUTION=${config.compiledExecution ? 'on' : 'off'}); start: heap ${mb(start.heapUsed)}, RSS ${mb(start.rss)} (medians of ${start.samples} samples)`);
 
-  phase = 'documents';
-  const documentAnswers = new Answers();
-  let next = 0;
-  const sendDocuments = async () => {
-    for (let n = next++; n < opts.documents && died === undefined; n = next++) {
-      const body = JSON.stringify({ query: distinctDocument(n) });
-      for (let i = 0; i < opts.repeats; i++) {
-        const { status, text } = await post(body);
-        documentAnswers.add(describe(status, text));
-      }
-      if ((n + 1) % 250 === 0) console.log(`  ${n + 1} documents sent; heap ${mb(samples.at(-1)?.heapUsed ?? 0)}, RSS ${mb(samples.at(-1)?.rss ?? 0)}`);
-    }
-  };
-  await Promise.all(Array.from({ length: opts.concurrency }, sendDocuments));
-  const afterDocuments = await settle('after documents');
-  const documentsPeak = peak('documents', 'after documents');
-  console.log(`Documents: ${opts.documents} distinct × ${opts.repeats}: ${documentAnswers}`);
-  console.log(`  heap ${mb(start.heapUsed)} → ${mb(afterDocuments.heapUsed)} (peak ${mb(documentsPeak.heapUsed)}), RSS ${mb(start.rss)} → ${mb(afterDocuments.rss)} (peak ${mb(documentsPeak.rss)})`);
+  const documentAnswers = await sendDocuments(gateway, opts);
+  const afterDocuments = await gateway.settle('after documents');
+  const documentsPeak = gateway.peak('documents', 'after documents');
+  console.log(`Documents: ${opts.documents} distinct × ${opts.repeats}: ${documentAnswers}\n  ${change(start, afterDocuments, documentsPeak)}`);
 
-  phase = 'batches';
-  const batch = JSON.stringify(Array.from({ length: config.maxBatch }, () => ({ query: heaviestOperation(config.limits.maxAliases) })));
-  const batchAnswers = new Answers();
-  let largest = 0;
-  for (let i = 0; i < opts.batches && died === undefined; i++) {
-    const { status, text } = await post(batch);
-    largest = Math.max(largest, text.length);
-    batchAnswers.add(describe(status, text));
-  }
-  const afterBatches = await settle('after batches');
-  const batchesPeak = peak('batches', 'after batches');
-  clearInterval(sampler);
-  console.log(`Batches: ${opts.batches} × ${config.maxBatch} operations of ${config.limits.maxAliases} × heads(first: 100): ${batchAnswers}; largest answer ${mb(largest)}`);
-  console.log(`  heap ${mb(afterDocuments.heapUsed)} → ${mb(afterBatches.heapUsed)} (peak ${mb(batchesPeak.heapUsed)}), RSS ${mb(afterDocuments.rss)} → ${mb(afterBatches.rss)} (peak ${mb(batchesPeak.rss)})`);
+  const batches = await sendBatches(gateway, config, opts);
+  const afterBatches = await gateway.settle('after batches');
+  const batchesPeak = gateway.peak('batches', 'after batches');
+  gateway.stopSampling();
+  console.log(`Batches: ${opts.batches} × ${config.maxBatch} operations of ${config.limits.maxAliases} × heads(first: 100): ${batches.answers}; largest answer ${mb(batches.largest)}`);
+  console.log(`  ${change(afterDocuments, afterBatches, batchesPeak)}`);
 
-  const heapGrowth = afterDocuments.heapUsed - start.heapUsed;
-  const rssGrowth = Math.max(documentsPeak.rss, batchesPeak.rss) - start.rss;
-  const heapOk = heapGrowth <= opts.heapBoundMb * 1048576;
-  const rssOk = rssGrowth <= opts.rssBoundMb * 1048576;
-  console.log(`Heap after the documents: ${heapGrowth < 0 ? '-' : '+'}${mb(Math.abs(heapGrowth))} (bound ${opts.heapBoundMb} MB): ${heapOk ? 'OK' : 'NOT OK'}`);
-  console.log(`Peak RSS: ${rssGrowth < 0 ? '-' : '+'}${mb(Math.abs(rssGrowth))} over the start (bound ${opts.rssBoundMb} MB): ${rssOk ? 'OK' : 'NOT OK'}`);
-  if (died !== undefined) console.log(`NOT OK: ${died}`);
-  const ok = heapOk && rssOk && died === undefined;
+  const heapOk = judged('Heap after the documents', afterDocuments.heapUsed - start.heapUsed, opts.heapBoundMb);
+  const rssOk = judged('Peak RSS over the start', Math.max(documentsPeak.rss, batchesPeak.rss) - start.rss, opts.rssBoundMb);
+  if (gateway.died !== undefined) console.log(`NOT OK: ${gateway.died}`);
+  const ok = heapOk && rssOk && gateway.died === undefined;
   console.log(`Verdict: ${ok ? 'OK' : 'NOT OK'}`);
   if (!ok) process.exitCode = 1;
 }
