@@ -133,3 +133,17 @@ export function startFlags(): string[] {
   if (flags === undefined) throw new Error(`package.json scripts.start does not run "node [--flags] dist/main.js": ${start}`);
   return flags.split(/\s+/).filter(Boolean);
 }
+
+/** The value of the first sample of `name` in a Prometheus text exposition. */
+export function metricValue(text: string, name: string): number | undefined {
+  const value = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1];
+  return value === undefined ? undefined : Number(value);
+}
+
+/** A gateway's heap used and RSS, from its /metrics (prom-client's default metrics). */
+export async function gatewayMemory(gatewayUrl: string): Promise<{ heapUsed: number; rss: number } | undefined> {
+  const { status, text } = await http(new URL('/metrics', gatewayUrl).href);
+  const heapUsed = metricValue(text, 'nodejs_heap_size_used_bytes');
+  const rss = metricValue(text, 'process_resident_memory_bytes');
+  return status === 200 && heapUsed !== undefined && rss !== undefined ? { heapUsed, rss } : undefined;
+}

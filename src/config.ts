@@ -51,6 +51,10 @@ const environment = z.object({
   INTROSPECTION: flag('INTROSPECTION').optional(),
   PLANNER: onOff.default('on'),
   COMPILED_EXECUTION: onOff.default('on'),
+  COMPILED_EXECUTION_MAX_ENTRIES: integer(1, 1_000_000).default(500),
+  COMPILED_EXECUTION_MAX_BYTES: integer(1_048_576, 17_179_869_184).default(48 * 1024 * 1024),
+  DOCUMENT_CACHE_MAX_ENTRIES: integer(1, 1_000_000).default(1_000),
+  DOCUMENT_CACHE_MAX_BYTES: integer(1_048_576, 17_179_869_184).default(32 * 1024 * 1024),
   WORKERS: z
     .union([z.literal('auto'), integer(1, 256)], { error: 'a whole number from 1 to 256, or auto' })
     .default(1)
@@ -122,6 +126,10 @@ export interface Config {
   readonly planner: Strategy;
   /** Compile hot plain queries with graphql-jit (COMPILED_EXECUTION). */
   readonly compiledExecution: boolean;
+  /** Compiled queries kept, by count and by estimated heap bytes. */
+  readonly compiledDocuments: CacheBounds;
+  /** Parsed documents kept by their text (yoga's parse cache), by count and by estimated heap bytes; what is kept per document follows them. */
+  readonly documentCache: CacheBounds;
   /** Origins allowed by CORS; empty means same-origin only. */
   readonly corsOrigins: readonly string[];
   readonly limits: OperationLimits;
@@ -171,6 +179,13 @@ export interface ConnectionSettings {
   readonly adminPort: number | undefined;
   /** Connections open at once on the admin port: probes and scrapes need a few. */
   readonly adminMaxConnections: number;
+}
+
+/** A cache of something derived from each distinct document, the least recently used dropped first. */
+export interface CacheBounds {
+  readonly maxEntries: number;
+  /** Estimated heap bytes the entries may hold together. */
+  readonly maxBytes: number;
 }
 
 /** Per-operation limits refused before execution (GraphQL Armor and the body cap). */
@@ -276,6 +291,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     introspection: e.INTROSPECTION ?? !production,
     planner: e.PLANNER === 'on' ? 'selection' : 'plain',
     compiledExecution: e.COMPILED_EXECUTION === 'on',
+    compiledDocuments: Object.freeze({ maxEntries: e.COMPILED_EXECUTION_MAX_ENTRIES, maxBytes: e.COMPILED_EXECUTION_MAX_BYTES }),
+    documentCache: Object.freeze({ maxEntries: e.DOCUMENT_CACHE_MAX_ENTRIES, maxBytes: e.DOCUMENT_CACHE_MAX_BYTES }),
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,

@@ -2,6 +2,7 @@ import { createYoga, useExecutionCancellation, type CORSOptions, type Plugin, ty
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createContext, type ContextOptions, type GatewayContext } from './context.js';
+import { boundedParseCache } from './document-cache.js';
 import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { useAnswerTypes } from './plugins/answer-types.js';
@@ -70,6 +71,8 @@ export type GatewaySettings = Pick<
   | 'introspection'
   | 'planner'
   | 'compiledExecution'
+  | 'compiledDocuments'
+  | 'documentCache'
   | 'corsOrigins'
   | 'limits'
   | 'maxBatch'
@@ -159,6 +162,10 @@ function createGateway(options: GatewayOptions): Gateway {
     deadlineMs: settings.operationTimeoutMs,
     strategy: settings.planner,
   };
+  const parseCache = boundedParseCache(settings.documentCache);
+  metrics.watchDocumentCache('parsed', parseCache.use);
+  const compiled = settings.compiledExecution ? useCompiledExecution({ ...COMPILED_EXECUTION, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc() }) : undefined;
+  if (compiled) metrics.watchDocumentCache('compiled', compiled.use);
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = useGraphiQLCache(async (graphiqlOptions) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(graphiqlOptions));
   const yoga = createYoga<Record<string, unknown>, GatewayContext>({
@@ -193,13 +200,14 @@ function createGateway(options: GatewayOptions): Gateway {
       ...callerLimits.charge,
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
       usePrivateAnswers(),
-      ...(settings.compiledExecution ? [useCompiledExecution(COMPILED_EXECUTION)] : []),
+      ...(compiled ? [compiled.plugin] : []),
       // A client that hangs up stops its operation: the executor checks the request's signal
       // between fields, and its answer is never serialised.
       useExecutionCancellation(),
       useResponseSizeLimit({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),
       graphiql.plugin,
     ] as Plugin[],
+    parserAndValidationCache: parseCache.caches,
     // plugins/batching.ts refuses larger batches first, with a code of ours.
     batching: { limit: settings.maxBatch },
     // No file uploads in the schema: a multipart/form-data request is HTTP 415, without a parser asked on every request.

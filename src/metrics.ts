@@ -41,6 +41,12 @@ class QueuedObservations<T extends string> {
 /** A gateway process's listening ports: the public one and ADMIN_PORT. */
 export type ConnectionPort = 'public' | 'admin';
 
+/** What a bounded cache holds: its entries and their estimated heap bytes. */
+export interface CacheUse {
+  readonly entries: number;
+  readonly bytes: number;
+}
+
 /**
  * The gateway's Prometheus metrics, in a registry of its own (not prom-client's global one) so
  * tests and several gateways in one process never share counters.
@@ -131,6 +137,37 @@ export class GatewayMetrics {
     // The series exists from the start (at 0), so a rate over it has a beginning.
     dropped.inc(0);
     return () => dropped.inc();
+  }
+
+  /** Readers of the caches kept per distinct document, by cache (`parsed`, `compiled`), read at each scrape. */
+  readonly #documentCaches = new Map<string, () => CacheUse>();
+
+  readonly documentCacheEntries = this.#documentCacheGauge('gateway_document_cache_entries', 'Entries of the caches kept per distinct document: parsed (yoga parse cache), compiled (COMPILED_EXECUTION).', (use) => use.entries);
+  readonly documentCacheBytes = this.#documentCacheGauge('gateway_document_cache_bytes', 'Estimated heap bytes of the caches kept per distinct document, by cache.', (use) => use.bytes);
+
+  readonly compiledExecutions = new Counter({
+    name: 'gateway_compiled_executions_total',
+    help: 'Operations run by their compiled code (COMPILED_EXECUTION) rather than the interpreter.',
+    registers: [this.registry],
+  });
+
+  /** Reports a per-document cache in gateway_document_cache_entries and _bytes. */
+  watchDocumentCache(cache: string, use: () => CacheUse): void {
+    this.#documentCaches.set(cache, use);
+  }
+
+  /** A gauge by cache, read from the watched caches at each scrape. */
+  #documentCacheGauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge<'cache'> {
+    const gauge: Gauge<'cache'> = new Gauge({
+      name,
+      help,
+      labelNames: ['cache'] as const,
+      registers: [this.registry],
+      collect: () => {
+        for (const [cache, use] of this.#documentCaches) gauge.set({ cache }, pick(use()));
+      },
+    });
+    return gauge;
   }
 
   /** The Prometheus text /metrics answers: this process's registry, or in a cluster worker the sum over all workers. */

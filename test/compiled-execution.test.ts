@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestGateway, upstreamHead, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { post, startTestGateway, upstreamHead, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { sampleOf } from './support/metrics.js';
 
 /*
  * Compiled execution (graphql-jit): a query is compiled once it has run twice, and answers as the
- * interpreter does; what it cannot be trusted with stays on the interpreter.
+ * interpreter does; what it cannot be trusted with stays on the interpreter. The gateway's
+ * /metrics say how many operations ran compiled and what the compiled cache holds.
  */
 
 let t: TestGateway;
@@ -17,6 +19,16 @@ beforeAll(async () => {
 
 afterAll(() => t.close());
 beforeEach(() => t.reset());
+
+/** Operations run by compiled code so far, and the compiled documents kept (count, estimated bytes). */
+async function compiledOf(on: TestGateway) {
+  const text = await on.metrics.scrape();
+  return {
+    runs: sampleOf(text, 'gateway_compiled_executions_total') ?? 0,
+    entries: sampleOf(text, 'gateway_document_cache_entries{cache="compiled"}'),
+    bytes: sampleOf(text, 'gateway_document_cache_bytes{cache="compiled"}'),
+  };
+}
 
 /** The same request `times` times: every answer, and the upstream calls each made. */
 async function repeated(times: number, query: string, variables?: Record<string, unknown>) {
@@ -34,7 +46,10 @@ describe('compiled execution', () => {
   it('a hot query answers the same compiled as interpreted: data, errors with their paths and locations, calls', async () => {
     const missing = '00000000-0000-4000-8000-000000000000';
     const query = `query Hot($a: ID!, $b: ID!) { a: head(id: $a) { name updatedAt hair { name gender } } b: head(id: $b) { name } heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } nodes { uuid } } }`;
+    const before = await compiledOf(t);
     const { answers, calls } = await repeated(4, query, { a: ids[0], b: missing });
+    // Interpreted once, then compiled: three runs of compiled code, one more document kept.
+    expect(await compiledOf(t)).toMatchObject({ runs: before.runs + 3, entries: before.entries! + 1 });
     expect(answers[0]!.data!.a).toEqual({ name: headA(ids[0]!).name, updatedAt: new Date(headA(ids[0]!).updated_at).toISOString(), hair: headA(ids[0]!).hair ? { name: headA(ids[0]!).hair.name, gender: headA(ids[0]!).hair.gender.toUpperCase() } : null });
     expect(answers[0]!.errors).toEqual([expect.objectContaining({ path: ['b'], locations: [{ line: 1, column: 87 }], extensions: expect.objectContaining({ code: 'NOT_FOUND' }) })]);
     expect(answers[0]!.data!.heads.pageInfo).toEqual({ startCursor: answers[0]!.data!.heads.edges[0].cursor, endCursor: answers[0]!.data!.heads.edges[2].cursor, hasNextPage: true });
@@ -44,8 +59,10 @@ describe('compiled execution', () => {
 
   it('a query with directives stays interpreted (graphql-jit 0.8 returns fields of an @include nested in a skipped fragment)', async () => {
     const query = `{ heads(first: 1) { nodes { ... @skip(if: true) { hair { ... @include(if: true) { objMetadata } } } hair { name } } } }`;
+    const before = await compiledOf(t);
     const { answers } = await repeated(4, query);
     for (const answer of answers) expect(answer).toEqual({ data: { heads: { nodes: [{ hair: { name: headA(ids[0]!).hair.name } }] } } });
+    expect(await compiledOf(t)).toEqual(before);
   });
 
   it('variables that do not coerce are refused as graphql-js refuses them, hot or not', async () => {
@@ -57,5 +74,56 @@ describe('compiled execution', () => {
       expect.objectContaining({ extensions: { code: 'BAD_USER_INPUT', fieldErrors: [expect.objectContaining({ path: ['n'], type: 'invalid_variable' })] } }),
     ]);
     expect(t.calls()).toEqual([]);
+  });
+
+  it('a document of several operations runs each by its name, interpreted', async () => {
+    const document = `query First { heads(first: 1) { nodes { name } } } query Second { heads(first: 2) { totalCount } }`;
+    const before = await compiledOf(t);
+    for (let i = 0; i < 3; i++) {
+      expect((await post(t, { query: document, operationName: 'First' })).body).toEqual({ data: { heads: { nodes: [{ name: headA(ids[0]!).name }] } } });
+      expect((await post(t, { query: document, operationName: 'Second' })).body).toEqual({ data: { heads: { totalCount: ids.length } } });
+    }
+    expect(await compiledOf(t)).toEqual(before);
+  });
+});
+
+describe('the compiled documents kept', () => {
+  const HEAD = 'id uuid name url arUrl outputFormat style version lod headMetadata createdAt updatedAt hair { id name url thumbnailUrl style createdAt sourceType gender objMetadata payableData { price description } updatedAt hairMetadata userId }';
+  /** Distinct query `n`: `aliases` × 31 field selections. */
+  const wide = (n: number, aliases: number) => `query Wide${n} { ${Array.from({ length: aliases }, (_, k) => `a${k}: heads(first: 1) { totalCount nodes { ${HEAD} } }`).join(' ')} }`;
+  const twice = async (on: TestGateway, query: string) => {
+    for (let i = 0; i < 2; i++) expect((await on.execute(query)).errors).toBeUndefined();
+  };
+
+  it('are bounded by count, the least recently used dropped first', async () => {
+    const small = await startTestGateway({ env: { COMPILED_EXECUTION_MAX_ENTRIES: '2' } });
+    try {
+      for (const n of [1, 2, 3]) await twice(small, `query Q${n} { heads(first: ${n}) { nodes { uuid } } }`);
+      expect(await compiledOf(small)).toMatchObject({ runs: 3, entries: 2 });
+      // Q1 was dropped: it is compiled again, and answers the same.
+      expect(await small.execute(`query Q1 { heads(first: 1) { nodes { uuid } } }`)).toEqual({ data: { heads: { nodes: [{ uuid: ids[0] }] } } });
+      expect(await compiledOf(small)).toMatchObject({ runs: 4, entries: 2 });
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('are bounded by their estimated heap; a query larger than the whole budget stays interpreted', async () => {
+    const budget = 1024 * 1024;
+    const small = await startTestGateway({ env: { COMPILED_EXECUTION_MAX_BYTES: String(budget) } });
+    try {
+      await twice(small, wide(0, 2));
+      const one = (await compiledOf(small)).bytes!;
+      const fit = Math.floor(budget / one);
+      expect(fit).toBeGreaterThanOrEqual(1);
+      for (let n = 1; n <= fit; n++) await twice(small, wide(n, 2));
+      expect(await compiledOf(small)).toEqual({ runs: fit + 1, entries: fit, bytes: fit * one });
+      // Six aliases weigh three times two.
+      expect(3 * one).toBeGreaterThan(budget);
+      for (let i = 0; i < 3; i++) expect((await small.execute(wide(100, 6))).errors).toBeUndefined();
+      expect(await compiledOf(small)).toEqual({ runs: fit + 1, entries: fit, bytes: fit * one });
+    } finally {
+      await small.close();
+    }
   });
 });

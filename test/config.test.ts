@@ -35,6 +35,8 @@ describe('loadConfig', () => {
       introspection: true,
       planner: 'selection',
       compiledExecution: true,
+      compiledDocuments: { maxEntries: 500, maxBytes: 48 * 1024 * 1024 },
+      documentCache: { maxEntries: 1_000, maxBytes: 32 * 1024 * 1024 },
       corsOrigins: [],
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxBodyBytes: 100_000 },
       maxBatch: 10,
@@ -60,6 +62,8 @@ describe('loadConfig', () => {
     expect(loadConfig({ WORKERS: 'auto' }).workers).toBeGreaterThanOrEqual(1);
     expect(loadConfig({ PLANNER: 'off' }).planner).toBe('plain');
     expect(loadConfig({ COMPILED_EXECUTION: 'off' }).compiledExecution).toBe(false);
+    expect(loadConfig({ COMPILED_EXECUTION_MAX_ENTRIES: '20', COMPILED_EXECUTION_MAX_BYTES: '2097152' }).compiledDocuments).toEqual({ maxEntries: 20, maxBytes: 2_097_152 });
+    expect(loadConfig({ DOCUMENT_CACHE_MAX_ENTRIES: '100', DOCUMENT_CACHE_MAX_BYTES: '8388608' }).documentCache).toEqual({ maxEntries: 100, maxBytes: 8_388_608 });
     expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173']);
   });
 
@@ -119,6 +123,10 @@ describe('loadConfig', () => {
     [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least half of UPSTREAM_CALL_BUDGET \(100\), so that one operation fits in the burst, got "49"$/],
     [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true or false/],
     [{ METRICS_OPERATION_NAMES: '0' }, /^METRICS_OPERATION_NAMES: expected an integer from 1/],
+    [{ DOCUMENT_CACHE_MAX_ENTRIES: '0' }, /^DOCUMENT_CACHE_MAX_ENTRIES: expected an integer from 1 to 1000000, got "0"$/],
+    [{ DOCUMENT_CACHE_MAX_BYTES: '64k' }, /^DOCUMENT_CACHE_MAX_BYTES: expected an integer from 1048576 to 17179869184, got "64k"$/],
+    [{ COMPILED_EXECUTION_MAX_ENTRIES: '-1' }, /^COMPILED_EXECUTION_MAX_ENTRIES: expected an integer from 1 to 1000000/],
+    [{ COMPILED_EXECUTION_MAX_BYTES: '1000' }, /^COMPILED_EXECUTION_MAX_BYTES: expected an integer from 1048576 to 17179869184, got "1000"$/],
     // A Redis URL may hold a password: never echoed.
     [{ REDIS_URL: 'http://:hunter2@cache:6379' }, /^REDIS_URL: expected a redis:\/\/ or rediss:\/\/ URL, got something else$/],
   ])('refuses the abuse-resistance value %o with one line naming the variable', (env, message) => {
