@@ -140,10 +140,14 @@ export function metricValue(text: string, name: string): number | undefined {
   return value === undefined ? undefined : Number(value);
 }
 
-/** A gateway's heap used and RSS, from its /metrics (prom-client's default metrics). */
-export async function gatewayMemory(gatewayUrl: string): Promise<{ heapUsed: number; rss: number } | undefined> {
+/**
+ * A gateway's heap used and RSS, and the longest its event loop was held since the last scrape
+ * (prom-client's default metrics: the loop's delay histogram is reset at every scrape), from its /metrics.
+ */
+export async function gatewayMemory(gatewayUrl: string): Promise<{ heapUsed: number; rss: number; loopStall: number } | undefined> {
   const { status, text } = await http(new URL('/metrics', gatewayUrl).href);
   const heapUsed = metricValue(text, 'nodejs_heap_size_used_bytes');
   const rss = metricValue(text, 'process_resident_memory_bytes');
-  return status === 200 && heapUsed !== undefined && rss !== undefined ? { heapUsed, rss } : undefined;
+  const loopStall = metricValue(text, 'nodejs_eventloop_lag_max_seconds') ?? 0;
+  return status === 200 && heapUsed !== undefined && rss !== undefined ? { heapUsed, rss, loopStall } : undefined;
 }

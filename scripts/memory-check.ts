@@ -11,8 +11,11 @@ import { loadConfig, type Config } from '../src/config.js';
  *  1. documents: thousands of distinct large documents (~190 field selections each), each sent
  *     several times, so that every cache keyed by document (parse, validation, plan, compiled
  *     execution) sees each of them hot;
- *  2. batches: MAX_BATCH operations of the heaviest shape the limits let through (MAX_ALIASES
- *     aliases of `heads(first: 100)` selecting every field), reporting whatever answers come back.
+ *  2. batches: MAX_BATCH operations of MAX_ALIASES aliases of `heads(first: 100)` selecting every
+ *     field (the attack of the hardening issue: refused by MAX_RESULT_ITEMS now), then MAX_BATCH
+ *     operations of the largest the limits let through (MAX_RESULT_ITEMS / 200 such aliases),
+ *     reporting whatever answers come back, the largest answer, and the longest the gateway's
+ *     event loop was held meanwhile (its own event-loop delay metric).
  * Heap used and RSS are read from the gateway's /metrics every SAMPLE_MS all along. Heap used is
  * a saw-tooth between collections: a phase is judged on the median of the samples of a settling
  * window after it (light traffic only), never on one sample. Exit 0 when both stay within their
@@ -37,7 +40,7 @@ const CONNECTION_FIELDS = `totalCount pageInfo { hasNextPage hasPreviousPage sta
 /** Document `n`: 5 aliases of a small page selecting everything, 190 field selections, distinct by its aliases. */
 const distinctDocument = (n: number) => `query Distinct${n} { ${Array.from({ length: 5 }, (_, k) => `d${n}_${k}: heads(first: ${1 + k}) { ${CONNECTION_FIELDS} }`).join(' ')} }`;
 
-/** The heaviest operation the limits let through: `aliases` full pages of every field (a fragment keeps the batch within MAX_BODY_BYTES). */
+/** The heaviest operation the other limits let through: `aliases` full pages of every field (a fragment keeps the batch within MAX_BODY_BYTES). */
 const heaviestOperation = (aliases: number) =>
   `query Heaviest { ${Array.from({ length: aliases }, (_, k) => `h${k}: heads(first: 100) { ...Page }`).join(' ')} } fragment Page on HeadConnection { ${CONNECTION_FIELDS} }`;
 
@@ -72,6 +75,8 @@ interface Sample {
   readonly phase: string;
   readonly heapUsed: number;
   readonly rss: number;
+  /** Seconds the event loop was held at most since the sample before. */
+  readonly loopStall: number;
 }
 
 const mb = (bytes: number) => `${(bytes / 1048576).toFixed(bytes < 10 * 1048576 ? 1 : 0)} MB`;
@@ -106,7 +111,7 @@ function describe(status: number, text: string): string {
 }
 
 type Options = ReturnType<typeof options>;
-type Memory = { heapUsed: number; rss: number };
+type Memory = { heapUsed: number; rss: number; loopStall: number };
 
 /** The gateway child process: requests to it, and its memory sampled all along, by phase. */
 class Gateway {
@@ -137,7 +142,7 @@ class Gateway {
   }
 
   latest(): Memory {
-    return this.#samples.at(-1) ?? { heapUsed: 0, rss: 0 };
+    return this.#samples.at(-1) ?? { heapUsed: 0, rss: 0, loopStall: 0 };
   }
 
   /** Light traffic for the settling time; the medians of the samples taken meanwhile. */
@@ -148,11 +153,13 @@ class Gateway {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     const settled = this.#samples.filter((s) => s.phase === phase);
-    return { heapUsed: median(settled.map((s) => s.heapUsed)), rss: median(settled.map((s) => s.rss)), samples: settled.length };
+    return { heapUsed: median(settled.map((s) => s.heapUsed)), rss: median(settled.map((s) => s.rss)), loopStall: median(settled.map((s) => s.loopStall)), samples: settled.length };
   }
 
   peak(...phases: string[]): Memory {
-    return this.#samples.filter((s) => phases.includes(s.phase)).reduce((most, s) => ({ heapUsed: Math.max(most.heapUsed, s.heapUsed), rss: Math.max(most.rss, s.rss) }), { heapUsed: 0, rss: 0 });
+    return this.#samples
+      .filter((s) => phases.includes(s.phase))
+      .reduce((most, s) => ({ heapUsed: Math.max(most.heapUsed, s.heapUsed), rss: Math.max(most.rss, s.rss), loopStall: Math.max(most.loopStall, s.loopStall) }), { heapUsed: 0, rss: 0, loopStall: 0 });
   }
 
   stopSampling(): void {
@@ -160,6 +167,7 @@ class Gateway {
   }
 }
 
+const stall = (memory: Memory) => `${Math.round(memory.loopStall * 1000)} ms`;
 const change = (from: Memory, to: Memory, peak: Memory) => `heap ${mb(from.heapUsed)} → ${mb(to.heapUsed)} (peak ${mb(peak.heapUsed)}), RSS ${mb(from.rss)} → ${mb(to.rss)} (peak ${mb(peak.rss)})`;
 
 /** Each distinct document --repeats times, --concurrency documents at a time. */
@@ -181,10 +189,10 @@ async function sendDocuments(gateway: Gateway, opts: Options): Promise<Answers> 
   return answers;
 }
 
-/** --batches batches of MAX_BATCH heaviest operations, one after the other; the largest answer's length. */
-async function sendBatches(gateway: Gateway, config: Config, opts: Options): Promise<{ answers: Answers; largest: number }> {
-  gateway.begin('batches');
-  const batch = JSON.stringify(Array.from({ length: config.maxBatch }, () => ({ query: heaviestOperation(config.limits.maxAliases) })));
+/** --batches batches of MAX_BATCH `aliases`-page operations, one after the other; the largest answer's length. */
+async function sendBatches(gateway: Gateway, phase: string, aliases: number, config: Config, opts: Options): Promise<{ answers: Answers; largest: number }> {
+  gateway.begin(phase);
+  const batch = JSON.stringify(Array.from({ length: config.maxBatch }, () => ({ query: heaviestOperation(aliases) })));
   const answers = new Answers();
   let largest = 0;
   for (let i = 0; i < opts.batches && gateway.died === undefined; i++) {
@@ -222,15 +230,22 @@ async function main(): Promise<void> {
   const documentsPeak = gateway.peak('documents', 'after documents');
   console.log(`Documents: ${opts.documents} distinct × ${opts.repeats}: ${documentAnswers}\n  ${change(start, afterDocuments, documentsPeak)}`);
 
-  const batches = await sendBatches(gateway, config, opts);
+  const batches = await sendBatches(gateway, 'batches', config.limits.maxAliases, config, opts);
   const afterBatches = await gateway.settle('after batches');
   const batchesPeak = gateway.peak('batches', 'after batches');
-  gateway.stopSampling();
   console.log(`Batches: ${opts.batches} × ${config.maxBatch} operations of ${config.limits.maxAliases} × heads(first: 100): ${batches.answers}; largest answer ${mb(batches.largest)}`);
-  console.log(`  ${change(afterDocuments, afterBatches, batchesPeak)}`);
+  console.log(`  ${change(afterDocuments, afterBatches, batchesPeak)}; event loop held ${stall(batchesPeak)} at most`);
+  // The most a request may ask for: MAX_RESULT_ITEMS of the heaviest item there is (a page answers 100 edges and 100 nodes).
+  const allowedAliases = Math.min(config.limits.maxAliases, Math.max(1, Math.floor(config.maxResultItems / 200)));
+  const allowed = await sendBatches(gateway, 'allowed', allowedAliases, config, opts);
+  const afterAllowed = await gateway.settle('after allowed');
+  const allowedPeak = gateway.peak('allowed', 'after allowed');
+  gateway.stopSampling();
+  console.log(`Within the limits: ${opts.batches} × ${config.maxBatch} operations of ${allowedAliases} × heads(first: 100): ${allowed.answers}; largest answer ${mb(allowed.largest)}`);
+  console.log(`  ${change(afterBatches, afterAllowed, allowedPeak)}; event loop held ${stall(allowedPeak)} at most`);
 
   const heapOk = judged('Heap after the documents', afterDocuments.heapUsed - start.heapUsed, opts.heapBoundMb);
-  const rssOk = judged('Peak RSS over the start', Math.max(documentsPeak.rss, batchesPeak.rss) - start.rss, opts.rssBoundMb);
+  const rssOk = judged('Peak RSS over the start', Math.max(documentsPeak.rss, batchesPeak.rss, allowedPeak.rss) - start.rss, opts.rssBoundMb);
   if (gateway.died !== undefined) console.log(`NOT OK: ${gateway.died}`);
   const ok = heapOk && rssOk && gateway.died === undefined;
   console.log(`Verdict: ${ok ? 'OK' : 'NOT OK'}`);
