@@ -21,6 +21,18 @@ export class RequestBatch implements CallGuard {
    * call budget and one result items limit (plugins/upstream-plan.ts charges them).
    */
   readonly planned = { calls: 0, items: 0 };
+  /** Bytes of JSON the batch's answers written so far weigh (plugins/response-size-limit.ts). */
+  answeredBytes = 0;
+  readonly #signal: AbortSignal;
+
+  constructor(signal: AbortSignal) {
+    this.#signal = signal;
+  }
+
+  /** Whether the client has hung up. */
+  aborted(): boolean {
+    return this.#signal.aborted;
+  }
   readonly #guards: OperationGuard[] = [];
   #loaders: RequestLoaders | undefined;
 
@@ -55,7 +67,7 @@ const batches = new WeakMap<Request, RequestBatch>();
 
 /** Called as a request's parameters turn out to be a batch, before any of its operations runs. */
 export function startBatch(request: Request): void {
-  batches.set(request, new RequestBatch());
+  batches.set(request, new RequestBatch(request.signal));
 }
 
 /** The batch this request carries; undefined for a request of one operation. */
