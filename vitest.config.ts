@@ -9,6 +9,8 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    // Lists the suites skipped for a program that is not installed (test/support/services.ts).
+    reporters: ['default', './test/support/skipped-services-reporter.ts'],
     testTimeout: 20_000,
     hookTimeout: 30_000,
   },

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
 
 /*
  * APQ registrations with REDIS_URL, against a real redis-server: a registration is stored only
@@ -49,7 +50,7 @@ const refused: [kind: string, query: string, limit?: string][] = [
   ['more tokens than MAX_TOKENS', `{ ${'__typename '.repeat(2_100)}}`, 'tokens'],
 ];
 
-describe.each([
+describeWithRedis.each([
   ['with REDIS_URL', true],
   ['in process memory', false],
 ])('a registration that does not validate stores nothing (%s)', (_name, shared) => {
@@ -88,7 +89,7 @@ describe.each([
   });
 });
 
-describe('registrations in Redis are bounded across gateways', () => {
+describeWithRedis('registrations in Redis are bounded across gateways', () => {
   const gateways: TestGateway[] = [];
   const start = (env: Record<string, string>) => startTestGateway({ env: { REDIS_URL: redis.url, ...env } });
   afterAll(() => Promise.all(gateways.splice(0).map((g) => g.close())));

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { jsonHeaders, post as postTo, startTestGateway, type TestGateway } from './support/gateway.js';
 import { expectRateLimited, ok, refusals } from './support/limits.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
 
 /*
@@ -155,7 +156,7 @@ describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=5 (a burst of 10), with TRUST_P
   });
 });
 
-describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND with REDIS_URL', () => {
+describeWithRedis('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND with REDIS_URL', () => {
   let redis: RedisProcess;
   const gateways: TestGateway[] = [];
   beforeAll(async () => {
@@ -165,7 +166,7 @@ describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND with REDIS_URL', () => {
   });
   afterAll(async () => {
     await Promise.all(gateways.map((g) => g.close()));
-    await redis.stop();
+    await redis?.stop();
   });
 
   it('is one window for the address across gateways: 6 at the first use it up, the second refuses the 7th', async () => {

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { parse, print } from 'graphql';
 import type { Browser, BrowserContext, Page, Response } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildGateway, defaultGraphiQLQuery } from '../src/gateway.js';
 import { createGatewayServer } from '../src/http-server.js';
 import { createLogger } from '../src/logger.js';
@@ -13,7 +13,8 @@ import { GatewayMetrics } from '../src/metrics.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import type { Upstream } from '../src/upstream/upstream.js';
-import { chromiumAvailability, launchChromium, watchPage, type NetworkLog } from './support/browser.js';
+import { launchChromium, watchPage, type NetworkLog } from './support/browser.js';
+import { describeWithChromium } from './support/services.js';
 
 /*
  * GraphiQL as a person meets it: Debian's Chromium opens the gateway's /graphql page, runs the
@@ -24,10 +25,6 @@ import { chromiumAvailability, launchChromium, watchPage, type NetworkLog } from
 const ARTIFACTS = fileURLToPath(new URL('./.artifacts/', import.meta.url));
 const SCREENSHOT = `${ARTIFACTS}graphiql.png`;
 const PERMISSIONS_QUERY = '{ permissions(first: 2) { totalCount } }';
-
-const chromiumState = chromiumAvailability();
-if (chromiumState.skip) console.warn(`[graphiql.browser] skipped: ${chromiumState.reason}`);
-const suiteName = chromiumState.skip ? `GraphiQL in Chromium (skipped: ${chromiumState.reason})` : 'GraphiQL in Chromium';
 
 /** Monaco renders spaces as U+00A0; this gives back the plain text of an editor's visible lines. */
 async function editorText(page: Page, uriSuffix: string): Promise<string> {
@@ -77,7 +74,7 @@ async function json<T>(response: globalThis.Response): Promise<T> {
 
 // One person's session, step by step on one page (open, run the default query, type a token and
 // run another, then check where the page went): the steps keep their order under --sequence.shuffle.
-describe.skipIf(chromiumState.skip)(suiteName, { shuffle: false }, () => {
+describeWithChromium('GraphiQL in Chromium', { shuffle: false }, () => {
   let reference: ReferenceUpstream;
   let upstream: Upstream;
   let server: Server | undefined;
@@ -96,8 +93,6 @@ describe.skipIf(chromiumState.skip)(suiteName, { shuffle: false }, () => {
   let permissionTotal: number;
 
   beforeAll(async () => {
-    if (!chromiumState.available) throw new Error(`CI=${process.env.CI}: ${chromiumState.reason}`);
-
     reference = await startReferenceUpstream({ host: '127.0.0.1', port: 0 });
     const listing = await json<{ items: { name: string; id: string }[]; total: number }>(await fetch(`${reference.url}/heads?page=1&size=3`));
     firstHeads = listing.items;

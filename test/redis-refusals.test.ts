@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import { Redis, ReplyError } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
 
 /*
  * A Redis that answers but refuses writes (REDIS_URL): full under `maxmemory` with
@@ -28,7 +29,7 @@ async function drive(t: TestGateway) {
 const fallbacks = async (t: TestGateway, store: string, reason: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}",reason="${reason}"}`) ?? 0;
 const warnings = (t: TestGateway) => t.logLines.filter((line) => line.includes('"level":40') && line.includes('Redis'));
 
-describe.each([
+describeWithRedis.each([
   ['full (maxmemory 2mb, noeviction)', 'out_of_memory', 'Redis refuses writes (maxmemory reached)'],
   ['a read-only replica', 'read_only', 'Redis refuses writes (a read-only replica)'],
 ])('Redis %s', (_name, reason, warning) => {

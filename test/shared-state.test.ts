@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import type { SharedRedis } from '../src/shared-state.js';
 import { jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { startGatewayProcess, type GatewayProcess } from './support/process.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
 
 /*
  * REDIS_URL against a real redis-server (Debian's package) on a free loopback port: two gateway
@@ -19,7 +20,7 @@ let redis: RedisProcess;
 beforeAll(async () => {
   redis = await startRedis();
 });
-afterAll(() => redis.stop());
+afterAll(() => redis?.stop());
 
 const apqQuery = '{ heads(first: 1) { totalCount } }';
 const apqHash = createHash('sha256').update(apqQuery).digest('hex');
@@ -30,7 +31,7 @@ async function postTo(endpoint: string, body: unknown, headers: Record<string, s
   return { status: response.statusCode, body: await response.body.json() };
 }
 
-describe('two gateway processes on one Redis', () => {
+describeWithRedis('two gateway processes on one Redis', () => {
   let reference: ReferenceUpstream;
   const endpoints: string[] = [];
   const gateways: GatewayProcess[] = [];
@@ -87,7 +88,7 @@ describe('two gateway processes on one Redis', () => {
   });
 });
 
-describe('a rate limit beside an in-flight limit in Redis', () => {
+describeWithRedis('a rate limit beside an in-flight limit in Redis', () => {
   let t: TestGateway;
   beforeAll(async () => {
     t = await startTestGateway({ env: { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3', RATE_LIMIT_IN_FLIGHT: '10' } });
@@ -112,7 +113,7 @@ describe('a rate limit beside an in-flight limit in Redis', () => {
   });
 });
 
-describe('Redis stopping mid-run', () => {
+describeWithRedis('Redis stopping mid-run', () => {
   let t: TestGateway;
   let shared: SharedRedis;
   let lines: string[];

@@ -1,8 +1,5 @@
-import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page, type Request } from 'playwright-core';
-
-/** Debian's `chromium` package; `npx playwright install` cannot download here (STACK-NOTES). */
-export const CHROMIUM_PATH = '/usr/bin/chromium';
+import { requireProgram } from './services.js';
 
 const CHROMIUM_ARGS = [
   '--headless',
@@ -15,21 +12,12 @@ const CHROMIUM_ARGS = [
   '--disable-sync',
 ];
 
-export const isCI = (process.env.CI ?? '') !== '' && process.env.CI !== 'false' && process.env.CI !== '0';
-
 /**
- * Whether browser tests can run. Under CI a missing Chromium is a failure (the CI script installs
- * it), so `skip` is only ever true on a developer machine.
+ * Launches Debian's Chromium (the `chromium` package: `npx playwright install` cannot download
+ * here, STACK-NOTES) headless; playwright gives every launch a fresh temporary profile.
  */
-export function chromiumAvailability(): { available: boolean; skip: boolean; reason: string } {
-  if (existsSync(CHROMIUM_PATH)) return { available: true, skip: false, reason: '' };
-  const reason = `${CHROMIUM_PATH} is missing (install it with: apt-get update && apt-get install -y chromium)`;
-  return { available: false, skip: !isCI, reason };
-}
-
-/** Launches Debian's Chromium headless; playwright gives every launch a fresh temporary profile. */
 export function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS, headless: true, timeout: 15_000 });
+  return chromium.launch({ executablePath: requireProgram('chromium'), args: CHROMIUM_ARGS, headless: true, timeout: 15_000 });
 }
 
 export interface NetworkLog {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { freePort } from './process.js';
+import { requireProgram } from './services.js';
 
 /** A real redis-server (the Debian package) on a free loopback port, in memory only. */
 export interface RedisProcess {
@@ -13,11 +14,12 @@ export interface RedisProcess {
 
 /** `args`: more redis-server options, e.g. `['--maxmemory', '4mb', '--maxmemory-policy', 'noeviction']`. */
 export async function startRedis(options: { args?: readonly string[] } = {}): Promise<RedisProcess> {
+  const program = requireProgram('redis-server');
   const port = await freePort();
   let child: ChildProcess | undefined;
 
   const start = async () => {
-    const process = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const process = spawn(program, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
     child = process;
     let output = '';
     await new Promise<void>((resolve, reject) => {
