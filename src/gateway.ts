@@ -182,7 +182,7 @@ function createGateway(options: GatewayOptions): Gateway {
         ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
       }),
       // Before anything reads the body or runs: an answer the client cannot take is refused first.
-      useAnswerTypes(),
+      useAnswerTypes({ schema }),
       useRequestDecompression(),
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
       useStrictRequestParams(),
