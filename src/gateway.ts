@@ -8,6 +8,7 @@ import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore
 import { useAnswerTypes } from './plugins/answer-types.js';
 import { createCallerLimiters } from './plugins/caller-limiters.js';
 import { useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
+import { rateLimitHeaderNames } from './plugins/rate-limit-headers.js';
 import { useBatching } from './plugins/batching.js';
 import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { useIncrementalDelivery } from './plugins/defer-stream.js';
@@ -111,6 +112,9 @@ function logYogaError(logger: Logger, args: unknown[]): void {
   }
 }
 
+/** What a browser app may read of an answer besides the CORS-safelisted headers. */
+const exposedHeaders = ['x-request-id', 'retry-after', ...rateLimitHeaderNames];
+
 /**
  * Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from
  * an origin not listed gets no CORS headers at all (naming another origin would leak the list).
@@ -122,7 +126,7 @@ function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOpti
     const origin = request.headers.get('origin');
     if (origin === null || !(anyOrigin || origins.includes(origin))) return false;
     // Credentials (the Authorization header) only for origins named explicitly, never for `*`.
-    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders: ['x-request-id', 'retry-after'] };
+    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders };
   };
 }
 
