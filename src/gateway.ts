@@ -1,5 +1,6 @@
 import { createYoga, useExecutionCancellation, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
+import { ClientAwareness } from './client-awareness.js';
 import type { Config } from './config.js';
 import { createContext, type ContextOptions, type GatewayContext } from './context.js';
 import { boundedParseCache } from './document-cache.js';
@@ -80,6 +81,7 @@ export type GatewaySettings = Pick<
   | 'persistedDocuments'
   | 'callerLimits'
   | 'metricsOperationNames'
+  | 'metricsClients'
   | 'production'
 >;
 
@@ -183,6 +185,7 @@ function createGateway(options: GatewayOptions): Gateway {
         logger,
         ready: options.ready,
         tracing,
+        clients: new ClientAwareness(settings.metricsClients),
         ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
       }),
       // Before anything reads the body or runs: an answer the client cannot take is refused first.

@@ -39,7 +39,7 @@ describe('without an advertised limit', () => {
   afterAll(() => Promise.all(gateways.map((t) => t.close())));
 
   it('answers carry no rate-limit header: no limit set, or only limits a client cannot pace on (in flight, upstream calls)', async () => {
-    for (const env of [{}, { RATE_LIMIT_IN_FLIGHT: '5', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50' }]) {
+    for (const env of [{}, { RATE_LIMIT_IN_FLIGHT: '5', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50' }] as Record<string, string>[]) {
       const t = await startTestGateway({ env });
       gateways.push(t);
       const a = await post(t, { query: oneCall }, as('anyone'));
