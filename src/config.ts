@@ -81,6 +81,8 @@ const environment = z.object({
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'a redis:// or rediss:// URL' }).optional(),
   APQ_TTL_SECONDS: integer(60, 31_536_000).default(10_800),
   METRICS_OPERATION_NAMES: integer(1, 100_000).default(500),
+  METRICS_CLIENT_NAMES: integer(1, 10_000).default(50),
+  METRICS_CLIENT_VERSIONS: integer(1, 1_000).default(10),
   SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
   HEADERS_TIMEOUT_MS: integer(100, 600_000).default(10_000),
   REQUEST_TIMEOUT_MS: integer(100, 3_600_000).default(30_000),
@@ -145,6 +147,8 @@ export interface Config {
   readonly redisUrl: string | undefined;
   /** Operation names /metrics keeps apart when there is no trusted-documents manifest (the first seen); the rest are `other`. */
   readonly metricsOperationNames: number;
+  /** Client apps /metrics keeps apart (the first names seen, and the first versions under each name); the rest are `other`. */
+  readonly metricsClients: ClientMetricsBounds;
   /** Gateway processes behind one port (node:cluster); `auto` is one per CPU. */
   readonly workers: number;
   readonly logLevel: string;
@@ -197,6 +201,14 @@ export interface OperationLimits {
   /** Most times one field (response key) may appear in one selection set. */
   readonly maxRepeatedFields: number;
   readonly maxBodyBytes: number;
+}
+
+/** The client names and versions /metrics keeps apart, the first seen (client-awareness.ts). */
+export interface ClientMetricsBounds {
+  /** Distinct client names; later ones are `other`. */
+  readonly maxNames: number;
+  /** Distinct versions under each name label; later ones are `other`. */
+  readonly maxVersions: number;
 }
 
 /** Per-caller limits (undefined: off). A caller is its bearer token, hashed, or its client address. */
@@ -309,6 +321,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }),
     redisUrl: e.REDIS_URL,
     metricsOperationNames: e.METRICS_OPERATION_NAMES,
+    metricsClients: Object.freeze({ maxNames: e.METRICS_CLIENT_NAMES, maxVersions: e.METRICS_CLIENT_VERSIONS }),
     workers: e.WORKERS,
     logLevel: e.LOG_LEVEL,
     production,

@@ -1,5 +1,6 @@
 import { createYoga, useExecutionCancellation, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
+import { ClientAwareness } from './client-awareness.js';
 import type { Config } from './config.js';
 import { createContext, type ContextOptions, type GatewayContext } from './context.js';
 import { boundedParseCache } from './document-cache.js';
@@ -8,6 +9,7 @@ import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore
 import { useAnswerTypes } from './plugins/answer-types.js';
 import { createCallerLimiters } from './plugins/caller-limiters.js';
 import { useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
+import { rateLimitHeaderNames } from './plugins/rate-limit-headers.js';
 import { useBatching } from './plugins/batching.js';
 import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { useIncrementalDelivery } from './plugins/defer-stream.js';
@@ -79,6 +81,7 @@ export type GatewaySettings = Pick<
   | 'persistedDocuments'
   | 'callerLimits'
   | 'metricsOperationNames'
+  | 'metricsClients'
   | 'production'
 >;
 
@@ -111,6 +114,9 @@ function logYogaError(logger: Logger, args: unknown[]): void {
   }
 }
 
+/** What a browser app may read of an answer besides the CORS-safelisted headers. */
+const exposedHeaders = ['x-request-id', 'retry-after', ...rateLimitHeaderNames];
+
 /**
  * Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from
  * an origin not listed gets no CORS headers at all (naming another origin would leak the list).
@@ -122,7 +128,7 @@ function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOpti
     const origin = request.headers.get('origin');
     if (origin === null || !(anyOrigin || origins.includes(origin))) return false;
     // Credentials (the Authorization header) only for origins named explicitly, never for `*`.
-    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders: ['x-request-id', 'retry-after'] };
+    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders };
   };
 }
 
@@ -179,6 +185,7 @@ function createGateway(options: GatewayOptions): Gateway {
         logger,
         ready: options.ready,
         tracing,
+        clients: new ClientAwareness(settings.metricsClients),
         ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
       }),
       // Before anything reads the body or runs: an answer the client cannot take is refused first.

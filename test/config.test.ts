@@ -48,6 +48,7 @@ describe('loadConfig', () => {
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, trustProxy: false },
       redisUrl: undefined,
       metricsOperationNames: 500,
+      metricsClients: { maxNames: 50, maxVersions: 10 },
       workers: 1,
       logLevel: 'info',
       production: false,
@@ -107,12 +108,15 @@ describe('loadConfig', () => {
       REDIS_URL: 'redis://:secret@127.0.0.1:6390/2',
       APQ_TTL_SECONDS: '3600',
       METRICS_OPERATION_NAMES: '50',
+      METRICS_CLIENT_NAMES: '5',
+      METRICS_CLIENT_VERSIONS: '3',
     });
     expect(config).toMatchObject({
       callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, addressRequestsPerSecond: 100, trustProxy: true },
       redisUrl: 'redis://:secret@127.0.0.1:6390/2',
       persistedDocuments: { apqTtlSeconds: 3_600 },
       metricsOperationNames: 50,
+      metricsClients: { maxNames: 5, maxVersions: 3 },
     });
   });
 
@@ -123,6 +127,8 @@ describe('loadConfig', () => {
     [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least half of UPSTREAM_CALL_BUDGET \(100\), so that one operation fits in the burst, got "49"$/],
     [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true or false/],
     [{ METRICS_OPERATION_NAMES: '0' }, /^METRICS_OPERATION_NAMES: expected an integer from 1/],
+    [{ METRICS_CLIENT_NAMES: '0' }, /^METRICS_CLIENT_NAMES: expected an integer from 1/],
+    [{ METRICS_CLIENT_VERSIONS: 'all' }, /^METRICS_CLIENT_VERSIONS: expected an integer from 1/],
     [{ DOCUMENT_CACHE_MAX_ENTRIES: '0' }, /^DOCUMENT_CACHE_MAX_ENTRIES: expected an integer from 1 to 1000000, got "0"$/],
     [{ DOCUMENT_CACHE_MAX_BYTES: '64k' }, /^DOCUMENT_CACHE_MAX_BYTES: expected an integer from 1048576 to 17179869184, got "64k"$/],
     [{ COMPILED_EXECUTION_MAX_ENTRIES: '-1' }, /^COMPILED_EXECUTION_MAX_ENTRIES: expected an integer from 1 to 1000000/],
