@@ -74,6 +74,7 @@ export type GatewaySettings = Pick<
   | 'compiledDocuments'
   | 'documentCache'
   | 'corsOrigins'
+  | 'csrfPrevention'
   | 'limits'
   | 'maxBatch'
   | 'persistedDocuments'
@@ -193,6 +194,7 @@ function createGateway(options: GatewayOptions): Gateway {
         limits: settings.limits,
         introspection: settings.introspection,
         hideSuggestions: settings.production,
+        csrfPrevention: settings.csrfPrevention,
         onRefused: countRefusal,
       }),
       useIncrementalDelivery(),
