@@ -8,7 +8,7 @@ export interface FrontDoorOptions {
 }
 
 /** Where a person looks for GraphiQL; yoga serves it at the GraphQL endpoint itself. */
-export const GRAPHIQL_PATH = '/graphiql';
+const GRAPHIQL_PATH = '/graphiql';
 
 /** Parameters that make a GET of the endpoint a GraphQL request, not a page view. */
 const graphqlParameters = ['query', 'documentId', 'extensions'];
