@@ -60,6 +60,7 @@ const environment = z.object({
     .default(1)
     .transform((value) => (value === 'auto' ? availableParallelism() : value)),
   CORS_ORIGINS: origins.optional(),
+  CSRF_PREVENTION: flag('CSRF_PREVENTION').default(false),
   MAX_DEPTH: integer(1, 1_000).default(15),
   MAX_ALIASES: integer(1, 10_000).default(30),
   MAX_TOKENS: integer(1, 1_000_000).default(2_000),
@@ -134,6 +135,12 @@ export interface Config {
   readonly documentCache: CacheBounds;
   /** Origins allowed by CORS; empty means same-origin only. */
   readonly corsOrigins: readonly string[];
+  /**
+   * Refuse a GET, or a form- or text-typed POST, without a header a browser cannot send cross-site
+   * without a CORS preflight (CSRF_PREVENTION). Off: the gateway reads no cookie, only the
+   * Authorization header a page must set itself; on behind a proxy that turns cookies into tokens.
+   */
+  readonly csrfPrevention: boolean;
   readonly limits: OperationLimits;
   /** Operations one batched POST (a JSON array) may carry. */
   readonly maxBatch: number;
@@ -306,6 +313,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     compiledDocuments: Object.freeze({ maxEntries: e.COMPILED_EXECUTION_MAX_ENTRIES, maxBytes: e.COMPILED_EXECUTION_MAX_BYTES }),
     documentCache: Object.freeze({ maxEntries: e.DOCUMENT_CACHE_MAX_ENTRIES, maxBytes: e.DOCUMENT_CACHE_MAX_BYTES }),
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
+    csrfPrevention: e.CSRF_PREVENTION,
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,
     persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, apqTtlSeconds: e.APQ_TTL_SECONDS, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),

@@ -38,6 +38,7 @@ describe('loadConfig', () => {
       compiledDocuments: { maxEntries: 500, maxBytes: 48 * 1024 * 1024 },
       documentCache: { maxEntries: 1_000, maxBytes: 32 * 1024 * 1024 },
       corsOrigins: [],
+      csrfPrevention: false,
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxBodyBytes: 100_000 },
       maxBatch: 10,
       persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
@@ -66,6 +67,7 @@ describe('loadConfig', () => {
     expect(loadConfig({ COMPILED_EXECUTION_MAX_ENTRIES: '20', COMPILED_EXECUTION_MAX_BYTES: '2097152' }).compiledDocuments).toEqual({ maxEntries: 20, maxBytes: 2_097_152 });
     expect(loadConfig({ DOCUMENT_CACHE_MAX_ENTRIES: '100', DOCUMENT_CACHE_MAX_BYTES: '8388608' }).documentCache).toEqual({ maxEntries: 100, maxBytes: 8_388_608 });
     expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173']);
+    expect(loadConfig({ CSRF_PREVENTION: 'true' }).csrfPrevention).toBe(true);
   });
 
   it('reads every variable, and drops a trailing slash from the upstream URL', () => {
