@@ -60,6 +60,7 @@ const environment = z.object({
     .default(1)
     .transform((value) => (value === 'auto' ? availableParallelism() : value)),
   CORS_ORIGINS: origins.optional(),
+  CSRF_PREVENTION: flag('CSRF_PREVENTION').default(false),
   MAX_DEPTH: integer(1, 1_000).default(15),
   MAX_ALIASES: integer(1, 10_000).default(30),
   MAX_TOKENS: integer(1, 1_000_000).default(2_000),
@@ -81,6 +82,8 @@ const environment = z.object({
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'a redis:// or rediss:// URL' }).optional(),
   APQ_TTL_SECONDS: integer(60, 31_536_000).default(10_800),
   METRICS_OPERATION_NAMES: integer(1, 100_000).default(500),
+  METRICS_CLIENT_NAMES: integer(1, 10_000).default(50),
+  METRICS_CLIENT_VERSIONS: integer(1, 1_000).default(10),
   SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000),
   HEADERS_TIMEOUT_MS: integer(100, 600_000).default(10_000),
   REQUEST_TIMEOUT_MS: integer(100, 3_600_000).default(30_000),
@@ -132,6 +135,12 @@ export interface Config {
   readonly documentCache: CacheBounds;
   /** Origins allowed by CORS; empty means same-origin only. */
   readonly corsOrigins: readonly string[];
+  /**
+   * Refuse a GET, or a form- or text-typed POST, without a header a browser cannot send cross-site
+   * without a CORS preflight (CSRF_PREVENTION). Off: the gateway reads no cookie, only the
+   * Authorization header a page must set itself; on behind a proxy that turns cookies into tokens.
+   */
+  readonly csrfPrevention: boolean;
   readonly limits: OperationLimits;
   /** Operations one batched POST (a JSON array) may carry. */
   readonly maxBatch: number;
@@ -145,6 +154,8 @@ export interface Config {
   readonly redisUrl: string | undefined;
   /** Operation names /metrics keeps apart when there is no trusted-documents manifest (the first seen); the rest are `other`. */
   readonly metricsOperationNames: number;
+  /** Client apps /metrics keeps apart (the first names seen, and the first versions under each name); the rest are `other`. */
+  readonly metricsClients: ClientMetricsBounds;
   /** Gateway processes behind one port (node:cluster); `auto` is one per CPU. */
   readonly workers: number;
   readonly logLevel: string;
@@ -197,6 +208,14 @@ export interface OperationLimits {
   /** Most times one field (response key) may appear in one selection set. */
   readonly maxRepeatedFields: number;
   readonly maxBodyBytes: number;
+}
+
+/** The client names and versions /metrics keeps apart, the first seen (client-awareness.ts). */
+export interface ClientMetricsBounds {
+  /** Distinct client names; later ones are `other`. */
+  readonly maxNames: number;
+  /** Distinct versions under each name label; later ones are `other`. */
+  readonly maxVersions: number;
 }
 
 /** Per-caller limits (undefined: off). A caller is its bearer token, hashed, or its client address. */
@@ -294,6 +313,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     compiledDocuments: Object.freeze({ maxEntries: e.COMPILED_EXECUTION_MAX_ENTRIES, maxBytes: e.COMPILED_EXECUTION_MAX_BYTES }),
     documentCache: Object.freeze({ maxEntries: e.DOCUMENT_CACHE_MAX_ENTRIES, maxBytes: e.DOCUMENT_CACHE_MAX_BYTES }),
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
+    csrfPrevention: e.CSRF_PREVENTION,
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,
     persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, apqTtlSeconds: e.APQ_TTL_SECONDS, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
@@ -309,6 +329,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }),
     redisUrl: e.REDIS_URL,
     metricsOperationNames: e.METRICS_OPERATION_NAMES,
+    metricsClients: Object.freeze({ maxNames: e.METRICS_CLIENT_NAMES, maxVersions: e.METRICS_CLIENT_VERSIONS }),
     workers: e.WORKERS,
     logLevel: e.LOG_LEVEL,
     production,

@@ -1,16 +1,20 @@
 import { createYoga, useExecutionCancellation, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
+import { ClientAwareness } from './client-awareness.js';
 import type { Config } from './config.js';
 import { createContext, type ContextOptions, type GatewayContext } from './context.js';
 import { boundedParseCache } from './document-cache.js';
+import { renderGraphiQLPage } from './graphiql-page.js';
 import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { useAnswerTypes } from './plugins/answer-types.js';
 import { createCallerLimiters } from './plugins/caller-limiters.js';
 import { useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
+import { rateLimitHeaderNames } from './plugins/rate-limit-headers.js';
 import { useBatching } from './plugins/batching.js';
 import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { useIncrementalDelivery } from './plugins/defer-stream.js';
+import { useFrontDoor } from './plugins/front-door.js';
 import { useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { operationTrace, useOperability } from './plugins/operability.js';
 import { usePrivateAnswers, varyOn } from './plugins/private-answers.js';
@@ -30,7 +34,8 @@ import { operationNamesOf } from './trusted-documents.js';
 import type { UpstreamAttempt } from './upstream/transport.js';
 import { createUpstream, upstreamOptionsFrom, type Upstream } from './upstream/upstream.js';
 
-export const defaultGraphiQLQuery = `# A head and its hair in one round trip.
+export const defaultGraphiQLQuery = `# The first three heads with their hair, and how many heads there are:
+# one upstream call (Get Heads).
 # Fields marked "Needs a bearer token" (permissions, deleteHead) want an
 # Authorization header: run the login mutation, then add
 #   {"Authorization": "Bearer <accessToken>"}
@@ -54,6 +59,9 @@ query HeadsWithHair {
 }
 `;
 
+/** GraphiQL's title, and the front door's. */
+const TITLE = 'Avatar Head gateway';
+
 /**
  * When a query is compiled: once it ran twice (a one-off document never pays for a compilation),
  * and only up to 200 field selections (compiling a thousand takes tens of milliseconds).
@@ -74,11 +82,13 @@ export type GatewaySettings = Pick<
   | 'compiledDocuments'
   | 'documentCache'
   | 'corsOrigins'
+  | 'csrfPrevention'
   | 'limits'
   | 'maxBatch'
   | 'persistedDocuments'
   | 'callerLimits'
   | 'metricsOperationNames'
+  | 'metricsClients'
   | 'production'
 >;
 
@@ -111,6 +121,9 @@ function logYogaError(logger: Logger, args: unknown[]): void {
   }
 }
 
+/** What a browser app may read of an answer besides the CORS-safelisted headers. */
+const exposedHeaders = ['x-request-id', 'retry-after', ...rateLimitHeaderNames];
+
 /**
  * Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from
  * an origin not listed gets no CORS headers at all (naming another origin would leak the list).
@@ -122,7 +135,7 @@ function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOpti
     const origin = request.headers.get('origin');
     if (origin === null || !(anyOrigin || origins.includes(origin))) return false;
     // Credentials (the Authorization header) only for origins named explicitly, never for `*`.
-    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders: ['x-request-id', 'retry-after'] };
+    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders };
   };
 }
 
@@ -167,22 +180,27 @@ function createGateway(options: GatewayOptions): Gateway {
   const compiled = settings.compiledExecution ? useCompiledExecution({ ...COMPILED_EXECUTION, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc() }) : undefined;
   if (compiled) metrics.watchDocumentCache('compiled', compiled.use);
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
-  const graphiql = useGraphiQLCache(async (graphiqlOptions) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(graphiqlOptions));
+  const graphiql = useGraphiQLCache(renderGraphiQLPage);
+  // GraphiQL needs introspection, so it goes where introspection goes (off in production).
+  const graphiqlOn = settings.introspection;
   const yoga = createYoga<Record<string, unknown>, GatewayContext>({
     schema,
     graphqlEndpoint: '/graphql',
     context: (initial) => createContext(initial.request, contextOptions, operationTrace(initial)),
     plugins: [
-      // First: it sees a request before any other plugin may refuse it (its span says which did).
+      // Pages for people (`/`, `/graphiql`), not GraphQL: answered before operability counts an operation.
+      useFrontDoor({ graphiql: graphiqlOn, title: TITLE }),
+      // First of the GraphQL plugins: it sees a request before any other may refuse it (its span says which did).
       useOperability({
         metrics,
         logger,
         ready: options.ready,
         tracing,
+        clients: new ClientAwareness(settings.metricsClients),
         ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
       }),
       // Before anything reads the body or runs: an answer the client cannot take is refused first.
-      useAnswerTypes(),
+      useAnswerTypes({ schema }),
       useRequestDecompression(),
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
       useStrictRequestParams(),
@@ -193,6 +211,7 @@ function createGateway(options: GatewayOptions): Gateway {
         limits: settings.limits,
         introspection: settings.introspection,
         hideSuggestions: settings.production,
+        csrfPrevention: settings.csrfPrevention,
         onRefused: countRefusal,
       }),
       useIncrementalDelivery(),
@@ -226,9 +245,9 @@ function createGateway(options: GatewayOptions): Gateway {
       warn: (...args) => logger.warn(args.map(String).join(' ')),
       error: (...args) => logYogaError(logger, args),
     },
-    // GraphiQL needs introspection, so it goes where introspection goes (off in production).
-    graphiql: settings.introspection && { title: 'Avatar Head gateway', defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
+    graphiql: graphiqlOn && { title: TITLE, defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
     renderGraphiQL: graphiql.renderGraphiQL,
+    // plugins/front-door.ts answers `/`; yoga's landing page would name yoga on every unknown path.
     landingPage: false,
   });
   return Object.assign(yoga, { refuseEarly: callerLimits.refuseEarly });

@@ -83,7 +83,15 @@ function onStopSignal(stop: () => Promise<void>): void {
   process.on('SIGINT', handler);
 }
 
-const endpoint = (config: Config, port: number) => `http://${config.host}:${port}/graphql`;
+/**
+ * The line whoever starts the process waits for: the endpoint, and GraphiQL's address where it is
+ * on (it goes where introspection goes, gateway.ts; `/graphiql` is plugins/front-door.ts's).
+ */
+function listeningLine(config: Config, port: number): string {
+  const origin = `http://${config.host}:${port}`;
+  const workers = config.workers > 1 ? ` (${config.workers} workers)` : '';
+  return `Gateway listening on ${origin}/graphql${workers}${config.introspection ? ` (GraphiQL: ${origin}/graphiql)` : ''}\n`;
+}
 
 /** Said before the "listening" line, which whoever starts the process waits for. */
 function announceAdminPort(config: Config, port: number | undefined): void {
@@ -125,7 +133,7 @@ async function main(): Promise<void> {
       await reference?.close();
     });
     announceAdminPort(config, gateway.adminPort);
-    process.stdout.write(`Gateway listening on ${endpoint(config, gateway.port)}\n`);
+    process.stdout.write(listeningLine(config, gateway.port));
     return;
   }
 
@@ -151,7 +159,7 @@ async function main(): Promise<void> {
   const listening = await Promise.all(workers.map((worker) => listeningPorts(worker, config.connections.adminPort === undefined ? 1 : 2)));
   const [port, adminPort] = listening[0]!;
   announceAdminPort(config, adminPort);
-  process.stdout.write(`Gateway listening on ${endpoint(config, port!)} (${config.workers} workers)\n`);
+  process.stdout.write(listeningLine(config, port!));
 }
 
 await main();

@@ -38,6 +38,9 @@ class QueuedObservations<T extends string> {
   }
 }
 
+/** An operation's duration buckets (seconds), by name and by client alike, so the two compare. */
+const operationBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15];
+
 /** A gateway process's listening ports: the public one and ADMIN_PORT. */
 export type ConnectionPort = 'public' | 'admin';
 
@@ -58,11 +61,21 @@ export class GatewayMetrics {
     name: 'gateway_operation_duration_seconds',
     help: 'GraphQL operations by name, type and outcome (ok, error, refused), with their duration.',
     labelNames: ['operation', 'type', 'outcome'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
+    buckets: operationBuckets,
     registers: [this.registry],
     collect: () => this.operations.flush(),
   });
   readonly operations = new QueuedObservations(this.#operations);
+
+  readonly #clientOperations: Histogram<'client_name' | 'client_version' | 'outcome'> = new Histogram({
+    name: 'gateway_client_operation_duration_seconds',
+    help: 'GraphQL operations by the client app that sent them (apollographql-client-name/-version or graphql-client-name/-version; bounded, see METRICS_CLIENT_NAMES) and outcome, with their duration.',
+    labelNames: ['client_name', 'client_version', 'outcome'] as const,
+    buckets: operationBuckets,
+    registers: [this.registry],
+    collect: () => this.clientOperations.flush(),
+  });
+  readonly clientOperations = new QueuedObservations(this.#clientOperations);
 
   readonly #upstreamCalls: Histogram<'operation' | 'status'> = new Histogram({
     name: 'gateway_upstream_call_duration_seconds',

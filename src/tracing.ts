@@ -61,12 +61,16 @@ export interface Tracing {
 }
 
 /**
- * Span attribute names. `graphql.*` and `url.template` are OpenTelemetry's semantic conventions
- * still marked incubating, so copied here as the semconv package advises; `gateway.*` are ours.
+ * Span attribute names. `graphql.operation.*` and `url.template` are OpenTelemetry's semantic
+ * conventions still marked incubating, so copied here as the semconv package advises;
+ * `gateway.*` are ours.
  */
 export const spanAttributes = Object.freeze({
   operationName: 'graphql.operation.name',
   operationType: 'graphql.operation.type',
+  /** The client app, as it names itself (apollographql-client-name or graphql-client-name): no OpenTelemetry convention yet; Apollo's router says `apollo.client.*`, Hive's gateway `hive.client.*`. */
+  clientName: 'graphql.client.name',
+  clientVersion: 'graphql.client.version',
   outcome: 'gateway.operation.outcome',
   errorCodes: 'gateway.operation.error_codes',
   upstreamCalls: 'gateway.operation.upstream_calls',

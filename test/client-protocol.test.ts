@@ -2,13 +2,13 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { deflateSync, gzipSync } from 'node:zlib';
-import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { answer, jsonHeaders, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
  * The client protocol over yoga.fetch (no port): automatic persisted queries, trusted documents,
- * batches, GET with the CSRF check, compressed request bodies. Every refusal is checked for its
+ * batches, GET (and the CSRF check of CSRF_PREVENTION), compressed request bodies. Every refusal is checked for its
  * code, its status and for making no upstream call. The real client libraries are driven over a
  * port in clients.test.ts.
  */
@@ -75,11 +75,10 @@ describe('automatic persisted queries (Apollo protocol)', () => {
   it('GET: the same round trip with the parameters in the URL', async () => {
     const query = headQuery(ids[1]!);
     const hash = sha256(query);
-    const csrf = { 'x-graphql-csrf': '1' };
-    expectRefused(await get({ extensions: persistedQuery(hash) }, csrf), 200, 'PERSISTED_QUERY_NOT_FOUND');
-    expect((await get({ query, extensions: persistedQuery(hash) }, csrf)).body.data).toEqual({ head: { name: upstreamHead(ids[1]!).name } });
+    expectRefused(await get({ extensions: persistedQuery(hash) }), 200, 'PERSISTED_QUERY_NOT_FOUND');
+    expect((await get({ query, extensions: persistedQuery(hash) })).body.data).toEqual({ head: { name: upstreamHead(ids[1]!).name } });
     t.reset();
-    expect((await get({ extensions: persistedQuery(hash) }, csrf)).body.data).toEqual({ head: { name: upstreamHead(ids[1]!).name } });
+    expect((await get({ extensions: persistedQuery(hash) })).body.data).toEqual({ head: { name: upstreamHead(ids[1]!).name } });
     expect(t.calls()).toHaveLength(1);
   });
 
@@ -132,7 +131,7 @@ describe('trusted documents (TRUSTED_DOCUMENTS_FILE = the committed codegen mani
         const ran = await post<GraphQLResponse<{ head: { name: string } }>>({ ...params, variables: { id: ids[3] } }, only);
         expect(ran.body.data?.head.name, JSON.stringify(ran.body)).toBe(name);
         expect(only.calls()).toHaveLength(1);
-        expect((await get({ ...params, variables: { id: ids[3] } }, { 'x-graphql-csrf': '1' }, only)).body.data).toEqual(ran.body.data);
+        expect((await get({ ...params, variables: { id: ids[3] } }, {}, only)).body.data).toEqual(ran.body.data);
       }
       only.reset();
       // A query text (even the manifest's own), an APQ registration, an unknown id, no id at all.
@@ -149,7 +148,7 @@ describe('trusted documents (TRUSTED_DOCUMENTS_FILE = the committed codegen mani
         expectRefused(refused, 400, 'PERSISTED_QUERY_ONLY', only);
         expect(refused.body.errors![0]!.message).toMatch(/^Only trusted documents run here/);
       }
-      expectRefused(await get({ query }, { 'x-graphql-csrf': '1' }, only), 400, 'PERSISTED_QUERY_ONLY', only);
+      expectRefused(await get({ query }, {}, only), 400, 'PERSISTED_QUERY_ONLY', only);
     } finally {
       await only.close();
     }
@@ -224,19 +223,41 @@ describe('batches (a JSON array of operations in one POST)', () => {
   });
 });
 
-describe('GET queries with the CSRF check kept', () => {
+describe('GET queries', () => {
+  it('runs a GET query with no header at all (no CSRF preflight header by default); a mutation over GET is 405', async () => {
+    const got = await get({ query: headQuery(ids[0]!) });
+    expect(got.status).toBe(200);
+    expect(got.body).toEqual({ data: { head: { name: upstreamHead(ids[0]!).name } } });
+    expect(t.calls()).toHaveLength(1);
+    t.reset();
+    expectRefused(await get({ query: 'mutation { login(input: { username: "a", password: "b" }) { accessToken } }' }), 405, 'BAD_REQUEST');
+  });
+});
+
+describe('CSRF_PREVENTION=true', () => {
+  let csrf: TestGateway;
+  beforeAll(async () => {
+    csrf = await startTestGateway({ env: { CSRF_PREVENTION: 'true' } });
+  });
+  afterAll(() => csrf.close());
+  beforeEach(() => csrf.reset());
+
   it.each<Record<string, string>>([{ 'x-graphql-csrf': '1' }, { 'apollo-require-preflight': 'true' }, { 'x-apollo-operation-name': 'Head' }, { 'content-type': 'application/json' }])(
     'runs a GET query carrying %o',
     async (headers) => {
-      const got = await get({ query: headQuery(ids[0]!) }, headers);
+      const got = await get({ query: headQuery(ids[0]!) }, headers, csrf);
       expect(got.status).toBe(200);
       expect(got.body).toEqual({ data: { head: { name: upstreamHead(ids[0]!).name } } });
     },
   );
 
-  it('refuses a GET without any of them (403 BAD_REQUEST), and a mutation over GET even with one (405)', async () => {
-    expectRefused(await get({ query: headQuery(ids[0]!) }), 403, 'BAD_REQUEST');
-    expectRefused(await get({ query: 'mutation { login(input: { username: "a", password: "b" }) { accessToken } }' }, { 'apollo-require-preflight': 'true' }), 405, 'BAD_REQUEST');
+  it('refuses a GET without any of them (403 BAD_REQUEST, naming them), and a mutation over GET even with one (405)', async () => {
+    const refused = await get({ query: headQuery(ids[0]!) }, {}, csrf);
+    expectRefused(refused, 403, 'BAD_REQUEST', csrf);
+    expect(refused.body.errors![0]!.message).toBe(
+      'A GET, or a POST with a form or text/plain content type, must carry one of the headers x-graphql-csrf, x-graphql-yoga-csrf, apollo-require-preflight, x-apollo-operation-name (any value), or Content-Type: application/json.',
+    );
+    expectRefused(await get({ query: 'mutation { login(input: { username: "a", password: "b" }) { accessToken } }' }, { 'apollo-require-preflight': 'true' }, csrf), 405, 'BAD_REQUEST', csrf);
   });
 });
 

@@ -2,6 +2,7 @@ import { ApolloClient, HttpLink, InMemoryCache, gql, type DocumentNode, type Typ
 import { BatchHttpLink } from '@apollo/client/link/batch-http';
 import { PersistedQueryLink } from '@apollo/client/link/persisted-queries';
 import { Client, cacheExchange, fetchExchange } from '@urql/core';
+import { GraphQLClient, type ClientError } from 'graphql-request';
 import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
@@ -92,7 +93,7 @@ describe('Apollo Client 4', () => {
     expect(t.calls()).toHaveLength(1);
   });
 
-  it('persisted-queries link with useGETForHashedQueries: the hash alone over GET passes the CSRF check and hits', async () => {
+  it('persisted-queries link with useGETForHashedQueries: the hash alone over GET hits', async () => {
     const recorder = recordingFetch();
     const link = new PersistedQueryLink({ sha256, useGETForHashedQueries: true }).concat(new HttpLink({ uri: url, fetch: recorder.fetch }));
     const client = () => new ApolloClient({ cache: new InMemoryCache(), link });
@@ -121,7 +122,7 @@ describe('Apollo Client 4', () => {
     expect(t.calls().map((call) => call.path).sort()).toEqual([`/v2/head/${a}`, `/v2/head/${b}`].sort());
   });
 
-  it('HttpLink with useGETForQueries: queries go as GET (its content-type header passes the CSRF check), mutations as POST', async () => {
+  it('HttpLink with useGETForQueries: queries go as GET, mutations as POST', async () => {
     const recorder = recordingFetch();
     const client = new ApolloClient({ cache: new InMemoryCache(), link: new HttpLink({ uri: url, fetch: recorder.fetch, useGETForQueries: true }) });
     const got = await client.query({ query: HEAD, variables: { id: ids[2]! } });
@@ -132,30 +133,63 @@ describe('Apollo Client 4', () => {
   });
 });
 
-describe('urql', () => {
-  const urql = (options: Partial<ConstructorParameters<typeof Client>[0]> = {}) => {
-    const recorder = recordingFetch();
-    return { recorder, client: new Client({ url, exchanges: [cacheExchange, fetchExchange], fetch: recorder.fetch, ...options }) };
-  };
-  const query = `query Head($id: ID!) { head(id: $id) { id name } }`;
+/** urql on its defaults (queries as GET: `preferGetMethod: 'within-url-limit'`) unless `options` say otherwise, recording what it sends. */
+const urql = (options: Partial<ConstructorParameters<typeof Client>[0]> = {}) => {
+  const recorder = recordingFetch();
+  return { recorder, client: new Client({ url, exchanges: [cacheExchange, fetchExchange], fetch: recorder.fetch, ...options }) };
+};
+const URQL_HEAD = `query Head($id: ID!) { head(id: $id) { id name } }`;
+const LOGIN = `mutation { login(input: { username: "demo", password: "demo-password" }) { tokenType } }`;
 
-  it('the default client sends queries as GET with no CSRF header: refused with 403 BAD_REQUEST, no upstream call', async () => {
+/** The manifest id codegen embedded in a generated document (`sha256:<hex>`). */
+const manifestId = (document: DocumentNode) => (document as { __meta__?: { hash: string } }).__meta__!.hash;
+
+/** A GET as curl sends it: the parameters in the URL, no header at all. */
+const plainGet = (endpoint: string, params: Record<string, string>, headers: Record<string, string> = {}) => fetch(`${endpoint}?${new URLSearchParams(params)}`, { headers });
+
+describe('urql', () => {
+  it('the default client sends queries as GET with no extra header: answered, one upstream call; mutations go as POST', async () => {
     const { client, recorder } = urql();
-    const result = await client.query(query, { id: ids[0] }).toPromise();
-    expect(result.data).toBeUndefined();
-    expect(result.error?.graphQLErrors.map((e) => e.extensions.code)).toEqual(['BAD_REQUEST']);
-    expect(recorder.sent.map((s) => `${s.method} ${s.status}`)).toEqual(['GET 403']);
-    expect(t.calls()).toEqual([]);
+    const result = await client.query(URQL_HEAD, { id: ids[0] }).toPromise();
+    expect(result.error).toBeUndefined();
+    expect(result.data?.head).toMatchObject({ name: upstreamHead(ids[0]!).name });
+    expect(recorder.sent.map((s) => `${s.method} ${s.status}`)).toEqual(['GET 200']);
+    expect(t.calls()).toHaveLength(1);
+    const login = await client.mutation(LOGIN, {}).toPromise();
+    expect(login.data).toEqual({ login: { __typename: 'LoginPayload', tokenType: 'bearer' } });
+    expect(recorder.sent.map((s) => `${s.method} ${s.status}`)).toEqual(['GET 200', 'POST 200']);
   });
 
-  it('with the documented settings it works: preferGetMethod: false (POST), or an x-graphql-csrf header (GET)', async () => {
+  it('preferGetMethod: false sends queries as POST', async () => {
     const post = urql({ preferGetMethod: false });
-    expect((await post.client.query(query, { id: ids[0] }).toPromise()).data?.head).toMatchObject({ name: upstreamHead(ids[0]!).name });
-    expect(post.recorder.sent.map((s) => s.method)).toEqual(['POST']);
-    const header = urql({ fetchOptions: { headers: { 'x-graphql-csrf': '1' } } });
-    expect((await header.client.query(query, { id: ids[1] }).toPromise()).data?.head).toMatchObject({ name: upstreamHead(ids[1]!).name });
-    expect(header.recorder.sent.map((s) => s.method)).toEqual(['GET']);
-    expect(t.calls()).toHaveLength(2);
+    expect((await post.client.query(URQL_HEAD, { id: ids[1] }).toPromise()).data?.head).toMatchObject({ name: upstreamHead(ids[1]!).name });
+    expect(post.recorder.sent.map((s) => `${s.method} ${s.status}`)).toEqual(['POST 200']);
+    expect(t.calls()).toHaveLength(1);
+  });
+});
+
+describe('graphql-request 7', () => {
+  const HEAD_QUERY = `query Head($id: ID!) { head(id: $id) { id name url } }`;
+
+  it("method: 'GET' with no extra header: the query and its variables in the URL, answered", async () => {
+    const recorder = recordingFetch();
+    const client = new GraphQLClient(url, { method: 'GET', fetch: recorder.fetch });
+    const data = await client.request<HeadData>(HEAD_QUERY, { id: ids[2]! });
+    expect(data.head).toMatchObject({ name: upstreamHead(ids[2]!).name, url: upstreamHead(ids[2]!).url });
+    expect(recorder.sent).toEqual([{ method: 'GET', params: expect.objectContaining({ query: HEAD_QUERY, variables: { id: ids[2] } }), status: 200 }]);
+    expect(t.calls()).toHaveLength(1);
+  });
+
+  it("sends a mutation as POST even with method: 'GET'; a mutation over GET (curl) is 405 with no upstream call", async () => {
+    const recorder = recordingFetch();
+    const client = new GraphQLClient(url, { method: 'GET', fetch: recorder.fetch });
+    expect(await client.request(LOGIN)).toEqual({ login: { tokenType: 'bearer' } });
+    expect(recorder.sent.map((s) => `${s.method} ${s.status}`)).toEqual(['POST 200']);
+    t.reset();
+    const refused = await plainGet(url, { query: LOGIN });
+    expect(refused.status).toBe(405);
+    expect(((await refused.json()) as { errors: { extensions: { code: string } }[] }).errors.map((e) => e.extensions.code)).toEqual(['BAD_REQUEST']);
+    expect(t.calls()).toEqual([]);
   });
 });
 
@@ -257,5 +291,57 @@ describe('trusted documents only (TRUSTED_DOCUMENTS_ONLY=true, the committed man
     const refusedText = await plain.query({ query: HEAD, variables: { id: ids[5]! }, errorPolicy: 'all' });
     expect(JSON.stringify(refusedText.error)).toContain('PERSISTED_QUERY_ONLY');
     expect(only.calls()).toEqual([]);
+  });
+
+  it('a plain GET naming a manifest document by documentId (as curl sends it, no header) is answered', async () => {
+    only.reset();
+    const response = await plainGet(onlyUrl, { documentId: manifestId(HeadWithHairDocument), variables: JSON.stringify({ id: ids[6] }) });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { data: { head: { uuid: string; name: string; hair: unknown } } };
+    expect(body.data.head).toMatchObject({ uuid: ids[6], name: upstreamHead(ids[6]!).name });
+    expect(only.calls()).toHaveLength(1);
+  });
+});
+
+describe('CSRF_PREVENTION=true (behind a proxy that turns cookies into tokens)', () => {
+  let csrf: TestGateway;
+  let csrfUrl: string;
+  beforeAll(async () => {
+    csrf = await startTestGateway({ env: { CSRF_PREVENTION: 'true', TRUSTED_DOCUMENTS_FILE: MANIFEST } });
+    csrfUrl = await csrf.listen();
+  });
+  afterAll(() => csrf.close());
+  beforeEach(() => csrf.reset());
+
+  const refusal =
+    'A GET, or a POST with a form or text/plain content type, must carry one of the headers x-graphql-csrf, x-graphql-yoga-csrf, apollo-require-preflight, x-apollo-operation-name (any value), or Content-Type: application/json.';
+
+  it('a GET without a preflight header is 403 BAD_REQUEST naming the headers that pass, with no upstream call: urql on its defaults, graphql-request, curl', async () => {
+    const { client, recorder } = urql({ url: csrfUrl });
+    const result = await client.query(URQL_HEAD, { id: ids[0] }).toPromise();
+    expect(result.data).toBeUndefined();
+    expect(result.error?.graphQLErrors.map((e) => [e.extensions.code, e.message])).toEqual([['BAD_REQUEST', refusal]]);
+    expect(recorder.sent.map((s) => `${s.method} ${s.status}`)).toEqual(['GET 403']);
+
+    const refused = await new GraphQLClient(csrfUrl, { method: 'GET' }).request(URQL_HEAD, { id: ids[0] }).catch((error: unknown) => error);
+    expect((refused as ClientError).response.status).toBe(403);
+    expect((refused as ClientError).response.errors?.map((e) => e.message)).toEqual([refusal]);
+
+    const curl = await plainGet(csrfUrl, { documentId: manifestId(HeadWithHairDocument), variables: JSON.stringify({ id: ids[0] }) });
+    expect(curl.status).toBe(403);
+    expect(await curl.json()).toEqual({ errors: [{ message: refusal, extensions: { code: 'BAD_REQUEST' } }] });
+    expect(csrf.calls()).toEqual([]);
+  });
+
+  it('with one of the headers each of them is answered', async () => {
+    const { client, recorder } = urql({ url: csrfUrl, fetchOptions: { headers: { 'x-graphql-csrf': '1' } } });
+    expect((await client.query(URQL_HEAD, { id: ids[0] }).toPromise()).data?.head).toMatchObject({ name: upstreamHead(ids[0]!).name });
+    expect(recorder.sent.map((s) => `${s.method} ${s.status}`)).toEqual(['GET 200']);
+    const data = await new GraphQLClient(csrfUrl, { method: 'GET', headers: { 'apollo-require-preflight': 'true' } }).request<HeadData>(URQL_HEAD, { id: ids[1]! });
+    expect(data.head).toMatchObject({ name: upstreamHead(ids[1]!).name });
+    const curl = await plainGet(csrfUrl, { documentId: manifestId(HeadWithHairDocument), variables: JSON.stringify({ id: ids[2] }) }, { 'x-graphql-csrf': '1' });
+    expect(curl.status).toBe(200);
+    expect(((await curl.json()) as { data: { head: { name: string } } }).data.head.name).toBe(upstreamHead(ids[2]!).name);
+    expect(csrf.calls()).toHaveLength(3);
   });
 });

@@ -38,6 +38,7 @@ describe('loadConfig', () => {
       compiledDocuments: { maxEntries: 500, maxBytes: 48 * 1024 * 1024 },
       documentCache: { maxEntries: 1_000, maxBytes: 32 * 1024 * 1024 },
       corsOrigins: [],
+      csrfPrevention: false,
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxBodyBytes: 100_000 },
       maxBatch: 10,
       persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
@@ -48,6 +49,7 @@ describe('loadConfig', () => {
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, trustProxy: false },
       redisUrl: undefined,
       metricsOperationNames: 500,
+      metricsClients: { maxNames: 50, maxVersions: 10 },
       workers: 1,
       logLevel: 'info',
       production: false,
@@ -65,6 +67,7 @@ describe('loadConfig', () => {
     expect(loadConfig({ COMPILED_EXECUTION_MAX_ENTRIES: '20', COMPILED_EXECUTION_MAX_BYTES: '2097152' }).compiledDocuments).toEqual({ maxEntries: 20, maxBytes: 2_097_152 });
     expect(loadConfig({ DOCUMENT_CACHE_MAX_ENTRIES: '100', DOCUMENT_CACHE_MAX_BYTES: '8388608' }).documentCache).toEqual({ maxEntries: 100, maxBytes: 8_388_608 });
     expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173']);
+    expect(loadConfig({ CSRF_PREVENTION: 'true' }).csrfPrevention).toBe(true);
   });
 
   it('reads every variable, and drops a trailing slash from the upstream URL', () => {
@@ -107,12 +110,15 @@ describe('loadConfig', () => {
       REDIS_URL: 'redis://:secret@127.0.0.1:6390/2',
       APQ_TTL_SECONDS: '3600',
       METRICS_OPERATION_NAMES: '50',
+      METRICS_CLIENT_NAMES: '5',
+      METRICS_CLIENT_VERSIONS: '3',
     });
     expect(config).toMatchObject({
       callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, addressRequestsPerSecond: 100, trustProxy: true },
       redisUrl: 'redis://:secret@127.0.0.1:6390/2',
       persistedDocuments: { apqTtlSeconds: 3_600 },
       metricsOperationNames: 50,
+      metricsClients: { maxNames: 5, maxVersions: 3 },
     });
   });
 
@@ -123,6 +129,8 @@ describe('loadConfig', () => {
     [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least half of UPSTREAM_CALL_BUDGET \(100\), so that one operation fits in the burst, got "49"$/],
     [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true or false/],
     [{ METRICS_OPERATION_NAMES: '0' }, /^METRICS_OPERATION_NAMES: expected an integer from 1/],
+    [{ METRICS_CLIENT_NAMES: '0' }, /^METRICS_CLIENT_NAMES: expected an integer from 1/],
+    [{ METRICS_CLIENT_VERSIONS: 'all' }, /^METRICS_CLIENT_VERSIONS: expected an integer from 1/],
     [{ DOCUMENT_CACHE_MAX_ENTRIES: '0' }, /^DOCUMENT_CACHE_MAX_ENTRIES: expected an integer from 1 to 1000000, got "0"$/],
     [{ DOCUMENT_CACHE_MAX_BYTES: '64k' }, /^DOCUMENT_CACHE_MAX_BYTES: expected an integer from 1048576 to 17179869184, got "64k"$/],
     [{ COMPILED_EXECUTION_MAX_ENTRIES: '-1' }, /^COMPILED_EXECUTION_MAX_ENTRIES: expected an integer from 1 to 1000000/],

@@ -117,6 +117,89 @@ describe('@defer', () => {
   });
 });
 
+/** Apollo Client 4's GraphQL17Alpha9Handler asks with this (and Apollo Server 5.1 answers it). */
+const alpha9 = 'multipart/mixed;incrementalSpec=v0.2, application/graphql-response+json, application/json';
+
+describe('the graphql-js 17.0.0-alpha.9 format (multipart/mixed;incrementalSpec=v0.2)', () => {
+  it('announces the deferred fragment as pending in the first part, then delivers it by id and completes it', async () => {
+    const id = ids.find((i) => headA(i).hair)!;
+    const query = `query($id: ID!) { head(id: $id) { __typename name ... @defer(label: "meta") { headMetadata } } }`;
+    const { contentType, parts: received } = await parts(query, { id }, alpha9);
+    expect(contentType).toMatch(/^multipart\/mixed/);
+    expect(received.map((part) => part.body)).toEqual([
+      { data: { head: { __typename: 'Head', name: headA(id).name } }, pending: [{ id: '0', path: ['head'], label: 'meta' }], hasNext: true },
+      { incremental: [{ id: '0', data: { headMetadata: headA(id).head_metadata } }], completed: [{ id: '0' }], hasNext: false },
+    ]);
+    expect(t.calls().map((r) => r.operation).sort()).toEqual(['getHeadById', 'getHeadExtById']);
+  });
+
+  it('one pending entry per listed head (a label, no label), each completed once its fields arrive', async () => {
+    const listing = `{ heads(first: 3) { nodes { uuid ... @defer { headMetadata } } } }`;
+    const { parts: received } = await parts(listing, {}, alpha9);
+    const [first, ...rest] = received.map((part) => part.body);
+    expect(first!.pending).toEqual([0, 1, 2].map((i) => ({ id: String(i), path: ['heads', 'nodes', i] })));
+    const delivered = rest.flatMap((part) => part.incremental ?? []);
+    const completed = rest.flatMap((part) => part.completed ?? []);
+    expect(delivered.map((d: any) => [d.id, d.data.headMetadata]).sort()).toEqual([0, 1, 2].map((i) => [String(i), headA(ids[i]!).head_metadata]).sort());
+    expect(completed.map((c: any) => c.id).sort()).toEqual(['0', '1', '2']);
+    expect(rest.flatMap((part) => part.pending ?? [])).toEqual([]);
+    expect(rest.at(-1)!.hasNext).toBe(false);
+  });
+
+  it('announces a fragment deferred inside a deferred fragment in the part that delivers its parent', async () => {
+    const id = ids.find((i) => headA(i).hair)!;
+    const query = `query($id: ID!) { head(id: $id) { name ... @defer(label: "outer") { hair { name ... @defer(label: "inner") { userId } } } } }`;
+    const { parts: received } = await parts(query, { id }, alpha9);
+    const bodies = received.map((part) => part.body);
+    expect(bodies[0]!.pending).toEqual([{ id: '0', path: ['head'], label: 'outer' }]);
+    const announced = bodies.flatMap((b) => b.pending ?? []);
+    expect(announced).toEqual([
+      { id: '0', path: ['head'], label: 'outer' },
+      { id: '1', path: ['head', 'hair'], label: 'inner' },
+    ]);
+    // Every id is delivered after (or with) its announcement, and completed.
+    const order = bodies.flatMap((b, part) => [...(b.pending ?? []).map((p: any) => ['pending', p.id, part]), ...(b.incremental ?? []).map((d: any) => ['data', d.id, part])]);
+    for (const [, id, part] of order.filter(([kind]) => kind === 'data')) expect(order.find(([kind, other]) => kind === 'pending' && other === id)![2]).toBeLessThanOrEqual(part as number);
+    expect(bodies.flatMap((b) => b.incremental ?? []).map((d: any) => [d.id, d.data])).toEqual([
+      ['0', { hair: { name: headA(id).hair.name } }],
+      ['1', { userId: expect.stringMatching(/^[0-9a-f-]{36}$/) }],
+    ]);
+    expect(bodies.flatMap((b) => b.completed ?? []).map((c: any) => c.id)).toEqual(['0', '1']);
+  });
+
+  it('a fragment on an interface without __typename is announced when it is delivered', async () => {
+    const id = ids[0]!;
+    const globalId = Buffer.from(`Head:${id}`).toString('base64');
+    const query = `query($id: ID!) { node(id: $id) { id ... on Head @defer(label: "h") { name } } }`;
+    const { parts: received } = await parts(query, { id: globalId }, alpha9);
+    const bodies = received.map((part) => part.body);
+    expect(bodies[0]).toEqual({ data: { node: { id: globalId } }, pending: [], hasNext: true });
+    expect(bodies.slice(1)).toEqual([{ pending: [{ id: '0', path: ['node'], label: 'h' }], incremental: [{ id: '0', data: { name: headA(id).name } }], completed: [{ id: '0' }], hasNext: false }]);
+  });
+
+  it('streams items by the id of the list, completing it when the answer ends', async () => {
+    const query = `query($ids: [ID!]!) { nodes(ids: $ids) @stream(initialCount: 1) { ... on Head { uuid } } }`;
+    const { parts: received } = await parts(query, { ids: ids.slice(0, 3) }, alpha9);
+    const [first, ...rest] = received.map((part) => part.body);
+    expect(first).toEqual({ data: { nodes: [{ uuid: ids[0] }] }, pending: [{ id: '0', path: ['nodes'] }], hasNext: true });
+    expect(rest.flatMap((b) => b.incremental ?? [])).toEqual([
+      { id: '0', items: [{ uuid: ids[1] }] },
+      { id: '0', items: [{ uuid: ids[2] }] },
+    ]);
+    expect(rest.flatMap((b) => b.completed ?? [])).toEqual([{ id: '0' }]);
+    expect(rest.at(-1)!.completed).toEqual([{ id: '0' }]);
+  });
+
+  it("keeps the 2022-08-24 format for multipart/mixed without the parameter, with Apollo's deferSpec=20220824, and over SSE", async () => {
+    const query = `query($id: ID!) { head(id: $id) { name ... @defer(label: "meta") { headMetadata } } }`;
+    for (const accept of ['multipart/mixed', 'multipart/mixed;deferSpec=20220824, application/json', 'text/event-stream']) {
+      const { parts: received } = await parts(query, { id: ids[2]! }, accept);
+      expect(received[0]!.body.pending).toBeUndefined();
+      expect(received.flatMap((part) => part.body.incremental ?? [])).toEqual([{ data: { headMetadata: headA(ids[2]!).head_metadata }, path: ['head'], label: 'meta' }]);
+    }
+  });
+});
+
 describe('validation of @defer and @stream', () => {
   it("refuses @defer on a mutation's root field and @stream on a field that is not a list, with the plugin's rules", async () => {
     const rootDefer = await t.execute(`mutation { ... @defer { login(input: { username: "demo", password: "x" }) { accessToken } } }`);

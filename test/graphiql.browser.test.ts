@@ -25,6 +25,10 @@ import { describeWithChromium } from './support/services.js';
 const ARTIFACTS = fileURLToPath(new URL('./.artifacts/', import.meta.url));
 const SCREENSHOT = `${ARTIFACTS}graphiql.png`;
 const PERMISSIONS_QUERY = '{ permissions(first: 2) { totalCount } }';
+/** Does not parse: GraphiQL finds that in the browser and sends nothing. */
+const SYNTAX_ERROR = 'query Broken { heads(first: 1) { totalCount } } !!';
+/** Parses and validates; the gateway refuses the id (BAD_USER_INPUT) before any upstream call. */
+const BAD_INPUT = 'query BadId { head(id: "not-an-id") { name } }';
 
 /** Monaco renders spaces as U+00A0; this gives back the plain text of an editor's visible lines. */
 async function editorText(page: Page, uriSuffix: string): Promise<string> {
@@ -163,6 +167,9 @@ describeWithChromium('GraphiQL in Chromium', { shuffle: false }, () => {
     const query = await waitForEditorText(page, '-operation.graphql', (t) => t.includes('HeadsWithHair') && t.includes('hair {'));
     expect(query).toContain('query HeadsWithHair {');
     expect(query).toContain('hair {');
+    // Its comment says what it asks for.
+    expect(query).toContain('# The first three heads with their hair, and how many heads there are:');
+    expect(query).toContain('heads(first: 3) {');
 
     // The Headers pane is there (and open by default: defaultEditorToolsVisibility 'headers').
     await expect(page.getByRole('button', { name: 'Headers', exact: true }).isVisible()).resolves.toBe(true);
@@ -226,6 +233,41 @@ describeWithChromium('GraphiQL in Chromium', { shuffle: false }, () => {
     expect(reference.requests[0]!.query).toMatchObject({ page: '1' });
 
     await page.screenshot({ path: `${ARTIFACTS}graphiql-permissions.png` });
+  }, 3 * UI_WAIT_MS);
+
+  it('shows a syntax error (found in the browser) with its message and no stack, and an error of the gateway with its code', async () => {
+    await replaceEditorContent(page, '-operation.graphql', SYNTAX_ERROR);
+    expect(await waitForEditorText(page, '-operation.graphql', (t) => t.trim() === SYNTAX_ERROR)).toBe(SYNTAX_ERROR);
+    // Typing may leave the suggestions open over the run button.
+    await page.keyboard.press('Escape');
+    await page.locator('.graphiql-tab-active .graphiql-tab-button').filter({ hasText: 'Broken' }).waitFor({ timeout: UI_WAIT_MS });
+    reference.resetRecording();
+    await page.locator('.graphiql-execute-button').click();
+    const shown = await waitForEditorText(page, '-response.json', (t) => t.includes('Syntax Error'));
+    expect(shown).toContain('"message": "Syntax Error: Unexpected \\"!\\"."');
+    expect(shown).not.toContain('stack');
+    expect(shown).not.toMatch(/\bat .*:\d+:\d+/);
+
+    await replaceEditorContent(page, '-operation.graphql', BAD_INPUT);
+    await page.keyboard.press('Escape');
+    await page.locator('.graphiql-tab-active .graphiql-tab-button').filter({ hasText: 'BadId' }).waitFor({ timeout: UI_WAIT_MS });
+    const response = await execute(page, graphqlUrl, 'BadId');
+    expect(response.status()).toBe(200);
+    const result = await waitForEditorText(page, '-response.json', (t) => t.includes('BAD_USER_INPUT'));
+    expect(result).toContain('"code": "BAD_USER_INPUT"');
+    expect(result).not.toContain('stack');
+    expect(reference.requests).toEqual([]);
+  }, 3 * UI_WAIT_MS);
+
+  it('opening / or /graphiql lands on GraphiQL', async () => {
+    for (const path of ['/', '/graphiql']) {
+      const response = await page.goto(`${origin}${path}`, { waitUntil: 'load' });
+      expect(response?.request().redirectedFrom()?.url(), path).toBe(`${origin}${path}`);
+      expect(response?.request().url(), path).toBe(graphqlUrl);
+      expect(await page.title()).toBe('Avatar Head gateway');
+      await page.locator('section.graphiql-query-editor .monaco-editor').waitFor({ state: 'visible', timeout: UI_WAIT_MS });
+      expect(new URL(page.url()).pathname).toBe('/graphql');
+    }
   }, 3 * UI_WAIT_MS);
 
   it('stayed on the gateway origin: no outside host, no CDN, no failed request, no page error', () => {

@@ -286,29 +286,43 @@ describe('field suggestions', () => {
 
 describe('HTTP method and CSRF', () => {
   it('refuses a mutation over GET with 405 and no upstream call', async () => {
-    const got = await get(`mutation { login(input: { username: "a", password: "b" }) { accessToken } }`, { 'x-graphql-csrf': '1' });
+    const got = await get(`mutation { login(input: { username: "a", password: "b" }) { accessToken } }`);
     expectRefused(got, 405, 'BAD_REQUEST');
     expect(got.headers.get('allow')).toBe('POST');
   });
 
-  it('refuses a GET query without a CSRF header or JSON content type with 403; a CSRF header or JSON content type lets it through', async () => {
-    expectRefused(await get(`{ ${oneCall} }`), 403, 'BAD_REQUEST');
-    const withHeader = await get(`{ ${oneCall} }`, { 'x-graphql-csrf': '1' });
-    expectPassed(withHeader);
+  it('runs a GET query without any CSRF header or content type (the default: CSRF_PREVENTION off)', async () => {
+    expectPassed(await get(`{ ${oneCall} }`));
     expect(t.calls()).toHaveLength(1);
-    t.reset();
-    expectPassed(await get(`{ ${oneCall} }`, { 'content-type': 'application/json' }));
   });
 
-  it('refuses a POST with a simple (non-preflighted) content type with 403', async () => {
-    for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
-      const response = await t.gateway.fetch('http://gateway/graphql', {
-        method: 'POST',
-        headers: { 'content-type': contentType },
-        body: JSON.stringify({ query: `mutation { login(input: { username: "a", password: "b" }) { accessToken } }` }),
-      });
-      expectRefused(await answer(response), 403, 'BAD_REQUEST');
-    }
+  describe('CSRF_PREVENTION=true', () => {
+    let csrf: TestGateway;
+    beforeAll(async () => {
+      csrf = await startTestGateway({ env: { CSRF_PREVENTION: 'true' } });
+    });
+    afterAll(() => csrf.close());
+    beforeEach(() => csrf.reset());
+
+    it('refuses a GET query without a CSRF header or JSON content type with 403; a CSRF header or JSON content type lets it through', async () => {
+      expectRefused(await get(`{ ${oneCall} }`, {}, csrf), 403, 'BAD_REQUEST', csrf);
+      const withHeader = await get(`{ ${oneCall} }`, { 'x-graphql-csrf': '1' }, csrf);
+      expectPassed(withHeader);
+      expect(csrf.calls()).toHaveLength(1);
+      csrf.reset();
+      expectPassed(await get(`{ ${oneCall} }`, { 'content-type': 'application/json' }, csrf));
+    });
+
+    it('refuses a POST with a simple (non-preflighted) content type with 403', async () => {
+      for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+        const response = await csrf.gateway.fetch('http://gateway/graphql', {
+          method: 'POST',
+          headers: { 'content-type': contentType },
+          body: JSON.stringify({ query: `mutation { login(input: { username: "a", password: "b" }) { accessToken } }` }),
+        });
+        expectRefused(await answer(response), 403, 'BAD_REQUEST', csrf);
+      }
+    });
   });
 
   it('answers a multipart/form-data POST (a file upload; the schema takes none) with 415 and no upstream call, even with the CSRF header', async () => {

@@ -53,14 +53,23 @@ describe('Accept', () => {
   );
 
   it.each(['application/json', 'application/graphql-response+json, application/json', 'application/json, multipart/mixed;q=0'])(
-    'refuses @defer asked for with %s (no type that carries parts) with 406 NOT_ACCEPTABLE before execution',
+    'answers @defer asked for with %s (no type that carries parts) whole, in one JSON answer: HTTP 200, the deferred fields included, one read',
     async (accept) => {
       const a = await send(deferred(ids[0]!), { accept });
-      expect(a.status).toBe(406);
-      expect(a.body).toEqual({ errors: [{ message: 'This operation answers in parts (@defer, @stream): ask for it with Accept: multipart/mixed or text/event-stream.', extensions: { code: 'NOT_ACCEPTABLE' } }] });
-      expect(t.calls()).toEqual([]);
+      expect(a.status).toBe(200);
+      expect(a.headers.get('content-type')).toMatch(/^application\/(graphql-response\+)?json/);
+      expect(a.body).toEqual({ data: { head: { name: expect.any(String), headMetadata: expect.anything() } } });
+      // As without @defer: the deferred fields are read with the rest.
+      expect(t.calls().map((call) => call.operation)).toEqual(['getHeadExtById']);
     },
   );
+
+  it('answers @stream asked for with JSON alone with the whole list', async () => {
+    const a = await send(JSON.stringify({ query: `query($ids: [ID!]!) { nodes(ids: $ids) @stream(initialCount: 1) { id } }`, variables: { ids: ids.slice(0, 3).map((id) => Buffer.from(`Head:${id}`).toString('base64')) } }), { accept: 'application/json' });
+    expect(a.status).toBe(200);
+    expect(a.body.data?.nodes).toHaveLength(3);
+    expect(a.body.errors).toBeUndefined();
+  });
 
   it('runs @defer turned off by its `if` as one JSON answer, and Apollo\'s multipart/mixed;deferSpec=20220824 in parts', async () => {
     const off = await send(deferred(ids[0]!, '(if: false)'), { accept: 'application/json' });

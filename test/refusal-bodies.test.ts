@@ -12,11 +12,14 @@ import { startTestGateway, type TestGateway } from './support/gateway.js';
 const MARKER = 'zz-marker-7f3a';
 let t: TestGateway;
 let url: string;
+/** The same gateway with CSRF_PREVENTION=true, for its 403. */
+let csrfGateway: TestGateway;
+let csrfUrl: string;
 beforeAll(async () => {
-  t = await startTestGateway();
-  url = await t.listen();
+  [t, csrfGateway] = await Promise.all([startTestGateway(), startTestGateway({ env: { CSRF_PREVENTION: 'true' } })]);
+  [url, csrfUrl] = await Promise.all([t.listen(), csrfGateway.listen()]);
 });
-afterAll(() => t.close());
+afterAll(() => Promise.all([t.close(), csrfGateway.close()]));
 
 const json = { 'content-type': 'application/json', accept: 'application/graphql-response+json' };
 const csrf = { 'x-graphql-csrf': '1', accept: 'application/graphql-response+json' };
@@ -39,7 +42,7 @@ const cases: [string, number, () => [string, RequestInit]][] = [
   ['400: a GET whose query does not parse', 400, () => get({ query: `{ "${MARKER}" }` })],
   ['400: a literal of the wrong type', 400, () => post(JSON.stringify({ query: `{ heads(first: "${MARKER}") { totalCount } }` }))],
   ['400: an operation name not in the document', 400, () => post(JSON.stringify({ query: 'query A { __typename }', operationName: MARKER }))],
-  ['403: a GET without a CSRF header', 403, () => get({ query: `{ head(id: "${MARKER}") { name } }` }, {})],
+  ['403: a GET without a CSRF header (CSRF_PREVENTION=true)', 403, () => [`${csrfUrl}?${new URLSearchParams({ query: `{ head(id: "${MARKER}") { name } }` })}`, { headers: { 'x-marker': MARKER } }]],
   ['404: an unknown path', 404, () => [url.replace('/graphql', `/${MARKER}`), {}]],
 ];
 

@@ -34,6 +34,16 @@ describe('the gateway process (npm start)', { shuffle: false }, () => {
     expect(gateway.stdout()).toMatch(/^No UPSTREAM_URL set: serving the embedded reference upstream at http:\/\/127\.0\.0\.1:\d+\/v2 \(demo login: demo \/ demo-password\)\.$/m);
   });
 
+  it('gives the GraphiQL address in its listening line; /graphiql and a browser opening / are sent there', async () => {
+    const origin = new URL(endpoint).origin;
+    expect(gateway.stdout()).toContain(`Gateway listening on ${endpoint} (GraphiQL: ${origin}/graphiql)\n`);
+    for (const path of ['/', '/graphiql']) {
+      const response = await fetch(`${origin}${path}`, { redirect: 'manual', headers: { accept: 'text/html' } });
+      expect(response.status, path).toBe(302);
+      expect(response.headers.get('location'), path).toBe('/graphql');
+    }
+  });
+
   it('answers the head-and-hair query over a real port, and forwards the token it is given', async () => {
     const heads = await post('{ heads(first: 2) { totalCount nodes { name hair { name } } } }');
     expect(heads.status).toBe(200);
@@ -87,6 +97,31 @@ describe('log lines', PROCESS_TEST, () => {
  * Shutdown with requests in flight, on the real process against a reference upstream in this one:
  * the upstream holds the request's call until the test has seen the signal's effect.
  */
+describe('NODE_ENV=production: no GraphiQL', PROCESS_TEST, () => {
+  it('names none at start; a browser opening / or /graphql gets a page saying where the endpoint and the docs are', async () => {
+    const reference = await startReferenceUpstream();
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, NODE_ENV: 'production', LOG_LEVEL: 'warn' });
+    try {
+      expect(gateway.stdout()).toMatch(/^Gateway listening on http:\/\/127\.0\.0\.1:\d+\/graphql$/m);
+      const origin = new URL(gateway.endpoint).origin;
+      for (const path of ['/', '/graphql']) {
+        const response = await fetch(`${origin}${path}`, { headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
+        expect(response.status, path).toBe(200);
+        expect(response.headers.get('content-type'), path).toBe('text/html; charset=utf-8');
+        const html = await response.text();
+        expect(html, path).toContain('Send GraphQL to /graphql');
+        expect(html, path).toContain('GraphiQL and introspection are off here');
+      }
+      expect(reference.requests).toEqual([]);
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+    } finally {
+      gateway.kill();
+      await reference.close();
+    }
+  });
+});
+
 describe('graceful shutdown', PROCESS_TEST, () => {
   const headsQuery = '{ heads(first: 2) { totalCount nodes { name } } }';
   const postHeads = (endpoint: string, dispatcher: Dispatcher) =>

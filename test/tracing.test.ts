@@ -1,3 +1,4 @@
+import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -220,6 +221,26 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     expect(spans.filter((span) => span.kind === SERVER)).toHaveLength(4);
     const everything = receiver.received.map((r) => r.body.toString()).join('\n');
     for (const secret of [token, DEMO_CREDENTIALS.password, marker, headId]) expect(everything).not.toContain(secret);
+  });
+
+  it('carries the client app as it names itself (graphql.client.name and .version): Apollo Client 4\'s clientAwareness, graphql-client-name; nothing for none or a refused value', async () => {
+    const url = await t.listen();
+    const apollo = new ApolloClient({ cache: new InMemoryCache(), link: new HttpLink({ uri: url }), clientAwareness: { name: 'head-viewer-ios', version: '7.1.0 (311)' } });
+    await apollo.query({ query: gql`query Named { heads(first: 1) { totalCount } }` });
+    await post(t, { query: 'query Hive { heads(first: 1) { totalCount } }' }, { 'graphql-client-name': 'hive-cli', 'graphql-client-version': '0.9.1' });
+    await post(t, { query: 'query Nameless { heads(first: 1) { totalCount } }' });
+    await post(t, { query: 'query Hostile { heads(first: 1) { totalCount } }' }, { 'apollographql-client-name': 'a"b', 'apollographql-client-version': `1.${'0'.repeat(100)}` });
+    const byOperation = Object.fromEntries(
+      (await exported())
+        .filter((span) => span.kind === SERVER)
+        .map((span) => [span.attributes['graphql.operation.name'], [span.attributes['graphql.client.name'], span.attributes['graphql.client.version']]]),
+    );
+    expect(byOperation).toEqual({
+      Named: ['head-viewer-ios', '7.1.0 (311)'],
+      Hive: ['hive-cli', '0.9.1'],
+      Nameless: [undefined, undefined],
+      Hostile: [undefined, `1.${'0'.repeat(62)}`],
+    });
   });
 
   it.each([

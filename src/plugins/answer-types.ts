@@ -1,8 +1,9 @@
-import { BREAK, Kind, visit, type DocumentNode } from 'graphql';
-import { createGraphQLError, type Plugin } from 'graphql-yoga';
+import { BREAK, Kind, visit, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
-import { usesIncrementalDelivery } from './defer-stream.js';
+import { usesIncrementalDelivery, withoutIncrementalDelivery } from './defer-stream.js';
+import { alpha9Payloads, type Payload2022 } from './incremental-payloads.js';
 import { refusalBody, refusalType } from './refusal.js';
 
 /** The media types yoga answers in, each with the only charset it writes. */
@@ -13,6 +14,16 @@ const inParts = new Set(['multipart/mixed', 'text/event-stream']);
 
 const quality = /;\s*q\s*=/i;
 const keptParameter = /^\s*(q|charset)\s*=/i;
+/** Apollo's name for graphql-js 17.0.0-alpha.9's incremental format (https://specs.apollo.dev/incremental/v0.2/). */
+const alpha9Format = /^\s*multipart\/mixed\s*;(?:.*;)?\s*incrementalSpec\s*=\s*"?v0\.2"?\s*(?:;|$)/i;
+
+/** What an Accept header lets the gateway answer in. */
+interface Negotiated {
+  /** The media types, most preferred first. */
+  readonly types: readonly string[];
+  /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
+  readonly alpha9: boolean;
+}
 
 /**
  * The media types of `accept` the gateway can answer in, most preferred first (negotiator: q-values,
@@ -20,18 +31,15 @@ const keptParameter = /^\s*(q|charset)\s*=/i;
  * are dropped first: yoga reads no other (Apollo's `multipart/mixed;deferSpec=20220824`), and
  * negotiator would take each as a condition no type of ours meets.
  */
-function acceptableTypes(accept: string): readonly string[] {
-  const ranges = accept
-    .split(',')
-    .map((range) => range.split(';').filter((part, i) => i === 0 || keptParameter.test(part)).join(';'))
-    .join(',');
-  return new Negotiator({ headers: { accept: ranges } }).mediaTypes(answerTypes).map((type) => type.slice(0, type.indexOf(';')));
+function negotiate(accept: string): Negotiated {
+  const ranges = accept.split(',');
+  const kept = ranges.map((range) => range.split(';').filter((part, i) => i === 0 || keptParameter.test(part)).join(';')).join(',');
+  const types = new Negotiator({ headers: { accept: kept } }).mediaTypes(answerTypes).map((type) => type.slice(0, type.indexOf(';')));
+  return { types, alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)) };
 }
 
 const noAnswerType =
   'The Accept header names no media type the gateway answers in: application/graphql-response+json or application/json, and multipart/mixed or text/event-stream for @defer and @stream.';
-const partsNotAccepted = 'This operation answers in parts (@defer, @stream): ask for it with Accept: multipart/mixed or text/event-stream.';
-
 /** Whether an operation answers in parts: a @defer or @stream its `if` does not turn off. */
 function answersInParts(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
   if (!usesIncrementalDelivery(document)) return false;
@@ -58,33 +66,49 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  *   body is read;
  * - an Accept with q-values reaches yoga as the types it accepts, most preferred first, so yoga's
  *   choice follows them; one without is left as it is (yoga's order is already the client's);
- * - an operation that answers in parts (@defer, @stream) asked for without a type that carries
- *   parts is refused before execution, HTTP 406 `NOT_ACCEPTABLE`. (A later issue may answer it
- *   whole in one JSON document instead: that is this hook.)
+ * - an operation with @defer or @stream asked for by a client that takes no type carrying parts
+ *   runs without them, and is answered whole in one JSON document;
+ * - parts go out in multipart/mixed whenever the client takes it (yoga prefers it to SSE), in the
+ *   2022-08-24 format unless the range says `incrementalSpec=v0.2`: then in graphql-js
+ *   17.0.0-alpha.9's (`pending`, `incremental` by id, `completed`), which Apollo Client 4's
+ *   `GraphQL17Alpha9Handler` and Apollo Server 5.1 speak.
  */
-export function useAnswerTypes(): Plugin {
+export function useAnswerTypes(options: { readonly schema: GraphQLSchema }): Plugin {
   // Clients send a handful of distinct Accept headers: each is negotiated once.
-  const known = new LRUCache<string, readonly string[]>({ max: 256 });
-  const acceptedBy = new WeakMap<Request, readonly string[]>();
+  const known = new LRUCache<string, Negotiated>({ max: 256 });
+  const acceptedBy = new WeakMap<Request, Negotiated>();
   return {
     onRequestParse({ request, endResponse, fetchAPI }) {
       const accept = request.headers.get('accept');
       // None (or empty, as yoga reads it): anything.
       if (!accept) return;
-      let types = known.get(accept);
-      if (types === undefined) known.set(accept, (types = acceptableTypes(accept)));
-      if (types.length === 0) {
+      let negotiated = known.get(accept);
+      if (negotiated === undefined) known.set(accept, (negotiated = negotiate(accept)));
+      if (negotiated.types.length === 0) {
         endResponse(new fetchAPI.Response(refusalBody(noAnswerType, 'NOT_ACCEPTABLE'), { status: 406, headers: { 'content-type': refusalType } }));
         return;
       }
-      acceptedBy.set(request, types);
-      if (quality.test(accept)) request.headers.set('accept', types.join(', '));
+      acceptedBy.set(request, negotiated);
+      if (quality.test(accept)) request.headers.set('accept', negotiated.types.join(', '));
     },
-    onExecute({ args, setResultAndStopExecution }) {
+    onExecute({ args }) {
       const request = (args.contextValue as { request?: Request }).request;
-      const types = request === undefined ? undefined : acceptedBy.get(request);
-      if (types === undefined || types.some((type) => inParts.has(type)) || !answersInParts(args.document, args.variableValues)) return;
-      setResultAndStopExecution({ errors: [createGraphQLError(partsNotAccepted, { extensions: { code: 'NOT_ACCEPTABLE', http: { status: 406 } } })] });
+      const negotiated = request === undefined ? undefined : acceptedBy.get(request);
+      if (negotiated === undefined || !usesIncrementalDelivery(args.document)) return undefined;
+      if (!negotiated.types.some((type) => inParts.has(type))) {
+        // Read by every hook after this one and by the executor.
+        (args as { document: DocumentNode }).document = withoutIncrementalDelivery(args.document);
+        return undefined;
+      }
+      if (!negotiated.alpha9 || !answersInParts(args.document, args.variableValues)) return undefined;
+      const { document, operationName, variableValues } = args;
+      return {
+        onExecuteDone({ result }) {
+          if (!isAsyncIterable(result)) return undefined;
+          const rewrite = alpha9Payloads(options.schema, document, operationName, variableValues);
+          return { onNext: ({ result: part, setResult }) => setResult(rewrite(part as Payload2022) as ExecutionResult) };
+        },
+      };
     },
   };
 }

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { RateLimiterAbstract, RateLimiterRedis } from 'rate-limiter-flexible';
+import type { RateLimiterAbstract, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { CallerLimitSettings } from '../config.js';
 import type { SharedRedis } from '../shared-state.js';
 
@@ -92,14 +92,23 @@ export function createCallerLimiters(settings: CallerLimitSettings, options: { r
   };
 }
 
-/** Takes `points` from a caller's budget: the refusal's wait in ms, or undefined when granted (a store failure grants: limits fail open). */
-export async function take(limiter: RateLimiterAbstract, caller: string, points: number): Promise<number | undefined> {
+/**
+ * Takes `points` from a caller's budget: the limiter's answer (its RateLimiterRes: the points left
+ * in the window and the ms before it turns), granted or refused (see `waitOf`), or undefined when
+ * the store failed (limits fail open). rate-limiter-flexible resolves a grant and rejects a
+ * refusal with the same RateLimiterRes.
+ */
+export async function take(limiter: RateLimiterAbstract, caller: string, points: number): Promise<RateLimiterRes | undefined> {
   try {
-    await limiter.consume(caller, points);
-    return undefined;
+    return await limiter.consume(caller, points);
   } catch (refusal) {
-    return refusal instanceof rateLimiters().RateLimiterRes ? refusal.msBeforeNext : undefined;
+    return refusal instanceof rateLimiters().RateLimiterRes ? refusal : undefined;
   }
+}
+
+/** A refusal's wait in ms, or undefined when `taken` granted the points (rate-limiter-flexible refuses past `points` consumed). */
+export function waitOf(limiter: RateLimiterAbstract, taken: RateLimiterRes | undefined): number | undefined {
+  return taken !== undefined && taken.consumedPoints > limiter.points ? taken.msBeforeNext : undefined;
 }
 
 /** Gives one in-flight slot back; at zero the key goes, so idle callers cost no memory (Redis's script does it there). */

@@ -4,7 +4,8 @@ import { createGraphQLError, finalAsyncIterator, isAsyncIterable, type Plugin } 
 import { LRUCache } from 'lru-cache';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { GatewayContext } from '../context.js';
-import { giveBack, take, type CallerLimiters } from './caller-limiters.js';
+import { giveBack, take, waitOf, type CallerLimiters } from './caller-limiters.js';
+import { RateLimitHeaders } from './rate-limit-headers.js';
 
 const callerKey = Symbol('caller-limits.caller');
 const payerKey = Symbol('caller-limits.payer');
@@ -104,7 +105,8 @@ export interface CallerLimitsOptions {
 export function useCallerLimits(options: CallerLimitsOptions): { admission: Plugin[]; charge: Plugin[]; refuseEarly: EarlyRefusal | undefined } {
   const { requests, upstreamCalls, inFlight, addressRequests } = options.limiters;
   const admits = requests !== undefined || inFlight !== undefined || addressRequests !== undefined;
-  const door = new Door(options.onRefused);
+  const headers = RateLimitHeaders.of({ requests, address: addressRequests });
+  const door = new Door(options.onRefused, headers);
   const refuse = (limit: CallerLimit, msBeforeNext: number, key: string) => {
     options.onRefused?.(limit);
     door.remember(key, limit, msBeforeNext);
@@ -119,11 +121,15 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
       state[callerKey] = caller;
       // The address first: a made-up token's fresh window does not get past its address's.
       if (addressRequests !== undefined) {
-        const wait = await take(addressRequests, address, 1);
+        const taken = await take(addressRequests, address, 1);
+        if (taken !== undefined) headers?.record(request, 'address', taken);
+        const wait = waitOf(addressRequests, taken);
         if (wait !== undefined) return setResult({ errors: [refuse('address', wait, Door.addressKey(address))] });
       }
       if (requests !== undefined) {
-        const wait = await take(requests, caller, 1);
+        const taken = await take(requests, caller, 1);
+        if (taken !== undefined) headers?.record(request, 'requests', taken);
+        const wait = waitOf(requests, taken);
         if (wait !== undefined) return setResult({ errors: [refuse('requests', wait, caller)] });
       }
       if (slots !== undefined && !(await slots.take(request, state, caller))) return setResult({ errors: [refuse('in_flight', 1_000, caller)] });
@@ -132,8 +138,9 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
     onExecutionResult({ context, result, setResult }) {
       slots?.resultIn(context as WithCaller, result, setResult);
     },
-    onResponse({ request }) {
+    onResponse({ request, response }) {
       slots?.responseOut(request);
+      headers?.write(request, response.headers);
     },
   };
   const charge: Plugin = {
@@ -142,7 +149,7 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
       const caller = context[callerKey];
       const calls = context.plan.calls;
       if (caller === undefined || calls === 0) return;
-      const wait = await take(upstreamCalls!, caller, calls);
+      const wait = waitOf(upstreamCalls!, await take(upstreamCalls!, caller, calls));
       // Not remembered for the door: an operation that plans no call must still pass.
       if (wait !== undefined) {
         options.onRefused?.('upstream_calls');
@@ -168,7 +175,10 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
 class Door {
   readonly #refused = new LRUCache<string, { limit: CallerLimit; until: number }>({ max: 100_000 });
 
-  constructor(private readonly onRefused: ((limit: CallerLimit) => void) | undefined) {}
+  constructor(
+    private readonly onRefused: ((limit: CallerLimit) => void) | undefined,
+    private readonly headers: RateLimitHeaders | undefined,
+  ) {}
 
   /** An address's own entry: a caller without a token is keyed by its address too, for its own limits. */
   static addressKey(address: string): string {
@@ -190,10 +200,11 @@ class Door {
     const memo = this.#current(Door.addressKey(payer.address)) ?? this.#current(payer.caller);
     if (memo === undefined) return undefined;
     this.onRefused?.(memo.limit);
-    const error = refusal(memo.limit, memo.until - Date.now());
+    const wait = memo.until - Date.now();
+    const error = refusal(memo.limit, wait);
     return {
       status: 429,
-      headers: { 'content-type': 'application/json; charset=utf-8', 'retry-after': String(error.extensions.retryAfterSeconds) },
+      headers: { 'content-type': 'application/json; charset=utf-8', 'retry-after': String(error.extensions.retryAfterSeconds), ...this.headers?.refusal(memo.limit, wait) },
       body: JSON.stringify({ errors: [error] }),
     };
   }
@@ -222,7 +233,7 @@ class InFlightSlots {
 
   /** False when the caller has none left. */
   async take(request: Request, state: WithCaller, caller: string): Promise<boolean> {
-    if ((await take(this.limiter, caller, 1)) !== undefined) {
+    if (waitOf(this.limiter, await take(this.limiter, caller, 1)) !== undefined) {
       // The refused attempt was counted too: given back at once.
       void this.limiter.reward(caller).catch(() => undefined);
       return false;

@@ -21,6 +21,24 @@ export function usesIncrementalDelivery(document: DocumentNode): boolean {
   return uses;
 }
 
+const whole = new WeakMap<DocumentNode, DocumentNode>();
+
+/**
+ * The document without its @defer and @stream (kept per document): what a client that takes one
+ * JSON answer is served, every field in it. The spec lets a server ignore both directives, and
+ * without them the plan reads the deferred fields with the rest.
+ */
+export function withoutIncrementalDelivery(document: DocumentNode): DocumentNode {
+  let plain = whole.get(document);
+  if (plain === undefined) {
+    plain = visit(document, {
+      Directive: (node) => (node.name.value === 'defer' || node.name.value === 'stream' ? null : undefined),
+    });
+    whole.set(document, plain);
+  }
+  return plain;
+}
+
 /**
  * @defer and @stream (GraphQL over HTTP incremental delivery: multipart/mixed, or SSE): yoga's
  * executor and result processors serve them, and `schema.graphql` declares the directives

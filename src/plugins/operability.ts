@@ -2,6 +2,7 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span,
 import { getOperationAST, type GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
+import type { ClientAwareness, ClientIdentity } from '../client-awareness.js';
 import { defaultTracingSettings } from '../config.js';
 import { requestIdFrom, type GatewayContext } from '../context.js';
 import type { GatewayMetrics } from '../metrics.js';
@@ -16,6 +17,8 @@ export type OperabilityOptions = {
   readonly ready: () => Promise<boolean>;
   /** The operations' spans. @default no exporter (ids only) */
   readonly tracing?: Tracing;
+  /** Which client app sent each request (its headers): operations are counted by client, spans carry it. @default none: not read */
+  readonly clients?: ClientAwareness;
 } & (
   | {
       /**
@@ -49,6 +52,8 @@ interface OperationState {
   executing: boolean;
   done: boolean;
   requestId: string | undefined;
+  /** Its request's client app, when the operability reads them. */
+  readonly client: ClientIdentity | undefined;
   /** The operation's span, a child of the caller's span when its request carries a traceparent. */
   readonly span: Span;
   /** The context naming `span` as the parent: the plan's and the upstream calls' spans hang under it. */
@@ -60,6 +65,7 @@ interface RequestState {
   readonly startedAt: number;
   /** The caller's trace, from its traceparent; the root context without one. */
   readonly parent: Context;
+  readonly client: ClientIdentity | undefined;
   readonly operations: OperationState[];
 }
 
@@ -154,6 +160,8 @@ function describeOperation(span: Span, state: OperationState, operationName: str
     span.setAttribute(spanAttributes.operationType, state.type);
   }
   if (state.name !== undefined) span.setAttribute(spanAttributes.operationName, operationName);
+  if (state.client?.name !== undefined) span.setAttribute(spanAttributes.clientName, state.client.name);
+  if (state.client?.version !== undefined) span.setAttribute(spanAttributes.clientVersion, state.client.version);
   span.setAttribute(spanAttributes.outcome, outcome);
   span.setAttribute(spanAttributes.upstreamCalls, upstreamCalls);
   if (errorCodes.length > 0) span.setAttribute(spanAttributes.errorCodes, errorCodes);
@@ -179,8 +187,8 @@ function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
 
 /**
  * /health, /ready, /metrics and, per GraphQL operation, its span, the in-flight gauge, one
- * observation of the operations histogram, one structured log line and the `x-request-id`
- * response header.
+ * observation of the operations histogram (and of the client histogram, with `clients`), one
+ * structured log line and the `x-request-id` response header.
  *
  * Per-operation work is a handful of hooks that each run once per operation (never per field):
  * onRequest reads the caller's traceparent on the GraphQL endpoint, onParams starts the clock and the span,
@@ -193,7 +201,7 @@ function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
  * variables, the query text or error messages.
  */
 export function useOperability(options: OperabilityOptions): Plugin<GatewayContext> {
-  const { metrics, logger, ready } = options;
+  const { metrics, logger, ready, clients } = options;
   /** The path whose requests carry operations; yoga's, read when it starts. */
   let graphqlEndpoint = '/graphql';
   // The operation line holds only values made here (names cut to [A-Za-z0-9_], ids, counts,
@@ -223,6 +231,7 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
       executing: false,
       done: false,
       requestId: undefined,
+      client: request?.client,
       span,
       trace: trace.setSpan(parent, span),
     };
@@ -246,6 +255,8 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
     const upstreamCalls = context.guard?.calls ?? 0;
     const errorCodes = errorCodesOf(result?.errors);
     metrics.operations.observe({ operation: metricName(operationName), type: state.type, outcome }, durationMs / 1000);
+    const { client } = state;
+    if (client !== undefined) metrics.clientOperations.observe({ client_name: client.nameLabel, client_version: client.versionLabel, outcome }, durationMs / 1000);
     const { span } = state;
     if (span.isRecording()) describeOperation(span, state, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
     span.end();
@@ -286,7 +297,7 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
       // A request yoga will take as GraphQL: its clock starts and its caller's trace is read
       // here, not in a yoga onRequestParse hook (yoga runs each of those through promise helpers).
       if (servedAsGraphQL(request.url, path, graphqlEndpoint)) {
-        (serverContext as WithOperation)[requestKey] = { startedAt: performance.now(), parent: tracing.extract(request.headers), operations: [] };
+        (serverContext as WithOperation)[requestKey] = { startedAt: performance.now(), parent: tracing.extract(request.headers), client: clients?.identify(request.headers), operations: [] };
       }
       return;
     },

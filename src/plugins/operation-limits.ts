@@ -14,6 +14,8 @@ export interface OperationLimitsOptions {
   readonly introspection?: boolean;
   /** Hide "Did you mean …?" field suggestions, which map the schema for an attacker. @default false */
   readonly hideSuggestions?: boolean;
+  /** Refuse browser-style requests without a preflight header (CSRF_PREVENTION). @default false */
+  readonly csrfPrevention?: boolean;
   /** Told of every refusal, with the limit's name, for metrics. */
   readonly onRefused?: (limit: string) => void;
 }
@@ -124,6 +126,18 @@ function useValidationRefusalCount(onRefused: (limit: string) => void): Plugin {
  */
 export const csrfHeaders = ['x-graphql-csrf', 'x-graphql-yoga-csrf', 'apollo-require-preflight', 'x-apollo-operation-name'] as const;
 
+const csrfRefusal = `A GET, or a POST with a form or text/plain content type, must carry one of the headers ${csrfHeaders.join(', ')} (any value), or Content-Type: application/json.`;
+
+/**
+ * yoga's CSRF check (which answers a bare 403 "Required CSRF header(s) not present"), its refusal
+ * naming what would pass: HTTP 403, code `BAD_REQUEST`.
+ */
+function useCSRFCheck(): Plugin {
+  return withRecodedErrors(useCSRFPrevention({ requestHeaders: [...csrfHeaders] }) as Plugin, 'onRequestParse', (error) =>
+    error.extensions.code === undefined ? createGraphQLError(csrfRefusal, { extensions: { ...error.extensions, code: 'BAD_REQUEST' } }) : undefined,
+  );
+}
+
 /**
  * Refuses hostile or careless documents before execution, so they cost no upstream call:
  * - GraphQL Armor's depth, alias and directive limits: HTTP 400, a validation error with code
@@ -133,9 +147,9 @@ export const csrfHeaders = ['x-graphql-csrf', 'x-graphql-yoga-csrf', 'apollo-req
  * - Armor's token limit, checked while parsing: HTTP 400, code `GRAPHQL_PARSE_FAILED`,
  *   `extensions.limit: "tokens"`.
  * - introspection when turned off: HTTP 400, `GRAPHQL_VALIDATION_FAILED` (yoga's rule).
- * - CSRF: a GET, or a POST with a form or text/plain content type, carrying none of the headers
- *   a browser cannot send cross-origin without a CORS preflight (`csrfHeaders`) and no other
- *   content type: HTTP 403, code `BAD_REQUEST` (yoga's check, which answers a bare 403).
+ * - CSRF, when `csrfPrevention` is on: a GET, or a POST with a form or text/plain content type,
+ *   carrying none of the headers a browser cannot send cross-origin without a CORS preflight
+ *   (`csrfHeaders`) and no other content type: HTTP 403, code `BAD_REQUEST`, naming the headers.
  * - field suggestions, when hidden: "Did you mean …?" is cut from every message.
  */
 export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
@@ -166,10 +180,8 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
     }) as Plugin,
     useValidationRefusalCount(onRefused),
     useLiteralFreeValidationErrors(),
-    withRecodedErrors(useCSRFPrevention({ requestHeaders: [...csrfHeaders] }) as Plugin, 'onRequestParse', (error) =>
-      error.extensions.code === undefined ? createGraphQLError(error.message, { extensions: { ...error.extensions, code: 'BAD_REQUEST' } }) : undefined,
-    ),
   ];
+  if (options.csrfPrevention ?? false) plugins.push(useCSRFCheck());
   if (options.hideSuggestions ?? false) plugins.push(useHiddenSuggestions());
   if (options.introspection === false) plugins.push(useDisableIntrospection());
   return plugins;

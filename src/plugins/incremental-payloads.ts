@@ -1,0 +1,254 @@
+import {
+  GraphQLIncludeDirective,
+  GraphQLSkipDirective,
+  getDirectiveValues,
+  getNamedType,
+  isAbstractType,
+  isObjectType,
+  Kind,
+  type DocumentNode,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type GraphQLDirective,
+  type GraphQLNamedType,
+  type GraphQLObjectType,
+  type GraphQLSchema,
+  type SelectionSetNode,
+} from 'graphql';
+
+/*
+ * Incremental delivery in the format of graphql-js 17.0.0-alpha.9 (Apollo's `incrementalSpec=v0.2`),
+ * from the parts yoga's executor writes in the format of 2022-08-24:
+ *
+ *   2022-08-24                                    alpha.9
+ *   { data, hasNext }                             { data, pending: [{ id, path, label }], hasNext }
+ *   { incremental: [{ data, path, label }] }      { incremental: [{ id, data }], completed: [{ id }] }
+ *   { incremental: [{ items, path: [..., i] }] }  { incremental: [{ id, items }] }  (completed when the answer ends)
+ *
+ * A fragment or list is announced as pending in the part that first holds the object it is
+ * deferred on (or the list's first items): the operation is walked along the data delivered,
+ * with the schema, as the executor walked it. Where the walk cannot tell whether a fragment
+ * applies (an abstract type without `__typename` in the data) it announces nothing, and the
+ * fragment is announced in the part that delivers it.
+ */
+
+type Path = readonly (string | number)[];
+
+/** A node that may carry directives (a field, a fragment or a spread). */
+type Directed = Parameters<typeof getDirectiveValues>[1];
+
+interface Pending {
+  readonly id: string;
+  readonly path: Path;
+  readonly label?: string;
+}
+
+/** Something the executor delivers later: a deferred fragment, or the rest of a streamed list. */
+interface Site {
+  readonly kind: 'defer' | 'stream';
+  readonly path: Path;
+  readonly label: string | undefined;
+  /** The deferred fragment's selections, or the streamed field's (none for a list of scalars). */
+  readonly selectionSet: SelectionSetNode | undefined;
+  /** The type those selections are read on: the object's (defer) or the items' (stream). */
+  readonly type: GraphQLNamedType;
+}
+
+interface IncrementalEntry {
+  readonly data?: Record<string, unknown> | null;
+  readonly items?: readonly unknown[] | null;
+  readonly path?: Path;
+  readonly label?: string;
+  readonly errors?: readonly unknown[];
+  readonly extensions?: Record<string, unknown>;
+}
+
+/** A part as yoga's executor writes it (2022-08-24). */
+export interface Payload2022 {
+  readonly data?: Record<string, unknown> | null;
+  readonly errors?: readonly unknown[];
+  readonly incremental?: readonly IncrementalEntry[];
+  readonly hasNext?: boolean;
+  readonly extensions?: Record<string, unknown>;
+}
+
+const keyOf = (path: Path, label: string | undefined) => `${label ?? ''}\u0000${path.join('\u0000')}`;
+
+/** The walk of the operation along the data delivered, finding the sites each part opens. */
+class SiteFinder {
+  private readonly fragments = new Map<string, FragmentDefinitionNode>();
+  private readonly defer: GraphQLDirective | undefined;
+  private readonly stream: GraphQLDirective | undefined;
+
+  constructor(
+    private readonly schema: GraphQLSchema,
+    document: DocumentNode,
+    private readonly variables: Record<string, unknown>,
+  ) {
+    for (const definition of document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) this.fragments.set(definition.name.value, definition);
+    this.defer = schema.getDirective('defer') ?? undefined;
+    this.stream = schema.getDirective('stream') ?? undefined;
+  }
+
+  /** The sites opened by `data`, read with `selectionSet` on `type` at `path`. */
+  inObject(selectionSet: SelectionSetNode, type: GraphQLNamedType, data: Record<string, unknown>, path: Path, found: Site[]): void {
+    const runtime = this.runtimeType(type, data);
+    for (const selection of selectionSet.selections) {
+      if (!this.included(selection)) continue;
+      if (selection.kind === Kind.FIELD) {
+        this.inField(selection, runtime ?? type, data, path, found);
+        continue;
+      }
+      const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : this.fragments.get(selection.name.value);
+      if (fragment === undefined) continue;
+      const condition = fragment.typeCondition ? this.schema.getType(fragment.typeCondition.name.value) : undefined;
+      const applies = condition === undefined ? true : runtime === undefined ? undefined : this.typeApplies(condition, runtime);
+      // Unknown: announced when delivered (a fragment announced that never comes would hold a client).
+      if (applies !== true) continue;
+      const label = this.deferLabel(selection);
+      if (label !== false) found.push({ kind: 'defer', path, label, selectionSet: fragment.selectionSet, type: runtime ?? type });
+      else this.inObject(fragment.selectionSet, runtime ?? type, data, path, found);
+    }
+  }
+
+  /** The sites opened by the items of a streamed list from index `from` on. */
+  inItems(site: Site, items: readonly unknown[], from: number, found: Site[]): void {
+    if (site.selectionSet === undefined) return;
+    items.forEach((item, i) => this.inValue(site.selectionSet!, site.type, item, [...site.path, from + i], found));
+  }
+
+  private inField(field: FieldNode, type: GraphQLNamedType, data: Record<string, unknown>, path: Path, found: Site[]): void {
+    const key = field.alias?.value ?? field.name.value;
+    const value = data[key];
+    if (value === undefined || value === null || field.name.value === '__typename') return;
+    const definition = isObjectType(type) || isAbstractType(type) ? (type as GraphQLObjectType).getFields()[field.name.value] : undefined;
+    if (definition === undefined) return;
+    const itemType = getNamedType(definition.type);
+    const fieldPath = [...path, key];
+    const label = Array.isArray(value) ? this.streamLabel(field) : false;
+    if (label !== false) found.push({ kind: 'stream', path: fieldPath, label, selectionSet: field.selectionSet, type: itemType });
+    if (field.selectionSet) this.inValue(field.selectionSet, itemType, value, fieldPath, found);
+  }
+
+  private inValue(selectionSet: SelectionSetNode, type: GraphQLNamedType, value: unknown, path: Path, found: Site[]): void {
+    if (value === null || typeof value !== 'object') return;
+    if (Array.isArray(value)) value.forEach((item, i) => this.inValue(selectionSet, type, item, [...path, i], found));
+    else this.inObject(selectionSet, type, value as Record<string, unknown>, path, found);
+  }
+
+  private runtimeType(type: GraphQLNamedType, data: Record<string, unknown>): GraphQLNamedType | undefined {
+    if (isObjectType(type)) return type;
+    return typeof data.__typename === 'string' ? this.schema.getType(data.__typename) : undefined;
+  }
+
+  private typeApplies(condition: GraphQLNamedType, runtime: GraphQLNamedType): boolean {
+    if (condition === runtime) return true;
+    return isAbstractType(condition) && isObjectType(runtime) && this.schema.isSubType(condition, runtime);
+  }
+
+  private included(node: Directed): boolean {
+    if (!node.directives?.length) return true;
+    return getDirectiveValues(GraphQLSkipDirective, node, this.variables)?.if !== true && getDirectiveValues(GraphQLIncludeDirective, node, this.variables)?.if !== false;
+  }
+
+  /** The label of an active @defer (undefined without one), or false when there is none. */
+  private deferLabel(node: Directed): string | undefined | false {
+    return this.activeLabel(this.defer, node);
+  }
+
+  private streamLabel(node: FieldNode): string | undefined | false {
+    return this.activeLabel(this.stream, node);
+  }
+
+  private activeLabel(directive: GraphQLDirective | undefined, node: Directed): string | undefined | false {
+    if (directive === undefined || !node.directives?.length) return false;
+    const values = getDirectiveValues(directive, node, this.variables);
+    if (values === undefined || values.if === false) return false;
+    return typeof values.label === 'string' ? values.label : undefined;
+  }
+}
+
+/**
+ * Rewrites the parts of one incremental answer, in order, from the 2022-08-24 format to
+ * graphql-js 17.0.0-alpha.9's. One per answer: it remembers what it announced.
+ */
+export function alpha9Payloads(schema: GraphQLSchema, document: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown> | null | undefined): (payload: Payload2022) => Record<string, unknown> {
+  const finder = new SiteFinder(schema, document, variables ?? {});
+  const operation = document.definitions.find((d) => d.kind === Kind.OPERATION_DEFINITION && (operationName == null || d.name?.value === operationName));
+  const rootType = operation?.kind === Kind.OPERATION_DEFINITION ? schema.getRootType(operation.operation) : undefined;
+  const open = new Map<string, { pending: Pending; site: Site | undefined }>();
+  let nextId = 0;
+
+  const announce = (sites: readonly Site[], into: Pending[]) => {
+    for (const site of sites) {
+      const key = keyOf(site.path, site.label);
+      if (open.has(key)) continue;
+      const pending: Pending = { id: String(nextId++), path: site.path, ...(site.label === undefined ? {} : { label: site.label }) };
+      open.set(key, { pending, site });
+      into.push(pending);
+    }
+  };
+
+  return (payload) => {
+    const pending: Pending[] = [];
+    const incremental: Record<string, unknown>[] = [];
+    const completed: Record<string, unknown>[] = [];
+    const { incremental: entries, hasNext, ...rest } = payload;
+    const out: Record<string, unknown> = { ...rest };
+
+    if ('data' in payload && entries === undefined) {
+      // The initial part.
+      const sites: Site[] = [];
+      if (payload.data && rootType && operation?.kind === Kind.OPERATION_DEFINITION) finder.inObject(operation.selectionSet, rootType, payload.data, [], sites);
+      announce(sites, pending);
+      out.pending = pending;
+    }
+
+    for (const entry of entries ?? []) {
+      const path = entry.path ?? [];
+      const streamed = 'items' in entry;
+      const sitePath = streamed ? path.slice(0, -1) : path;
+      const key = keyOf(sitePath, entry.label);
+      let known = open.get(key);
+      if (known === undefined) {
+        // Not foreseen by the walk (its type was not known): announced now.
+        known = { pending: { id: String(nextId++), path: sitePath, ...(entry.label === undefined ? {} : { label: entry.label }) }, site: undefined };
+        open.set(key, known);
+        pending.push(known.pending);
+      }
+      const { id } = known.pending;
+      const sites: Site[] = [];
+      if (streamed) {
+        if (entry.items == null) {
+          completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
+          open.delete(key);
+          continue;
+        }
+        if (known.site) finder.inItems(known.site, entry.items, Number(path[path.length - 1]), sites);
+        incremental.push({ id, items: entry.items, ...(entry.errors ? { errors: entry.errors } : {}), ...(entry.extensions ? { extensions: entry.extensions } : {}) });
+      } else {
+        if (entry.data == null) {
+          completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
+          open.delete(key);
+          continue;
+        }
+        if (known.site?.selectionSet) finder.inObject(known.site.selectionSet, known.site.type, entry.data, path, sites);
+        incremental.push({ id, data: entry.data, ...(entry.errors ? { errors: entry.errors } : {}), ...(entry.extensions ? { extensions: entry.extensions } : {}) });
+        completed.push({ id });
+        open.delete(key);
+      }
+      announce(sites, pending);
+    }
+
+    if (hasNext === false) {
+      // The answer ends: streams (which the 2022 format never closes) and anything still open.
+      for (const { pending: { id } } of open.values()) completed.push({ id });
+      open.clear();
+    }
+    if (entries !== undefined && pending.length > 0) out.pending = pending;
+    if (incremental.length > 0) out.incremental = incremental;
+    if (completed.length > 0) out.completed = completed;
+    if (hasNext !== undefined) out.hasNext = hasNext;
+    return out;
+  };
+}
