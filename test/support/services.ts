@@ -22,7 +22,7 @@ const servicesRequired = !['', '0', 'false'].includes(process.env.REQUIRE_SERVIC
 const missing = (service: Service) => `${service} is not on the PATH (install it: apt-get install -y ${service})`;
 
 /** The program's path, looked up on the PATH as a shell would; undefined when it is not installed. */
-export function locate(service: Service): string | undefined {
+function locate(service: Service): string | undefined {
   return which.sync(service, { nothrow: true }) ?? undefined;
 }
 
