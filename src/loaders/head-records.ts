@@ -1,5 +1,5 @@
 import DataLoader from 'dataloader';
-import { carries, HEAD_NEEDS, Need, planHeadReads, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../plan/needs.js';
+import { carries, HEAD_NEEDS, Need, planHeadReads, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../domain/needs.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 
 export type HeadDto = HeadADto | HeadBDto;

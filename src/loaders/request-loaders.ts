@@ -1,9 +1,9 @@
 import DataLoader from 'dataloader';
 import pLimit, { type LimitFunction } from 'p-limit';
-import type { HeadRead, Strategy } from '../plan/needs.js';
+import type { HeadRead, Strategy } from '../domain/needs.js';
 import { COUNT_CALL, extWindow, pageCalls, type HeadFilter } from '../plan/windows.js';
 import { getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, type ListHeadsArgs, type ListHeadsExtArgs } from '../upstream/heads.js';
-import { sliceWindow, type PageCall } from '../upstream/page-windows.js';
+import { sliceWindow, type PageCall } from '../domain/page-windows.js';
 import { getPermissions } from '../upstream/permissions.js';
 import type { HeadADto, HeadBDto, PageDto, PermissionDto } from '../upstream/schemas.js';
 import type { UpstreamCaller } from '../upstream/transport.js';

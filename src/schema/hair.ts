@@ -1,7 +1,7 @@
-import type { GatewayContext } from '../context.js';
+import type { GatewayContext } from './context.js';
 import type { HeadRecord } from '../loaders/head-records.js';
 import { needs } from '../plan/facts.js';
-import { Need } from '../plan/needs.js';
+import { Need } from '../domain/needs.js';
 import { assetStyles, genders, hairDefaults, sourceTypes, type HairADto, type HairBDto, type PayableDataDto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import { AssetStyle, Gender, knownOrNull, SourceType } from './enums.js';

@@ -1,15 +1,16 @@
 import { z } from 'zod';
-import type { GatewayContext } from '../context.js';
+import type { GatewayContext } from './context.js';
 import { HeadRecord } from '../loaders/head-records.js';
 import { needs, plan } from '../plan/facts.js';
-import { Need, type Needs } from '../plan/needs.js';
+import { Need, type Needs } from '../domain/needs.js';
 import type { HeadListingPlan } from '../plan/operation-plan.js';
 import type { HeadFilter, HeadListingSource } from '../plan/windows.js';
 import type { HeadADto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import { resolveWindowConnection, type ListingReader, type WindowConnection } from './connections.js';
 import { HairRef } from './hair.js';
-import { connectionArgsSchema, headIdSchema } from './inputs.js';
+import { connectionArgsSchema } from '../domain/pages.js';
+import { headIdSchema } from './inputs.js';
 
 /**
  * A head resolves to the request's record of it (loaders/head-records.ts): what every read of it

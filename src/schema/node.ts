@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { items, plan } from '../plan/facts.js';
 import { builder } from './builder.js';
 import { loadHead } from './head.js';
-import { invalidNodeIdAt, MAX_NODE_IDS, nodeIdFrom, nodeIdSchema } from './inputs.js';
+import { MAX_NODE_IDS, nodeIdFrom } from '../domain/ids.js';
+import { invalidNodeIdAt, nodeIdSchema } from './inputs.js';
 
 builder.queryFields((t) => ({
   node: t.field({
