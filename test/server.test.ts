@@ -68,7 +68,7 @@ describe('the gateway process (npm start)', { shuffle: false }, () => {
 const PROCESS_TEST = { timeout: 60_000 };
 
 describe('log lines', PROCESS_TEST, () => {
-  it('are all on stdout when the process has exited: the operation line and the last batch, written on exit', async () => {
+  it('are all on stdout when the process has exited: the operation line and the last line, written on the way out', async () => {
     const gateway = await startGatewayProcess({ UPSTREAM_URL: '' });
     try {
       const closed = once(gateway.child, 'close');
@@ -87,6 +87,30 @@ describe('log lines', PROCESS_TEST, () => {
         .map((line) => JSON.parse(line) as Record<string, unknown>);
       expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'last-batch-1', outcome: 'ok', upstreamCalls: 1 }));
       expect(lines.at(-1)).toMatchObject({ msg: 'shutting down' });
+    } finally {
+      gateway.kill();
+    }
+  });
+
+  it('are on stdout as they are logged: the line of an operation is there once its answer is, even when the process is then killed outright', async () => {
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '' });
+    try {
+      const closed = once(gateway.child, 'close');
+      const response = await fetch(gateway.endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': 'killed-after-1' },
+        body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }),
+      });
+      expect(response.status).toBe(200);
+      // No exit handler runs: what was not written before this is lost.
+      gateway.child.kill('SIGKILL');
+      expect((await closed)[1]).toBe('SIGKILL');
+      const lines = gateway
+        .stdout()
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'killed-after-1', outcome: 'ok', upstreamCalls: 1 }));
     } finally {
       gateway.kill();
     }
