@@ -7,7 +7,7 @@ import { until } from './support/until.js';
 import { listHeads } from '../src/upstream/heads.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
-import { defaultTracingSettings } from '../src/config.js';
+import { defaultTracingSettings, loadConfig } from '../src/config.js';
 import { createTracing } from '../src/telemetry/tracing.js';
 
 let reference: ReferenceUpstream;
@@ -21,7 +21,16 @@ const operations = () => reference.requests.map((r) => r.operation).sort();
 
 beforeAll(async () => {
   reference = await startReferenceUpstream();
-  upstream = createUpstream({ baseUrl: reference.url, routes: defaultRoutes, timeoutMs: 5_000, connections: 32, tracing: createTracing(defaultTracingSettings) });
+  const configured = loadConfig({});
+  upstream = createUpstream({
+    baseUrl: reference.url,
+    routes: defaultRoutes,
+    timeoutMs: 5_000,
+    connections: 32,
+    keepAliveTimeoutMs: configured.upstreamKeepAliveMs,
+    maxResponseBytes: configured.upstreamMaxResponseBytes,
+    tracing: createTracing(defaultTracingSettings),
+  });
   const caller = upstream.forRequest({ requestId: 'setup' });
   const pages = await Promise.all([1, 2].map((page) => listHeads(caller, { page, size: 100 })));
   allIds = pages.flatMap((p) => p.items.map((h) => h.id));

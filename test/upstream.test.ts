@@ -16,13 +16,14 @@ import type { CallContext, UpstreamAttempt } from '../src/upstream/transport.js'
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
 import { freePort } from './support/process.js';
 import { until } from './support/until.js';
-import { defaultTracingSettings } from '../src/config.js';
+import { defaultTracingSettings, loadConfig } from '../src/config.js';
 import { createTracing } from '../src/telemetry/tracing.js';
 
 let reference: ReferenceUpstream;
 let upstream: Upstream;
 let attempts: UpstreamAttempt[];
 let token: string;
+const configured = loadConfig({});
 
 function client(options: { timeoutMs?: number; routes?: RouteTable; baseUrl?: string } = {}): Upstream {
   return createUpstream({
@@ -30,6 +31,9 @@ function client(options: { timeoutMs?: number; routes?: RouteTable; baseUrl?: st
     routes: options.routes ?? defaultRoutes,
     timeoutMs: options.timeoutMs ?? 2_000,
     connections: 8,
+    // The pool's other settings as an operator gets them by default.
+    keepAliveTimeoutMs: configured.upstreamKeepAliveMs,
+    maxResponseBytes: configured.upstreamMaxResponseBytes,
     retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
     onAttempt: (attempt) => attempts.push(attempt),
     tracing: createTracing(defaultTracingSettings),

@@ -1,11 +1,5 @@
-import {
-  createUpstreamDispatcher,
-  UpstreamTransport,
-  type CallContext,
-  type DispatcherOptions,
-  type TransportOptions,
-  type UpstreamCaller,
-} from './transport.js';
+import { createUpstreamDispatcher, type DispatcherOptions } from './dispatcher.js';
+import { UpstreamTransport, type CallContext, type TransportOptions, type UpstreamCaller } from './transport.js';
 
 /** The pool's options and the transport's, less the pool it makes itself. */
 export type UpstreamOptions = DispatcherOptions & Omit<TransportOptions, 'dispatcher'>;

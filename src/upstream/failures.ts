@@ -1,0 +1,51 @@
+import type { UpstreamError, UpstreamErrorCode } from './errors.js';
+import type { RetryPolicy } from './retry-policy.js';
+
+/** How one attempt failed, as the client will read it, and whether a GET may try again. */
+export class Failure {
+  constructor(
+    readonly code: UpstreamErrorCode,
+    readonly status: number | undefined,
+    readonly retryable: boolean,
+    readonly extra: { details?: UpstreamError['details']; reason?: string; cause?: unknown } = {},
+  ) {}
+}
+
+/** Connection failures that mean "nobody answered" rather than "the answer was bad". */
+const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_CONNECT_TIMEOUT']);
+const timeoutCodes = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/**
+ * Failures that leave no doubt the request was never sent: no connection was made (refused, no
+ * route, no name, connect timeout) or the pool was closed. Anything else may come after the
+ * request was written (a reset, the socket closed under a sent request, no answer in time).
+ */
+const neverSentCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED']);
+
+/**
+ * What an attempt that threw means: a timeout (the call's own, or the operation's deadline when
+ * that came first), the client gone (`callerSignal`), nobody answering, or a fault.
+ */
+export function classifyThrown(error: unknown, timeout: { readonly aborted: boolean }, deadlineFirst: boolean, callerSignal: AbortSignal | undefined, retry: RetryPolicy): Failure {
+  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, deadlineFirst ? { reason: 'operation deadline', cause: error } : { cause: error });
+  if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error });
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') {
+    if (timeoutCodes.has(code)) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
+    if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new Failure('UPSTREAM_ERROR', undefined, false, { reason: 'the body is too large', cause: error });
+    if (unavailableCodes.has(code)) return new Failure('UPSTREAM_UNAVAILABLE', undefined, retry.errorCodes.includes(code), { cause: error });
+  }
+  return new Failure('UPSTREAM_ERROR', undefined, false, { cause: error });
+}
+
+/**
+ * A change's failure as the client must read it: a timeout or a lost connection that may have
+ * come after the request was written is UPSTREAM_OUTCOME_UNKNOWN (the change may have been
+ * applied); UPSTREAM_UNAVAILABLE stays only for failures that prove it never left.
+ */
+export function outcomeOfChange(failure: Failure, error: unknown): Failure {
+  if (failure.code !== 'UPSTREAM_TIMEOUT' && failure.code !== 'UPSTREAM_UNAVAILABLE') return failure;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (failure.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string' && neverSentCodes.has(code)) return failure;
+  const reason = failure.code === 'UPSTREAM_TIMEOUT' ? 'no answer in time' : 'the connection closed';
+  return new Failure('UPSTREAM_OUTCOME_UNKNOWN', undefined, false, { reason, cause: failure.extra.cause });
+}
