@@ -1,6 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
-import { createRequire } from 'node:module';
-import type { AggregatorRegistry, Registry } from 'prom-client';
+import { AggregatorRegistry, type Registry } from 'prom-client';
 
 /*
  * With WORKERS>1 a scrape reaches one worker, which asks the primary for the whole group: the
@@ -20,16 +19,9 @@ interface ScrapeMessage {
 const isMessage = (message: unknown, type: ScrapeMessage['type']): message is ScrapeMessage =>
   typeof message === 'object' && message !== null && (message as ScrapeMessage).type === type;
 
-/**
- * prom-client's cluster module alone (the same module its index exports as AggregatorRegistry):
- * the index would also load every metric type and the default collectors, ~9 MB of RSS in a
- * primary that serves no metrics of its own.
- */
-const aggregatorRegistryClass = () => createRequire(import.meta.url)('prom-client/lib/cluster.js') as typeof AggregatorRegistry;
-
 /** In the cluster primary: answers a worker's scrape with the metrics of all workers, summed. */
 export function aggregateWorkerMetrics(): void {
-  const aggregator = new (aggregatorRegistryClass())();
+  const aggregator = new AggregatorRegistry();
   cluster.on('message', (worker: Worker, message: unknown) => {
     if (!isMessage(message, SCRAPE)) return;
     const answer = (text?: string) => {
@@ -45,10 +37,9 @@ export function aggregateWorkerMetrics(): void {
  * up on a worker after 5 s) or the primary is gone.
  */
 export function scrapeWorkerGroup(registry: Registry): () => Promise<string> {
-  const AggregatorRegistryClass = aggregatorRegistryClass();
-  AggregatorRegistryClass.setRegistries([registry]);
+  AggregatorRegistry.setRegistries([registry]);
   // Constructing one is what makes this worker answer the primary's collection requests.
-  new AggregatorRegistryClass();
+  new AggregatorRegistry();
 
   const waiting = new Map<number, { resolve: (text: string) => void; reject: (error: Error) => void }>();
   let nextId = 0;
