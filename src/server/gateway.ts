@@ -9,13 +9,13 @@ import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { useAnswerTypes } from './plugins/answer-types.js';
 import { createCallerLimiters } from './plugins/caller-limiters.js';
-import { useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
+import { callerDoor, useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
 import { rateLimitHeaderNames } from './plugins/rate-limit-headers.js';
 import { useBatching } from './plugins/batching.js';
 import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useFrontDoor } from './plugins/front-door.js';
-import { useGraphiQLCache } from './plugins/graphiql-cache.js';
+import { graphiQLPage, useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { operationTrace } from './plugins/operation-telemetry.js';
 import { usePrivateAnswers, varyOn } from './plugins/private-answers.js';
@@ -108,8 +108,8 @@ interface GatewayOptions {
   readonly tracing: Tracing;
 }
 
-/** The yoga app, and the refusal its HTTP server may answer before yoga (plugins/caller-limits.ts). */
-export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext> & { readonly refuseEarly?: EarlyRefusal | undefined };
+/** The yoga app. */
+export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext>;
 
 /**
  * yoga logs every error that maskError replaced: the gateway's own faults at error; upstream
@@ -152,8 +152,8 @@ function useVaryOrigin(): Plugin {
   };
 }
 
-/** The yoga app over an upstream; `buildGateway` makes both as the configuration says. */
-function createGateway(options: GatewayOptions): Gateway {
+/** The yoga app over an upstream, and the refusals its HTTP server answers before it; `buildGateway` makes both as the configuration says. */
+function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: EarlyRefusal | undefined } {
   const { upstream, logger, settings, metrics, tracing } = options;
   const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
   const refused = (limit: string) => () => countRefusal(limit);
@@ -162,11 +162,13 @@ function createGateway(options: GatewayOptions): Gateway {
   const apqBounds = { maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes };
   const localApq = createMemoryQueryStore(apqBounds);
   const apqStore = options.apqStore ?? (options.redis ? createRedisQueryStore({ redis: options.redis, local: localApq, ttlSeconds: persistedDocuments.apqTtlSeconds, ...apqBounds }) : localApq);
-  const callerLimits = useCallerLimits({
+  const callerLimits = {
     limiters: createCallerLimiters(settings.callerLimits, { redis: options.redis, inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000) }),
     trustProxy: settings.callerLimits.trustProxy,
     onRefused: countRefusal,
-  });
+  };
+  // Callers refused a moment ago: the plugin remembers them, the HTTP server refuses them again before yoga.
+  const door = callerDoor(callerLimits);
   // The same for every request: made once, not per request.
   const contextOptions: ContextOptions = {
     upstream,
@@ -178,10 +180,11 @@ function createGateway(options: GatewayOptions): Gateway {
   };
   const parseCache = boundedParseCache(settings.documentCache);
   metrics.watchDocumentCache('parsed', parseCache.use);
-  const compiled = settings.compiledExecution ? useCompiledExecution({ ...COMPILED_EXECUTION, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc() }) : undefined;
-  if (compiled) metrics.watchDocumentCache('compiled', compiled.use);
+  const compiled = settings.compiledExecution
+    ? useCompiledExecution({ ...COMPILED_EXECUTION, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
+    : undefined;
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
-  const graphiql = useGraphiQLCache(renderGraphiQLPage);
+  const graphiql = graphiQLPage(renderGraphiQLPage);
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
   const graphiqlOn = settings.introspection;
   const yoga = createYoga<Record<string, unknown>, GatewayContext>({
@@ -206,9 +209,12 @@ function createGateway(options: GatewayOptions): Gateway {
       useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
       useStrictRequestParams(),
       useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
-      ...callerLimits.admission,
-      ...usePersistedDocuments({ apqStore, trustedDocuments: persistedDocuments.trustedDocuments, trustedDocumentsOnly: persistedDocuments.trustedDocumentsOnly }),
-      ...useOperationLimits({
+      // The plan's hook (onExecute) runs before the caller limits' charge, which reads its count;
+      // nothing between here and execution looks at the plan.
+      useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing }),
+      useCallerLimits({ ...callerLimits, door }),
+      usePersistedDocuments({ apqStore, trustedDocuments: persistedDocuments.trustedDocuments, trustedDocumentsOnly: persistedDocuments.trustedDocumentsOnly }),
+      useOperationLimits({
         limits: settings.limits,
         introspection: settings.introspection,
         hideSuggestions: settings.production,
@@ -216,16 +222,14 @@ function createGateway(options: GatewayOptions): Gateway {
         onRefused: countRefusal,
       }),
       useIncrementalDelivery(),
-      useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing }),
-      ...callerLimits.charge,
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
       usePrivateAnswers(),
-      ...(compiled ? [compiled.plugin] : []),
+      ...(compiled ? [compiled] : []),
       // A client that hangs up stops its operation: the executor checks the request's signal
       // between fields, and its answer is never serialised.
       useExecutionCancellation(),
       useResponseSizeLimit({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),
-      graphiql.plugin,
+      useGraphiQLCache(graphiql),
     ] as Plugin[],
     parserAndValidationCache: parseCache.caches,
     // plugins/batching.ts refuses larger batches first, with a code of ours.
@@ -247,11 +251,11 @@ function createGateway(options: GatewayOptions): Gateway {
       error: (...args) => logYogaError(logger, args),
     },
     graphiql: graphiqlOn && { title: TITLE, defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
-    renderGraphiQL: graphiql.renderGraphiQL,
+    renderGraphiQL: graphiql.render,
     // plugins/front-door.ts answers `/`; yoga's landing page would name yoga on every unknown path.
     landingPage: false,
   });
-  return Object.assign(yoga, { refuseEarly: callerLimits.refuseEarly });
+  return { app: yoga, refuseEarly: door?.refuseEarly };
 }
 
 /** The upstream options an operator configured, for the upstream at `baseUrl`. */
@@ -278,6 +282,8 @@ export interface BuildGatewayOptions {
 export interface BuiltGateway {
   /** The yoga app: `main.ts` serves it on a port, tests drive it with `fetch`. */
   readonly app: Gateway;
+  /** What the HTTP server refuses before yoga (callers refused a moment ago), when a caller limit is set. */
+  readonly refuseEarly: EarlyRefusal | undefined;
   /** Its upstream pool, closed by whoever stops the gateway. */
   readonly upstream: Upstream;
   /** Its spans: shut down (the last batch exported) by whoever stops the gateway. */
@@ -306,5 +312,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
           },
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  return { app: createGateway({ upstream, logger, settings: config, metrics, ready, tracing, ...(options.redis ? { redis: options.redis } : {}) }), upstream, tracing, ready };
+  const { app, refuseEarly } = createGateway({ upstream, logger, settings: config, metrics, ready, tracing, ...(options.redis ? { redis: options.redis } : {}) });
+  return { app, refuseEarly, upstream, tracing, ready };
 }

@@ -58,8 +58,8 @@ export function capConnections(server: Server, max: number, onDrop: () => void):
   });
 }
 
-/** The gateway as Node's request handler, with the refusals it answers before yoga if any. */
-type Handler = ((request: IncomingMessage, response: ServerResponse) => void) & { readonly refuseEarly?: EarlyRefusal | undefined };
+/** The gateway as Node's request handler. */
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
 /** Incremental delivery (@defer/@stream) answers multipart/mixed, which compressible() leaves out. */
 const multipart = /^multipart\/mixed\b/i;
@@ -109,9 +109,10 @@ function answerAtOnce(request: IncomingMessage, response: ServerResponse, status
  * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
  * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
  * (slowRequestOptions) and connections over `maxConnections` closed on arrival (capConnections),
- * counted in `metrics`.
+ * counted in `metrics`. Callers refused a moment ago are refused again before yoga (`refuseEarly`,
+ * plugins/caller-limits.ts), when a caller limit is set.
  */
-export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>): Server {
+export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>, refuseEarly?: EarlyRefusal): Server {
   const compressor = (threshold: number) =>
     compression({
       threshold,
@@ -122,7 +123,6 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   const compress = compressor(options.compressionMinBytes);
   const compressAll = compressor(0);
   const state = { draining: false };
-  const { refuseEarly } = handler;
   const server = createServer({ ...slowRequestOptions(options.connections), ServerResponse: closingWhenDraining(state) }, (request, response) => {
     // A caller refused a moment ago is refused again here, without yoga. Browsers (an Origin
     // header) go through yoga, whose answer carries the CORS headers they need to read it.

@@ -92,21 +92,34 @@ export interface CallerLimitsOptions {
   readonly trustProxy: boolean;
   /** Told of every refusal, for metrics. */
   readonly onRefused?: (limit: CallerLimit) => void;
+  /** Where refusals are remembered for the HTTP server to repeat (`callerDoor`). @default one of the plugin's own: refusals are answered by yoga only */
+  readonly door?: Door | undefined;
+}
+
+/**
+ * The door of `options`' limits, or undefined when none refuses at admission (the upstream-calls
+ * limit alone never does): made once by the gateway, filled by useCallerLimits, asked by the HTTP
+ * server (`refuseEarly`) before it hands a request to yoga.
+ */
+export function callerDoor(options: CallerLimitsOptions): Door | undefined {
+  const { requests, inFlight, addressRequests } = options.limiters;
+  if (requests === undefined && inFlight === undefined && addressRequests === undefined) return undefined;
+  return new Door(options.onRefused, RateLimitHeaders.of({ requests, address: addressRequests }), options.trustProxy);
 }
 
 /**
  * Per-caller limits, checked before an operation costs anything (plugins order: before persisted
- * documents and parsing for the operation count and the in-flight slots; right after the plan
- * for the upstream calls, charged with the plan's count). A refusal is HTTP 429 (200 inside a
+ * documents and parsing for the operation count and the in-flight slots; after the plan, whose
+ * onExecute counts the upstream calls this charges in its own). A refusal is HTTP 429 (200 inside a
  * batch, as every per-operation error there) with `Retry-After` in whole seconds and a GraphQL
  * error with code RATE_LIMITED and `extensions.limit`; it makes no upstream call. Each caller has
  * counters of its own, so one at its limit costs another nothing but the refusals' CPU.
  */
-export function useCallerLimits(options: CallerLimitsOptions): { admission: Plugin[]; charge: Plugin[]; refuseEarly: EarlyRefusal | undefined } {
+export function useCallerLimits(options: CallerLimitsOptions): Plugin {
   const { requests, upstreamCalls, inFlight, addressRequests } = options.limiters;
   const admits = requests !== undefined || inFlight !== undefined || addressRequests !== undefined;
   const headers = RateLimitHeaders.of({ requests, address: addressRequests });
-  const door = new Door(options.onRefused, headers);
+  const door = options.door ?? new Door(options.onRefused, headers, options.trustProxy);
   const refuse = (limit: CallerLimit, msBeforeNext: number, key: string) => {
     options.onRefused?.(limit);
     door.remember(key, limit, msBeforeNext);
@@ -114,7 +127,7 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
   };
   const slots = inFlight === undefined ? undefined : new InFlightSlots(inFlight, door);
 
-  const admission: Plugin = {
+  const admission = {
     async onParams({ request, context, setResult }) {
       const state = context as WithCaller & { req?: IncomingMessage };
       const { caller, address } = payerOf(request, state, options.trustProxy);
@@ -142,8 +155,8 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
       slots?.responseOut(request);
       headers?.write(request, response.headers);
     },
-  };
-  const charge: Plugin = {
+  } satisfies Plugin;
+  const charge = {
     async onExecute({ args, setResultAndStopExecution }) {
       const context = args.contextValue as unknown as GatewayContext & WithCaller;
       const caller = context[callerKey];
@@ -156,13 +169,10 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
         setResultAndStopExecution({ errors: [rateLimited('upstream_calls', wait)] });
       }
     },
-  };
-  // The charge goes right after the plan (plugins/upstream-plan.ts), whose count it reads.
-  return {
-    admission: admits || upstreamCalls !== undefined ? [admission] : [],
-    charge: upstreamCalls === undefined ? [] : [charge],
-    refuseEarly: admits ? (request) => door.refuseEarly(request, options.trustProxy) : undefined,
-  };
+  } satisfies Plugin;
+  // Only the hooks a limit needs: each costs every request. The charge reads the caller that admission names.
+  if (upstreamCalls === undefined) return admits ? admission : {};
+  return { ...admission, ...charge };
 }
 
 /**
@@ -172,12 +182,13 @@ export function useCallerLimits(options: CallerLimitsOptions): { admission: Plug
  * took from everyone else). Bounded: the oldest are forgotten first, and then only cost a yoga
  * refusal.
  */
-class Door {
+export class Door {
   readonly #refused = new LRUCache<string, { limit: CallerLimit; until: number }>({ max: 100_000 });
 
   constructor(
     private readonly onRefused: ((limit: CallerLimit) => void) | undefined,
     private readonly headers: RateLimitHeaders | undefined,
+    private readonly trustProxy: boolean,
   ) {}
 
   /** An address's own entry: a caller without a token is keyed by its address too, for its own limits. */
@@ -194,8 +205,9 @@ class Door {
     if (this.#refused.peek(caller)?.limit === 'in_flight') this.#refused.delete(caller);
   }
 
-  refuseEarly(request: IncomingMessage, trustProxy: boolean): ReturnType<EarlyRefusal> {
-    const payer = payerFrom(header(request.headers.authorization), header(request.headers['x-forwarded-for']), request.socket.remoteAddress, trustProxy);
+  /** The HTTP server's question: a caller (or address) refused a moment ago is refused again, before yoga. */
+  readonly refuseEarly: EarlyRefusal = (request) => {
+    const payer = payerFrom(header(request.headers.authorization), header(request.headers['x-forwarded-for']), request.socket.remoteAddress, this.trustProxy);
     (request as IncomingMessage & { [payerKey]?: Payer })[payerKey] = payer;
     const memo = this.#current(Door.addressKey(payer.address)) ?? this.#current(payer.caller);
     if (memo === undefined) return undefined;
@@ -207,7 +219,7 @@ class Door {
       headers: { 'content-type': 'application/json; charset=utf-8', 'retry-after': String(error.extensions.retryAfterSeconds), ...this.headers?.refusal(memo.limit, wait) },
       body: JSON.stringify({ errors: [error] }),
     };
-  }
+  };
 
   #current(key: string): { limit: CallerLimit; until: number } | undefined {
     const memo = this.#refused.get(key);

@@ -17,6 +17,8 @@ export interface CompiledExecutionOptions {
   readonly maxBytes: number;
   /** Told of each operation run by its compiled code. */
   readonly onCompiledRun?: () => void;
+  /** Given, once, what the compiled documents kept hold now (for the metrics' gauges). */
+  readonly watchCache?: (use: () => CacheUse) => void;
 }
 
 /**
@@ -100,12 +102,13 @@ function dropEvalSources(): void {
  * its heap, and by nothing else: @envelop/graphql-jit also keeps every compiled document in a
  * WeakMap by DocumentNode, which yoga's parse cache keeps alive far beyond any bound here.
  */
-export function useCompiledExecution(options: CompiledExecutionOptions): { plugin: Plugin; use: () => CacheUse } {
+export function useCompiledExecution(options: CompiledExecutionOptions): Plugin {
   dropEvalSources();
   // Per document: its executions so far and its size, or false when it stays interpreted.
   // Follows yoga's parse cache (a WeakMap); holds no compiled code.
   const documents = new WeakMap<DocumentNode, { runs: number; fields: number } | false>();
   const compiled = new LRUCache<string, Compiled>({ max: options.maxEntries, maxSize: options.maxBytes });
+  options.watchCache?.(() => ({ entries: compiled.size, bytes: compiled.calculatedSize }));
   const compiledFor = (args: ExecutionArgs): Compiled | undefined => {
     const operation = getOperationAST(args.document, args.operationName);
     if (operation?.operation !== 'query') return undefined;
@@ -131,7 +134,7 @@ export function useCompiledExecution(options: CompiledExecutionOptions): { plugi
     }
     return query;
   };
-  const plugin: Plugin = {
+  return {
     onExecute({ args, setExecuteFn }) {
       const query = compiledFor(args);
       if (query === undefined) return undefined;
@@ -150,7 +153,6 @@ export function useCompiledExecution(options: CompiledExecutionOptions): { plugi
       };
     },
   };
-  return { plugin, use: () => ({ entries: compiled.size, bytes: compiled.calculatedSize }) };
 }
 
 function withPositions(error: GraphQLError, source: Source): GraphQLError {

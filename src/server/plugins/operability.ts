@@ -1,4 +1,5 @@
 import type { Plugin } from 'graphql-yoga';
+import { composed } from './composed.js';
 import { useOperationTelemetry, type OperationTelemetryOptions } from './operation-telemetry.js';
 import { useProbes } from './probe-routes.js';
 import { useRequestIds } from './request-ids.js';
@@ -11,17 +12,13 @@ export type OperabilityOptions = OperationTelemetryOptions & {
 /**
  * What an operator reads of the gateway on its public port: /health, /ready and /metrics
  * (probe-routes.ts); per GraphQL operation its span, metrics and log line
- * (operation-telemetry.ts); and the `x-request-id` of every GraphQL answer (request-ids.ts), in
- * that order, where this plugin stands (envelop places added plugins right after the one that
- * adds them).
+ * (operation-telemetry.ts); and the `x-request-id` of every GraphQL answer (request-ids.ts).
  */
 export function useOperability(options: OperabilityOptions): Plugin {
-  return {
-    onPluginInit({ addPlugin }) {
-      addPlugin(useProbes({ ready: options.ready, metrics: options.metrics }));
-      addPlugin(useOperationTelemetry(options));
-      // After the telemetry: an operation it finishes in onResponse may have made the id this echoes.
-      addPlugin(useRequestIds());
-    },
-  };
+  return composed([
+    useProbes({ ready: options.ready, metrics: options.metrics }),
+    useOperationTelemetry(options),
+    // After the telemetry: an operation it finishes in onResponse may have made the id this echoes.
+    useRequestIds(),
+  ]);
 }

@@ -3,6 +3,7 @@ import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { GraphQLError, type ValidationContext } from 'graphql';
 import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
+import { composed } from './composed.js';
 import { withRecodedErrors } from './recode-errors.js';
 import { useRepeatedFieldsLimit } from './repeated-fields.js';
 import { suggestion, withoutLiterals } from '../../schema/errors.js';
@@ -152,7 +153,7 @@ function useCSRFCheck(): Plugin {
  *   (`csrfHeaders`) and no other content type: HTTP 403, code `BAD_REQUEST`, naming the headers.
  * - field suggestions, when hidden: "Did you mean …?" is cut from every message.
  */
-export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
+export function useOperationLimits(options: OperationLimitsOptions): Plugin {
   const { limits } = options;
   const onRefused = (limit: string) => options.onRefused?.(limit);
   const plugins: Plugin[] = [
@@ -184,5 +185,5 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
   if (options.csrfPrevention ?? false) plugins.push(useCSRFCheck());
   if (options.hideSuggestions ?? false) plugins.push(useHiddenSuggestions());
   if (options.introspection === false) plugins.push(useDisableIntrospection());
-  return plugins;
+  return composed(plugins);
 }

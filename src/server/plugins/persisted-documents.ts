@@ -4,6 +4,7 @@ import type { GraphQLError } from 'graphql';
 import { createGraphQLError, type GraphQLParams, type Plugin } from 'graphql-yoga';
 import type { PersistedQueryStore } from '../persisted-query-store.js';
 import type { TrustedDocuments } from '../trusted-documents.js';
+import { composed } from './composed.js';
 import { withRecodedErrors } from './recode-errors.js';
 
 export interface PersistedDocumentsOptions {
@@ -94,18 +95,16 @@ function useRegistration(store: PersistedQueryStore): Plugin {
  *   send the text); hash and text register the text once it validated (BAD_USER_INPUT when the
  *   hash is not its SHA-256). With a manifest, `documentId` runs its document too; any query text still runs.
  */
-export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugin[] {
+export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugin {
   const trusted = options.trustedDocuments;
   const lookUp = (id: string) => trusted?.get(id) ?? null;
   if (options.trustedDocumentsOnly === true) {
-    return [
-      usePersistedOperations({
-        allowArbitraryOperations: false,
-        extractPersistedOperationId: (params, request, context) => documentIdOf(params, request) ?? defaultExtractPersistedOperationId(params, request, context),
-        getPersistedOperation: lookUp,
-        customErrors: { notFound: trustedOnly, keyNotFound: trustedOnly, persistedQueryOnly: trustedOnly },
-      }) as Plugin,
-    ];
+    return usePersistedOperations({
+      allowArbitraryOperations: false,
+      extractPersistedOperationId: (params, request, context) => documentIdOf(params, request) ?? defaultExtractPersistedOperationId(params, request, context),
+      getPersistedOperation: lookUp,
+      customErrors: { notFound: trustedOnly, keyNotFound: trustedOnly, persistedQueryOnly: trustedOnly },
+    }) as Plugin;
   }
   const { apqStore } = options;
   const apq = withRecodedErrors(
@@ -141,5 +140,5 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugi
     const run = byDocumentId.onParams!;
     plugins.push({ ...byDocumentId, onParams: (payload) => (documentIdOf(payload.params, payload.request) === null ? undefined : run(payload)) });
   }
-  return plugins;
+  return composed(plugins);
 }
