@@ -13,7 +13,8 @@ import {
   type ReferenceSeed,
 } from '../src/reference-upstream/seed.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { ReferenceStore, SeedValidationError, validateSeed } from '../src/reference-upstream/store.js';
+import { SeedValidationError, validateSeed } from '../src/reference-upstream/seed-validation.js';
+import { ReferenceStore } from '../src/reference-upstream/store.js';
 import { applyRouteOverrides, fillPath, defaultRoutes } from '../src/upstream/routes.js';
 import {
   headAPageSchema,

@@ -1,56 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { headDto, subscriptionDto } from './projections.js';
 import { referenceSeed, type LabelObject, type ReferenceSeed, type SeedHair, type SeedHead, type SeedPermission, type SeedSubscription, type SeedSubscriptionType, type SeedUser } from './seed.js';
+import { validateSeed } from './seed-validation.js';
 import type { PlatformTypeValue } from '../upstream/schemas.js';
-
-/** Contract 8: the limits that no data of the reference upstream may break. */
-export const HAIR_NAME_MAX_LENGTH = 100;
-export const STATEMENT_DESCRIPTOR_MAX_LENGTH = 22;
-
-/** Pydantic counts characters, not UTF-16 units; an emoji is one character there. */
-export function characterLength(value: string): number {
-  let n = 0;
-  for (const _ of value) n++;
-  return n;
-}
-
-export class SeedValidationError extends Error {
-  override name = 'SeedValidationError';
-}
-
-/**
- * Refuses data the contract forbids, so that the reference upstream can never serve it: a client
- * tested against it must be able to trust the contract's limits.
- */
-export function validateSeed(seed: ReferenceSeed): void {
-  const problems: string[] = [];
-  const hairIds = new Set<string>();
-  for (const hair of seed.hairs) {
-    if (characterLength(hair.name) > HAIR_NAME_MAX_LENGTH) {
-      problems.push(`hair ${hair.id}: name longer than ${HAIR_NAME_MAX_LENGTH} characters`);
-    }
-    if (hairIds.has(hair.id)) problems.push(`hair ${hair.id}: duplicate id`);
-    hairIds.add(hair.id);
-  }
-  const headIds = new Set<string>();
-  for (const head of seed.heads) {
-    if (headIds.has(head.id)) problems.push(`head ${head.id}: duplicate id`);
-    headIds.add(head.id);
-    if (head.hair_id !== undefined && !hairIds.has(head.hair_id)) problems.push(`head ${head.id}: hair ${head.hair_id} not in the catalogue`);
-  }
-  const typeIds = new Set<string>();
-  for (const type of seed.subscriptionTypes) {
-    typeIds.add(type.id);
-    if (type.statement_descriptor !== undefined && characterLength(type.statement_descriptor) > STATEMENT_DESCRIPTOR_MAX_LENGTH) {
-      problems.push(`subscription type ${type.id}: statement_descriptor longer than ${STATEMENT_DESCRIPTOR_MAX_LENGTH} characters`);
-    }
-  }
-  for (const subscription of seed.subscriptions) {
-    if (!typeIds.has(subscription.subscription_type_id)) {
-      problems.push(`subscription ${subscription.id}: unknown subscription type ${subscription.subscription_type_id}`);
-    }
-  }
-  if (problems.length > 0) throw new SeedValidationError(`invalid reference seed: ${problems.join('; ')}`);
-}
 
 /**
  * The four head shapes of the contract: variant A (2.1) and B (2.3), each with or without
@@ -91,41 +43,6 @@ export interface SubscriptionPatch {
   expire_at?: string;
   active?: boolean;
   subscription_type_id?: string;
-}
-
-/*
- * Projections. Absent optional fields are written as null, as FastAPI serialises unset optionals;
- * head_metadata alone is left out of the non-extended shapes because the contract says it is
- * "only in the extended read".
- */
-
-function hairA(hair: SeedHair) {
-  return {
-    name: hair.name,
-    source_type: hair.source_type,
-    obj_metadata: hair.obj_metadata,
-    style: hair.style,
-    gender: hair.gender,
-    id: hair.id,
-    url: hair.url,
-    thumbnail_url: hair.thumbnail_url ?? null,
-    payable_data: hair.payable_data === undefined ? null : { price: hair.payable_data.price, description: hair.payable_data.description ?? null },
-    created_at: hair.created_at,
-    updated_at: hair.updated_at ?? null,
-  };
-}
-
-function hairB(hair: SeedHair) {
-  return {
-    name: hair.name,
-    url: hair.url,
-    hair_metadata: hair.hair_metadata,
-    user_id: hair.user_id ?? null,
-    thumbnail_url: hair.thumbnail_url ?? null,
-    style: hair.style,
-    id: hair.id,
-    created_at: hair.created_at,
-  };
 }
 
 function newEntry(head: SeedHead): HeadEntry {
@@ -189,27 +106,7 @@ export class ReferenceStore {
   project(entry: HeadEntry, shape: HeadShape): Record<string, unknown> {
     const head = entry.head;
     const hair = head.hair_id === undefined ? undefined : this.hairsById.get(head.hair_id);
-    const variantA = shape === HeadShape.A || shape === HeadShape.A_EXT;
-    const dto: Record<string, unknown> = {
-      name: head.name,
-      output_format: head.output_format ?? null,
-      style: head.style ?? null,
-      version: head.version ?? null,
-      id: head.id,
-      url: head.url,
-      created_at: head.created_at,
-    };
-    if (variantA) {
-      dto.updated_at = head.updated_at;
-      dto.hair = hair === undefined ? null : hairA(hair);
-      dto.lod = head.lod ?? null;
-      dto.ar_url = head.ar_url ?? null;
-    } else {
-      dto.hair = hair === undefined ? null : hairB(hair);
-      dto.lod = head.lod ?? null;
-    }
-    if (shape === HeadShape.A_EXT || shape === HeadShape.B_EXT) dto.head_metadata = head.head_metadata;
-    return dto;
+    return headDto(head, hair, shape === HeadShape.A || shape === HeadShape.A_EXT, shape === HeadShape.A_EXT || shape === HeadShape.B_EXT);
   }
 
   /** The projection as JSON text, serialised once per head and shape until the head changes. */
@@ -305,28 +202,7 @@ export class ReferenceStore {
   }
 
   subscriptionDto(subscription: Readonly<SeedSubscription>): Record<string, unknown> {
-    const type = this.subscriptionTypesById.get(subscription.subscription_type_id)!;
-    return {
-      id: subscription.id,
-      organization_id: subscription.organization_id,
-      platform_type: subscription.platform_type,
-      expire_at: subscription.expire_at ?? null,
-      active: subscription.active,
-      created_at: subscription.created_at,
-      updated_at: subscription.updated_at,
-      subscription_type: {
-        id: type.id,
-        name: type.name,
-        tag: type.tag,
-        description: type.description,
-        statement_descriptor: type.statement_descriptor ?? null,
-        avatar_limit: type.avatar_limit ?? null,
-        user_limit: type.user_limit ?? null,
-        price: type.price,
-        payment_cycle: type.payment_cycle,
-        type: type.type ?? null,
-      },
-    };
+    return subscriptionDto(subscription, this.subscriptionTypesById.get(subscription.subscription_type_id)!);
   }
 
   // ---- users and tokens ----

@@ -1,4 +1,4 @@
-import { characterLength } from './store.js';
+import { characterLength } from './seed-validation.js';
 
 /*
  * FastAPI/pydantic v2 validation issues, worded as pydantic words them, so that a client's
