@@ -1,4 +1,4 @@
-import { createYoga, useExecutionCancellation, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, useExecutionCancellation, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { ClientAwareness } from './client-awareness.js';
 import type { Config } from '../config.js';
@@ -10,15 +10,15 @@ import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore
 import { useAnswerTypes } from './plugins/answer-types.js';
 import { createCallerLimiters } from './plugins/caller-limiters.js';
 import { callerDoor, useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
-import { rateLimitHeaderNames } from './plugins/rate-limit-headers.js';
 import { useBatching } from './plugins/batching.js';
 import { useCompiledExecution } from './plugins/compiled-execution.js';
+import { corsPolicy, useVaryOrigin } from './plugins/cors.js';
 import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useFrontDoor } from './plugins/front-door.js';
 import { graphiQLPage, useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { operationTrace } from './plugins/operation-telemetry.js';
-import { usePrivateAnswers, varyOn } from './plugins/private-answers.js';
+import { usePrivateAnswers } from './plugins/private-answers.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useStrictRequestParams } from './plugins/request-params.js';
@@ -120,36 +120,6 @@ function logYogaError(logger: Logger, args: unknown[]): void {
     const entry = errorLogEntry(arg);
     logger[entry.level](entry.fields, entry.message);
   }
-}
-
-/** What a browser app may read of an answer besides the CORS-safelisted headers. */
-const exposedHeaders = ['x-request-id', 'retry-after', ...rateLimitHeaderNames];
-
-/**
- * Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from
- * an origin not listed gets no CORS headers at all (naming another origin would leak the list).
- */
-function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOptions | false) | false {
-  if (origins.length === 0) return false;
-  const anyOrigin = origins.includes('*');
-  return (request: Request) => {
-    const origin = request.headers.get('origin');
-    if (origin === null || !(anyOrigin || origins.includes(origin))) return false;
-    // Credentials (the Authorization header) only for origins named explicitly, never for `*`.
-    return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders };
-  };
-}
-
-/**
- * With CORS on, an answer depends on the request's Origin (allowed or not, and which one is
- * echoed): every answer says so, or a shared cache could hand one origin's answer to another.
- */
-function useVaryOrigin(): Plugin {
-  return {
-    onResponse({ response }) {
-      response.headers.set('vary', varyOn(response.headers.get('vary'), 'Origin'));
-    },
-  };
 }
 
 /** The yoga app over an upstream, and the refusals its HTTP server answers before it; `buildGateway` makes both as the configuration says. */
