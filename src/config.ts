@@ -5,14 +5,10 @@ import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } fr
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 import type { TracingSettings } from './telemetry/tracing.js';
 
-/*
- * The gateway's settings, read once from the environment (config/environment.ts: every variable,
- * its default and its description) and handed down: the layers below take them as options.
- */
-
 /**
- * What the gateway runs with. Each field says the variable it comes from: what the variable does,
- * its default and its range are written once, in config/environment.ts.
+ * What the gateway runs with, read once from the environment and handed down: the layers below
+ * take their part as options. Each field names the variable it comes from; what the variable
+ * does, its default and its range are written once, in config/environment.ts.
  */
 export interface Config {
   /** UPSTREAM_URL; undefined: start the embedded reference upstream. */
