@@ -9,7 +9,7 @@ import { builder } from './builder.js';
 import { resolveWindowConnection, type ListingReader, type WindowConnection } from './connections.js';
 import { HairRef } from './hair.js';
 import { carriedBy } from './head-parts.js';
-import { connectionArgsSchema } from '../domain/pages.js';
+import { connectionArgsSchema, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
 import { headIdSchema } from './inputs.js';
 
 /**
@@ -107,7 +107,7 @@ builder.queryFields((t) => ({
   heads: t.connection(
     {
       type: HeadRef,
-      description: 'Heads in listing order, paged forwards (`first`/`after`) or backwards (`last`/`before`); 1 to 100 per page, 50 by default.',
+      description: `Heads in listing order, paged forwards (\`first\`/\`after\`) or backwards (\`last\`/\`before\`); 1 to ${MAX_PAGE_SIZE} per page, ${DEFAULT_PAGE_SIZE} by default.`,
       args: {
         search: t.arg.string({ description: 'Only heads whose name contains this text.', validate: z.string().max(200) }),
         style: t.arg.string({ description: 'Only heads with this style label.', validate: z.string().max(200) }),

@@ -62,12 +62,6 @@ query HeadsWithHair {
 /** GraphiQL's title, and the front door's. */
 const TITLE = 'Avatar Head gateway';
 
-/**
- * When a query is compiled: once it ran twice (a one-off document never pays for a compilation),
- * and only up to 200 field selections (compiling a thousand takes tens of milliseconds).
- */
-const COMPILED_EXECUTION = { afterExecutions: 2, maxFields: 200 } as const;
-
 /** The part of the configuration the yoga app itself uses. */
 export type GatewaySettings = Pick<
   Config,
@@ -79,6 +73,7 @@ export type GatewaySettings = Pick<
   | 'introspection'
   | 'planner'
   | 'compiledExecution'
+  | 'compiledQueries'
   | 'compiledDocuments'
   | 'documentCache'
   | 'corsOrigins'
@@ -177,7 +172,7 @@ function createGateway(options: GatewayOptions): Gateway {
   };
   const parseCache = boundedParseCache(settings.documentCache);
   metrics.watchDocumentCache('parsed', parseCache.use);
-  const compiled = settings.compiledExecution ? useCompiledExecution({ ...COMPILED_EXECUTION, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc() }) : undefined;
+  const compiled = settings.compiledExecution ? useCompiledExecution({ ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc() }) : undefined;
   if (compiled) metrics.watchDocumentCache('compiled', compiled.use);
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = useGraphiQLCache(renderGraphiQLPage);
