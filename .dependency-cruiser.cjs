@@ -10,7 +10,8 @@
  *   loaders     per-request DataLoaders that carry the reads out
  *   schema      Pothos types and resolvers, the per-request context
  *   server      yoga and its plugins, HTTP and admin servers, metrics, probes
- *   config.ts, main.ts   the edge: configuration read once and passed down
+ *   config.ts, config/, main.ts   the edge: configuration read once (config/environment.ts: every
+ *               variable, its default and description) and passed down
  *
  * The reference upstream (src/reference-upstream) is an application of its own beside the gateway:
  * it may use the contract's domain and upstream schemas, nothing else of the gateway.
@@ -47,10 +48,17 @@ module.exports = {
     },
     {
       name: 'config-at-the-edge',
-      comment: 'config.ts is read at the edge and passed down: only main and the server (its settings types) import it.',
+      comment: 'config.ts is read at the edge and passed down: only main and the server (its settings types) import it; config/ (the environment) only config.ts.',
       severity: 'error',
-      from: { path: '^src/', pathNot: ['^src/main\\.ts$', '^src/server/', '^src/config\\.ts$'] },
-      to: { path: '^src/config\\.ts$' },
+      from: { path: '^src/', pathNot: ['^src/main\\.ts$', '^src/server/', '^src/config(\\.ts$|/)'] },
+      to: { path: '^src/config(\\.ts$|/)' },
+    },
+    {
+      name: 'environment-read-by-config',
+      comment: 'The environment (config/) is parsed by config.ts alone: the rest take the settings it makes.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/config(\\.ts$|/)' },
+      to: { path: '^src/config/' },
     },
     {
       name: 'nothing-imports-main',

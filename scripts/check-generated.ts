@@ -3,8 +3,9 @@
  * each stale file. It regenerates in memory and compares with the working tree, so it needs no
  * git, never rewrites a file, and also catches files that are missing, untracked or left over:
  *   - schema.graphql against the schema built by src/schema (scripts/print-schema.ts);
- *   - src/generated/** against what codegen.ts makes from that fresh schema and operations/*.graphql.
- * Fix with `npm run generate` (schema, then codegen) and commit the result.
+ *   - src/generated/** against what codegen.ts makes from that fresh schema and operations/*.graphql;
+ *   - README.md's configuration table against src/config/environment.ts (scripts/config-table.ts).
+ * Fix with `npm run generate` (schema, codegen, then the table) and commit the result.
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import codegenConfig from '../codegen.js';
+import { readmeTableProblem } from './config-table.js';
 import { printedSchema, schemaFileProblem } from './print-schema.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -25,6 +27,8 @@ const stale: string[] = [];
 
 const schemaProblem = schemaFileProblem();
 if (schemaProblem !== undefined) stale.push(schemaProblem);
+const tableProblem = readmeTableProblem();
+if (tableProblem !== undefined) stale.push(tableProblem);
 
 // Codegen runs against the schema the code builds now (in a temp file), so a stale
 // schema.graphql does not hide stale client types or make them look stale.
@@ -62,7 +66,7 @@ try {
 
 if (stale.length > 0) {
   for (const line of stale) process.stderr.write(`stale: ${line}\n`);
-  process.stderr.write('Generated files are out of date: run `npm run generate` and commit schema.graphql and src/generated/.\n');
+  process.stderr.write('Generated files are out of date: run `npm run generate` and commit schema.graphql, src/generated/ and README.md.\n');
   process.exit(1);
 }
-process.stdout.write('schema.graphql and src/generated/ are up to date\n');
+process.stdout.write("schema.graphql, src/generated/ and README.md's configuration table are up to date\n");

@@ -127,3 +127,19 @@ describe('the compiled documents kept', () => {
     }
   });
 });
+
+describe('COMPILED_EXECUTION_AT_RUN=1 and COMPILED_EXECUTION_MAX_FIELDS=3', () => {
+  let eager: TestGateway;
+  beforeAll(async () => {
+    eager = await startTestGateway({ env: { COMPILED_EXECUTION_AT_RUN: '1', COMPILED_EXECUTION_MAX_FIELDS: '3' } });
+  });
+  afterAll(() => eager.close());
+
+  it('compiles a query at its first run, up to three field selections; one more stays interpreted however often it runs', async () => {
+    const uuids = { data: { heads: { nodes: [{ uuid: ids[0] }] } } };
+    expect(await eager.execute('{ heads(first: 1) { nodes { uuid } } }')).toEqual(uuids);
+    expect(await compiledOf(eager)).toMatchObject({ runs: 1, entries: 1 });
+    for (let i = 0; i < 3; i++) expect(await eager.execute('{ heads(first: 1) { nodes { uuid name } } }')).toEqual({ data: { heads: { nodes: [{ uuid: ids[0], name: headA(ids[0]!).name }] } } });
+    expect(await compiledOf(eager)).toMatchObject({ runs: 1, entries: 1 });
+  });
+});

@@ -3,7 +3,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { acceptedBy, configRows, readmeTableProblem } from '../scripts/config-table.js';
 import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
+import { environment } from '../src/config/environment.js';
+import { variableDocs } from '../src/config/values.js';
 import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/server/descriptors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
@@ -35,6 +38,7 @@ describe('loadConfig', () => {
       introspection: true,
       planner: 'selection',
       compiledExecution: true,
+      compiledQueries: { afterExecutions: 2, maxFields: 200 },
       compiledDocuments: { maxEntries: 500, maxBytes: 48 * 1024 * 1024 },
       documentCache: { maxEntries: 1_000, maxBytes: 32 * 1024 * 1024 },
       corsOrigins: [],
@@ -46,7 +50,7 @@ describe('loadConfig', () => {
       shutdownGraceMs: 10_000,
       // MAX_CONNECTIONS: this process's descriptor limit, less the pool twice (the embedded upstream's too) and the reserve.
       connections: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxConnections: descriptorLimit() - 2 * 100 - 96, adminPort: undefined, adminMaxConnections: 32 },
-      callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, trustProxy: false },
+      callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false },
       redisUrl: undefined,
       metricsOperationNames: 500,
       metricsClients: { maxNames: 50, maxVersions: 10 },
@@ -64,6 +68,7 @@ describe('loadConfig', () => {
     expect(loadConfig({ WORKERS: 'auto' }).workers).toBeGreaterThanOrEqual(1);
     expect(loadConfig({ PLANNER: 'off' }).planner).toBe('plain');
     expect(loadConfig({ COMPILED_EXECUTION: 'off' }).compiledExecution).toBe(false);
+    expect(loadConfig({ COMPILED_EXECUTION_AT_RUN: '1', COMPILED_EXECUTION_MAX_FIELDS: '40' }).compiledQueries).toEqual({ afterExecutions: 1, maxFields: 40 });
     expect(loadConfig({ COMPILED_EXECUTION_MAX_ENTRIES: '20', COMPILED_EXECUTION_MAX_BYTES: '2097152' }).compiledDocuments).toEqual({ maxEntries: 20, maxBytes: 2_097_152 });
     expect(loadConfig({ DOCUMENT_CACHE_MAX_ENTRIES: '100', DOCUMENT_CACHE_MAX_BYTES: '8388608' }).documentCache).toEqual({ maxEntries: 100, maxBytes: 8_388_608 });
     expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173']);
@@ -112,9 +117,10 @@ describe('loadConfig', () => {
       METRICS_OPERATION_NAMES: '50',
       METRICS_CLIENT_NAMES: '5',
       METRICS_CLIENT_VERSIONS: '3',
+      RATE_LIMIT_WINDOW_SECONDS: '5',
     });
     expect(config).toMatchObject({
-      callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, addressRequestsPerSecond: 100, trustProxy: true },
+      callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, addressRequestsPerSecond: 100, windowSeconds: 5, trustProxy: true },
       redisUrl: 'redis://:secret@127.0.0.1:6390/2',
       persistedDocuments: { apqTtlSeconds: 3_600 },
       metricsOperationNames: 50,
@@ -126,7 +132,9 @@ describe('loadConfig', () => {
     [{ RATE_LIMIT_REQUESTS_PER_SECOND: '0' }, /^RATE_LIMIT_REQUESTS_PER_SECOND: expected an integer from 1/],
     [{ RATE_LIMIT_IN_FLIGHT: '1.5' }, /^RATE_LIMIT_IN_FLIGHT: expected an integer from 1/],
     [{ RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '0' }, /^RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: expected an integer from 1/],
-    [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least half of UPSTREAM_CALL_BUDGET \(100\), so that one operation fits in the burst, got "49"$/],
+    [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least 50, so that one operation's UPSTREAM_CALL_BUDGET \(100\) fits in a burst of RATE_LIMIT_WINDOW_SECONDS \(2\), got "49"$/],
+    [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '19', RATE_LIMIT_WINDOW_SECONDS: '5' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least 20, .* RATE_LIMIT_WINDOW_SECONDS \(5\), got "19"$/],
+    [{ RATE_LIMIT_WINDOW_SECONDS: '0' }, /^RATE_LIMIT_WINDOW_SECONDS: expected an integer from 1 to 3600, got "0"$/],
     [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true or false/],
     [{ METRICS_OPERATION_NAMES: '0' }, /^METRICS_OPERATION_NAMES: expected an integer from 1/],
     [{ METRICS_CLIENT_NAMES: '0' }, /^METRICS_CLIENT_NAMES: expected an integer from 1/],
@@ -234,6 +242,42 @@ describe('loadConfig', () => {
   ])('refuses %o with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
+  });
+});
+
+describe('the environment schema, the one place of every default', () => {
+  const variables = Object.entries(environment.shape);
+
+  it('describes every variable, says what it accepts, and what holds while one without a default is unset', () => {
+    expect(variables.length).toBeGreaterThan(50);
+    for (const [name, schema] of variables) {
+      const doc = variableDocs.get(schema);
+      expect(doc?.description, name).toMatch(/\w{3}/);
+      expect(acceptedBy(schema), name).toMatch(/\w{3}/);
+      if (schema.safeParse(undefined).data === undefined) expect(doc?.unset, name).toMatch(/\w{3}/);
+    }
+  });
+
+  it('says what a variable accepts in the very words its refusal uses', () => {
+    let refused = 0;
+    for (const [name, schema] of variables) {
+      // Any text passes a name or a path here (a file is read later): nothing to compare.
+      if (schema.safeParse('not valid').success) continue;
+      refused++;
+      const got = name === 'REDIS_URL' ? 'something else' : '"not valid"';
+      expect(() => loadConfig({ [name]: 'not valid' }), name).toThrow(`${name}: expected ${acceptedBy(schema)}, got ${got}`);
+    }
+    expect(refused).toBeGreaterThan(45);
+  });
+
+  it("is what the README's configuration table says: a row per variable, its default as the gateway reads it", () => {
+    expect(readmeTableProblem()).toBeUndefined();
+    const rows = new Map(configRows().map((row) => [row.name, row]));
+    expect([...rows.keys()]).toEqual(variables.map(([name]) => name));
+    expect(rows.get('PORT')?.defaultValue).toBe(String(loadConfig({}).port));
+    expect(rows.get('COMPILED_EXECUTION_MAX_BYTES')?.defaultValue).toBe('50331648 (48 MiB)');
+    expect(rows.get('RATE_LIMIT_IN_FLIGHT')?.defaultValue).toBe('unset: off');
+    expect(readmeTableProblem('# no table here\n')).toMatch(/needs one `<!-- config-table:begin/);
   });
 });
 

@@ -73,7 +73,7 @@ describe('the head loader', () => {
     await heads.load(id, Need.head | Need.hairB);
     expect(operations()).toEqual(['getHeadExtById']);
     const record = await heads.with(await heads.load(id, Need.head), Need.variantA);
-    expect(record.a?.updated_at).toBeDefined();
+    expect(record.part('variantA').updated_at).toBeDefined();
     expect(operations()).toEqual(['getHeadExt', 'getHeadExtById']);
   });
 
@@ -87,8 +87,8 @@ describe('the head loader', () => {
     expect(reference.releaseHeld()).toBe(2);
     const record = await loading;
     expect(await heads.with(record, Need.variantA | Need.hairB)).toBe(record);
-    expect(record.a?.id).toBe(id);
-    expect(record.b?.id).toBe(id);
+    expect(record.part('variantA').id).toBe(id);
+    expect(record.part('hairB').id).toBe(id);
     expect(operations()).toEqual(['getHeadById', 'getHeadExt']);
     expect(reference.maxInFlight()).toBe(2);
   });

@@ -173,3 +173,25 @@ describeWithRedis('RATE_LIMIT_REQUESTS_PER_SECOND=3 with REDIS_URL, two gateways
     expect(state(refused)).toMatchObject({ remaining: 0, reset: Number(refused.headers.get('retry-after')) });
   });
 });
+
+describe('RATE_LIMIT_REQUESTS_PER_SECOND=2 over RATE_LIMIT_WINDOW_SECONDS=5 (a burst of 10)', () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '2', RATE_LIMIT_WINDOW_SECONDS: '5' } });
+  });
+  afterAll(() => t.close());
+
+  it('a caller may spend the whole window at once: ten served, then refused; the policy says the quota and the window', async () => {
+    const answers = await Promise.all(Array.from({ length: 12 }, () => post(t, { query: oneCall }, as('window'))));
+    for (const a of answers) expect(policies(a.headers.get('ratelimit-policy'))).toEqual({ requests: { q: 10, w: 5 } });
+    expect(answers.filter(ok).map((a) => state(a).remaining).sort((x, y) => y - x)).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+    const refused = answers.filter((a) => !ok(a));
+    expect(refused).toHaveLength(2);
+    for (const a of refused) {
+      expect(a.status).toBe(429);
+      expect(a.body.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: 'RATE_LIMITED', limit: 'requests' }) })]);
+      // The window turns within its five seconds (whole seconds, rounded up).
+      expect(a.headers.get('retry-after')).toMatch(/^[1-5]$/);
+    }
+  });
+});

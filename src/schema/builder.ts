@@ -3,6 +3,7 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { DateTimeResolver, JSONResolver, URLResolver, UUIDResolver } from 'graphql-scalars';
 import type { GatewayContext } from './context.js';
+import { MAX_PAGE_SIZE } from '../domain/pages.js';
 import { items } from '../plan/facts.js';
 import { boundedJson, invalidInput, literalWithinDepth } from './inputs.js';
 
@@ -47,9 +48,9 @@ export const builder = new SchemaBuilder<{
     hasPreviousPageFieldOptions: { description: 'Whether items precede this page.' },
     startCursorFieldOptions: { description: 'Cursor of the first item of this page; null when the page is empty.' },
     endCursorFieldOptions: { description: 'Cursor of the last item of this page; null when the page is empty.' },
-    firstArgOptions: { description: 'Page forwards: how many items (1 to 100) after `after`, or from the start.' },
+    firstArgOptions: { description: `Page forwards: how many items (1 to ${MAX_PAGE_SIZE}) after \`after\`, or from the start.` },
     afterArgOptions: { description: 'Cursor after which the page starts.' },
-    lastArgOptions: { description: 'Page backwards: how many items (1 to 100) before `before`, or up to the end.' },
+    lastArgOptions: { description: `Page backwards: how many items (1 to ${MAX_PAGE_SIZE}) before \`before\`, or up to the end.` },
     beforeArgOptions: { description: 'Cursor before which the page ends.' },
     nodeTypeOptions: { description: 'An object with a globally unique ID, refetchable through `node(id:)`.' },
     pageInfoTypeOptions: { description: 'Where a page of a connection sits in the whole listing.' },

@@ -2,14 +2,14 @@ import { z } from 'zod';
 import type { GatewayContext } from './context.js';
 import { HeadRecord } from '../loaders/head-records.js';
 import { needs, plan } from '../plan/facts.js';
-import { Need, type Needs } from '../domain/needs.js';
-import type { HeadListingPlan } from '../plan/operation-plan.js';
+import { Need } from '../domain/needs.js';
+import { listingPlan, type HeadListingPlan } from '../plan/operation-plan.js';
 import type { HeadFilter, HeadListingSource } from '../plan/windows.js';
-import type { HeadADto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import { resolveWindowConnection, type ListingReader, type WindowConnection } from './connections.js';
 import { HairRef } from './hair.js';
-import { connectionArgsSchema } from '../domain/pages.js';
+import { carriedBy } from './head-parts.js';
+import { connectionArgsSchema, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
 import { headIdSchema } from './inputs.js';
 
 /**
@@ -19,35 +19,33 @@ import { headIdSchema } from './inputs.js';
  */
 export const HeadRef = builder.objectRef<HeadRecord>('Head');
 
-/** One head by id, with what the operation's fields need of it; what its deferred fields need is read beside it. */
+/**
+ * One head by id: the loaders carry out the reads the plan decided for it, and start those of its
+ * deferred fields beside them. A head the plan did not name (an operation run without one) is
+ * read for what every read carries, and its fields load what they need as they run.
+ */
 export function loadHead(context: GatewayContext, id: string): HeadRecord | Promise<HeadRecord> {
   const planned = context.plan.heads.get(id);
-  if (planned?.deferred) context.loaders.heads.later(id, planned.deferred);
-  return context.loaders.heads.load(id, planned?.now ?? Need.head);
-}
-
-/** Starts loading what a head needs, for its fields to await; their resolvers report a failure. */
-export function startLoad(context: GatewayContext, id: string, need: Needs): void {
-  const loaded = context.loaders.heads.load(id, need);
-  if (loaded instanceof Promise) loaded.catch(() => undefined);
+  if (planned === undefined) return context.loaders.heads.load(id, Need.head);
+  context.loaders.heads.carryOutLater(id, planned.deferred);
+  return context.loaders.heads.carryOut(id, planned.now).whole();
 }
 
 /**
- * What the listed heads need beyond what their listing carried: a filtered page's head_metadata,
- * say, in one batch of reads started now; and what their deferred fields need, beside the answer.
+ * The reads the plan decided for the heads a listing answered: what their listing did not carry
+ * (a filtered page's head_metadata, say), started now; and what their deferred fields need,
+ * beside the answer: the window of Get Heads Ext, or reads per head.
  */
 function completeListedHeads(context: GatewayContext, filter: HeadFilter, listing: HeadListingPlan, connection: WindowConnection<HeadRecord>): void {
   const heads = connection.edges.map((edge) => edge.node);
-  for (const head of heads) startLoad(context, head.id, listing.items);
+  for (const head of heads) context.loaders.heads.carryOut(head.id, listing.completion);
   if (listing.deferred === 0 || heads.length === 0) return;
   if (listing.deferredSource === 'ext') {
     const window = context.loaders.listHeadsExtWindow(filter.search, connection.offset, heads.length);
     window.catch(() => undefined); // the deferred fields report it
     context.loaders.heads.expectFromExtListing(heads, window);
-  } else for (const head of heads) context.loaders.heads.later(head.id, listing.deferred);
+  } else for (const head of heads) context.loaders.heads.carryOutLater(head.id, listing.deferredSource);
 }
-
-const variantA = async (record: HeadRecord, context: GatewayContext): Promise<HeadADto> => (await context.loaders.heads.with(record, Need.variantA)).a!;
 
 /** Where the `heads` connection reads, as its plan says (`plan/windows.ts`). */
 function headsReader(context: GatewayContext, filter: HeadFilter, source: HeadListingSource): ListingReader<HeadRecord> {
@@ -72,39 +70,27 @@ builder.node(HeadRef, {
   isTypeOf: (value) => value instanceof HeadRecord,
   fields: (t) => ({
     uuid: t.field({ type: 'UUID', description: 'The head UUID in the upstream service.', resolve: (r) => r.id }),
-    name: t.string({ description: 'Display name.', resolve: (r) => r.head!.name }),
-    url: t.field({ type: 'URL', description: 'Address of the head model file.', resolve: (r) => r.head!.url }),
-    arUrl: t.string({
-      nullable: true,
-      description: 'Address of the augmented-reality rendition, when there is one.',
-      ...needs(Need.variantA),
-      resolve: async (r, _, ctx) => (await variantA(r, ctx)).ar_url ?? null,
-    }),
-    outputFormat: t.field({ type: 'JSON', nullable: true, description: 'Format label; allowed values are not specified by the contract.', resolve: (r) => r.head!.output_format ?? null }),
-    style: t.field({ type: 'JSON', nullable: true, description: 'Style label; allowed values are not specified by the contract.', resolve: (r) => r.head!.style ?? null }),
-    version: t.field({ type: 'JSON', nullable: true, description: 'Version label; allowed values are not specified by the contract.', resolve: (r) => r.head!.version ?? null }),
-    lod: t.field({ type: 'JSON', nullable: true, description: 'Level-of-detail data; structure not specified by the contract.', resolve: (r) => r.head!.lod ?? null }),
+    name: t.string({ description: 'Display name.', resolve: (r) => r.head.name }),
+    url: t.field({ type: 'URL', description: 'Address of the head model file.', resolve: (r) => r.head.url }),
+    arUrl: t.string({ nullable: true, description: 'Address of the augmented-reality rendition, when there is one.', ...carriedBy('variantA', (a) => a.ar_url ?? null) }),
+    outputFormat: t.field({ type: 'JSON', nullable: true, description: 'Format label; allowed values are not specified by the contract.', resolve: (r) => r.head.output_format ?? null }),
+    style: t.field({ type: 'JSON', nullable: true, description: 'Style label; allowed values are not specified by the contract.', resolve: (r) => r.head.style ?? null }),
+    version: t.field({ type: 'JSON', nullable: true, description: 'Version label; allowed values are not specified by the contract.', resolve: (r) => r.head.version ?? null }),
+    lod: t.field({ type: 'JSON', nullable: true, description: 'Level-of-detail data; structure not specified by the contract.', resolve: (r) => r.head.lod ?? null }),
     headMetadata: t.field({
       type: 'JSON',
       nullable: true,
       description: 'Metadata of the head; structure not specified by the contract. Only the extended reads carry it.',
-      ...needs(Need.metadata),
-      resolve: async (r, _, ctx) => (await ctx.loaders.heads.with(r, Need.metadata)).metadata,
+      ...carriedBy('metadata', (metadata) => metadata),
     }),
-    createdAt: t.field({ type: 'DateTime', description: 'When the head was created.', resolve: (r) => r.head!.created_at }),
-    updatedAt: t.field({
-      type: 'DateTime',
-      nullable: true,
-      description: 'When the head last changed. Only the variant A reads carry it.',
-      ...needs(Need.variantA),
-      resolve: async (r, _, ctx) => (await variantA(r, ctx)).updated_at,
-    }),
+    createdAt: t.field({ type: 'DateTime', description: 'When the head was created.', resolve: (r) => r.head.created_at }),
+    updatedAt: t.field({ type: 'DateTime', nullable: true, description: 'When the head last changed. Only the variant A reads carry it.', ...carriedBy('variantA', (a) => a.updated_at) }),
     hair: t.field({
       type: HairRef,
       nullable: true,
       description: 'The hair attached to the head, if any.',
       // A hair is read through its head's record: the variants of the head carry the variants of its hair.
-      resolve: (r) => (r.head!.hair ? r : null),
+      resolve: (record) => (record.head.hair ? { record, hair: record.head.hair } : null),
     }),
   }),
 });
@@ -116,12 +102,12 @@ builder.queryFields((t) => ({
     description: 'One head, by its global ID or its raw UUID.',
     args: { id: t.arg.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }) },
     ...plan({ kind: 'head', arg: 'id', ids: 'head' }),
-    resolve: (_, args, ctx) => loadHead(ctx, args.id as unknown as string),
+    resolve: (_, args, ctx) => loadHead(ctx, String(args.id)),
   }),
   heads: t.connection(
     {
       type: HeadRef,
-      description: 'Heads in listing order, paged forwards (`first`/`after`) or backwards (`last`/`before`); 1 to 100 per page, 50 by default.',
+      description: `Heads in listing order, paged forwards (\`first\`/\`after\`) or backwards (\`last\`/\`before\`); 1 to ${MAX_PAGE_SIZE} per page, ${DEFAULT_PAGE_SIZE} by default.`,
       args: {
         search: t.arg.string({ description: 'Only heads whose name contains this text.', validate: z.string().max(200) }),
         style: t.arg.string({ description: 'Only heads with this style label.', validate: z.string().max(200) }),
@@ -130,7 +116,7 @@ builder.queryFields((t) => ({
       ...plan({ kind: 'headListing' }),
       resolve: async (_, args, ctx, info) => {
         const filter = { search: args.search ?? undefined, style: args.style ?? undefined };
-        const listing = ctx.plan.fields.get(String(info.path.key)) as HeadListingPlan | undefined;
+        const listing = listingPlan(ctx.plan, String(info.path.key));
         const connection = await resolveWindowConnection(args, headsReader(ctx, filter, listing?.source ?? 'pages'));
         if (listing !== undefined) completeListedHeads(ctx, filter, listing, connection);
         return connection;

@@ -14,8 +14,8 @@ builder.queryFields((t) => ({
     ...plan({ kind: 'head', arg: 'id', ids: 'node' }),
     // The validated id is the head UUID, or null for an ID of a type with no node here.
     resolve: (_, args, ctx) => {
-      const id = args.id as unknown as string | null;
-      return id === null ? null : loadHead(ctx, id);
+      const id: unknown = args.id; // Pothos types the raw input; nodeIdSchema may have made it null
+      return typeof id === 'string' ? loadHead(ctx, id) : null;
     },
   }),
   nodes: t.field({

@@ -4,7 +4,7 @@ import { plan, needs } from '../plan/facts.js';
 import { Need } from '../domain/needs.js';
 import { resolveWindowConnection } from './connections.js';
 import { knownOrFail, UserRole } from './enums.js';
-import { connectionArgsSchema } from '../domain/pages.js';
+import { connectionArgsSchema, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
 import { requireAuthorization } from './inputs.js';
 
 export const PermissionRef = builder.objectRef<PermissionDto>('Permission').implement({
@@ -19,7 +19,7 @@ builder.queryFields((t) => ({
   permissions: t.connection(
     {
       type: PermissionRef,
-      description: 'Permissions, paged forwards or backwards; 1 to 100 per page, 50 by default. Needs a bearer token.',
+      description: `Permissions, paged forwards or backwards; 1 to ${MAX_PAGE_SIZE} per page, ${DEFAULT_PAGE_SIZE} by default. Needs a bearer token.`,
       validate: connectionArgsSchema,
       ...plan({ kind: 'permissionListing' }),
       resolve: (_, args, ctx) => {

@@ -63,12 +63,6 @@ query HeadsWithHair {
 /** GraphiQL's title, and the front door's. */
 const TITLE = 'Avatar Head gateway';
 
-/**
- * When a query is compiled: once it ran twice (a one-off document never pays for a compilation),
- * and only up to 200 field selections (compiling a thousand takes tens of milliseconds).
- */
-const COMPILED_EXECUTION = { afterExecutions: 2, maxFields: 200 } as const;
-
 /** The part of the configuration the yoga app itself uses. */
 export type GatewaySettings = Pick<
   Config,
@@ -80,6 +74,7 @@ export type GatewaySettings = Pick<
   | 'introspection'
   | 'planner'
   | 'compiledExecution'
+  | 'compiledQueries'
   | 'compiledDocuments'
   | 'documentCache'
   | 'corsOrigins'
@@ -151,7 +146,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
   const parseCache = boundedParseCache(settings.documentCache);
   metrics.watchDocumentCache('parsed', parseCache.use);
   const compiled = settings.compiledExecution
-    ? useCompiledExecution({ ...COMPILED_EXECUTION, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
+    ? useCompiledExecution({ ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
     : undefined;
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = graphiQLPage(renderGraphiQLPage);

@@ -18,6 +18,9 @@ export interface HttpServerOptions {
   readonly connections: ConnectionSettings;
 }
 
+/** Node checks the slow-request timeouts at least this often, whatever HEADERS_TIMEOUT_MS. */
+const LONGEST_CHECK_INTERVAL_MS = 1_000;
+
 /**
  * Node's own timeouts for a request that arrives too slowly: the connection is answered 408 and
  * closed. Node checks them only every `connectionsCheckingInterval` (30 s by default, so a 10 s
@@ -29,7 +32,7 @@ export function slowRequestOptions(connections: Pick<ConnectionSettings, 'header
   return {
     headersTimeout: connections.headersTimeoutMs,
     requestTimeout: connections.requestTimeoutMs,
-    connectionsCheckingInterval: Math.min(1_000, Math.ceil(connections.headersTimeoutMs / 10)),
+    connectionsCheckingInterval: Math.min(LONGEST_CHECK_INTERVAL_MS, Math.ceil(connections.headersTimeoutMs / 10)),
   };
 }
 

@@ -5,11 +5,14 @@ import type { Upstream } from '../upstream/upstream.js';
 export interface ReadinessOptions {
   /** Whether the service can take traffic now. A check that throws counts as "not ready". */
   readonly check: () => Promise<boolean>;
-  /** How long one answer is reused, so probes and scrapes never hammer the upstream. @default 5000 */
+  /** How long one answer is reused, so probes and scrapes never hammer the upstream. @default ANSWER_KEPT_MS */
   readonly cacheMs?: number;
   /** The clock, in milliseconds; tests pass a fake one. @default Date.now */
   readonly now?: () => number;
 }
+
+/** How long `/ready` reuses an answer: a probe every second costs the upstream one call in five. */
+const ANSWER_KEPT_MS = 5_000;
 
 /**
  * Wraps a readiness check for `/ready`: its answer is cached for `cacheMs` (counted from when the
@@ -18,7 +21,7 @@ export interface ReadinessOptions {
  */
 export function createReadiness(options: ReadinessOptions): () => Promise<boolean> {
   const { check } = options;
-  const cacheMs = options.cacheMs ?? 5_000;
+  const cacheMs = options.cacheMs ?? ANSWER_KEPT_MS;
   const now = options.now ?? Date.now;
   let cached: { readonly ready: boolean; readonly at: number } | undefined;
   let pending: Promise<boolean> | undefined;
@@ -46,7 +49,7 @@ export function createReadiness(options: ReadinessOptions): () => Promise<boolea
 const PROBE_TIMEOUT_MS = 800;
 
 export interface UpstreamAnswersOptions {
-  /** Longest wait for the upstream's answer; probes give up long before a call's own timeout. @default 800 */
+  /** Longest wait for the upstream's answer; probes give up long before a call's own timeout. @default PROBE_TIMEOUT_MS */
   readonly timeoutMs?: number;
 }
 

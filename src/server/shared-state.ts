@@ -30,6 +30,12 @@ export interface SharedRedis {
 /** A Redis command that takes longer fails, and its store falls back to process memory. */
 const COMMAND_TIMEOUT_MS = 500;
 
+/** How long one attempt to connect may take before ioredis tries again. */
+const CONNECT_TIMEOUT_MS = 2_000;
+
+/** The longest wait between two attempts to reconnect (100 ms more after each failed one until then). */
+const MAX_RECONNECT_DELAY_MS = 2_000;
+
 /** A warning about Redis at most this often: a refusal lasts as long as Redis stays full. */
 const WARN_EVERY_MS = 60_000;
 
@@ -61,8 +67,8 @@ function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: COMMAND_TIMEOUT_MS,
-    connectTimeout: 2_000,
-    retryStrategy: (attempt) => Math.min(100 * attempt, 2_000),
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    retryStrategy: (attempt) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS),
   });
   let down = false;
   let lastWarning = -Infinity;

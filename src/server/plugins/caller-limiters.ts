@@ -10,6 +10,8 @@ export interface CallerLimiters {
   readonly inFlight?: RateLimiterAbstract | undefined;
   /** Per client address, whoever the caller (RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND). */
   readonly addressRequests?: RateLimiterAbstract | undefined;
+  /** The rate limiters' window in seconds (RATE_LIMIT_WINDOW_SECONDS): no refusal of theirs lasts longer. */
+  readonly windowSeconds: number;
 }
 
 type RateLimiterFlexible = typeof import('rate-limiter-flexible');
@@ -77,18 +79,20 @@ function limiter(name: string, points: number, durationSeconds: number, redis: S
 
 /**
  * The limiters the settings ask for (rate-limiter-flexible), in Redis when there is one. A rate
- * of R a second is a window of two seconds holding 2R: a caller may spend two seconds' worth at
- * once, and R a second on average. In Redis an in-flight count is kept for `inFlightTtlSeconds`
- * after its last change, so the slots of a process that died free themselves.
+ * of R a second is a window of W seconds (RATE_LIMIT_WINDOW_SECONDS) holding W×R: a caller may
+ * spend W seconds' worth at once, and R a second on average. In Redis an in-flight count is kept
+ * for `inFlightTtlSeconds` after its last change, so the slots of a process that died free themselves.
  */
 export function createCallerLimiters(settings: CallerLimitSettings, options: { redis?: SharedRedis | undefined; inFlightTtlSeconds: number }): CallerLimiters {
   const { redis } = options;
-  const rate = (name: string, perSecond: number | undefined) => (perSecond === undefined ? undefined : limiter(name, 2 * perSecond, 2, redis));
+  const { windowSeconds } = settings;
+  const rate = (name: string, perSecond: number | undefined) => (perSecond === undefined ? undefined : limiter(name, windowSeconds * perSecond, windowSeconds, redis));
   return {
     requests: rate('requests', settings.requestsPerSecond),
     upstreamCalls: rate('calls', settings.upstreamCallsPerSecond),
     inFlight: settings.inFlight === undefined ? undefined : limiter('inflight', settings.inFlight, options.inFlightTtlSeconds, redis),
     addressRequests: rate('address', settings.addressRequestsPerSecond),
+    windowSeconds,
   };
 }
 

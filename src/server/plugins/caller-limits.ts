@@ -74,6 +74,9 @@ function rateLimited(limit: CallerLimit, msBeforeNext: number) {
 
 const holdKey = Symbol('caller-limits.hold');
 
+/** A slot's return has no date: a caller refused for its in-flight slots is told to try again in a second. */
+const IN_FLIGHT_RETRY_MS = 1_000;
+
 /**
  * An in-flight slot, released once: when the operation's result is in, or when the response goes;
  * for @defer/@stream, when the last part is out or the client hangs up.
@@ -104,7 +107,7 @@ export interface CallerLimitsOptions {
 export function callerDoor(options: CallerLimitsOptions): Door | undefined {
   const { requests, inFlight, addressRequests } = options.limiters;
   if (requests === undefined && inFlight === undefined && addressRequests === undefined) return undefined;
-  return new Door(options.onRefused, RateLimitHeaders.of({ requests, address: addressRequests }), options.trustProxy);
+  return new Door(options.onRefused, RateLimitHeaders.of({ requests, address: addressRequests }), options.limiters.windowSeconds * 1_000, options.trustProxy);
 }
 
 /**
@@ -119,7 +122,7 @@ export function useCallerLimits(options: CallerLimitsOptions): Plugin {
   const { requests, upstreamCalls, inFlight, addressRequests } = options.limiters;
   const admits = requests !== undefined || inFlight !== undefined || addressRequests !== undefined;
   const headers = RateLimitHeaders.of({ requests, address: addressRequests });
-  const door = options.door ?? new Door(options.onRefused, headers, options.trustProxy);
+  const door = options.door ?? new Door(options.onRefused, headers, options.limiters.windowSeconds * 1_000, options.trustProxy);
   const refuse = (limit: CallerLimit, msBeforeNext: number, key: string) => {
     options.onRefused?.(limit);
     door.remember(key, limit, msBeforeNext);
@@ -145,7 +148,7 @@ export function useCallerLimits(options: CallerLimitsOptions): Plugin {
         const wait = waitOf(requests, taken);
         if (wait !== undefined) return setResult({ errors: [refuse('requests', wait, caller)] });
       }
-      if (slots !== undefined && !(await slots.take(request, state, caller))) return setResult({ errors: [refuse('in_flight', 1_000, caller)] });
+      if (slots !== undefined && !(await slots.take(request, state, caller))) return setResult({ errors: [refuse('in_flight', IN_FLIGHT_RETRY_MS, caller)] });
       return undefined;
     },
     onExecutionResult({ context, result, setResult }) {
@@ -175,6 +178,9 @@ export function useCallerLimits(options: CallerLimitsOptions): Plugin {
   return { ...admission, ...charge };
 }
 
+/** Refused callers (and addresses) the door remembers at most. */
+const REMEMBERED_REFUSALS = 100_000;
+
 /**
  * Callers (and addresses) refused a moment ago, until their window turns or a slot of theirs
  * comes back: the HTTP server answers their next requests itself, before yoga reads a byte of
@@ -183,11 +189,13 @@ export function useCallerLimits(options: CallerLimitsOptions): Plugin {
  * refusal.
  */
 export class Door {
-  readonly #refused = new LRUCache<string, { limit: CallerLimit; until: number }>({ max: 100_000 });
+  readonly #refused = new LRUCache<string, { limit: CallerLimit; until: number }>({ max: REMEMBERED_REFUSALS });
 
   constructor(
     private readonly onRefused: ((limit: CallerLimit) => void) | undefined,
     private readonly headers: RateLimitHeaders | undefined,
+    /** The longest a refusal holds: the limiters' window. */
+    private readonly longestMs: number,
     private readonly trustProxy: boolean,
   ) {}
 
@@ -197,7 +205,7 @@ export class Door {
   }
 
   remember(key: string, limit: CallerLimit, msBeforeNext: number): void {
-    this.#refused.set(key, { limit, until: Date.now() + Math.max(0, Math.min(msBeforeNext, 2_000)) });
+    this.#refused.set(key, { limit, until: Date.now() + Math.max(0, Math.min(msBeforeNext, this.longestMs)) });
   }
 
   /** A slot of `caller`'s came back: an in-flight refusal no longer holds. */

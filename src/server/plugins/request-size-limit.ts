@@ -3,8 +3,8 @@ import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { refusalBody, refusalType } from './refusal.js';
 
 export interface RequestSizeLimitOptions {
-  /** Largest request body accepted. @default 100_000 */
-  readonly maxBytes?: number;
+  /** Largest request body accepted (MAX_BODY_BYTES). */
+  readonly maxBytes: number;
   /** Told of every refusal, for metrics. */
   readonly onRefused?: () => void;
 }
@@ -78,8 +78,8 @@ export function useRequestDecompression(): Plugin {
  * becomes an HTTP answer; thrown any earlier (`onRequest`) it would escape yoga and the Node
  * adapter would answer 500 with the error's stack.
  */
-export function useRequestSizeLimit(options: RequestSizeLimitOptions = {}): Plugin {
-  const maxBytes = options.maxBytes ?? 100_000;
+export function useRequestSizeLimit(options: RequestSizeLimitOptions): Plugin {
+  const { maxBytes } = options;
   const refuse = () => {
     options.onRefused?.();
     return tooLarge(maxBytes);

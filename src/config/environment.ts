@@ -1,0 +1,205 @@
+import { availableParallelism } from 'node:os';
+import { z } from 'zod';
+import { RESERVED_DESCRIPTORS } from '../server/descriptors.js';
+import { samplerNames } from '../telemetry/tracing.js';
+import { expecting, flag, httpUrl, integer, oneOf, origins, ratio, redisUrl, text, upstreamUrl, variableDocs, workers } from './values.js';
+
+/*
+ * The environment the gateway reads: every variable once, with its default, its limits and what
+ * it does. README.md's configuration table is rendered from this (scripts/config-table.ts, `npm
+ * run generate`), so a default or a range is changed here and nowhere else; config.ts turns the
+ * parsed values into the settings the layers below are handed.
+ */
+
+const mib = 1024 * 1024;
+const off = 'unset: off';
+
+export const environment = z.object({
+  UPSTREAM_URL: upstreamUrl().optional().register(variableDocs, { unset: 'unset: embedded reference upstream', description: 'base URL of the REST API' }),
+  PORT: integer(0, 65_535).default(4000).register(variableDocs, { description: 'port to listen on (0: any free port)' }),
+  HOST: text('a host name or address').default('127.0.0.1').register(variableDocs, { description: 'address to listen on (`0.0.0.0` in a container)' }),
+  UPSTREAM_TIMEOUT_MS: integer(1, 600_000).default(10_000).register(variableDocs, { description: 'budget of one upstream call, retries and backoff included' }),
+  OPERATION_TIMEOUT_MS: integer(1, 3_600_000).default(15_000).register(variableDocs, { description: 'one deadline for all upstream calls of an operation; must exceed `UPSTREAM_TIMEOUT_MS`' }),
+  UPSTREAM_CALL_BUDGET: integer(1, 100_000)
+    .default(100)
+    .register(variableDocs, { description: "upstream calls one request may make, the operations of a batch together (their plans' count before execution; each operation's real calls during)" }),
+  MAX_RESULT_ITEMS: integer(1, 1_000_000)
+    .default(1_000)
+    .register(variableDocs, {
+      description:
+        "list entries one request's answer may hold, the operations of a batch together, counted by the plan before execution: a connection's window once per `nodes`/`edges` selected under it, `nodes(ids:)` its ids, times their aliases and enclosing lists",
+    }),
+  MAX_RESPONSE_BYTES: integer(1_024, 1_073_741_824)
+    .default(4 * mib)
+    .register(variableDocs, {
+      description: "largest JSON answer to one request (a batch's answers together); an answer past it is replaced by `RESULT_TOO_LARGE` (a backstop: the items limit bounds answers first)",
+    }),
+  UPSTREAM_CONNECTIONS: integer(1, 10_000).default(100).register(variableDocs, { description: 'keep-alive connections to the upstream (one pool per process)' }),
+  UPSTREAM_KEEPALIVE_MS: integer(1, 600_000).default(4_000).register(variableDocs, { description: "idle keep-alive of upstream connections; keep it below the upstream's own" }),
+  UPSTREAM_MAX_RESPONSE_BYTES: integer(1_024, 1_073_741_824).default(5 * mib).register(variableDocs, { description: 'largest upstream body accepted; a larger one is `UPSTREAM_ERROR` on that field' }),
+  UPSTREAM_FANOUT: integer(1, 1_000).default(10).register(variableDocs, { description: 'upstream calls one request may have in flight at once' }),
+  UPSTREAM_ROUTES_FILE: text('a path to a JSON file').optional().register(variableDocs, { unset: 'unset: the default routes', description: 'JSON file overriding rows of the route table' }),
+  MAX_DEPTH: integer(1, 1_000).default(15).register(variableDocs, { description: "deepest selection (GraphiQL's introspection query fits)" }),
+  MAX_ALIASES: integer(1, 10_000).default(30).register(variableDocs, { description: 'aliases per operation, `__typename` aliases included' }),
+  MAX_TOKENS: integer(1, 1_000_000).default(2_000).register(variableDocs, { description: 'lexical tokens per document' }),
+  MAX_DIRECTIVES: integer(1, 10_000).default(20).register(variableDocs, { description: 'directives per operation' }),
+  MAX_REPEATED_FIELDS: integer(1, 1_000)
+    .default(10)
+    .register(variableDocs, {
+      description:
+        'times one field (response key) may appear in one selection set, inline fragments opened; checked before validation, whose pairwise field-merging check a field repeated hundreds of times would hold for half a second',
+    }),
+  MAX_BODY_BYTES: integer(1_024, 104_857_600)
+    .default(100_000)
+    .register(variableDocs, { description: 'request body cap (413 above it, chunked bodies included; a compressed body counts as it inflates)' }),
+  MAX_BATCH: integer(1, 100).default(10).register(variableDocs, { description: 'operations one batched POST (a JSON array) may carry' }),
+  APQ_MAX_ENTRIES: integer(1, 1_000_000)
+    .default(1_000)
+    .register(variableDocs, {
+      description:
+        "automatic persisted queries kept in each process's memory (least recently used dropped first) and, with `REDIS_URL`, in Redis for all replicas together (oldest registration dropped first)",
+    }),
+  APQ_MAX_BYTES: integer(1_024, 1_073_741_824)
+    .default(5_000_000)
+    .register(variableDocs, {
+      description:
+        "bytes of query text the APQ store keeps, all entries together: in each process's memory and, with `REDIS_URL`, in Redis for all replicas together; keep it well below Redis's `maxmemory`",
+    }),
+  TRUSTED_DOCUMENTS_FILE: text('a path to a JSON file')
+    .optional()
+    .register(variableDocs, {
+      unset: 'unset: none',
+      description: 'JSON manifest of trusted documents (`{"sha256:<hex>": "query …"}`), e.g. `src/generated/persisted-documents.json`; read and checked at start',
+    }),
+  TRUSTED_DOCUMENTS_ONLY: flag()
+    .default(false)
+    .register(variableDocs, { description: '`true`: run only documents of the manifest (needs `TRUSTED_DOCUMENTS_FILE`); query texts and APQ registrations are refused' }),
+  COMPRESSION_MIN_BYTES: integer(0, 104_857_600)
+    .default(1_024)
+    .register(variableDocs, { description: 'responses smaller than this are sent uncompressed; larger ones as `Accept-Encoding` asks (brotli, gzip, deflate)' }),
+  // Per-caller limits: all off unless set (rate-limiter-flexible, server/plugins/caller-limits.ts).
+  RATE_LIMIT_REQUESTS_PER_SECOND: integer(1, 1_000_000)
+    .optional()
+    .register(variableDocs, { unset: off, description: "operations per caller per second, a burst of `RATE_LIMIT_WINDOW_SECONDS` seconds' worth (see [per-caller limits](docs/operations.md#per-caller-limits))" }),
+  RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: integer(1, 10_000_000)
+    .optional()
+    .register(variableDocs, {
+      unset: off,
+      description:
+        "upstream calls per caller per second, charged with the operation's plan before execution, a burst of `RATE_LIMIT_WINDOW_SECONDS` seconds' worth, which must hold `UPSTREAM_CALL_BUDGET` (one operation's calls)",
+    }),
+  RATE_LIMIT_IN_FLIGHT: integer(1, 100_000)
+    .optional()
+    .register(variableDocs, { unset: off, description: 'operations one caller may have in flight at once (an `@defer`/`@stream` one until its last part is sent)' }),
+  RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: integer(1, 1_000_000)
+    .optional()
+    .register(variableDocs, {
+      unset: off,
+      description: "operations per client address per second, token or not, a burst of `RATE_LIMIT_WINDOW_SECONDS` seconds' worth (see [when to turn it on](docs/operations.md#per-address-limit))",
+    }),
+  RATE_LIMIT_WINDOW_SECONDS: integer(1, 3_600)
+    .default(2)
+    .register(variableDocs, {
+      description:
+        'the window of the per-second limits above: a caller (or address) may spend this many seconds\' worth at once, and the rate on average; `RateLimit-Policy` says it as `w`',
+    }),
+  TRUST_PROXY: flag()
+    .default(false)
+    .register(variableDocs, { description: '`true`: a caller without a token is the first `X-Forwarded-For` hop (set it only behind a proxy that writes that header)' }),
+  REDIS_URL: redisUrl()
+    .optional()
+    .register(variableDocs, { unset: 'unset: process memory', description: 'Redis for the limit counters and APQ registrations, shared by every process and replica' }),
+  APQ_TTL_SECONDS: integer(60, 31_536_000)
+    .default(10_800)
+    .register(variableDocs, { description: 'how long an APQ registration lives in Redis (with `REDIS_URL`; see [shared state](docs/operations.md#shared-state-redis))' }),
+  METRICS_OPERATION_NAMES: integer(1, 100_000)
+    .default(500)
+    .register(variableDocs, { description: 'operation names `/metrics` keeps apart without a trusted-documents manifest (the first seen; the rest are `other`)' }),
+  METRICS_CLIENT_NAMES: integer(1, 10_000)
+    .default(50)
+    .register(variableDocs, {
+      description:
+        'client app names (`apollographql-client-name` or `graphql-client-name`) `/metrics` keeps apart, the first seen; the rest are `other` (see [client awareness](docs/operations.md#client-awareness))',
+    }),
+  METRICS_CLIENT_VERSIONS: integer(1, 1_000).default(10).register(variableDocs, { description: 'client versions `/metrics` keeps apart under each client name, the first seen; the rest are `other`' }),
+  INTROSPECTION: flag().optional().register(variableDocs, { unset: 'on, off when `NODE_ENV=production`', description: 'serve introspection, and GraphiQL, which needs it' }),
+  CORS_ORIGINS: origins().optional().register(variableDocs, { unset: 'unset: same-origin only', description: 'origins allowed to call from browsers, or `*` for any' }),
+  CSRF_PREVENTION: flag()
+    .default(false)
+    .register(variableDocs, {
+      description:
+        "`true`: a GET, or a POST with a form or `text/plain` content type, must carry a header a browser only sends cross-site after a CORS preflight (HTTP 403 otherwise). Turn it on when something in front makes a browser's ambient credentials (cookies, HTTP Basic, a client certificate) into the `Authorization` the gateway forwards; see [GET and CSRF](docs/clients.md#get-and-csrf)",
+    }),
+  PLANNER: oneOf(['on', 'off'])
+    .default('on')
+    .register(variableDocs, {
+      description:
+        'pick upstream reads by what the operation selects (see [the planner](docs/architecture.md#the-planner)); `off` for an upstream whose Get Heads and Get Heads Ext do not list the same collection in the same order',
+    }),
+  COMPILED_EXECUTION: oneOf(['on', 'off'])
+    .default('on')
+    .register(variableDocs, { description: "compile hot queries with graphql-jit (see [compiled execution](docs/performance.md#compiled-execution)); `off` runs every operation on yoga's executor" }),
+  COMPILED_EXECUTION_AT_RUN: integer(1, 1_000)
+    .default(2)
+    .register(variableDocs, {
+      description: 'the run of a query at which it is compiled, and from which it runs compiled: at its second, a one-off document never pays for a compilation; 1 compiles every query at once',
+    }),
+  COMPILED_EXECUTION_MAX_FIELDS: integer(1, 100_000)
+    .default(200)
+    .register(variableDocs, {
+      description: 'largest query compiled, in field selections with its fragments spread out (compiling one of a thousand takes tens of milliseconds); a larger one stays interpreted',
+    }),
+  COMPILED_EXECUTION_MAX_ENTRIES: integer(1, 1_000_000).default(500).register(variableDocs, { description: 'compiled queries kept, the least recently used dropped first' }),
+  COMPILED_EXECUTION_MAX_BYTES: integer(mib, 16 * 1024 * mib)
+    .default(48 * mib)
+    .register(variableDocs, {
+      description:
+        'estimated heap the compiled queries kept may hold together (about 8 KB a field selection; a query larger than this stays interpreted). See [memory](docs/operations.md#memory)',
+    }),
+  DOCUMENT_CACHE_MAX_ENTRIES: integer(1, 1_000_000)
+    .default(1_000)
+    .register(variableDocs, { description: "document texts whose parse is kept (yoga's parse cache); what is kept per document (validation, plan) goes with them" }),
+  DOCUMENT_CACHE_MAX_BYTES: integer(mib, 16 * 1024 * mib).default(32 * mib).register(variableDocs, { description: 'estimated heap those parses may hold together (about 0.5 KB a token)' }),
+  WORKERS: workers()
+    .default(1)
+    .transform((value) => (value === 'auto' ? availableParallelism() : value))
+    .register(variableDocs, { description: 'gateway processes behind one port (`node:cluster`); `auto`: one per CPU' }),
+  SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000).register(variableDocs, { description: 'how long in-flight requests may finish after SIGTERM/SIGINT' }),
+  HEADERS_TIMEOUT_MS: integer(100, 600_000)
+    .default(10_000)
+    .register(variableDocs, {
+      description: 'a connection that has not sent a whole request head in this time is answered 408 and closed; at most `REQUEST_TIMEOUT_MS` (see [connections](docs/operations.md#connections))',
+    }),
+  REQUEST_TIMEOUT_MS: integer(100, 3_600_000)
+    .default(30_000)
+    .register(variableDocs, { description: "the same for a whole request, head and body (the answer's own time is bounded by `OPERATION_TIMEOUT_MS`)" }),
+  MAX_CONNECTIONS: integer(1, 10_000_000)
+    .optional()
+    .register(variableDocs, {
+      unset: `the file-descriptor limit less \`UPSTREAM_CONNECTIONS\` (twice with the embedded upstream) and ${RESERVED_DESCRIPTORS}`,
+      description: 'client connections one process holds at once; one more is closed as it arrives and counted in `gateway_connections_dropped_total`',
+    }),
+  ADMIN_PORT: integer(0, 65_535)
+    .optional()
+    .register(variableDocs, {
+      unset: 'unset: none',
+      description: 'a second port, on `HOST`, serving only `/health`, `/ready` and `/metrics`, so probes are answered while the public port is full; 0: any free port',
+    }),
+  LOG_LEVEL: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').register(variableDocs, { description: "pino's level: what is logged" }),
+  NODE_ENV: expecting(z.string(), 'any text')
+    .optional()
+    .register(variableDocs, { unset: 'unset', description: '`production`: refuses to start without `UPSTREAM_URL`, hides field suggestions, introspection off by default' }),
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl('an http(s) URL of an OTLP/HTTP receiver')
+    .optional()
+    .register(variableDocs, {
+      unset: 'unset: no spans recorded',
+      description: 'OTLP/HTTP receiver (a collector) for traces; spans go to `<endpoint>/v1/traces` (see [tracing](docs/operations.md#tracing))',
+    }),
+  // The spec's default; grpc would need another exporter (and HTTP/2), not offered.
+  OTEL_EXPORTER_OTLP_PROTOCOL: oneOf(['http/protobuf', 'http/json']).default('http/protobuf').register(variableDocs, { description: 'how spans are encoded for the receiver (grpc is not offered)' }),
+  OTEL_SERVICE_NAME: expecting(z.string(), 'any text').default('avatar-head-gateway').register(variableDocs, { description: 'the `service.name` of the spans' }),
+  OTEL_TRACES_SAMPLER: oneOf(samplerNames).default('parentbased_always_on').register(variableDocs, { description: "which traces are recorded, by the OpenTelemetry SDK's samplers" }),
+  OTEL_TRACES_SAMPLER_ARG: ratio().default(1).register(variableDocs, { description: 'the ratio of the `traceidratio` samplers' }),
+});
+
+export type Environment = z.infer<typeof environment>;

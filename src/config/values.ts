@@ -1,0 +1,86 @@
+import { z } from 'zod';
+
+/*
+ * The kinds of value the environment holds, each refused with one phrase saying what it expects,
+ * and the registries the configuration table is read from (scripts/config-table.ts).
+ */
+
+/** What the configuration table says of a variable. */
+export interface VariableDoc {
+  /** What it does: one table cell of Markdown. */
+  readonly description: string;
+  /** The default cell of a variable without a default value: what holds while it is unset. */
+  readonly unset?: string;
+}
+
+/** The description of every variable of `environment`. */
+export const variableDocs = z.registry<VariableDoc>();
+
+/**
+ * What a value must look like, as a refusal words it (`PORT: expected an integer from 0 to
+ * 65535, got "x"`) and the table's "accepts" column shows it: one phrase for both.
+ */
+export const expectations = z.registry<{ readonly expected: string }>();
+
+/** `schema`, its phrase recorded: it must be the one its error options give. */
+export function expecting<T extends z.ZodType>(schema: T, expected: string): T {
+  expectations.add(schema, { expected });
+  return schema;
+}
+
+export const integer = (min: number, max: number) => {
+  const expected = `an integer from ${min} to ${max}`;
+  return expecting(z.coerce.number({ error: expected }).int({ error: expected }).min(min, { error: expected }).max(max, { error: expected }), expected);
+};
+
+/** One of a few words: "a or b", or "one of a, b, c". */
+export const oneOf = <const T extends readonly [string, ...string[]]>(values: T) => {
+  const expected = values.length === 2 ? `${values[0]} or ${values[1]}` : `one of ${values.join(', ')}`;
+  return expecting(z.enum(values, { error: expected }), expected);
+};
+
+export const flag = () => {
+  const expected = 'true or false (or 1/0, on/off)';
+  return expecting(z.enum(['true', 'false', '1', '0', 'on', 'off'], { error: expected }).transform((v) => v === 'true' || v === '1' || v === 'on'), expected);
+};
+
+export const text = (expected: string) => expecting(z.string().min(1, { error: expected }), expected);
+
+export const httpUrl = (expected: string) => expecting(z.url({ protocol: /^https?$/, error: expected }), expected);
+
+export const upstreamUrl = () => {
+  const expected = 'an http(s) URL ending in /v2';
+  return expecting(
+    z
+      .url({ protocol: /^https?$/, error: expected })
+      .transform((url) => url.replace(/\/+$/, ''))
+      .refine((url) => url.endsWith('/v2'), { error: expected }),
+    expected,
+  );
+};
+
+export const origins = () => {
+  const expected = 'a comma-separated list of http(s) origins, or *';
+  return expecting(
+    z
+      .string()
+      .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
+      .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ }).transform((url) => new URL(url).origin)], { error: expected }))),
+    expected,
+  );
+};
+
+export const redisUrl = () => {
+  const expected = 'a redis:// or rediss:// URL';
+  return expecting(z.url({ protocol: /^rediss?$/, error: expected }), expected);
+};
+
+export const ratio = () => {
+  const expected = 'a ratio from 0 to 1';
+  return expecting(z.coerce.number({ error: expected }).min(0, { error: expected }).max(1, { error: expected }), expected);
+};
+
+export const workers = () => {
+  const expected = 'a whole number from 1 to 256, or auto';
+  return expecting(z.union([z.literal('auto'), integer(1, 256)], { error: expected }), expected);
+};
