@@ -1,5 +1,8 @@
 import { pino, type Logger } from 'pino';
 
+/** Lines waiting for a log reader that stopped reading, at most (some 50,000 operations' lines); later ones are dropped rather than filling the heap. */
+const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
+
 /**
  * Structured JSON logs. Tokens never reach a log line: request headers and bodies are never
  * logged, and as a second guard `authorization`, `token`, `access_token`/`accessToken` and
@@ -12,7 +15,8 @@ import { pino, type Logger } from 'pino';
  * loses only the lines of the last few milliseconds. Measured in place (`npm run bench:ab`, Q1),
  * against the lines joined here into 4 KB batches written synchronously that came before (a crash
  * lost up to a quarter of a second of them): 19.9 ± 6.5 µs an operation less; a synchronous write
- * per line cost 26.7 ± 7.5 µs more.
+ * per line cost 26.7 ± 7.5 µs more. A log reader that stops reading no longer holds the gateway
+ * up: the lines wait in memory, up to LOG_BUFFER_MAX_BYTES, and those logged past it are dropped.
  */
 export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
   return pino(
@@ -24,6 +28,6 @@ export function createLogger(options: { level?: string; destination?: pino.Desti
         censor: '[redacted]',
       },
     },
-    options.destination ?? pino.destination({ dest: 1, sync: false }),
+    options.destination ?? pino.destination({ dest: 1, sync: false, maxLength: LOG_BUFFER_MAX_BYTES }),
   );
 }
