@@ -24,7 +24,7 @@ export interface GatewayContext {
    * head and connection reads. Without one, fields load what they need as they run.
    */
   plan: OperationPlan;
-  /** The operation's span (plugins/operability.ts): the parent of its plan's and upstream calls' spans. */
+  /** The operation's span (server/plugins/operation-telemetry.ts): the parent of its plan's and upstream calls' spans. */
   readonly trace: Context;
   /**
    * The request's logger (its request id bound), made on first use: most operations never log.

@@ -30,7 +30,7 @@ export const healthy = (): ProbeAnswer => json(200, { status: 'ok' });
  * The answers of `/health` (liveness: the process answers; never touches the upstream), `/ready`
  * (the upstream answered a probe recently) and `/metrics` (Prometheus text) to a GET or HEAD of
  * `path`, or undefined for any other path. One copy for both places they are served: the public
- * port (inside yoga, plugins/operability.ts) and ADMIN_PORT (admin-server.ts).
+ * port (inside yoga, plugins/probe-routes.ts) and ADMIN_PORT (admin-server.ts).
  */
 export function probeAnswer(path: string, sources: ProbeSources): ProbeAnswer | Promise<ProbeAnswer> | undefined {
   switch (path) {

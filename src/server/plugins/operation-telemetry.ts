@@ -66,8 +66,8 @@ interface RequestState {
   readonly operations: OperationState[];
 }
 
-const operationKey = Symbol('operability.operation');
-const requestKey = Symbol('operability.request');
+const operationKey = Symbol('operation-telemetry.operation');
+const requestKey = Symbol('operation-telemetry.request');
 type WithOperation = { [operationKey]?: OperationState; [requestKey]?: RequestState };
 
 /** The parent context of an operation's plan and upstream calls, once the operation has begun. */
