@@ -68,52 +68,42 @@ describe('the gateway process (npm start)', { shuffle: false }, () => {
 const PROCESS_TEST = { timeout: 60_000 };
 
 describe('log lines', PROCESS_TEST, () => {
-  it('are all on stdout when the process has exited: the operation line and the last line, written on the way out', async () => {
+  /** Sends one operation with `requestId` to a gateway process, stops it with `signal` once answered, and returns its JSON log lines and how it ended. */
+  async function linesAfter(requestId: string, signal: NodeJS.Signals) {
     const gateway = await startGatewayProcess({ UPSTREAM_URL: '' });
     try {
       const closed = once(gateway.child, 'close');
       const response = await fetch(gateway.endpoint, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-request-id': 'last-batch-1' },
+        headers: { 'content-type': 'application/json', 'x-request-id': requestId },
         body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }),
       });
       expect(response.status).toBe(200);
-      gateway.child.kill('SIGTERM');
-      expect((await closed)[0]).toBe(0);
+      gateway.child.kill(signal);
+      const [code, endedBy] = await closed;
       const lines = gateway
         .stdout()
         .split('\n')
         .filter((line) => line.startsWith('{'))
         .map((line) => JSON.parse(line) as Record<string, unknown>);
-      expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'last-batch-1', outcome: 'ok', upstreamCalls: 1 }));
-      expect(lines.at(-1)).toMatchObject({ msg: 'shutting down' });
+      return { lines, code, endedBy };
     } finally {
       gateway.kill();
     }
+  }
+
+  it('are all on stdout when the process has exited: the operation line and the last line, written on the way out', async () => {
+    const { lines, code } = await linesAfter('last-batch-1', 'SIGTERM');
+    expect(code).toBe(0);
+    expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'last-batch-1', outcome: 'ok', upstreamCalls: 1 }));
+    expect(lines.at(-1)).toMatchObject({ msg: 'shutting down' });
   });
 
   it('are on stdout as they are logged: the line of an operation is there once its answer is, even when the process is then killed outright', async () => {
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '' });
-    try {
-      const closed = once(gateway.child, 'close');
-      const response = await fetch(gateway.endpoint, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-request-id': 'killed-after-1' },
-        body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }),
-      });
-      expect(response.status).toBe(200);
-      // No exit handler runs: what was not written before this is lost.
-      gateway.child.kill('SIGKILL');
-      expect((await closed)[1]).toBe('SIGKILL');
-      const lines = gateway
-        .stdout()
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as Record<string, unknown>);
-      expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'killed-after-1', outcome: 'ok', upstreamCalls: 1 }));
-    } finally {
-      gateway.kill();
-    }
+    // No exit handler runs on SIGKILL: what was not written before it is lost.
+    const { lines, endedBy } = await linesAfter('killed-after-1', 'SIGKILL');
+    expect(endedBy).toBe('SIGKILL');
+    expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'killed-after-1', outcome: 'ok', upstreamCalls: 1 }));
   });
 });
 

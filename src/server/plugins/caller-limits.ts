@@ -106,8 +106,12 @@ export interface CallerLimitsOptions {
  */
 export function callerDoor(options: CallerLimitsOptions): Door | undefined {
   const { requests, inFlight, addressRequests } = options.limiters;
-  if (requests === undefined && inFlight === undefined && addressRequests === undefined) return undefined;
-  return new Door(options.onRefused, RateLimitHeaders.of({ requests, address: addressRequests }), options.limiters.windowSeconds * 1_000, options.trustProxy);
+  return requests === undefined && inFlight === undefined && addressRequests === undefined ? undefined : doorFor(options);
+}
+
+function doorFor(options: CallerLimitsOptions): Door {
+  const { requests, addressRequests, windowSeconds } = options.limiters;
+  return new Door(options.onRefused, RateLimitHeaders.of({ requests, address: addressRequests }), windowSeconds * 1_000, options.trustProxy);
 }
 
 /**
@@ -122,7 +126,7 @@ export function useCallerLimits(options: CallerLimitsOptions): Plugin {
   const { requests, upstreamCalls, inFlight, addressRequests } = options.limiters;
   const admits = requests !== undefined || inFlight !== undefined || addressRequests !== undefined;
   const headers = RateLimitHeaders.of({ requests, address: addressRequests });
-  const door = options.door ?? new Door(options.onRefused, headers, options.limiters.windowSeconds * 1_000, options.trustProxy);
+  const door = options.door ?? doorFor(options);
   const refuse = (limit: CallerLimit, msBeforeNext: number, key: string) => {
     options.onRefused?.(limit);
     door.remember(key, limit, msBeforeNext);
