@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { SelectionAnalysis } from '../src/plan/analyze.js';
 import { Planner } from '../src/plan/operation-plan.js';
 import { schema } from '../src/schema/index.js';
+import { fanOut, plainOfLength } from './support/attacks.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
@@ -64,28 +65,6 @@ describe('plans cached per document', () => {
 
 describe('planning is linear in the document', () => {
   /**
-   * The fragment fan-out of the issue, as it was sent: 20 × 190 × 100 × 329 field paths in 5.5 KB
-   * and 2,000 tokens, inside every limit.
-   */
-  const crafted = () => {
-    const [roots, nodes, hairs, names] = [20, 190, 100, 329];
-    const repeat = (text: string, n: number) => Array.from({ length: n }, () => text).join(' ');
-    return `query{${repeat('heads(first:1){...C}', roots)}} fragment C on HeadConnection{${repeat('nodes{...N}', nodes)}} fragment N on Head{${repeat('hair{...H}', hairs)}} fragment H on Hair{${repeat('name', names)}}`;
-  };
-  /**
-   * An ordinary document of the same length: aliases of one page with most of its fields, as a
-   * screen might ask (a field repeated a thousand times would trip graphql-js's own overlap budget).
-   */
-  const plain = (length: number) => {
-    const page = (i: number) =>
-      `h${i}: heads(first: 1) { nodes { id uuid name url arUrl outputFormat style version lod createdAt updatedAt hair { id name url thumbnailUrl style sourceType gender createdAt updatedAt } } pageInfo { hasNextPage endCursor } }`;
-    let body = '';
-    for (let i = 0; `query Plain { ${body} ${page(i)} }`.length <= length; i++) body += ` ${page(i)}`;
-    const query = `query Plain {${body} }`;
-    return query + ' '.repeat(length - query.length);
-  };
-
-  /**
    * The document parsed, each selection set counting how often its `selections` are read: a walk
    * of any kind reads them, so the count is the planner's work in selection sets, whatever the
    * walk looks like (the analysis, the item count, the variables check).
@@ -113,7 +92,7 @@ describe('planning is linear in the document', () => {
   }
 
   it('by default the crafted document is refused before validation (one field 20 times in one selection), with zero calls', async () => {
-    const response = await t.execute(crafted());
+    const response = await t.execute(fanOut());
     expect(response.errors).toEqual([
       { message: 'Field "heads" appears 20 times in one selection; the limit is 10.', extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' } },
     ]);
@@ -121,10 +100,10 @@ describe('planning is linear in the document', () => {
   });
 
   it('the crafted document costs the planner what a plain one does: each selection set read a couple of times, never once per path', () => {
-    const length = crafted().length;
+    const length = fanOut().length;
     expect(length).toBe(5_521);
-    const craftedWork = planningWork(crafted());
-    const plainWork = planningWork(plain(length));
+    const craftedWork = planningWork(fanOut());
+    const plainWork = planningWork(plainOfLength(length));
     // A fragment walk per path (the old estimate, or the analysis without its memo) reads fragment
     // H's selection set again for each of the 20 × 190 × 100 paths that reach it: 2,446 reads a
     // selection set on average.
@@ -137,8 +116,8 @@ describe('planning is linear in the document', () => {
   it('allowed to repeat fields, the crafted document is answered with one upstream read per operation', async () => {
     const post = async (query: string) =>
       (await roomy.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) })).json() as Promise<{ errors?: unknown }>;
-    expect((await post(crafted())).errors).toBeUndefined();
-    expect((await post(plain(crafted().length))).errors).toBeUndefined();
+    expect((await post(fanOut())).errors).toBeUndefined();
+    expect((await post(plainOfLength(fanOut().length))).errors).toBeUndefined();
     // Each operation read its one page once.
     expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 2 }, () => ['listHeads', { page: '1', size: '1' }]));
   });

@@ -3,8 +3,9 @@ import { MAX_JSON_BYTES } from '../../src/schema/inputs.js';
 import { answer, post, type Answer, type TestGateway } from './gateway.js';
 
 /*
- * The attacks of the abuse-resistance issue (12), as they were sent: test/abuse.test.ts holds each
- * to its refusal, bench/checks/held-up.test.ts times a `{ __typename }` beside each.
+ * The attacks of the abuse-resistance issue (12) and the planner's fragment fan-out, as they were
+ * sent: test/abuse.test.ts and test/plan.test.ts hold each to its refusal and its cost in counts;
+ * bench/checks/held-up.test.ts times a `{ __typename }` beside each.
  */
 
 export const json = (query: string, variables?: Record<string, unknown>) => JSON.stringify({ query, variables });
@@ -98,4 +99,29 @@ export function abuseAttacks(on: () => TestGateway): Attack[] {
     { name: 'POST variables that are not an object', send: send('{"query": "{ __typename }", "variables": [1, 2]}'), status: 400, code: 'BAD_REQUEST', refused: 'before execution' },
     { name: 'POST extensions that are not an object', send: send('{"query": "{ __typename }", "extensions": "x"}'), status: 400, code: 'BAD_REQUEST', refused: 'before execution' },
   ];
+}
+
+/**
+ * The fragment fan-out of the planner issue, as it was sent: 20 × 190 × 100 × 329 field paths in
+ * 5.5 KB and 2,000 tokens, inside every limit but MAX_REPEATED_FIELDS. `k` trailing spaces make
+ * each copy new to the parse cache.
+ */
+export function fanOut(k = 0): string {
+  const [roots, nodes, hairs, names] = [20, 190, 100, 329];
+  const repeat = (text: string, n: number) => Array.from({ length: n }, () => text).join(' ');
+  return `query{${repeat('heads(first:1){...C}', roots)}} fragment C on HeadConnection{${repeat('nodes{...N}', nodes)}} fragment N on Head{${repeat('hair{...H}', hairs)}} fragment H on Hair{${repeat('name', names)}}${' '.repeat(k)}`;
+}
+
+/**
+ * An ordinary document of `length` characters: aliases of one page with most of its fields, as a
+ * screen might ask (a field repeated a thousand times would trip graphql-js's own overlap budget).
+ * `k` names the operation, so that each copy is new to the parse cache.
+ */
+export function plainOfLength(length: number, k = 0): string {
+  const page = (i: number) =>
+    `h${i}: heads(first: 1) { nodes { id uuid name url arUrl outputFormat style version lod createdAt updatedAt hair { id name url thumbnailUrl style sourceType gender createdAt updatedAt } } pageInfo { hasNextPage endCursor } }`;
+  let body = '';
+  for (let i = 0; `query Plain${k} { ${body} ${page(i)} }`.length <= length; i++) body += ` ${page(i)}`;
+  const query = `query Plain${k} {${body} }`;
+  return query + ' '.repeat(length - query.length);
 }
