@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { expectRateLimited, ok, refusals } from './support/limits.js';
+import { until } from './support/until.js';
 
 /*
  * Per-caller limits, each in its own block with only its variable set (the main suite runs
@@ -130,9 +131,9 @@ describe('RATE_LIMIT_IN_FLIGHT=2', () => {
   beforeEach(() => t.reset());
 
   it('150 slow operations of one caller hold 2 upstream calls at most; another caller is answered while they wait', async () => {
-    // Every listing answers after 1.5 s; the gateway has 16 upstream connections.
+    // Every listing is held by the upstream until released; the gateway has 16 upstream connections.
     const refusedBefore = await refusals(t, 'in_flight');
-    t.reference.injectFault('listHeads', { kind: 'latency', ms: 1_500 }, 150);
+    t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 150);
     let servedA = 0;
     const slow = Array.from({ length: 150 }, () =>
       post(t, oneCall, { authorization: tokenA }).then((a) => {
@@ -145,6 +146,8 @@ describe('RATE_LIMIT_IN_FLIGHT=2', () => {
     // B went straight through. Unlimited, A's first 16 would have held every connection, and B
     // would have come after at least 16 of them.
     expect(servedA).toBe(0);
+    await until(() => t.reference.inFlight() === 2, "the caller's two listings held");
+    expect(t.reference.releaseHeld()).toBe(2);
     const answers = await Promise.all(slow);
     expect(answers.filter(ok)).toHaveLength(2);
     for (const a of answers.filter((x) => !ok(x))) expectRateLimited(a, 'in_flight');
