@@ -1,5 +1,5 @@
-import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { builtModule } from './processes.js';
 
 /*
  * One pass of `npm run bench:ab` (bench/ab.ts starts it pinned to CPU 0, with `npm start`'s node
@@ -31,7 +31,8 @@ interface BuiltGateway {
 
 /** A build's gateway as `main.ts` makes it, from the environment (UPSTREAM_URL, NODE_ENV, LOG_LEVEL). */
 async function load(checkout: string): Promise<BuiltGateway> {
-  const module = (file: string) => import(pathToFileURL(join(checkout, 'dist', file)).href);
+  // Server modules sit in dist/server/ since the layers (issue 24), in dist/ before.
+  const module = (file: string) => import(pathToFileURL(builtModule(checkout, file)).href);
   const [{ loadConfig }, { buildGateway }, { createLogger }, { GatewayMetrics }] = await Promise.all([module('config.js'), module('gateway.js'), module('logger.js'), module('metrics.js')]);
   const config = loadConfig();
   return buildGateway(config, config.upstreamUrl, { logger: createLogger({ level: config.logLevel }), metrics: new GatewayMetrics({ clusterWorker: false }) });

@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { combinePasses, compareRounds, describeComparison, type OrderedComparison } from './ab-report.js';
 import type { WorkerResult, WorkerTask } from './ab-worker.js';
 import { exitWithHelp, integerOption, runBench, UsageError } from './cli.js';
-import { children, fixtures, HOST, pinning, root, spawnNode, startFlags, startServer } from './processes.js';
+import { builtModule, children, fixtures, HOST, pinning, root, spawnNode, startFlags, startServer } from './processes.js';
 import { scenarios, type Scenario } from './scenarios.js';
 
 /*
@@ -45,7 +45,7 @@ function options() {
   if (positionals.length !== 2) throw new UsageError('two checkouts to compare, A and B');
   const checkouts = positionals.map((path) => resolve(path)) as [string, string];
   for (const checkout of checkouts) {
-    if (!existsSync(join(checkout, 'dist/gateway.js'))) throw new UsageError(`${checkout}: no dist/gateway.js (run npm run build there)`);
+    if (!existsSync(builtModule(checkout, 'gateway.js'))) throw new UsageError(`${checkout}: no built gateway in dist/ (run npm run build there)`);
     if (!existsSync(join(checkout, 'node_modules'))) throw new UsageError(`${checkout}: no node_modules (run npm ci there)`);
   }
   const query = values.query;

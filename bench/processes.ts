@@ -151,3 +151,9 @@ export async function gatewayMemory(gatewayUrl: string): Promise<{ heapUsed: num
   const loopStall = metricValue(text, 'nodejs_eventloop_lag_max_seconds') ?? 0;
   return status === 200 && heapUsed !== undefined && rss !== undefined ? { heapUsed, rss, loopStall } : undefined;
 }
+
+/** Where a checkout's build holds a module: `dist/server/<file>` in the layered tree, else `dist/<file>`. */
+export function builtModule(checkout: string, file: string): string {
+  const layered = join(checkout, 'dist', 'server', file);
+  return existsSync(layered) ? layered : join(checkout, 'dist', file);
+}

@@ -1,9 +1,10 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './descriptors.js';
-import type { Strategy } from './plan/needs.js';
-import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './trusted-documents.js';
+import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './server/descriptors.js';
+import type { Strategy } from './domain/needs.js';
+import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './server/trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
+import { samplerNames, type TracingSettings } from './telemetry/tracing.js';
 
 const integer = (min: number, max: number) =>
   z.coerce
@@ -27,10 +28,6 @@ const origins = z
   .string()
   .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
   .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ }).transform((url) => new URL(url).origin)], { error: originsMessage })));
-
-/** The samplers of the OpenTelemetry SDK that OTEL_TRACES_SAMPLER names (the spec's names). */
-const samplerNames = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
-export type SamplerName = (typeof samplerNames)[number];
 
 const otlpEndpoint = z.url({ protocol: /^https?$/, error: 'an http(s) URL of an OTLP/HTTP receiver' });
 
@@ -161,21 +158,6 @@ export interface Config {
   readonly logLevel: string;
   readonly production: boolean;
   readonly tracing: TracingSettings;
-}
-
-/** OpenTelemetry tracing, from the standard OTEL_* variables. */
-export interface TracingSettings {
-  /**
-   * Where spans are exported (OTLP over HTTP: OTEL_EXPORTER_OTLP_ENDPOINT with the spec's
-   * `v1/traces` appended). Undefined: spans are not recorded, but upstream calls still carry a
-   * `traceparent` of their own.
-   */
-  readonly tracesUrl: string | undefined;
-  readonly protocol: 'http/protobuf' | 'http/json';
-  readonly serviceName: string;
-  readonly sampler: SamplerName;
-  /** The ratio of the `traceidratio` samplers (OTEL_TRACES_SAMPLER_ARG); the others ignore it. */
-  readonly samplerRatio: number;
 }
 
 /** Client connections: how long a request may take to arrive, how many may be open, the admin port. */
@@ -347,7 +329,7 @@ function tracingSettings(e: z.infer<typeof environment>): TracingSettings {
   });
 }
 
-/** MAX_CONNECTIONS's default: what `limit` leaves for client connections (descriptors.ts); refused when that is nothing. */
+/** MAX_CONNECTIONS's default: what `limit` leaves for client connections (server/descriptors.ts); refused when that is nothing. */
 export function maxConnectionsFor(limit: number, upstreamConnections: number, embeddedUpstream: boolean): number {
   const left = descriptorsForClients(limit, upstreamConnections, embeddedUpstream);
   if (left < 1) {

@@ -35,17 +35,17 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; adminPort: number | undefined; stop: () => Promise<void> }> {
   const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { logExportFailures }] = await Promise.all([
-    import('./gateway.js'),
-    import('./http-server.js'),
-    import('./logger.js'),
-    import('./metrics.js'),
-    import('./tracing.js'),
+    import('./server/gateway.js'),
+    import('./server/http-server.js'),
+    import('./server/logger.js'),
+    import('./server/metrics.js'),
+    import('./telemetry/tracing.js'),
   ]);
   const logger = createLogger({ level: config.logLevel });
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   // Shared limit counters and APQ registrations; the gateway serves without them (from process
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
-  const redis = config.redisUrl === undefined ? undefined : await (await import('./shared-state.js')).connectSharedState(config.redisUrl, logger, metrics);
+  const redis = config.redisUrl === undefined ? undefined : await (await import('./server/shared-state.js')).connectSharedState(config.redisUrl, logger, metrics);
   // Each process (each worker with WORKERS>1) exports its own spans.
   const { app, upstream, tracing, ready } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
   if (tracing.recording) logExportFailures(logger);
@@ -53,7 +53,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   server.listen(config.port, config.host);
   await once(server, 'listening');
   // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.
-  const admin = config.connections.adminPort === undefined ? undefined : (await import('./admin-server.js')).createAdminServer({ ready, metrics }, config.connections);
+  const admin = config.connections.adminPort === undefined ? undefined : (await import('./server/admin-server.js')).createAdminServer({ ready, metrics }, config.connections);
   if (admin !== undefined) {
     admin.listen(config.connections.adminPort, config.host);
     await once(admin, 'listening');
@@ -140,7 +140,7 @@ async function main(): Promise<void> {
   // Several workers share the port (node:cluster hands connections round); the primary only
   // forks them, relays the stop signal, sums their metrics for /metrics, and owns the embedded
   // upstream if there is one.
-  const { aggregateWorkerMetrics } = await import('./cluster-metrics.js');
+  const { aggregateWorkerMetrics } = await import('./server/cluster-metrics.js');
   aggregateWorkerMetrics();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
   onStopSignal(async () => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
-import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/descriptors.js';
+import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/server/descriptors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
 const jsonDir = mkdtempSync(join(tmpdir(), 'config-'));

@@ -19,7 +19,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { schema } from '../src/schema/index.js';
-import type { OperationName } from '../src/upstream/routes.js';
+import type { OperationName } from '../src/domain/operations.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*

@@ -2,11 +2,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RequestLoaders } from '../src/loaders/request-loaders.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { UpstreamError } from '../src/upstream/errors.js';
-import { Need } from '../src/plan/needs.js';
+import { Need } from '../src/domain/needs.js';
 import { until } from './support/until.js';
 import { listHeads } from '../src/upstream/heads.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
+import { defaultTracingSettings } from '../src/config.js';
+import { createTracing } from '../src/telemetry/tracing.js';
 
 let reference: ReferenceUpstream;
 let upstream: Upstream;
@@ -19,7 +21,7 @@ const operations = () => reference.requests.map((r) => r.operation).sort();
 
 beforeAll(async () => {
   reference = await startReferenceUpstream();
-  upstream = createUpstream({ baseUrl: reference.url, routes: defaultRoutes, timeoutMs: 5_000, connections: 32 });
+  upstream = createUpstream({ baseUrl: reference.url, routes: defaultRoutes, timeoutMs: 5_000, connections: 32, tracing: createTracing(defaultTracingSettings) });
   const caller = upstream.forRequest({ requestId: 'setup' });
   const pages = await Promise.all([1, 2].map((page) => listHeads(caller, { page, size: 100 })));
   allIds = pages.flatMap((p) => p.items.map((h) => h.id));
@@ -62,7 +64,7 @@ describe('the head loader', () => {
     await heads.load(id, Need.head | Need.hairB);
     expect(operations()).toEqual(['getHeadExtById']);
     const record = await heads.with(await heads.load(id, Need.head), Need.variantA);
-    expect(record.a?.updated_at).toBeDefined();
+    expect(record.part('variantA').updated_at).toBeDefined();
     expect(operations()).toEqual(['getHeadExt', 'getHeadExtById']);
   });
 
@@ -76,8 +78,8 @@ describe('the head loader', () => {
     expect(reference.releaseHeld()).toBe(2);
     const record = await loading;
     expect(await heads.with(record, Need.variantA | Need.hairB)).toBe(record);
-    expect(record.a?.id).toBe(id);
-    expect(record.b?.id).toBe(id);
+    expect(record.part('variantA').id).toBe(id);
+    expect(record.part('hairB').id).toBe(id);
     expect(operations()).toEqual(['getHeadById', 'getHeadExt']);
     expect(reference.maxInFlight()).toBe(2);
   });

@@ -3,12 +3,13 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createYoga } from 'graphql-yoga';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
-import { operationNamesOf } from '../src/trusted-documents.js';
-import { GatewayMetrics } from '../src/metrics.js';
-import { operationLabel, outcomeOf, useOperability } from '../src/plugins/operability.js';
-import { createReadiness, upstreamAnswers } from '../src/readiness.js';
+import { defaultTracingSettings, loadConfig } from '../src/config.js';
+import { createTracing } from '../src/telemetry/tracing.js';
+import { createLogger } from '../src/server/logger.js';
+import { operationNamesOf } from '../src/server/trusted-documents.js';
+import { GatewayMetrics } from '../src/server/metrics.js';
+import { operationLabel, outcomeOf, useOperability } from '../src/server/plugins/operability.js';
+import { createReadiness, upstreamAnswers } from '../src/server/readiness.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { schema } from '../src/schema/index.js';
@@ -341,7 +342,7 @@ describe('/metrics', () => {
 
   it('counts names past maxOperationNames as "other", so clients cannot grow the series without bound', async () => {
     const metrics = new GatewayMetrics({ defaultMetrics: false });
-    const yoga = createYoga({ schema, plugins: [useOperability({ metrics, logger: createLogger({ level: 'silent' }), ready: async () => true, maxOperationNames: 2 })] });
+    const yoga = createYoga({ schema, plugins: [useOperability({ metrics, logger: createLogger({ level: 'silent' }), ready: async () => true, tracing: createTracing(defaultTracingSettings), maxOperationNames: 2 })] });
     for (const name of ['First', 'Second', 'Third', 'Fourth', 'First']) {
       const response = await yoga.fetch('http://gateway/graphql', {
         method: 'POST',
@@ -359,7 +360,7 @@ describe('/metrics', () => {
     const metrics = new GatewayMetrics({ defaultMetrics: false });
     const operationNames = operationNamesOf(loadConfig({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' }).persistedDocuments.trustedDocuments!);
     expect(operationNames).toContain('HeadWithHair');
-    const yoga = createYoga({ schema, plugins: [useOperability({ metrics, logger: createLogger({ level: 'silent' }), ready: async () => true, operationNames })] });
+    const yoga = createYoga({ schema, plugins: [useOperability({ metrics, logger: createLogger({ level: 'silent' }), ready: async () => true, tracing: createTracing(defaultTracingSettings), operationNames })] });
     // 600 made-up names first: before, the first 500 names seen took every label.
     for (const name of [...Array.from({ length: 600 }, (_, i) => `Spam${i}`), 'HeadWithHair', 'HeadsPage']) {
       await yoga.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: `query ${name} { __typename }` }) });

@@ -3,7 +3,7 @@ import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { printedSchema, schemaFile } from '../scripts/print-schema.js';
-import type { Gateway } from '../src/gateway.js';
+import type { Gateway } from '../src/server/gateway.js';
 import {
   DeleteHeadDocument,
   HeadsPageDocument,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planPageWindow, sliceWindow, type PageCall, type PagePlan } from '../src/upstream/page-windows.js';
+import { planPageWindow, sliceWindow, type PageCall, type PagePlan } from '../src/domain/page-windows.js';
 
 const MAX_SIZE = 100;
 const MAX_OFFSET = 300;

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { startReferenceUpstream, type Fault, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
-import type { OperationName } from '../src/upstream/routes.js';
+import type { OperationName } from '../src/domain/operations.js';
 import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 import { until } from './support/until.js';
 

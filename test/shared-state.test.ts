@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import type { SharedRedis } from '../src/shared-state.js';
+import type { SharedRedis } from '../src/server/shared-state.js';
 import { jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { startGatewayProcess, type GatewayProcess } from './support/process.js';

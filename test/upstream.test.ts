@@ -16,6 +16,8 @@ import type { CallContext, UpstreamAttempt } from '../src/upstream/transport.js'
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
 import { freePort } from './support/process.js';
 import { until } from './support/until.js';
+import { defaultTracingSettings } from '../src/config.js';
+import { createTracing } from '../src/telemetry/tracing.js';
 
 let reference: ReferenceUpstream;
 let upstream: Upstream;
@@ -30,6 +32,7 @@ function client(options: { timeoutMs?: number; routes?: RouteTable; baseUrl?: st
     connections: 8,
     retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
     onAttempt: (attempt) => attempts.push(attempt),
+    tracing: createTracing(defaultTracingSettings),
   });
 }
 

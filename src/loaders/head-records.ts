@@ -1,10 +1,27 @@
 import DataLoader from 'dataloader';
-import { carries, HEAD_NEEDS, Need, planHeadReads, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../plan/needs.js';
+import { carries, HEAD_NEEDS, headParts, Need, needsOf, planHeadReads, type HeadPart, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../domain/needs.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 
 export type HeadDto = HeadADto | HeadBDto;
 
-const NEED_BITS = [Need.head, Need.variantA, Need.hairB, Need.metadata] as const;
+/** A head as one read answered it, with its variant: A from Get Head Ext, the pages and Update Head; B from the others. */
+export type HeadAnswer = { readonly variant: 'A'; readonly head: HeadADto } | { readonly variant: 'B'; readonly head: HeadBDto };
+
+/** What each part of a head holds, once a read carrying it answered. */
+export interface HeadPartValues {
+  readonly head: HeadDto;
+  readonly variantA: HeadADto;
+  readonly hairB: HeadBDto;
+  /** `head_metadata`, null when the head has none. */
+  readonly metadata: unknown;
+}
+
+/** A part asked for before any read carrying it answered: a planning bug, never the caller's input. */
+class PartNotRead extends Error {
+  constructor(part: HeadPart) {
+    super(`head part ${part} read before it was loaded`);
+  }
+}
 
 /**
  * Everything one request has read of one head, merged from every read that carried part of it:
@@ -13,14 +30,10 @@ const NEED_BITS = [Need.head, Need.variantA, Need.hairB, Need.metadata] as const
  */
 export class HeadRecord {
   readonly id: string;
-  /** The fields every read carries, from the first read that answered. */
-  head: HeadDto | undefined;
-  /** Variant A (updated_at, ar_url, Hair A), when a read carried it. */
-  a: HeadADto | undefined;
-  /** Variant B (Hair B), when a read carried it. */
-  b: HeadBDto | undefined;
-  /** head_metadata (null when the head has none), once an extended read carried it. */
-  metadata: unknown;
+  #head: HeadDto | undefined;
+  #a: HeadADto | undefined;
+  #b: HeadBDto | undefined;
+  #metadata: unknown;
   /** What the values above answer. */
   available: Needs = 0;
   /** What the reads started for this head carry, answered or not. */
@@ -35,20 +48,39 @@ export class HeadRecord {
     this.id = id;
   }
 
+  /** The fields every read carries: there once the record is loaded (`HeadLoader.load`). */
+  get head(): HeadDto {
+    if (this.#head === undefined) throw new PartNotRead('head');
+    return this.#head;
+  }
+
+  /** Whether the first read of this head has answered (a listing seeds it, a load waits for it). */
+  get known(): boolean {
+    return this.#head !== undefined;
+  }
+
+  /** One part of the head, once a read carrying it answered (`HeadLoader.part` waits for it). */
+  part<P extends HeadPart>(part: P): HeadPartValues[P] {
+    if (!(this.available & Need[part])) throw new PartNotRead(part);
+    const values: { readonly [K in HeadPart]: () => HeadPartValues[K] | undefined } = { head: () => this.#head, variantA: () => this.#a, hairB: () => this.#b, metadata: () => this.#metadata };
+    return values[part]() as HeadPartValues[P];
+  }
+
   /** Takes what a read answered; values already held are kept (the first answer wins). */
-  receive(bits: Needs, head: HeadDto): void {
-    this.head ??= head;
-    if (bits & Need.variantA) this.a ??= head as HeadADto;
-    if (bits & Need.hairB) this.b ??= head as HeadBDto;
-    if (bits & Need.metadata && !(this.available & Need.metadata)) this.metadata = head.head_metadata ?? null;
+  receive(bits: Needs, answer: HeadAnswer): void {
+    this.#head ??= answer.head;
+    if (answer.variant === 'A') this.#a ??= answer.head;
+    else this.#b ??= answer.head;
+    if (bits & Need.metadata && !(this.available & Need.metadata)) this.#metadata = answer.head.head_metadata ?? null;
     this.available |= bits;
     this.carried |= bits;
   }
 
   /** Reads started for this head in one batch, each with what it carries. */
-  start(reads: readonly { readonly bits: Needs; readonly answer: Promise<HeadDto> }[]): void {
+  start(reads: readonly { readonly bits: Needs; readonly answer: Promise<HeadAnswer> }[]): void {
     const settled = reads.map(({ bits, answer }) => ({ bits, done: answer.then((head) => this.receive(bits, head)) }));
-    for (const bit of NEED_BITS) {
+    for (const part of headParts) {
+      const bit = Need[part];
       if (this.carried & bit) continue;
       const carriers = settled.filter((read) => read.bits & bit).map((read) => read.done);
       if (carriers.length === 0) continue;
@@ -70,8 +102,8 @@ export class HeadRecord {
    * read of its own behind when its operation answers, whatever its fields turned out to need.
    */
   whole(): HeadRecord | Promise<HeadRecord> {
-    if (this.#pending === 0) return this.ready(Need.head);
-    return this.#settled!.then(() => this.ready(Need.head));
+    if (this.#pending === 0 || this.#settled === undefined) return this.ready(Need.head);
+    return this.#settled.then(() => this.ready(Need.head));
   }
 
   /** This record once the reads of `needs` answered: at once if they have. */
@@ -79,7 +111,13 @@ export class HeadRecord {
     const wanted = (needs | Need.head) & HEAD_NEEDS;
     if ((this.available & wanted) === wanted) return this;
     const waits: Promise<void>[] = [];
-    for (const bit of NEED_BITS) if (wanted & bit & ~this.available) waits.push(this.#outcomes!.get(bit)!);
+    for (const part of headParts) {
+      const bit = Need[part];
+      if (!(wanted & bit & ~this.available)) continue;
+      const outcome = this.#outcomes?.get(bit);
+      // Nothing carrying it was started: a planning bug, reported as the field's failure.
+      waits.push(outcome ?? Promise.reject(new PartNotRead(part)));
+    }
     return Promise.all(waits).then(() => this);
   }
 }
@@ -97,11 +135,11 @@ interface HeadLoad {
  */
 export class HeadLoader {
   readonly #records = new Map<string, HeadRecord>();
-  readonly #read: (read: HeadRead, id: string) => Promise<HeadDto>;
+  readonly #read: (read: HeadRead, id: string) => Promise<HeadAnswer>;
   readonly #strategy: Strategy;
   #batches: DataLoader<HeadLoad, HeadRecord> | undefined;
 
-  constructor(read: (read: HeadRead, id: string) => Promise<HeadDto>, strategy: Strategy) {
+  constructor(read: (read: HeadRead, id: string) => Promise<HeadAnswer>, strategy: Strategy) {
     this.#read = read;
     this.#strategy = strategy;
   }
@@ -115,11 +153,17 @@ export class HeadLoader {
     const record = this.#records.get(id);
     let wanted = (needs | Need.head) & HEAD_NEEDS;
     // Hair B fields of a head known to have no hair need no read.
-    if (record?.head !== undefined && !record.head.hair) wanted &= ~Need.hairB;
+    if (record?.known && !record.head.hair) wanted &= ~Need.hairB;
     if (record !== undefined && (record.carried & wanted) === wanted) return record.whole();
     // Made on first use; not cached by key: the records are the cache, and loads merge by head.
     this.#batches ??= new DataLoader((loads) => this.#loadBatch(loads), { cache: false });
     return this.#batches.load({ id, needs: wanted });
+  }
+
+  /** One part of the head: at once when it is read (the plan loaded it), else once its read answers. */
+  part<P extends HeadPart>(record: HeadRecord, part: P): HeadPartValues[P] | Promise<HeadPartValues[P]> {
+    const loaded = this.with(record, Need[part]);
+    return loaded instanceof Promise ? loaded.then((head) => head.part(part)) : loaded.part(part);
   }
 
   /** The head with `need` read too: at once when it is (the plan loaded it), else once its read answers. */
@@ -150,15 +194,18 @@ export class HeadLoader {
     const bits = carries.listHeadsExt;
     for (const record of records) {
       if ((record.carried & bits) === bits) continue;
-      const answer = window.then(({ items }) => items.find((listed) => listed.id === record.id)?.b ?? this.#read('getHeadExtById', record.id));
+      const answer = window.then(({ items }): HeadAnswer | Promise<HeadAnswer> => {
+        const listed = items.find((item) => item.id === record.id);
+        return listed !== undefined && listed.available & Need.hairB ? { variant: 'B', head: listed.part('hairB') } : this.#read('getHeadExtById', record.id);
+      });
       record.start([{ bits, answer }]);
     }
   }
 
   /** A head a listing or an update answered, with what that read carries. */
-  seed(head: HeadDto, read: HeadSourceRead): HeadRecord {
-    const record = this.#record(head.id);
-    record.receive(carries[read], head);
+  seed(answer: HeadAnswer, read: HeadSourceRead): HeadRecord {
+    const record = this.#record(answer.head.id);
+    record.receive(carries[read], answer);
     return record;
   }
 

@@ -1,13 +1,13 @@
 import DataLoader from 'dataloader';
 import pLimit, { type LimitFunction } from 'p-limit';
-import type { HeadRead, Strategy } from '../plan/needs.js';
+import type { HeadRead, Strategy } from '../domain/needs.js';
 import { COUNT_CALL, extWindow, pageCalls, type HeadFilter } from '../plan/windows.js';
 import { getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, type ListHeadsArgs, type ListHeadsExtArgs } from '../upstream/heads.js';
-import { sliceWindow, type PageCall } from '../upstream/page-windows.js';
+import { sliceWindow, type PageCall } from '../domain/page-windows.js';
 import { getPermissions } from '../upstream/permissions.js';
 import type { HeadADto, HeadBDto, PageDto, PermissionDto } from '../upstream/schemas.js';
 import type { UpstreamCaller } from '../upstream/transport.js';
-import { HeadLoader, type HeadDto, type HeadRecord } from './head-records.js';
+import { HeadLoader, type HeadAnswer, type HeadRecord } from './head-records.js';
 
 /**
  * A window of a listing: the items at [offset, offset+size), and what the calls told about the
@@ -82,14 +82,14 @@ export class RequestLoaders {
     this.#headsPage ??= this.#byKey((key: ListHeadsArgs) => listHeads(this.#caller, key));
     const loader = this.#headsPage;
     const window = await loadPages(offset, size, (call) => loader.load({ search: filter.search, style: filter.style, ...call }));
-    return { items: window.items.map((head) => this.heads.seed(head, 'listHeads')), total: window.total };
+    return { items: window.items.map((head) => this.heads.seed({ variant: 'A', head }, 'listHeads')), total: window.total };
   }
 
   /** The heads at [offset, offset+size) of Get Heads Ext (variant B with head_metadata), in one call. */
   async listHeadsExtWindow(search: string | undefined, offset: number, size: number): Promise<ListWindow<HeadRecord>> {
     this.#headsExt ??= this.#byKey((key: ListHeadsExtArgs) => listHeadsExt(this.#caller, key));
     const rows = await this.#headsExt.load({ ...extWindow(offset, size), search });
-    return { items: rows.slice(0, size).map((head) => this.heads.seed(head, 'listHeadsExt')), hasMore: rows.length > size };
+    return { items: rows.slice(0, size).map((head) => this.heads.seed({ variant: 'B', head }, 'listHeadsExt')), hasMore: rows.length > size };
   }
 
   /** How many heads Get Heads lists for the filter: one page of one. */
@@ -105,14 +105,15 @@ export class RequestLoaders {
   }
 }
 
-function readHead(caller: UpstreamCaller, read: HeadRead, id: string): Promise<HeadDto> {
+/** One by-id read of a head, with the variant it answers. */
+async function readHead(caller: UpstreamCaller, read: HeadRead, id: string): Promise<HeadAnswer> {
   switch (read) {
     case 'getHeadById':
-      return getHeadById(caller, id);
+      return { variant: 'B', head: await getHeadById(caller, id) };
     case 'getHeadExtById':
-      return getHeadExtById(caller, id);
+      return { variant: 'B', head: await getHeadExtById(caller, id) };
     case 'getHeadExt':
-      return getHeadExt(caller, id);
+      return { variant: 'A', head: await getHeadExt(caller, id) };
   }
 }
 

@@ -18,7 +18,7 @@ import {
   type SelectionSetNode,
 } from 'graphql';
 import { factsOf } from './facts.js';
-import type { Needs } from './needs.js';
+import type { Needs } from '../domain/needs.js';
 
 /*
  * What a selection needs, read from the document with graphql-js's field collection rules:

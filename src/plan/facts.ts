@@ -1,6 +1,6 @@
 import type { GraphQLField } from 'graphql';
-import type { OperationName } from '../upstream/routes.js';
-import type { Needs } from './needs.js';
+import type { OperationName } from '../domain/operations.js';
+import type { Needs } from '../domain/needs.js';
 
 /*
  * Facts fields declare about themselves, on their Pothos definition (`extensions`), for the

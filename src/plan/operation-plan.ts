@@ -10,12 +10,13 @@ import {
   type OperationDefinitionNode,
 } from 'graphql';
 import { LRUCache } from 'lru-cache';
-import { connectionArgsSchema, headIdFrom, MAX_NODE_IDS, nodeHeadIdFrom } from '../schema/inputs.js';
-import type { OperationName } from '../upstream/routes.js';
+import { headIdFrom, MAX_NODE_IDS, nodeHeadIdFrom } from '../domain/ids.js';
+import { connectionArgsSchema } from '../domain/pages.js';
+import type { OperationName } from '../domain/operations.js';
 import { SelectionAnalysis, type RootField, type SelectionNeeds } from './analyze.js';
 import { factsOf, type RootFact } from './facts.js';
 import { ItemCount } from './items.js';
-import { carries, HEAD_NEEDS, Need, planHeadReads, type Needs, type Strategy } from './needs.js';
+import { carries, HEAD_NEEDS, Need, planHeadReads, type Needs, type Strategy } from '../domain/needs.js';
 import { connectionWindow, COUNT_CALL, extWindow, headListingSource, itemCompletion, pageCalls, sourceCarries, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
 
 /*

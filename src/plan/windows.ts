@@ -1,7 +1,7 @@
 import { offsetForArgs } from '@pothos/plugin-relay';
-import { planPageWindow, type PageCall } from '../upstream/page-windows.js';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../schema/inputs.js';
-import { carries, Need, planHeadReads, type HeadRead, type Needs, type Strategy } from './needs.js';
+import { planPageWindow, type PageCall } from '../domain/page-windows.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
+import { carries, Need, planHeadReads, type HeadRead, type Needs, type Strategy } from '../domain/needs.js';
 
 /*
  * Which listing reads a connection makes: pure, shared by the plan (counting before execution)

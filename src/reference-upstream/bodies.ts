@@ -1,4 +1,4 @@
-import type { Exchange } from './exchange.js';
+import type { IncomingMessage } from 'node:http';
 import { isPlainObject, missing, type ValidationIssue } from './validation.js';
 
 export type Body =
@@ -10,6 +10,15 @@ export type Body =
 
 export const NO_BODY: Body = { kind: 'none' };
 
+/** What reading a body needs of an exchange (exchange.ts): its request, where the body goes, how to refuse it. */
+export interface BodyReceiver {
+  readonly req: IncomingMessage;
+  body: Body;
+  remember(): void;
+  send(status: number, json: string | undefined, extraHeaders?: Record<string, string>): void;
+  finish(status: number | undefined): void;
+}
+
 /** Large enough for any contract body, small enough that a runaway client cannot exhaust memory. */
 const BODY_LIMIT = 1 << 20;
 const TOO_LARGE = JSON.stringify({ detail: 'Request body too large' });
@@ -18,7 +27,7 @@ const TOO_LARGE = JSON.stringify({ detail: 'Request body too large' });
  * Reads the request body into `ex.body`, then calls `proceed`. A body over BODY_LIMIT is answered
  * 413 and the connection closed; a client gone mid-body ends the exchange with no answer.
  */
-export function receiveBody(ex: Exchange, proceed: (ex: Exchange) => void): void {
+export function receiveBody<E extends BodyReceiver>(ex: E, proceed: (ex: E) => void): void {
   const { req } = ex;
   const headers = req.headers;
   const hasBody = (headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined;

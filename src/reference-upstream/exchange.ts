@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { OperationName } from '../upstream/routes.js';
+import type { OperationName } from '../domain/operations.js';
 import { NO_BODY, recordedBody, type Body } from './bodies.js';
 import type { RecordedRequest, Recording } from './recording.js';
 import type { RouteMatch } from './routing.js';

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import { z } from 'zod';
-import { operationNames, type OperationName } from '../upstream/routes.js';
+import { operationNames, type OperationName } from '../domain/operations.js';
 import type { Exchange } from './exchange.js';
 
 export type Fault =

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { operationNames, type OperationName } from '../upstream/routes.js';
+import { operationNames, type OperationName } from '../domain/operations.js';
 
 export interface RecordedRequest {
   /** undefined for a path or method outside the route table. */

@@ -1,4 +1,5 @@
-import { operationNames, type OperationName, type RouteTable } from '../upstream/routes.js';
+import { type RouteTable } from '../upstream/routes.js';
+import { operationNames, type OperationName } from '../domain/operations.js';
 import type { RoutedOperation } from './recording.js';
 
 export const BASE_PATH = '/v2';

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { defaultRoutes, type OperationName, type RouteTable } from '../upstream/routes.js';
+import { defaultRoutes, type RouteTable } from '../upstream/routes.js';
+import { type OperationName } from '../domain/operations.js';
 import { ADMIN_PREFIX, createAdmin } from './admin.js';
 import { receiveBody } from './bodies.js';
 import { Exchange } from './exchange.js';

@@ -2,7 +2,7 @@ import SchemaBuilder from '@pothos/core';
 import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { DateTimeResolver, JSONResolver, URLResolver, UUIDResolver } from 'graphql-scalars';
-import type { GatewayContext } from '../context.js';
+import type { GatewayContext } from './context.js';
 import { items } from '../plan/facts.js';
 import { boundedJson, invalidInput, literalWithinDepth } from './inputs.js';
 

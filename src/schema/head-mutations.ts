@@ -50,7 +50,7 @@ builder.mutationFields((t) => ({
     ...plan({ kind: 'headUpdate' }),
     resolve: async (_, { input }, ctx, info) => {
       // The validated id is the UUID (headIdSchema transforms); Pothos types it as the raw input.
-      const id = input.id as unknown as string;
+      const id = String(input.id);
       const body: UpdateHeadBody = {
         name: input.name ?? undefined,
         output_format: input.outputFormat ?? undefined,
@@ -64,7 +64,7 @@ builder.mutationFields((t) => ({
       // Nothing read of the head before the update holds now; its answer is a fresh Head A, and
       // what else the payload's fields need is read after it.
       ctx.loaders.heads.forget(id);
-      const head = ctx.loaders.heads.seed(answer, 'updateHead');
+      const head = ctx.loaders.heads.seed({ variant: 'A', head: answer }, 'updateHead');
       const planned = ctx.plan.fields.get(String(info.path.key)) as HeadUpdatePlan | undefined;
       return { head: await ctx.loaders.heads.load(head.id, planned?.needs ?? 0) };
     },
@@ -76,7 +76,7 @@ builder.mutationFields((t) => ({
     ...plan({ kind: 'call', operation: 'deleteHead', needsToken: true }),
     resolve: async (_, { input }, ctx) => {
       requireAuthorization(ctx);
-      const id = input.id as unknown as string;
+      const id = String(input.id);
       await deleteHead(ctx.upstream, id);
       ctx.loaders.heads.forget(id);
       return { uuid: id };

@@ -1,15 +1,16 @@
 import { z } from 'zod';
-import type { GatewayContext } from '../context.js';
+import type { GatewayContext } from './context.js';
 import { HeadRecord } from '../loaders/head-records.js';
 import { needs, plan } from '../plan/facts.js';
-import { Need, type Needs } from '../plan/needs.js';
+import { Need, type Needs } from '../domain/needs.js';
 import type { HeadListingPlan } from '../plan/operation-plan.js';
 import type { HeadFilter, HeadListingSource } from '../plan/windows.js';
-import type { HeadADto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import { resolveWindowConnection, type ListingReader, type WindowConnection } from './connections.js';
 import { HairRef } from './hair.js';
-import { connectionArgsSchema, headIdSchema } from './inputs.js';
+import { carriedBy } from './head-parts.js';
+import { connectionArgsSchema } from '../domain/pages.js';
+import { headIdSchema } from './inputs.js';
 
 /**
  * A head resolves to the request's record of it (loaders/head-records.ts): what every read of it
@@ -46,8 +47,6 @@ function completeListedHeads(context: GatewayContext, filter: HeadFilter, listin
   } else for (const head of heads) context.loaders.heads.later(head.id, listing.deferred);
 }
 
-const variantA = async (record: HeadRecord, context: GatewayContext): Promise<HeadADto> => (await context.loaders.heads.with(record, Need.variantA)).a!;
-
 /** Where the `heads` connection reads, as its plan says (`plan/windows.ts`). */
 function headsReader(context: GatewayContext, filter: HeadFilter, source: HeadListingSource): ListingReader<HeadRecord> {
   const { loaders } = context;
@@ -71,39 +70,27 @@ builder.node(HeadRef, {
   isTypeOf: (value) => value instanceof HeadRecord,
   fields: (t) => ({
     uuid: t.field({ type: 'UUID', description: 'The head UUID in the upstream service.', resolve: (r) => r.id }),
-    name: t.string({ description: 'Display name.', resolve: (r) => r.head!.name }),
-    url: t.field({ type: 'URL', description: 'Address of the head model file.', resolve: (r) => r.head!.url }),
-    arUrl: t.string({
-      nullable: true,
-      description: 'Address of the augmented-reality rendition, when there is one.',
-      ...needs(Need.variantA),
-      resolve: async (r, _, ctx) => (await variantA(r, ctx)).ar_url ?? null,
-    }),
-    outputFormat: t.field({ type: 'JSON', nullable: true, description: 'Format label; allowed values are not specified by the contract.', resolve: (r) => r.head!.output_format ?? null }),
-    style: t.field({ type: 'JSON', nullable: true, description: 'Style label; allowed values are not specified by the contract.', resolve: (r) => r.head!.style ?? null }),
-    version: t.field({ type: 'JSON', nullable: true, description: 'Version label; allowed values are not specified by the contract.', resolve: (r) => r.head!.version ?? null }),
-    lod: t.field({ type: 'JSON', nullable: true, description: 'Level-of-detail data; structure not specified by the contract.', resolve: (r) => r.head!.lod ?? null }),
+    name: t.string({ description: 'Display name.', resolve: (r) => r.head.name }),
+    url: t.field({ type: 'URL', description: 'Address of the head model file.', resolve: (r) => r.head.url }),
+    arUrl: t.string({ nullable: true, description: 'Address of the augmented-reality rendition, when there is one.', ...carriedBy('variantA', (a) => a.ar_url ?? null) }),
+    outputFormat: t.field({ type: 'JSON', nullable: true, description: 'Format label; allowed values are not specified by the contract.', resolve: (r) => r.head.output_format ?? null }),
+    style: t.field({ type: 'JSON', nullable: true, description: 'Style label; allowed values are not specified by the contract.', resolve: (r) => r.head.style ?? null }),
+    version: t.field({ type: 'JSON', nullable: true, description: 'Version label; allowed values are not specified by the contract.', resolve: (r) => r.head.version ?? null }),
+    lod: t.field({ type: 'JSON', nullable: true, description: 'Level-of-detail data; structure not specified by the contract.', resolve: (r) => r.head.lod ?? null }),
     headMetadata: t.field({
       type: 'JSON',
       nullable: true,
       description: 'Metadata of the head; structure not specified by the contract. Only the extended reads carry it.',
-      ...needs(Need.metadata),
-      resolve: async (r, _, ctx) => (await ctx.loaders.heads.with(r, Need.metadata)).metadata,
+      ...carriedBy('metadata', (metadata) => metadata),
     }),
-    createdAt: t.field({ type: 'DateTime', description: 'When the head was created.', resolve: (r) => r.head!.created_at }),
-    updatedAt: t.field({
-      type: 'DateTime',
-      nullable: true,
-      description: 'When the head last changed. Only the variant A reads carry it.',
-      ...needs(Need.variantA),
-      resolve: async (r, _, ctx) => (await variantA(r, ctx)).updated_at,
-    }),
+    createdAt: t.field({ type: 'DateTime', description: 'When the head was created.', resolve: (r) => r.head.created_at }),
+    updatedAt: t.field({ type: 'DateTime', nullable: true, description: 'When the head last changed. Only the variant A reads carry it.', ...carriedBy('variantA', (a) => a.updated_at) }),
     hair: t.field({
       type: HairRef,
       nullable: true,
       description: 'The hair attached to the head, if any.',
       // A hair is read through its head's record: the variants of the head carry the variants of its hair.
-      resolve: (r) => (r.head!.hair ? r : null),
+      resolve: (record) => (record.head.hair ? { record, hair: record.head.hair } : null),
     }),
   }),
 });
@@ -115,7 +102,7 @@ builder.queryFields((t) => ({
     description: 'One head, by its global ID or its raw UUID.',
     args: { id: t.arg.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }) },
     ...plan({ kind: 'head', arg: 'id', ids: 'head' }),
-    resolve: (_, args, ctx) => loadHead(ctx, args.id as unknown as string),
+    resolve: (_, args, ctx) => loadHead(ctx, String(args.id)),
   }),
   heads: t.connection(
     {

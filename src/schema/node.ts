@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { items, plan } from '../plan/facts.js';
 import { builder } from './builder.js';
 import { loadHead } from './head.js';
-import { invalidNodeIdAt, MAX_NODE_IDS, nodeIdFrom, nodeIdSchema } from './inputs.js';
+import { MAX_NODE_IDS, nodeIdFrom } from '../domain/ids.js';
+import { invalidNodeIdAt, nodeIdSchema } from './inputs.js';
 
 builder.queryFields((t) => ({
   node: t.field({
@@ -13,8 +14,8 @@ builder.queryFields((t) => ({
     ...plan({ kind: 'head', arg: 'id', ids: 'node' }),
     // The validated id is the head UUID, or null for an ID of a type with no node here.
     resolve: (_, args, ctx) => {
-      const id = args.id as unknown as string | null;
-      return id === null ? null : loadHead(ctx, id);
+      const id: unknown = args.id; // Pothos types the raw input; nodeIdSchema may have made it null
+      return typeof id === 'string' ? loadHead(ctx, id) : null;
     },
   }),
   nodes: t.field({

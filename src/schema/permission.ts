@@ -1,10 +1,11 @@
 import { userRoles, type PermissionDto } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import { plan, needs } from '../plan/facts.js';
-import { Need } from '../plan/needs.js';
+import { Need } from '../domain/needs.js';
 import { resolveWindowConnection } from './connections.js';
 import { knownOrFail, UserRole } from './enums.js';
-import { connectionArgsSchema, requireAuthorization } from './inputs.js';
+import { connectionArgsSchema } from '../domain/pages.js';
+import { requireAuthorization } from './inputs.js';
 
 export const PermissionRef = builder.objectRef<PermissionDto>('Permission').implement({
   description: 'A permission: a user role paired with an identifier.',

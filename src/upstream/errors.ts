@@ -1,4 +1,5 @@
-import type { HttpMethod, OperationName } from './routes.js';
+import type { HttpMethod } from './routes.js';
+import type { OperationName } from '../domain/operations.js';
 import type { ValidationDetail } from './schemas.js';
 
 /**

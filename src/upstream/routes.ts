@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { operationNames, type OperationName } from '../domain/operations.js';
 
 /**
  * Method and path of every upstream operation, relative to UPSTREAM_URL.
@@ -8,21 +9,6 @@ import { z } from 'zod';
  * the rest are our decisions (issue "Foundation", route table) and an operator can override any
  * row from UPSTREAM_ROUTES_FILE.
  */
-export const operationNames = [
-  'listHeads',
-  'getHeadExt',
-  'updateHead',
-  'deleteHead',
-  'listHeadsExt',
-  'getHeadById',
-  'getHeadExtById',
-  'getPermissions',
-  'updateSubscription',
-  'login',
-] as const;
-
-export type OperationName = (typeof operationNames)[number];
-
 export const httpMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export type HttpMethod = (typeof httpMethods)[number];
 

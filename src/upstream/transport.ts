@@ -2,11 +2,11 @@ import { EventEmitter } from 'node:events';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
 import type { Dispatcher } from 'undici';
 import type { z } from 'zod';
-import { defaultTracingSettings } from '../config.js';
-import { createTracing, semconv, spanAttributes, type Tracing } from '../tracing.js';
+import { createTracing, semconv, spanAttributes, type Tracing } from '../telemetry/tracing.js';
 import { checkBody } from './body-check.js';
 import { codeForStatus, UpstreamError, type UpstreamErrorCode } from './errors.js';
-import { fillPath, type OperationName, type Route, type RouteTable } from './routes.js';
+import { fillPath, type Route, type RouteTable } from './routes.js';
+import { type OperationName } from '../domain/operations.js';
 import { validationErrorSchema } from './schemas.js';
 import { Pool } from './undici-pool.js';
 
@@ -103,8 +103,8 @@ export interface TransportOptions {
   readonly timeoutMs: number;
   readonly retry?: RetryPolicy;
   readonly onAttempt?: (attempt: UpstreamAttempt) => void;
-  /** Spans of the attempts and the `traceparent` they send. @default no exporter (ids only) */
-  readonly tracing?: Tracing;
+  /** Spans of the attempts and the `traceparent` they send (the gateway's; tests pass one without an exporter). */
+  readonly tracing: Tracing;
 }
 
 export interface DispatcherOptions {
@@ -222,7 +222,7 @@ export class UpstreamTransport {
     this.#timeoutMs = options.timeoutMs;
     this.#retry = options.retry ?? defaultRetryPolicy;
     this.#onAttempt = options.onAttempt;
-    this.#tracing = options.tracing ?? createTracing(defaultTracingSettings);
+    this.#tracing = options.tracing;
     this.#spanNames = Object.fromEntries(Object.entries(options.routes).map(([operation, route]) => [operation, `${route.method} ${route.path}`])) as Record<OperationName, string>;
   }
 

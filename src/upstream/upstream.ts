@@ -1,4 +1,3 @@
-import type { Config } from '../config.js';
 import {
   createUpstreamDispatcher,
   UpstreamTransport,
@@ -10,18 +9,6 @@ import {
 
 /** The pool's options and the transport's, less the pool it makes itself. */
 export type UpstreamOptions = DispatcherOptions & Omit<TransportOptions, 'dispatcher'>;
-
-/** The upstream options an operator configured, for the upstream at `baseUrl`. */
-export function upstreamOptionsFrom(config: Config, baseUrl: string): UpstreamOptions {
-  return {
-    baseUrl,
-    routes: config.routes,
-    timeoutMs: config.upstreamTimeoutMs,
-    connections: config.upstreamConnections,
-    keepAliveTimeoutMs: config.upstreamKeepAliveMs,
-    maxResponseBytes: config.upstreamMaxResponseBytes,
-  };
-}
 
 /** The process-wide side of the upstream layer: one pool, one transport; callers are per request. */
 export interface Upstream {

@@ -1,5 +1,5 @@
 import { parse } from 'graphql';
-import type { Strategy } from '../../src/plan/needs.js';
+import type { Strategy } from '../../src/domain/needs.js';
 import { Planner, type OperationPlan } from '../../src/plan/operation-plan.js';
 import { schema } from '../../src/schema/index.js';
 

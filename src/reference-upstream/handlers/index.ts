@@ -1,4 +1,4 @@
-import type { OperationName } from '../../upstream/routes.js';
+import type { OperationName } from '../../domain/operations.js';
 import type { Exchange } from '../exchange.js';
 import type { ReferenceStore } from '../store.js';
 import { updateHead } from './head-update.js';

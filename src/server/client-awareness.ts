@@ -1,4 +1,4 @@
-import type { ClientMetricsBounds } from './config.js';
+import type { ClientMetricsBounds } from '../config.js';
 
 /**
  * Which client app sent a request, as it names itself: Apollo's client-awareness headers

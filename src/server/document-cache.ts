@@ -1,6 +1,6 @@
 import type { DocumentNode } from 'graphql';
 import { LRUCache } from 'lru-cache';
-import type { CacheBounds } from './config.js';
+import type { CacheBounds } from '../config.js';
 import type { CacheUse } from './metrics.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { Server } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type LabelValues } from 'prom-client';
 import { scrapeWorkerGroup } from './cluster-metrics.js';
-import type { UpstreamAttempt } from './upstream/transport.js';
+import type { UpstreamAttempt } from '../upstream/transport.js';
 
 /**
  * A histogram's observations kept in two arrays and handed to prom-client together: at every

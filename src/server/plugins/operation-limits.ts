@@ -5,8 +5,8 @@ import { GraphQLError, type ValidationContext } from 'graphql';
 import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
 import { withRecodedErrors } from './recode-errors.js';
 import { useRepeatedFieldsLimit } from './repeated-fields.js';
-import { suggestion, withoutLiterals } from '../schema/errors.js';
-import type { OperationLimits } from '../config.js';
+import { suggestion, withoutLiterals } from '../../schema/errors.js';
+import type { OperationLimits } from '../../config.js';
 
 export interface OperationLimitsOptions {
   readonly limits: OperationLimits;
@@ -174,7 +174,7 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin[] {
           },
         ],
       },
-      // The upstream call budget is this gateway's cost measure (plugins/upstream-budget.ts).
+      // The upstream call budget is this gateway's cost measure (plugins/upstream-plan.ts).
       costLimit: { enabled: false },
       blockFieldSuggestion: { enabled: false },
     }) as Plugin,

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import type { ConnectionSettings } from './config.js';
+import type { ConnectionSettings } from '../config.js';
 import { capConnections, slowRequestOptions } from './http-server.js';
 import type { GatewayMetrics } from './metrics.js';
 import { probeAnswer, type ProbeSources } from './probes.js';

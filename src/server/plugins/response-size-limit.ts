@@ -1,5 +1,5 @@
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
-import { batchOf } from '../request-batch.js';
+import { batchOf } from '../../loaders/request-batch.js';
 
 export interface ResponseSizeLimitOptions {
   /** Largest answer one request gets, in bytes of JSON (a batch's answers together). */

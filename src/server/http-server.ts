@@ -5,7 +5,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
-import type { ConnectionSettings } from './config.js';
+import type { ConnectionSettings } from '../config.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { EarlyRefusal } from './plugins/caller-limits.js';
 import { privateAnswerHeaders, varyOn } from './plugins/private-answers.js';

@@ -28,7 +28,25 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
-import type { SamplerName, TracingSettings } from './config.js';
+
+/** The samplers of the OpenTelemetry SDK that OTEL_TRACES_SAMPLER names (the spec's names). */
+export const samplerNames = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export type SamplerName = (typeof samplerNames)[number];
+
+/** OpenTelemetry tracing, from the standard OTEL_* variables. */
+export interface TracingSettings {
+  /**
+   * Where spans are exported (OTLP over HTTP: OTEL_EXPORTER_OTLP_ENDPOINT with the spec's
+   * `v1/traces` appended). Undefined: spans are not recorded, but upstream calls still carry a
+   * `traceparent` of their own.
+   */
+  readonly tracesUrl: string | undefined;
+  readonly protocol: 'http/protobuf' | 'http/json';
+  readonly serviceName: string;
+  readonly sampler: SamplerName;
+  /** The ratio of the `traceidratio` samplers (OTEL_TRACES_SAMPLER_ARG); the others ignore it. */
+  readonly samplerRatio: number;
+}
 
 const require = createRequire(import.meta.url);
 

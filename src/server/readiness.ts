@@ -1,6 +1,6 @@
-import { UpstreamError } from './upstream/errors.js';
-import { listHeads } from './upstream/heads.js';
-import type { Upstream } from './upstream/upstream.js';
+import { UpstreamError } from '../upstream/errors.js';
+import { listHeads } from '../upstream/heads.js';
+import type { Upstream } from '../upstream/upstream.js';
 
 export interface ReadinessOptions {
   /** Whether the service can take traffic now. A check that throws counts as "not ready". */

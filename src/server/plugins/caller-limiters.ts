@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { RateLimiterAbstract, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import type { CallerLimitSettings } from '../config.js';
+import type { CallerLimitSettings } from '../../config.js';
 import type { SharedRedis } from '../shared-state.js';
 
 /** The counters behind the limits that are set (an unset one is undefined: off). */

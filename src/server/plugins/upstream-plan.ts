@@ -1,10 +1,10 @@
 import { SpanStatusCode } from '@opentelemetry/api';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
-import type { GatewayContext } from '../context.js';
-import type { OperationPlan, Planner } from '../plan/operation-plan.js';
-import { batchOf } from '../request-batch.js';
-import { carriesToken } from '../schema/inputs.js';
-import { spanAttributes, type Tracing } from '../tracing.js';
+import type { GatewayContext } from '../../schema/context.js';
+import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
+import { batchOf } from '../../loaders/request-batch.js';
+import { carriesToken } from '../../schema/inputs.js';
+import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 
 export interface UpstreamPlanOptions {
   readonly planner: Planner;

@@ -1,8 +1,8 @@
 import { createYoga, useExecutionCancellation, type CORSOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { ClientAwareness } from './client-awareness.js';
-import type { Config } from './config.js';
-import { createContext, type ContextOptions, type GatewayContext } from './context.js';
+import type { Config } from '../config.js';
+import { createContext, type ContextOptions, type GatewayContext } from '../schema/context.js';
 import { boundedParseCache } from './document-cache.js';
 import { renderGraphiQLPage } from './graphiql-page.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -24,15 +24,15 @@ import { useStrictRequestParams } from './plugins/request-params.js';
 import { useRequestDecompression, useRequestSizeLimit } from './plugins/request-size-limit.js';
 import { useResponseSizeLimit } from './plugins/response-size-limit.js';
 import { useUpstreamPlan } from './plugins/upstream-plan.js';
-import { Planner } from './plan/operation-plan.js';
+import { Planner } from '../plan/operation-plan.js';
 import { createReadiness, upstreamAnswers } from './readiness.js';
-import { errorLogEntry, maskError } from './schema/errors.js';
-import { schema } from './schema/index.js';
+import { errorLogEntry, maskError } from '../schema/errors.js';
+import { schema } from '../schema/index.js';
 import type { SharedRedis } from './shared-state.js';
-import { createTracing, type Tracing } from './tracing.js';
+import { createTracing, type Tracing } from '../telemetry/tracing.js';
 import { operationNamesOf } from './trusted-documents.js';
-import type { UpstreamAttempt } from './upstream/transport.js';
-import { createUpstream, upstreamOptionsFrom, type Upstream } from './upstream/upstream.js';
+import type { UpstreamAttempt } from '../upstream/transport.js';
+import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
 
 export const defaultGraphiQLQuery = `# The first three heads with their hair, and how many heads there are:
 # one upstream call (Get Heads).
@@ -251,6 +251,18 @@ function createGateway(options: GatewayOptions): Gateway {
     landingPage: false,
   });
   return Object.assign(yoga, { refuseEarly: callerLimits.refuseEarly });
+}
+
+/** The upstream options an operator configured, for the upstream at `baseUrl`. */
+function upstreamOptionsFrom(config: Config, baseUrl: string): Omit<UpstreamOptions, 'tracing'> {
+  return {
+    baseUrl,
+    routes: config.routes,
+    timeoutMs: config.upstreamTimeoutMs,
+    connections: config.upstreamConnections,
+    keepAliveTimeoutMs: config.upstreamKeepAliveMs,
+    maxResponseBytes: config.upstreamMaxResponseBytes,
+  };
 }
 
 export interface BuildGatewayOptions {

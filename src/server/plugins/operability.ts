@@ -3,20 +3,19 @@ import { getOperationAST, type GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { ClientAwareness, ClientIdentity } from '../client-awareness.js';
-import { defaultTracingSettings } from '../config.js';
-import { requestIdFrom, type GatewayContext } from '../context.js';
+import { requestIdFrom, type GatewayContext } from '../../schema/context.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { healthy, probeAnswer, type ProbeAnswer } from '../probes.js';
-import { batchOf } from '../request-batch.js';
-import { createTracing, spanAttributes, type Tracing } from '../tracing.js';
+import { batchOf } from '../../loaders/request-batch.js';
+import { createTracing, spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 
 export type OperabilityOptions = {
   readonly metrics: GatewayMetrics;
   readonly logger: Logger;
   /** Whether the upstream answered recently (cached by the caller). */
   readonly ready: () => Promise<boolean>;
-  /** The operations' spans. @default no exporter (ids only) */
-  readonly tracing?: Tracing;
+  /** The operations' spans. */
+  readonly tracing: Tracing;
   /** Which client app sent each request (its headers): operations are counted by client, spans carry it. @default none: not read */
   readonly clients?: ClientAwareness;
 } & (
@@ -207,7 +206,7 @@ export function useOperability(options: OperabilityOptions): Plugin<GatewayConte
   // The operation line holds only values made here (names cut to [A-Za-z0-9_], ids, counts,
   // codes): redaction, half the cost of the line, has nothing to find in it.
   const operationLog = logger.child({}, { redact: [] });
-  const tracing = options.tracing ?? createTracing(defaultTracingSettings);
+  const { tracing } = options;
   const maxNames = options.maxOperationNames ?? 0;
   const knownNames = new Set<string>();
 

@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { createGraphQLError, finalAsyncIterator, isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { GatewayContext } from '../context.js';
+import type { GatewayContext } from '../../schema/context.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './caller-limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 

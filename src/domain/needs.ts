@@ -4,22 +4,37 @@
  * the hair's common fields); the bits are what only some reads carry.
  */
 
-/** Needs of a selection, OR-ed together. */
+/**
+ * The parts of a head that only some reads carry, in one list: the need bits, the reads' sets and
+ * the loaders' records all derive from it. `head` is what every read carries (name, url,
+ * created_at, the hair's common fields).
+ */
+export const headParts = ['head', 'variantA', 'hairB', 'metadata'] as const;
+/**
+ * - `head`: the head itself, implied by any head read;
+ * - `variantA`: `updated_at`, `ar_url`, Hair A's own fields (contract 2.1, 2.2);
+ * - `hairB`: Hair B's own fields, `hair_metadata` and `user_id` (contract 2.4);
+ * - `metadata`: `head_metadata`, which only the extended reads carry (contract 4.5, 4.7, 4.9).
+ */
+export type HeadPart = (typeof headParts)[number];
+
+/** Needs of a selection, OR-ed together: a bit per head part, and one for a connection's `totalCount`. */
 export type Needs = number;
 
-export const Need = {
+const bitOf = (part: HeadPart): Needs => 1 << headParts.indexOf(part);
+
+/** The bits of a set of parts. */
+export const needsOf = (parts: readonly HeadPart[]): Needs => parts.reduce((bits, part) => bits | bitOf(part), 0);
+
+export const Need: Readonly<Record<HeadPart, Needs> & { none: Needs; total: Needs }> = Object.freeze({
   none: 0,
-  /** The head itself: every read carries it. Implied by any head read. */
-  head: 1,
-  /** Variant A fields: `updated_at`, `ar_url`, Hair A's own fields (contract 2.1, 2.2). */
-  variantA: 2,
-  /** Hair B's own fields: `hair_metadata`, `user_id` (contract 2.4). */
-  hairB: 4,
-  /** `head_metadata`: only the extended reads carry it (contract 4.5, 4.7, 4.9). */
-  metadata: 8,
+  ...(Object.fromEntries(headParts.map((part) => [part, bitOf(part)])) as Record<HeadPart, Needs>),
   /** A connection's `totalCount`. */
-  total: 16,
-} as const;
+  total: 1 << headParts.length,
+});
+
+/** The parts a set of needs names, in `headParts` order. */
+export const partsOf = (needs: Needs): HeadPart[] => headParts.filter((part) => needs & bitOf(part));
 
 /** The by-id reads of one head (contract 4.5, 4.7, 4.8). */
 export type HeadRead = 'getHeadById' | 'getHeadExtById' | 'getHeadExt';
@@ -27,23 +42,29 @@ export type HeadRead = 'getHeadById' | 'getHeadExtById' | 'getHeadExt';
 /** Reads that answer heads, by-id or listed, and what each carries. */
 export type HeadSourceRead = HeadRead | 'listHeads' | 'listHeadsExt' | 'updateHead';
 
-export const carries: Readonly<Record<HeadSourceRead, Needs>> = {
+/** What each read carries of a head (the contract's endpoint table). */
+export const carriedParts: Readonly<Record<HeadSourceRead, readonly HeadPart[]>> = {
   // Head B without head_metadata (an array of one).
-  getHeadById: Need.head | Need.hairB,
+  getHeadById: ['head', 'hairB'],
   // Head B with head_metadata.
-  getHeadExtById: Need.head | Need.hairB | Need.metadata,
+  getHeadExtById: ['head', 'hairB', 'metadata'],
   // Head A with head_metadata.
-  getHeadExt: Need.head | Need.variantA | Need.metadata,
+  getHeadExt: ['head', 'variantA', 'metadata'],
   // Pages of Head A without head_metadata.
-  listHeads: Need.head | Need.variantA,
+  listHeads: ['head', 'variantA'],
   // Arrays of Head B with head_metadata.
-  listHeadsExt: Need.head | Need.hairB | Need.metadata,
+  listHeadsExt: ['head', 'hairB', 'metadata'],
   // Update Head answers Head A without head_metadata (contract 4.3).
-  updateHead: Need.head | Need.variantA,
+  updateHead: ['head', 'variantA'],
 };
 
+/** The same, as bits. */
+export const carries: Readonly<Record<HeadSourceRead, Needs>> = Object.fromEntries(
+  Object.entries(carriedParts).map(([read, parts]) => [read, needsOf(parts)]),
+) as Record<HeadSourceRead, Needs>;
+
 /** The head needs of a selection: its bits about the head, without a connection's own. */
-export const HEAD_NEEDS: Needs = Need.head | Need.variantA | Need.hairB | Need.metadata;
+export const HEAD_NEEDS: Needs = needsOf(headParts);
 
 /**
  * How reads are chosen. `selection` (PLANNER=on): the fewest reads that cover what the operation
@@ -63,8 +84,8 @@ const readSets: readonly { reads: readonly HeadRead[]; carried: Needs }[] = Arra
   .sort((a, b) => a.length - b.length || a.reduce((s, r) => s + weight[r], 0) - b.reduce((s, r) => s + weight[r], 0))
   .map((reads) => ({ reads, carried: reads.reduce((bits, read) => bits | carries[read], 0) }));
 
-/** The read that answers one need under the plain strategy. */
-const plainRead = (need: Needs): HeadRead => (need === Need.hairB ? 'getHeadExtById' : 'getHeadExt');
+/** The read that answers each part under the plain strategy. */
+const plainReads: Readonly<Record<HeadPart, HeadRead>> = { head: 'getHeadExt', variantA: 'getHeadExt', hairB: 'getHeadExtById', metadata: 'getHeadExt' };
 
 /**
  * The by-id reads that complete a head: what `needs` asks minus what the request has read or is
@@ -75,9 +96,7 @@ export function planHeadReads(needs: Needs, known: Needs, strategy: Strategy): r
   const missing = (needs | Need.head) & HEAD_NEEDS & ~known;
   if (missing === 0) return [];
   if (strategy === 'plain') {
-    const reads = new Set<HeadRead>();
-    for (const need of [Need.head, Need.variantA, Need.metadata, Need.hairB]) if (missing & need) reads.add(plainRead(need));
-    return [...reads];
+    return [...new Set(partsOf(missing).map((part) => plainReads[part]))];
   }
   return readSets.find((set) => (set.carried & missing) === missing)!.reads;
 }

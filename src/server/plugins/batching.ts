@@ -1,5 +1,5 @@
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
-import { startBatch } from '../request-batch.js';
+import { startBatch } from '../../loaders/request-batch.js';
 
 export interface BatchingOptions {
   /** Operations one batched request may carry. */
@@ -13,7 +13,7 @@ export interface BatchingOptions {
  * a batch over `maxBatch` operations (or an empty one) is HTTP 400 with code BATCH_TOO_LARGE
  * (BAD_REQUEST; `limit: "batch"`), before any operation runs. yoga's own limit, set to the same number, would answer
  * 413 with BAD_REQUEST; this check runs first. A batch of two or more gets the request's shared
- * loaders (request-batch.ts).
+ * loaders (loaders/request-batch.ts).
  */
 export function useBatching(options: BatchingOptions): Plugin {
   const { maxBatch } = options;

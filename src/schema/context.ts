@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import { RequestLoaders } from './loaders/request-loaders.js';
-import type { Strategy } from './plan/needs.js';
-import { EMPTY_PLAN, type OperationPlan } from './plan/operation-plan.js';
-import { batchOf } from './request-batch.js';
-import { OperationGuard } from './upstream/operation-guard.js';
-import type { UpstreamCaller } from './upstream/transport.js';
-import type { Upstream } from './upstream/upstream.js';
+import { RequestLoaders } from '../loaders/request-loaders.js';
+import type { Strategy } from '../domain/needs.js';
+import { EMPTY_PLAN, type OperationPlan } from '../plan/operation-plan.js';
+import { batchOf } from '../loaders/request-batch.js';
+import { OperationGuard } from '../upstream/operation-guard.js';
+import type { UpstreamCaller } from '../upstream/transport.js';
+import type { Upstream } from '../upstream/upstream.js';
 
 /** Everything one GraphQL request's resolvers may use. Built per request, never shared. */
 export interface GatewayContext {
@@ -51,7 +51,7 @@ export function requestIdFrom(request: Request): string {
 }
 
 export function createContext(request: Request, options: ContextOptions, trace: Context = ROOT_CONTEXT): GatewayContext {
-  // The operations of a batched request share its request id and its loaders (request-batch.ts).
+  // The operations of a batched request share its request id and its loaders (loaders/request-batch.ts).
   const batch = batchOf(request);
   const requestId = batch === undefined ? requestIdFrom(request) : (batch.requestId ??= requestIdFrom(request));
   const authorization = request.headers.get('authorization') ?? undefined;
