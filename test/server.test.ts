@@ -240,6 +240,7 @@ describe('stopGatewayServer, on a fake clock', () => {
     } finally {
       vi.useRealTimers();
       t.reference.releaseHeld();
+      if (server.listening) server.close();
       server.closeAllConnections();
       await client.close();
     }
