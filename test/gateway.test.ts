@@ -24,7 +24,7 @@ async function loginAs(username: string, password: string, on: TestGateway = t):
   return response.data!.login.accessToken;
 }
 
-// The default configuration (the planner on): the README's planner table is held in detail by
+// The default configuration (the planner on): the planner table (docs/architecture.md) is held in detail by
 // test/planner.test.ts, with its PLANNER=off block.
 beforeAll(async () => {
   t = await startTestGateway();

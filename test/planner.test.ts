@@ -5,8 +5,8 @@ import { until } from './support/until.js';
 import { startTestGateway, upstreamHead, type TestGateway } from './support/gateway.js';
 
 /*
- * The field-aware planner (issue "Performance"): each query shape costs the calls the README's
- * planner table gives, which is the lower bound the contract allows.
+ * The field-aware planner (issue "Performance"): each query shape costs the calls the planner table
+ * (docs/architecture.md) gives, which is the lower bound the contract allows.
  */
 
 let t: TestGateway;

@@ -87,16 +87,28 @@ const readSets: readonly { reads: readonly HeadRead[]; carried: Needs }[] = Arra
 /** The read that answers each part under the plain strategy. */
 const plainReads: Readonly<Record<HeadPart, HeadRead>> = { head: 'getHeadExt', variantA: 'getHeadExt', hairB: 'getHeadExtById', metadata: 'getHeadExt' };
 
+/** One by-id read of a head, and the parts it was chosen to bring. */
+export interface ChosenRead {
+  readonly read: HeadRead;
+  readonly brings: Needs;
+}
+
 /**
- * The by-id reads that complete a head: what `needs` asks minus what the request has read or is
- * reading (`known`, the bits of those reads). One pure function for the plan (counting) and the
- * head loader (reading), so the two cannot disagree.
+ * The by-id reads that complete a head, each with what it brings: what `needs` asks minus what the
+ * request has read or is reading (`known`, the bits of those reads). One pure function for the
+ * plan, which decides and counts the reads, and the loaders, which carry out what it decided.
  */
-export function planHeadReads(needs: Needs, known: Needs, strategy: Strategy): readonly HeadRead[] {
+export function chooseHeadReads(needs: Needs, known: Needs, strategy: Strategy): readonly ChosenRead[] {
   const missing = (needs | Need.head) & HEAD_NEEDS & ~known;
   if (missing === 0) return [];
   if (strategy === 'plain') {
-    return [...new Set(partsOf(missing).map((part) => plainReads[part]))];
+    const byRead = new Map<HeadRead, Needs>();
+    for (const part of partsOf(missing)) byRead.set(plainReads[part], (byRead.get(plainReads[part]) ?? 0) | Need[part]);
+    return [...byRead].map(([read, brings]) => ({ read, brings }));
   }
-  return readSets.find((set) => (set.carried & missing) === missing)!.reads;
+  const { reads } = readSets.find((set) => (set.carried & missing) === missing)!;
+  return reads.map((read) => ({ read, brings: carries[read] & missing }));
 }
+
+/** The same reads, without what each brings. */
+export const planHeadReads = (needs: Needs, known: Needs, strategy: Strategy): readonly HeadRead[] => chooseHeadReads(needs, known, strategy).map(({ read }) => read);

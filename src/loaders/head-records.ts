@@ -1,5 +1,6 @@
 import DataLoader from 'dataloader';
 import { carries, HEAD_NEEDS, headParts, Need, needsOf, planHeadReads, type HeadPart, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../domain/needs.js';
+import type { HeadReads } from '../plan/operation-plan.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 
 export type HeadDto = HeadADto | HeadBDto;
@@ -128,10 +129,14 @@ interface HeadLoad {
 }
 
 /**
- * The request's one loader of heads by id. A load says what its caller needs; the loads of one
- * tick are merged per head, and `planHeadReads` (the plan's own rule) picks the reads that
- * cover them, less what the request already read or is reading. Listings and updates seed the
- * same records, so a later field of a listed head costs nothing.
+ * The request's one loader of heads by id, whose records every read fills: listings and updates
+ * seed them, so a later field of a listed head costs nothing.
+ *
+ * It carries out the reads the operation's plan decided (`carryOut`): the plan is the one place
+ * that decides which read serves which field. Only an operation run without a plan (execution
+ * without the planner's plugin, or a field the plan could not foresee) loads by need (`load`,
+ * `with`): the loads of one tick merged per head, and the plan's own rule (`planHeadReads`)
+ * choosing their reads.
  */
 export class HeadLoader {
   readonly #records = new Map<string, HeadRecord>();
@@ -175,14 +180,23 @@ export class HeadLoader {
   }
 
   /**
-   * Starts the reads of what deferred fields need, once this tick's loads have gone out: they are
-   * planned against those, never merged into them, so the initial payload never waits for them.
+   * Carries out reads the plan decided for a head (plan/operation-plan.ts): each read that still
+   * brings something its fields need, less what the request already holds (a head listed twice,
+   * Hair B of a head known to have no hair). Its fields wait for the parts they need.
    */
-  later(id: string, needs: Needs): void {
-    setImmediate(() => {
-      const loaded = this.load(id, needs);
-      if (loaded instanceof Promise) loaded.catch(() => undefined);
-    });
+  carryOut(id: string, planned: HeadReads): HeadRecord {
+    const record = this.#record(id);
+    let missing = planned.needs & HEAD_NEEDS & ~record.carried;
+    if (record.known && !record.head.hair) missing &= ~Need.hairB;
+    const reads = planned.reads.filter(({ brings }) => brings & missing).map(({ read }) => read);
+    if (reads.length > 0) record.start(reads.map((read) => ({ bits: carries[read], answer: this.#read(read, id) })));
+    return record;
+  }
+
+  /** The same for a deferred fragment's reads: started after this tick's, never in their way; failures are its fields'. */
+  carryOutLater(id: string, planned: HeadReads): void {
+    if (planned.reads.length === 0) return;
+    setImmediate(() => this.carryOut(id, planned));
   }
 
   /**

@@ -16,8 +16,8 @@ import type { OperationName } from '../domain/operations.js';
 import { SelectionAnalysis, type RootField, type SelectionNeeds } from './analyze.js';
 import { factsOf, type RootFact } from './facts.js';
 import { ItemCount } from './items.js';
-import { carries, HEAD_NEEDS, Need, planHeadReads, type Needs, type Strategy } from '../domain/needs.js';
-import { connectionWindow, COUNT_CALL, extWindow, headListingSource, itemCompletion, pageCalls, sourceCarries, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
+import { carries, chooseHeadReads, HEAD_NEEDS, Need, type ChosenRead, type Needs, type Strategy } from '../domain/needs.js';
+import { connectionWindow, COUNT_CALL, extWindow, headListingSource, pageCalls, sourceCarries, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
 
 /*
  * One upstream plan per operation: which reads and calls it makes, worked out once from the
@@ -33,28 +33,49 @@ export interface PlannedRead {
   readonly estimated?: true;
 }
 
+/**
+ * The by-id reads of one head the plan decided, and what they are for: the loaders carry out
+ * these reads (less any whose parts the request already holds), never reads of their own.
+ */
+export interface HeadReads {
+  /** What the head's fields need of these reads. */
+  readonly needs: Needs;
+  /** Each read, with the parts it was chosen to bring. */
+  readonly reads: readonly ChosenRead[];
+}
+
+const NO_READS: HeadReads = Object.freeze({ needs: 0, reads: [] });
+
+/** A head the operation names by id: the reads of its initial payload, and those of its deferred fields, started beside them. */
+export interface PlannedHead {
+  readonly now: HeadReads;
+  readonly deferred: HeadReads;
+}
+
 /** What the plan says about one `heads` connection field, for its resolver. */
 export interface HeadListingPlan {
   readonly kind: 'headListing';
   /** What the listed heads' fields need for the initial payload. */
   readonly items: Needs;
   readonly source: HeadListingSource;
-  /** What their deferred fields need beyond that, and where it comes from: the window of Get Heads Ext beside the page, or a read per head. */
+  /** The reads each listed head needs beyond what its listing carried (a filtered page's head_metadata, say). */
+  readonly completion: HeadReads;
+  /** What their deferred fields need beyond that, and where it comes from: the window of Get Heads Ext beside the page, or these reads per head. */
   readonly deferred: Needs;
-  readonly deferredSource: 'ext' | 'reads';
+  readonly deferredSource: 'ext' | HeadReads;
 }
 
-/** What the plan says about the head an `updateHead` answers. */
+/** What the plan says about the head an `updateHead` answers: the reads its payload's fields need after it. */
 export interface HeadUpdatePlan {
   readonly kind: 'headUpdate';
-  readonly needs: Needs;
+  readonly after: HeadReads;
 }
 
 export type FieldPlan = HeadListingPlan | HeadUpdatePlan;
 
 export interface OperationPlan {
-  /** Per head the operation names by id: what all its fields need, in the initial payload and deferred. */
-  readonly heads: ReadonlyMap<string, SelectionNeeds>;
+  /** Per head the operation names by id: its reads, for the initial payload and for deferred fields. */
+  readonly heads: ReadonlyMap<string, PlannedHead>;
   /** Per root field (response key), what its resolver needs to know. */
   readonly fields: ReadonlyMap<string, FieldPlan>;
   /** Every upstream call, in no particular order; reads of the same route and parameters once. */
@@ -252,11 +273,11 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
         const input = args.input as { id?: unknown } | undefined;
         const id = headIdFrom(input?.id);
         if (id === undefined) break;
-        const needs = root.needs.now | root.needs.deferred;
-        fields.set(root.responseKey, { kind: 'headUpdate', needs });
-        reads.append('updateHead', { id });
         // The answer is a fresh Head A: what else its fields need is read after it, every time.
-        for (const read of planHeadReads(needs, carries.updateHead, strategy)) reads.append(read, { id });
+        const after = headReads(root.needs.now | root.needs.deferred, carries.updateHead, strategy);
+        fields.set(root.responseKey, { kind: 'headUpdate', after });
+        reads.append('updateHead', { id });
+        for (const { read } of after.reads) reads.append(read, { id });
         break;
       }
       case 'call':
@@ -269,13 +290,34 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
     const plan = planHeadListing(listing, strategy, reads, listing.fields[0]!);
     for (const field of listing.fields) fields.set(field, plan);
   }
+  const planned = new Map<string, PlannedHead>();
   for (const [id, needs] of heads) {
-    const initial = planHeadReads(needs.now, 0, strategy);
-    for (const read of initial) reads.add(read, { id });
-    const carried = initial.reduce((bits, read) => bits | carries[read], 0);
-    for (const read of planHeadReads(needs.deferred, carried, strategy)) reads.add(read, { id });
+    const now = headReads(needs.now | Need.head, 0, strategy);
+    const deferred = headReads(needs.deferred, carriedBy(now.reads), strategy);
+    for (const { read } of [...now.reads, ...deferred.reads]) reads.add(read, { id });
+    planned.set(id, { now, deferred });
   }
-  return { heads, fields, reads: reads.reads, calls: reads.reads.length, exact: reads.exact, items };
+  return { heads: planned, fields, reads: reads.reads, calls: reads.reads.length, exact: reads.exact, items };
+}
+
+/** The reads that cover `needs` of a head beside what `known` reads carry (domain/needs.ts decides which). */
+function headReads(needs: Needs, known: Needs, strategy: Strategy): HeadReads {
+  return needs === 0 ? NO_READS : { needs, reads: chooseHeadReads(needs, known, strategy) };
+}
+
+/** What a set of reads carries. */
+const carriedBy = (reads: readonly ChosenRead[]): Needs => reads.reduce((bits, { read }) => bits | carries[read], 0);
+
+/** The plan of a `heads` connection field, by its response key. */
+export function listingPlan(plan: OperationPlan, responseKey: string): HeadListingPlan | undefined {
+  const field = plan.fields.get(responseKey);
+  return field?.kind === 'headListing' ? field : undefined;
+}
+
+/** The plan of an `updateHead` field, by its response key. */
+export function updatePlan(plan: OperationPlan, responseKey: string): HeadUpdatePlan | undefined {
+  const field = plan.fields.get(responseKey);
+  return field?.kind === 'headUpdate' ? field : undefined;
 }
 
 /** How many items a connection's arguments ask for; 0 for arguments the field refuses (it answers none). */
@@ -313,22 +355,22 @@ function planHeadListing({ filter, window, needs, deferred }: HeadListing, strat
   }
 
   // Heads a filtered page lists may still need a read each: as many as the page has, at most.
-  const completion = itemCompletion(items, source, strategy);
+  const completion = headReads(items, sourceCarries(source), strategy);
   const size = window.fromEnd ? window.last : window.size;
-  for (let item = 0; item < size; item++) for (const read of completion) reads.estimate(read, { id: `${responseKey}[${item}]` });
+  for (let item = 0; item < size; item++) for (const { read } of completion.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
 
   // Deferred fields of the listed heads: read beside the page, never in its way. Get Heads Ext
   // answers the window's head_metadata and Hair B in one call; anything else is a read per head.
-  const carried = completion.reduce((bits, read) => bits | carries[read], sourceCarries(source));
+  const carried = carriedBy(completion.reads) | sourceCarries(source);
   const later = deferred & HEAD_NEEDS & ~carried;
   const besideInOne = strategy === 'selection' && filter.style === undefined && !window.fromEnd && (later & ~(Need.metadata | Need.hairB)) === 0;
   if (later !== 0 && besideInOne) {
     if (window.size > 0) reads.add('listHeadsExt', { ...extWindow(window.offset, window.size), search: filter.search });
-  } else if (later !== 0) {
-    const perHead = planHeadReads(later, carried, strategy);
-    for (let item = 0; item < size; item++) for (const read of perHead) reads.estimate(read, { id: `${responseKey}[${item}]` });
+    return { kind: 'headListing', items, source, completion, deferred: later, deferredSource: 'ext' };
   }
-  return { kind: 'headListing', items, source, deferred: later, deferredSource: besideInOne ? 'ext' : 'reads' };
+  const perHead = later === 0 ? NO_READS : headReads(later, carried, strategy);
+  for (let item = 0; item < size; item++) for (const { read } of perHead.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
+  return { kind: 'headListing', items, source, completion, deferred: later, deferredSource: perHead };
 }
 
 /** At most two pages hold a window counted from the end, wherever the total puts it. */

@@ -1,7 +1,7 @@
 import { offsetForArgs } from '@pothos/plugin-relay';
 import { planPageWindow, type PageCall } from '../domain/page-windows.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
-import { carries, Need, planHeadReads, type HeadRead, type Needs, type Strategy } from '../domain/needs.js';
+import { carries, Need, type Needs, type Strategy } from '../domain/needs.js';
 
 /*
  * Which listing reads a connection makes: pure, shared by the plan (counting before execution)
@@ -54,11 +54,6 @@ export function headListingSource(items: Needs, filter: HeadFilter, strategy: St
 /** What a listing source carries of each head it lists. */
 export const sourceCarries = (source: HeadListingSource): Needs =>
   source === 'pages' ? carries.listHeads : source === 'ext' ? carries.listHeadsExt : carries.listHeads | carries.listHeadsExt;
-
-/** The by-id reads each listed head needs beyond what its listing carried. */
-export function itemCompletion(items: Needs, source: HeadListingSource, strategy: Strategy): readonly HeadRead[] {
-  return planHeadReads(items, sourceCarries(source), strategy);
-}
 
 /** One page call of a paged listing (Get Heads, Get Permissions). */
 export const pageCalls = (offset: number, size: number): readonly PageCall[] => planPageWindow(offset, size).calls;

@@ -4,7 +4,7 @@ import type { UpdateHeadBody } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 import type { HeadRecord } from '../loaders/head-records.js';
 import { plan } from '../plan/facts.js';
-import type { HeadUpdatePlan } from '../plan/operation-plan.js';
+import { updatePlan } from '../plan/operation-plan.js';
 import { HeadRef } from './head.js';
 import { headIdSchema, requireAuthorization } from './inputs.js';
 import { anyFieldGiven } from './mutation-inputs.js';
@@ -65,8 +65,8 @@ builder.mutationFields((t) => ({
       // what else the payload's fields need is read after it.
       ctx.loaders.heads.forget(id);
       const head = ctx.loaders.heads.seed({ variant: 'A', head: answer }, 'updateHead');
-      const planned = ctx.plan.fields.get(String(info.path.key)) as HeadUpdatePlan | undefined;
-      return { head: await ctx.loaders.heads.load(head.id, planned?.needs ?? 0) };
+      const planned = updatePlan(ctx.plan, String(info.path.key));
+      return { head: await (planned === undefined ? head : ctx.loaders.heads.carryOut(head.id, planned.after)).whole() };
     },
   }),
   deleteHead: t.field({

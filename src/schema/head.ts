@@ -2,8 +2,8 @@ import { z } from 'zod';
 import type { GatewayContext } from './context.js';
 import { HeadRecord } from '../loaders/head-records.js';
 import { needs, plan } from '../plan/facts.js';
-import { Need, type Needs } from '../domain/needs.js';
-import type { HeadListingPlan } from '../plan/operation-plan.js';
+import { Need } from '../domain/needs.js';
+import { listingPlan, type HeadListingPlan } from '../plan/operation-plan.js';
 import type { HeadFilter, HeadListingSource } from '../plan/windows.js';
 import { builder } from './builder.js';
 import { resolveWindowConnection, type ListingReader, type WindowConnection } from './connections.js';
@@ -19,32 +19,32 @@ import { headIdSchema } from './inputs.js';
  */
 export const HeadRef = builder.objectRef<HeadRecord>('Head');
 
-/** One head by id, with what the operation's fields need of it; what its deferred fields need is read beside it. */
+/**
+ * One head by id: the loaders carry out the reads the plan decided for it, and start those of its
+ * deferred fields beside them. A head the plan did not name (an operation run without one) is
+ * read for what every read carries, and its fields load what they need as they run.
+ */
 export function loadHead(context: GatewayContext, id: string): HeadRecord | Promise<HeadRecord> {
   const planned = context.plan.heads.get(id);
-  if (planned?.deferred) context.loaders.heads.later(id, planned.deferred);
-  return context.loaders.heads.load(id, planned?.now ?? Need.head);
-}
-
-/** Starts loading what a head needs, for its fields to await; their resolvers report a failure. */
-export function startLoad(context: GatewayContext, id: string, need: Needs): void {
-  const loaded = context.loaders.heads.load(id, need);
-  if (loaded instanceof Promise) loaded.catch(() => undefined);
+  if (planned === undefined) return context.loaders.heads.load(id, Need.head);
+  context.loaders.heads.carryOutLater(id, planned.deferred);
+  return context.loaders.heads.carryOut(id, planned.now).whole();
 }
 
 /**
- * What the listed heads need beyond what their listing carried: a filtered page's head_metadata,
- * say, in one batch of reads started now; and what their deferred fields need, beside the answer.
+ * The reads the plan decided for the heads a listing answered: what their listing did not carry
+ * (a filtered page's head_metadata, say), started now; and what their deferred fields need,
+ * beside the answer: the window of Get Heads Ext, or reads per head.
  */
 function completeListedHeads(context: GatewayContext, filter: HeadFilter, listing: HeadListingPlan, connection: WindowConnection<HeadRecord>): void {
   const heads = connection.edges.map((edge) => edge.node);
-  for (const head of heads) startLoad(context, head.id, listing.items);
+  for (const head of heads) context.loaders.heads.carryOut(head.id, listing.completion);
   if (listing.deferred === 0 || heads.length === 0) return;
   if (listing.deferredSource === 'ext') {
     const window = context.loaders.listHeadsExtWindow(filter.search, connection.offset, heads.length);
     window.catch(() => undefined); // the deferred fields report it
     context.loaders.heads.expectFromExtListing(heads, window);
-  } else for (const head of heads) context.loaders.heads.later(head.id, listing.deferred);
+  } else for (const head of heads) context.loaders.heads.carryOutLater(head.id, listing.deferredSource);
 }
 
 /** Where the `heads` connection reads, as its plan says (`plan/windows.ts`). */
@@ -116,7 +116,7 @@ builder.queryFields((t) => ({
       ...plan({ kind: 'headListing' }),
       resolve: async (_, args, ctx, info) => {
         const filter = { search: args.search ?? undefined, style: args.style ?? undefined };
-        const listing = ctx.plan.fields.get(String(info.path.key)) as HeadListingPlan | undefined;
+        const listing = listingPlan(ctx.plan, String(info.path.key));
         const connection = await resolveWindowConnection(args, headsReader(ctx, filter, listing?.source ?? 'pages'));
         if (listing !== undefined) completeListedHeads(ctx, filter, listing, connection);
         return connection;

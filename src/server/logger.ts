@@ -10,7 +10,7 @@ import { pino, type Logger } from 'pino';
  * per write instead of a write each; what is left is written when the process exits. The writes are
  * synchronous, as with pino's default destination: an asynchronous write hands each batch to
  * libuv's thread pool, whose thread preempts the event loop of a gateway pinned to one core
- * (12.6 ± 8.5 µs more per `head(id)`, README "Performance"). A log reader that stops reading
+ * (12.6 ± 8.5 µs more per `head(id)`, docs/performance.md). A log reader that stops reading
  * holds the gateway up once the pipe is full; asynchronous writes would buffer without bound.
  */
 export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
