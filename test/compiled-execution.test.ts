@@ -5,7 +5,9 @@ import { sampleOf } from './support/metrics.js';
 /*
  * Compiled execution (graphql-jit): a query is compiled once it has run twice, and answers as the
  * interpreter does; what it cannot be trusted with stays on the interpreter. The gateway's
- * /metrics say how many operations ran compiled and what the compiled cache holds.
+ * /metrics say how many operations ran compiled code (counted once that code has run) and what the
+ * compiled cache holds: each test that says a query stays interpreted shows beside it that a query
+ * like it is compiled, and COMPILED_EXECUTION=off compiles nothing.
  */
 
 let t: TestGateway;
@@ -30,24 +32,25 @@ async function compiledOf(on: TestGateway) {
   };
 }
 
-/** The same request `times` times: every answer, and the upstream calls each made. */
-async function repeated(times: number, query: string, variables?: Record<string, unknown>) {
+/** The same request `times` times (on `t` unless told): every answer, and the upstream calls each made. */
+async function repeated(times: number, query: string, variables?: Record<string, unknown>, on: TestGateway = t) {
   const answers: GraphQLResponse<any>[] = [];
   const calls: string[][] = [];
   for (let i = 0; i < times; i++) {
-    t.reset();
-    answers.push(await t.execute<any>(query, variables));
-    calls.push(t.calls().map((r) => String(r.operation)));
+    on.reset();
+    answers.push(await on.execute<any>(query, variables));
+    calls.push(on.calls().map((r) => String(r.operation)));
   }
   return { answers, calls };
 }
 
+const HOT = `query Hot($a: ID!, $b: ID!) { a: head(id: $a) { name updatedAt hair { name gender } } b: head(id: $b) { name } heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } nodes { uuid } } }`;
+const MISSING = '00000000-0000-4000-8000-000000000000';
+
 describe('compiled execution', () => {
   it('a hot query answers the same compiled as interpreted: data, errors with their paths and locations, calls', async () => {
-    const missing = '00000000-0000-4000-8000-000000000000';
-    const query = `query Hot($a: ID!, $b: ID!) { a: head(id: $a) { name updatedAt hair { name gender } } b: head(id: $b) { name } heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } nodes { uuid } } }`;
     const before = await compiledOf(t);
-    const { answers, calls } = await repeated(4, query, { a: ids[0], b: missing });
+    const { answers, calls } = await repeated(4, HOT, { a: ids[0], b: MISSING });
     // Interpreted once, then compiled: three runs of compiled code, one more document kept.
     expect(await compiledOf(t)).toMatchObject({ runs: before.runs + 3, entries: before.entries! + 1 });
     expect(answers[0]!.data!.a).toEqual({ name: headA(ids[0]!).name, updatedAt: new Date(headA(ids[0]!).updated_at).toISOString(), hair: headA(ids[0]!).hair ? { name: headA(ids[0]!).hair.name, gender: headA(ids[0]!).hair.gender.toUpperCase() } : null });
@@ -63,6 +66,10 @@ describe('compiled execution', () => {
     const { answers } = await repeated(4, query);
     for (const answer of answers) expect(answer).toEqual({ data: { heads: { nodes: [{ hair: { name: headA(ids[0]!).hair.name } }] } } });
     expect(await compiledOf(t)).toEqual(before);
+    // The same selection without its directives is compiled: it is the directives that kept it out.
+    const { answers: plain } = await repeated(4, `{ heads(first: 1) { nodes { hair { name } } } }`);
+    expect(plain.at(-1)).toEqual(answers[0]);
+    expect(await compiledOf(t)).toMatchObject({ runs: before.runs + 3, entries: before.entries! + 1 });
   });
 
   it('variables that do not coerce are refused as graphql-js refuses them, hot or not', async () => {
@@ -84,6 +91,25 @@ describe('compiled execution', () => {
       expect((await post(t, { query: document, operationName: 'Second' })).body).toEqual({ data: { heads: { totalCount: ids.length } } });
     }
     expect(await compiledOf(t)).toEqual(before);
+    // The first operation alone in its document is compiled: it is the second one that kept it out.
+    await repeated(3, `query First { heads(first: 1) { nodes { name } } }`);
+    expect(await compiledOf(t)).toMatchObject({ runs: before.runs + 2, entries: before.entries! + 1 });
+  });
+});
+
+describe('COMPILED_EXECUTION=off', () => {
+  let off: TestGateway;
+  beforeAll(async () => {
+    off = await startTestGateway({ env: { COMPILED_EXECUTION: 'off' } });
+  });
+  afterAll(() => off.close());
+
+  it('compiles nothing: a hot query runs interpreted every time, and answers as compiled code does', async () => {
+    const { answers, calls } = await repeated(4, HOT, { a: ids[0], b: MISSING }, off);
+    expect(await compiledOf(off)).toEqual({ runs: 0, entries: undefined, bytes: undefined });
+    const compiled = await repeated(4, HOT, { a: ids[0], b: MISSING });
+    expect(answers).toEqual(compiled.answers);
+    expect(calls).toEqual(compiled.calls);
   });
 });
 

@@ -1,15 +1,16 @@
-import { parse } from 'graphql';
+import { parse, visit } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SelectionAnalysis } from '../src/plan/analyze.js';
 import { Planner } from '../src/plan/operation-plan.js';
 import { schema } from '../src/schema/index.js';
+import { fanOut, plainOfLength } from './support/attacks.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
-import { median } from './support/latency.js';
 
 /*
  * The planner's own guarantees: plans are cached per document beside yoga's caches, so a hot
  * operation costs no selection analysis; and analysis is linear in the document, so a document
- * built to make a naive fragment walk explode costs what any document of its size costs.
+ * built to make a naive fragment walk explode costs what any document of its size costs, counted
+ * in selection sets read, not timed (its wall-clock twin is a bench check: bench/checks/).
  */
 
 let t: TestGateway;
@@ -64,74 +65,60 @@ describe('plans cached per document', () => {
 
 describe('planning is linear in the document', () => {
   /**
-   * The fragment fan-out of the issue, as it was sent: 20 × 190 × 100 × 329 field paths in 5.5 KB
-   * and 2,000 tokens, inside every limit. `k` trailing spaces make each copy new to the parse cache.
+   * The document parsed, each selection set counting how often its `selections` are read: a walk
+   * of any kind reads them, so the count is the planner's work in selection sets, whatever the
+   * walk looks like (the analysis, the item count, the variables check).
    */
-  const crafted = (k: number) => {
-    const [roots, nodes, hairs, names] = [20, 190, 100, 329];
-    const repeat = (text: string, n: number) => Array.from({ length: n }, () => text).join(' ');
-    return `query{${repeat('heads(first:1){...C}', roots)}} fragment C on HeadConnection{${repeat('nodes{...N}', nodes)}} fragment N on Head{${repeat('hair{...H}', hairs)}} fragment H on Hair{${repeat('name', names)}}${' '.repeat(k)}`;
-  };
-  /**
-   * An ordinary document of the same length: aliases of one page with most of its fields, as a
-   * screen might ask (a field repeated a thousand times would trip graphql-js's own overlap budget).
-   */
-  const plain = (k: number, length: number) => {
-    const page = (i: number) =>
-      `h${i}: heads(first: 1) { nodes { id uuid name url arUrl outputFormat style version lod createdAt updatedAt hair { id name url thumbnailUrl style sourceType gender createdAt updatedAt } } pageInfo { hasNextPage endCursor } }`;
-    let body = '';
-    for (let i = 0; `query Plain${k} { ${body} ${page(i)} }`.length <= length; i++) body += ` ${page(i)}`;
-    const query = `query Plain${k} {${body} }`;
-    return query + ' '.repeat(length - query.length);
-  };
-
-  const post = async (query: string) =>
-    roomy.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
-
-  /** Milliseconds until `query` is answered, and until a `{ __typename }` sent right behind it is. */
-  async function timed(query: string): Promise<{ own: number; typename: number }> {
-    const started = performance.now();
-    const [own, typename] = await Promise.all([
-      post(query).then(async (r) => {
-        expect(((await r.json()) as { errors?: unknown }).errors).toBeUndefined();
-        return performance.now() - started;
-      }),
-      post('{ __typename }').then(async (r) => {
-        expect(await r.json()).toEqual({ data: { __typename: 'Query' } });
-        return performance.now() - started;
-      }),
-    ]);
-    return { own, typename };
+  function instrumented(query: string) {
+    let reads = 0;
+    let sets = 0;
+    const document = visit(parse(query), {
+      SelectionSet(node) {
+        sets++;
+        const { selections } = node;
+        Object.defineProperty(node, 'selections', { enumerable: true, get: () => (reads++, selections) });
+      },
+    });
+    // visit itself read each once, after its visitor made it count.
+    const visited = reads;
+    return { document, sets, reads: () => reads - visited };
   }
 
+  /** How often the planner reads each selection set of `query`, on average, and the plan. */
+  function planningWork(query: string) {
+    const { document, sets, reads } = instrumented(query);
+    const plan = new Planner({ schema, strategy: 'selection' }).plan({ document, authorized: false });
+    return { readsPerSet: reads() / sets, plan };
+  }
 
   it('by default the crafted document is refused before validation (one field 20 times in one selection), with zero calls', async () => {
-    const response = await t.execute(crafted(0));
+    const response = await t.execute(fanOut());
     expect(response.errors).toEqual([
       { message: 'Field "heads" appears 20 times in one selection; the limit is 10.', extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' } },
     ]);
     expect(t.calls()).toEqual([]);
   });
 
-  it('allowed to repeat fields, the crafted document costs about what a plain one of its length does, and does not hold up a concurrent { __typename }', async () => {
-    const length = crafted(0).length;
+  it('the crafted document costs the planner what a plain one does: each selection set read a couple of times, never once per path', () => {
+    const length = fanOut().length;
     expect(length).toBe(5_521);
-    // Warm both paths (JIT, yoga's plugins), then alternate fresh documents (no parse cache hit).
-    await timed(crafted(0));
-    await timed(plain(0, length));
-    const craftedRuns: { own: number; typename: number }[] = [];
-    const plainRuns: { own: number; typename: number }[] = [];
-    for (let k = 1; k <= 9; k++) {
-      craftedRuns.push(await timed(crafted(k)));
-      plainRuns.push(await timed(plain(k, length)));
-    }
-    const ratio = median(craftedRuns.map((r) => r.own)) / median(plainRuns.map((r) => r.own));
-    const typenameRatio = median(craftedRuns.map((r) => r.typename)) / median(plainRuns.map((r) => r.typename));
-    // A fragment walk per path (the old estimate) took seconds here: a ratio in the hundreds. The
-    // bound leaves room for a machine busy with other test files.
-    expect(ratio).toBeLessThan(10);
-    expect(typenameRatio).toBeLessThan(10);
-    // Every operation read its one page once (the crafted one's 20 aliases share one window).
-    expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 20 }, () => ['listHeads', { page: '1', size: '1' }]));
+    const craftedWork = planningWork(fanOut());
+    const plainWork = planningWork(plainOfLength(length));
+    // A fragment walk per path (the old estimate, or the analysis without its memo) reads fragment
+    // H's selection set again for each of the 20 × 190 × 100 paths that reach it: 2,446 reads a
+    // selection set on average.
+    expect(craftedWork.readsPerSet).toBeLessThanOrEqual(3);
+    expect(plainWork.readsPerSet).toBeLessThanOrEqual(3);
+    // The crafted document's 20 `heads(first: 1)` are one field: one listing.
+    expect(craftedWork.plan).toMatchObject({ calls: 1, exact: true });
+  });
+
+  it('allowed to repeat fields, the crafted document is answered with one upstream read per operation', async () => {
+    const post = async (query: string) =>
+      (await roomy.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) })).json() as Promise<{ errors?: unknown }>;
+    expect((await post(fanOut())).errors).toBeUndefined();
+    expect((await post(plainOfLength(fanOut().length))).errors).toBeUndefined();
+    // Each operation read its one page once.
+    expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 2 }, () => ['listHeads', { page: '1', size: '1' }]));
   });
 });

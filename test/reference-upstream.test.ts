@@ -1,5 +1,5 @@
 import { Agent, request } from 'undici';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   ALICE_PASSWORD,
   ALICE_USERNAME,
@@ -479,13 +479,23 @@ describe('faults', () => {
   const target = () => path('getHeadExt', { head_id: firstIds(1)[0]! });
 
   it('latency delays an answer by its ms', async () => {
-    upstream.injectFault('getHeadExt', { kind: 'latency', ms: 150 });
-    const started = performance.now();
-    const answer = await call('GET', target());
-    // A lower bound only: a busy machine can make it later, never earlier.
-    expect(performance.now() - started).toBeGreaterThanOrEqual(140);
-    expect(answer.status).toBe(200);
-    headASchema.parse(answer.body);
+    // On a fake clock: held at 149 ms, answered at 150.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      upstream.injectFault('getHeadExt', { kind: 'latency', ms: 150 });
+      let settled = false;
+      const pending = call('GET', target()).finally(() => (settled = true));
+      await until(() => upstream.inFlight() === 1, 'the answer held');
+      vi.advanceTimersByTime(149);
+      expect(upstream.inFlight()).toBe(1);
+      expect(settled).toBe(false);
+      vi.advanceTimersByTime(1);
+      const answer = await pending;
+      expect(answer.status).toBe(200);
+      headASchema.parse(answer.body);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a held answer blocks no other request, and releaseHeld answers it at once', async () => {

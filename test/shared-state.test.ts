@@ -9,6 +9,7 @@ import { sampleOf } from './support/metrics.js';
 import { startGatewayProcess, type GatewayProcess } from './support/process.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
+import { until } from './support/until.js';
 
 /*
  * REDIS_URL against a real redis-server (Debian's package) on a free loopback port: two gateway
@@ -101,11 +102,19 @@ describeWithRedis('a rate limit beside an in-flight limit in Redis', () => {
     try {
       // The caller's key: its credential's SHA-256, the scheme in lower case (plugins/caller-limits.ts).
       const key = `gw:requests:token:${createHash('sha256').update('bearer steady').digest('base64url')}`;
+      // When the window ends, in Redis's own clock (ms since the epoch).
+      const windowEnd = async () => Number(await check.call('PEXPIRETIME', key));
+      const redisNow = async () => {
+        const [seconds, micros] = await check.time();
+        return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+      };
       expect((await send()).status).toBe(200);
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      const end = await windowEnd();
+      // The second operation comes at a later millisecond than the first, whose window began at end − 2 s.
+      await until(async () => (await redisNow()) > end - 2_000, 'a millisecond past the window start');
       expect((await send()).status).toBe(200);
       // The in-flight script restarted the window with every operation: a steady caller was refused for good.
-      expect(await check.pttl(key)).toBeLessThanOrEqual(1_600);
+      expect(await windowEnd()).toBe(end);
       expect(await check.get(key)).toBe('2');
     } finally {
       check.disconnect();

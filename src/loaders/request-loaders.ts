@@ -38,8 +38,6 @@ export class RequestLoaders {
   readonly #caller: UpstreamCaller;
   readonly #fanout: number;
   #limit: LimitFunction | undefined;
-  /** The request's first call is out, not counted by the limiter (see #capped). */
-  #firstOut = false;
   // Made on first use: most operations touch one of them.
   #headsPage: DataLoader<ListHeadsArgs, PageDto<HeadADto>, string> | undefined;
   #headsExt: DataLoader<ListHeadsExtArgs, HeadBDto[], string> | undefined;
@@ -51,24 +49,9 @@ export class RequestLoaders {
     this.heads = new HeadLoader((read, id) => this.#capped(() => readHead(caller, read, id)), options.strategy);
   }
 
-  /**
-   * One cap for every upstream call of the request: it bounds what one request puts on the
-   * upstream at once. Most requests make one call: the first goes out directly, and p-limit (its
-   * queue, its promises per call) is made only for a second call while the first is out, with
-   * the first's slot held back until it ends.
-   */
+  /** One cap for every upstream call of the request: it bounds what one request puts on the upstream at once. */
   #capped<T>(call: () => Promise<T>): Promise<T> {
-    if (this.#limit === undefined && !this.#firstOut && this.#fanout > 1) {
-      this.#firstOut = true;
-      const answer = call();
-      const release = () => {
-        this.#firstOut = false;
-        if (this.#limit !== undefined) this.#limit.concurrency = this.#fanout;
-      };
-      answer.then(release, release);
-      return answer;
-    }
-    return (this.#limit ??= pLimit(this.#firstOut ? this.#fanout - 1 : this.#fanout))(call);
+    return (this.#limit ??= pLimit(this.#fanout))(call);
   }
 
   #byKey<K extends object, V>(load: (key: K) => Promise<V>): DataLoader<K, V, string> {

@@ -74,11 +74,17 @@ function compilableFields(document: DocumentNode, maxFields: number): number | u
   return fields <= maxFields ? fields : undefined;
 }
 
-/** Runs a compiled query as yoga's execute would, its result carrying the query's own serialiser. */
-const compiledExecute = (compiled: Compiled) =>
-  makeExecute((args) =>
-    mapMaybePromise(compiled.query(args.rootValue, args.contextValue, args.variableValues) as ExecutionResult | Promise<ExecutionResult>, (result) => Object.assign(result, { stringify: compiled.stringify })),
-  );
+/**
+ * Runs a compiled query as yoga's execute would, its result carrying the query's own serialiser;
+ * `ran` is told once the compiled code has run (not when it was chosen: a later plugin could still
+ * replace the execute function).
+ */
+const compiledExecute = (compiled: Compiled, ran: (() => void) | undefined) =>
+  makeExecute((args) => {
+    const result = compiled.query(args.rootValue, args.contextValue, args.variableValues) as ExecutionResult | Promise<ExecutionResult>;
+    ran?.();
+    return mapMaybePromise(result, (done) => Object.assign(done, { stringify: compiled.stringify }));
+  });
 
 /**
  * graphql-jit compiles with `new Function`, and V8 keeps the source and bytecode of every such
@@ -138,8 +144,7 @@ export function useCompiledExecution(options: CompiledExecutionOptions): Plugin 
     onExecute({ args, setExecuteFn }) {
       const query = compiledFor(args);
       if (query === undefined) return undefined;
-      setExecuteFn(compiledExecute(query));
-      options.onCompiledRun?.();
+      setExecuteFn(compiledExecute(query, options.onCompiledRun));
       // graphql-jit's errors carry their locations but no source positions, which yoga needs to
       // keep them when it serialises; they are given theirs back from the document's source.
       const source = args.document.loc?.source;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { combinePasses, compareRounds, describeComparison } from '../bench/ab-report.js';
+import { combinePasses, compareRounds, describeComparison } from '../ab-report.js';
 
 /* The A/B bench's arithmetic, on made-up rounds: paired differences, their interval, the two load orders. */
 

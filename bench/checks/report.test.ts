@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { summarize, toMarkdown, type BenchReport, type Measurement, type ScenarioResult } from '../bench/report.js';
+import { summarize, toMarkdown, type BenchReport, type Measurement, type ScenarioResult } from '../report.js';
 
 /* The bench's arithmetic and report, on made-up measurements: medians, spreads, both tables. */
 
