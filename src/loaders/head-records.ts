@@ -1,6 +1,6 @@
 import DataLoader from 'dataloader';
 import { carries, HEAD_NEEDS, headParts, Need, needsOf, planHeadReads, type HeadPart, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../domain/needs.js';
-import type { HeadReads } from '../plan/operation-plan.js';
+import type { HeadReads } from '../plan/reads.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 
 export type HeadDto = HeadADto | HeadBDto;

@@ -12,12 +12,13 @@ import {
 import { LRUCache } from 'lru-cache';
 import { headIdFrom, MAX_NODE_IDS, nodeHeadIdFrom } from '../domain/ids.js';
 import { connectionArgsSchema } from '../domain/pages.js';
-import type { OperationName } from '../domain/operations.js';
+import { carries, Need, type Strategy } from '../domain/needs.js';
 import { SelectionAnalysis, type RootField, type SelectionNeeds } from './analyze.js';
 import { factsOf, type RootFact } from './facts.js';
 import { ItemCount } from './items.js';
-import { carries, chooseHeadReads, HEAD_NEEDS, Need, type ChosenRead, type Needs, type Strategy } from '../domain/needs.js';
-import { connectionWindow, COUNT_CALL, extWindow, headListingSource, pageCalls, sourceCarries, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
+import { planHeadListing, planPagedListing, windowLength, type HeadListing, type HeadListingPlan } from './listings.js';
+import { carriedBy, headReads, ReadList, type HeadReads, type PlannedRead } from './reads.js';
+import { connectionWindow, type ConnectionArgs } from './windows.js';
 
 /*
  * One upstream plan per operation: which reads and calls it makes, worked out once from the
@@ -25,44 +26,10 @@ import { connectionWindow, COUNT_CALL, extWindow, headListingSource, pageCalls, 
  * resolvers take their reads from it, and tests compare it with what the upstream saw.
  */
 
-/** One upstream call the operation makes: an operation of the route table and its parameters. */
-export interface PlannedRead {
-  readonly operation: OperationName;
-  readonly params: Readonly<Record<string, string | number | undefined>>;
-  /** Its parameters, or whether it happens at all, depend on data (a total, a filtered page). */
-  readonly estimated?: true;
-}
-
-/**
- * The by-id reads of one head the plan decided, and what they are for: the loaders carry out
- * these reads (less any whose parts the request already holds), never reads of their own.
- */
-export interface HeadReads {
-  /** What the head's fields need of these reads. */
-  readonly needs: Needs;
-  /** Each read, with the parts it was chosen to bring. */
-  readonly reads: readonly ChosenRead[];
-}
-
-const NO_READS: HeadReads = Object.freeze({ needs: 0, reads: [] });
-
 /** A head the operation names by id: the reads of its initial payload, and those of its deferred fields, started beside them. */
 export interface PlannedHead {
   readonly now: HeadReads;
   readonly deferred: HeadReads;
-}
-
-/** What the plan says about one `heads` connection field, for its resolver. */
-export interface HeadListingPlan {
-  readonly kind: 'headListing';
-  /** What the listed heads' fields need for the initial payload. */
-  readonly items: Needs;
-  readonly source: HeadListingSource;
-  /** The reads each listed head needs beyond what its listing carried (a filtered page's head_metadata, say). */
-  readonly completion: HeadReads;
-  /** What their deferred fields need beyond that, and where it comes from: the window of Get Heads Ext beside the page, or these reads per head. */
-  readonly deferred: Needs;
-  readonly deferredSource: 'ext' | HeadReads;
 }
 
 /** What the plan says about the head an `updateHead` answers: the reads its payload's fields need after it. */
@@ -194,32 +161,6 @@ export class Planner {
   }
 }
 
-/** Reads collected while binding: identical reads once, estimated ones each. */
-class ReadList {
-  readonly reads: PlannedRead[] = [];
-  readonly #keys = new Set<string>();
-  exact = true;
-
-  /** A read that happens whenever the operation runs; the same route and parameters once. */
-  add(operation: OperationName, params: PlannedRead['params']): void {
-    const key = `${operation} ${JSON.stringify(params)}`;
-    if (this.#keys.has(key)) return;
-    this.#keys.add(key);
-    this.reads.push({ operation, params });
-  }
-
-  /** A call that is never shared with another (a mutation, what follows it). */
-  append(operation: OperationName, params: PlannedRead['params']): void {
-    this.reads.push({ operation, params });
-  }
-
-  /** A call whose parameters or very existence depend on data: counted, and the plan is an upper bound. */
-  estimate(operation: OperationName, params: PlannedRead['params']): void {
-    this.reads.push({ operation, params, estimated: true });
-    this.exact = false;
-  }
-}
-
 /** The plan of one shape for these variables: ids, windows and the reads they make. */
 function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>>, authorized: boolean, strategy: Strategy, schema: GraphQLSchema): OperationPlan {
   const counter = new ItemCount(schema, shape.fragments, variables);
@@ -300,14 +241,6 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
   return { heads: planned, fields, reads: reads.reads, calls: reads.reads.length, exact: reads.exact, items };
 }
 
-/** The reads that cover `needs` of a head beside what `known` reads carry (domain/needs.ts decides which). */
-function headReads(needs: Needs, known: Needs, strategy: Strategy): HeadReads {
-  return needs === 0 ? NO_READS : { needs, reads: chooseHeadReads(needs, known, strategy) };
-}
-
-/** What a set of reads carries. */
-const carriedBy = (reads: readonly ChosenRead[]): Needs => reads.reduce((bits, { read }) => bits | carries[read], 0);
-
 /** The plan of a `heads` connection field, by its response key. */
 export function listingPlan(plan: OperationPlan, responseKey: string): HeadListingPlan | undefined {
   const field = plan.fields.get(responseKey);
@@ -320,83 +253,3 @@ export function updatePlan(plan: OperationPlan, responseKey: string): HeadUpdate
   return field?.kind === 'headUpdate' ? field : undefined;
 }
 
-/** How many items a connection's arguments ask for; 0 for arguments the field refuses (it answers none). */
-function windowLength(args: Record<string, unknown>): number {
-  if (!connectionArgsSchema.safeParse(args).success) return 0;
-  const window = connectionWindow(args as ConnectionArgs);
-  return window.fromEnd ? window.last : window.size;
-}
-
-/** One window of the `heads` listing, and what its fields need of it, now and deferred. */
-interface HeadListing {
-  readonly filter: HeadFilter;
-  readonly window: ConnectionWindow;
-  needs: Needs;
-  deferred: Needs;
-}
-
-function planHeadListing({ filter, window, needs, deferred }: HeadListing, strategy: Strategy, reads: ReadList, responseKey: string): HeadListingPlan {
-  const items = needs & HEAD_NEEDS & ~Need.head;
-  const source = headListingSource(items, filter, strategy);
-  if (source === 'pages') {
-    planPagedListing('listHeads', filter, window, needs, reads);
-  } else if (window.fromEnd) {
-    // The total first (one page of one), then the window it places, from both listings if both.
-    reads.add('listHeads', { ...filter, ...COUNT_CALL });
-    if (source === 'both') estimatePages('listHeads', filter, reads);
-    reads.estimate('listHeadsExt', { limit: window.last + 1, skip: 'total - last', search: filter.search });
-  } else {
-    if (window.size > 0) {
-      if (source === 'both') for (const call of pageCalls(window.offset, window.size)) reads.add('listHeads', { ...filter, ...call });
-      reads.add('listHeadsExt', { ...extWindow(window.offset, window.size), search: filter.search });
-    }
-    // Get Heads Ext carries no total: one page of one tells it, when it is selected.
-    if (needs & Need.total && (source === 'ext' || window.size === 0)) reads.add('listHeads', { ...filter, ...COUNT_CALL });
-  }
-
-  // Heads a filtered page lists may still need a read each: as many as the page has, at most.
-  const completion = headReads(items, sourceCarries(source), strategy);
-  const size = window.fromEnd ? window.last : window.size;
-  for (let item = 0; item < size; item++) for (const { read } of completion.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
-
-  // Deferred fields of the listed heads: read beside the page, never in its way. Get Heads Ext
-  // answers the window's head_metadata and Hair B in one call; anything else is a read per head.
-  const carried = carriedBy(completion.reads) | sourceCarries(source);
-  const later = deferred & HEAD_NEEDS & ~carried;
-  const besideInOne = strategy === 'selection' && filter.style === undefined && !window.fromEnd && (later & ~(Need.metadata | Need.hairB)) === 0;
-  if (later !== 0 && besideInOne) {
-    if (window.size > 0) reads.add('listHeadsExt', { ...extWindow(window.offset, window.size), search: filter.search });
-    return { kind: 'headListing', items, source, completion, deferred: later, deferredSource: 'ext' };
-  }
-  const perHead = later === 0 ? NO_READS : headReads(later, carried, strategy);
-  for (let item = 0; item < size; item++) for (const { read } of perHead.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
-  return { kind: 'headListing', items, source, completion, deferred: later, deferredSource: perHead };
-}
-
-/** At most two pages hold a window counted from the end, wherever the total puts it. */
-function estimatePages(operation: 'listHeads' | 'getPermissions', filter: HeadFilter, reads: ReadList): void {
-  reads.estimate(operation, { ...filter, window: 'total - last' });
-  reads.estimate(operation, { ...filter, window: 'total - last' });
-}
-
-/**
- * Reads of a paged listing (Get Heads, Get Permissions): the pages that cover the window, whose
- * wrappers carry the total. `last` without `before` reads the first `last` items first (their
- * page tells the total, and is the window when the listing is that short), then the window.
- */
-function planPagedListing(
-  operation: 'listHeads' | 'getPermissions',
-  filter: HeadFilter,
-  window: ConnectionWindow,
-  needs: Needs,
-  reads: ReadList,
-): void {
-  if (window.fromEnd) {
-    for (const call of pageCalls(0, window.last)) reads.add(operation, { ...filter, ...call });
-    estimatePages(operation, filter, reads);
-  } else if (window.size > 0) {
-    for (const call of pageCalls(window.offset, window.size)) reads.add(operation, { ...filter, ...call });
-  } else if (needs & Need.total) {
-    reads.add(operation, { ...filter, ...COUNT_CALL });
-  }
-}
