@@ -63,9 +63,16 @@ export class HeadRecord {
   /** One part of the head, once a read carrying it answered (`HeadLoader.part` waits for it). */
   part<P extends HeadPart>(part: P): HeadPartValues[P] {
     if (!(this.available & Need[part])) throw new PartNotRead(part);
-    const values: { readonly [K in HeadPart]: () => HeadPartValues[K] | undefined } = { head: () => this.#head, variantA: () => this.#a, hairB: () => this.#b, metadata: () => this.#metadata };
-    return values[part]() as HeadPartValues[P];
+    return HeadRecord.#parts[part](this) as HeadPartValues[P];
   }
+
+  /** Where each part is held (made once, not per read of a part). */
+  static readonly #parts: { readonly [K in HeadPart]: (record: HeadRecord) => HeadPartValues[K] | undefined } = {
+    head: (record) => record.#head,
+    variantA: (record) => record.#a,
+    hairB: (record) => record.#b,
+    metadata: (record) => record.#metadata,
+  };
 
   /** Takes what a read answered; values already held are kept (the first answer wins). */
   receive(bits: Needs, answer: HeadAnswer): void {
