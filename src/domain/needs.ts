@@ -34,7 +34,7 @@ export const Need: Readonly<Record<HeadPart, Needs> & { none: Needs; total: Need
 });
 
 /** The parts a set of needs names, in `headParts` order. */
-export const partsOf = (needs: Needs): HeadPart[] => headParts.filter((part) => needs & bitOf(part));
+const partsOf = (needs: Needs): HeadPart[] => headParts.filter((part) => needs & bitOf(part));
 
 /** The by-id reads of one head (contract 4.5, 4.7, 4.8). */
 export type HeadRead = 'getHeadById' | 'getHeadExtById' | 'getHeadExt';
@@ -43,7 +43,7 @@ export type HeadRead = 'getHeadById' | 'getHeadExtById' | 'getHeadExt';
 export type HeadSourceRead = HeadRead | 'listHeads' | 'listHeadsExt' | 'updateHead';
 
 /** What each read carries of a head (the contract's endpoint table). */
-export const carriedParts: Readonly<Record<HeadSourceRead, readonly HeadPart[]>> = {
+const carriedParts: Readonly<Record<HeadSourceRead, readonly HeadPart[]>> = {
   // Head B without head_metadata (an array of one).
   getHeadById: ['head', 'hairB'],
   // Head B with head_metadata.
@@ -109,6 +109,3 @@ export function chooseHeadReads(needs: Needs, known: Needs, strategy: Strategy):
   const { reads } = readSets.find((set) => (set.carried & missing) === missing)!;
   return reads.map((read) => ({ read, brings: carries[read] & missing }));
 }
-
-/** The same reads, without what each brings. */
-export const planHeadReads = (needs: Needs, known: Needs, strategy: Strategy): readonly HeadRead[] => chooseHeadReads(needs, known, strategy).map(({ read }) => read);

@@ -1,5 +1,5 @@
 import DataLoader from 'dataloader';
-import { carries, HEAD_NEEDS, headParts, Need, needsOf, planHeadReads, type HeadPart, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../domain/needs.js';
+import { carries, chooseHeadReads, HEAD_NEEDS, headParts, Need, type HeadPart, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../domain/needs.js';
 import type { HeadReads } from '../plan/reads.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 
@@ -142,7 +142,7 @@ interface HeadLoad {
  * It carries out the reads the operation's plan decided (`carryOut`): the plan is the one place
  * that decides which read serves which field. Only an operation run without a plan (execution
  * without the planner's plugin, or a field the plan could not foresee) loads by need (`load`,
- * `with`): the loads of one tick merged per head, and the plan's own rule (`planHeadReads`)
+ * `with`): the loads of one tick merged per head, and the plan's own rule (`chooseHeadReads`)
  * choosing their reads.
  */
 export class HeadLoader {
@@ -246,8 +246,8 @@ export class HeadLoader {
     for (const { id, needs } of loads) merged.set(id, (merged.get(id) ?? 0) | needs);
     for (const [id, needs] of merged) {
       const record = this.#record(id);
-      const reads = planHeadReads(needs, record.carried, this.#strategy);
-      record.start(reads.map((read) => ({ bits: carries[read], answer: this.#read(read, id) })));
+      const reads = chooseHeadReads(needs, record.carried, this.#strategy);
+      record.start(reads.map(({ read }) => ({ bits: carries[read], answer: this.#read(read, id) })));
     }
     return Promise.all(
       loads.map(async ({ id }) => {

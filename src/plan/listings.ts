@@ -1,7 +1,6 @@
 import { HEAD_NEEDS, Need, type Needs, type Strategy } from '../domain/needs.js';
-import { connectionArgsSchema } from '../domain/pages.js';
 import { carriedBy, headReads, NO_READS, type HeadReads, type ReadList } from './reads.js';
-import { connectionWindow, COUNT_CALL, extWindow, headListingSource, pageCalls, sourceCarries, type ConnectionArgs, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
+import { COUNT_CALL, extWindow, headListingSource, pageCalls, sourceCarries, windowSize, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
 
 /*
  * The reads of the listings (the `heads` and `permissions` connections): which listing answers a
@@ -19,13 +18,6 @@ export interface HeadListingPlan {
   /** What their deferred fields need beyond that, and where it comes from: the window of Get Heads Ext beside the page, or these reads per head. */
   readonly deferred: Needs;
   readonly deferredSource: 'ext' | HeadReads;
-}
-
-/** How many items a connection's arguments ask for; 0 for arguments the field refuses (it answers none). */
-export function windowLength(args: Record<string, unknown>): number {
-  if (!connectionArgsSchema.safeParse(args).success) return 0;
-  const window = connectionWindow(args as ConnectionArgs);
-  return window.fromEnd ? window.last : window.size;
 }
 
 /** One window of the `heads` listing, and what its fields need of it, now and deferred. */
@@ -57,7 +49,7 @@ export function planHeadListing({ filter, window, needs, deferred }: HeadListing
 
   // Heads a filtered page lists may still need a read each: as many as the page has, at most.
   const completion = headReads(items, sourceCarries(source), strategy);
-  const size = window.fromEnd ? window.last : window.size;
+  const size = windowSize(window);
   for (let item = 0; item < size; item++) for (const { read } of completion.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
 
   // Deferred fields of the listed heads: read beside the page, never in its way. Get Heads Ext

@@ -16,9 +16,9 @@ import { carries, Need, type Strategy } from '../domain/needs.js';
 import { SelectionAnalysis, type RootField, type SelectionNeeds } from './analyze.js';
 import { factsOf, type RootFact } from './facts.js';
 import { ItemCount } from './items.js';
-import { planHeadListing, planPagedListing, windowLength, type HeadListing, type HeadListingPlan } from './listings.js';
+import { planHeadListing, planPagedListing, type HeadListing, type HeadListingPlan } from './listings.js';
 import { carriedBy, headReads, ReadList, type HeadReads, type PlannedRead } from './reads.js';
-import { connectionWindow, type ConnectionArgs } from './windows.js';
+import { connectionWindow, windowSize, type ConnectionArgs } from './windows.js';
 
 /*
  * One upstream plan per operation: which reads and calls it makes, worked out once from the
@@ -182,8 +182,11 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
     } catch {
       continue; // execution refuses the field the same way, with no call
     }
-    const window = fact?.kind === 'headListing' || fact?.kind === 'permissionListing' ? windowLength(args) : undefined;
-    if (window !== 0) items += counter.ofRoot(root, window);
+    const listed = fact?.kind === 'headListing' || fact?.kind === 'permissionListing';
+    // Arguments a listing refuses (first: 101, a forged cursor) make no call and answer no item.
+    const window = listed && connectionArgsSchema.safeParse(args).success ? connectionWindow(args as ConnectionArgs) : undefined;
+    const length = listed ? (window === undefined ? 0 : windowSize(window)) : undefined;
+    if (length !== 0) items += counter.ofRoot(root, length);
     switch (fact?.kind) {
       case 'head':
         nameHead(fact.ids === 'head' ? headIdFrom(args[fact.arg]) : nodeHeadIdFrom(args[fact.arg]), root.needs);
@@ -194,10 +197,9 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
         break;
       }
       case 'headListing': {
-        // Arguments the field refuses (first: 101, a forged cursor) make no call.
-        if (!connectionArgsSchema.safeParse(args).success) break;
+        if (window === undefined) break;
         // Listings of the same window share their reads: their items' needs are merged first.
-        const listing = { filter: { search: (args.search as string | null | undefined) ?? undefined, style: (args.style as string | null | undefined) ?? undefined }, window: connectionWindow(args as ConnectionArgs) };
+        const listing = { filter: { search: (args.search as string | null | undefined) ?? undefined, style: (args.style as string | null | undefined) ?? undefined }, window };
         const key = JSON.stringify(listing);
         const group = listings.get(key);
         if (group) {
@@ -208,7 +210,7 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
         break;
       }
       case 'permissionListing':
-        if (authorized && connectionArgsSchema.safeParse(args).success) planPagedListing('getPermissions', {}, connectionWindow(args as ConnectionArgs), root.needs.now, reads);
+        if (authorized && window !== undefined) planPagedListing('getPermissions', {}, window, root.needs.now, reads);
         break;
       case 'headUpdate': {
         const input = args.input as { id?: unknown } | undefined;

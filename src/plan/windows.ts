@@ -27,6 +27,9 @@ export function connectionWindow(args: ConnectionArgs): ConnectionWindow {
   return { fromEnd: false, offset, size: expectedSize };
 }
 
+/** How many items a window holds at most. */
+export const windowSize = (window: ConnectionWindow): number => (window.fromEnd ? window.last : window.size);
+
 /** Where a `heads` connection's items come from. */
 export type HeadListingSource =
   /** Get Heads pages: variant A, the total in every page. */

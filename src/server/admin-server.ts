@@ -3,6 +3,7 @@ import type { ConnectionSettings } from '../config.js';
 import { capConnections, slowRequestOptions } from './http-server.js';
 import type { GatewayMetrics } from './metrics.js';
 import { probeAnswer, type ProbeSources } from './probes.js';
+import { pathOf } from './plugins/request-path.js';
 
 const notFound = JSON.stringify({ status: 'not found' });
 
@@ -16,7 +17,7 @@ const notFound = JSON.stringify({ status: 'not found' });
 export function createAdminServer(sources: ProbeSources & { readonly metrics: Pick<GatewayMetrics, 'watchConnections'> }, connections: ConnectionSettings): Server {
   const server = createServer(slowRequestOptions(connections), (request, response) => {
     // Probes ask in origin form (`/ready?x`); anything else is not a probe.
-    const path = (request.url ?? '/').split('?', 1)[0]!;
+    const path = pathOf(request.url ?? '/');
     const answer = request.method === 'GET' || request.method === 'HEAD' ? probeAnswer(path, sources) : undefined;
     if (answer === undefined) {
       response.writeHead(404, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(notFound) });

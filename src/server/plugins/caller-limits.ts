@@ -125,8 +125,8 @@ function doorFor(options: CallerLimitsOptions): Door {
 export function useCallerLimits(options: CallerLimitsOptions): Plugin {
   const { requests, upstreamCalls, inFlight, addressRequests } = options.limiters;
   const admits = requests !== undefined || inFlight !== undefined || addressRequests !== undefined;
-  const headers = RateLimitHeaders.of({ requests, address: addressRequests });
   const door = options.door ?? doorFor(options);
+  const { headers } = door;
   const refuse = (limit: CallerLimit, msBeforeNext: number, key: string) => {
     options.onRefused?.(limit);
     door.remember(key, limit, msBeforeNext);
@@ -197,7 +197,8 @@ export class Door {
 
   constructor(
     private readonly onRefused: ((limit: CallerLimit) => void) | undefined,
-    private readonly headers: RateLimitHeaders | undefined,
+    /** The rate-limit headers of the limits it keeps (none without a per-caller or per-address rate). */
+    readonly headers: RateLimitHeaders | undefined,
     /** The longest a refusal holds: the limiters' window. */
     private readonly longestMs: number,
     private readonly trustProxy: boolean,

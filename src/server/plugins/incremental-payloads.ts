@@ -4,6 +4,7 @@ import {
   getDirectiveValues,
   getNamedType,
   isAbstractType,
+  isInterfaceType,
   isObjectType,
   Kind,
   type DocumentNode,
@@ -11,7 +12,6 @@ import {
   type FragmentDefinitionNode,
   type GraphQLDirective,
   type GraphQLNamedType,
-  type GraphQLObjectType,
   type GraphQLSchema,
   type SelectionSetNode,
 } from 'graphql';
@@ -121,7 +121,7 @@ class SiteFinder {
     const key = field.alias?.value ?? field.name.value;
     const value = data[key];
     if (value === undefined || value === null || field.name.value === '__typename') return;
-    const definition = isObjectType(type) || isAbstractType(type) ? (type as GraphQLObjectType).getFields()[field.name.value] : undefined;
+    const definition = isObjectType(type) || isInterfaceType(type) ? type.getFields()[field.name.value] : undefined;
     if (definition === undefined) return;
     const itemType = getNamedType(definition.type);
     const fieldPath = [...path, key];
