@@ -4,6 +4,7 @@ import type { Strategy } from './domain/needs.js';
 import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './server/trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 import type { TracingSettings } from './telemetry/tracing.js';
+import type { LoadSheddingSettings } from './server/load-shedding.js';
 
 /**
  * What the gateway runs with, read once from the environment and handed down: the layers below
@@ -70,6 +71,8 @@ export interface Config {
   readonly shutdownGraceMs: number;
   readonly connections: ConnectionSettings;
   readonly callerLimits: CallerLimitSettings;
+  /** SHED_MAX_IN_FLIGHT (or its default, from UPSTREAM_CONNECTIONS), SHED_EVENT_LOOP_DELAY_MS, SHED_RETRY_AFTER_SECONDS. */
+  readonly loadShedding: LoadSheddingSettings;
   /** REDIS_URL; undefined keeps the limit counters and APQ in process memory. Holds a password, never logged. */
   readonly redisUrl: string | undefined;
   /** METRICS_OPERATION_NAMES */
@@ -239,6 +242,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       addressRequestsPerSecond: e.RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND,
       windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
       trustProxy: e.TRUST_PROXY,
+    }),
+    loadShedding: Object.freeze({
+      // As many as the pool serves at once: past that, an operation waits in its queue for a whole upstream call (docs/operations.md#load-shedding).
+      maxInFlight: e.SHED_MAX_IN_FLIGHT ?? e.UPSTREAM_CONNECTIONS,
+      eventLoopDelayMs: e.SHED_EVENT_LOOP_DELAY_MS,
+      retryAfterSeconds: e.SHED_RETRY_AFTER_SECONDS,
     }),
     redisUrl: e.REDIS_URL,
     metricsOperationNames: e.METRICS_OPERATION_NAMES,

@@ -47,7 +47,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
   const redis = config.redisUrl === undefined ? undefined : await (await import('./server/shared-state.js')).connectSharedState(config.redisUrl, logger, metrics);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { app, refuseEarly, upstream, tracing, ready } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  const { app, refuseEarly, shedder, upstream, tracing, ready } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(app, config, metrics, refuseEarly);
   server.listen(config.port, config.host);
@@ -64,6 +64,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
     async stop() {
       logger.info('shutting down');
       await Promise.all([stopGatewayServer(server, config.shutdownGraceMs), admin === undefined ? undefined : stopGatewayServer(admin, config.shutdownGraceMs)]);
+      shedder.close();
       await upstream.close();
       await redis?.close();
       // The last operations' spans are still in the batch.

@@ -106,6 +106,18 @@ export const environment = z.object({
   TRUST_PROXY: flag()
     .default(false)
     .register(variableDocs, { description: '`true`: a caller without a token is the first `X-Forwarded-For` hop (set it only behind a proxy that writes that header)' }),
+  // Load shedding (server/load-shedding.ts): on by default, each threshold off at 0.
+  SHED_MAX_IN_FLIGHT: integer(0, 1_000_000)
+    .optional()
+    .register(variableDocs, {
+      unset: '`UPSTREAM_CONNECTIONS`',
+      description:
+        'operations one process may have in flight (admitted, answer not yet out; an `@defer`/`@stream` one until its last part); a new one past it is refused at once with 503 `OVERLOADED`; 0: no cap (see [load shedding](docs/operations.md#load-shedding))',
+    }),
+  SHED_EVENT_LOOP_DELAY_MS: integer(0, 60_000)
+    .default(250)
+    .register(variableDocs, { description: "the event loop's delay (99th percentile over the last 500 ms) past which new operations are refused with 503 `OVERLOADED`; 0: not watched" }),
+  SHED_RETRY_AFTER_SECONDS: integer(1, 3_600).default(1).register(variableDocs, { description: 'the `Retry-After` of an `OVERLOADED` refusal' }),
   REDIS_URL: redisUrl()
     .optional()
     .register(variableDocs, { unset: 'unset: process memory', description: 'Redis for the limit counters and APQ registrations, shared by every process and replica' }),

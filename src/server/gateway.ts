@@ -15,6 +15,7 @@ import { useCompiledExecution } from './plugins/compiled-execution.js';
 import { corsPolicy, useVaryOrigin } from './plugins/cors.js';
 import { useIncrementalDelivery } from './plugins/defer-stream.js';
 import { useFrontDoor } from './plugins/front-door.js';
+import { useLoadShedding } from './plugins/load-shedding.js';
 import { graphiQLPage, useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { operationTrace } from './plugins/operation-telemetry.js';
@@ -27,6 +28,7 @@ import { useResponseSizeLimit } from './plugins/response-size-limit.js';
 import { useUpstreamPlan } from './plugins/upstream-plan.js';
 import { Planner } from '../plan/operation-plan.js';
 import { createReadiness, upstreamAnswers } from './readiness.js';
+import { LoadShedder } from './load-shedding.js';
 import { errorLogEntry, maskError } from '../schema/errors.js';
 import { schema } from '../schema/index.js';
 import type { SharedRedis } from './shared-state.js';
@@ -83,6 +85,7 @@ export type GatewaySettings = Pick<
   | 'maxBatch'
   | 'persistedDocuments'
   | 'callerLimits'
+  | 'loadShedding'
   | 'metricsOperationNames'
   | 'metricsClients'
   | 'production'
@@ -118,7 +121,7 @@ function logYogaError(logger: Logger, args: unknown[]): void {
 }
 
 /** The yoga app over an upstream, and the refusals its HTTP server answers before it; `buildGateway` makes both as the configuration says. */
-function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: EarlyRefusal | undefined } {
+function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: EarlyRefusal; shedder: LoadShedder } {
   const { upstream, logger, settings, metrics, tracing } = options;
   const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
   const refused = (limit: string) => () => countRefusal(limit);
@@ -134,6 +137,11 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
   };
   // Callers refused a moment ago: the plugin remembers them, the HTTP server refuses them again before yoga.
   const door = callerDoor(callerLimits);
+  const overloaded = metrics.refusals.labels({ limit: 'overloaded' });
+  const shedder = new LoadShedder(settings.loadShedding, () => overloaded.inc());
+  metrics.watchLoad(shedder);
+  // An overloaded gateway refuses first: that refusal costs the least.
+  const refuseEarly: EarlyRefusal = door === undefined ? shedder.refuseEarly : (request) => shedder.refuseEarly(request) ?? door.refuseEarly(request);
   // The same for every request: made once, not per request.
   const contextOptions: ContextOptions = {
     upstream,
@@ -157,6 +165,9 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     graphqlEndpoint: '/graphql',
     context: (initial) => createContext(initial.request, contextOptions, operationTrace(initial)),
     plugins: [
+      // Before everything else: a request refused for overload costs no more than its refusal
+      // (as one the HTTP server refuses before yoga, it is counted in gateway_refusals_total only).
+      useLoadShedding(shedder),
       // Pages for people (`/`, `/graphiql`), not GraphQL: answered before operability counts an operation.
       useFrontDoor({ graphiql: graphiqlOn, title: TITLE }),
       // First of the GraphQL plugins: it sees a request before any other may refuse it (its span says which did).
@@ -220,7 +231,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     // plugins/front-door.ts answers `/`; yoga's landing page would name yoga on every unknown path.
     landingPage: false,
   });
-  return { app: yoga, refuseEarly: door?.refuseEarly };
+  return { app: yoga, refuseEarly, shedder };
 }
 
 /** The upstream options an operator configured, for the upstream at `baseUrl`. */
@@ -247,8 +258,10 @@ export interface BuildGatewayOptions {
 export interface BuiltGateway {
   /** The yoga app: `main.ts` serves it on a port, tests drive it with `fetch`. */
   readonly app: Gateway;
-  /** What the HTTP server refuses before yoga (callers refused a moment ago), when a caller limit is set. */
-  readonly refuseEarly: EarlyRefusal | undefined;
+  /** What the HTTP server refuses before yoga: new operations while overloaded, callers refused a moment ago. */
+  readonly refuseEarly: EarlyRefusal;
+  /** Its load shedding: closed (its event-loop timer stopped) by whoever stops the gateway. */
+  readonly shedder: LoadShedder;
   /** Its upstream pool, closed by whoever stops the gateway. */
   readonly upstream: Upstream;
   /** Its spans: shut down (the last batch exported) by whoever stops the gateway. */
@@ -277,6 +290,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
           },
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  const { app, refuseEarly } = createGateway({ upstream, logger, settings: config, metrics, ready, tracing, ...(options.redis ? { redis: options.redis } : {}) });
-  return { app, refuseEarly, upstream, tracing, ready };
+  const { app, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, tracing, ...(options.redis ? { redis: options.redis } : {}) });
+  return { app, refuseEarly, shedder, upstream, tracing, ready };
 }

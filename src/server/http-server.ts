@@ -98,7 +98,7 @@ function codingsFor(request: IncomingMessage, acceptEncoding: string): 'any' | '
 const noCoding = refusalBody('The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', 'NOT_ACCEPTABLE');
 
 /** An answer the server gives itself, before yoga: with the private headers when the request carries credentials (plugins/private-answers.ts). */
-function answerAtOnce(request: IncomingMessage, response: ServerResponse, status: number, headers: Record<string, string>, body: string): void {
+function answerAtOnce(request: IncomingMessage, response: ServerResponse, status: number, headers: Readonly<Record<string, string>>, body: string): void {
   response.writeHead(status, request.headers.authorization === undefined ? headers : { ...headers, 'cache-control': privateAnswerHeaders['cache-control'], vary: varyOn(headers.vary ?? null, privateAnswerHeaders.vary) });
   response.end(body);
 }
@@ -112,8 +112,8 @@ function answerAtOnce(request: IncomingMessage, response: ServerResponse, status
  * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
  * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
  * (slowRequestOptions) and connections over `maxConnections` closed on arrival (capConnections),
- * counted in `metrics`. Callers refused a moment ago are refused again before yoga (`refuseEarly`,
- * plugins/caller-limits.ts), when a caller limit is set.
+ * counted in `metrics`. New operations while the gateway is overloaded (load-shedding.ts), and
+ * callers refused a moment ago (plugins/caller-limits.ts), are refused before yoga (`refuseEarly`).
  */
 export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>, refuseEarly?: EarlyRefusal): Server {
   const compressor = (threshold: number) =>
@@ -127,7 +127,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   const compressAll = compressor(0);
   const state = { draining: false };
   const server = createServer({ ...slowRequestOptions(options.connections), ServerResponse: closingWhenDraining(state) }, (request, response) => {
-    // A caller refused a moment ago is refused again here, without yoga. Browsers (an Origin
+    // Overload, or a caller refused a moment ago: refused here, without yoga. Browsers (an Origin
     // header) go through yoga, whose answer carries the CORS headers they need to read it.
     const early = refuseEarly !== undefined && request.headers.origin === undefined && request.url?.startsWith('/graphql') ? refuseEarly(request) : undefined;
     // The body is never read: Node discards it once the answer is out, and the connection

@@ -183,6 +183,34 @@ export class GatewayMetrics {
     return gauge;
   }
 
+  /** What the load gauges read at each scrape (server/load-shedding.ts). */
+  #load: { readonly inFlight: number; readonly delayMs: number } | undefined;
+
+  readonly #operationsOpen: Gauge = new Gauge({
+    name: 'gateway_shedding_operations_in_flight',
+    help: 'GraphQL operations admitted whose answer is not yet out (an @defer/@stream one until its last part), process-wide: what SHED_MAX_IN_FLIGHT caps.',
+    registers: [this.registry],
+    collect: () => {
+      if (this.#load !== undefined) this.#operationsOpen.set(this.#load.inFlight);
+    },
+  });
+
+  readonly #eventLoopDelay: Gauge = new Gauge({
+    name: 'gateway_shedding_event_loop_delay_seconds',
+    help: "The event loop's delay, 99th percentile over the last 500 ms window: what SHED_EVENT_LOOP_DELAY_MS caps.",
+    registers: [this.registry],
+    // Several workers (WORKERS>1): the most delayed one, not a sum.
+    aggregator: 'max',
+    collect: () => {
+      if (this.#load !== undefined) this.#eventLoopDelay.set(this.#load.delayMs / 1000);
+    },
+  });
+
+  /** Reports the shedder's operations in flight and event-loop delay, read at each scrape. */
+  watchLoad(load: { readonly inFlight: number; readonly delayMs: number }): void {
+    this.#load = load;
+  }
+
   /** The Prometheus text /metrics answers: this process's registry, or in a cluster worker the sum over all workers. */
   readonly scrape: () => Promise<string>;
 

@@ -89,7 +89,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redisUrl === undefined ? undefined : await connectSharedState(config.redisUrl, logger, metrics);
-  const { app: gateway, refuseEarly, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app: gateway, refuseEarly, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
@@ -129,6 +129,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
           return closed;
         }),
       );
+      shedder.close();
       await upstream.close();
       await redis?.close();
       await tracing.shutdown();

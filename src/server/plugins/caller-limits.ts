@@ -57,7 +57,7 @@ function payerFrom(authorization: string | undefined, forwardedFor: string | und
 const header = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
 /** What the HTTP server asks before handing a request to yoga: a refusal to answer at once, or nothing. */
-export type EarlyRefusal = (request: IncomingMessage) => { readonly status: 429; readonly headers: Record<string, string>; readonly body: string } | undefined;
+export type EarlyRefusal = (request: IncomingMessage) => { readonly status: number; readonly headers: Readonly<Record<string, string>>; readonly body: string } | undefined;
 
 const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight', address: 'operations' };
 
