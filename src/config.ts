@@ -4,7 +4,6 @@ import type { Strategy } from './domain/needs.js';
 import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './server/trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 import type { TracingSettings } from './telemetry/tracing.js';
-import type { LoadSheddingSettings } from './server/load-shedding.js';
 
 /**
  * What the gateway runs with, read once from the environment and handed down: the layers below
@@ -147,6 +146,16 @@ export interface CallerLimitSettings {
   readonly windowSeconds: number;
   /** TRUST_PROXY */
   readonly trustProxy: boolean;
+}
+
+/** When the gateway refuses new operations for overload (server/load-shedding.ts). */
+export interface LoadSheddingSettings {
+  /** SHED_MAX_IN_FLIGHT, or UPSTREAM_CONNECTIONS: operations in flight in this process past which a new one is refused; 0: no cap. */
+  readonly maxInFlight: number;
+  /** SHED_EVENT_LOOP_DELAY_MS: the event loop's sampled delay past which a new operation is refused; 0: not watched for shedding. */
+  readonly eventLoopDelayMs: number;
+  /** SHED_RETRY_AFTER_SECONDS: the `Retry-After` of a refusal. */
+  readonly retryAfterSeconds: number;
 }
 
 /** Documents a client may name by hash instead of sending their text. */

@@ -1,16 +1,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import type { LoadSheddingSettings } from '../config.js';
 import type { EarlyRefusal } from './plugins/caller-limits.js';
 import { refusalBody, refusalType } from './plugins/refusal.js';
-
-/** When the gateway refuses new operations: SHED_MAX_IN_FLIGHT, SHED_EVENT_LOOP_DELAY_MS, SHED_RETRY_AFTER_SECONDS. */
-export interface LoadSheddingSettings {
-  /** Operations in flight in this process past which a new one is refused; 0: no cap. */
-  readonly maxInFlight: number;
-  /** The event loop's sampled delay (ms) past which a new operation is refused; 0: not watched for shedding. */
-  readonly eventLoopDelayMs: number;
-  /** The `Retry-After` of a refusal. */
-  readonly retryAfterSeconds: number;
-}
 
 /** How often the event loop's delay is read (and its histogram started again). */
 export const DELAY_WINDOW_MS = 500;
