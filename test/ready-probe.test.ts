@@ -30,9 +30,11 @@ describe('/ready while operations hold every upstream connection', () => {
   }
 
   const ready = async (on: TestGateway) => (await on.gateway.fetch('http://gateway/ready')).status;
+  // Eight operations queued on four connections: load shedding (by default at UPSTREAM_CONNECTIONS in flight) would refuse the last four.
+  const poolOfFour = { UPSTREAM_CONNECTIONS: '4', SHED_MAX_IN_FLIGHT: '0' };
 
   it('answers 200 when the upstream answers the probe, while every operation still waits: the probe does not wait in the pool', async () => {
-    t = await startTestGateway({ env: { UPSTREAM_CONNECTIONS: '4' } });
+    t = await startTestGateway({ env: poolOfFour });
     const { operations, answered } = await fillThePool(t);
     expect(await ready(t)).toBe(200);
     expect(answered()).toBe(0);
@@ -44,7 +46,7 @@ describe('/ready while operations hold every upstream connection', () => {
   });
 
   it('answers 503 when the upstream hangs for the probe too, while every operation still waits: the probe gives up before any call times out', async () => {
-    t = await startTestGateway({ env: { UPSTREAM_CONNECTIONS: '4' } });
+    t = await startTestGateway({ env: poolOfFour });
     const { operations, answered } = await fillThePool(t);
     t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
     expect(await ready(t)).toBe(503);
