@@ -47,11 +47,20 @@ export function credentialOf(authorization: string | undefined): string | undefi
   return scheme ? [scheme.toLowerCase(), ...rest].join(' ') : undefined;
 }
 
+/**
+ * The caller an Authorization header names, `token:<SHA-256 of its credential>`, or undefined
+ * without one: what the caller limits count by and the response cache scopes answers by. The
+ * token itself is never kept.
+ */
+export function tokenCallerOf(authorization: string | undefined): string | undefined {
+  const credential = credentialOf(authorization);
+  return credential ? `token:${createHash('sha256').update(credential).digest('base64url')}` : undefined;
+}
+
 function payerFrom(authorization: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Payer {
   const forwarded = trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
   const address = `address:${forwarded || peer || 'unknown'}`;
-  const credential = credentialOf(authorization);
-  return { caller: credential ? `token:${createHash('sha256').update(credential).digest('base64url')}` : address, address };
+  return { caller: tokenCallerOf(authorization) ?? address, address };
 }
 
 const header = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
