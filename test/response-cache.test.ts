@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { answer, jsonHeaders, post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
+import { until } from './support/until.js';
 
 /*
  * The response cache (issue 25), on with RESPONSE_CACHE_TTL_MS (the main suite runs without it):
@@ -45,5 +46,203 @@ describe('a repeated query', () => {
     expect(second.headers.get('etag')).toBe(first.headers.get('etag'));
     expect(second.headers.get('last-modified')).toBe(first.headers.get('last-modified'));
     expect(second.headers.get('cache-control')).toMatch(/^public, max-age=(59|60)$/);
+  });
+});
+
+describe('scope: one caller never gets an answer kept for another', () => {
+  it('many tokens of several users, each with data of its own: each gets its own answer back, with no upstream call', async () => {
+    const id = headIds()[1]!;
+    const tokens: string[] = [];
+    for (const user of ['demo', 'alice', 'viewer']) for (let i = 0; i < 3; i++) tokens.push(await login(user));
+    t.reset();
+    // The head changes under the gateway (not through it, so nothing is invalidated) before each
+    // caller reads it: each caller's answer is the name it read, and differs from every other's.
+    for (const [i, token] of tokens.entries()) {
+      t.reference.store.updateHead(id, { name: `tenant ${i}` });
+      const { body } = await post(t, { query: headName, variables: { id } }, bearer(token));
+      expect(body).toEqual({ data: { head: { name: `tenant ${i}` } } });
+    }
+    t.reference.store.updateHead(id, { name: 'public' });
+    expect((await post(t, { query: headName, variables: { id } })).body).toEqual({ data: { head: { name: 'public' } } });
+    expect(t.calls()).toHaveLength(tokens.length + 1);
+    t.reset();
+    t.reference.store.updateHead(id, { name: 'changed after every read' });
+    const again = await Promise.all(tokens.map((token) => post(t, { query: headName, variables: { id } }, bearer(token))));
+    expect(again.map((a) => (a.body.data as { head: { name: string } }).head.name)).toEqual(tokens.map((_, i) => `tenant ${i}`));
+    expect((await post(t, { query: headName, variables: { id } })).body).toEqual({ data: { head: { name: 'public' } } });
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it("a token the upstream refuses is not served another token's permissions", async () => {
+    const query = '{ permissions(first: 3) { nodes { id role } } }';
+    const token = await login('alice');
+    const kept = await post(t, { query }, bearer(token));
+    expect((kept.body.data as { permissions: { nodes: unknown[] } }).permissions.nodes).toHaveLength(3);
+    t.reset();
+    const stranger = await post(t, { query }, bearer('made-up-token'));
+    expect(stranger.body.data ?? null).toBeNull();
+    expect(stranger.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+    expect(t.calls('getPermissions')).toHaveLength(1);
+  });
+
+  it("the scheme's case and the spaces around the token make no other caller", async () => {
+    const id = headIds()[2]!;
+    const token = await login('demo');
+    await post(t, { query: headName, variables: { id } }, { authorization: `Bearer ${token}` });
+    t.reset();
+    const same = await post(t, { query: headName, variables: { id } }, { authorization: `bearer   ${token} ` });
+    expect(same.body.data).toEqual({ head: { name: t.reference.store.findHead(id)!.head.name } });
+    expect(t.calls()).toHaveLength(0);
+  });
+});
+
+describe('HTTP revalidation', () => {
+  it('a GET with a matching If-None-Match is 304, with no body and no upstream call; Cache-Control private with a token', async () => {
+    const token = await login('viewer');
+    const url = `http://gateway/graphql?query=${encodeURIComponent(headName)}&variables=${encodeURIComponent(JSON.stringify({ id: headIds()[3] }))}`;
+    const first = await t.gateway.fetch(url, { headers: bearer(token) });
+    await first.text();
+    const etag = first.headers.get('etag')!;
+    expect(first.headers.get('cache-control')).toBe(`private, max-age=${TTL_MS / 1000}`);
+    t.reset();
+    const revalidated = await t.gateway.fetch(url, { headers: { ...bearer(token), 'if-none-match': etag } });
+    expect(revalidated.status).toBe(304);
+    expect(await revalidated.text()).toBe('');
+    expect(revalidated.headers.get('etag')).toBe(etag);
+    expect(revalidated.headers.get('cache-control')).toMatch(/^private, max-age=(59|60)$/);
+    expect(revalidated.headers.get('vary')).toContain('Authorization');
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it('an If-None-Match that matches nothing kept is answered in full', async () => {
+    const response = await t.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 1) { totalCount } }')}`, { headers: { 'if-none-match': 'f'.repeat(64) } });
+    expect(response.status).toBe(200);
+    expect((await answer(response)).body.data).toEqual({ heads: { totalCount: headIds().length } });
+  });
+});
+
+describe('never kept', () => {
+  const expectNotKept = async (body: object, headers: Record<string, string> = {}, operation?: string) => {
+    const first = await post(t, body, headers);
+    const calls = t.calls(operation).length;
+    expect(calls).toBeGreaterThan(0);
+    expect(first.headers.get('etag')).toBeNull();
+    t.reset();
+    const second = await post(t, body, headers);
+    expect(t.calls(operation)).toHaveLength(calls);
+    return [first, second] as const;
+  };
+
+  it('an answer with errors, a partial one too', async () => {
+    const ids = headIds();
+    t.reference.injectFault('getHeadById', { kind: 'status', status: 500 }, 10);
+    const [first] = await expectNotKept({ query: 'query($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { name } }', variables: { a: ids[4], b: ids[5] } }, {}, 'getHeadById');
+    expect(first.body.errors?.length).toBeGreaterThan(0);
+    t.reference.clearFaults();
+  });
+
+  it('mutations, login among them; a token is never answered from the cache', async () => {
+    const token = await login('demo');
+    const [, second] = await expectNotKept({ query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', variables: { i: { id: headIds()[6], name: 'renamed twice' } } }, bearer(token), 'updateHead');
+    expect(second.headers.get('cache-control')).toBe('private, no-store');
+    const [a, b] = await expectNotKept({ query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }', variables: { i: { username: 'demo', password: 'demo-password' } } }, {}, 'login');
+    expect(a.body.data).not.toEqual(b.body.data);
+  });
+
+  it('an operation with @defer, whole or in parts', async () => {
+    const query = 'query($id: ID!) { head(id: $id) { name ... @defer { url } } }';
+    await expectNotKept({ query, variables: { id: headIds()[7] } });
+    t.reset();
+    const parts = { ...jsonHeaders(), accept: 'multipart/mixed' };
+    for (let i = 0; i < 2; i++) {
+      const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: parts, body: JSON.stringify({ query, variables: { id: headIds()[7] } }) });
+      expect(response.headers.get('content-type')).toContain('multipart/mixed');
+      await response.text();
+    }
+    expect(t.calls()).toHaveLength(2);
+  });
+
+  it('introspection', async () => {
+    const first = await post(t, { query: '{ __schema { queryType { name } } }' });
+    expect(first.body.data).toEqual({ __schema: { queryType: { name: 'Query' } } });
+    expect(first.headers.get('etag')).toBeNull();
+    expect(first.headers.get('cache-control')).toBeNull();
+  });
+
+  it('an answer not kept, to a request with a token, keeps Cache-Control: private, no-store', async () => {
+    const response = await post(t, { query: '{ permissions(first: 1) { totalCount } }' }, bearer('not-a-token'));
+    expect(response.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+    expect(response.headers.get('cache-control')).toBe('private, no-store');
+  });
+});
+
+describe("the gateway's mutations evict what they change, for every caller, before their answer", () => {
+  const updateHead = 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }';
+
+  it('updateHead: answers that hold the head (one that never selected its id, a listing), of the writer, another caller and the public scope', async () => {
+    const uuid = headIds()[8]!;
+    const [writer, other] = [await login('demo'), await login('alice')];
+    const reads = [
+      { body: { query: headName, variables: { id: uuid } }, headers: bearer(writer) },
+      { body: { query: headName, variables: { id: globalHeadId(uuid) } }, headers: bearer(other) },
+      { body: { query: headName, variables: { id: uuid } }, headers: {} },
+      { body: { query: '{ heads(first: 100) { nodes { name } } }' }, headers: bearer(other) },
+    ];
+    for (const read of reads) await post(t, read.body, read.headers);
+    t.reset();
+    for (const read of reads) await post(t, read.body, read.headers);
+    expect(t.calls()).toHaveLength(0);
+    // The mutation names the head by its UUID, and selects nothing of it.
+    const written = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: uuid, name: 'written through the gateway' } } }, bearer(writer));
+    expect(written.body.errors).toBeUndefined();
+    t.reset();
+    const after = await Promise.all(reads.map((read) => post(t, read.body, read.headers)));
+    for (const read of after.slice(0, 3)) expect(read.body.data).toEqual({ head: { name: 'written through the gateway' } });
+    expect((after[3]!.body.data as { heads: { nodes: { name: string }[] } }).heads.nodes.map((n) => n.name)).toContain('written through the gateway');
+    expect(t.calls()).toHaveLength(reads.length);
+  });
+
+  it('deleteHead (which returns no head): the head and the listings that counted it', async () => {
+    const uuid = headIds()[9]!;
+    const token = await login('demo');
+    const count = { query: '{ heads(first: 1) { totalCount } }' };
+    const before = (await post(t, count)).body.data as { heads: { totalCount: number } };
+    await post(t, { query: headName, variables: { id: uuid } }, bearer(token));
+    t.reset();
+    await post(t, count);
+    await post(t, { query: headName, variables: { id: uuid } }, bearer(token));
+    expect(t.calls()).toHaveLength(0);
+    const deleted = await post(t, { query: 'mutation($i: DeleteHeadInput!) { deleteHead(input: $i) { deletedHeadUuid } }', variables: { i: { id: globalHeadId(uuid) } } }, bearer(token));
+    expect(deleted.body.data).toEqual({ deleteHead: { deletedHeadUuid: uuid } });
+    expect((await post(t, count)).body.data).toEqual({ heads: { totalCount: before.heads.totalCount - 1 } });
+    expect((await post(t, { query: headName, variables: { id: uuid } }, bearer(token))).body.data).toEqual({ head: null });
+  });
+
+  it('updateSubscription: the subscription it returns is invalidated (no query reads one) and nothing else', async () => {
+    const token = await login('demo');
+    const id = headIds()[10]!;
+    await post(t, { query: headName, variables: { id } }, bearer(token));
+    const invalidations = async () => sampleOf(await t.metrics.scrape(), 'gateway_response_cache_invalidations_total') ?? 0;
+    const before = await invalidations();
+    const updated = await post(t, { query: 'mutation($i: UpdateSubscriptionInput!) { updateSubscription(input: $i) { subscription { id active subscriptionType { id name } } } }', variables: { i: { active: false } } }, bearer(token));
+    expect(updated.body.errors).toBeUndefined();
+    expect(await invalidations()).toBe(before + 1);
+    t.reset();
+    await post(t, { query: headName, variables: { id } }, bearer(token));
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it('a read that began before a write is not kept after it', async () => {
+    const id = headIds()[11]!;
+    const token = await login('demo');
+    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 200 });
+    const slow = post(t, { query: headName, variables: { id } }, bearer(token));
+    await until(() => t.calls('getHeadById').length === 1, 'the read at the upstream');
+    await post(t, { query: updateHead, variables: { i: { id, name: 'written while a read was under way' } } }, bearer(token));
+    await slow;
+    t.reset();
+    const next = await post(t, { query: headName, variables: { id } }, bearer(token));
+    expect(next.body.data).toEqual({ head: { name: 'written while a read was under way' } });
+    expect(t.calls()).toHaveLength(1);
   });
 });

@@ -88,6 +88,7 @@ function guarded<T, R>(run: () => PromiseOrValue<T>, ok: (value: T) => R, failed
 export class ResponseCache implements Cache {
   readonly #pending: LRUCache<string, number>;
   readonly #invalidating = new Set<Promise<unknown>>();
+  readonly #alsoHeld = new WeakMap<ExecutionResult, readonly CacheEntityRecord[]>();
 
   constructor(
     private readonly store: GuardedStore,
@@ -124,12 +125,21 @@ export class ResponseCache implements Cache {
     // Its miss forgotten (or never seen): whether a write came in between is unknown.
     if (since === undefined) return;
     // Read now: the plugin hands an iterator over its own map.
-    const held = [...entities];
+    const held = [...entities, ...(this.#alsoHeld.get(result) ?? [])];
     void guarded(
       () => this.store.write(key, result, held, ttl, since),
       () => undefined,
       () => this.events.failed(),
     );
+  }
+
+  /**
+   * Types `result` holds that the plugin does not report (it reports objects with an id, and the
+   * types of null or empty fields): kept with the answer when it is stored, so that invalidating
+   * the whole type evicts it.
+   */
+  alsoHolds(result: ExecutionResult, types: readonly CacheEntityRecord[]): void {
+    this.#alsoHeld.set(result, types);
   }
 
   /** The plugin's, for a mutation's returned objects: made at once, awaited through `settled`. */

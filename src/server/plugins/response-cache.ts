@@ -1,7 +1,7 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
 import { collectFields } from '@graphql-tools/utils';
 import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
-import { getArgumentValues, getOperationAST, Kind, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode } from 'graphql';
+import { getArgumentValues, getNamedType, getOperationAST, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema } from 'graphql';
 import { isAsyncIterable, isPromise, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
 import { expiresAtKey, type CacheEntityRecord, type ResponseCache } from '../response-cache.js';
@@ -58,10 +58,41 @@ function evictionsOf(args: ExecutionArgs): CacheEntityRecord[] {
   return evictions;
 }
 
+const idlessTypes = new WeakMap<DocumentNode, readonly CacheEntityRecord[]>();
+
+/**
+ * The object types without an `id` an operation selects (a connection, its edges, its page
+ * info), each as a whole type (kept per document): the plugin reports only objects with an id, so
+ * without these an answer such as `heads { totalCount }` could not be evicted with its listing.
+ */
+function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): readonly CacheEntityRecord[] {
+  let types = idlessTypes.get(document);
+  if (types === undefined) {
+    const names = new Set<string>();
+    const typeInfo = new TypeInfo(schema);
+    visit(
+      document,
+      visitWithTypeInfo(typeInfo, {
+        Field() {
+          const type = getNamedType(typeInfo.getType());
+          if (isObjectType(type) && type.getFields()['id'] === undefined && type !== schema.getQueryType()) names.add(type.name);
+        },
+      }),
+    );
+    idlessTypes.set(document, (types = [...names].map((typename) => ({ typename }))));
+  }
+  return types;
+}
+
 /** `Cache-Control` of a cacheable answer: what is left of its entry, in whole seconds. */
 const cacheControl = (request: Request, maxAgeSeconds: number) => `${request.headers.has('authorization') ? 'private' : 'public'}, max-age=${maxAgeSeconds}`;
 
 type HttpHeaders = { http?: { headers?: Record<string, string> } };
+
+function withoutHttp(extensions: Record<string, unknown>): Record<string, unknown> | undefined {
+  const { http: _http, ...rest } = extensions;
+  return Object.keys(rest).length > 0 ? rest : undefined;
+}
 
 /**
  * The response cache (yoga's plugin over @envelop/response-cache), as the gateway runs it:
@@ -126,13 +157,20 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
       if (typeof query === 'string' && /@(defer|stream)\b/.test(query)) state[incrementalKey] = true;
       const evictions = evictionsOf(args);
       if (evictions.length > 0) state[evictionsKey] = evictions;
+      const types = evictions.length > 0 ? [] : typesWithoutIds(args.schema, args.document);
+      if (types.length === 0) return undefined;
+      // Before the plugin's own onExecuteDone, which stores the answer (this plugin comes first).
+      return { onExecuteDone: ({ result }) => void (isAsyncIterable(result) ? undefined : cache.alsoHolds(result, types)) };
     },
-    onExecutionResult({ request, context, result }) {
+    onExecutionResult({ request, context, result, setResult }) {
       const state = context as CacheState;
       if (result !== undefined && !Array.isArray(result) && !isAsyncIterable(result) && result.errors === undefined) {
         const expiresAt = (result as { [expiresAtKey]?: number })[expiresAtKey];
+        const tagged = (result.extensions as HttpHeaders | undefined)?.http?.headers?.['ETag'] !== undefined;
         if (expiresAt !== undefined) remember(request, Math.max(0, Math.floor((expiresAt - Date.now()) / 1000)));
-        else if ((state[ttlKey] ?? 0) > 0 && (result.extensions as HttpHeaders | undefined)?.http?.headers?.['ETag'] !== undefined) remember(request, Math.floor(state[ttlKey]! / 1000));
+        else if (tagged && (state[ttlKey] ?? 0) > 0) remember(request, Math.floor(state[ttlKey]! / 1000));
+        // yoga's plugin tags an answer it then does not keep (a TTL of 0: introspection, RESPONSE_CACHE_TTL_PER_TYPE): no ETag that matches nothing.
+        else if (tagged) setResult({ ...result, extensions: withoutHttp(result.extensions!) });
       }
       // After the mutation's upstream call, before its answer: a read that follows it finds no stale answer.
       const evictions = state[evictionsKey];
