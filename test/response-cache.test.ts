@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { answer, jsonHeaders, post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
@@ -244,5 +247,106 @@ describe("the gateway's mutations evict what they change, for every caller, befo
     const next = await post(t, { query: headName, variables: { id } }, bearer(token));
     expect(next.body.data).toEqual({ head: { name: 'written while a read was under way' } });
     expect(t.calls()).toHaveLength(1);
+  });
+});
+
+describe('with its neighbours', () => {
+  const manifest = fileURLToPath(new URL('../src/generated/persisted-documents.json', import.meta.url));
+  const headWithHair = Object.entries(JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, string>).find(([, text]) => text.startsWith('query HeadWithHair('))!;
+
+  it('compiled execution (compiling at the first run): hits make no call, and an answer kept from compiled code is evicted by a write', async () => {
+    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), COMPILED_EXECUTION_AT_RUN: '1' } });
+    try {
+      const uuid = g.reference.store.headIds()[0]!;
+      const compiledRuns = async () => sampleOf(await g.metrics.scrape(), 'gateway_compiled_executions_total');
+      const first = await post(g, { query: headName, variables: { id: uuid } });
+      expect(first.body).toEqual({ data: { head: { name: g.reference.store.findHead(uuid)!.head.name } } });
+      expect(await compiledRuns()).toBe(1);
+      g.reset();
+      expect((await post(g, { query: headName, variables: { id: uuid } })).body).toEqual(first.body);
+      expect(g.calls()).toHaveLength(0);
+      expect(await compiledRuns()).toBe(1);
+      await post(g, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { id } } }', variables: { i: { id: uuid, name: 'compiled and evicted' } } });
+      expect((await post(g, { query: headName, variables: { id: uuid } })).body).toEqual({ data: { head: { name: 'compiled and evicted' } } });
+      expect(await compiledRuns()).toBe(2);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it("a caller's rate limit still holds on a hit", async () => {
+    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), RATE_LIMIT_REQUESTS_PER_SECOND: '1', RATE_LIMIT_WINDOW_SECONDS: '2' } });
+    try {
+      const read = () => post(g, { query: headName, variables: { id: g.reference.store.headIds()[0] } }, bearer('a-caller'));
+      const answers = [await read(), await read(), await read()];
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 429]);
+      expect(answers[2]!.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMITED');
+      expect(g.calls()).toHaveLength(1);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('trusted documents only: a manifest document is answered from the cache; its text, sent as a query, is still refused', async () => {
+    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), TRUSTED_DOCUMENTS_FILE: manifest, TRUSTED_DOCUMENTS_ONLY: 'true' } });
+    try {
+      const [documentId, text] = headWithHair;
+      const variables = { id: g.reference.store.headIds()[0] };
+      const ran = await post(g, { documentId, variables });
+      expect(ran.body.errors).toBeUndefined();
+      g.reset();
+      expect((await post(g, { documentId, variables })).body).toEqual(ran.body);
+      expect(g.calls()).toHaveLength(0);
+      const refused = await post(g, { query: text, variables });
+      expect(refused.status).toBe(400);
+      expect(refused.body.errors?.[0]?.extensions?.code).toBe('PERSISTED_QUERY_ONLY');
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('automatic persisted queries: a hash alone is answered from what its text stored, and two hashes never share an answer', async () => {
+    const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+    const ids = headIds();
+    const [a, b] = [`query A { head(id: "${ids[12]}") { name } }`, `query A { head(id: "${ids[13]}") { name } }`];
+    for (const query of [a, b]) await post(t, { query, extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
+    t.reset();
+    for (const [query, id] of [[a, ids[12]!], [b, ids[13]!]] as const) {
+      const byHash = await post(t, { extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
+      expect(byHash.body).toEqual({ data: { head: { name: t.reference.store.findHead(id)!.head.name } } });
+    }
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it('RESPONSE_CACHE_TTL_PER_TYPE: an answer lives as long as its shortest type allows; 0 keeps it not at all', async () => {
+    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), RESPONSE_CACHE_TTL_PER_TYPE: 'Hair=5000,Permission=0' } });
+    try {
+      const id = g.reference.store.headIds()[0];
+      const withHair = await post(g, { query: 'query($id: ID!) { head(id: $id) { name hair { name } } }', variables: { id } });
+      expect(withHair.headers.get('cache-control')).toBe('public, max-age=5');
+      expect((await post(g, { query: headName, variables: { id } })).headers.get('cache-control')).toBe(`public, max-age=${TTL_MS / 1000}`);
+      const token = (await post(g, { query: 'mutation { login(input: { username: "demo", password: "demo-password" }) { accessToken } }' })).body.data as { login: { accessToken: string } };
+      const permissions = { query: '{ permissions(first: 1) { nodes { role } } }' };
+      const kept = await post(g, permissions, bearer(token.login.accessToken));
+      expect(kept.headers.get('cache-control')).toBe('private, no-store');
+      g.reset();
+      await post(g, permissions, bearer(token.login.accessToken));
+      expect(g.calls('getPermissions')).toHaveLength(1);
+    } finally {
+      await g.close();
+    }
+  });
+});
+
+describe('metrics', () => {
+  it('count hits, misses and invalidations, and what the store in memory holds', async () => {
+    const text = await t.metrics.scrape();
+    expect(sampleOf(text, 'gateway_response_cache_lookups_total{result="hit"}')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_lookups_total{result="miss"}')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_invalidations_total')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_evictions_total')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_entries')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_bytes')).toBeGreaterThan(sampleOf(text, 'gateway_response_cache_entries')!);
+    expect(sampleOf(text, 'gateway_response_cache_failures_total')).toBe(0);
   });
 });

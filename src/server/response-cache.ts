@@ -152,8 +152,12 @@ export class ResponseCache implements Cache {
     const done = Promise.resolve(
       guarded(
         () => this.store.invalidate(entities),
-        (evicted) => this.events.invalidated(entities.length, typeof evicted === 'number' ? evicted : undefined),
-        () => this.events.failed(),
+        (evicted) => {
+          this.events.invalidated(entities.length, typeof evicted === 'number' ? evicted : undefined);
+        },
+        () => {
+          this.events.failed();
+        },
       ),
     );
     this.#invalidating.add(done);
