@@ -13,6 +13,14 @@ function indexKeysOf(entities: Iterable<CacheEntityRecord>): Set<string> {
   return keys;
 }
 
+/** The store in memory: synchronous, and it can say what it holds. */
+export interface MemoryResponseCache extends GuardedStore {
+  lookup(key: string): CachedAnswer | number;
+  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): boolean;
+  invalidate(entities: Iterable<CacheEntityRecord>): number;
+  use(): { entries: number; bytes: number };
+}
+
 interface Entry {
   readonly result: ExecutionResult;
   readonly expiresAt: number;
@@ -29,7 +37,7 @@ interface Entry {
  * An answer is kept as a copy made from its JSON: nothing a later plugin does to the answer it
  * served (graphql-jit's serialiser, the size limit's wrapper) is kept with it.
  */
-export function createMemoryResponseCache(bounds: CacheBounds): GuardedStore & { use(): { entries: number; bytes: number } } {
+export function createMemoryResponseCache(bounds: CacheBounds): MemoryResponseCache {
   const byIndexKey = new Map<string, Set<string>>();
   const unindex = (key: string, entry: Entry) => {
     for (const indexKey of entry.index) {
