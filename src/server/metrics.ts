@@ -164,6 +164,10 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  #counter(name: string, help: string): Counter {
+    return new Counter({ name, help, registers: [this.registry] });
+  }
+
   readonly #responseCacheLookups = new Counter({
     name: 'gateway_response_cache_lookups_total',
     help: 'Lookups of the response cache (RESPONSE_CACHE_TTL_MS), by result: hit (answered without executing) or miss; an If-None-Match revalidation is one too.',
@@ -171,50 +175,32 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  readonly #responseCacheInvalidations = new Counter({
-    name: 'gateway_response_cache_invalidations_total',
-    help: 'Invalidations of the response cache: one per mutation that changes something cached (and one per set of objects a mutation returns).',
-    registers: [this.registry],
-  });
+  readonly #responseCacheInvalidations = this.#counter('gateway_response_cache_invalidations_total', 'Invalidations of the response cache: one per mutation that changes something cached (and one per set of objects a mutation returns).');
 
-  readonly #responseCacheInvalidatedEntities = new Counter({
-    name: 'gateway_response_cache_invalidated_entities_total',
-    help: 'Entities (Type:id) and whole types those invalidations named.',
-    registers: [this.registry],
-  });
+  readonly #responseCacheInvalidatedEntities = this.#counter('gateway_response_cache_invalidated_entities_total', 'Entities (Type:id) and whole types those invalidations named.');
 
-  readonly #responseCacheEvictions = new Counter({
-    name: 'gateway_response_cache_evictions_total',
-    help: 'Cached answers those invalidations evicted (as the store counts them).',
-    registers: [this.registry],
-  });
+  readonly #responseCacheEvictions = this.#counter('gateway_response_cache_evictions_total', 'Cached answers those invalidations evicted (as the store counts them).');
 
-  readonly #responseCacheFailures = new Counter({
-    name: 'gateway_response_cache_failures_total',
-    help: 'Calls to the response cache store that failed: each answered as a miss, an answer not kept or an eviction not made (fail open).',
-    registers: [this.registry],
-  });
+  readonly #responseCacheFailures = this.#counter('gateway_response_cache_failures_total', 'Calls to the response cache store that failed: each answered as a miss, an answer not kept or an eviction not made (fail open).');
 
   /** What the response cache's store holds, read at each scrape; none for a store that cannot say cheaply. */
   #responseCacheUse: (() => CacheUse) | undefined;
 
-  readonly #responseCacheEntries: Gauge = new Gauge({
-    name: 'gateway_response_cache_entries',
-    help: "Answers the response cache keeps in this process's memory.",
-    registers: [this.registry],
-    collect: () => {
-      if (this.#responseCacheUse !== undefined) this.#responseCacheEntries.set(this.#responseCacheUse().entries);
-    },
-  });
+  readonly #responseCacheEntries = this.#responseCacheGauge('gateway_response_cache_entries', "Answers the response cache keeps in this process's memory.", (use) => use.entries);
+  readonly #responseCacheBytes = this.#responseCacheGauge('gateway_response_cache_bytes', "Bytes of JSON of the answers the response cache keeps in this process's memory.", (use) => use.bytes);
 
-  readonly #responseCacheBytes: Gauge = new Gauge({
-    name: 'gateway_response_cache_bytes',
-    help: "Bytes of JSON of the answers the response cache keeps in this process's memory.",
-    registers: [this.registry],
-    collect: () => {
-      if (this.#responseCacheUse !== undefined) this.#responseCacheBytes.set(this.#responseCacheUse().bytes);
-    },
-  });
+  /** A gauge read from the response cache's store at each scrape, when it can say. */
+  #responseCacheGauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge {
+    const gauge: Gauge = new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect: () => {
+        if (this.#responseCacheUse !== undefined) gauge.set(pick(this.#responseCacheUse()));
+      },
+    });
+    return gauge;
+  }
 
   /** The response cache's events, counted; `use` is read at each scrape for the entries and bytes gauges. */
   watchResponseCache(use: (() => CacheUse) | undefined) {

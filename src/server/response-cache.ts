@@ -2,9 +2,6 @@ import type { Cache } from '@graphql-yoga/plugin-response-cache';
 import type { ExecutionResult } from 'graphql';
 import { isPromise, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import type { ResponseCacheSettings } from '../config.js';
-import { createMemoryResponseCache } from './response-cache-memory.js';
-import type { SharedRedis } from './shared-state.js';
 
 /** What an answer holds, as envelop's response cache names it: `Type:id`, or a whole type without an id. */
 export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer T> ? T : never;
@@ -46,16 +43,6 @@ export interface ResponseCacheEvents {
   invalidated(entities: number, evicted: number | undefined): void;
   /** A store call that threw or rejected, answered as a miss / not stored / not evicted. */
   failed(): void;
-}
-
-/**
- * The store the response cache uses: process memory, bounded by `settings.memory`, or with
- * REDIS_URL the one every process and replica shares.
- */
-export function responseCacheStore(settings: ResponseCacheSettings, redis?: SharedRedis): GuardedStore & { use?(): { entries: number; bytes: number } } {
-  // REDIS STORE: with `redis`, return createRedisResponseCache({ redis, ... }) (server/response-cache-store.ts) here.
-  void redis;
-  return createMemoryResponseCache(settings.memory);
 }
 
 /** Where `get` puts a hit's expiry (the answer served is a copy yoga makes with this key in it). */
