@@ -99,6 +99,24 @@ describe('scope: one caller never gets an answer kept for another', () => {
   });
 });
 
+describe('a batch', () => {
+  it('has each operation kept on its own, and no max-age for the batch', async () => {
+    const ids = headIds();
+    const batch = [
+      { query: headName, variables: { id: ids[14] } },
+      { query: headName, variables: { id: ids[15] } },
+    ];
+    const first = await post(t, batch);
+    expect(t.calls()).toHaveLength(2);
+    t.reset();
+    const again = await post(t, batch);
+    expect(again.body).toEqual(first.body);
+    expect(t.calls()).toHaveLength(0);
+    expect(again.headers.get('cache-control')).toBeNull();
+    expect((await post(t, batch, bearer('a-token'))).headers.get('cache-control')).toBe('private, no-store');
+  });
+});
+
 describe('HTTP revalidation', () => {
   it('a GET with a matching If-None-Match is 304, with no body and no upstream call; Cache-Control private with a token', async () => {
     const token = await login('viewer');

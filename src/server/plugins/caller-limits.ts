@@ -124,9 +124,10 @@ function doorFor(options: CallerLimitsOptions): Door {
 }
 
 /**
- * Per-caller limits, checked before an operation costs anything (plugins order: before persisted
- * documents and parsing for the operation count and the in-flight slots; after the plan, whose
- * onExecute counts the upstream calls this charges in its own). A refusal is HTTP 429 (200 inside a
+ * Per-caller limits, checked before an operation costs anything (plugins order: before parsing
+ * for the operation count and the in-flight slots, after the persisted documents' lookup and the
+ * response cache's, so that a refusal replaces a cached answer; after the plan, whose onExecute
+ * counts the upstream calls this charges in its own, which a cached answer is not charged). A refusal is HTTP 429 (200 inside a
  * batch, as every per-operation error there) with `Retry-After` in whole seconds and a GraphQL
  * error with code RATE_LIMITED and `extensions.limit`; it makes no upstream call. Each caller has
  * counters of its own, so one at its limit costs another nothing but the refusals' CPU.

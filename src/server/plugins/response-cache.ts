@@ -130,8 +130,6 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
   }) as Plugin;
   void _yogaRevalidation;
 
-  const remember = (request: Request, maxAgeSeconds: number) => cacheable.set(request, cacheable.has(request) ? false : maxAgeSeconds);
-
   const hooks: Plugin = {
     onYogaInit({ yoga }) {
       graphqlEndpoint = yoga.graphqlEndpoint;
@@ -170,14 +168,17 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
     },
     onExecutionResult({ request, context, result, setResult }) {
       const state = context as CacheState;
+      let maxAge: number | false = false;
       if (result !== undefined && !Array.isArray(result) && !isAsyncIterable(result) && result.errors === undefined) {
         const expiresAt = (result as { [expiresAtKey]?: number })[expiresAtKey];
         const tagged = (result.extensions as HttpHeaders | undefined)?.http?.headers?.['ETag'] !== undefined;
-        if (expiresAt !== undefined) remember(request, Math.max(0, Math.floor((expiresAt - Date.now()) / 1000)));
-        else if (tagged && (state[ttlKey] ?? 0) > 0) remember(request, Math.floor(state[ttlKey]! / 1000));
+        if (expiresAt !== undefined) maxAge = Math.max(0, Math.floor((expiresAt - Date.now()) / 1000));
+        else if (tagged && (state[ttlKey] ?? 0) > 0) maxAge = Math.floor(state[ttlKey]! / 1000);
         // yoga's plugin tags an answer it then does not keep (a TTL of 0: introspection, RESPONSE_CACHE_TTL_PER_TYPE): no ETag that matches nothing.
         else if (tagged) setResult({ ...result, extensions: withoutHttp(result.extensions!) });
       }
+      // The operations of a batch share one response: it says nothing of their entries.
+      cacheable.set(request, cacheable.has(request) ? false : maxAge);
       // After the mutation's upstream call, before its answer: a read that follows it finds no stale answer.
       const evictions = state[evictionsKey];
       const evicting = evictions === undefined ? undefined : cache.evict(evictions);
