@@ -99,11 +99,6 @@ export function createMemoryResponseCache(bounds: CacheBounds): MemoryResponseCa
     lookup,
     write,
     invalidate,
-    get: (key) => {
-      const found = lookup(key);
-      return typeof found === 'number' ? null : found.result;
-    },
-    set: (key, result, entities, ttl) => void write(key, result, entities, ttl, epoch),
     use: () => ({ entries: answers.size, bytes: answers.calculatedSize }),
   };
 }

@@ -6,30 +6,33 @@ import { LRUCache } from 'lru-cache';
 /** What an answer holds, as envelop's response cache names it: `Type:id`, or a whole type without an id. */
 export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer T> ? T : never;
 
-/** A cached answer and when it expires (ms since 1970, the store's clock), for `max-age`. */
+/** A cached answer and when it expires (ms since 1970 on this process's clock; Redis: now + `PTTL`), for `max-age`. */
 export interface CachedAnswer {
   readonly result: ExecutionResult;
   readonly expiresAt: number;
 }
 
 /**
- * A store of the response cache: envelop's `Cache` (what @envelop/response-cache's stores
- * implement) and three methods more, which `ResponseCache` calls instead of `get`, `set` and
- * `invalidate` (it implements those three for the plugin over these).
+ * A store of the response cache. envelop's `Cache` (`get`, `set`, `invalidate`) cannot say what is
+ * left of an entry's TTL nor whether a write came between a miss and its `set`, so the store
+ * offers these three, and `ResponseCache` implements envelop's `Cache` for the plugin over them:
  *
- * - `lookup(key)`: the answer and its expiry, or on a miss the store's invalidation epoch, read
- *   in the same round trip: a number that grows with every `invalidate`, by any process sharing
- *   the store (Redis: `GET` of the answer and of an epoch key, in one script or pipeline).
- * - `write(key, result, entities, ttlMs, since)`: `set`, done only when the epoch is still
- *   `since`, checked atomically with the write (Redis: one Lua script); false when not done. An
- *   answer read before a write's invalidation is thereby never stored after it.
- * - `invalidate(entities)`: evicts every answer holding one of `entities` (`Type:id`, or every
- *   answer holding `Type` when `id` is absent) and raises the epoch, atomically; resolves (with
- *   the count evicted) once no process can read them any more. Callers await it.
+ * - `lookup(key)`: the answer and when it expires, or on a miss the store's invalidation epoch,
+ *   read in the same round trip: a number that grows with every `invalidate` by any process
+ *   sharing the store (Redis: `GET` of the answer, its `PTTL`, and the epoch key, in one script
+ *   or pipeline).
+ * - `write(key, result, entities, ttlMs, since)`: store `result` for `ttlMs`, findable by each of
+ *   `entities` (`Type:id`, and `Type` alone for a record without an id, and also for each
+ *   record with one), only if the epoch is still `since`, checked atomically with the write
+ *   (Redis: one Lua script); false when not stored.
+ * - `invalidate(entities)`: evict every answer findable by one of `entities` (`Type:id` for a
+ *   record with an id, `Type` for one without) and raise the epoch, atomically; resolves (with
+ *   the count evicted, if the store knows it) once no process can read them any more. Callers
+ *   await it.
  *
  * Any of them may throw or reject: `ResponseCache` takes that as a miss (fail open).
  */
-export interface GuardedStore extends Omit<Cache, 'invalidate'> {
+export interface GuardedStore {
   lookup(key: string): PromiseOrValue<CachedAnswer | number>;
   write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): PromiseOrValue<boolean>;
   invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | void>;
