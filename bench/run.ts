@@ -15,12 +15,14 @@ import { scenarios, type Fixtures, type HttpRequest, type Scenario } from './sce
  * Then, with --cores all or both, the same against a second gateway with a worker per CPU.
  */
 
-const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1] [--connections 16] [--workers N] [--cores both] [--only Q1,Q3] [--tsx]
+const usage = `Usage: npm run bench -- [--duration 10] [--warmup 3] [--rounds 1] [--connections 16] [--workers N] [--cores both] [--only Q1,Q3] [--env NAME=VALUE]... [--tsx]
   --only     scenarios to run (${scenarios.map((s) => s.name).join(', ')}); direct always runs, it is the baseline of the ratio
   --cores    one: the gateway pinned to CPU 0 for --rounds rounds; all: one round against a gateway with
              WORKERS=auto (a worker per CPU, not pinned; the upstream and autocannon stay on CPU 1);
              both (the default): one, then all
   --workers  passed to the one-core gateway as WORKERS=N
+  --env      a variable of the gateway's environment, e.g. --env RESPONSE_CACHE_TTL_MS=60000 (Q1 then
+             measures cache hits); repeat it for several
   The gateway runs with the node flags of package.json's start script (as npm start runs it);
   GATEWAY_NODE_FLAGS (env) adds to them (later flags win), e.g. "--max-semi-space-size=16"
   --tsx      run the gateway from source with node --import tsx src/main.ts instead of the compiled
@@ -36,6 +38,7 @@ function options() {
       workers: { type: 'string' },
       cores: { type: 'string', default: 'both' },
       only: { type: 'string' },
+      env: { type: 'string', multiple: true },
       tsx: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
     },
@@ -53,6 +56,13 @@ function options() {
     connections: integerOption('connections', values.connections, 1, 1_000),
     compiled: !values.tsx,
     workers: values.workers === undefined ? undefined : integerOption('workers', values.workers, 1, 64),
+    env: Object.fromEntries(
+      (values.env ?? []).map((pair) => {
+        const match = /^([A-Z][A-Z0-9_]*)=(.*)$/s.exec(pair);
+        if (match === null) throw new UsageError(`--env: expected NAME=VALUE, got ${JSON.stringify(pair)}`);
+        return [match[1]!, match[2]!];
+      }),
+    ),
     cores,
     selected: scenarios.filter((s) => s.name === 'direct' || only === undefined || only.some((name) => name.toLowerCase() === s.name.toLowerCase())),
   };
@@ -166,6 +176,7 @@ async function main(): Promise<void> {
   // NODE_ENV=production as deployed (graphql-js and yoga skip development-only checks).
   const gatewayEnv: Record<string, string> = { PORT: '0', HOST, UPSTREAM_URL: upstreamUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production' };
   if (opts.workers !== undefined) gatewayEnv.WORKERS = String(opts.workers);
+  Object.assign(gatewayEnv, opts.env);
   if (opts.compiled) execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
   const nodeFlags = [...startFlags(), ...(process.env.GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
   const gatewayArgs = opts.compiled ? [...nodeFlags, 'dist/main.js'] : [...nodeFlags, '--import', 'tsx', 'src/main.ts'];

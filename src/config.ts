@@ -1,6 +1,8 @@
+import { isObjectType } from 'graphql';
 import { environment, type Environment } from './config/environment.js';
 import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './server/descriptors.js';
 import type { Strategy } from './domain/needs.js';
+import { schema } from './schema/index.js';
 import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './server/trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 import type { TracingSettings } from './telemetry/tracing.js';
@@ -72,6 +74,8 @@ export interface Config {
   readonly callerLimits: CallerLimitSettings;
   /** SHED_MAX_IN_FLIGHT (or its default, from UPSTREAM_CONNECTIONS), SHED_EVENT_LOOP_DELAY_MS, SHED_RETRY_AFTER_SECONDS. */
   readonly loadShedding: LoadSheddingSettings;
+  /** The RESPONSE_CACHE_* variables; undefined: no response cache (RESPONSE_CACHE_TTL_MS unset or 0). */
+  readonly responseCache: ResponseCacheSettings | undefined;
   /** REDIS_URL; undefined keeps the limit counters and APQ in process memory. Holds a password, never logged. */
   readonly redisUrl: string | undefined;
   /** METRICS_OPERATION_NAMES */
@@ -172,6 +176,16 @@ export interface PersistedDocumentsSettings {
   readonly trustedDocumentsOnly: boolean;
 }
 
+/** The response cache (server/response-cache.ts), on when RESPONSE_CACHE_TTL_MS is more than 0. */
+export interface ResponseCacheSettings {
+  /** RESPONSE_CACHE_TTL_MS */
+  readonly ttlMs: number;
+  /** RESPONSE_CACHE_TTL_PER_TYPE: object type names of the schema, and their TTL in ms. */
+  readonly ttlPerType: Readonly<Record<string, number>>;
+  /** RESPONSE_CACHE_MAX_ENTRIES and RESPONSE_CACHE_MAX_BYTES: the store in process memory. */
+  readonly memory: CacheBounds;
+}
+
 /** A configuration problem, worded for one line on stderr: `VARIABLE: expected ...`. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -258,6 +272,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       eventLoopDelayMs: e.SHED_EVENT_LOOP_DELAY_MS,
       retryAfterSeconds: e.SHED_RETRY_AFTER_SECONDS,
     }),
+    responseCache: responseCacheSettings(e, env),
     redisUrl: e.REDIS_URL,
     metricsOperationNames: e.METRICS_OPERATION_NAMES,
     metricsClients: Object.freeze({ maxNames: e.METRICS_CLIENT_NAMES, maxVersions: e.METRICS_CLIENT_VERSIONS }),
@@ -265,6 +280,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     production,
     tracing: tracingSettings(e),
+  });
+}
+
+function responseCacheSettings(e: Environment, env: NodeJS.ProcessEnv): ResponseCacheSettings | undefined {
+  const ttlPerType = e.RESPONSE_CACHE_TTL_PER_TYPE ?? {};
+  // A name the schema has no object type for would never match an answer: a typo, said at start.
+  const unknown = Object.keys(ttlPerType).filter((name) => name.startsWith('__') || !isObjectType(schema.getType(name)));
+  if (unknown.length > 0) {
+    throw new ConfigError(`RESPONSE_CACHE_TTL_PER_TYPE: expected object type names of the schema (such as Head, Hair, Permission), got ${unknown.map((name) => JSON.stringify(name)).join(', ')} in ${JSON.stringify(env.RESPONSE_CACHE_TTL_PER_TYPE)}`);
+  }
+  if (e.RESPONSE_CACHE_TTL_MS === 0) return undefined;
+  return Object.freeze({
+    ttlMs: e.RESPONSE_CACHE_TTL_MS,
+    ttlPerType: Object.freeze(ttlPerType),
+    memory: Object.freeze({ maxEntries: e.RESPONSE_CACHE_MAX_ENTRIES, maxBytes: e.RESPONSE_CACHE_MAX_BYTES }),
   });
 }
 

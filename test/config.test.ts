@@ -52,6 +52,7 @@ describe('loadConfig', () => {
       connections: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxConnections: descriptorLimit() - 2 * 100 - 96, adminPort: undefined, adminMaxConnections: 32 },
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false },
       loadShedding: { maxInFlight: 100, eventLoopDelayMs: 250, retryAfterSeconds: 1 },
+      responseCache: undefined,
       redisUrl: undefined,
       metricsOperationNames: 500,
       metricsClients: { maxNames: 50, maxVersions: 10 },
@@ -168,6 +169,26 @@ describe('loadConfig', () => {
     [{ TRUSTED_DOCUMENTS_FILE: jsonFile('{}') }, /^TRUSTED_DOCUMENTS_FILE: expected a JSON object of document ids to GraphQL documents/],
     [{ TRUSTED_DOCUMENTS_FILE: jsonFile('{"sha256:abc": 42}') }, /^TRUSTED_DOCUMENTS_FILE: expected a JSON object of document ids to GraphQL documents/],
   ])('refuses the client protocol value %o with one line naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  it('reads the response cache variables: off unless RESPONSE_CACHE_TTL_MS is more than 0', () => {
+    expect(loadConfig({ RESPONSE_CACHE_TTL_MS: '0', RESPONSE_CACHE_TTL_PER_TYPE: 'Head=1' }).responseCache).toBeUndefined();
+    expect(loadConfig({ RESPONSE_CACHE_TTL_MS: '60000' }).responseCache).toEqual({ ttlMs: 60_000, ttlPerType: {}, memory: { maxEntries: 10_000, maxBytes: 64 * 1024 * 1024 } });
+    expect(
+      loadConfig({ RESPONSE_CACHE_TTL_MS: '1000', RESPONSE_CACHE_TTL_PER_TYPE: ' Permission=300000, SubscriptionType=3600000,Head=0', RESPONSE_CACHE_MAX_ENTRIES: '5', RESPONSE_CACHE_MAX_BYTES: '2048' }).responseCache,
+    ).toEqual({ ttlMs: 1_000, ttlPerType: { Permission: 300_000, SubscriptionType: 3_600_000, Head: 0 }, memory: { maxEntries: 5, maxBytes: 2_048 } });
+  });
+
+  it.each([
+    [{ RESPONSE_CACHE_TTL_MS: 'a minute' }, /^RESPONSE_CACHE_TTL_MS: expected an integer from 0 to 31536000000, got "a minute"$/],
+    [{ RESPONSE_CACHE_TTL_PER_TYPE: 'Head' }, /^RESPONSE_CACHE_TTL_PER_TYPE: expected a comma-separated list of TypeName=milliseconds .*, got "Head"$/],
+    [{ RESPONSE_CACHE_TTL_PER_TYPE: 'Head=-1' }, /^RESPONSE_CACHE_TTL_PER_TYPE: expected a comma-separated list of TypeName=milliseconds/],
+    [{ RESPONSE_CACHE_TTL_PER_TYPE: ',' }, /^RESPONSE_CACHE_TTL_PER_TYPE: expected a comma-separated list of TypeName=milliseconds/],
+    [{ RESPONSE_CACHE_TTL_PER_TYPE: 'Head=1,Heads=2,UUID=3' }, /^RESPONSE_CACHE_TTL_PER_TYPE: expected object type names of the schema \(such as Head, Hair, Permission\), got "Heads", "UUID" in "Head=1,Heads=2,UUID=3"$/],
+    [{ RESPONSE_CACHE_MAX_BYTES: '10' }, /^RESPONSE_CACHE_MAX_BYTES: expected an integer from 1024/],
+  ])('refuses the response cache value %o with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
   });

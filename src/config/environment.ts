@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { RESERVED_DESCRIPTORS } from '../server/descriptors.js';
 import { samplerNames } from '../telemetry/tracing.js';
-import { expecting, flag, httpUrl, integer, oneOf, origins, ratio, redisUrl, text, upstreamUrl, variableDocs, workers } from './values.js';
+import { expecting, flag, httpUrl, integer, oneOf, origins, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
 
 /*
  * The environment the gateway reads: every variable once, with its default, its limits and what
@@ -124,6 +124,25 @@ export const environment = z.object({
   APQ_TTL_SECONDS: integer(60, 31_536_000)
     .default(10_800)
     .register(variableDocs, { description: 'how long an APQ registration lives in Redis (with `REDIS_URL`; see [shared state](docs/operations.md#shared-state-redis))' }),
+  // The response cache: off unless RESPONSE_CACHE_TTL_MS is set (server/response-cache.ts, docs/response-cache.md).
+  RESPONSE_CACHE_TTL_MS: integer(0, 31_536_000_000)
+    .default(0)
+    .register(variableDocs, {
+      description:
+        'how long an answer is kept in the response cache, per caller (bearer token) or in one public scope without a token; 0: no response cache (see [the response cache](docs/response-cache.md))',
+    }),
+  RESPONSE_CACHE_TTL_PER_TYPE: ttlPerType()
+    .optional()
+    .register(variableDocs, {
+      unset: 'unset: `RESPONSE_CACHE_TTL_MS` for every type',
+      description: 'shorter or longer TTLs by the types an answer holds, e.g. `Permission=300000,Head=60000`: an answer lives as long as the shortest of its types allows (0: never kept)',
+    }),
+  RESPONSE_CACHE_MAX_ENTRIES: integer(1, 10_000_000)
+    .default(10_000)
+    .register(variableDocs, { description: "answers the response cache keeps in each process's memory, the least recently used dropped first" }),
+  RESPONSE_CACHE_MAX_BYTES: integer(1_024, 17_179_869_184)
+    .default(64 * mib)
+    .register(variableDocs, { description: "bytes of JSON those answers may hold together in each process's memory; an answer larger than an eighth of it is not kept" }),
   METRICS_OPERATION_NAMES: integer(1, 100_000)
     .default(500)
     .register(variableDocs, { description: 'operation names `/metrics` keeps apart without a trusted-documents manifest (the first seen; the rest are `other`)' }),

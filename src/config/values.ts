@@ -84,3 +84,25 @@ export const workers = () => {
   const expected = 'a whole number from 1 to 256, or auto';
   return expecting(z.union([z.literal('auto'), integer(1, 256)], { error: expected }), expected);
 };
+
+/** `Type=ms,Type=ms`: a TTL in milliseconds per GraphQL type name (that the names are the schema's is checked in config.ts). */
+export const ttlPerType = () => {
+  const expected = 'a comma-separated list of TypeName=milliseconds (an integer from 0 to 31536000000)';
+  const entry = z
+    .string()
+    .trim()
+    .regex(/^[_A-Za-z][_0-9A-Za-z]*=\d+$/, { error: expected })
+    .transform((text) => {
+      const [type, ms] = text.split('=') as [string, string];
+      return [type, Number(ms)] as const;
+    })
+    .refine(([, ms]) => ms <= 31_536_000_000, { error: expected });
+  return expecting(
+    z
+      .string()
+      .transform((value) => value.split(',').filter((part) => part.trim() !== ''))
+      .pipe(z.array(entry, { error: expected }).min(1, { error: expected }))
+      .transform((entries) => Object.fromEntries(entries) as Readonly<Record<string, number>>),
+    expected,
+  );
+};

@@ -1,11 +1,11 @@
 import { createYoga, useExecutionCancellation, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { ClientAwareness } from './client-awareness.js';
-import type { Config } from '../config.js';
+import type { Config, ResponseCacheSettings } from '../config.js';
 import { createContext, type ContextOptions, type GatewayContext } from '../schema/context.js';
 import { boundedParseCache } from './document-cache.js';
 import { renderGraphiQLPage } from './graphiql-page.js';
-import type { GatewayMetrics } from './metrics.js';
+import type { CacheUse, GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { useAnswerTypes } from './plugins/answer-types.js';
 import { createCallerLimiters } from './plugins/caller-limiters.js';
@@ -20,6 +20,9 @@ import { graphiQLPage, useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { operationTrace } from './plugins/operation-telemetry.js';
 import { usePrivateAnswers } from './plugins/private-answers.js';
+import { useGatewayResponseCache } from './plugins/response-cache.js';
+import { ResponseCache, type GuardedStore } from './response-cache.js';
+import { createMemoryResponseCache } from './response-cache-memory.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useStrictRequestParams } from './plugins/request-params.js';
@@ -86,6 +89,7 @@ export type GatewaySettings = Pick<
   | 'persistedDocuments'
   | 'callerLimits'
   | 'loadShedding'
+  | 'responseCache'
   | 'metricsOperationNames'
   | 'metricsClients'
   | 'production'
@@ -100,7 +104,7 @@ interface GatewayOptions {
   readonly ready: () => Promise<boolean>;
   /** Where automatic persisted queries are registered. @default in Redis with `redis`, else in this process's memory, bounded by the settings */
   readonly apqStore?: PersistedQueryStore;
-  /** Redis (REDIS_URL) for the limit counters and APQ registrations shared by every process. @default none: process memory */
+  /** Redis (REDIS_URL) for the limit counters, APQ registrations and response cache shared by every process. @default none: process memory */
   readonly redis?: SharedRedis;
   /** The operations' and the plans' spans; the upstream's attempts use the same. */
   readonly tracing: Tracing;
@@ -156,6 +160,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
   const compiled = settings.compiledExecution
     ? useCompiledExecution({ ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
     : undefined;
+  const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, settings.operationTimeoutMs, metrics, options.redis);
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = graphiQLPage(renderGraphiQLPage);
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
@@ -188,8 +193,13 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
       // The plan's hook (onExecute) runs before the caller limits' charge, which reads its count;
       // nothing between here and execution looks at the plan.
       useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing }),
-      useCallerLimits({ ...callerLimits, door }),
+      // Before the response cache reads the query text for its key (an APQ hash alone has none yet).
       usePersistedDocuments({ apqStore, trustedDocuments: persistedDocuments.trustedDocuments, trustedDocumentsOnly: persistedDocuments.trustedDocumentsOnly }),
+      // Before the response cache, which wraps the execute function it sets (a later one would replace the cache's).
+      ...(compiled ? [compiled] : []),
+      // Its hit is set in onParams: the caller limits' onParams, after it, replace a hit with their refusal.
+      ...(responseCache ? [responseCache] : []),
+      useCallerLimits({ ...callerLimits, door }),
       useOperationLimits({
         limits: settings.limits,
         introspection: settings.introspection,
@@ -200,7 +210,6 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
       useIncrementalDelivery(),
       ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
       usePrivateAnswers(),
-      ...(compiled ? [compiled] : []),
       // A client that hangs up stops its operation: the executor checks the request's signal
       // between fields, and its answer is never serialised.
       useExecutionCancellation(),
@@ -232,6 +241,24 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     landingPage: false,
   });
   return { app: yoga, refuseEarly, shedder };
+}
+
+/**
+ * The store the response cache uses: process memory, bounded by `settings.memory`, or with
+ * REDIS_URL the one every process and replica shares. `use` says what it holds, for the gauges,
+ * when it can say so cheaply.
+ */
+export function responseCacheStore(settings: ResponseCacheSettings, redis?: SharedRedis): GuardedStore & { use?: () => CacheUse } {
+  // REDIS STORE: with `redis`, return createRedisResponseCache({ redis, ... }) (server/response-cache-store.ts) here.
+  void redis;
+  return createMemoryResponseCache(settings.memory);
+}
+
+/** The response cache over its store (REDIS_URL's when set), its events counted in `metrics`. */
+function responseCachePlugin(settings: ResponseCacheSettings, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): Plugin {
+  const store = responseCacheStore(settings, redis);
+  const cache = new ResponseCache(store, metrics.watchResponseCache(store.use?.bind(store)), 2 * operationTimeoutMs);
+  return useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: settings.ttlPerType });
 }
 
 /** The upstream options an operator configured, for the upstream at `baseUrl`. */

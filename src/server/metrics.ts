@@ -164,6 +164,61 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  #counter(name: string, help: string): Counter {
+    return new Counter({ name, help, registers: [this.registry] });
+  }
+
+  readonly #responseCacheLookups = new Counter({
+    name: 'gateway_response_cache_lookups_total',
+    help: 'Lookups of the response cache (RESPONSE_CACHE_TTL_MS), by result: hit (answered without executing) or miss; an If-None-Match revalidation is one too.',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #responseCacheInvalidations = this.#counter('gateway_response_cache_invalidations_total', 'Invalidations of the response cache: one per mutation that changes something cached (and one per set of objects a mutation returns).');
+
+  readonly #responseCacheInvalidatedEntities = this.#counter('gateway_response_cache_invalidated_entities_total', 'Entities (Type:id) and whole types those invalidations named.');
+
+  readonly #responseCacheEvictions = this.#counter('gateway_response_cache_evictions_total', 'Cached answers those invalidations evicted (as the store counts them).');
+
+  readonly #responseCacheFailures = this.#counter('gateway_response_cache_failures_total', 'Calls to the response cache store that failed: each answered as a miss, an answer not kept or an eviction not made (fail open).');
+
+  /** What the response cache's store holds, read at each scrape; none for a store that cannot say cheaply. */
+  #responseCacheUse: (() => CacheUse) | undefined;
+
+  readonly #responseCacheEntries = this.#responseCacheGauge('gateway_response_cache_entries', "Answers the response cache keeps in this process's memory.", (use) => use.entries);
+  readonly #responseCacheBytes = this.#responseCacheGauge('gateway_response_cache_bytes', "Bytes of JSON of the answers the response cache keeps in this process's memory.", (use) => use.bytes);
+
+  /** A gauge read from the response cache's store at each scrape, when it can say. */
+  #responseCacheGauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge {
+    const gauge: Gauge = new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect: () => {
+        if (this.#responseCacheUse !== undefined) gauge.set(pick(this.#responseCacheUse()));
+      },
+    });
+    return gauge;
+  }
+
+  /** The response cache's events, counted; `use` is read at each scrape for the entries and bytes gauges. */
+  watchResponseCache(use: (() => CacheUse) | undefined) {
+    this.#responseCacheUse = use;
+    const hits = this.#responseCacheLookups.labels({ result: 'hit' });
+    const misses = this.#responseCacheLookups.labels({ result: 'miss' });
+    return {
+      hit: () => hits.inc(),
+      miss: () => misses.inc(),
+      invalidated: (entities: number, evicted: number | undefined) => {
+        this.#responseCacheInvalidations.inc();
+        this.#responseCacheInvalidatedEntities.inc(entities);
+        if (evicted !== undefined) this.#responseCacheEvictions.inc(evicted);
+      },
+      failed: () => this.#responseCacheFailures.inc(),
+    };
+  }
+
   /** Reports a per-document cache in gateway_document_cache_entries and _bytes. */
   watchDocumentCache(cache: string, use: () => CacheUse): void {
     this.#documentCaches.set(cache, use);

@@ -47,11 +47,20 @@ export function credentialOf(authorization: string | undefined): string | undefi
   return scheme ? [scheme.toLowerCase(), ...rest].join(' ') : undefined;
 }
 
+/**
+ * The caller an Authorization header names, `token:<SHA-256 of its credential>`, or undefined
+ * without one: what the caller limits count by and the response cache scopes answers by. The
+ * token itself is never kept.
+ */
+export function tokenCallerOf(authorization: string | undefined): string | undefined {
+  const credential = credentialOf(authorization);
+  return credential ? `token:${createHash('sha256').update(credential).digest('base64url')}` : undefined;
+}
+
 function payerFrom(authorization: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Payer {
   const forwarded = trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
   const address = `address:${forwarded || peer || 'unknown'}`;
-  const credential = credentialOf(authorization);
-  return { caller: credential ? `token:${createHash('sha256').update(credential).digest('base64url')}` : address, address };
+  return { caller: tokenCallerOf(authorization) ?? address, address };
 }
 
 const header = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
@@ -115,9 +124,10 @@ function doorFor(options: CallerLimitsOptions): Door {
 }
 
 /**
- * Per-caller limits, checked before an operation costs anything (plugins order: before persisted
- * documents and parsing for the operation count and the in-flight slots; after the plan, whose
- * onExecute counts the upstream calls this charges in its own). A refusal is HTTP 429 (200 inside a
+ * Per-caller limits, checked before an operation costs anything (plugins order: before parsing
+ * for the operation count and the in-flight slots, after the persisted documents' lookup and the
+ * response cache's, so that a refusal replaces a cached answer; after the plan, whose onExecute
+ * counts the upstream calls this charges in its own, which a cached answer is not charged). A refusal is HTTP 429 (200 inside a
  * batch, as every per-operation error there) with `Retry-After` in whole seconds and a GraphQL
  * error with code RATE_LIMITED and `extensions.limit`; it makes no upstream call. Each caller has
  * counters of its own, so one at its limit costs another nothing but the refusals' CPU.

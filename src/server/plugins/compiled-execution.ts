@@ -1,5 +1,5 @@
 import { getDocumentString } from '@envelop/core';
-import { getOperationAST, getVariableValues, GraphQLError, Kind, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type SelectionSetNode, type Source } from 'graphql';
+import { getOperationAST, getVariableValues, GraphQLError, Kind, print, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type SelectionSetNode, type Source } from 'graphql';
 import { compileQuery, isCompiledQuery } from 'graphql-jit';
 import { handleStreamOrSingleExecutionResult, makeExecute, mapMaybePromise, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
@@ -112,7 +112,7 @@ export function useCompiledExecution(options: CompiledExecutionOptions): Plugin 
   dropEvalSources();
   // Per document: its executions so far and its size, or false when it stays interpreted.
   // Follows yoga's parse cache (a WeakMap); holds no compiled code.
-  const documents = new WeakMap<DocumentNode, { runs: number; fields: number } | false>();
+  const documents = new WeakMap<DocumentNode, { runs: number; fields: number; text: string | undefined } | false>();
   const compiled = new LRUCache<string, Compiled>({ max: options.maxEntries, maxSize: options.maxBytes });
   options.watchCache?.(() => ({ entries: compiled.size, bytes: compiled.calculatedSize }));
   const compiledFor = (args: ExecutionArgs): Compiled | undefined => {
@@ -122,11 +122,11 @@ export function useCompiledExecution(options: CompiledExecutionOptions): Plugin 
     if (state === undefined) {
       const fields = compilableFields(args.document, options.maxFields);
       // One larger than the whole budget would be compiled again on every request.
-      documents.set(args.document, (state = fields !== undefined && fields * BYTES_PER_FIELD <= options.maxBytes ? { runs: 0, fields } : false));
+      documents.set(args.document, (state = fields !== undefined && fields * BYTES_PER_FIELD <= options.maxBytes ? { runs: 0, fields, text: undefined } : false));
     }
     if (state === false || ++state.runs < options.afterExecutions) return undefined;
-    const text = getDocumentString(args.document);
-    if (text === undefined) return undefined;
+    // A document a plugin before execution made (the response cache's, with its __typename and id) has no text of yoga's.
+    const text = (state.text ??= getDocumentString(args.document) ?? print(args.document));
     if (operation.variableDefinitions?.length && getVariableValues(args.schema, operation.variableDefinitions, args.variableValues ?? {}).errors) return undefined;
     let query = compiled.get(text);
     if (query === undefined) {
@@ -141,10 +141,14 @@ export function useCompiledExecution(options: CompiledExecutionOptions): Plugin 
     return query;
   };
   return {
-    onExecute({ args, setExecuteFn }) {
-      const query = compiledFor(args);
-      if (query === undefined) return undefined;
-      setExecuteFn(compiledExecute(query, options.onCompiledRun));
+    onExecute({ args, executeFn, setExecuteFn }) {
+      if (getOperationAST(args.document, args.operationName)?.operation !== 'query') return undefined;
+      // Chosen when called, by the document it is called with: the response cache, after this
+      // plugin, wraps this function and runs a document of its own (the entities it collects).
+      setExecuteFn((called) => {
+        const query = compiledFor(called);
+        return query === undefined ? executeFn(called) : compiledExecute(query, options.onCompiledRun)(called);
+      });
       // graphql-jit's errors carry their locations but no source positions, which yoga needs to
       // keep them when it serialises; they are given theirs back from the document's source.
       const source = args.document.loc?.source;

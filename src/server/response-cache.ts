@@ -1,0 +1,162 @@
+import type { Cache } from '@graphql-yoga/plugin-response-cache';
+import type { ExecutionResult } from 'graphql';
+import { isPromise, type PromiseOrValue } from 'graphql-yoga';
+import { LRUCache } from 'lru-cache';
+
+/** What an answer holds, as envelop's response cache names it: `Type:id`, or a whole type without an id. */
+export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer T> ? T : never;
+
+/** A cached answer and when it expires (ms since 1970 on this process's clock; Redis: now + `PTTL`), for `max-age`. */
+export interface CachedAnswer {
+  readonly result: ExecutionResult;
+  readonly expiresAt: number;
+}
+
+/**
+ * A store of the response cache. envelop's `Cache` (`get`, `set`, `invalidate`) cannot say what is
+ * left of an entry's TTL nor whether a write came between a miss and its `set`, so the store
+ * offers these three, and `ResponseCache` implements envelop's `Cache` for the plugin over them:
+ *
+ * - `lookup(key)`: the answer and when it expires, or on a miss the store's invalidation epoch,
+ *   read in the same round trip: a number that grows with every `invalidate` by any process
+ *   sharing the store (Redis: `GET` of the answer, its `PTTL`, and the epoch key, in one script
+ *   or pipeline).
+ * - `write(key, result, entities, ttlMs, since)`: store `result` for `ttlMs`, findable by each of
+ *   `entities` (`Type:id`, and `Type` alone for a record without an id, and also for each
+ *   record with one), only if the epoch is still `since`, checked atomically with the write
+ *   (Redis: one Lua script); false when not stored.
+ * - `invalidate(entities)`: evict every answer findable by one of `entities` (`Type:id` for a
+ *   record with an id, `Type` for one without) and raise the epoch, atomically; resolves (with
+ *   the count evicted, if the store knows it) once no process can read them any more. Callers
+ *   await it.
+ *
+ * Any of them may throw or reject: `ResponseCache` takes that as a miss (fail open).
+ */
+export interface GuardedStore {
+  lookup(key: string): PromiseOrValue<CachedAnswer | number>;
+  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): PromiseOrValue<boolean>;
+  invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | void>;
+}
+
+/** What `ResponseCache` reports, for the metrics. */
+export interface ResponseCacheEvents {
+  hit(): void;
+  miss(): void;
+  /** One invalidation: the entities asked for, and the answers evicted (when the store says). */
+  invalidated(entities: number, evicted: number | undefined): void;
+  /** A store call that threw or rejected, answered as a miss / not stored / not evicted. */
+  failed(): void;
+}
+
+/** Where `get` puts a hit's expiry (the answer served is a copy yoga makes with this key in it). */
+export const expiresAtKey = Symbol('response-cache.expires-at');
+
+/** Misses remembered until their answer is stored, at most (an operation that is not stored leaves its miss behind until it expires). */
+const PENDING_MISSES = 10_000;
+
+/** `run()`'s value through `ok`, or `failed`'s when it throws or rejects; synchronous when `run` is. */
+function guarded<T, R>(run: () => PromiseOrValue<T>, ok: (value: T) => R, failed: () => R): PromiseOrValue<R> {
+  let value: PromiseOrValue<T>;
+  try {
+    value = run();
+  } catch {
+    return failed();
+  }
+  return isPromise(value) ? value.then(ok, failed) : ok(value);
+}
+
+/**
+ * The cache the response-cache plugin is handed, over any `GuardedStore`:
+ * - fails open: a store that throws or rejects is a miss, an answer not stored, an eviction not
+ *   made; never a failed request, never an unhandled rejection;
+ * - a miss remembers the store's epoch under its key, and the answer is stored only if no
+ *   invalidation came in between (the earliest miss of a key counts, so a read that began
+ *   before a write is never stored after it; one that began after may lose its turn, not more);
+ * - invalidations are tracked until done: the plugin does not await those it makes for a
+ *   mutation's returned objects, the gateway awaits `settled()` before answering.
+ */
+export class ResponseCache implements Cache {
+  readonly #pending: LRUCache<string, number>;
+  readonly #invalidating = new Set<Promise<unknown>>();
+  readonly #alsoHeld = new WeakMap<ExecutionResult, readonly CacheEntityRecord[]>();
+
+  constructor(
+    private readonly store: GuardedStore,
+    private readonly events: ResponseCacheEvents,
+    /** How long a miss waits for its answer at most: the operation's deadline. */
+    answerWithinMs: number,
+  ) {
+    this.#pending = new LRUCache({ max: PENDING_MISSES, ttl: answerWithinMs, ttlAutopurge: false });
+  }
+
+  get(key: string): PromiseOrValue<ExecutionResult | null> {
+    return guarded(
+      () => this.store.lookup(key),
+      (found) => {
+        if (typeof found === 'number') {
+          if (!this.#pending.has(key)) this.#pending.set(key, found);
+          this.events.miss();
+          return null;
+        }
+        this.events.hit();
+        return { ...found.result, [expiresAtKey]: found.expiresAt };
+      },
+      () => {
+        this.events.failed();
+        this.events.miss();
+        return null;
+      },
+    );
+  }
+
+  set(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttl: number): void {
+    const since = this.#pending.get(key);
+    this.#pending.delete(key);
+    // Its miss forgotten (or never seen): whether a write came in between is unknown.
+    if (since === undefined) return;
+    // Read now: the plugin hands an iterator over its own map.
+    const held = [...entities, ...(this.#alsoHeld.get(result) ?? [])];
+    void guarded(
+      () => this.store.write(key, result, held, ttl, since),
+      () => undefined,
+      () => this.events.failed(),
+    );
+  }
+
+  /**
+   * Types `result` holds that the plugin does not report (it reports objects with an id, and the
+   * types of null or empty fields): kept with the answer when it is stored, so that invalidating
+   * the whole type evicts it.
+   */
+  alsoHolds(result: ExecutionResult, types: readonly CacheEntityRecord[]): void {
+    this.#alsoHeld.set(result, types);
+  }
+
+  /** The plugin's, for a mutation's returned objects: made at once, awaited through `settled`. */
+  invalidate(entities: Iterable<CacheEntityRecord>): void {
+    void this.evict([...entities]);
+  }
+
+  /** Evicts every answer holding one of `entities`; resolves once done (or failed: fail open). */
+  evict(entities: readonly CacheEntityRecord[]): Promise<void> {
+    const done = Promise.resolve(
+      guarded(
+        () => this.store.invalidate(entities),
+        (evicted) => {
+          this.events.invalidated(entities.length, typeof evicted === 'number' ? evicted : undefined);
+        },
+        () => {
+          this.events.failed();
+        },
+      ),
+    );
+    this.#invalidating.add(done);
+    void done.finally(() => this.#invalidating.delete(done));
+    return done;
+  }
+
+  /** Resolves once every invalidation under way now is done; undefined when there is none. */
+  settled(): Promise<void> | undefined {
+    return this.#invalidating.size === 0 ? undefined : Promise.all(this.#invalidating).then(() => undefined);
+  }
+}

@@ -1,0 +1,370 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { answer, jsonHeaders, post, startTestGateway, type TestGateway } from './support/gateway.js';
+import { sampleOf } from './support/metrics.js';
+import { until } from './support/until.js';
+
+/*
+ * The response cache (issue 25), on with RESPONSE_CACHE_TTL_MS (the main suite runs without it):
+ * answers kept per caller and served with no upstream call, evicted by the gateway's mutations
+ * before their answer, ETag/304 and Cache-Control, and what is never kept.
+ */
+
+const TTL_MS = 60_000;
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+let t: TestGateway;
+beforeAll(async () => {
+  t = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS) } });
+});
+afterAll(() => t.close());
+beforeEach(() => t.reset());
+
+/** A fresh token of `username` (the reference upstream issues one per login). */
+async function login(username: string): Promise<string> {
+  const { body } = await post(t, { query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }', variables: { i: { username, password: `${username}-password` } } });
+  return (body.data as { login: { accessToken: string } }).login.accessToken;
+}
+
+const headIds = () => t.reference.store.headIds();
+const globalHeadId = (uuid: string) => Buffer.from(`Head:${uuid}`).toString('base64');
+const headName = 'query Name($id: ID!) { head(id: $id) { name } }';
+
+describe('a repeated query', () => {
+  it('is answered from the cache: the same answer, no upstream call, with ETag, Last-Modified and Cache-Control', async () => {
+    const id = headIds()[0]!;
+    const first = await post(t, { query: headName, variables: { id } });
+    expect(first.body).toEqual({ data: { head: { name: t.reference.store.findHead(id)!.head.name } } });
+    expect(t.calls()).toHaveLength(1);
+    expect(first.headers.get('etag')).toMatch(/^[0-9a-f]{64}$/);
+    expect(first.headers.get('cache-control')).toBe(`public, max-age=${TTL_MS / 1000}`);
+    expect(first.headers.get('vary')).toContain('Authorization');
+    t.reset();
+    const second = await post(t, { query: headName, variables: { id } });
+    expect(second.status).toBe(200);
+    expect(second.body).toEqual(first.body);
+    expect(t.calls()).toHaveLength(0);
+    expect(second.headers.get('etag')).toBe(first.headers.get('etag'));
+    expect(second.headers.get('last-modified')).toBe(first.headers.get('last-modified'));
+    expect(second.headers.get('cache-control')).toMatch(/^public, max-age=(59|60)$/);
+  });
+});
+
+describe('scope: one caller never gets an answer kept for another', () => {
+  it('many tokens of several users, each with data of its own: each gets its own answer back, with no upstream call', async () => {
+    const id = headIds()[1]!;
+    const tokens: string[] = [];
+    for (const user of ['demo', 'alice', 'viewer']) for (let i = 0; i < 3; i++) tokens.push(await login(user));
+    t.reset();
+    // The head changes under the gateway (not through it, so nothing is invalidated) before each
+    // caller reads it: each caller's answer is the name it read, and differs from every other's.
+    for (const [i, token] of tokens.entries()) {
+      t.reference.store.updateHead(id, { name: `tenant ${i}` });
+      const { body } = await post(t, { query: headName, variables: { id } }, bearer(token));
+      expect(body).toEqual({ data: { head: { name: `tenant ${i}` } } });
+    }
+    t.reference.store.updateHead(id, { name: 'public' });
+    expect((await post(t, { query: headName, variables: { id } })).body).toEqual({ data: { head: { name: 'public' } } });
+    expect(t.calls()).toHaveLength(tokens.length + 1);
+    t.reset();
+    t.reference.store.updateHead(id, { name: 'changed after every read' });
+    const again = await Promise.all(tokens.map((token) => post(t, { query: headName, variables: { id } }, bearer(token))));
+    expect(again.map((a) => (a.body.data as { head: { name: string } }).head.name)).toEqual(tokens.map((_, i) => `tenant ${i}`));
+    expect((await post(t, { query: headName, variables: { id } })).body).toEqual({ data: { head: { name: 'public' } } });
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it("a token the upstream refuses is not served another token's permissions", async () => {
+    const query = '{ permissions(first: 3) { nodes { id role } } }';
+    const token = await login('alice');
+    const kept = await post(t, { query }, bearer(token));
+    expect((kept.body.data as { permissions: { nodes: unknown[] } }).permissions.nodes).toHaveLength(3);
+    t.reset();
+    const stranger = await post(t, { query }, bearer('made-up-token'));
+    expect(stranger.body.data ?? null).toBeNull();
+    expect(stranger.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+    expect(t.calls('getPermissions')).toHaveLength(1);
+  });
+
+  it("the scheme's case and the spaces around the token make no other caller", async () => {
+    const id = headIds()[2]!;
+    const token = await login('demo');
+    await post(t, { query: headName, variables: { id } }, { authorization: `Bearer ${token}` });
+    t.reset();
+    const same = await post(t, { query: headName, variables: { id } }, { authorization: `bearer   ${token} ` });
+    expect(same.body.data).toEqual({ head: { name: t.reference.store.findHead(id)!.head.name } });
+    expect(t.calls()).toHaveLength(0);
+  });
+});
+
+describe('a batch', () => {
+  it('has each operation kept on its own, and no max-age for the batch', async () => {
+    const ids = headIds();
+    const batch = [
+      { query: headName, variables: { id: ids[14] } },
+      { query: headName, variables: { id: ids[15] } },
+    ];
+    const first = await post(t, batch);
+    expect(t.calls()).toHaveLength(2);
+    t.reset();
+    const again = await post(t, batch);
+    expect(again.body).toEqual(first.body);
+    expect(t.calls()).toHaveLength(0);
+    expect(again.headers.get('cache-control')).toBeNull();
+    expect((await post(t, batch, bearer('a-token'))).headers.get('cache-control')).toBe('private, no-store');
+  });
+});
+
+describe('HTTP revalidation', () => {
+  it('a GET with a matching If-None-Match is 304, with no body and no upstream call; Cache-Control private with a token', async () => {
+    const token = await login('viewer');
+    const url = `http://gateway/graphql?query=${encodeURIComponent(headName)}&variables=${encodeURIComponent(JSON.stringify({ id: headIds()[3] }))}`;
+    const first = await t.gateway.fetch(url, { headers: bearer(token) });
+    await first.text();
+    const etag = first.headers.get('etag')!;
+    expect(first.headers.get('cache-control')).toBe(`private, max-age=${TTL_MS / 1000}`);
+    t.reset();
+    const revalidated = await t.gateway.fetch(url, { headers: { ...bearer(token), 'if-none-match': etag } });
+    expect(revalidated.status).toBe(304);
+    expect(await revalidated.text()).toBe('');
+    expect(revalidated.headers.get('etag')).toBe(etag);
+    expect(revalidated.headers.get('cache-control')).toMatch(/^private, max-age=(59|60)$/);
+    expect(revalidated.headers.get('vary')).toContain('Authorization');
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it('an If-None-Match that matches nothing kept is answered in full', async () => {
+    const response = await t.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 1) { totalCount } }')}`, { headers: { 'if-none-match': 'f'.repeat(64) } });
+    expect(response.status).toBe(200);
+    expect((await answer(response)).body.data).toEqual({ heads: { totalCount: headIds().length } });
+  });
+});
+
+describe('never kept', () => {
+  const expectNotKept = async (body: object, headers: Record<string, string> = {}, operation?: string) => {
+    const first = await post(t, body, headers);
+    const calls = t.calls(operation).length;
+    expect(calls).toBeGreaterThan(0);
+    expect(first.headers.get('etag')).toBeNull();
+    t.reset();
+    const second = await post(t, body, headers);
+    expect(t.calls(operation)).toHaveLength(calls);
+    return [first, second] as const;
+  };
+
+  it('an answer with errors, a partial one too', async () => {
+    const ids = headIds();
+    t.reference.injectFault('getHeadById', { kind: 'status', status: 500 }, 10);
+    const [first] = await expectNotKept({ query: 'query($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { name } }', variables: { a: ids[4], b: ids[5] } }, {}, 'getHeadById');
+    expect(first.body.errors?.length).toBeGreaterThan(0);
+    t.reference.clearFaults();
+  });
+
+  it('mutations, login among them; a token is never answered from the cache', async () => {
+    const token = await login('demo');
+    const [, second] = await expectNotKept({ query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', variables: { i: { id: headIds()[6], name: 'renamed twice' } } }, bearer(token), 'updateHead');
+    expect(second.headers.get('cache-control')).toBe('private, no-store');
+    const [a, b] = await expectNotKept({ query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }', variables: { i: { username: 'demo', password: 'demo-password' } } }, {}, 'login');
+    expect(a.body.data).not.toEqual(b.body.data);
+  });
+
+  it('an operation with @defer, whole or in parts', async () => {
+    const query = 'query($id: ID!) { head(id: $id) { name ... @defer { url } } }';
+    await expectNotKept({ query, variables: { id: headIds()[7] } });
+    t.reset();
+    const parts = { ...jsonHeaders(), accept: 'multipart/mixed' };
+    for (let i = 0; i < 2; i++) {
+      const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: parts, body: JSON.stringify({ query, variables: { id: headIds()[7] } }) });
+      expect(response.headers.get('content-type')).toContain('multipart/mixed');
+      await response.text();
+    }
+    expect(t.calls()).toHaveLength(2);
+  });
+
+  it('introspection', async () => {
+    const first = await post(t, { query: '{ __schema { queryType { name } } }' });
+    expect(first.body.data).toEqual({ __schema: { queryType: { name: 'Query' } } });
+    expect(first.headers.get('etag')).toBeNull();
+    expect(first.headers.get('cache-control')).toBeNull();
+  });
+
+  it('an answer not kept, to a request with a token, keeps Cache-Control: private, no-store', async () => {
+    const response = await post(t, { query: '{ permissions(first: 1) { totalCount } }' }, bearer('not-a-token'));
+    expect(response.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+    expect(response.headers.get('cache-control')).toBe('private, no-store');
+  });
+});
+
+describe("the gateway's mutations evict what they change, for every caller, before their answer", () => {
+  const updateHead = 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }';
+
+  it('updateHead: answers that hold the head (one that never selected its id, a listing), of the writer, another caller and the public scope', async () => {
+    const uuid = headIds()[8]!;
+    const [writer, other] = [await login('demo'), await login('alice')];
+    const reads = [
+      { body: { query: headName, variables: { id: uuid } }, headers: bearer(writer) },
+      { body: { query: headName, variables: { id: globalHeadId(uuid) } }, headers: bearer(other) },
+      { body: { query: headName, variables: { id: uuid } }, headers: {} },
+      { body: { query: '{ heads(first: 100) { nodes { name } } }' }, headers: bearer(other) },
+    ];
+    for (const read of reads) await post(t, read.body, read.headers);
+    t.reset();
+    for (const read of reads) await post(t, read.body, read.headers);
+    expect(t.calls()).toHaveLength(0);
+    // The mutation names the head by its UUID, and selects nothing of it.
+    const written = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: uuid, name: 'written through the gateway' } } }, bearer(writer));
+    expect(written.body.errors).toBeUndefined();
+    t.reset();
+    const after = await Promise.all(reads.map((read) => post(t, read.body, read.headers)));
+    for (const read of after.slice(0, 3)) expect(read.body.data).toEqual({ head: { name: 'written through the gateway' } });
+    expect((after[3]!.body.data as { heads: { nodes: { name: string }[] } }).heads.nodes.map((n) => n.name)).toContain('written through the gateway');
+    expect(t.calls()).toHaveLength(reads.length);
+  });
+
+  it('deleteHead (which returns no head): the head and the listings that counted it', async () => {
+    const uuid = headIds()[9]!;
+    const token = await login('demo');
+    const count = { query: '{ heads(first: 1) { totalCount } }' };
+    const before = (await post(t, count)).body.data as { heads: { totalCount: number } };
+    await post(t, { query: headName, variables: { id: uuid } }, bearer(token));
+    t.reset();
+    await post(t, count);
+    await post(t, { query: headName, variables: { id: uuid } }, bearer(token));
+    expect(t.calls()).toHaveLength(0);
+    const deleted = await post(t, { query: 'mutation($i: DeleteHeadInput!) { deleteHead(input: $i) { deletedHeadUuid } }', variables: { i: { id: globalHeadId(uuid) } } }, bearer(token));
+    expect(deleted.body.data).toEqual({ deleteHead: { deletedHeadUuid: uuid } });
+    expect((await post(t, count)).body.data).toEqual({ heads: { totalCount: before.heads.totalCount - 1 } });
+    expect((await post(t, { query: headName, variables: { id: uuid } }, bearer(token))).body.data).toEqual({ head: null });
+  });
+
+  it('updateSubscription: the subscription it returns is invalidated (no query reads one) and nothing else', async () => {
+    const token = await login('demo');
+    const id = headIds()[10]!;
+    await post(t, { query: headName, variables: { id } }, bearer(token));
+    const invalidations = async () => sampleOf(await t.metrics.scrape(), 'gateway_response_cache_invalidations_total') ?? 0;
+    const before = await invalidations();
+    const updated = await post(t, { query: 'mutation($i: UpdateSubscriptionInput!) { updateSubscription(input: $i) { subscription { id active subscriptionType { id name } } } }', variables: { i: { active: false } } }, bearer(token));
+    expect(updated.body.errors).toBeUndefined();
+    expect(await invalidations()).toBe(before + 1);
+    t.reset();
+    await post(t, { query: headName, variables: { id } }, bearer(token));
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it('a read that began before a write is not kept after it', async () => {
+    const id = headIds()[11]!;
+    const token = await login('demo');
+    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 200 });
+    const slow = post(t, { query: headName, variables: { id } }, bearer(token));
+    await until(() => t.calls('getHeadById').length === 1, 'the read at the upstream');
+    await post(t, { query: updateHead, variables: { i: { id, name: 'written while a read was under way' } } }, bearer(token));
+    await slow;
+    t.reset();
+    const next = await post(t, { query: headName, variables: { id } }, bearer(token));
+    expect(next.body.data).toEqual({ head: { name: 'written while a read was under way' } });
+    expect(t.calls()).toHaveLength(1);
+  });
+});
+
+describe('with its neighbours', () => {
+  const manifest = fileURLToPath(new URL('../src/generated/persisted-documents.json', import.meta.url));
+  const headWithHair = Object.entries(JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, string>).find(([, text]) => text.startsWith('query HeadWithHair('))!;
+
+  it('compiled execution (compiling at the first run): hits make no call, and an answer kept from compiled code is evicted by a write', async () => {
+    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), COMPILED_EXECUTION_AT_RUN: '1' } });
+    try {
+      const uuid = g.reference.store.headIds()[0]!;
+      const compiledRuns = async () => sampleOf(await g.metrics.scrape(), 'gateway_compiled_executions_total');
+      const first = await post(g, { query: headName, variables: { id: uuid } });
+      expect(first.body).toEqual({ data: { head: { name: g.reference.store.findHead(uuid)!.head.name } } });
+      expect(await compiledRuns()).toBe(1);
+      g.reset();
+      expect((await post(g, { query: headName, variables: { id: uuid } })).body).toEqual(first.body);
+      expect(g.calls()).toHaveLength(0);
+      expect(await compiledRuns()).toBe(1);
+      await post(g, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { id } } }', variables: { i: { id: uuid, name: 'compiled and evicted' } } });
+      expect((await post(g, { query: headName, variables: { id: uuid } })).body).toEqual({ data: { head: { name: 'compiled and evicted' } } });
+      expect(await compiledRuns()).toBe(2);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it("a caller's rate limit still holds on a hit", async () => {
+    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), RATE_LIMIT_REQUESTS_PER_SECOND: '1', RATE_LIMIT_WINDOW_SECONDS: '2' } });
+    try {
+      const read = () => post(g, { query: headName, variables: { id: g.reference.store.headIds()[0] } }, bearer('a-caller'));
+      const answers = [await read(), await read(), await read()];
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 429]);
+      expect(answers[2]!.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMITED');
+      expect(g.calls()).toHaveLength(1);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('trusted documents only: a manifest document is answered from the cache; its text, sent as a query, is still refused', async () => {
+    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), TRUSTED_DOCUMENTS_FILE: manifest, TRUSTED_DOCUMENTS_ONLY: 'true' } });
+    try {
+      const [documentId, text] = headWithHair;
+      const variables = { id: g.reference.store.headIds()[0] };
+      const ran = await post(g, { documentId, variables });
+      expect(ran.body.errors).toBeUndefined();
+      g.reset();
+      expect((await post(g, { documentId, variables })).body).toEqual(ran.body);
+      expect(g.calls()).toHaveLength(0);
+      const refused = await post(g, { query: text, variables });
+      expect(refused.status).toBe(400);
+      expect(refused.body.errors?.[0]?.extensions?.code).toBe('PERSISTED_QUERY_ONLY');
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('automatic persisted queries: a hash alone is answered from what its text stored, and two hashes never share an answer', async () => {
+    const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+    const ids = headIds();
+    const [a, b] = [`query A { head(id: "${ids[12]}") { name } }`, `query A { head(id: "${ids[13]}") { name } }`];
+    for (const query of [a, b]) await post(t, { query, extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
+    t.reset();
+    for (const [query, id] of [[a, ids[12]!], [b, ids[13]!]] as const) {
+      const byHash = await post(t, { extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
+      expect(byHash.body).toEqual({ data: { head: { name: t.reference.store.findHead(id)!.head.name } } });
+    }
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it('RESPONSE_CACHE_TTL_PER_TYPE: an answer lives as long as its shortest type allows; 0 keeps it not at all', async () => {
+    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), RESPONSE_CACHE_TTL_PER_TYPE: 'Hair=5000,Permission=0' } });
+    try {
+      const id = g.reference.store.headIds()[0];
+      const withHair = await post(g, { query: 'query($id: ID!) { head(id: $id) { name hair { name } } }', variables: { id } });
+      expect(withHair.headers.get('cache-control')).toBe('public, max-age=5');
+      expect((await post(g, { query: headName, variables: { id } })).headers.get('cache-control')).toBe(`public, max-age=${TTL_MS / 1000}`);
+      const token = (await post(g, { query: 'mutation { login(input: { username: "demo", password: "demo-password" }) { accessToken } }' })).body.data as { login: { accessToken: string } };
+      const permissions = { query: '{ permissions(first: 1) { nodes { role } } }' };
+      const kept = await post(g, permissions, bearer(token.login.accessToken));
+      expect(kept.headers.get('cache-control')).toBe('private, no-store');
+      g.reset();
+      await post(g, permissions, bearer(token.login.accessToken));
+      expect(g.calls('getPermissions')).toHaveLength(1);
+    } finally {
+      await g.close();
+    }
+  });
+});
+
+describe('metrics', () => {
+  it('count hits, misses and invalidations, and what the store in memory holds', async () => {
+    const text = await t.metrics.scrape();
+    expect(sampleOf(text, 'gateway_response_cache_lookups_total{result="hit"}')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_lookups_total{result="miss"}')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_invalidations_total')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_evictions_total')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_entries')).toBeGreaterThan(0);
+    expect(sampleOf(text, 'gateway_response_cache_bytes')).toBeGreaterThan(sampleOf(text, 'gateway_response_cache_entries')!);
+    expect(sampleOf(text, 'gateway_response_cache_failures_total')).toBe(0);
+  });
+});
