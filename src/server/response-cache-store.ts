@@ -158,6 +158,11 @@ function indexNames(entities: Iterable<CacheEntityRecord>): string[] {
   return [...names];
 }
 
+/** The index names an invalidation empties: the entity's own, or its type's when it names no id. */
+function invalidatedNames(entities: Iterable<CacheEntityRecord>): string[] {
+  return [...new Set(Array.from(entities, ({ typename, id }) => (id == null ? typename : `${typename}:${id}`)))];
+}
+
 /**
  * The response cache in Redis (REDIS_URL), shared by every process and replica: an answer is
  * found by any of them, and an invalidation through any of them evicts it for all. Bounded:
@@ -206,7 +211,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Re
   }
 
   async function tryInvalidate(entities: Iterable<CacheEntityRecord>): Promise<boolean> {
-    let names = indexNames(entities);
+    let names = invalidatedNames(entities);
     const remember = String(2 * raceWindowMs);
     for (let first = true; names.length > 0; first = false) {
       const left = await attempt(() => client.gwRcInvalidate(prefix, String(EVICTIONS_PER_CALL), first ? '1' : '0', remember, ...names), undefined);

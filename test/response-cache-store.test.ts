@@ -1,0 +1,214 @@
+import { performance } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../src/server/logger.js';
+import { GatewayMetrics } from '../src/server/metrics.js';
+import { createRedisResponseCache, type ResponseCacheStore } from '../src/server/response-cache-store.js';
+import { connectSharedState, type SharedRedis } from '../src/server/shared-state.js';
+import { sampleOf } from './support/metrics.js';
+import { startRedis, type RedisProcess } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
+
+/*
+ * The response cache's Redis store against a real redis-server, with KEYS renamed away: a
+ * script or a call that ran KEYS would fail, and so would the test that made it. Two stores on
+ * two connections stand for two replicas.
+ */
+
+const prefix = 'gw:rc:';
+const options = { maxTtlMs: 60_000, maxEntryBytes: 4_096, raceWindowMs: 30_000 };
+const answer = (name: string) => ({ data: { head: { id: name, name } } });
+const head = (id: string) => ({ typename: 'Head', id });
+
+describeWithRedis('the response cache in Redis', () => {
+  let redis: RedisProcess;
+  let inspector: Redis;
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
+  const connections: SharedRedis[] = [];
+  /** Two replicas' stores, each on its own connection. */
+  let a: ResponseCacheStore;
+  let b: ResponseCacheStore;
+
+  beforeAll(async () => {
+    redis = await startRedis({ args: ['--rename-command', 'KEYS', ''] });
+    inspector = new Redis(redis.url);
+    for (let i = 0; i < 2; i++) connections.push(await connectSharedState(redis.url, createLogger({ level: 'silent' }), metrics));
+    [a, b] = connections.map((connection) => createRedisResponseCache({ redis: connection, ...options })) as [ResponseCacheStore, ResponseCacheStore];
+  });
+  afterAll(async () => {
+    await Promise.all(connections.map((connection) => connection.close()));
+    inspector?.disconnect();
+    await redis?.stop();
+  });
+  beforeEach(() => inspector.flushall());
+
+  /** Stores `result` as a miss followed by the answer would: the epoch from the lookup. */
+  async function fill(store: ResponseCacheStore, key: string, result: object, entities: { typename: string; id?: string }[], ttlMs = 10_000) {
+    const miss = await store.lookup(key);
+    expect(miss?.answer).toBeUndefined();
+    return store.setIfEpoch(key, result, entities, ttlMs, miss?.epoch);
+  }
+
+  /** Every key under the prefix (SCAN, in steps) with its PTTL. */
+  async function keysWithTtl(): Promise<Map<string, number>> {
+    const found = new Map<string, number>();
+    for await (const batch of inspector.scanStream({ match: `${prefix}*`, count: 1_000 }) as AsyncIterable<string[]>) {
+      for (const key of batch) found.set(key, await inspector.pttl(key));
+    }
+    return found;
+  }
+
+  it('a stored answer comes back with its remaining TTL, from either replica', async () => {
+    expect(await fill(a, 'q1', answer('one'), [head('1')], 10_000)).toBe(true);
+    for (const store of [a, b]) {
+      const hit = await store.getWithTtl('q1');
+      expect(hit?.result).toEqual(answer('one'));
+      expect(hit!.remainingMs).toBeGreaterThan(0);
+      expect(hit!.remainingMs).toBeLessThanOrEqual(10_000);
+      expect(await store.get('q1')).toEqual(answer('one'));
+    }
+    expect(await a.getWithTtl('unknown')).toBeUndefined();
+    expect(await a.get('unknown')).toBeUndefined();
+  });
+
+  it('keeps no answer longer than maxTtlMs, and none with no TTL', async () => {
+    await a.set('forever', answer('forever'), [head('1')], Infinity);
+    expect((await a.getWithTtl('forever'))?.remainingMs).toBeLessThanOrEqual(options.maxTtlMs);
+    await a.set('zero', answer('zero'), [head('1')], 0);
+    expect(await a.get('zero')).toBeUndefined();
+  });
+
+  it('an invalidation through one replica evicts every answer holding the entity, for both', async () => {
+    await fill(a, 'head-1', answer('1'), [head('1')]);
+    await fill(a, 'head-1-and-2', answer('1+2'), [head('1'), head('2'), { typename: 'Hair', id: '9' }]);
+    await fill(b, 'head-2', answer('2'), [head('2')]);
+    await fill(b, 'hair-9', answer('hair'), [{ typename: 'Hair', id: '9' }]);
+
+    expect(await b.tryInvalidate([head('1')])).toBe(true);
+    for (const store of [a, b]) {
+      expect(await store.get('head-1')).toBeUndefined();
+      expect(await store.get('head-1-and-2')).toBeUndefined();
+      expect(await store.get('head-2')).toEqual(answer('2'));
+      expect(await store.get('hair-9')).toEqual(answer('hair'));
+    }
+  });
+
+  it('a type-wide invalidation evicts every answer holding any entity of the type, and nothing else', async () => {
+    await fill(a, 'listing', answer('list'), [{ typename: 'HeadConnection' }, head('1')]);
+    await fill(a, 'empty-listing', answer('empty'), [{ typename: 'HeadConnection' }]);
+    await fill(b, 'head-1', answer('1'), [head('1')]);
+    await fill(b, 'hair-9', answer('hair'), [{ typename: 'Hair', id: '9' }]);
+
+    await a.invalidate([{ typename: 'HeadConnection' }]);
+    expect(await b.get('listing')).toBeUndefined();
+    expect(await b.get('empty-listing')).toBeUndefined();
+    expect(await b.get('head-1')).toEqual(answer('1'));
+
+    expect(await b.tryInvalidate([{ typename: 'Head' }])).toBe(true);
+    expect(await a.get('head-1')).toBeUndefined();
+    expect(await a.get('hair-9')).toEqual(answer('hair'));
+  });
+
+  it('every key it writes expires', async () => {
+    await fill(a, 'short', answer('s'), [head('1'), { typename: 'HeadConnection' }], 1_000);
+    await fill(b, 'long', answer('l'), [head('1'), head('2')], 20_000);
+    await a.set('plain', answer('p'), [{ typename: 'Hair', id: '9' }], Infinity);
+    await b.tryInvalidate([head('2'), { typename: 'Hair' }]);
+
+    const keys = await keysWithTtl();
+    // Answers, per-entity and per-type indexes, the clock and the invalidation versions.
+    expect([...keys.keys()].sort()).toEqual(['gw:rc:a:short', 'gw:rc:clock', 'gw:rc:i:Head', 'gw:rc:i:Head:1', 'gw:rc:i:HeadConnection', 'gw:rc:i:Hair:9', 'gw:rc:v:Hair', 'gw:rc:v:Head:2'].sort());
+    for (const [key, ttl] of keys) expect({ key, expires: ttl > 0 }).toEqual({ key, expires: true });
+    // An index lives as long as the longest answer it holds.
+    expect(keys.get('gw:rc:i:Head:1')).toBeGreaterThan(1_000);
+  });
+
+  it('refuses to store an answer whose entity was invalidated after its lookup, and only such answers', async () => {
+    const slow = await a.lookup('slow-head-1');
+    const other = await a.lookup('slow-head-3');
+    const listing = await a.lookup('slow-listing');
+    expect(await b.tryInvalidate([head('1'), { typename: 'HeadConnection' }])).toBe(true);
+
+    expect(await a.setIfEpoch('slow-head-1', answer('stale'), [head('1'), head('3')], 10_000, slow?.epoch)).toBe(false);
+    expect(await a.setIfEpoch('slow-listing', answer('stale list'), [{ typename: 'HeadConnection' }, head('5')], 10_000, listing?.epoch)).toBe(false);
+    expect(await b.get('slow-head-1')).toBeUndefined();
+    expect(await b.get('slow-listing')).toBeUndefined();
+    // The invalidation does not concern head 3: its answer is stored.
+    expect(await a.setIfEpoch('slow-head-3', answer('3'), [head('3')], 10_000, other?.epoch)).toBe(true);
+    // A lookup after the invalidation stores.
+    expect(await fill(a, 'slow-head-1', answer('fresh'), [head('1')])).toBe(true);
+    expect(await b.get('slow-head-1')).toEqual(answer('fresh'));
+  });
+
+  it('refuses an epoch older than raceWindowMs, no epoch at all, and an epoch from before Redis lost its data', async () => {
+    const epoch = await a.epoch();
+    expect(epoch).toBeDefined();
+    expect(await a.setIfEpoch('old', answer('old'), [head('1')], 10_000, { ...epoch!, at: performance.now() - options.raceWindowMs - 1 })).toBe(false);
+    expect(await a.setIfEpoch('none', answer('none'), [head('1')], 10_000, undefined)).toBe(false);
+
+    // Some invalidations, then Redis empties (a restart): its clock starts again, above the old epochs.
+    for (let i = 0; i < 3; i++) await b.tryInvalidate([head('x')]);
+    const before = await a.epoch();
+    await inspector.flushall();
+    await b.tryInvalidate([head('1')]);
+    expect(await a.setIfEpoch('before-restart', answer('stale'), [head('1')], 10_000, before)).toBe(false);
+    expect(await a.get('before-restart')).toBeUndefined();
+    expect(await a.setIfEpoch('other', answer('other'), [head('2')], 10_000, before)).toBe(true);
+  });
+
+  it('does not store an answer longer than maxEntryBytes', async () => {
+    const big = { data: { text: 'x'.repeat(options.maxEntryBytes) } };
+    expect(await fill(a, 'big', big, [head('1')])).toBe(false);
+    await a.set('big-plain', big, [head('1')], 10_000);
+    expect(await b.get('big')).toBeUndefined();
+    expect(await b.get('big-plain')).toBeUndefined();
+    expect(await inspector.dbsize()).toBe(0);
+    const fits = { data: { text: 'x'.repeat(options.maxEntryBytes - 100) } };
+    expect(await fill(a, 'fits', fits, [head('1')])).toBe(true);
+  });
+
+  it('evicts a popular entity held by 5,000 answers, in bounded steps and with no KEYS', async () => {
+    const keys = Array.from({ length: 5_000 }, (_, i) => `popular-${i}`);
+    const epoch = await a.epoch();
+    const stored = await Promise.all(keys.map((key, i) => (i % 2 ? a : b).setIfEpoch(key, answer(key), [head('popular'), head(`own-${i}`)], 30_000, epoch)));
+    expect(stored.every(Boolean)).toBe(true);
+    await fill(a, 'unrelated', answer('u'), [head('other')]);
+
+    expect(await a.tryInvalidate([head('popular')])).toBe(true);
+    const left = await keysWithTtl();
+    expect([...left.keys()].filter((key) => key.startsWith('gw:rc:a:'))).toEqual(['gw:rc:a:unrelated']);
+    expect(left.has('gw:rc:i:Head:popular')).toBe(false);
+    // The type-wide index holds them all too: evicting by type goes the same way.
+    expect(await b.tryInvalidate([{ typename: 'Head' }])).toBe(true);
+    expect(await a.get('unrelated')).toBeUndefined();
+  });
+
+  describe('when Redis stops', () => {
+    const fallbacks = async () => sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="response_cache",reason="unreachable"}') ?? 0;
+
+    it('misses and stores nothing, never throws, counts each fallback, and works again once Redis is back', async () => {
+      await fill(a, 'kept', answer('kept'), [head('1')]);
+      const epoch = await a.epoch();
+      const before = await fallbacks();
+      await redis.stop();
+
+      expect(await a.get('kept')).toBeUndefined();
+      expect(await a.getWithTtl('kept')).toBeUndefined();
+      expect(await a.lookup('kept')).toBeUndefined();
+      expect(await a.epoch()).toBeUndefined();
+      await expect(a.set('new', answer('new'), [head('1')], 10_000)).resolves.toBeUndefined();
+      expect(await a.setIfEpoch('new', answer('new'), [head('1')], 10_000, epoch)).toBe(false);
+      // An invalidation that could not reach Redis says so.
+      expect(await b.tryInvalidate([head('1')])).toBe(false);
+      await expect(b.invalidate([head('1')])).resolves.toBeUndefined();
+      expect(await fallbacks()).toBeGreaterThanOrEqual(before + 8);
+
+      await redis.start();
+      expect(await Promise.all(connections.map((connection) => connection.whenReady(10_000)))).toEqual([true, true]);
+      expect(await fill(a, 'again', answer('again'), [head('1')])).toBe(true);
+      expect(await b.get('again')).toEqual(answer('again'));
+      expect(await b.tryInvalidate([head('1')])).toBe(true);
+      expect(await a.get('again')).toBeUndefined();
+    });
+  });
+});
