@@ -4,7 +4,7 @@ import type { ExecutionResult } from 'graphql';
 import type { SharedRedis } from './shared-state.js';
 
 /** An entity a result holds (`{typename, id}`), or a whole type (`{typename}`), as the plugin collects them. */
-type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer Entity> ? Entity : never;
+export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer Entity> ? Entity : never;
 
 /** A cached answer and how long Redis keeps it still (for `Cache-Control: max-age`). */
 export interface CachedAnswer {
@@ -27,8 +27,8 @@ export interface CacheEpoch {
 export type CacheLookup = { readonly answer: CachedAnswer; readonly epoch?: undefined } | { readonly answer?: undefined; readonly epoch: CacheEpoch };
 
 /**
- * The response cache plugins' `Cache` (what `useResponseCache` calls) over Redis, plus what the gateway's own
- * wiring needs. Nothing rejects: while Redis is unreachable, refuses or times out, a lookup is a
+ * The response cache plugins' `Cache` (what `useResponseCache` calls) over Redis, plus what the
+ * gateway's own wiring needs. Nothing rejects: while Redis is unreachable, refuses or times out, a lookup is a
  * miss and a write does nothing, each counted as a `response_cache` fallback.
  */
 export interface ResponseCacheStore extends Cache {
