@@ -1,146 +1,249 @@
-import { describe, expect, it, vi } from 'vitest';
-import { createMemoryResponseCache } from '../src/server/response-cache-memory.js';
-import { expiresAtKey, ResponseCache, type GuardedStore, type ResponseCacheEvents } from '../src/server/response-cache.js';
+import { performance } from 'node:perf_hooks';
+import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
+import { createSchema, createYoga } from 'graphql-yoga';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../src/server/logger.js';
+import { GatewayMetrics } from '../src/server/metrics.js';
+import { createRedisResponseCache, type ResponseCacheStore } from '../src/server/response-cache-store.js';
+import { connectSharedState, type SharedRedis } from '../src/server/shared-state.js';
+import { sampleOf } from './support/metrics.js';
+import { startRedis, type RedisProcess } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
+import { until } from './support/until.js';
 
 /*
- * The response cache's store in process memory and the cache the plugin is handed over any store
- * (server/response-cache.ts): bounds, the index, the race guard, failing open.
+ * The response cache's Redis store against a real redis-server, with KEYS renamed away: a
+ * script or a call that ran KEYS would fail, and so would the test that made it. Two stores on
+ * two connections stand for two replicas.
  */
 
-const answer = (name: string) => ({ data: { head: { name } } });
+const prefix = 'gw:rc:';
+const options = { maxTtlMs: 60_000, maxEntryBytes: 4_096, raceWindowMs: 30_000 };
+const answer = (name: string) => ({ data: { head: { id: name, name } } });
 const head = (id: string) => ({ typename: 'Head', id });
 
-function counting(): ResponseCacheEvents & { counts: Record<string, number> } {
-  const counts = { hit: 0, miss: 0, invalidated: 0, evicted: 0, failed: 0 };
-  return {
-    counts,
-    hit: () => counts.hit++,
-    miss: () => counts.miss++,
-    invalidated: (_entities, evicted) => {
-      counts.invalidated++;
-      counts.evicted += evicted ?? 0;
-    },
-    failed: () => counts.failed++,
-  };
-}
+describeWithRedis('the response cache in Redis', () => {
+  let redis: RedisProcess;
+  let inspector: Redis;
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
+  const connections: SharedRedis[] = [];
+  /** Two replicas' stores, each on its own connection. */
+  let a: ResponseCacheStore;
+  let b: ResponseCacheStore;
 
-describe('the store in process memory', () => {
-  it('is bounded by count and by bytes, and keeps no answer over an eighth of the bytes', () => {
-    const byCount = createMemoryResponseCache({ maxEntries: 2, maxBytes: 1_000_000 });
-    for (const key of ['a', 'b', 'c']) byCount.write(key, answer(key), [], 60_000, 0);
-    expect(byCount.use()).toEqual({ entries: 2, bytes: expect.any(Number) });
-    expect(byCount.lookup('a')).toBe(0);
-
-    const byBytes = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * 40 });
-    const size = Buffer.byteLength(JSON.stringify(answer('x'.repeat(10))));
-    expect(size).toBeLessThanOrEqual(40);
-    for (let i = 0; i < 20; i++) byBytes.write(`k${i}`, answer(String(i).padStart(10, '0')), [], 60_000, 0);
-    expect(byBytes.use().bytes).toBeLessThanOrEqual(8 * 40);
-    expect(byBytes.use().entries).toBe(Math.floor((8 * 40) / size));
-    expect(byBytes.write('large', answer('y'.repeat(41)), [], 60_000, 0)).toBe(false);
-    expect(byBytes.lookup('large')).toBe(0);
+  beforeAll(async () => {
+    redis = await startRedis({ args: ['--rename-command', 'KEYS', ''] });
+    inspector = new Redis(redis.url);
+    for (let i = 0; i < 2; i++) connections.push(await connectSharedState(redis.url, createLogger({ level: 'silent' }), metrics));
+    [a, b] = connections.map((connection) => createRedisResponseCache({ redis: connection, ...options })) as [ResponseCacheStore, ResponseCacheStore];
   });
-
-  it('keeps a copy: what the plugin does to the answer it served afterwards is not kept', () => {
-    const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 });
-    const served: { data: { head: { name: string } }; stringify?: () => string } = answer('kept');
-    store.write('k', served, [], 60_000, 0);
-    served.data.head.name = 'changed';
-    served.stringify = () => 'not JSON';
-    const found = store.lookup('k');
-    expect(typeof found === 'number' ? found : found.result).toEqual(answer('kept'));
+  afterAll(async () => {
+    await Promise.all(connections.map((connection) => connection.close()));
+    inspector?.disconnect();
+    await redis?.stop();
   });
+  beforeEach(() => inspector.flushall());
 
-  it('finds answers by Type:id and by whole type, and forgets an entry past its TTL', () => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-    try {
-      const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 });
-      store.write('one', answer('1'), [head('h1')], 60_000, 0);
-      store.write('both', answer('1 and 2'), [head('h1'), head('h2')], 60_000, 0);
-      store.write('listing', answer('count'), [{ typename: 'HeadConnection' }], 1_000, 0);
-      expect(store.invalidate([head('h2')])).toBe(1);
-      expect(store.lookup('both')).toBe(1);
-      expect(store.lookup('one')).toMatchObject({ result: answer('1') });
-      expect(store.invalidate([{ typename: 'Head' }])).toBe(1);
-      expect(store.lookup('one')).toBe(2);
-      expect(store.lookup('listing')).toMatchObject({ expiresAt: Date.now() + 1_000 });
-      vi.advanceTimersByTime(1_000);
-      expect(store.lookup('listing')).toBe(2);
-      expect(store.use().entries).toBe(0);
-    } finally {
-      vi.useRealTimers();
+  /** Stores `result` as a miss followed by the answer would: the epoch from the lookup. */
+  async function fill(store: ResponseCacheStore, key: string, result: object, entities: { typename: string; id?: string }[], ttlMs = 10_000) {
+    const miss = await store.lookup(key);
+    expect(miss?.answer).toBeUndefined();
+    return store.setIfEpoch(key, result, entities, ttlMs, miss?.epoch);
+  }
+
+  /** Every key under the prefix (SCAN, in steps) with its PTTL. */
+  async function keysWithTtl(): Promise<Map<string, number>> {
+    const found = new Map<string, number>();
+    for await (const batch of inspector.scanStream({ match: `${prefix}*`, count: 1_000 }) as AsyncIterable<string[]>) {
+      for (const key of batch) found.set(key, await inspector.pttl(key));
     }
-  });
-});
+    return found;
+  }
 
-describe('the cache over a store', () => {
-  it('serves a hit with its expiry, and does not store an answer read before an invalidation', async () => {
-    const events = counting();
-    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }), events, 10_000);
-    expect(cache.get('k')).toBeNull();
-    await cache.evict([head('other')]);
-    cache.set('k', answer('read before the write'), [head('h')], 60_000);
-    expect(cache.get('k')).toBeNull();
-    cache.set('k', answer('read after it'), [head('h')], 60_000);
-    const hit = cache.get('k') as Record<symbol, unknown> | null;
-    expect(hit).toMatchObject(answer('read after it'));
-    expect(hit?.[expiresAtKey]).toBeGreaterThan(Date.now() + 59_000);
-    expect(events.counts).toMatchObject({ hit: 1, miss: 2, invalidated: 1, failed: 0 });
+  it('a stored answer comes back with its remaining TTL, from either replica', async () => {
+    expect(await fill(a, 'q1', answer('one'), [head('1')], 10_000)).toBe(true);
+    for (const store of [a, b]) {
+      const hit = await store.getWithTtl('q1');
+      expect(hit?.result).toEqual(answer('one'));
+      expect(hit!.remainingMs).toBeGreaterThan(0);
+      expect(hit!.remainingMs).toBeLessThanOrEqual(10_000);
+      expect(await store.get('q1')).toEqual(answer('one'));
+    }
+    expect(await a.getWithTtl('unknown')).toBeUndefined();
+    expect(await a.get('unknown')).toBeUndefined();
   });
 
-  it('does not store an answer whose miss it never saw', () => {
-    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }), counting(), 10_000);
-    cache.set('k', answer('unasked'), [], 60_000);
-    expect(cache.get('k')).toBeNull();
+  it('keeps no answer longer than maxTtlMs, and none with no TTL', async () => {
+    await a.set('forever', answer('forever'), [head('1')], Infinity);
+    expect((await a.getWithTtl('forever'))?.remainingMs).toBeLessThanOrEqual(options.maxTtlMs);
+    await a.set('zero', answer('zero'), [head('1')], 0);
+    expect(await a.get('zero')).toBeUndefined();
   });
 
-  it('fails open: a store that throws or rejects is a miss, an answer not kept, an eviction not made; nothing is thrown or left unhandled', async () => {
-    const unhandled: unknown[] = [];
-    const onUnhandled = (reason: unknown) => unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
-    try {
-      const fail = () => {
-        throw new Error('store down');
-      };
-      const reject = () => Promise.reject(new Error('store down'));
-      for (const broken of [fail, reject]) {
-        const store: GuardedStore = { lookup: broken, write: broken, invalidate: broken };
-        const events = counting();
-        const cache = new ResponseCache(store, events, 10_000);
-        expect(await cache.get('k')).toBeNull();
-        cache.set('k', answer('x'), [], 60_000);
-        cache.invalidate([head('h')]);
-        await expect(cache.evict([head('h')])).resolves.toBeUndefined();
-        await cache.settled();
-        expect(events.counts.miss).toBe(1);
-        expect(events.counts.failed).toBe(3);
-      }
-      // A store that works on the lookup but fails on the write.
-      const flaky: GuardedStore = { ...createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }), write: reject };
-      const cache = new ResponseCache(flaky, counting(), 10_000);
-      expect(cache.get('k')).toBeNull();
-      cache.set('k', answer('x'), [], 60_000);
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(unhandled).toEqual([]);
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
+  it('an invalidation through one replica evicts every answer holding the entity, for both', async () => {
+    await fill(a, 'head-1', answer('1'), [head('1')]);
+    await fill(a, 'head-1-and-2', answer('1+2'), [head('1'), head('2'), { typename: 'Hair', id: '9' }]);
+    await fill(b, 'head-2', answer('2'), [head('2')]);
+    await fill(b, 'hair-9', answer('hair'), [{ typename: 'Hair', id: '9' }]);
+
+    expect(await b.tryInvalidate([head('1')])).toBe(true);
+    for (const store of [a, b]) {
+      expect(await store.get('head-1')).toBeUndefined();
+      expect(await store.get('head-1-and-2')).toBeUndefined();
+      expect(await store.get('head-2')).toEqual(answer('2'));
+      expect(await store.get('hair-9')).toEqual(answer('hair'));
     }
   });
 
-  it('settles only once the invalidations under way are done', async () => {
-    let finish!: () => void;
-    const slow = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 });
-    const store: GuardedStore = { ...slow, invalidate: () => new Promise<number>((resolve) => (finish = () => resolve(0))) };
-    const cache = new ResponseCache(store, counting(), 10_000);
-    expect(cache.settled()).toBeUndefined();
-    cache.invalidate([head('h')]);
-    let settled = false;
-    void cache.settled()!.then(() => (settled = true));
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(settled).toBe(false);
-    finish();
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(settled).toBe(true);
-    expect(cache.settled()).toBeUndefined();
+  it('a type-wide invalidation evicts every answer holding any entity of the type, and nothing else', async () => {
+    await fill(a, 'listing', answer('list'), [{ typename: 'HeadConnection' }, head('1')]);
+    await fill(a, 'empty-listing', answer('empty'), [{ typename: 'HeadConnection' }]);
+    await fill(b, 'head-1', answer('1'), [head('1')]);
+    await fill(b, 'hair-9', answer('hair'), [{ typename: 'Hair', id: '9' }]);
+
+    await a.invalidate([{ typename: 'HeadConnection' }]);
+    expect(await b.get('listing')).toBeUndefined();
+    expect(await b.get('empty-listing')).toBeUndefined();
+    expect(await b.get('head-1')).toEqual(answer('1'));
+
+    expect(await b.tryInvalidate([{ typename: 'Head' }])).toBe(true);
+    expect(await a.get('head-1')).toBeUndefined();
+    expect(await a.get('hair-9')).toEqual(answer('hair'));
+  });
+
+  it('every key it writes expires', async () => {
+    await fill(a, 'short', answer('s'), [head('1'), { typename: 'HeadConnection' }], 1_000);
+    await fill(b, 'long', answer('l'), [head('1'), head('2')], 20_000);
+    await a.set('plain', answer('p'), [{ typename: 'Hair', id: '9' }], Infinity);
+    await b.tryInvalidate([head('2'), { typename: 'Hair' }]);
+
+    const keys = await keysWithTtl();
+    // Answers, per-entity and per-type indexes, the clock and the invalidation versions.
+    expect([...keys.keys()].sort()).toEqual(['gw:rc:a:short', 'gw:rc:clock', 'gw:rc:i:Head', 'gw:rc:i:Head:1', 'gw:rc:i:HeadConnection', 'gw:rc:i:Hair:9', 'gw:rc:v:Hair', 'gw:rc:v:Head:2'].sort());
+    for (const [key, ttl] of keys) expect({ key, expires: ttl > 0 }).toEqual({ key, expires: true });
+    // An index lives as long as the longest answer it holds.
+    expect(keys.get('gw:rc:i:Head:1')).toBeGreaterThan(1_000);
+  });
+
+  it('refuses to store an answer whose entity was invalidated after its lookup, and only such answers', async () => {
+    const slow = await a.lookup('slow-head-1');
+    const other = await a.lookup('slow-head-3');
+    const listing = await a.lookup('slow-listing');
+    expect(await b.tryInvalidate([head('1'), { typename: 'HeadConnection' }])).toBe(true);
+
+    expect(await a.setIfEpoch('slow-head-1', answer('stale'), [head('1'), head('3')], 10_000, slow?.epoch)).toBe(false);
+    expect(await a.setIfEpoch('slow-listing', answer('stale list'), [{ typename: 'HeadConnection' }, head('5')], 10_000, listing?.epoch)).toBe(false);
+    expect(await b.get('slow-head-1')).toBeUndefined();
+    expect(await b.get('slow-listing')).toBeUndefined();
+    // The invalidation does not concern head 3: its answer is stored.
+    expect(await a.setIfEpoch('slow-head-3', answer('3'), [head('3')], 10_000, other?.epoch)).toBe(true);
+    // A lookup after the invalidation stores.
+    expect(await fill(a, 'slow-head-1', answer('fresh'), [head('1')])).toBe(true);
+    expect(await b.get('slow-head-1')).toEqual(answer('fresh'));
+  });
+
+  it('refuses an epoch older than raceWindowMs, no epoch at all, and an epoch from before Redis lost its data', async () => {
+    const epoch = await a.epoch();
+    expect(epoch).toBeDefined();
+    expect(await a.setIfEpoch('old', answer('old'), [head('1')], 10_000, { ...epoch!, at: performance.now() - options.raceWindowMs - 1 })).toBe(false);
+    expect(await a.setIfEpoch('none', answer('none'), [head('1')], 10_000, undefined)).toBe(false);
+
+    // Some invalidations, then Redis empties (a restart): its clock starts again, above the old epochs.
+    for (let i = 0; i < 3; i++) await b.tryInvalidate([head('x')]);
+    const before = await a.epoch();
+    await inspector.flushall();
+    await b.tryInvalidate([head('1')]);
+    expect(await a.setIfEpoch('before-restart', answer('stale'), [head('1')], 10_000, before)).toBe(false);
+    expect(await a.get('before-restart')).toBeUndefined();
+    expect(await a.setIfEpoch('other', answer('other'), [head('2')], 10_000, before)).toBe(true);
+  });
+
+  it('does not store an answer longer than maxEntryBytes', async () => {
+    const big = { data: { text: 'x'.repeat(options.maxEntryBytes) } };
+    expect(await fill(a, 'big', big, [head('1')])).toBe(false);
+    await a.set('big-plain', big, [head('1')], 10_000);
+    expect(await b.get('big')).toBeUndefined();
+    expect(await b.get('big-plain')).toBeUndefined();
+    expect(await inspector.dbsize()).toBe(0);
+    const fits = { data: { text: 'x'.repeat(options.maxEntryBytes - 100) } };
+    expect(await fill(a, 'fits', fits, [head('1')])).toBe(true);
+  });
+
+  it('evicts a popular entity held by 5,000 answers, in bounded steps and with no KEYS', async () => {
+    const keys = Array.from({ length: 5_000 }, (_, i) => `popular-${i}`);
+    const epoch = await a.epoch();
+    // In rounds of 250: 5,000 at once could queue longer than a command may take (500 ms) on a busy machine.
+    for (let from = 0; from < keys.length; from += 250) {
+      const round = keys.slice(from, from + 250).map((key, i) => (i % 2 ? a : b).setIfEpoch(key, answer(key), [head('popular'), head(`own-${from + i}`)], 30_000, epoch));
+      expect(await Promise.all(round)).toEqual(Array(round.length).fill(true));
+    }
+    await fill(a, 'unrelated', answer('u'), [head('other')]);
+
+    await inspector.config('RESETSTAT');
+    expect(await a.tryInvalidate([head('popular')])).toBe(true);
+    // One script per 500 evictions at most: Redis is never held for the whole of them.
+    const scripts = [...(await inspector.info('commandstats')).matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+)/gm)].reduce((sum, [, calls]) => sum + Number(calls), 0);
+    expect(scripts).toBeGreaterThanOrEqual(10);
+    const left = await keysWithTtl();
+    expect([...left.keys()].filter((key) => key.startsWith('gw:rc:a:'))).toEqual(['gw:rc:a:unrelated']);
+    expect(left.has('gw:rc:i:Head:popular')).toBe(false);
+    // The type-wide index holds them all too: evicting by type goes the same way.
+    expect(await b.tryInvalidate([{ typename: 'Head' }])).toBe(true);
+    expect(await a.get('unrelated')).toBeUndefined();
+  });
+
+  it("is yoga's useResponseCache store as it is: a hit on one replica for what the other cached, evicted by the other's mutation", async () => {
+    const reads: string[] = [];
+    const schema = createSchema({
+      typeDefs: 'type Head { id: ID! name: String! } type Query { head(id: ID!): Head! } type Mutation { renameHead(id: ID!): Head! }',
+      resolvers: {
+        Query: { head: (_: unknown, { id }: { id: string }) => (reads.push(id), { id, name: `head ${id}` }) },
+        Mutation: { renameHead: (_: unknown, { id }: { id: string }) => ({ id, name: 'renamed' }) },
+      },
+    });
+    const replicas = [a, b].map((cache) => createYoga({ schema, plugins: [useResponseCache({ cache, session: () => null, ttl: 10_000 })] }));
+    const run = async (replica: number, query: string) => (await (await replicas[replica]!.fetch('http://yoga/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) })).json()) as { data?: unknown };
+    const read = '{ head(id: "7") { id name } }';
+
+    expect((await run(0, read)).data).toEqual({ head: { id: '7', name: 'head 7' } });
+    // The plugin stores without waiting: the answer is there once its write has landed.
+    await until(async () => (await keysWithTtl()).has('gw:rc:i:Head:7'), 'the answer stored');
+    expect((await run(1, read)).data).toEqual({ head: { id: '7', name: 'head 7' } });
+    expect(reads).toEqual(['7']);
+
+    await run(1, 'mutation { renameHead(id: "7") { id name } }');
+    await until(async () => !(await keysWithTtl()).has('gw:rc:i:Head:7'), 'the answer evicted');
+    await run(0, read);
+    expect(reads).toEqual(['7', '7']);
+  });
+
+  describe('when Redis stops', () => {
+    const fallbacks = async () => sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="response_cache",reason="unreachable"}') ?? 0;
+
+    it('misses and stores nothing, never throws, counts each fallback, and works again once Redis is back', async () => {
+      await fill(a, 'kept', answer('kept'), [head('1')]);
+      const epoch = await a.epoch();
+      const before = await fallbacks();
+      await redis.stop();
+
+      expect(await a.get('kept')).toBeUndefined();
+      expect(await a.getWithTtl('kept')).toBeUndefined();
+      expect(await a.lookup('kept')).toBeUndefined();
+      expect(await a.epoch()).toBeUndefined();
+      await expect(a.set('new', answer('new'), [head('1')], 10_000)).resolves.toBeUndefined();
+      expect(await a.setIfEpoch('new', answer('new'), [head('1')], 10_000, epoch)).toBe(false);
+      // An invalidation that could not reach Redis says so.
+      expect(await b.tryInvalidate([head('1')])).toBe(false);
+      await expect(b.invalidate([head('1')])).resolves.toBeUndefined();
+      expect(await fallbacks()).toBeGreaterThanOrEqual(before + 8);
+
+      await redis.start();
+      expect(await Promise.all(connections.map((connection) => connection.whenReady(10_000)))).toEqual([true, true]);
+      expect(await fill(a, 'again', answer('again'), [head('1')])).toBe(true);
+      expect(await b.get('again')).toEqual(answer('again'));
+      expect(await b.tryInvalidate([head('1')])).toBe(true);
+      expect(await a.get('again')).toBeUndefined();
+    });
   });
 });

@@ -2,8 +2,8 @@ import { Redis, ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
 import type { GatewayMetrics } from './metrics.js';
 
-/** What a process keeps in Redis when REDIS_URL is set: the limiters' counters and the APQ registrations. */
-export type SharedStore = 'limits' | 'apq';
+/** What a process keeps in Redis when REDIS_URL is set: the limiters' counters, the APQ registrations and the response cache. */
+export type SharedStore = 'limits' | 'apq' | 'response_cache';
 
 /**
  * Why Redis did not serve a store, as `gateway_shared_state_fallbacks_total{reason}` names it:
@@ -12,7 +12,7 @@ export type SharedStore = 'limits' | 'apq';
  */
 export type FallbackReason = 'unreachable' | 'out_of_memory' | 'read_only' | 'error';
 
-/** One Redis connection per process, shared by the limiters and the APQ store. */
+/** One Redis connection per process, shared by the limiters, the APQ store and the response cache. */
 export interface SharedRedis {
   readonly client: Redis;
   /** Whether a command can be sent now; when not, the stores answer from process memory at once. */
@@ -46,7 +46,7 @@ function fallbackReason(error: unknown): FallbackReason {
   return code === 'OOM' ? 'out_of_memory' : code === 'READONLY' ? 'read_only' : 'error';
 }
 
-const meanwhile = 'rate limits count per process and APQ registrations stay in process memory';
+const meanwhile = 'rate limits count per process, APQ registrations stay in process memory and the response cache misses';
 const warnings: Record<FallbackReason, string> = {
   unreachable: `Redis unreachable: ${meanwhile} until it is back`,
   out_of_memory: `Redis refuses writes (maxmemory reached): ${meanwhile} meanwhile`,
@@ -86,7 +86,7 @@ function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics,
   client.on('error', lost);
   client.on('close', () => lost());
   client.on('ready', () => {
-    if (down) logger.info('Redis reachable again: rate limits and APQ registrations are shared again');
+    if (down) logger.info('Redis reachable again: rate limits, APQ registrations and the response cache are shared again');
     down = false;
   });
   return {
