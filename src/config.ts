@@ -76,7 +76,7 @@ export interface Config {
   readonly loadShedding: LoadSheddingSettings;
   /** The RESPONSE_CACHE_* variables; undefined: no response cache (RESPONSE_CACHE_TTL_MS unset or 0). */
   readonly responseCache: ResponseCacheSettings | undefined;
-  /** REDIS_URL; undefined keeps the limit counters and APQ in process memory. Holds a password, never logged. */
+  /** REDIS_URL; undefined keeps the limit counters, APQ and the response cache in process memory. Holds a password, never logged. */
   readonly redisUrl: string | undefined;
   /** METRICS_OPERATION_NAMES */
   readonly metricsOperationNames: number;
@@ -182,8 +182,10 @@ export interface ResponseCacheSettings {
   readonly ttlMs: number;
   /** RESPONSE_CACHE_TTL_PER_TYPE: object type names of the schema, and their TTL in ms. */
   readonly ttlPerType: Readonly<Record<string, number>>;
-  /** RESPONSE_CACHE_MAX_ENTRIES and RESPONSE_CACHE_MAX_BYTES: the store in process memory. */
+  /** RESPONSE_CACHE_MAX_ENTRIES and RESPONSE_CACHE_MAX_BYTES: the store in process memory (without REDIS_URL). */
   readonly memory: CacheBounds;
+  /** RESPONSE_CACHE_MAX_ENTRY_BYTES: the largest answer either store keeps. */
+  readonly maxEntryBytes: number;
 }
 
 /** A configuration problem, worded for one line on stderr: `VARIABLE: expected ...`. */
@@ -295,6 +297,7 @@ function responseCacheSettings(e: Environment, env: NodeJS.ProcessEnv): Response
     ttlMs: e.RESPONSE_CACHE_TTL_MS,
     ttlPerType: Object.freeze(ttlPerType),
     memory: Object.freeze({ maxEntries: e.RESPONSE_CACHE_MAX_ENTRIES, maxBytes: e.RESPONSE_CACHE_MAX_BYTES }),
+    maxEntryBytes: e.RESPONSE_CACHE_MAX_ENTRY_BYTES,
   });
 }
 

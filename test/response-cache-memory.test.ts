@@ -9,63 +9,75 @@ import { expiresAtKey, ResponseCache, type GuardedStore, type ResponseCacheEvent
 
 const answer = (name: string) => ({ data: { head: { name } } });
 const head = (id: string) => ({ typename: 'Head', id });
+/** RESPONSE_CACHE_MAX_ENTRY_BYTES, larger than any answer here unless a test says. */
+const MAX_ENTRY = 1_000_000;
 
-function counting(): ResponseCacheEvents & { counts: Record<string, number> } {
+function counting(): ResponseCacheEvents & { counts: Record<string, number>; failures: string[] } {
   const counts = { hit: 0, miss: 0, invalidated: 0, evicted: 0, failed: 0 };
+  const failures: string[] = [];
   return {
     counts,
+    failures,
     hit: () => counts.hit++,
     miss: () => counts.miss++,
     invalidated: (_entities, evicted) => {
       counts.invalidated++;
       counts.evicted += evicted ?? 0;
     },
-    failed: () => counts.failed++,
+    failed: (call) => {
+      counts.failed++;
+      failures.push(call);
+    },
   };
 }
 
 describe('the store in process memory', () => {
-  it('is bounded by count and by bytes, and keeps no answer over an eighth of the bytes', () => {
-    const byCount = createMemoryResponseCache({ maxEntries: 2, maxBytes: 1_000_000 });
+  it('is bounded by count and by bytes, and keeps no answer over an eighth of the bytes nor over RESPONSE_CACHE_MAX_ENTRY_BYTES', () => {
+    const byCount = createMemoryResponseCache({ maxEntries: 2, maxBytes: 1_000_000 }, MAX_ENTRY);
     for (const key of ['a', 'b', 'c']) byCount.write(key, answer(key), [], 60_000, 0);
     expect(byCount.use()).toEqual({ entries: 2, bytes: expect.any(Number) });
-    expect(byCount.lookup('a')).toBe(0);
+    expect(byCount.lookup('a')).toEqual({ epoch: 0 });
 
-    const byBytes = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * 40 });
+    const byBytes = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * 40 }, MAX_ENTRY);
     const size = Buffer.byteLength(JSON.stringify(answer('x'.repeat(10))));
     expect(size).toBeLessThanOrEqual(40);
     for (let i = 0; i < 20; i++) byBytes.write(`k${i}`, answer(String(i).padStart(10, '0')), [], 60_000, 0);
     expect(byBytes.use().bytes).toBeLessThanOrEqual(8 * 40);
     expect(byBytes.use().entries).toBe(Math.floor((8 * 40) / size));
     expect(byBytes.write('large', answer('y'.repeat(41)), [], 60_000, 0)).toBe(false);
-    expect(byBytes.lookup('large')).toBe(0);
+    expect(byBytes.lookup('large')).toEqual({ epoch: 0 });
+
+    // RESPONSE_CACHE_MAX_ENTRY_BYTES, below an eighth of the bytes: the smaller bound holds.
+    const byEntry = createMemoryResponseCache({ maxEntries: 10, maxBytes: 1_000_000 }, size);
+    expect(byEntry.write('fits', answer('x'.repeat(10)), [], 60_000, 0)).toBe(true);
+    expect(byEntry.write('over', answer('x'.repeat(11)), [], 60_000, 0)).toBe(false);
   });
 
   it('keeps a copy: what the plugin does to the answer it served afterwards is not kept', () => {
-    const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 });
+    const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY);
     const served: { data: { head: { name: string } }; stringify?: () => string } = answer('kept');
     store.write('k', served, [], 60_000, 0);
     served.data.head.name = 'changed';
     served.stringify = () => 'not JSON';
     const found = store.lookup('k');
-    expect(typeof found === 'number' ? found : found.result).toEqual(answer('kept'));
+    expect(found.answer?.result).toEqual(answer('kept'));
   });
 
   it('finds answers by Type:id and by whole type, and forgets an entry past its TTL', () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     try {
-      const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 });
+      const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY);
       store.write('one', answer('1'), [head('h1')], 60_000, 0);
       store.write('both', answer('1 and 2'), [head('h1'), head('h2')], 60_000, 0);
       store.write('listing', answer('count'), [{ typename: 'HeadConnection' }], 1_000, 0);
       expect(store.invalidate([head('h2')])).toBe(1);
-      expect(store.lookup('both')).toBe(1);
-      expect(store.lookup('one')).toMatchObject({ result: answer('1') });
+      expect(store.lookup('both')).toEqual({ epoch: 1 });
+      expect(store.lookup('one')).toMatchObject({ answer: { result: answer('1') } });
       expect(store.invalidate([{ typename: 'Head' }])).toBe(1);
-      expect(store.lookup('one')).toBe(2);
-      expect(store.lookup('listing')).toMatchObject({ expiresAt: Date.now() + 1_000 });
+      expect(store.lookup('one')).toEqual({ epoch: 2 });
+      expect(store.lookup('listing')).toMatchObject({ answer: { expiresAt: Date.now() + 1_000 } });
       vi.advanceTimersByTime(1_000);
-      expect(store.lookup('listing')).toBe(2);
+      expect(store.lookup('listing')).toEqual({ epoch: 2 });
       expect(store.use().entries).toBe(0);
     } finally {
       vi.useRealTimers();
@@ -76,7 +88,7 @@ describe('the store in process memory', () => {
 describe('the cache over a store', () => {
   it('serves a hit with its expiry, and does not store an answer read before an invalidation', async () => {
     const events = counting();
-    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }), events, 10_000);
+    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY), events, 10_000);
     expect(cache.get('k')).toBeNull();
     await cache.evict([head('other')]);
     cache.set('k', answer('read before the write'), [head('h')], 60_000);
@@ -89,7 +101,7 @@ describe('the cache over a store', () => {
   });
 
   it('does not store an answer whose miss it never saw', () => {
-    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }), counting(), 10_000);
+    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY), counting(), 10_000);
     cache.set('k', answer('unasked'), [], 60_000);
     expect(cache.get('k')).toBeNull();
   });
@@ -104,7 +116,7 @@ describe('the cache over a store', () => {
       };
       const reject = () => Promise.reject(new Error('store down'));
       for (const broken of [fail, reject]) {
-        const store: GuardedStore = { lookup: broken, write: broken, invalidate: broken };
+        const store: GuardedStore<number> = { lookup: broken, write: broken, invalidate: broken };
         const events = counting();
         const cache = new ResponseCache(store, events, 10_000);
         expect(await cache.get('k')).toBeNull();
@@ -113,14 +125,16 @@ describe('the cache over a store', () => {
         await expect(cache.evict([head('h')])).resolves.toBeUndefined();
         await cache.settled();
         expect(events.counts.miss).toBe(1);
-        expect(events.counts.failed).toBe(3);
+        expect(events.failures).toEqual(['lookup', 'invalidate', 'invalidate']);
       }
       // A store that works on the lookup but fails on the write.
-      const flaky: GuardedStore = { ...createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }), write: reject };
-      const cache = new ResponseCache(flaky, counting(), 10_000);
+      const flaky: GuardedStore<number> = { ...createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY), write: reject };
+      const events = counting();
+      const cache = new ResponseCache(flaky, events, 10_000);
       expect(cache.get('k')).toBeNull();
       cache.set('k', answer('x'), [], 60_000);
       await new Promise((resolve) => setImmediate(resolve));
+      expect(events.failures).toEqual(['write']);
       expect(unhandled).toEqual([]);
     } finally {
       process.off('unhandledRejection', onUnhandled);
@@ -129,8 +143,8 @@ describe('the cache over a store', () => {
 
   it('settles only once the invalidations under way are done', async () => {
     let finish!: () => void;
-    const slow = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 });
-    const store: GuardedStore = { ...slow, invalidate: () => new Promise<number>((resolve) => (finish = () => resolve(0))) };
+    const slow = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY);
+    const store: GuardedStore<number> = { ...slow, invalidate: () => new Promise<number>((resolve) => (finish = () => resolve(0))) };
     const cache = new ResponseCache(store, counting(), 10_000);
     expect(cache.settled()).toBeUndefined();
     cache.invalidate([head('h')]);

@@ -120,7 +120,7 @@ export const environment = z.object({
   SHED_RETRY_AFTER_SECONDS: integer(1, 3_600).default(1).register(variableDocs, { description: 'the `Retry-After` of an `OVERLOADED` refusal' }),
   REDIS_URL: redisUrl()
     .optional()
-    .register(variableDocs, { unset: 'unset: process memory', description: 'Redis for the limit counters and APQ registrations, shared by every process and replica' }),
+    .register(variableDocs, { unset: 'unset: process memory', description: 'Redis for the limit counters, APQ registrations and the response cache, shared by every process and replica' }),
   APQ_TTL_SECONDS: integer(60, 31_536_000)
     .default(10_800)
     .register(variableDocs, { description: 'how long an APQ registration lives in Redis (with `REDIS_URL`; see [shared state](docs/operations.md#shared-state-redis))' }),
@@ -139,10 +139,13 @@ export const environment = z.object({
     }),
   RESPONSE_CACHE_MAX_ENTRIES: integer(1, 10_000_000)
     .default(10_000)
-    .register(variableDocs, { description: "answers the response cache keeps in each process's memory, the least recently used dropped first" }),
+    .register(variableDocs, { description: "answers the response cache keeps in each process's memory (without `REDIS_URL`), the least recently used dropped first" }),
   RESPONSE_CACHE_MAX_BYTES: integer(1_024, 17_179_869_184)
     .default(64 * mib)
-    .register(variableDocs, { description: "bytes of JSON those answers may hold together in each process's memory; an answer larger than an eighth of it is not kept" }),
+    .register(variableDocs, { description: "bytes of JSON those answers may hold together in each process's memory (without `REDIS_URL`); an answer larger than an eighth of it is not kept" }),
+  RESPONSE_CACHE_MAX_ENTRY_BYTES: integer(1_024, 1_073_741_824)
+    .default(mib)
+    .register(variableDocs, { description: 'bytes of JSON of the largest answer the response cache keeps, in process memory or in Redis; a larger one is executed each time' }),
   METRICS_OPERATION_NAMES: integer(1, 100_000)
     .default(500)
     .register(variableDocs, { description: 'operation names `/metrics` keeps apart without a trusted-documents manifest (the first seen; the rest are `other`)' }),

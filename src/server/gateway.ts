@@ -5,7 +5,7 @@ import type { Config, ResponseCacheSettings } from '../config.js';
 import { createContext, type ContextOptions, type GatewayContext } from '../schema/context.js';
 import { boundedParseCache } from './document-cache.js';
 import { renderGraphiQLPage } from './graphiql-page.js';
-import type { CacheUse, GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { useAnswerTypes } from './plugins/answer-types.js';
 import { createCallerLimiters } from './plugins/caller-limiters.js';
@@ -21,8 +21,9 @@ import { useOperability } from './plugins/operability.js';
 import { operationTrace } from './plugins/operation-telemetry.js';
 import { usePrivateAnswers } from './plugins/private-answers.js';
 import { useGatewayResponseCache } from './plugins/response-cache.js';
-import { ResponseCache, type GuardedStore } from './response-cache.js';
+import { ResponseCache, type GatewayCache } from './response-cache.js';
 import { createMemoryResponseCache } from './response-cache-memory.js';
+import { createRedisResponseCache } from './response-cache-redis.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useStrictRequestParams } from './plugins/request-params.js';
@@ -244,20 +245,23 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
 }
 
 /**
- * The store the response cache uses: process memory, bounded by `settings.memory`, or with
- * REDIS_URL the one every process and replica shares. `use` says what it holds, for the gauges,
- * when it can say so cheaply.
+ * The response cache over its store: with REDIS_URL, Redis alone, shared by every process and
+ * replica (no copy in this process's memory in front of it: a write through another replica
+ * must be seen by the next read here); else this process's memory, bounded by `settings.memory`,
+ * whose entries and bytes the gauges show. Its events are counted in `metrics`.
  */
-export function responseCacheStore(settings: ResponseCacheSettings, redis?: SharedRedis): GuardedStore & { use?: () => CacheUse } {
-  // REDIS STORE: with `redis`, return createRedisResponseCache({ redis, ... }) (server/response-cache-store.ts) here.
-  void redis;
-  return createMemoryResponseCache(settings.memory);
-}
-
-/** The response cache over its store (REDIS_URL's when set), its events counted in `metrics`. */
 function responseCachePlugin(settings: ResponseCacheSettings, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): Plugin {
-  const store = responseCacheStore(settings, redis);
-  const cache = new ResponseCache(store, metrics.watchResponseCache(store.use?.bind(store)), 2 * operationTimeoutMs);
+  // How long a miss waits for its answer at most: the operation's deadline, with room.
+  const answerWithinMs = 2 * operationTimeoutMs;
+  let cache: GatewayCache;
+  if (redis === undefined) {
+    const store = createMemoryResponseCache(settings.memory, settings.maxEntryBytes);
+    cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
+  } else {
+    const maxTtlMs = Math.max(settings.ttlMs, ...Object.values(settings.ttlPerType));
+    const store = createRedisResponseCache({ redis, maxTtlMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs });
+    cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
+  }
   return useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: settings.ttlPerType });
 }
 

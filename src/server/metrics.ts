@@ -181,20 +181,27 @@ export class GatewayMetrics {
 
   readonly #responseCacheEvictions = this.#counter('gateway_response_cache_evictions_total', 'Cached answers those invalidations evicted (as the store counts them).');
 
-  readonly #responseCacheFailures = this.#counter('gateway_response_cache_failures_total', 'Calls to the response cache store that failed: each answered as a miss, an answer not kept or an eviction not made (fail open).');
+  readonly #responseCacheFailures = new Counter({
+    name: 'gateway_response_cache_failures_total',
+    help: 'Calls to the response cache store that failed (Redis unreachable or refusing), by call: a lookup answered as a miss, a write not kept, an invalidation not made (an answer kept before may be served until its TTL); fail open.',
+    labelNames: ['call'] as const,
+    registers: [this.registry],
+  });
 
   /** What the response cache's store holds, read at each scrape; none for a store that cannot say cheaply. */
   #responseCacheUse: (() => CacheUse) | undefined;
 
-  readonly #responseCacheEntries = this.#responseCacheGauge('gateway_response_cache_entries', "Answers the response cache keeps in this process's memory.", (use) => use.entries);
-  readonly #responseCacheBytes = this.#responseCacheGauge('gateway_response_cache_bytes', "Bytes of JSON of the answers the response cache keeps in this process's memory.", (use) => use.bytes);
+  readonly #responseCacheGauges = [
+    this.#responseCacheGauge('gateway_response_cache_entries', "Answers the response cache keeps in this process's memory (without REDIS_URL).", (use) => use.entries),
+    this.#responseCacheGauge('gateway_response_cache_bytes', "Bytes of JSON of the answers the response cache keeps in this process's memory (without REDIS_URL).", (use) => use.bytes),
+  ];
 
-  /** A gauge read from the response cache's store at each scrape, when it can say. */
+  /** A gauge read from the response cache's store at each scrape: registered by `watchResponseCache` for a store that can say (a 0 would be a lie for Redis). */
   #responseCacheGauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge {
     const gauge: Gauge = new Gauge({
       name,
       help,
-      registers: [this.registry],
+      registers: [],
       collect: () => {
         if (this.#responseCacheUse !== undefined) gauge.set(pick(this.#responseCacheUse()));
       },
@@ -202,9 +209,10 @@ export class GatewayMetrics {
     return gauge;
   }
 
-  /** The response cache's events, counted; `use` is read at each scrape for the entries and bytes gauges. */
+  /** The response cache's events, counted; `use` (the store in memory's) is read at each scrape for the entries and bytes gauges. */
   watchResponseCache(use: (() => CacheUse) | undefined) {
-    this.#responseCacheUse = use;
+    if (use !== undefined && this.#responseCacheUse === undefined) for (const gauge of this.#responseCacheGauges) this.registry.registerMetric(gauge);
+    this.#responseCacheUse = use ?? this.#responseCacheUse;
     const hits = this.#responseCacheLookups.labels({ result: 'hit' });
     const misses = this.#responseCacheLookups.labels({ result: 'miss' });
     return {
@@ -215,7 +223,7 @@ export class GatewayMetrics {
         this.#responseCacheInvalidatedEntities.inc(entities);
         if (evicted !== undefined) this.#responseCacheEvictions.inc(evicted);
       },
-      failed: () => this.#responseCacheFailures.inc(),
+      failed: (call: 'lookup' | 'write' | 'invalidate') => this.#responseCacheFailures.inc({ call }),
     };
   }
 

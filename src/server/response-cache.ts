@@ -12,31 +12,38 @@ export interface CachedAnswer {
   readonly expiresAt: number;
 }
 
+/** A lookup's outcome: the answer, or on a miss the store's epoch to write the fresh answer with. */
+export type Lookup<Epoch> = { readonly answer: CachedAnswer; readonly epoch?: undefined } | { readonly answer?: undefined; readonly epoch: Epoch };
+
 /**
  * A store of the response cache. envelop's `Cache` (`get`, `set`, `invalidate`) cannot say what is
  * left of an entry's TTL nor whether a write came between a miss and its `set`, so the store
  * offers these three, and `ResponseCache` implements envelop's `Cache` for the plugin over them:
  *
- * - `lookup(key)`: the answer and when it expires, or on a miss the store's invalidation epoch,
- *   read in the same round trip: a number that grows with every `invalidate` by any process
- *   sharing the store (Redis: `GET` of the answer, its `PTTL`, and the epoch key, in one script
- *   or pipeline).
+ * - `lookup(key)`: the answer and when it expires, or on a miss where the store's invalidations
+ *   stand (an `Epoch`, opaque to the cache), read in the same round trip.
  * - `write(key, result, entities, ttlMs, since)`: store `result` for `ttlMs`, findable by each of
  *   `entities` (`Type:id`, and `Type` alone for a record without an id, and also for each
- *   record with one), only if the epoch is still `since`, checked atomically with the write
- *   (Redis: one Lua script); false when not stored.
+ *   record with one), only if no invalidation since the epoch `since` concerns it, checked
+ *   atomically with the write; false when not stored. Memory: one epoch raised by every
+ *   invalidation; Redis: per-entity invalidation versions against a clock (one Lua script).
  * - `invalidate(entities)`: evict every answer findable by one of `entities` (`Type:id` for a
- *   record with an id, `Type` for one without) and raise the epoch, atomically; resolves (with
+ *   record with an id, `Type` for one without) and move the epoch on, atomically; resolves (with
  *   the count evicted, if the store knows it) once no process can read them any more. Callers
  *   await it.
  *
- * Any of them may throw or reject: `ResponseCache` takes that as a miss (fail open).
+ * Any of them may throw or reject (Redis unreachable): `ResponseCache` takes that as a miss, an
+ * answer not kept, an eviction not made (fail open). The answer kept is a copy made from its
+ * JSON (`answerJson`): nothing a later plugin does to the answer it served is kept with it.
  */
-export interface GuardedStore {
-  lookup(key: string): PromiseOrValue<CachedAnswer | number>;
-  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): PromiseOrValue<boolean>;
+export interface GuardedStore<Epoch extends {}> {
+  lookup(key: string): PromiseOrValue<Lookup<Epoch>>;
+  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: Epoch): PromiseOrValue<boolean>;
   invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | void>;
 }
+
+/** What a store keeps of an answer: its data and extensions as JSON (graphql-jit's `stringify`, symbols and errors left out). */
+export const answerJson = (result: ExecutionResult): string => JSON.stringify({ data: result.data, ...(result.extensions === undefined ? {} : { extensions: result.extensions }) });
 
 /** What `ResponseCache` reports, for the metrics. */
 export interface ResponseCacheEvents {
@@ -44,8 +51,11 @@ export interface ResponseCacheEvents {
   miss(): void;
   /** One invalidation: the entities asked for, and the answers evicted (when the store says). */
   invalidated(entities: number, evicted: number | undefined): void;
-  /** A store call that threw or rejected, answered as a miss / not stored / not evicted. */
-  failed(): void;
+  /**
+   * A store call that threw or rejected, answered as a miss (`lookup`), not stored (`write`) or
+   * not evicted (`invalidate`: an answer kept before may be served until its TTL).
+   */
+  failed(call: 'lookup' | 'write' | 'invalidate'): void;
 }
 
 /** Where `get` puts a hit's expiry (the answer served is a copy yoga makes with this key in it). */
@@ -75,13 +85,13 @@ function guarded<T, R>(run: () => PromiseOrValue<T>, ok: (value: T) => R, failed
  * - invalidations are tracked until done: the plugin does not await those it makes for a
  *   mutation's returned objects, the gateway awaits `settled()` before answering.
  */
-export class ResponseCache implements Cache {
-  readonly #pending: LRUCache<string, number>;
+export class ResponseCache<Epoch extends {} = {}> implements Cache {
+  readonly #pending: LRUCache<string, Epoch>;
   readonly #invalidating = new Set<Promise<unknown>>();
   readonly #alsoHeld = new WeakMap<ExecutionResult, readonly CacheEntityRecord[]>();
 
   constructor(
-    private readonly store: GuardedStore,
+    private readonly store: GuardedStore<Epoch>,
     private readonly events: ResponseCacheEvents,
     /** How long a miss waits for its answer at most: the operation's deadline. */
     answerWithinMs: number,
@@ -92,17 +102,17 @@ export class ResponseCache implements Cache {
   get(key: string): PromiseOrValue<ExecutionResult | null> {
     return guarded(
       () => this.store.lookup(key),
-      (found) => {
-        if (typeof found === 'number') {
-          if (!this.#pending.has(key)) this.#pending.set(key, found);
+      ({ answer, epoch }) => {
+        if (answer === undefined) {
+          if (!this.#pending.has(key)) this.#pending.set(key, epoch);
           this.events.miss();
           return null;
         }
         this.events.hit();
-        return { ...found.result, [expiresAtKey]: found.expiresAt };
+        return { ...answer.result, [expiresAtKey]: answer.expiresAt };
       },
       () => {
-        this.events.failed();
+        this.events.failed('lookup');
         this.events.miss();
         return null;
       },
@@ -119,7 +129,7 @@ export class ResponseCache implements Cache {
     void guarded(
       () => this.store.write(key, result, held, ttl, since),
       () => undefined,
-      () => this.events.failed(),
+      () => this.events.failed('write'),
     );
   }
 
@@ -146,7 +156,7 @@ export class ResponseCache implements Cache {
           this.events.invalidated(entities.length, typeof evicted === 'number' ? evicted : undefined);
         },
         () => {
-          this.events.failed();
+          this.events.failed('invalidate');
         },
       ),
     );
@@ -160,3 +170,6 @@ export class ResponseCache implements Cache {
     return this.#invalidating.size === 0 ? undefined : Promise.all(this.#invalidating).then(() => undefined);
   }
 }
+
+/** What the plugin uses of a `ResponseCache`, whatever its store's epoch. */
+export type GatewayCache = Pick<ResponseCache, keyof Cache | 'alsoHolds' | 'evict' | 'settled'>;

@@ -6,13 +6,13 @@ import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
 import { getArgumentValues, getNamedType, getOperationAST, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema } from 'graphql';
 import { isAsyncIterable, isPromise, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
-import { expiresAtKey, type CacheEntityRecord, type ResponseCache } from '../response-cache.js';
+import { expiresAtKey, type CacheEntityRecord, type GatewayCache } from '../response-cache.js';
 import { varyOn } from './private-answers.js';
 import { composed } from './composed.js';
 import { tokenCallerOf } from './caller-limits.js';
 
 export interface GatewayResponseCacheOptions {
-  readonly cache: ResponseCache;
+  readonly cache: GatewayCache;
   /** RESPONSE_CACHE_TTL_MS */
   readonly ttlMs: number;
   /** RESPONSE_CACHE_TTL_PER_TYPE: object type names and their TTL in ms. */
