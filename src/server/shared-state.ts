@@ -46,7 +46,7 @@ function fallbackReason(error: unknown): FallbackReason {
   return code === 'OOM' ? 'out_of_memory' : code === 'READONLY' ? 'read_only' : 'error';
 }
 
-const meanwhile = 'rate limits count per process, APQ registrations stay in process memory and the response cache misses';
+const meanwhile = "rate limits count per process, APQ registrations stay in process memory, the response cache misses and a write's eviction from it may be lost";
 const warnings: Record<FallbackReason, string> = {
   unreachable: `Redis unreachable: ${meanwhile} until it is back`,
   out_of_memory: `Redis refuses writes (maxmemory reached): ${meanwhile} meanwhile`,
