@@ -28,7 +28,8 @@ interface Entry extends CachedAnswer {
 /**
  * The response cache in this process's memory: an lru-cache bounded by count and by the bytes of
  * each answer's JSON (an answer over `maxEntryBytes`, or over an eighth of the bytes, is not
- * kept, so one answer cannot empty the cache), with an index from `Type` and `Type:id` to the answers that hold them.
+ * kept, so one answer cannot empty the cache), with an index from `Type` and `Type:id` to the
+ * answers that hold them.
  * @envelop/response-cache's own in-memory cache bounds the count only and cannot tell what is
  * left of an entry's TTL; the index here is the same as its.
  *
