@@ -4,6 +4,7 @@ import { createGraphQLError, finalAsyncIterator, isAsyncIterable, type Plugin } 
 import { LRUCache } from 'lru-cache';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { GatewayContext } from '../../schema/context.js';
+import { credentialOf } from '../../upstream/credential.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './caller-limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 
@@ -33,18 +34,6 @@ function payerOf(request: Request, serverContext: { req?: IncomingMessage }, tru
   const payer = payerFrom(request.headers.get('authorization') ?? undefined, request.headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy);
   if (req !== undefined) req[payerKey] = payer;
   return payer;
-}
-
-/**
- * The credential of an Authorization header, as one caller: the scheme's case and the whitespace
- * around and between the parts make no other caller (RFC 9110 11.1: the scheme is
- * case-insensitive), or `Bearer`, `bearer` and `BEARER  ` before one token would be three windows.
- * Only the key is normalised: the header goes upstream as the client sent it (the upstream, not
- * the gateway, says which credentials it takes).
- */
-export function credentialOf(authorization: string | undefined): string | undefined {
-  const [scheme, ...rest] = authorization?.trim().split(/\s+/) ?? [];
-  return scheme ? [scheme.toLowerCase(), ...rest].join(' ') : undefined;
 }
 
 function payerFrom(authorization: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Payer {
