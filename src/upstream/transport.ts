@@ -1,4 +1,4 @@
-import type { Context } from '@opentelemetry/api';
+import type { Context, Span } from '@opentelemetry/api';
 import type { Dispatcher } from 'undici';
 import type { z } from 'zod';
 import type { OperationName } from '../domain/operations.js';
@@ -226,16 +226,11 @@ const circuitOpen = new Failure('UPSTREAM_UNAVAILABLE', undefined, false, { reas
 /** An attempt's outcome: the parsed answer, or how it failed. */
 type Outcome<T> = { value: T; status: number } | Failure;
 
-/** Turns a failure cockatiel's breaker rethrew (a call cut short) back into an outcome. */
-const asOutcome = (error: unknown): Failure => {
-  if (error instanceof Failure) return error;
-  throw error;
-};
-
 /**
  * The attempts of one call, run by cockatiel's retry policy, each through the upstream's breaker
  * and admitted by the guard. The call settles when the policy gives up, or at once when the call
- * is cancelled during a pause before a retry (cockatiel's pause takes no cancellation).
+ * is cancelled during a pause before a retry (cockatiel's pause takes no cancellation). Attempts
+ * follow one another, so the one under way keeps its span and start here.
  */
 class Attempts<T> {
   readonly #request: Dispatcher.DispatchOptions & { headers: Record<string, string> };
@@ -243,6 +238,9 @@ class Attempts<T> {
   #resolve!: (value: T) => void;
   #reject!: (error: unknown) => void;
   #pausing = false;
+  #attempt = 0;
+  #span: Span | undefined;
+  #started = 0;
   /** The first attempt was admitted before the call began (a shared call's waiters were). */
   admitted = false;
 
@@ -281,22 +279,41 @@ class Attempts<T> {
       const refusal = this.guard?.admit(this.spec.operation);
       if (refusal !== undefined) return refusalOf(refusal);
     }
-    return circuit === undefined ? this.#attempt(attempt) : circuit.execute(() => this.#attempt(attempt)).catch(asOutcome);
+    this.#attempt = attempt;
+    if (circuit === undefined) return this.#send().then(this.#finish);
+    return circuit.execute(this.#sendThroughBreaker).then(this.#finish, this.#finishThrown);
   };
 
-  /** One attempt: sent, read, counted (guard, metrics, span); a failure cut short is thrown, for the breaker. */
-  async #attempt(attempt: number): Promise<Outcome<T>> {
-    const { shared, spec, route } = this;
-    if (attempt === 0) shared.budget?.called();
-    const span = shared.spans.start(spec.operation, this.context.trace, this.#request.headers);
-    const started = performance.now();
-    let outcome: Outcome<T>;
+  /** Sends the attempt and reads its answer: the parsed value, or how it failed. */
+  async #send(): Promise<Outcome<T>> {
+    const { shared, spec } = this;
+    if (this.#attempt === 0) shared.budget?.called();
+    this.#span = shared.spans.start(spec.operation, this.context.trace, this.#request.headers);
+    this.#started = performance.now();
     try {
       const { status, body } = await exchange(shared.dispatcher, this.#request, this.cancellation);
-      outcome = readAnswer(spec, status, body, shared.rules.statusCodes);
+      return readAnswer(spec, status, body, shared.rules.statusCodes);
     } catch (error) {
-      outcome = this.classify(error);
+      return this.classify(error);
     }
+  }
+
+  /** A failure its caller cut short is thrown to the breaker, which then counts it neither way (circuit.ts). */
+  readonly #sendThroughBreaker = async (): Promise<Outcome<T>> => {
+    const outcome = await this.#send();
+    if (outcome instanceof Failure && outcome.extra.cutShort) throw outcome;
+    return outcome;
+  };
+
+  readonly #finishThrown = (error: unknown): Outcome<T> => {
+    if (error instanceof Failure) return this.#finish(error);
+    throw error;
+  };
+
+  /** The attempt counted (guard, metrics, span), once the breaker has counted it too: a retry only with the breaker still closed. */
+  readonly #finish = (outcome: Outcome<T>): Outcome<T> => {
+    const { shared, spec } = this;
+    const attempt = this.#attempt;
     let failure = outcome instanceof Failure ? outcome : undefined;
     const status = failure ? failure.status : (outcome as { status: number }).status;
     if (failure?.retryable) {
@@ -306,11 +323,11 @@ class Attempts<T> {
       else outcome = failure = failure.final();
     }
     this.guard?.settled(spec.operation, failure?.code);
-    shared.onAttempt?.({ operation: spec.operation, status, code: failure?.code, durationMs: performance.now() - started, retry: attempt > 0 });
-    shared.spans.end(span, spec.operation, route, attempt, status, failure?.code, failure?.retryable === true);
-    if (failure?.extra.cutShort && shared.circuit !== undefined) throw failure;
+    shared.onAttempt?.({ operation: spec.operation, status, code: failure?.code, durationMs: performance.now() - this.#started, retry: attempt > 0 });
+    shared.spans.end(this.#span!, spec.operation, this.route, attempt, status, failure?.code, failure?.retryable === true);
+    this.#span = undefined;
     return outcome;
-  }
+  };
 
   #budgetAllows(): boolean {
     const { budget } = this.shared;
