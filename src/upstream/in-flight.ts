@@ -94,10 +94,6 @@ export class Flight<T> implements CallGuard {
     });
   }
 
-  get waiting(): number {
-    return this.#waiters.length;
-  }
-
   admit(operation: OperationName): UpstreamErrorCode | undefined {
     let refusal: UpstreamErrorCode | undefined;
     // Backwards: a waiter refused leaves the array.
@@ -172,10 +168,6 @@ export class InFlightCalls {
 
   /** Counts a request that joined a call already in flight. */
   constructor(readonly onJoined?: () => void) {}
-
-  get size(): number {
-    return this.#flights.size;
-  }
 
   find<T>(key: string): Flight<T> | undefined {
     return this.#flights.get(key) as Flight<T> | undefined;

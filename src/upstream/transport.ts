@@ -122,11 +122,6 @@ export class UpstreamTransport {
     this.#flights = options.dedupe ? new InFlightCalls(options.onJoined) : undefined;
   }
 
-  /** Shared calls in flight now (0 without dedupe). */
-  get sharedCalls(): number {
-    return this.#flights?.size ?? 0;
-  }
-
   forRequest(context: CallContext): UpstreamCaller {
     const calls = new RequestCalls(context.signal);
     return { call: (spec) => this.call(context, spec, calls) };
@@ -134,7 +129,13 @@ export class UpstreamTransport {
 
   call<T>(context: CallContext, spec: CallSpec<T>, calls: RequestCalls = new RequestCalls(context.signal)): Promise<T> {
     const route = this.#routes[spec.operation];
-    const path = this.#basePath + fillPath(route, spec.params) + queryString(spec.query);
+    let path: string;
+    try {
+      path = this.#basePath + fillPath(route, spec.params) + queryString(spec.query);
+    } catch (error) {
+      // A call always answers with a promise, a malformed one too.
+      return Promise.reject(error);
+    }
     if (this.#flights !== undefined && route.method === 'GET') return this.#callShared(this.#flights, context, spec, route, path, calls);
     return this.#callOwn(context, spec, route, path, calls);
   }
