@@ -6,6 +6,8 @@ import { schema } from './schema/index.js';
 import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './server/trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 import type { TracingSettings } from './telemetry/tracing.js';
+import type { CircuitSettings } from './upstream/circuit.js';
+import type { RetryBudgetSettings } from './upstream/retry-budget.js';
 
 /**
  * What the gateway runs with, read once from the environment and handed down: the layers below
@@ -33,6 +35,7 @@ export interface Config {
   readonly upstreamFanout: number;
   /** UPSTREAM_CALL_BUDGET */
   readonly upstreamCallBudget: number;
+  readonly resilience: ResilienceSettings;
   /** MAX_RESULT_ITEMS */
   readonly maxResultItems: number;
   /** MAX_RESPONSE_BYTES */
@@ -89,6 +92,13 @@ export interface Config {
   readonly production: boolean;
   /** The OTEL_* variables. */
   readonly tracing: TracingSettings;
+}
+
+/** The upstream's breaker, its retry budget and shared calls: CIRCUIT_BREAKER_*, UPSTREAM_RETRY_BUDGET_*, UPSTREAM_DEDUPE. */
+export interface ResilienceSettings {
+  readonly breaker: CircuitSettings;
+  readonly retryBudget: RetryBudgetSettings;
+  readonly dedupe: boolean;
 }
 
 /** Client connections: how long a request may take to arrive, how many may be open, the admin port. */
@@ -231,6 +241,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least ${Math.ceil(e.UPSTREAM_CALL_BUDGET / e.RATE_LIMIT_WINDOW_SECONDS)}, so that one operation's UPSTREAM_CALL_BUDGET (${e.UPSTREAM_CALL_BUDGET}) fits in a burst of RATE_LIMIT_WINDOW_SECONDS (${e.RATE_LIMIT_WINDOW_SECONDS}), got ${JSON.stringify(env.RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND)}`,
     );
   }
+  if (e.CIRCUIT_BREAKER_MIN_CALLS > e.CIRCUIT_BREAKER_WINDOW) {
+    throw new ConfigError(`CIRCUIT_BREAKER_MIN_CALLS: expected at most CIRCUIT_BREAKER_WINDOW (${e.CIRCUIT_BREAKER_WINDOW}), got ${JSON.stringify(env.CIRCUIT_BREAKER_MIN_CALLS ?? String(e.CIRCUIT_BREAKER_MIN_CALLS))}`);
+  }
   const production = e.NODE_ENV === 'production';
   return Object.freeze({
     upstreamUrl: e.UPSTREAM_URL,
@@ -243,6 +256,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     upstreamMaxResponseBytes: e.UPSTREAM_MAX_RESPONSE_BYTES,
     upstreamFanout: e.UPSTREAM_FANOUT,
     upstreamCallBudget: e.UPSTREAM_CALL_BUDGET,
+    resilience: Object.freeze({
+      breaker: Object.freeze({ failureRatio: e.CIRCUIT_BREAKER_FAILURE_RATIO, window: e.CIRCUIT_BREAKER_WINDOW, minimumCalls: e.CIRCUIT_BREAKER_MIN_CALLS, resetMs: e.CIRCUIT_BREAKER_RESET_MS }),
+      retryBudget: Object.freeze({ ratio: e.UPSTREAM_RETRY_BUDGET_RATIO, minPerSecond: e.UPSTREAM_RETRY_BUDGET_MIN_PER_SECOND }),
+      dedupe: e.UPSTREAM_DEDUPE,
+    }),
     maxResultItems: e.MAX_RESULT_ITEMS,
     maxResponseBytes: e.MAX_RESPONSE_BYTES,
     operationTimeoutMs: e.OPERATION_TIMEOUT_MS,

@@ -47,13 +47,13 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
   const redis = config.redisUrl === undefined ? undefined : await (await import('./server/shared-state.js')).connectSharedState(config.redisUrl, logger, metrics);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { app, refuseEarly, shedder, upstream, tracing, ready } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  const { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(app, config, metrics, refuseEarly);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.
-  const admin = config.connections.adminPort === undefined ? undefined : (await import('./server/admin-server.js')).createAdminServer({ ready, metrics }, config.connections);
+  const admin = config.connections.adminPort === undefined ? undefined : (await import('./server/admin-server.js')).createAdminServer({ ready, notReadyBecause, metrics }, config.connections);
   if (admin !== undefined) {
     admin.listen(config.connections.adminPort, config.host);
     await once(admin, 'listening');

@@ -97,7 +97,8 @@ describe('RATE_LIMIT_IN_FLIGHT=2 with @defer', () => {
 describe('the caller key, with RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5' } });
+    // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
+    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', UPSTREAM_DEDUPE: 'false' } });
   });
   afterAll(() => t.close());
   beforeEach(() => t.reset());

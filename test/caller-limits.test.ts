@@ -22,7 +22,8 @@ const oneCall = '{ heads(first: 1) { totalCount } }';
 describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5' } });
+    // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
+    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', UPSTREAM_DEDUPE: 'false' } });
   });
   afterAll(() => t.close());
   beforeEach(() => t.reset());
@@ -99,7 +100,8 @@ describe('RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND=50 (a burst of 100), charged with
   let t: TestGateway;
   let ids: string[];
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50' } });
+    // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
+    t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', UPSTREAM_DEDUPE: 'false' } });
     ids = t.reference.store.headIds().slice(0, 50);
   });
   afterAll(() => t.close());
@@ -124,9 +126,10 @@ describe('RATE_LIMIT_IN_FLIGHT=2', () => {
   let t: TestGateway;
   let ids: string[];
   beforeAll(async () => {
-    // 150 operations at once pass the process's own cap (UPSTREAM_CONNECTIONS) while they
-    // are refused: off here, where the caller's cap is what is tried.
-    t = await startTestGateway({ env: { RATE_LIMIT_IN_FLIGHT: '2', UPSTREAM_CONNECTIONS: '16', SHED_MAX_IN_FLIGHT: '0' } });
+    // 150 operations at once pass the process's own cap (UPSTREAM_CONNECTIONS) while they are
+    // refused: off here, where the caller's cap is what is tried. Each operation's own upstream
+    // calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
+    t = await startTestGateway({ env: { RATE_LIMIT_IN_FLIGHT: '2', UPSTREAM_CONNECTIONS: '16', SHED_MAX_IN_FLIGHT: '0', UPSTREAM_DEDUPE: 'false' } });
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());

@@ -32,6 +32,11 @@ describe('loadConfig', () => {
       upstreamMaxResponseBytes: 5 * 1024 * 1024,
       upstreamFanout: 10,
       upstreamCallBudget: 100,
+      resilience: {
+        breaker: { failureRatio: 0.5, window: 20, minimumCalls: 10, resetMs: 5_000 },
+        retryBudget: { ratio: 0.2, minPerSecond: 10 },
+        dedupe: true,
+      },
       maxResultItems: 1_000,
       maxResponseBytes: 4 * 1024 * 1024,
       operationTimeoutMs: 15_000,
@@ -135,6 +140,10 @@ describe('loadConfig', () => {
 
   it.each([
     [{ RATE_LIMIT_REQUESTS_PER_SECOND: '0' }, /^RATE_LIMIT_REQUESTS_PER_SECOND: expected an integer from 1/],
+    [{ CIRCUIT_BREAKER_FAILURE_RATIO: '1' }, /^CIRCUIT_BREAKER_FAILURE_RATIO: expected a number between 0 and 1, both excluded, got "1"$/],
+    [{ CIRCUIT_BREAKER_MIN_CALLS: '21' }, /^CIRCUIT_BREAKER_MIN_CALLS: expected at most CIRCUIT_BREAKER_WINDOW \(20\), got "21"$/],
+    [{ UPSTREAM_DEDUPE: 'maybe' }, /^UPSTREAM_DEDUPE: expected true or false/],
+    [{ UPSTREAM_RETRY_BUDGET_RATIO: '2' }, /^UPSTREAM_RETRY_BUDGET_RATIO: expected a ratio from 0 to 1/],
     [{ RATE_LIMIT_IN_FLIGHT: '1.5' }, /^RATE_LIMIT_IN_FLIGHT: expected an integer from 1/],
     [{ RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '0' }, /^RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: expected an integer from 1/],
     [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least 50, so that one operation's UPSTREAM_CALL_BUDGET \(100\) fits in a burst of RATE_LIMIT_WINDOW_SECONDS \(2\), got "49"$/],

@@ -12,7 +12,8 @@ let t: TestGateway;
 let url: string;
 let ids: string[];
 beforeAll(async () => {
-  t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50' } });
+  // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
+  t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', UPSTREAM_DEDUPE: 'false' } });
   url = await t.listen();
   ids = t.reference.store.headIds();
 });

@@ -172,18 +172,22 @@ describe('flaky upstream sequences: exact call counts', () => {
   let token: string;
   const headQuery = `query($id: ID!) { head(id: $id) { uuid name } }`;
 
-  beforeAll(async () => {
-    // The production settings: 10 s per call, two retries with 25 ms base backoff.
+  // A gateway per test, with the production settings (10 s per call, two retries with 25 ms base
+  // backoff): these tests fail many calls on purpose, and the circuit breaker, one per gateway,
+  // would open on the sum of them and refuse the next test's calls.
+  beforeEach(async () => {
     t = await startTestGateway();
     ids = t.reference.store.headIds();
     const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', {
       input: DEMO_CREDENTIALS,
     });
     token = login.data!.login.accessToken;
+    t.reset();
   });
-  afterAll(() => t.close());
-  beforeEach(() => t.reset());
-  afterEach(() => expect(t.reference.inFlight()).toBe(0));
+  afterEach(async () => {
+    expect(t.reference.inFlight()).toBe(0);
+    await t.close();
+  });
 
   it('GET: 503, 503, success is 3 calls and data', async () => {
     faultHeadReads(t, { kind: 'status', status: 503 }, 2);

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { RESERVED_DESCRIPTORS } from '../server/descriptors.js';
 import { samplerNames } from '../telemetry/tracing.js';
-import { expecting, flag, httpUrl, integer, oneOf, origins, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
+import { expecting, flag, httpUrl, integer, oneOf, openRatio, origins, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
 
 /*
  * The environment the gateway reads: every variable once, with its default, its limits and what
@@ -39,6 +39,26 @@ export const environment = z.object({
   UPSTREAM_MAX_RESPONSE_BYTES: integer(1_024, 1_073_741_824).default(5 * mib).register(variableDocs, { description: 'largest upstream body accepted; a larger one is `UPSTREAM_ERROR` on that field' }),
   UPSTREAM_FANOUT: integer(1, 1_000).default(10).register(variableDocs, { description: 'upstream calls one request may have in flight at once' }),
   UPSTREAM_ROUTES_FILE: text('a path to a JSON file').optional().register(variableDocs, { unset: 'unset: the default routes', description: 'JSON file overriding rows of the route table' }),
+  UPSTREAM_DEDUPE: flag()
+    .default(true)
+    .register(variableDocs, { description: "identical upstream GETs in flight at once for the same caller (token, hashed) share one call and its answer; `false`: every request sends its own" }),
+  UPSTREAM_RETRY_BUDGET_RATIO: ratio()
+    .default(0.2)
+    .register(variableDocs, { description: "retries of upstream GETs allowed per call over the last 10 s, across all requests (with `UPSTREAM_RETRY_BUDGET_MIN_PER_SECOND`), so retries add at most this share to a failing upstream's load" }),
+  UPSTREAM_RETRY_BUDGET_MIN_PER_SECOND: integer(0, 100_000)
+    .default(10)
+    .register(variableDocs, { description: 'retries allowed per second whatever the traffic, on top of the ratio' }),
+  CIRCUIT_BREAKER_FAILURE_RATIO: openRatio()
+    .default(0.5)
+    .register(variableDocs, {
+      description:
+        'share of the last `CIRCUIT_BREAKER_WINDOW` upstream attempts failing (5xx, the call timing out, no connection; never a 4xx, a client gone or the operation deadline) that opens the breaker: every call then fails at once with `UPSTREAM_UNAVAILABLE`, nothing sent',
+    }),
+  CIRCUIT_BREAKER_WINDOW: integer(1, 100_000).default(20).register(variableDocs, { description: 'upstream attempts the failure ratio is taken over (a count, not a time: it opens as fast at any traffic)' }),
+  CIRCUIT_BREAKER_MIN_CALLS: integer(1, 100_000)
+    .default(10)
+    .register(variableDocs, { description: 'attempts seen before the breaker may open; at most `CIRCUIT_BREAKER_WINDOW`' }),
+  CIRCUIT_BREAKER_RESET_MS: integer(1, 3_600_000).default(5_000).register(variableDocs, { description: 'how long the breaker stays open before one probe call is let through (it closes on success)' }),
   MAX_DEPTH: integer(1, 1_000).default(15).register(variableDocs, { description: "deepest selection (GraphiQL's introspection query fits)" }),
   MAX_ALIASES: integer(1, 10_000).default(30).register(variableDocs, { description: 'aliases per operation, `__typename` aliases included' }),
   MAX_TOKENS: integer(1, 1_000_000).default(2_000).register(variableDocs, { description: 'lexical tokens per document' }),

@@ -80,6 +80,12 @@ export const ratio = () => {
   return expecting(z.coerce.number({ error: expected }).min(0, { error: expected }).max(1, { error: expected }), expected);
 };
 
+/** A share strictly between 0 and 1 (cockatiel's breaker takes no other). */
+export const openRatio = () => {
+  const expected = 'a number between 0 and 1, both excluded';
+  return expecting(z.coerce.number({ error: expected }).gt(0, { error: expected }).lt(1, { error: expected }), expected);
+};
+
 export const workers = () => {
   const expected = 'a whole number from 1 to 256, or auto';
   return expecting(z.union([z.literal('auto'), integer(1, 256)], { error: expected }), expected);

@@ -1,5 +1,5 @@
 import { getNullableType, GraphQLError, isInputObjectType, isInputType, isListType, Kind, print, typeFromAST, type GraphQLInputType, type ValueNode } from 'graphql';
-import { UpstreamError } from '../upstream/errors.js';
+import { CIRCUIT_OPEN, UpstreamError } from '../upstream/errors.js';
 import type { ValidationDetail } from '../upstream/schemas.js';
 import { schema } from './index.js';
 import type { FieldError } from './inputs.js';
@@ -39,6 +39,8 @@ function fieldPath(operation: string, loc: ValidationDetail['loc']): (string | n
 export function toClientError(error: UpstreamError): GraphQLError {
   const code = error.code === 'ABORTED' ? 'UPSTREAM_TIMEOUT' : error.code;
   const extensions: Record<string, unknown> = { code, upstream: { operation: error.operation, ...(error.status ? { status: error.status } : {}) } };
+  // The open breaker refused the call: nothing reached the upstream, so a client may retry it as it is.
+  if (error.reason === CIRCUIT_OPEN) extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, sent: false };
   if (error.code === 'BAD_USER_INPUT') {
     extensions.fieldErrors = error.details.map(
       (detail): FieldError => ({ path: fieldPath(error.operation, detail.loc), message: safeMessage(detail.msg), type: detail.type }),

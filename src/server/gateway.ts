@@ -38,6 +38,7 @@ import { schema } from '../schema/index.js';
 import type { SharedRedis } from './shared-state.js';
 import { createTracing, type Tracing } from '../telemetry/tracing.js';
 import { operationNamesOf } from './trusted-documents.js';
+import { CIRCUIT_OPEN } from '../upstream/errors.js';
 import type { UpstreamAttempt } from '../upstream/transport.js';
 import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
 
@@ -103,6 +104,8 @@ interface GatewayOptions {
   readonly metrics: GatewayMetrics;
   /** Whether the upstream answered recently; /ready reports it. */
   readonly ready: () => Promise<boolean>;
+  /** Why /ready says "not ready" whatever the upstream answered (the breaker open). */
+  readonly notReadyBecause?: () => string | undefined;
   /** Where automatic persisted queries are registered. @default in Redis with `redis`, else in this process's memory, bounded by the settings */
   readonly apqStore?: PersistedQueryStore;
   /** Redis (REDIS_URL) for the limit counters, APQ registrations and response cache shared by every process. @default none: process memory */
@@ -181,6 +184,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
         metrics,
         logger,
         ready: options.ready,
+        notReadyBecause: options.notReadyBecause,
         tracing,
         clients: new ClientAwareness(settings.metricsClients),
         ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
@@ -274,6 +278,9 @@ function upstreamOptionsFrom(config: Config, baseUrl: string): Omit<UpstreamOpti
     connections: config.upstreamConnections,
     keepAliveTimeoutMs: config.upstreamKeepAliveMs,
     maxResponseBytes: config.upstreamMaxResponseBytes,
+    breaker: config.resilience.breaker,
+    retryBudget: config.resilience.retryBudget,
+    dedupe: config.resilience.dedupe,
   };
 }
 
@@ -299,6 +306,8 @@ export interface BuiltGateway {
   readonly tracing: Tracing;
   /** Its readiness check, cached: `/ready` on the public port and on ADMIN_PORT share it. */
   readonly ready: () => Promise<boolean>;
+  /** Why it is not ready whatever the upstream answered: `circuit open` while the breaker refuses calls. */
+  readonly notReadyBecause: () => string | undefined;
 }
 
 /**
@@ -319,8 +328,14 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
             metrics.recordAttempt(attempt);
             onAttempt(attempt);
           },
+    onCircuitChange: metrics.recordCircuitState,
+    onJoined: () => metrics.upstreamCallsJoined.inc(),
+    onRetryRefused: () => metrics.upstreamRetriesRefused.inc(),
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  const { app, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, tracing, ...(options.redis ? { redis: options.redis } : {}) });
-  return { app, refuseEarly, shedder, upstream, tracing, ready };
+  // Not ready while the breaker refuses calls; once its probe is due, the readiness check's own
+  // probe decides again (a replica out of rotation gets no call that could close its breaker).
+  const notReadyBecause = () => (upstream.circuitRefuses() ? CIRCUIT_OPEN : undefined);
+  const { app, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, ...(options.redis ? { redis: options.redis } : {}) });
+  return { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause };
 }

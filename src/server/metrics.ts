@@ -94,6 +94,37 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly #circuitChanges = new Counter({
+    name: 'gateway_upstream_circuit_state_changes_total',
+    help: "Changes of the upstream's circuit breaker, by the state entered (open, half_open, closed).",
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #circuitState = new Gauge({
+    name: 'gateway_upstream_circuit_state',
+    help: "The upstream's circuit breaker now: 0 closed, 1 open (calls fail at once, nothing sent), 2 half-open (one probe call in flight).",
+    registers: [this.registry],
+  });
+
+  /** Feeds the breaker's state changes. */
+  recordCircuitState = (state: 'closed' | 'open' | 'half_open'): void => {
+    this.#circuitChanges.inc({ state });
+    this.#circuitState.set(state === 'closed' ? 0 : state === 'open' ? 1 : 2);
+  };
+
+  readonly upstreamCallsJoined = new Counter({
+    name: 'gateway_upstream_calls_joined_total',
+    help: 'Upstream GETs not sent because the same caller had the same one in flight: the request shared its answer (UPSTREAM_DEDUPE).',
+    registers: [this.registry],
+  });
+
+  readonly upstreamRetriesRefused = new Counter({
+    name: 'gateway_upstream_retries_refused_total',
+    help: 'Retries of upstream GETs not made because the retry budget (UPSTREAM_RETRY_BUDGET_*) was spent.',
+    registers: [this.registry],
+  });
+
   readonly refusals = new Counter({
     name: 'gateway_refusals_total',
     help: 'Requests refused before execution, by the limit that refused them.',

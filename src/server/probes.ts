@@ -10,6 +10,8 @@ export interface ProbeAnswer {
 export interface ProbeSources {
   /** Whether the upstream answered recently (cached by the caller). */
   readonly ready: () => Promise<boolean>;
+  /** A reason not to be ready whatever the upstream last answered (`circuit open`), shown in /ready's body. */
+  readonly notReadyBecause?: (() => string | undefined) | undefined;
   readonly metrics: Pick<GatewayMetrics, 'scrape' | 'registry'>;
 }
 
@@ -21,7 +23,7 @@ const json = (status: number, body: object): ProbeAnswer => ({
   body: JSON.stringify(body),
 });
 
-const notReady = () => json(503, { status: 'not ready' });
+const notReady = (reason?: string) => json(503, reason === undefined ? { status: 'not ready' } : { status: 'not ready', reason });
 
 /** `/health`'s answer: the process answers. */
 export const healthy = (): ProbeAnswer => json(200, { status: 'ok' });
@@ -36,8 +38,11 @@ export function probeAnswer(path: string, sources: ProbeSources): ProbeAnswer | 
   switch (path) {
     case '/health':
       return healthy();
-    case '/ready':
-      return sources.ready().then((ready) => (ready ? json(200, { status: 'ready' }) : notReady()), notReady);
+    case '/ready': {
+      const reason = sources.notReadyBecause?.();
+      if (reason !== undefined) return notReady(reason);
+      return sources.ready().then((ready) => (ready ? json(200, { status: 'ready' }) : notReady()), () => notReady());
+    }
     case '/metrics':
       return sources.metrics.scrape().then(
         (text) => ({ status: 200, headers: { 'content-type': sources.metrics.registry.contentType, 'cache-control': 'no-store' }, body: text }),

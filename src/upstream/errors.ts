@@ -34,13 +34,16 @@ export interface UpstreamErrorInit {
   cause?: unknown;
 }
 
+/** The reason of an UPSTREAM_UNAVAILABLE the open circuit breaker answered: nothing was sent. */
+export const CIRCUIT_OPEN = 'circuit open';
+
 const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> = {
   UNAUTHENTICATED: (e) => `Upstream refused the credentials (${e.status})`,
   FORBIDDEN: (e) => `Upstream denied permission (${e.status})`,
   NOT_FOUND: (e) => `Upstream has no such resource (${e.status})`,
   BAD_USER_INPUT: (e) => `Upstream rejected the input (${e.status})`,
   UPSTREAM_TIMEOUT: (e) => `Upstream did not answer in time${e.reason ? ` (${e.reason})` : ''}`,
-  UPSTREAM_UNAVAILABLE: () => 'Upstream could not be reached',
+  UPSTREAM_UNAVAILABLE: (e) => (e.reason === CIRCUIT_OPEN ? 'Upstream is failing: its circuit breaker is open and the call was not sent; safe to retry later' : 'Upstream could not be reached'),
   UPSTREAM_OUTCOME_UNKNOWN: (e) => `Upstream received the change but its answer was lost${e.reason ? ` (${e.reason})` : ''}: it may have been applied`,
   UPSTREAM_ERROR: (e) => `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_BUDGET_EXCEEDED: () => 'Upstream call budget of this operation exhausted; call not sent',
@@ -60,6 +63,8 @@ export class UpstreamError extends Error {
   readonly path: string;
   readonly status: number | undefined;
   readonly details: readonly ValidationDetail[];
+  /** Why, in a few words, when the code alone does not say (`circuit open`, `operation deadline`). */
+  readonly reason: string | undefined;
 
   constructor(init: UpstreamErrorInit) {
     super(describe[init.code](init), { cause: init.cause });
@@ -69,6 +74,7 @@ export class UpstreamError extends Error {
     this.path = init.path;
     this.status = init.status;
     this.details = init.details ?? [];
+    this.reason = init.reason;
   }
 }
 

@@ -1,5 +1,6 @@
-import type { UpstreamError, UpstreamErrorCode } from './errors.js';
-import type { RetryPolicy } from './retry-policy.js';
+import type { OperationName } from '../domain/operations.js';
+import { UpstreamError, type UpstreamErrorCode } from './errors.js';
+import type { Route } from './routes.js';
 
 /** How one attempt failed, as the client will read it, and whether a GET may try again. */
 export class Failure {
@@ -7,8 +8,31 @@ export class Failure {
     readonly code: UpstreamErrorCode,
     readonly status: number | undefined,
     readonly retryable: boolean,
-    readonly extra: { details?: UpstreamError['details']; reason?: string; cause?: unknown } = {},
+    readonly extra: {
+      details?: UpstreamError['details'];
+      reason?: string;
+      cause?: unknown;
+      /** Cut by its caller (the client went away, the operation's deadline), not failed by the upstream. */
+      cutShort?: boolean;
+    } = {},
   ) {}
+
+  /** The same failure, never tried again (the retry limit, the retry budget or an open breaker said no). */
+  final(): Failure {
+    return this.retryable ? new Failure(this.code, this.status, false, this.extra) : this;
+  }
+}
+
+/**
+ * Whether a failed attempt says the upstream is failing, for its circuit breaker: a 5xx, no
+ * answer in the call's own time, or no connection. A 4xx is an answer (the upstream works); a
+ * call its caller cut short says nothing of the upstream (see `Failure.extra.cutShort`); an
+ * answer off the contract or too large is the body's fault, not the service's availability.
+ */
+export function isUpstreamFault(failure: Failure): boolean {
+  if (failure.extra.cutShort === true) return false;
+  if (failure.status !== undefined) return failure.status >= 500;
+  return failure.code === 'UPSTREAM_TIMEOUT' || failure.code === 'UPSTREAM_UNAVAILABLE' || failure.code === 'UPSTREAM_OUTCOME_UNKNOWN';
 }
 
 /** Connection failures that mean "nobody answered" rather than "the answer was bad". */
@@ -23,16 +47,17 @@ const neverSentCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOST
 
 /**
  * What an attempt that threw means: a timeout (the call's own, or the operation's deadline when
- * that came first), the client gone (`callerSignal`), nobody answering, or a fault.
+ * that came first), the client gone (`callerSignal`), nobody answering (`retryCodes` may be tried
+ * again), or a fault.
  */
-export function classifyThrown(error: unknown, timeout: { readonly aborted: boolean }, deadlineFirst: boolean, callerSignal: AbortSignal | undefined, retry: RetryPolicy): Failure {
-  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, deadlineFirst ? { reason: 'operation deadline', cause: error } : { cause: error });
-  if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error });
+export function classifyThrown(error: unknown, timeout: { readonly aborted: boolean }, deadlineFirst: boolean, callerSignal: AbortSignal | undefined, retryCodes: readonly string[]): Failure {
+  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, deadlineFirst ? { reason: 'operation deadline', cause: error, cutShort: true } : { cause: error });
+  if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error, cutShort: true });
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string') {
     if (timeoutCodes.has(code)) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
     if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new Failure('UPSTREAM_ERROR', undefined, false, { reason: 'the body is too large', cause: error });
-    if (unavailableCodes.has(code)) return new Failure('UPSTREAM_UNAVAILABLE', undefined, retry.errorCodes.includes(code), { cause: error });
+    if (unavailableCodes.has(code)) return new Failure('UPSTREAM_UNAVAILABLE', undefined, retryCodes.includes(code), { cause: error });
   }
   return new Failure('UPSTREAM_ERROR', undefined, false, { cause: error });
 }
@@ -47,5 +72,10 @@ export function outcomeOfChange(failure: Failure, error: unknown): Failure {
   const code = (error as { code?: unknown } | null)?.code;
   if (failure.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string' && neverSentCodes.has(code)) return failure;
   const reason = failure.code === 'UPSTREAM_TIMEOUT' ? 'no answer in time' : 'the connection closed';
-  return new Failure('UPSTREAM_OUTCOME_UNKNOWN', undefined, false, { reason, cause: failure.extra.cause });
+  return new Failure('UPSTREAM_OUTCOME_UNKNOWN', undefined, false, { reason, cause: failure.extra.cause, ...(failure.extra.cutShort ? { cutShort: true } : {}) });
+}
+
+/** A call's failure as the error its caller gets. */
+export function errorOf(failure: Failure, operation: OperationName, route: Route): UpstreamError {
+  return new UpstreamError({ code: failure.code, operation, method: route.method, path: route.path, status: failure.status, ...failure.extra });
 }

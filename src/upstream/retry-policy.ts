@@ -1,18 +1,21 @@
-/** Retry policy of idempotent reads; data normalised once rather than literals in the loop. */
-export interface RetryPolicy {
+import { ExponentialBackoff, handleWhenResult, retry, type RetryPolicy } from 'cockatiel';
+import { Failure } from './failures.js';
+
+/** Which failures of idempotent reads are tried again, and after what pause; data rather than literals in the loop. */
+export interface RetryRules {
   /** Retries after the first attempt. @default 2 */
   readonly limit: number;
   /** Statuses that say "try again", for GETs only. @default [502, 503, 504] */
   readonly statusCodes: readonly number[];
   /** Connection failures worth a second try: refused, reset, closed under us. */
   readonly errorCodes: readonly string[];
-  /** First backoff; doubled per retry, then jittered by ±50 %. @default 25 */
+  /** Scale of the first pause; it grows about twofold per retry, with decorrelated jitter. @default 25 */
   readonly baseDelayMs: number;
-  /** Upper bound of one backoff. @default 250 */
+  /** Upper bound of one pause. @default 250 */
   readonly maxDelayMs: number;
 }
 
-export const defaultRetryPolicy: RetryPolicy = Object.freeze({
+export const defaultRetryRules: RetryRules = Object.freeze({
   limit: 2,
   statusCodes: [502, 503, 504],
   errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED'],
@@ -20,7 +23,17 @@ export const defaultRetryPolicy: RetryPolicy = Object.freeze({
   maxDelayMs: 250,
 });
 
-/** The pause after failed attempt `attempt` (0 for the first): doubled per retry up to the cap, then ±50 % at random. */
-export function backoffMs(policy: RetryPolicy, attempt: number): number {
-  return Math.min(policy.baseDelayMs * 2 ** attempt, policy.maxDelayMs) * (0.5 + Math.random());
+/**
+ * cockatiel's retry loop over a call's attempts: it tries again while an attempt returns a
+ * retryable Failure, up to `limit` times, pausing with exponential backoff and decorrelated jitter
+ * (cockatiel's default generator). Whether a Failure is retryable is the transport's decision
+ * (a GET, a retryable status or error, the retry budget, a closed breaker): an attempt that must
+ * not be tried again returns `Failure.final()`. Attempts return their failures rather than throw
+ * them, so the policy allocates no error per attempt and never wraps one.
+ */
+export function retryPolicyOf(rules: RetryRules): RetryPolicy {
+  return retry(
+    handleWhenResult((outcome) => outcome instanceof Failure && outcome.retryable),
+    { maxAttempts: rules.limit, backoff: new ExponentialBackoff({ initialDelay: rules.baseDelayMs, maxDelay: rules.maxDelayMs }) },
+  );
 }

@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { createGraphQLError, finalAsyncIterator, isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { GatewayContext } from '../../schema/context.js';
+import { credentialKeyOf } from '../../upstream/credential.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './caller-limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 
@@ -36,25 +36,13 @@ function payerOf(request: Request, serverContext: { req?: IncomingMessage }, tru
 }
 
 /**
- * The credential of an Authorization header, as one caller: the scheme's case and the whitespace
- * around and between the parts make no other caller (RFC 9110 11.1: the scheme is
- * case-insensitive), or `Bearer`, `bearer` and `BEARER  ` before one token would be three windows.
- * Only the key is normalised: the header goes upstream as the client sent it (the upstream, not
- * the gateway, says which credentials it takes).
- */
-export function credentialOf(authorization: string | undefined): string | undefined {
-  const [scheme, ...rest] = authorization?.trim().split(/\s+/) ?? [];
-  return scheme ? [scheme.toLowerCase(), ...rest].join(' ') : undefined;
-}
-
-/**
- * The caller an Authorization header names, `token:<SHA-256 of its credential>`, or undefined
- * without one: what the caller limits count by and the response cache scopes answers by. The
- * token itself is never kept.
+ * The caller an Authorization header names, `token:<SHA-256 of its normalised credential>`, or
+ * undefined without one: what the caller limits count by and the response cache scopes answers
+ * by. The token itself is never kept.
  */
 export function tokenCallerOf(authorization: string | undefined): string | undefined {
-  const credential = credentialOf(authorization);
-  return credential ? `token:${createHash('sha256').update(credential).digest('base64url')}` : undefined;
+  const key = credentialKeyOf(authorization);
+  return key === undefined ? undefined : `token:${key}`;
 }
 
 function payerFrom(authorization: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Payer {

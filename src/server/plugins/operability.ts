@@ -1,12 +1,14 @@
 import type { Plugin } from 'graphql-yoga';
 import { composed } from './composed.js';
 import { useOperationTelemetry, type OperationTelemetryOptions } from './operation-telemetry.js';
+import type { ProbeSources } from '../probes.js';
 import { useProbes } from './probe-routes.js';
 import { useRequestIds } from './request-ids.js';
 
 export type OperabilityOptions = OperationTelemetryOptions & {
   /** Whether the upstream answered recently (cached by the caller). */
   readonly ready: () => Promise<boolean>;
+  readonly notReadyBecause?: ProbeSources['notReadyBecause'];
 };
 
 /**
@@ -16,7 +18,7 @@ export type OperabilityOptions = OperationTelemetryOptions & {
  */
 export function useOperability(options: OperabilityOptions): Plugin {
   return composed([
-    useProbes({ ready: options.ready, metrics: options.metrics }),
+    useProbes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics }),
     useOperationTelemetry(options),
     // After the telemetry: an operation it finishes in onResponse may have made the id this echoes.
     useRequestIds(),

@@ -1,0 +1,73 @@
+import { circuitBreaker, CircuitState, CountBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
+import { Failure, isUpstreamFault } from './failures.js';
+
+/** When the breaker opens and how long it stays open (the CIRCUIT_BREAKER_* variables; config holds their defaults). */
+export interface CircuitSettings {
+  /** Share of the last `window` attempts that failed (isUpstreamFault) at which it opens. */
+  readonly failureRatio: number;
+  /** Attempts the ratio is taken over: a count, not a time, so it opens as fast at 1 call a second as at 4 000. */
+  readonly window: number;
+  /** Attempts seen before it may open at all (a fresh process's first failures do not open it alone). */
+  readonly minimumCalls: number;
+  /** How long it stays open before one probe call is let through. */
+  readonly resetMs: number;
+}
+
+export type CircuitStateName = 'closed' | 'open' | 'half_open';
+
+const stateNames: Record<CircuitState, CircuitStateName> = {
+  [CircuitState.Closed]: 'closed',
+  [CircuitState.Open]: 'open',
+  [CircuitState.HalfOpen]: 'half_open',
+  [CircuitState.Isolated]: 'open',
+};
+
+/**
+ * The upstream's circuit breaker, one per process, shared by every request: cockatiel's, with a
+ * count-based window (CountBreaker). Each attempt goes through `execute`; an attempt's outcome
+ * opens it when it is an upstream fault (5xx, the call's own timeout, no connection). Answers
+ * (4xx included) count as successes. A call its caller cut short (client gone, deadline) must be
+ * thrown as a Failure: it counts neither way while closed, and as a failure for the half-open
+ * probe (cockatiel would close the breaker on an error it does not handle, though the probe
+ * learned nothing).
+ */
+export class UpstreamCircuit {
+  readonly #policy: CircuitBreakerPolicy;
+  readonly #resetMs: number;
+  #openedAt = 0;
+
+  constructor(settings: CircuitSettings, onChange?: (state: CircuitStateName) => void) {
+    this.#resetMs = settings.resetMs;
+    const cutShortProbe = (error: unknown) => error instanceof Failure && this.#policy.state === CircuitState.HalfOpen;
+    this.#policy = circuitBreaker(
+      handleWhen(cutShortProbe).orWhenResult((outcome) => outcome instanceof Failure && isUpstreamFault(outcome)),
+      {
+        halfOpenAfter: settings.resetMs,
+        breaker: new CountBreaker({ threshold: settings.failureRatio, size: settings.window, minimumNumberOfCalls: settings.minimumCalls }),
+      },
+    );
+    this.#policy.onBreak(() => (this.#openedAt = Date.now()));
+    if (onChange) this.#policy.onStateChange((state) => onChange(stateNames[state]));
+  }
+
+  /**
+   * Whether a call must fail now without being sent: open and not yet due for its probe, or
+   * half-open with the probe in flight. (cockatiel would queue calls behind the probe, up to its
+   * whole timeout; a gateway in front of a failing upstream should answer at once.)
+   */
+  refuses(): boolean {
+    const state = this.#policy.state;
+    if (state === CircuitState.Closed) return false;
+    if (state === CircuitState.Open) return Date.now() - this.#openedAt < this.#resetMs;
+    return true;
+  }
+
+  get state(): CircuitStateName {
+    return stateNames[this.#policy.state];
+  }
+
+  /** Runs one attempt (when `refuses()` said no, in the same tick): open and due, it is the probe. */
+  execute<T>(attempt: () => Promise<T>): Promise<T> {
+    return this.#policy.execute(attempt);
+  }
+}
