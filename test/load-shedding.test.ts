@@ -50,8 +50,9 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
   let t: TestGateway;
   let url: string;
   beforeAll(async () => {
-    // The event loop is not watched here: only the cap refuses.
-    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0' } });
+    // The event loop is not watched here: only the cap refuses. Identical operations held at the
+    // upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE).
+    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false' } });
     url = await t.listen();
   });
   afterAll(() => t.close());
