@@ -1,10 +1,10 @@
 import { createYoga, useExecutionCancellation, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { ClientAwareness } from './client-awareness.js';
-import type { Config, ResponseCacheSettings } from '../config.js';
+import type { Config } from '../config.js';
 import { createContext, type ContextOptions, type GatewayContext } from '../schema/context.js';
 import { boundedParseCache } from './document-cache.js';
-import { renderGraphiQLPage } from './graphiql-page.js';
+import { defaultGraphiQLQuery, renderGraphiQLPage } from './graphiql-page.js';
 import type { GatewayMetrics } from './metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
 import { useAnswerTypes } from './plugins/answer-types.js';
@@ -20,10 +20,7 @@ import { graphiQLPage, useGraphiQLCache } from './plugins/graphiql-cache.js';
 import { useOperability } from './plugins/operability.js';
 import { operationTrace } from './plugins/operation-telemetry.js';
 import { usePrivateAnswers } from './plugins/private-answers.js';
-import { useGatewayResponseCache } from './plugins/response-cache.js';
-import { ResponseCache, type GatewayCache } from './response-cache.js';
-import { createMemoryResponseCache } from './response-cache-memory.js';
-import { createRedisResponseCache } from './response-cache-redis.js';
+import { responseCachePlugin } from './plugins/response-cache.js';
 import { useOperationLimits } from './plugins/operation-limits.js';
 import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
 import { useStrictRequestParams } from './plugins/request-params.js';
@@ -42,30 +39,6 @@ import { CIRCUIT_OPEN } from '../upstream/errors.js';
 import type { UpstreamAttempt } from '../upstream/transport.js';
 import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
 
-export const defaultGraphiQLQuery = `# The first three heads with their hair, and how many heads there are:
-# one upstream call (Get Heads).
-# Fields marked "Needs a bearer token" (permissions, deleteHead) want an
-# Authorization header: run the login mutation, then add
-#   {"Authorization": "Bearer <accessToken>"}
-# in the Headers pane below.
-query HeadsWithHair {
-  heads(first: 3) {
-    totalCount
-    nodes {
-      id
-      name
-      url
-      createdAt
-      hair {
-        name
-        url
-        style
-        gender
-      }
-    }
-  }
-}
-`;
 
 /** GraphiQL's title, and the front door's. */
 const TITLE = 'Avatar Head gateway';
@@ -246,27 +219,6 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     landingPage: false,
   });
   return { app: yoga, refuseEarly, shedder };
-}
-
-/**
- * The response cache over its store: with REDIS_URL, Redis alone, shared by every process and
- * replica (no copy in this process's memory in front of it: a write through another replica
- * must be seen by the next read here); else this process's memory, bounded by `settings.memory`,
- * whose entries and bytes the gauges show. Its events are counted in `metrics`.
- */
-function responseCachePlugin(settings: ResponseCacheSettings, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): Plugin {
-  // How long a miss waits for its answer at most: the operation's deadline, with room.
-  const answerWithinMs = 2 * operationTimeoutMs;
-  let cache: GatewayCache;
-  if (redis === undefined) {
-    const store = createMemoryResponseCache(settings.memory, settings.maxEntryBytes);
-    cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
-  } else {
-    const maxTtlMs = Math.max(settings.ttlMs, ...Object.values(settings.ttlPerType));
-    const store = createRedisResponseCache({ redis, maxTtlMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs });
-    cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
-  }
-  return useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: settings.ttlPerType });
 }
 
 /** The upstream options an operator configured, for the upstream at `baseUrl`. */

@@ -23,3 +23,29 @@ export async function renderGraphiQLPage(options: GraphiQLOptions): Promise<stri
   const { renderGraphiQL } = await import('@graphql-yoga/render-graphiql');
   return withoutErrorStacks(renderGraphiQL(options));
 }
+
+/** The query GraphiQL opens with (its comment says what it costs). */
+export const defaultGraphiQLQuery = `# The first three heads with their hair, and how many heads there are:
+# one upstream call (Get Heads).
+# Fields marked "Needs a bearer token" (permissions, deleteHead) want an
+# Authorization header: run the login mutation, then add
+#   {"Authorization": "Bearer <accessToken>"}
+# in the Headers pane below.
+query HeadsWithHair {
+  heads(first: 3) {
+    totalCount
+    nodes {
+      id
+      name
+      url
+      createdAt
+      hair {
+        name
+        url
+        style
+        gender
+      }
+    }
+  }
+}
+`;

@@ -6,7 +6,12 @@ import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
 import { getArgumentValues, getNamedType, getOperationAST, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema } from 'graphql';
 import { isAsyncIterable, isPromise, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
-import { expiresAtKey, type CacheEntityRecord, type GatewayCache } from '../response-cache.js';
+import type { ResponseCacheSettings } from '../../config.js';
+import type { GatewayMetrics } from '../metrics.js';
+import { expiresAtKey, ResponseCache, type CacheEntityRecord, type GatewayCache } from '../response-cache.js';
+import { createMemoryResponseCache } from '../response-cache-memory.js';
+import { createRedisResponseCache } from '../response-cache-redis.js';
+import type { SharedRedis } from '../shared-state.js';
 import { varyOn } from './private-answers.js';
 import { composed } from './composed.js';
 import { tokenCallerOf } from './caller-limits.js';
@@ -194,4 +199,25 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
     },
   };
   return composed([hooks, yogaCache]);
+}
+
+/**
+ * The response cache over its store: with REDIS_URL, Redis alone, shared by every process and
+ * replica (no copy in this process's memory in front of it: a write through another replica
+ * must be seen by the next read here); else this process's memory, bounded by `settings.memory`,
+ * whose entries and bytes the gauges show. Its events are counted in `metrics`.
+ */
+export function responseCachePlugin(settings: ResponseCacheSettings, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): Plugin {
+  // How long a miss waits for its answer at most: the operation's deadline, with room.
+  const answerWithinMs = 2 * operationTimeoutMs;
+  let cache: GatewayCache;
+  if (redis === undefined) {
+    const store = createMemoryResponseCache(settings.memory, settings.maxEntryBytes);
+    cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
+  } else {
+    const maxTtlMs = Math.max(settings.ttlMs, ...Object.values(settings.ttlPerType));
+    const store = createRedisResponseCache({ redis, maxTtlMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs });
+    cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
+  }
+  return useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: settings.ttlPerType });
 }
