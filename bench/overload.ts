@@ -83,7 +83,10 @@ async function main(): Promise<void> {
   }
   const request = scenarios.find((s) => s.name === 'Q1')!.request(fx);
   const gatewayArgs = [...startFlags(), 'dist/main.js'];
-  const base = { PORT: '0', HOST, UPSTREAM_URL: upstream.url, LOG_LEVEL: 'warn', NODE_ENV: 'production' };
+  // Every connection asks for the same head: with shared calls (UPSTREAM_DEDUPE) they would make one
+  // upstream call a second between them, and the pool would never fill. Off, each operation holds a
+  // connection of the pool, as distinct reads do.
+  const base = { PORT: '0', HOST, UPSTREAM_URL: upstream.url, LOG_LEVEL: 'warn', NODE_ENV: 'production', UPSTREAM_DEDUPE: 'false' };
   const modes = [
     { mode: 'shedding off', env: { ...base, SHED_MAX_IN_FLIGHT: '0', SHED_EVENT_LOOP_DELAY_MS: '0' } },
     { mode: 'shedding on (defaults)', env: base },
