@@ -139,6 +139,14 @@ describeWithRedis('the response cache in Redis', () => {
     expect(keys.get('gw:rc:i:Head:1')).toBeGreaterThan(1_000);
   });
 
+  it('keeps in an index only the answers still kept: those that expired leave it as others come, whose traffic keeps the index alive', async () => {
+    for (let i = 0; i < 50; i++) await fill(a, `brief-${i}`, answer(`brief-${i}`), [head(`brief-${i}`), { typename: 'HeadConnection' }], 50);
+    expect(await inspector.zcard(`${prefix}i:HeadConnection`)).toBe(50);
+    await until(async () => (await inspector.exists(`${prefix}a:brief-49`)) === 0, 'the brief answers expired');
+    await fill(a, 'later', answer('later'), [head('later'), { typename: 'HeadConnection' }]);
+    expect(await inspector.zrange(`${prefix}i:HeadConnection`, 0, -1)).toEqual(['later']);
+  });
+
   it('refuses to store an answer whose entity was invalidated after its lookup, and only such answers', async () => {
     const slow = await a.lookup('slow-head-1');
     const other = await a.lookup('slow-head-3');

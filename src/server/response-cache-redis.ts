@@ -37,7 +37,7 @@ const EVICTIONS_PER_CALL = 500;
 
 /*
  * Keys, after the prefix: `a:<key>` an answer (JSON, with its TTL); `i:<Type>` and `i:<Type>:<id>`
- * the sets of answer keys that hold an entity of that type / that entity (a type name has no `:`),
+ * the sorted sets of answer keys (scored by when each expires) that hold an entity of that type / that entity (a type name has no `:`),
  * each expiring with the longest answer it indexes; `clock` the invalidation counter and
  * `v:<Type>` / `v:<Type>:<id>` the clock when that entity was last invalidated, kept as long as a
  * lookup's epoch is good. Keys are built in the scripts (one Redis, not a cluster), as the APQ
@@ -54,7 +54,9 @@ return {clock}`;
 /**
  * ARGV: prefix, key, JSON, TTL in ms, the epoch's clock, then the answer's index names. Refused
  * (0) when one of them was invalidated after the epoch; otherwise the answer is stored and added
- * to each index, whose expiry only ever grows.
+ * to each index, whose expiry only ever grows. An index is a sorted set scored by when each
+ * answer expires: the answers that expired are dropped from it as another is added, so under
+ * steady traffic (which keeps renewing its expiry) it holds only answers still kept.
  */
 const storeScript = `local prefix, ttl, epoch = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
 for i = 6, #ARGV do
@@ -62,9 +64,12 @@ for i = 6, #ARGV do
   if version and tonumber(version) > epoch then return 0 end
 end
 redis.call('SET', prefix .. 'a:' .. ARGV[2], ARGV[3], 'PX', ttl)
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 for i = 6, #ARGV do
   local index = prefix .. 'i:' .. ARGV[i]
-  redis.call('SADD', index, ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
+  redis.call('ZADD', index, now + ttl, ARGV[2])
   if redis.call('PTTL', index) < ttl then redis.call('PEXPIRE', index, ttl) end
 end
 return 1`;
@@ -72,7 +77,7 @@ return 1`;
 /**
  * ARGV: prefix, evictions allowed, '1' on the first call of an invalidation (then the clock
  * moves on, atomically with the first evictions), how long to remember it, then the index names.
- * Pops answer keys from the indexes and deletes those answers; returns how many answers it
+ * Takes answer keys off the indexes and deletes those answers; returns how many answers it
  * deleted, then the indexes not yet empty.
  * Evictions come first: under maxmemory they still run (DEL is never refused), and free memory.
  * A clock that expired starts again from Redis's time in µs, above any value it had before
@@ -83,7 +88,8 @@ local evicted, left = 0, {}
 for i = 5, #ARGV do
   local index = prefix .. 'i:' .. ARGV[i]
   if budget > 0 then
-    local keys = redis.call('SPOP', index, budget)
+    local keys = redis.call('ZRANGE', index, 0, budget - 1)
+    if #keys > 0 then redis.call('ZREM', index, unpack(keys)) end
     budget = budget - #keys
     for j = 1, #keys do keys[j] = prefix .. 'a:' .. keys[j] end
     if #keys > 0 then evicted = evicted + redis.call('DEL', unpack(keys)) end
