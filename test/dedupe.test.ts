@@ -140,6 +140,26 @@ describe('in-flight deduplication (default: on)', () => {
   });
 });
 
+describe('in-flight deduplication and writes', () => {
+  it('a read that begins after a write through the gateway never joins a read in flight since before it', async () => {
+    const t = await start();
+    const id = t.reference.store.headIds()[0]!;
+    holdHeadReads(t, 2);
+    const before = t.execute(headQuery, { id });
+    await until(() => t.reference.inFlight() === 1, 'the first read held at the upstream');
+    const written = await t.execute('mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', { i: { id, name: 'written' } });
+    expect(written.errors).toBeUndefined();
+    const after = t.execute(headQuery, { id });
+    // Its own call: held beside the first, not joined to it (it would have been read before the write).
+    await until(() => t.reference.inFlight() === 2, 'the later read sent on its own');
+    expect(await joined(t)).toBe(0);
+    t.reference.releaseHeld();
+    expect((await after).data).toMatchObject({ head: { name: 'written' } });
+    expect((await before).errors).toBeUndefined();
+    expect(headCalls(t)).toHaveLength(2);
+  });
+});
+
 describe('UPSTREAM_DEDUPE=false', () => {
   it('20 identical concurrent reads are 20 calls', async () => {
     const t = await start({ UPSTREAM_DEDUPE: 'false' });

@@ -168,6 +168,11 @@ export class InFlightCalls {
   /** Counts a request that joined a call already in flight. */
   constructor(readonly onJoined?: () => void) {}
 
+  /** No request joins the calls in flight now: they go on for their waiters, and new GETs start their own. */
+  detachAll(): void {
+    this.#flights.clear();
+  }
+
   find<T>(key: string): Flight<T> | undefined {
     return this.#flights.get(key) as Flight<T> | undefined;
   }

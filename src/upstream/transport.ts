@@ -82,8 +82,13 @@ export class UpstreamTransport {
       // A call always answers with a promise, a malformed one too.
       return Promise.reject(error);
     }
-    if (this.#flights !== undefined && route.method === 'GET') return this.#callShared(this.#flights, context, spec, route, path, calls);
-    return this.#callOwn(context, spec, route, path, calls);
+    const flights = this.#flights;
+    if (flights === undefined) return this.#callOwn(context, spec, route, path, calls);
+    if (route.method === 'GET') return this.#callShared(flights, context, spec, route, path, calls);
+    // A change: a GET in flight may have been read before it. No read joins one of those once the
+    // change is sent, nor once it is answered (a read that began then must see the change).
+    flights.detachAll();
+    return this.#callOwn(context, spec, route, path, calls).finally(() => flights.detachAll());
   }
 
   /** A call of this request alone: its timeout cut to the operation's deadline, cancelled with its client. */
