@@ -38,7 +38,7 @@ describe('a repeated query', () => {
     const first = await post(t, { query: headName, variables: { id } });
     expect(first.body).toEqual({ data: { head: { name: t.reference.store.findHead(id)!.head.name } } });
     expect(t.calls()).toHaveLength(1);
-    expect(first.headers.get('etag')).toMatch(/^[0-9a-f]{64}$/);
+    expect(first.headers.get('etag')).toMatch(/^"[0-9a-f]{64}"$/);
     expect(first.headers.get('cache-control')).toBe(`public, max-age=${TTL_MS / 1000}`);
     expect(first.headers.get('vary')).toContain('Authorization');
     t.reset();
@@ -132,6 +132,21 @@ describe('HTTP revalidation', () => {
     expect(revalidated.headers.get('etag')).toBe(etag);
     expect(revalidated.headers.get('cache-control')).toMatch(/^private, max-age=(59|60)$/);
     expect(revalidated.headers.get('vary')).toContain('Authorization');
+    expect(t.calls()).toHaveLength(0);
+  });
+
+  it('takes the entity tag weak or strong, quoted or not, first or later in a list', async () => {
+    const url = `http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 2) { totalCount } }')}`;
+    const first = await t.gateway.fetch(url);
+    await first.text();
+    const etag = first.headers.get('etag')!;
+    const key = etag.replaceAll('"', '');
+    t.reset();
+    for (const header of [`W/${etag}`, key, `"${'0'.repeat(64)}x", ${etag}`, `not-a-tag, W/${etag}`]) {
+      const revalidated = await t.gateway.fetch(url, { headers: { 'if-none-match': header } });
+      expect(revalidated.status, header).toBe(304);
+      expect(revalidated.headers.get('etag')).toBe(etag);
+    }
     expect(t.calls()).toHaveLength(0);
   });
 

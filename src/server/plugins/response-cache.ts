@@ -91,6 +91,24 @@ function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): readonl
   return types;
 }
 
+/** An entity tag as the gateway writes it: the cache key (a SHA-256 in hex), quoted (RFC 9110 8.8.3). */
+const KEY = /^[0-9a-f]{64}$/;
+const quoted = (key: string) => `"${key}"`;
+
+/**
+ * The cache keys an `If-None-Match` names: its entity tags, weak or strong (a weak comparison is
+ * what RFC 9110 asks of it), quoted or not (yoga's own tags were not), at most four of them;
+ * anything else is no key of ours and is never looked up.
+ */
+function keysOf(ifNoneMatch: string): string[] {
+  const keys: string[] = [];
+  for (const tag of ifNoneMatch.split(',', 4)) {
+    const key = tag.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+    if (KEY.test(key)) keys.push(key);
+  }
+  return keys;
+}
+
 /** `Cache-Control` of a cacheable answer: what is left of its entry, in whole seconds. */
 const cacheControl = (request: Request, maxAgeSeconds: number) => `${request.headers.has('authorization') ? 'private' : 'public'}, max-age=${maxAgeSeconds}`;
 
@@ -141,8 +159,11 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
     },
     // yoga's plugin answers 304 here too, but without Cache-Control (the answer to a request with a token would then say no-store).
     onRequest({ request, url, fetchAPI, endResponse }) {
-      const tag = request.headers.get('if-none-match');
-      if (tag === null || url.pathname !== graphqlEndpoint) return undefined;
+      const header = request.headers.get('if-none-match');
+      if (header === null || url.pathname !== graphqlEndpoint) return undefined;
+      // Browsers and HTTP caches send back one tag: the first key of ours is the one looked up.
+      const tag = keysOf(header)[0];
+      if (tag === undefined) return undefined;
       const found = cache.get(tag);
       const answer = (hit: ExecutionResult | null) => {
         const lastModified = (hit?.extensions as HttpHeaders | undefined)?.http?.headers?.['Last-Modified'];
@@ -153,7 +174,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
         endResponse(
           new fetchAPI.Response(null, {
             status: 304,
-            headers: { etag: tag, 'last-modified': lastModified, 'cache-control': cacheControl(request, Math.max(0, Math.floor((expiresAt - Date.now()) / 1000))), vary: 'Authorization' },
+            headers: { etag: quoted(tag), 'last-modified': lastModified, 'cache-control': cacheControl(request, Math.max(0, Math.floor((expiresAt - Date.now()) / 1000))), vary: 'Authorization' },
           }),
         );
       };
@@ -192,6 +213,9 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
       return settled === undefined ? evicting : Promise.all([evicting, settled]).then(() => undefined);
     },
     onResponse({ request, response }) {
+      // yoga's plugin writes the key as it is; an entity tag is quoted.
+      const etag = response.headers.get('etag');
+      if (etag !== null && KEY.test(etag)) response.headers.set('etag', quoted(etag));
       const maxAge = cacheable.get(request);
       if (maxAge === undefined || maxAge === false || response.status !== 200) return;
       response.headers.set('cache-control', cacheControl(request, maxAge));
