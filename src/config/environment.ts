@@ -136,7 +136,7 @@ export const environment = z.object({
     }),
   SHED_EVENT_LOOP_DELAY_MS: integer(0, 60_000)
     .default(250)
-    .register(variableDocs, { description: "the event loop's delay (99th percentile over the last 500 ms) past which new operations are refused with 503 `OVERLOADED`; 0: not watched" }),
+    .register(variableDocs, { description: "the event loop's delay (its median over the last 500 ms, less the 10 ms sampling interval) past which new operations are refused with 503 `OVERLOADED`; 0: not watched" }),
   SHED_RETRY_AFTER_SECONDS: integer(1, 3_600).default(1).register(variableDocs, { description: 'the `Retry-After` of an `OVERLOADED` refusal' }),
   REDIS_URL: redisUrl()
     .optional()
