@@ -15,6 +15,13 @@ export interface BatchingOptions {
  * 413 with BAD_REQUEST; this check runs first. A batch of two or more gets the request's shared
  * loaders (loaders/request-batch.ts).
  */
+const batched = new WeakSet<Request>();
+
+/** Whether the request's body was a batch (an array), of one operation or more: its answer is an array too. */
+export function isBatch(request: Request): boolean {
+  return batched.has(request);
+}
+
 export function useBatching(options: BatchingOptions): Plugin {
   const { maxBatch } = options;
   return {
@@ -30,6 +37,7 @@ export function useBatching(options: BatchingOptions): Plugin {
         if (requestParserResult.length === 0) {
           throw createGraphQLError('A batch needs at least one operation.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
         }
+        batched.add(request);
         if (requestParserResult.length > 1) startBatch(request);
       },
     }),

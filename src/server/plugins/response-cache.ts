@@ -3,8 +3,8 @@ import { encodeGlobalID } from '@pothos/plugin-relay';
 import stableStringify from 'fast-json-stable-stringify';
 import { collectFields } from '@graphql-tools/utils';
 import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
-import { getArgumentValues, getNamedType, getOperationAST, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema } from 'graphql';
-import { isAsyncIterable, isPromise, type Plugin } from 'graphql-yoga';
+import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type FragmentDefinitionNode, type GraphQLSchema } from 'graphql';
+import { isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
 import type { ResponseCacheSettings } from '../../config.js';
 import type { GatewayMetrics } from '../metrics.js';
@@ -13,6 +13,7 @@ import { createMemoryResponseCache } from '../response-cache-memory.js';
 import { createRedisResponseCache } from '../response-cache-redis.js';
 import type { SharedRedis } from '../shared-state.js';
 import { varyOn } from './private-answers.js';
+import { isBatch } from './batching.js';
 import { composed } from './composed.js';
 import { tokenCallerOf } from './caller-limits.js';
 
@@ -46,14 +47,19 @@ function evictionsOf(args: ExecutionArgs): CacheEntityRecord[] {
   if (operation?.operation !== 'mutation' || mutationType == null) return [];
   const fragments: Record<string, FragmentDefinitionNode> = {};
   for (const definition of args.document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments[definition.name.value] = definition;
+  // The variables as execution sees them: their defaults filled in (args.variableValues is what the client sent).
+  const coerced = getVariableValues(args.schema, operation.variableDefinitions ?? [], args.variableValues ?? {});
+  // Variables that do not coerce fail the mutation too: nothing changes.
+  if (coerced.errors !== undefined) return [];
+  const variables = coerced.coerced;
   const evictions: CacheEntityRecord[] = [];
-  const { fields } = collectFields(args.schema, fragments, args.variableValues ?? {}, mutationType, operation.selectionSet);
+  const { fields } = collectFields(args.schema, fragments, variables, mutationType, operation.selectionSet);
   for (const [node] of fields.values()) {
     const field = node === undefined ? undefined : mutationType.getFields()[node.name.value];
     if (node === undefined || (field?.name !== 'updateHead' && field?.name !== 'deleteHead')) continue;
     let input: { id?: unknown } | undefined;
     try {
-      input = getArgumentValues(field, node, args.variableValues ?? undefined)['input'] as { id?: unknown } | undefined;
+      input = getArgumentValues(field, node, variables)['input'] as { id?: unknown } | undefined;
     } catch {
       // Arguments that do not coerce fail the mutation too: nothing changes.
       continue;
@@ -91,22 +97,37 @@ function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): readonl
   return types;
 }
 
-/** An entity tag as the gateway writes it: the cache key (a SHA-256 in hex), quoted (RFC 9110 8.8.3). */
-const KEY = /^[0-9a-f]{64}$/;
-const quoted = (key: string) => `"${key}"`;
+/**
+ * An answer's entity tag: a SHA-256 of its data (weak: the same data compressed or not, as JSON
+ * or as graphql-response+json, is the same to a client). Made once per data object: hits from
+ * process memory share theirs.
+ */
+const tags = new WeakMap<object, string>();
+function tagOf(data: object): string {
+  let tag = tags.get(data);
+  if (tag === undefined) tags.set(data, (tag = `W/"${createHash('sha256').update(JSON.stringify(data)).digest('base64url')}"`));
+  return tag;
+}
+
+/** Whether an `If-None-Match` names `tag`, by weak comparison (RFC 9110 13.1.2), or is `*`. */
+function names(ifNoneMatch: string, tag: string): boolean {
+  const opaque = tag.slice(2);
+  return ifNoneMatch.split(',').some((entry) => {
+    const candidate = entry.trim();
+    return candidate === '*' || candidate === opaque || candidate.replace(/^W\//, '') === opaque;
+  });
+}
+
+/** What a request's answer may say to HTTP caches: seconds left and its tag, or not cacheable. */
+type Cacheable = { readonly maxAge: number; readonly tag: string } | false;
 
 /**
- * The cache keys an `If-None-Match` names: its entity tags, weak or strong (a weak comparison is
- * what RFC 9110 asks of it), quoted or not (yoga's own tags were not), at most four of them;
- * anything else is no key of ours and is never looked up.
+ * The key an answer is kept under: the query text, the operation name, the variables (sorted) and
+ * the caller's session, hashed by node:crypto (the plugin's default hashes with WebCrypto's
+ * asynchronous digest: a fifth of a hit's CPU, and a trip through the thread pool).
  */
-function keysOf(ifNoneMatch: string): string[] {
-  const keys: string[] = [];
-  for (const tag of ifNoneMatch.split(',', 4)) {
-    const key = tag.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
-    if (KEY.test(key)) keys.push(key);
-  }
-  return keys;
+export function responseCacheKey(documentString: string, operationName: string | null | undefined, variables: unknown, sessionId: string | null | undefined): string {
+  return createHash('sha256').update(`${documentString}|${operationName ?? ''}|${stableStringify(variables ?? {})}|${sessionId ?? ''}`).digest('hex');
 }
 
 /** `Cache-Control` of a cacheable answer: what is left of its entry, in whole seconds. */
@@ -130,21 +151,21 @@ function withoutHttp(extensions: Record<string, unknown>): Record<string, unknow
  *   client asked for in several, or the other way round);
  * - a mutation's evictions (the objects it returns, and `evictionsOf`) are done before its
  *   answer is sent, for every caller;
- * - HTTP: an ETag (the cache key) on each cacheable answer, 304 for a matching `If-None-Match`
- *   before anything runs, `Cache-Control: private|public, max-age=<seconds left>` and
- *   `Vary: Authorization`.
+ * - HTTP, on a cacheable JSON answer (not a batch's): a weak ETag made from its data, and 304 with
+ *   no body for a GET whose `If-None-Match` names it (decided on the answer itself, a hit when it
+ *   is kept: yoga's plugin answered 304 to any request naming any kept key, a POST mutation
+ *   included), `Cache-Control: private|public, max-age=<seconds left>` and
+ *   `Vary: Authorization, Accept`.
  */
 export function useGatewayResponseCache(options: GatewayResponseCacheOptions): Plugin {
   const { cache } = options;
-  const cacheable = new WeakMap<Request, number | false>();
-  let graphqlEndpoint = '/graphql';
+  const cacheable = new WeakMap<Request, Cacheable>();
   const { onRequest: _yogaRevalidation, ...yogaCache } = useResponseCache<Record<string, unknown>>({
     cache,
     session: (request) => tokenCallerOf(request.headers.get('authorization') ?? undefined) ?? null,
     // The plugin's own key, hashed by node:crypto at once: its default hashes with WebCrypto's
     // asynchronous digest, a fifth of a hit's CPU and a trip through the thread pool.
-    buildResponseCacheKey: ({ documentString, operationName, variableValues, sessionId }) =>
-      createHash('sha256').update(`${documentString}|${operationName ?? ''}|${stableStringify(variableValues ?? {})}|${sessionId ?? ''}`).digest('hex'),
+    buildResponseCacheKey: ({ documentString, operationName, variableValues, sessionId }) => responseCacheKey(documentString, operationName, variableValues, sessionId),
     enabled: (_request, context) => (context as CacheState)[incrementalKey] !== true,
     ttl: options.ttlMs,
     ttlPerSchemaCoordinate: { 'Query.__schema': 0, 'Query.__type': 0, ...options.ttlPerType },
@@ -154,32 +175,6 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
   void _yogaRevalidation;
 
   const hooks: Plugin = {
-    onYogaInit({ yoga }) {
-      graphqlEndpoint = yoga.graphqlEndpoint;
-    },
-    // yoga's plugin answers 304 here too, but without Cache-Control (the answer to a request with a token would then say no-store).
-    onRequest({ request, url, fetchAPI, endResponse }) {
-      const header = request.headers.get('if-none-match');
-      if (header === null || url.pathname !== graphqlEndpoint) return undefined;
-      // Browsers and HTTP caches send back one tag: the first key of ours is the one looked up.
-      const tag = keysOf(header)[0];
-      if (tag === undefined) return undefined;
-      const found = cache.get(tag);
-      const answer = (hit: ExecutionResult | null) => {
-        const lastModified = (hit?.extensions as HttpHeaders | undefined)?.http?.headers?.['Last-Modified'];
-        if (hit == null || lastModified === undefined) return;
-        const since = request.headers.get('if-modified-since');
-        if (since !== null && new Date(since).getTime() < new Date(lastModified).getTime()) return;
-        const expiresAt = (hit as { [expiresAtKey]?: number })[expiresAtKey] ?? Date.now();
-        endResponse(
-          new fetchAPI.Response(null, {
-            status: 304,
-            headers: { etag: quoted(tag), 'last-modified': lastModified, 'cache-control': cacheControl(request, Math.max(0, Math.floor((expiresAt - Date.now()) / 1000))), vary: 'Authorization' },
-          }),
-        );
-      };
-      return isPromise(found) ? found.then(answer) : answer(found);
-    },
     onExecute({ args }) {
       const state = args.contextValue as CacheState;
       const query = (args.contextValue as { params?: { query?: unknown } }).params?.query;
@@ -194,17 +189,21 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
     },
     onExecutionResult({ request, context, result, setResult }) {
       const state = context as CacheState;
-      let maxAge: number | false = false;
-      if (result !== undefined && !Array.isArray(result) && !isAsyncIterable(result) && result.errors === undefined) {
-        const expiresAt = (result as { [expiresAtKey]?: number })[expiresAtKey];
-        const tagged = (result.extensions as HttpHeaders | undefined)?.http?.headers?.['ETag'] !== undefined;
-        if (expiresAt !== undefined) maxAge = Math.max(0, Math.floor((expiresAt - Date.now()) / 1000));
-        else if (tagged && (state[ttlKey] ?? 0) > 0) maxAge = Math.floor(state[ttlKey]! / 1000);
-        // yoga's plugin tags an answer it then does not keep (a TTL of 0: introspection, RESPONSE_CACHE_TTL_PER_TYPE): no ETag that matches nothing.
-        else if (tagged) setResult({ ...result, extensions: withoutHttp(result.extensions!) });
+      let answer: Cacheable = false;
+      if (result !== undefined && !Array.isArray(result) && !isAsyncIterable(result)) {
+        const http = (result.extensions as HttpHeaders | undefined)?.http;
+        // The plugin's ETag is the cache key, the same whatever the answer holds now: not a validator of it.
+        if (http !== undefined) setResult({ ...result, extensions: withoutHttp(result.extensions!) });
+        if (result.errors === undefined && result.data != null) {
+          const expiresAt = (result as { [expiresAtKey]?: number })[expiresAtKey];
+          const ttl = state[ttlKey] ?? 0;
+          // A hit says what is left of its entry; an answer just kept (the plugin tagged it), its TTL.
+          const maxAge = expiresAt !== undefined ? Math.max(0, Math.floor((expiresAt - Date.now()) / 1000)) : http?.headers?.['ETag'] !== undefined && ttl > 0 ? Math.floor(ttl / 1000) : undefined;
+          if (maxAge !== undefined) answer = { maxAge, tag: tagOf(result.data) };
+        }
       }
       // The operations of a batch share one response: it says nothing of their entries.
-      cacheable.set(request, cacheable.has(request) ? false : maxAge);
+      cacheable.set(request, isBatch(request) || cacheable.has(request) ? false : answer);
       // After the mutation's upstream call, before its answer: a read that follows it finds no stale answer.
       const evictions = state[evictionsKey];
       const evicting = evictions === undefined ? undefined : cache.evict(evictions);
@@ -212,14 +211,25 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
       if (evicting === undefined) return settled;
       return settled === undefined ? evicting : Promise.all([evicting, settled]).then(() => undefined);
     },
+    // Revalidation: a GET whose If-None-Match names this answer's tag gets 304 and no body. Decided
+    // on the answer itself (a hit, or the operation run again), so a tag only ever matches the
+    // answer it was made from, for this request's query, variables and caller.
+    onResultProcess({ request, setResultProcessor }) {
+      const answer = cacheable.get(request);
+      if (!answer || (request.method !== 'GET' && request.method !== 'HEAD')) return;
+      const ifNoneMatch = request.headers.get('if-none-match');
+      if (ifNoneMatch === null || !names(ifNoneMatch, answer.tag)) return;
+      setResultProcessor((_result, fetchAPI) => new fetchAPI.Response(null, { status: 304 }), 'application/json');
+    },
     onResponse({ request, response }) {
-      // yoga's plugin writes the key as it is; an entity tag is quoted.
-      const etag = response.headers.get('etag');
-      if (etag !== null && KEY.test(etag)) response.headers.set('etag', quoted(etag));
-      const maxAge = cacheable.get(request);
-      if (maxAge === undefined || maxAge === false || response.status !== 200) return;
-      response.headers.set('cache-control', cacheControl(request, maxAge));
-      response.headers.set('vary', varyOn(response.headers.get('vary'), 'Authorization'));
+      const answer = cacheable.get(request);
+      if (!answer) return;
+      // Only a JSON answer: the same operation as multipart/mixed or an event stream is another body.
+      const type = response.headers.get('content-type') ?? '';
+      if (response.status !== 304 && !(response.status === 200 && /^application\/(graphql-response\+)?json\b/.test(type))) return;
+      response.headers.set('etag', answer.tag);
+      response.headers.set('cache-control', cacheControl(request, answer.maxAge));
+      response.headers.set('vary', varyOn(varyOn(response.headers.get('vary'), 'Authorization'), 'Accept'));
     },
   };
   return composed([hooks, yogaCache]);
