@@ -160,11 +160,10 @@ function withoutHttp(extensions: Record<string, unknown>): Record<string, unknow
 export function useGatewayResponseCache(options: GatewayResponseCacheOptions): Plugin {
   const { cache } = options;
   const cacheable = new WeakMap<Request, Cacheable>();
+  // yoga's plugin answers 304 in its onRequest, to any request naming any kept key: not used (onResultProcess below).
   const { onRequest: _yogaRevalidation, ...yogaCache } = useResponseCache<Record<string, unknown>>({
     cache,
     session: (request) => tokenCallerOf(request.headers.get('authorization') ?? undefined) ?? null,
-    // The plugin's own key, hashed by node:crypto at once: its default hashes with WebCrypto's
-    // asynchronous digest, a fifth of a hit's CPU and a trip through the thread pool.
     buildResponseCacheKey: ({ documentString, operationName, variableValues, sessionId }) => responseCacheKey(documentString, operationName, variableValues, sessionId),
     enabled: (_request, context) => (context as CacheState)[incrementalKey] !== true,
     ttl: options.ttlMs,
