@@ -44,6 +44,10 @@ export class Attempts<T> {
   #resolve!: (value: T) => void;
   #reject!: (error: unknown) => void;
   #pausing = false;
+  /** A retry the budget allowed, not yet sent: given back if it never is. */
+  #retryPending = false;
+  /** How the last attempt failed: what a retry the open breaker refuses fails as. */
+  #lastFailure: Failure | undefined;
   #attempt = 0;
   #span: Span | undefined;
   #started = 0;
@@ -79,12 +83,14 @@ export class Attempts<T> {
     }
     const { circuit } = this.shared;
     // A cancelled call sends nothing more; an open breaker neither; a live call asks its guard (budget, 401).
-    if (this.cancellation.aborted) return this.classify(this.cancellation.reason);
-    if (circuit?.refuses()) return circuitOpen;
+    // A retry not sent gives its share of the budget back; it fails as its last attempt did (that one was sent).
+    if (this.cancellation.aborted) return this.#notRetried(this.classify(this.cancellation.reason));
+    if (circuit?.refuses()) return attempt > 0 ? this.#notRetried(this.#lastFailure!.final()) : circuitOpen;
     if (attempt > 0 || !this.admitted) {
       const refusal = this.guard?.admit(this.spec.operation);
-      if (refusal !== undefined) return refusalOf(refusal);
+      if (refusal !== undefined) return this.#notRetried(refusalOf(refusal));
     }
+    this.#retryPending = false;
     this.#attempt = attempt;
     if (circuit === undefined) return this.#send().then(this.#finish);
     return circuit.execute(this.#sendThroughBreaker).then(this.#finish, this.#finishThrown);
@@ -125,8 +131,11 @@ export class Attempts<T> {
     if (failure?.retryable) {
       // Retried only if a GET, within the call's limit, with the breaker closed and the budget allowing.
       const retried = this.#idempotent && attempt < shared.rules.limit && (shared.circuit === undefined || shared.circuit.state === 'closed') && this.#budgetAllows();
-      if (retried) this.#pauseUntilRetry();
-      else outcome = failure = failure.final();
+      if (retried) {
+        this.#retryPending = true;
+        this.#lastFailure = failure;
+        this.#pauseUntilRetry();
+      } else outcome = failure = failure.final();
     }
     this.guard?.settled(spec.operation, failure?.code);
     shared.onAttempt?.({ operation: spec.operation, status, code: failure?.code, durationMs: performance.now() - this.#started, retry: attempt > 0 });
@@ -134,6 +143,14 @@ export class Attempts<T> {
     this.#span = undefined;
     return outcome;
   };
+
+  #notRetried(failure: Failure): Failure {
+    if (this.#retryPending) {
+      this.#retryPending = false;
+      this.shared.budget?.giveBack();
+    }
+    return failure;
+  }
 
   #budgetAllows(): boolean {
     const { budget } = this.shared;

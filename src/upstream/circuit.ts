@@ -35,10 +35,13 @@ export class UpstreamCircuit {
   readonly #policy: CircuitBreakerPolicy;
   readonly #resetMs: number;
   #openedAt = 0;
+  /** Failures thrown by probe calls (those sent while the breaker was not closed). */
+  readonly #probeFailures = new WeakSet<Failure>();
 
   constructor(settings: CircuitSettings, onChange?: (state: CircuitStateName) => void) {
     this.#resetMs = settings.resetMs;
-    const cutShortProbe = (error: unknown) => error instanceof Failure && this.#policy.state === CircuitState.HalfOpen;
+    // Only the probe's own failure: a call sent while the breaker was closed, cut short while it is half-open, says nothing.
+    const cutShortProbe = (error: unknown) => error instanceof Failure && this.#probeFailures.has(error);
     this.#policy = circuitBreaker(
       handleWhen(cutShortProbe).orWhenResult((outcome) => outcome instanceof Failure && isUpstreamFault(outcome)),
       {
@@ -68,6 +71,12 @@ export class UpstreamCircuit {
 
   /** Runs one attempt (when `refuses()` said no, in the same tick): open and due, it is the probe. */
   execute<T>(attempt: () => Promise<T>): Promise<T> {
-    return this.#policy.execute(attempt);
+    if (this.#policy.state === CircuitState.Closed) return this.#policy.execute(attempt);
+    return this.#policy.execute(() =>
+      attempt().catch((error: unknown) => {
+        if (error instanceof Failure) this.#probeFailures.add(error);
+        throw error;
+      }),
+    );
   }
 }

@@ -30,8 +30,6 @@ export function refusalOf(code: UpstreamErrorCode): Failure {
 
 /** One request waiting on a shared call: its own guard, deadline and client, its own promise. */
 class Waiter<T> implements Abortable {
-  /** Charged for the attempt under way (or the next one): settled when it ends, or when this waiter leaves. */
-  admitted = true;
   timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -40,6 +38,8 @@ class Waiter<T> implements Abortable {
     readonly calls: RequestCalls,
     readonly resolve: (value: T) => void,
     readonly reject: (error: unknown) => void,
+    /** Charged for the attempt under way: settled when it ends, or when this waiter leaves. */
+    public admitted: boolean,
   ) {}
 
   /** The client went away: this waiter leaves; the call goes on for the others. */
@@ -65,6 +65,11 @@ export class Flight<T> implements CallGuard {
   readonly cancellation = new CallCancellation();
   /** Why the last waiter left: what the cancelled call's attempt is classified as. */
   left: Failure | undefined;
+  /**
+   * An attempt is under way (the first one from the start): a request joining now is charged for
+   * it. Between attempts (a retry's pause) a joiner is charged only if the next one is sent.
+   */
+  attempting = true;
   /** When the call's own timeout ends it (performance.now()). */
   readonly endsAt: number;
   #waiters: Waiter<T>[] = [];
@@ -81,9 +86,9 @@ export class Flight<T> implements CallGuard {
   }
 
   /** A request's wait on this call (already admitted by its guard); `deadlineMs` if its deadline comes before the call's timeout. */
-  wait(guard: CallGuard | undefined, calls: RequestCalls, deadlineMs: number | undefined): Promise<T> {
+  wait(guard: CallGuard | undefined, calls: RequestCalls, deadlineMs: number | undefined, admitted: boolean): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const waiter = new Waiter(this, guard, calls, resolve, reject);
+      const waiter = new Waiter(this, guard, calls, resolve, reject, admitted);
       this.#waiters.push(waiter);
       if (deadlineMs !== undefined) {
         waiter.timer = setTimeout(() => this.leave(waiter, refusalOf('UPSTREAM_TIMEOUT')), Math.max(1, Math.ceil(deadlineMs)));
@@ -106,10 +111,13 @@ export class Flight<T> implements CallGuard {
         this.leave(waiter, refusalOf(code));
       }
     }
-    return this.#waiters.length === 0 ? (refusal ?? 'ABORTED') : undefined;
+    if (this.#waiters.length === 0) return refusal ?? 'ABORTED';
+    this.attempting = true;
+    return undefined;
   }
 
   settled(operation: OperationName, code: UpstreamErrorCode | undefined): void {
+    this.attempting = false;
     for (const waiter of this.#waiters) {
       if (!waiter.admitted) continue;
       waiter.admitted = false;

@@ -47,6 +47,17 @@ export class RetryBudget {
     return true;
   }
 
+  /**
+   * A retry `tryRetry` allowed was not sent after all (its call was cancelled, the breaker opened,
+   * its guard refused it during the pause): it is given back, if it was counted this second.
+   */
+  giveBack(): void {
+    const bucket = this.#roll();
+    if (this.#retries[bucket]! <= 0) return;
+    this.#retries[bucket]!--;
+    this.#retrySum--;
+  }
+
   /** The bucket of now, emptying those of the seconds that went by since the last use. */
   #roll(): number {
     const second = Math.floor(performance.now() / 1000);

@@ -132,7 +132,9 @@ export class UpstreamTransport {
     const joining = flight !== undefined;
     // An open breaker refuses a new call before its guard is asked (nothing is sent, nothing charged).
     if (!joining && this.#shared.circuit?.refuses()) return Promise.reject(errorOf(circuitOpen, spec.operation, route));
-    const refusal = context.signal?.aborted ? 'ABORTED' : context.guard?.admit(spec.operation);
+    // Joined during a retry's pause: charged (by the flight's guard) only when the retry is sent.
+    const admitNow = flight === undefined || flight.attempting;
+    const refusal = context.signal?.aborted ? 'ABORTED' : admitNow ? context.guard?.admit(spec.operation) : undefined;
     if (refusal !== undefined) return Promise.reject(errorOf(refusalOf(refusal), spec.operation, route));
     flight ??= flights.open<T>(key, spec.operation, route, this.#timeoutMs);
     if (flight === undefined) {
@@ -140,7 +142,7 @@ export class UpstreamTransport {
       return this.#callOwn(context, spec, route, path, calls, true);
     }
     const remaining = context.guard?.remainingMs?.();
-    const waiting = flight.wait(context.guard, calls, remaining !== undefined && remaining < flight.endsAt - performance.now() ? remaining : undefined);
+    const waiting = flight.wait(context.guard, calls, remaining !== undefined && remaining < flight.endsAt - performance.now() ? remaining : undefined, admitNow);
     if (joining) flights.onJoined?.();
     else this.#fly(flight, context, spec, route, path);
     return waiting;
