@@ -167,7 +167,7 @@ export class Attempts<T> {
 
   readonly #cancelPause = () => {
     this.#pausing = false;
-    this.#reject(errorOf(this.classify(this.cancellation.reason), this.spec.operation, this.route));
+    this.#reject(errorOf(this.#notRetried(this.classify(this.cancellation.reason)), this.spec.operation, this.route));
   };
 
   readonly #settle = (outcome: Outcome<T>) => {

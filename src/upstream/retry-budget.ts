@@ -49,13 +49,18 @@ export class RetryBudget {
 
   /**
    * A retry `tryRetry` allowed was not sent after all (its call was cancelled, the breaker opened,
-   * its guard refused it during the pause): it is given back, if it was counted this second.
+   * its guard refused it during the pause): it is given back, from the newest second that counted
+   * one (its pause may have crossed into the next second).
    */
   giveBack(): void {
-    const bucket = this.#roll();
-    if (this.#retries[bucket]! <= 0) return;
-    this.#retries[bucket]!--;
-    this.#retrySum--;
+    const now = this.#roll();
+    for (let i = 0; i < WINDOW_SECONDS; i++) {
+      const bucket = (now - i + WINDOW_SECONDS) % WINDOW_SECONDS;
+      if (this.#retries[bucket]! <= 0) continue;
+      this.#retries[bucket]!--;
+      this.#retrySum--;
+      return;
+    }
   }
 
   /** The bucket of now, emptying those of the seconds that went by since the last use. */
