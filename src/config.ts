@@ -1,5 +1,8 @@
 import { isObjectType } from 'graphql';
 import { environment, type Environment } from './config/environment.js';
+import type { RedisTopology } from './config/values.js';
+
+export type { RedisCredentials, RedisNode, RedisTopology } from './config/values.js';
 import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './server/descriptors.js';
 import type { Strategy } from './domain/needs.js';
 import { schema } from './schema/index.js';
@@ -71,16 +74,16 @@ export interface Config {
   readonly persistedDocuments: PersistedDocumentsSettings;
   /** COMPRESSION_MIN_BYTES */
   readonly compressionMinBytes: number;
-  /** SHUTDOWN_GRACE_MS */
-  readonly shutdownGraceMs: number;
+  /** SHUTDOWN_DELAY_MS and SHUTDOWN_GRACE_MS. */
+  readonly shutdown: ShutdownSettings;
   readonly connections: ConnectionSettings;
   readonly callerLimits: CallerLimitSettings;
   /** SHED_MAX_IN_FLIGHT (or its default, from UPSTREAM_CONNECTIONS), SHED_EVENT_LOOP_DELAY_MS, SHED_RETRY_AFTER_SECONDS. */
   readonly loadShedding: LoadSheddingSettings;
   /** The RESPONSE_CACHE_* variables; undefined: no response cache (RESPONSE_CACHE_TTL_MS unset or 0). */
   readonly responseCache: ResponseCacheSettings | undefined;
-  /** REDIS_URL; undefined keeps the limit counters, APQ and the response cache in process memory. Holds a password, never logged. */
-  readonly redisUrl: string | undefined;
+  /** REDIS_URL (and REDIS_SENTINEL_PASSWORD); undefined keeps the limit counters, APQ and the response cache in process memory. Holds passwords, never logged. */
+  readonly redis: SharedStateSettings | undefined;
   /** METRICS_OPERATION_NAMES */
   readonly metricsOperationNames: number;
   readonly metricsClients: ClientMetricsBounds;
@@ -99,6 +102,21 @@ export interface ResilienceSettings {
   readonly breaker: CircuitSettings;
   readonly retryBudget: RetryBudgetSettings;
   readonly dedupe: boolean;
+}
+
+/** How a process stops on SIGTERM: out of rotation first, then drained. */
+export interface ShutdownSettings {
+  /** SHUTDOWN_DELAY_MS: /ready answers 503 while both ports serve as before. */
+  readonly delayMs: number;
+  /** SHUTDOWN_GRACE_MS: then in-flight requests may finish for this long. */
+  readonly graceMs: number;
+}
+
+/** Where the shared state lives: REDIS_URL's topology, and the Sentinels' own password. */
+export interface SharedStateSettings {
+  readonly topology: RedisTopology;
+  /** REDIS_SENTINEL_PASSWORD */
+  readonly sentinelPassword: string | undefined;
 }
 
 /** Client connections: how long a request may take to arrive, how many may be open, the admin port. */
@@ -211,7 +229,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0]);
     // A Redis URL may carry a password: not echoed.
-    const got = variable === 'REDIS_URL' ? 'something else' : JSON.stringify(env[variable]);
+    const got = variable === 'REDIS_URL' || variable === 'REDIS_SENTINEL_PASSWORD' ? 'something else' : JSON.stringify(env[variable]);
     throw new ConfigError(`${variable}: expected ${issue.message}, got ${got}`);
   }
   const e = parsed.data;
@@ -243,6 +261,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (e.CIRCUIT_BREAKER_MIN_CALLS > e.CIRCUIT_BREAKER_WINDOW) {
     throw new ConfigError(`CIRCUIT_BREAKER_MIN_CALLS: expected at most CIRCUIT_BREAKER_WINDOW (${e.CIRCUIT_BREAKER_WINDOW}), got ${JSON.stringify(env.CIRCUIT_BREAKER_MIN_CALLS ?? String(e.CIRCUIT_BREAKER_MIN_CALLS))}`);
+  }
+  if (e.REDIS_SENTINEL_PASSWORD !== undefined && e.REDIS_URL?.kind !== 'sentinel') {
+    throw new ConfigError('REDIS_SENTINEL_PASSWORD: expected a redis-sentinel:// (or rediss-sentinel://) REDIS_URL beside it, got a password without Sentinels');
   }
   const production = e.NODE_ENV === 'production';
   return Object.freeze({
@@ -276,7 +297,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxBatch: e.MAX_BATCH,
     persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, apqTtlSeconds: e.APQ_TTL_SECONDS, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
     compressionMinBytes: e.COMPRESSION_MIN_BYTES,
-    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    shutdown: Object.freeze({ delayMs: e.SHUTDOWN_DELAY_MS, graceMs: e.SHUTDOWN_GRACE_MS }),
     connections: connectionSettings(e, env),
     callerLimits: Object.freeze({
       requestsPerSecond: e.RATE_LIMIT_REQUESTS_PER_SECOND,
@@ -293,7 +314,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retryAfterSeconds: e.SHED_RETRY_AFTER_SECONDS,
     }),
     responseCache: responseCacheSettings(e, env),
-    redisUrl: e.REDIS_URL,
+    redis: e.REDIS_URL === undefined ? undefined : Object.freeze({ topology: e.REDIS_URL, sentinelPassword: e.REDIS_SENTINEL_PASSWORD }),
     metricsOperationNames: e.METRICS_OPERATION_NAMES,
     metricsClients: Object.freeze({ maxNames: e.METRICS_CLIENT_NAMES, maxVersions: e.METRICS_CLIENT_VERSIONS }),
     workers: e.WORKERS,

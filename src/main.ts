@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
+import { setTimeout } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import type { ReferenceUpstream } from './reference-upstream/server.js';
@@ -33,7 +34,7 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  * load here, not at the top: a cluster primary only forks, and the whole graph (yoga, the schema,
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
-async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; adminPort: number | undefined; stop: () => Promise<void> }> {
+async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; adminPort: number | undefined; stop: Stop }> {
   const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { logExportFailures }] = await Promise.all([
     import('./server/gateway.js'),
     import('./server/http-server.js'),
@@ -45,9 +46,9 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   // Shared limit counters and APQ registrations; the gateway serves without them (from process
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
-  const redis = config.redisUrl === undefined ? undefined : await (await import('./server/shared-state.js')).connectSharedState(config.redisUrl, logger, metrics);
+  const redis = config.redis === undefined ? undefined : await (await import('./server/shared-state.js')).connectSharedState(config.redis, logger, metrics);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  const { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(app, config, metrics, refuseEarly);
   server.listen(config.port, config.host);
@@ -58,12 +59,17 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
     admin.listen(config.connections.adminPort, config.host);
     await once(admin, 'listening');
   }
+  const { delayMs, graceMs } = config.shutdown;
   return {
     port: (server.address() as AddressInfo).port,
     adminPort: admin === undefined ? undefined : (admin.address() as AddressInfo).port,
-    async stop() {
-      logger.info('shutting down');
-      await Promise.all([stopGatewayServer(server, config.shutdownGraceMs), admin === undefined ? undefined : stopGatewayServer(admin, config.shutdownGraceMs)]);
+    async stop(signal, hurried) {
+      // Out of the load balancer's rotation first, serving as before until it has noticed.
+      leaveRotation();
+      const delay = signal === 'SIGTERM' ? delayMs : 0;
+      logger.info({ signal, delayMs: delay, graceMs }, 'shutting down');
+      if (delay > 0 && !hurried.aborted) await setTimeout(delay, undefined, { signal: hurried }).catch(() => undefined);
+      await Promise.all([stopGatewayServer(server, graceMs), admin === undefined ? undefined : stopGatewayServer(admin, graceMs)]);
       shedder.close();
       await upstream.close();
       await redis?.close();
@@ -73,12 +79,20 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   };
 }
 
-function onStopSignal(stop: () => Promise<void>): void {
+/**
+ * Stops the process's part on `signal`: SIGTERM (an orchestrator, a load balancer's rollout)
+ * leaves the rotation and waits SHUTDOWN_DELAY_MS before draining; SIGINT (a person at a
+ * terminal) drains at once. `hurried` aborts on a second signal: the wait is cut short.
+ */
+type Stop = (signal: NodeJS.Signals, hurried: AbortSignal) => Promise<void>;
+
+function onStopSignal(stop: Stop): void {
+  const hurry = new AbortController();
   let stopping = false;
-  const handler = () => {
-    if (stopping) return;
+  const handler = (signal: NodeJS.Signals) => {
+    if (stopping) return hurry.abort();
     stopping = true;
-    void stop().then(() => process.exit(0));
+    void stop(signal, hurry.signal).then(() => process.exit(0));
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);
@@ -119,7 +133,7 @@ async function main(): Promise<void> {
   // "listening" line (or a worker's listening event) appears must find them, or it kills outright.
   if (cluster.isWorker) {
     const serving = serveGateway(config, config.upstreamUrl!);
-    onStopSignal(async () => (await serving).stop());
+    onStopSignal(async (signal, hurried) => (await serving).stop(signal, hurried));
     await serving;
     return;
   }
@@ -129,8 +143,8 @@ async function main(): Promise<void> {
 
   if (config.workers === 1) {
     const gateway = await serveGateway(config, upstreamUrl);
-    onStopSignal(async () => {
-      await gateway.stop();
+    onStopSignal(async (signal, hurried) => {
+      await gateway.stop(signal, hurried);
       await reference?.close();
     });
     announceAdminPort(config, gateway.adminPort);
@@ -144,12 +158,14 @@ async function main(): Promise<void> {
   const { aggregateWorkerMetrics } = await import('./server/cluster-metrics.js');
   aggregateWorkerMetrics();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
-  onStopSignal(async () => {
+  // Each worker is handed the signal, and a second one: each leaves the rotation and drains itself.
+  onStopSignal(async (signal, hurried) => {
+    const live = workers.filter((worker) => !worker.isDead());
+    hurried.addEventListener('abort', () => live.forEach((worker) => worker.isDead() || worker.process.kill(signal)), { once: true });
     await Promise.all(
-      workers.map(async (worker) => {
-        if (worker.isDead()) return;
+      live.map(async (worker) => {
         const exited = once(worker, 'exit');
-        worker.process.kill('SIGTERM');
+        worker.process.kill(signal);
         await exited;
       }),
     );

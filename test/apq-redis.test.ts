@@ -31,14 +31,29 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-/** Every key of the APQ store in Redis (SCAN, not KEYS), and the texts among them. */
-async function apqKeys(): Promise<{ all: string[]; texts: Map<string, number> }> {
+/**
+ * Every key of the APQ store in Redis (SCAN, not KEYS); the registrations in its shards' text
+ * hashes, each with the bytes Redis holds for it (its text and its expiry); the shards' indexes'
+ * sizes and byte totals, added up.
+ */
+async function apqKeys(): Promise<{ all: string[]; texts: Map<string, number>; indexed: number; bytes: number }> {
   const all: string[] = [];
   for await (const batch of client.scanStream({ match: 'gw:apq:*', count: 1000 }) as AsyncIterable<string[]>) all.push(...batch);
   const texts = new Map<string, number>();
-  for (const key of all.filter((k) => /^gw:apq:[0-9a-f]{64}$/.test(k))) texts.set(key.slice('gw:apq:'.length), await client.strlen(key));
-  return { all, texts };
+  let indexed = 0;
+  let bytes = 0;
+  for (const key of all) {
+    const [, shard, part] = /^gw:apq:\{(apq-\d+)\}:(texts|index|bytes)$/.exec(key) ?? [];
+    expect(shard, key).toBeDefined();
+    if (part === 'texts') for (const [hash, value] of Object.entries(await client.hgetall(key))) texts.set(hash, Buffer.byteLength(value));
+    if (part === 'index') indexed += await client.zcard(key);
+    if (part === 'bytes') bytes += Number(await client.get(key));
+  }
+  return { all, texts, indexed, bytes };
 }
+
+/** What Redis holds for a registration of `query`: its text and its expiry (`<ms>:`). */
+const heldBytes = (query: string) => Buffer.byteLength(query) + `${Date.now()}:`.length;
 
 /** Junk and refused documents, with the limit that refuses them as plain text, if one does. */
 const refused: [kind: string, query: string, limit?: string][] = [
@@ -106,21 +121,21 @@ describeWithRedis('registrations in Redis are bounded across gateways', () => {
 
   it('APQ_MAX_ENTRIES=3: 8 registrations leave the 3 newest in Redis; the oldest are gone for a gateway that did not see them', async () => {
     const queries = Array.from({ length: 8 }, (_, i) => paddedQuery(i));
-    const { all, texts, runsByHash } = await registerThroughTwo({ APQ_MAX_ENTRIES: '3' }, queries);
+    const { all, texts, indexed, runsByHash } = await registerThroughTwo({ APQ_MAX_ENTRIES: '3' }, queries);
     expect([...texts.keys()].sort()).toEqual(queries.slice(5).map(sha256).sort());
-    expect(await client.zcard('gw:apq:index')).toBe(3);
+    expect(indexed).toBe(3);
     for (const key of all) expect(await client.pttl(key), key).toBeGreaterThan(0);
     expect(await runsByHash(queries[0]!)).toBe(false);
     expect(await runsByHash(queries[7]!)).toBe(true);
   });
 
-  it('APQ_MAX_BYTES=1024: registrations of 300 bytes leave 3 in Redis, 900 bytes, the byte count kept with them', async () => {
+  it('APQ_MAX_BYTES=1024: registrations of 300 bytes leave 3 in Redis, 900 bytes of text, the byte count kept with them', async () => {
     const queries = Array.from({ length: 7 }, (_, i) => paddedQuery(i, 300));
-    const { all, texts, runsByHash } = await registerThroughTwo({ APQ_MAX_BYTES: '1024' }, queries);
+    const { all, texts, bytes, runsByHash } = await registerThroughTwo({ APQ_MAX_BYTES: '1024' }, queries);
     expect([...texts.keys()].sort()).toEqual(queries.slice(4).map(sha256).sort());
-    const bytes = [...texts.values()].reduce((sum, n) => sum + n, 0);
-    expect(bytes).toBe(900);
-    expect(Number(await client.get('gw:apq:bytes'))).toBe(bytes);
+    const held = [...texts.values()].reduce((sum, n) => sum + n, 0);
+    expect(held).toBe(3 * heldBytes(queries[0]!));
+    expect(bytes).toBe(held);
     for (const key of all) expect(await client.pttl(key), key).toBeGreaterThan(0);
     expect(await runsByHash(queries[3]!)).toBe(false);
     expect(await runsByHash(queries[6]!)).toBe(true);
@@ -128,9 +143,19 @@ describeWithRedis('registrations in Redis are bounded across gateways', () => {
 
   it('the same registration twice is one entry of its size', async () => {
     const query = paddedQuery(1, 200);
-    const { texts } = await registerThroughTwo({}, [query, query]);
-    expect([...texts]).toEqual([[sha256(query), 200]]);
-    expect(await client.zcard('gw:apq:index')).toBe(1);
-    expect(Number(await client.get('gw:apq:bytes'))).toBe(200);
+    const { texts, indexed, bytes } = await registerThroughTwo({}, [query, query]);
+    expect([...texts]).toEqual([[sha256(query), heldBytes(query)]]);
+    expect(indexed).toBe(1);
+    expect(bytes).toBe(heldBytes(query));
+  });
+
+  it('the defaults spread registrations over 16 shards, each bounded by a sixteenth: 300 registrations leave at most APQ_MAX_ENTRIES', async () => {
+    const queries = Array.from({ length: 300 }, (_, i) => paddedQuery(i));
+    const { all, texts, indexed, runsByHash } = await registerThroughTwo({ APQ_MAX_ENTRIES: '160' }, queries);
+    // 16 shards of 10: each keeps its own 10 newest.
+    expect(new Set(all.map((key) => key.split(':')[2])).size).toBe(16);
+    expect(texts.size).toBe(160);
+    expect(indexed).toBe(160);
+    expect(await runsByHash(queries[299]!)).toBe(true);
   });
 });

@@ -52,13 +52,13 @@ describe('loadConfig', () => {
       maxBatch: 10,
       persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,
-      shutdownGraceMs: 10_000,
+      shutdown: { delayMs: 5_000, graceMs: 10_000 },
       // MAX_CONNECTIONS: this process's descriptor limit, less the pool twice (the embedded upstream's too) and the reserve.
       connections: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxConnections: descriptorLimit() - 2 * 100 - 96, adminPort: undefined, adminMaxConnections: 32 },
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false },
       loadShedding: { maxInFlight: 100, eventLoopDelayMs: 250, retryAfterSeconds: 1 },
       responseCache: undefined,
-      redisUrl: undefined,
+      redis: undefined,
       metricsOperationNames: 500,
       metricsClients: { maxNames: 50, maxVersions: 10 },
       workers: 1,
@@ -131,11 +131,52 @@ describe('loadConfig', () => {
     });
     expect(config).toMatchObject({
       callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, addressRequestsPerSecond: 100, windowSeconds: 5, trustProxy: true },
-      redisUrl: 'redis://:secret@127.0.0.1:6390/2',
+      redis: { topology: { kind: 'node', url: 'redis://:secret@127.0.0.1:6390/2' }, sentinelPassword: undefined },
       persistedDocuments: { apqTtlSeconds: 3_600 },
       metricsOperationNames: 50,
       metricsClients: { maxNames: 5, maxVersions: 3 },
     });
+  });
+
+  it.each([
+    ['redis://cache:6379/2', { kind: 'node', url: 'redis://cache:6379/2' }],
+    ['rediss://user:pw@cache:6380', { kind: 'node', url: 'rediss://user:pw@cache:6380' }],
+    [
+      'redis-sentinel://:p%40ss@10.0.0.1:26379,10.0.0.2,[::1]:26380/gw-master',
+      {
+        kind: 'sentinel',
+        sentinels: [
+          { host: '10.0.0.1', port: 26_379 },
+          { host: '10.0.0.2', port: 26_379 },
+          { host: '::1', port: 26_380 },
+        ],
+        masterName: 'gw-master',
+        credentials: { username: undefined, password: 'p@ss' },
+        tls: false,
+      },
+    ],
+    ['rediss-sentinel://sentinel-0/mymaster', { kind: 'sentinel', sentinels: [{ host: 'sentinel-0', port: 26_379 }], masterName: 'mymaster', credentials: {}, tls: true }],
+    [
+      'redis-cluster://gateway:secret@node-1:7000,node-2:7001,node-3',
+      {
+        kind: 'cluster',
+        nodes: [
+          { host: 'node-1', port: 7000 },
+          { host: 'node-2', port: 7001 },
+          { host: 'node-3', port: 6379 },
+        ],
+        credentials: { username: 'gateway', password: 'secret' },
+        tls: false,
+      },
+    ],
+    ['rediss-cluster://node-1:7000/', { kind: 'cluster', nodes: [{ host: 'node-1', port: 7000 }], credentials: {}, tls: true }],
+  ])('reads REDIS_URL %s as its topology', (url, topology) => {
+    expect(loadConfig({ REDIS_URL: url }).redis).toEqual({ topology, sentinelPassword: undefined });
+  });
+
+  it('reads the Sentinels\' own password beside a redis-sentinel:// URL, and the shutdown delay and grace', () => {
+    expect(loadConfig({ REDIS_URL: 'redis-sentinel://s1/m', REDIS_SENTINEL_PASSWORD: 's3cret' }).redis?.sentinelPassword).toBe('s3cret');
+    expect(loadConfig({ SHUTDOWN_DELAY_MS: '0', SHUTDOWN_GRACE_MS: '2500' }).shutdown).toEqual({ delayMs: 0, graceMs: 2_500 });
   });
 
   it.each([
@@ -158,7 +199,12 @@ describe('loadConfig', () => {
     [{ COMPILED_EXECUTION_MAX_ENTRIES: '-1' }, /^COMPILED_EXECUTION_MAX_ENTRIES: expected an integer from 1 to 1000000/],
     [{ COMPILED_EXECUTION_MAX_BYTES: '1000' }, /^COMPILED_EXECUTION_MAX_BYTES: expected an integer from 1048576 to 17179869184, got "1000"$/],
     // A Redis URL may hold a password: never echoed.
-    [{ REDIS_URL: 'http://:hunter2@cache:6379' }, /^REDIS_URL: expected a redis:\/\/ or rediss:\/\/ URL, got something else$/],
+    [{ REDIS_URL: 'http://:hunter2@cache:6379' }, /^REDIS_URL: expected a redis:\/\/, rediss:\/\/, redis-sentinel:\/\/HOST:PORT\[,HOST:PORT…\]\/MASTER or redis-cluster:\/\/HOST:PORT\[,HOST:PORT…\] URL \(rediss-… for TLS\), got something else$/],
+    [{ REDIS_URL: 'redis-sentinel://:hunter2@s1:26379,s2:26379' }, /^REDIS_URL: expected .*, got something else$/],
+    [{ REDIS_URL: 'redis-cluster://:hunter2@n1:6379,n2:99999' }, /^REDIS_URL: expected .*, got something else$/],
+    [{ REDIS_URL: 'redis-cluster://:hunter2@n1:6379/mymaster' }, /^REDIS_URL: expected .*, got something else$/],
+    [{ REDIS_URL: 'redis-sentinel://:hun%ter2@s1/mymaster' }, /^REDIS_URL: expected .*, got something else$/],
+    [{ REDIS_URL: 'redis://cache:6379', REDIS_SENTINEL_PASSWORD: 'hunter2' }, /^REDIS_SENTINEL_PASSWORD: expected a redis-sentinel:\/\/ \(or rediss-sentinel:\/\/\) REDIS_URL beside it, got a password without Sentinels$/],
   ])('refuses the abuse-resistance value %o with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

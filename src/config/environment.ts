@@ -140,7 +140,14 @@ export const environment = z.object({
   SHED_RETRY_AFTER_SECONDS: integer(1, 3_600).default(1).register(variableDocs, { description: 'the `Retry-After` of an `OVERLOADED` refusal' }),
   REDIS_URL: redisUrl()
     .optional()
-    .register(variableDocs, { unset: 'unset: process memory', description: 'Redis for the limit counters, APQ registrations and the response cache, shared by every process and replica' }),
+    .register(variableDocs, {
+      unset: 'unset: process memory',
+      description:
+        'Redis for the limit counters, APQ registrations and the response cache, shared by every process and replica: one node (`redis://`), a master watched by Sentinels (`redis-sentinel://`) or a Cluster (`redis-cluster://`); see [deploy](docs/deploy.md#redis)',
+    }),
+  REDIS_SENTINEL_PASSWORD: text('any text')
+    .optional()
+    .register(variableDocs, { unset: 'unset: none', description: "the Sentinels' own password (`requirepass` in sentinel.conf), with a `redis-sentinel://` `REDIS_URL`; Redis's password goes in the URL" }),
   APQ_TTL_SECONDS: integer(60, 31_536_000)
     .default(10_800)
     .register(variableDocs, { description: 'how long an APQ registration lives in Redis (with `REDIS_URL`; see [shared state](docs/operations.md#shared-state-redis))' }),
@@ -218,7 +225,15 @@ export const environment = z.object({
     .default(1)
     .transform((value) => (value === 'auto' ? availableParallelism() : value))
     .register(variableDocs, { description: 'gateway processes behind one port (`node:cluster`); `auto`: one per CPU' }),
-  SHUTDOWN_GRACE_MS: integer(0, 600_000).default(10_000).register(variableDocs, { description: 'how long in-flight requests may finish after SIGTERM/SIGINT' }),
+  SHUTDOWN_DELAY_MS: integer(0, 600_000)
+    .default(5_000)
+    .register(variableDocs, {
+      description:
+        "after SIGTERM, how long `/ready` answers 503 while both ports go on serving as before, so the load balancer stops sending before connections close (Kubernetes takes a pod out of its Service as it sends SIGTERM; HAProxy needs its check interval × `fall`); then the graceful stop. 5 s covers an endpoint update and a few probe periods; SIGINT, or a second signal, skips it (see [rollouts](docs/deploy.md#rollouts))",
+    }),
+  SHUTDOWN_GRACE_MS: integer(0, 600_000)
+    .default(10_000)
+    .register(variableDocs, { description: 'then, how long in-flight requests may finish (the listeners closed, every answer with `Connection: close`); those still running are cut' }),
   HEADERS_TIMEOUT_MS: integer(100, 600_000)
     .default(10_000)
     .register(variableDocs, {

@@ -70,9 +70,74 @@ export const origins = () => {
   );
 };
 
+/** Where the shared state lives (REDIS_URL): one node, a Sentinel-watched master, or a Cluster. Holds a password: never logged. */
+export type RedisTopology =
+  | { readonly kind: 'node'; readonly url: string }
+  | { readonly kind: 'sentinel'; readonly sentinels: readonly RedisNode[]; readonly masterName: string; readonly credentials: RedisCredentials; readonly tls: boolean }
+  | { readonly kind: 'cluster'; readonly nodes: readonly RedisNode[]; readonly credentials: RedisCredentials; readonly tls: boolean };
+
+export interface RedisNode {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Redis's own user and password (ACL or `requirepass`), for every node of the topology. */
+export interface RedisCredentials {
+  readonly username?: string | undefined;
+  readonly password?: string | undefined;
+}
+
+/**
+ * `redis[s]-sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER_NAME` and
+ * `redis[s]-cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]` (Apollo Router's forms: a URL
+ * parser takes one host, so these are read here). A port left out is the topology's usual one.
+ */
+const multiHost = /^(rediss?)-(sentinel|cluster):\/\/(?:([^@/]*)@)?([^@/?#]+)(?:\/([^/?#]*))?$/;
+const hostPort = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/;
+
+function topologyOf(value: string): RedisTopology | undefined {
+  if (/^rediss?:\/\//.test(value)) return URL.canParse(value) ? { kind: 'node', url: value } : undefined;
+  const match = multiHost.exec(value);
+  if (match === null) return undefined;
+  const [, scheme, kind, userInfo, hosts, path] = match as unknown as [string, string, 'sentinel' | 'cluster', string | undefined, string, string | undefined];
+  const nodes: RedisNode[] = [];
+  for (const entry of hosts.split(',')) {
+    const parts = hostPort.exec(entry.trim());
+    const port = Number(parts?.[3] ?? (kind === 'sentinel' ? 26_379 : 6_379));
+    if (parts === null || !(port >= 1 && port <= 65_535)) return undefined;
+    nodes.push({ host: parts[1] ?? parts[2]!, port });
+  }
+  const decoded = (part: string | undefined) => (part === undefined || part === '' ? undefined : decodeURIComponent(part));
+  let credentials: RedisCredentials = {};
+  let masterName: string | undefined;
+  try {
+    if (userInfo !== undefined) {
+      const colon = userInfo.indexOf(':');
+      credentials = colon === -1 ? { username: decoded(userInfo) } : { username: decoded(userInfo.slice(0, colon)), password: decoded(userInfo.slice(colon + 1)) };
+    }
+    masterName = decoded(path);
+  } catch {
+    // A stray `%`: not a URL.
+    return undefined;
+  }
+  const tls = scheme === 'rediss';
+  if (kind === 'cluster') return masterName === undefined ? { kind, nodes, credentials, tls } : undefined;
+  return masterName === undefined ? undefined : { kind, sentinels: nodes, masterName, credentials, tls };
+}
+
 export const redisUrl = () => {
-  const expected = 'a redis:// or rediss:// URL';
-  return expecting(z.url({ protocol: /^rediss?$/, error: expected }), expected);
+  const expected = 'a redis://, rediss://, redis-sentinel://HOST:PORT[,HOST:PORT…]/MASTER or redis-cluster://HOST:PORT[,HOST:PORT…] URL (rediss-… for TLS)';
+  return expecting(
+    z.string({ error: expected }).transform((value, context) => {
+      const topology = topologyOf(value.trim());
+      if (topology === undefined) {
+        context.addIssue({ code: 'custom', message: expected });
+        return z.NEVER;
+      }
+      return topology;
+    }),
+    expected,
+  );
 };
 
 export const ratio = () => {

@@ -1,6 +1,6 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { ConnectionSettings } from '../config.js';
-import { capConnections, slowRequestOptions } from './http-server.js';
+import { capConnections, createDrainableServer, slowRequestOptions } from './http-server.js';
 import type { GatewayMetrics } from './metrics.js';
 import { probeAnswer, type ProbeSources } from './probes.js';
 import { pathOf } from './plugins/request-path.js';
@@ -15,7 +15,7 @@ const notFound = JSON.stringify({ status: 'not found' });
  * slow-request timeouts, so a flood of this port cannot take the descriptors either.
  */
 export function createAdminServer(sources: ProbeSources & { readonly metrics: Pick<GatewayMetrics, 'watchConnections'> }, connections: ConnectionSettings): Server {
-  const server = createServer(slowRequestOptions(connections), (request, response) => {
+  const server = createDrainableServer(slowRequestOptions(connections), (request, response) => {
     // Probes ask in origin form (`/ready?x`); anything else is not a probe.
     const path = pathOf(request.url ?? '/');
     const answer = request.method === 'GET' || request.method === 'HEAD' ? probeAnswer(path, sources) : undefined;

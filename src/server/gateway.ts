@@ -258,9 +258,14 @@ export interface BuiltGateway {
   readonly tracing: Tracing;
   /** Its readiness check, cached: `/ready` on the public port and on ADMIN_PORT share it. */
   readonly ready: () => Promise<boolean>;
-  /** Why it is not ready whatever the upstream answered: `circuit open` while the breaker refuses calls. */
+  /** Why it is not ready whatever the upstream answered: `shutting down` once it left the rotation, `circuit open` while the breaker refuses calls. */
   readonly notReadyBecause: () => string | undefined;
+  /** From now on `/ready` answers 503 (`shutting down`): the first step of a stop, while both ports still serve. */
+  readonly leaveRotation: () => void;
 }
+
+/** /ready's reason once the process is stopping. */
+const SHUTTING_DOWN = 'shutting down';
 
 /**
  * The gateway as an operator configured it, on the upstream at `upstreamUrl`: its tracing, the
@@ -287,7 +292,8 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
   // Not ready while the breaker refuses calls; once its probe is due, the readiness check's own
   // probe decides again (a replica out of rotation gets no call that could close its breaker).
-  const notReadyBecause = () => (upstream.circuitRefuses() ? CIRCUIT_OPEN : undefined);
+  let leaving = false;
+  const notReadyBecause = () => (leaving ? SHUTTING_DOWN : upstream.circuitRefuses() ? CIRCUIT_OPEN : undefined);
   const { app, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, ...(options.redis ? { redis: options.redis } : {}) });
-  return { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause };
+  return { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

@@ -125,8 +125,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
   const compress = compressor(options.compressionMinBytes);
   const compressAll = compressor(0);
-  const state = { draining: false };
-  const server = createServer({ ...slowRequestOptions(options.connections), ServerResponse: closingWhenDraining(state) }, (request, response) => {
+  const server = createDrainableServer(slowRequestOptions(options.connections), (request, response) => {
     // Overload, or a caller refused a moment ago: refused here, without yoga. Browsers (an Origin
     // header) go through yoga, whose answer carries the CORS headers they need to read it.
     const early = refuseEarly !== undefined && request.headers.origin === undefined && request.url?.startsWith('/graphql') ? refuseEarly(request) : undefined;
@@ -143,45 +142,87 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   });
   // The descriptors over the cap stay for the upstream pool, Redis and files (descriptors.ts).
   capConnections(server, options.connections.maxConnections, metrics.watchConnections(server, 'public'));
-  drainStates.set(server, state);
+
   return server;
 }
+
+/** A server's drain: whether it is stopping, and its connections with the answers under way on each. */
+interface Drain {
+  draining: boolean;
+  /** Every open connection (per connection, not per request: they are long-lived). */
+  readonly sockets: Set<Socket>;
+}
+
+/** Answers being written on a connection (a response holds its socket from `assignSocket` to `detachSocket`). */
+const answering = Symbol('http-server.answering');
+type AnsweredSocket = Socket & { [answering]?: number };
 
 /**
  * Responses that say `Connection: close` once their server is draining: decided as their headers
  * go out, so an answer in flight when the stop began closes its connection after it, and no
  * response is tracked. (A long-lived set of the responses in flight, each removed on 'close', made
  * V8 promote every request's objects to the old generation: 14 % more CPU per request on
- * `head(id)` and twice the p99, from full collections.)
+ * `head(id)` and twice the p99, from full collections.) Each also counts itself on its socket
+ * while it holds it, so the stop can tell a connection with an answer under way from one that
+ * has sent part of a request head and nothing else.
  */
-function closingWhenDraining(state: { readonly draining: boolean }): typeof ServerResponse {
+function closingWhenDraining(state: Drain): typeof ServerResponse {
   return class extends ServerResponse {
     // `reason` may be the headers (writeHead's two-argument form); Node's own writeHead sorts that out.
     override writeHead(statusCode: number, reason?: unknown, headers?: unknown): this {
       if (state.draining) this.setHeader('connection', 'close');
       return super.writeHead(statusCode, reason as string, headers as OutgoingHttpHeaders);
     }
+
+    override assignSocket(socket: AnsweredSocket): void {
+      socket[answering] = (socket[answering] ?? 0) + 1;
+      super.assignSocket(socket);
+    }
+
+    override detachSocket(socket: AnsweredSocket): void {
+      socket[answering] = (socket[answering] ?? 1) - 1;
+      super.detachSocket(socket);
+    }
   } as typeof ServerResponse;
 }
 
-/** Each gateway server's draining flag, which its responses read as their headers go out. */
-const drainStates = new WeakMap<Server, { draining: boolean }>();
+/** Each gateway server's drain, which its responses read as their headers go out. */
+const drains = new WeakMap<Server, Drain>();
+
+/** Node's HTTP server, made to be stopped by `stopGatewayServer`: the public port's and the admin port's. */
+export function createDrainableServer(options: ServerOptions, handler: Handler): Server {
+  const drain: Drain = { draining: false, sockets: new Set() };
+  const server = createServer({ ...options, ServerResponse: closingWhenDraining(drain) }, handler);
+  server.on('connection', (socket: Socket) => {
+    drain.sockets.add(socket);
+    socket.once('close', () => drain.sockets.delete(socket));
+  });
+  drains.set(server, drain);
+  return server;
+}
 
 /** Node's diagnostics channel of every answer an HTTP server finished sending (`{ server, socket }`). */
 const RESPONSE_FINISHED = 'http.server.response.finish';
+
+/** What Node answers a request head that did not arrive in time. */
+const REQUEST_TIMEOUT = 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
 
 /**
  * Stops a gateway server gracefully: no new connections; every answer from now on, those in
  * flight included, carries `Connection: close`, so a keep-alive client busy at the stop gets its
  * answer and then the connection ends (it used to be served new requests for the whole grace
  * period); an answer whose headers were already out (a stream) has its connection closed once it
- * is sent; idle connections close at once; whatever is still open after `graceMs` is cut.
+ * is sent; idle connections close at once, and so do those that have sent part of a request head
+ * and no more (answered 408 as Node's head timeout would: Node stops checking that timeout once
+ * the server closes, so a trickled head would hold the stop for the whole grace); whatever is
+ * still open after `graceMs` is cut.
  */
 export async function stopGatewayServer(server: Server, graceMs: number): Promise<void> {
-  const state = drainStates.get(server);
-  if (state !== undefined) state.draining = true;
+  const drain = drains.get(server);
+  if (drain !== undefined) drain.draining = true;
   const closed = new Promise((resolve) => server.close(resolve));
   server.closeIdleConnections();
+  for (const socket of drain?.sockets ?? []) if (!((socket as AnsweredSocket)[answering]! > 0)) socket.end(REQUEST_TIMEOUT);
   const closeAnswered = (message: unknown) => {
     const { server: from, socket } = message as { server: unknown; socket: Socket };
     if (from === server) socket.destroySoon();

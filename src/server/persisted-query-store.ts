@@ -40,71 +40,93 @@ export interface RedisQueryStoreOptions {
   readonly maxBytes: number;
 }
 
-/** A registration's text is `gw:apq:<hash>`; the three keys below index them (no hash is named so). */
-const APQ_PREFIX = 'gw:apq:';
-const INDEX_KEYS = ['gw:apq:index', 'gw:apq:sizes', 'gw:apq:bytes'] as const;
-
 /** What a registration's hash can be (useAPQ checks it is the text's SHA-256): nothing else is looked up. */
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
-/**
- * One registration, atomic across replicas. KEYS: the index (a sorted set of hashes by expiry
- * time, which is also registration order: one TTL for all), each hash's size, the byte total,
- * the text's key; ARGV: hash, text, TTL in ms, the two bounds, the texts' prefix (the evicted
- * texts' keys are built here: one Redis, not a cluster). The text is written first: under
- * `maxmemory` with nothing to evict Redis refuses the script there, before it changed anything.
- * Then the index drops the expired (Redis has dropped their texts), the same hash registered
- * before, and the oldest until the new one fits. Every key expires; none is scanned.
- */
-const registerScript = `local size = string.len(ARGV[2])
-local ttl, maxEntries, maxBytes = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if size > maxBytes then return 0 end
-redis.call('SET', KEYS[4], ARGV[2], 'PX', ttl)
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local total = redis.call('GET', KEYS[3])
-if total then
-  total = tonumber(total)
-else
-  total = 0
-  for _, bytes in ipairs(redis.call('HVALS', KEYS[2])) do total = total + tonumber(bytes) end
-end
-local function forget(hash)
-  total = total - tonumber(redis.call('HGET', KEYS[2], hash) or '0')
-  redis.call('HDEL', KEYS[2], hash)
-  redis.call('ZREM', KEYS[1], hash)
-end
-forget(ARGV[1])
-for _, hash in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)) do forget(hash) end
-while total + size > maxBytes or redis.call('ZCARD', KEYS[1]) >= maxEntries do
-  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-  if not oldest then break end
-  forget(oldest)
-  redis.call('DEL', ARGV[6] .. oldest)
-end
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('HSET', KEYS[2], ARGV[1], size)
-redis.call('SET', KEYS[3], total + size, 'PX', ttl)
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
-return 1`;
+/** Shards at most: on a Cluster, the registrations spread over this many hash slots (and the masters holding them). */
+const MAX_SHARDS = 16;
+/** Each shard holds at least this many registrations and bytes: small bounds stay one shard, as exact as before. */
+const MIN_SHARD_ENTRIES = 8;
+const MIN_SHARD_BYTES = 128 * 1024;
 
-interface ApqCommands {
-  gwApqRegister(...args: (string | number)[]): Promise<number>;
+/**
+ * The registrations are cut into shards by their hash, each a bound of its own (the bounds
+ * divided evenly: SHA-256 spreads registrations evenly) in three keys sharing one hash tag, so
+ * that a registration and its bound are one script in one slot of a Cluster:
+ * `gw:apq:{apq-<n>}:texts` (a hash: hash -> `<expires at, ms>:<text>`), `…:index` (a sorted set
+ * of the hashes by expiry time, which is also registration order: one TTL for all) and
+ * `…:bytes` (the texts' total).
+ */
+function shardsFor(maxEntries: number, maxBytes: number): { count: number; maxEntries: number; maxBytes: number } {
+  const count = Math.max(1, Math.min(MAX_SHARDS, Math.floor(maxEntries / MIN_SHARD_ENTRIES), Math.floor(maxBytes / MIN_SHARD_BYTES)));
+  return { count, maxEntries: Math.floor(maxEntries / count), maxBytes: Math.floor(maxBytes / count) };
 }
 
 /**
- * Registrations shared by every process and replica through Redis, each kept `ttlSeconds`, at
- * most `maxEntries` and `maxBytes` of text in all (the oldest registrations go first). The
- * process's own store answers first (a hash names its text for good, so a local copy never goes
- * stale) and keeps every registration too, so while Redis is unreachable or refuses writes the
- * process goes on as if it had none: what it registered still runs, what others registered is
- * PersistedQueryNotFound once (the client then sends the text).
+ * One registration, atomic across replicas, within one shard. KEYS: the shard's texts, index
+ * and byte total; ARGV: hash, text, TTL in ms, the shard's two bounds, now (ms). The text is
+ * written first: under `maxmemory` with nothing to evict Redis refuses the script there, before
+ * it changed anything. Then the index drops the expired (their texts too), the same hash
+ * registered before, and the oldest until the new one fits. Every key expires; none is scanned.
+ */
+const registerScript = `local texts, index, bytes = KEYS[1], KEYS[2], KEYS[3]
+local hash, ttl, maxEntries, maxBytes, now = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local value = (now + ttl) .. ':' .. ARGV[2]
+local size = string.len(value)
+if size > maxBytes then return 0 end
+local old = redis.call('HSTRLEN', texts, hash)
+redis.call('HSET', texts, hash, value)
+local total = redis.call('GET', bytes)
+if total then
+  total = tonumber(total) - old
+else
+  total = 0
+  for _, other in ipairs(redis.call('ZRANGE', index, 0, -1)) do
+    if other ~= hash then total = total + redis.call('HSTRLEN', texts, other) end
+  end
+end
+redis.call('ZREM', index, hash)
+local function forget(other)
+  total = total - redis.call('HSTRLEN', texts, other)
+  redis.call('HDEL', texts, other)
+  redis.call('ZREM', index, other)
+end
+for _, other in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 100)) do forget(other) end
+while total + size > maxBytes or redis.call('ZCARD', index) >= maxEntries do
+  local oldest = redis.call('ZRANGE', index, 0, 0)[1]
+  if not oldest then break end
+  forget(oldest)
+end
+redis.call('ZADD', index, now + ttl, hash)
+redis.call('SET', bytes, total + size, 'PX', ttl)
+redis.call('PEXPIRE', index, ttl)
+redis.call('PEXPIRE', texts, ttl)
+return 1`;
+
+interface ApqCommands {
+  gwApqRegister(...keysThenArgs: (string | number)[]): Promise<number>;
+  hget(key: string, field: string): Promise<string | null>;
+}
+
+/**
+ * Registrations shared by every process and replica through Redis (one node, a Sentinel-watched
+ * master or a Cluster), each kept `ttlSeconds`, at most `maxEntries` and `maxBytes` in all (the
+ * oldest registrations of its shard go first; see `shardsFor`). The process's own store answers
+ * first (a hash names its text for good, so a local copy never goes stale) and keeps every
+ * registration too, so while Redis is unreachable or refuses writes the process goes on as if it
+ * had none: what it registered still runs, what others registered is PersistedQueryNotFound
+ * once (the client then sends the text).
  */
 export function createRedisQueryStore(options: RedisQueryStoreOptions): PersistedQueryStore {
-  const { redis, local, ttlSeconds, maxEntries, maxBytes } = options;
-  redis.client.defineCommand('gwApqRegister', { numberOfKeys: 4, lua: registerScript });
-  const client = redis.client as unknown as ApqCommands & SharedRedis['client'];
+  const { redis, local, ttlSeconds } = options;
+  const shards = shardsFor(options.maxEntries, options.maxBytes);
+  redis.client.defineCommand('gwApqRegister', { numberOfKeys: 3, lua: registerScript });
+  const client = redis.client as unknown as ApqCommands;
+  /** The shard's keys: the first two hex digits of the hash pick it. */
+  const shardOf = (hash: string) => {
+    const tag = `gw:apq:{apq-${Number.parseInt(hash.slice(0, 2), 16) % shards.count}}:`;
+    return [`${tag}texts`, `${tag}index`, `${tag}bytes`] as const;
+  };
   return {
     async get(hash) {
       const known = await local.get(hash);
@@ -114,8 +136,11 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
         return undefined;
       }
       try {
-        const shared = await client.get(APQ_PREFIX + hash);
-        if (shared === null) return undefined;
+        const value = await client.hget(shardOf(hash)[0], hash);
+        const colon = value === null ? -1 : value.indexOf(':');
+        // Past its time, a registration is gone (the shard drops it at its next registration).
+        if (colon === -1 || Number(value!.slice(0, colon)) <= Date.now()) return undefined;
+        const shared = value!.slice(colon + 1);
         await local.set(hash, shared);
         return shared;
       } catch (error) {
@@ -125,8 +150,9 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
     },
     async set(hash, query) {
       await local.set(hash, query);
+      if (!SHA256_HEX.test(hash)) return;
       if (!redis.ready()) return redis.fellBack('apq');
-      await client.gwApqRegister(...INDEX_KEYS, APQ_PREFIX + hash, hash, query, ttlSeconds * 1000, maxEntries, maxBytes, APQ_PREFIX).then(
+      await client.gwApqRegister(...shardOf(hash), hash, query, ttlSeconds * 1000, shards.maxEntries, shards.maxBytes, Date.now()).then(
         () => undefined,
         (error: unknown) => redis.fellBack('apq', error),
       );

@@ -1,16 +1,17 @@
 import { performance } from 'node:perf_hooks';
 import type { ExecutionResult } from 'graphql';
 import { answerJson, type CacheEntityRecord, type GuardedStore, type Lookup } from './response-cache.js';
+import { EvictionJournal } from './response-cache-journal.js';
 import type { SharedRedis } from './shared-state.js';
 
 /**
- * Where the invalidations stood when a lookup missed: `write` stores the answer computed after it
- * only if no entity of that answer was invalidated since. Opaque to the cache.
+ * When a lookup missed: `write` stores the answer computed after it only if no entity of that
+ * answer was invalidated since. Opaque to the cache.
  */
 export interface RedisEpoch {
-  /** The invalidation clock in Redis when the lookup ran. */
-  readonly clock: number;
-  /** When the lookup was sent (this process's monotonic clock). */
+  /** When the lookup was sent, on this process's wall clock (ms): invalidations are dated on it too. */
+  readonly since: number;
+  /** The same moment on this process's monotonic clock, for the race window. */
   readonly at: number;
 }
 
@@ -35,84 +36,81 @@ const DEFAULT_PREFIX = 'gw:rc:';
 /** Answers evicted per round trip of one invalidation: one script never holds Redis for long. */
 const EVICTIONS_PER_CALL = 500;
 
-/*
- * Keys, after the prefix: `a:<key>` an answer (JSON, with its TTL); `i:<Type>` and `i:<Type>:<id>`
- * the sorted sets of answer keys (scored by when each expires) that hold an entity of that type / that entity (a type name has no `:`),
- * each expiring with the longest answer it indexes; `clock` the invalidation counter and
- * `v:<Type>` / `v:<Type>:<id>` the clock when that entity was last invalidated, kept as long as a
- * lookup's epoch is good. Keys are built in the scripts (one Redis, not a cluster), as the APQ
- * store does; nothing is ever listed by pattern.
+/**
+ * How far apart two replicas' clocks may be: an answer whose lookup was less than this after an
+ * invalidation of one of its entities is not stored (a lost turn, not a stale answer).
  */
+export const CLOCK_SKEW_MS = 1_000;
 
-/** ARGV: prefix, key. The answer, its PTTL and the clock (0 before any invalidation). */
-const lookupScript = `local answerKey = ARGV[1] .. 'a:' .. ARGV[2]
-local clock = redis.call('GET', ARGV[1] .. 'clock') or '0'
-local answer = redis.call('GET', answerKey)
-if answer then return {clock, redis.call('PTTL', answerKey), answer} end
-return {clock}`;
+/*
+ * Keys, after the prefix: `a:<key>` an answer (`<expires at, ms>:<JSON>`, with its TTL; empty
+ * while it waits for its entities' check, see `write`); `{<name>}:i` the sorted set of the answer
+ * keys that hold the entity `<name>` (`Type:id`, or `Type` for every answer holding one of that
+ * type), scored by when each expires, and expiring with the longest of them; `{<name>}:v` when
+ * that entity was last invalidated, kept as long as a lookup's epoch is good. An entity's two keys
+ * share its hash tag, so they sit in one slot of a Cluster and one script may touch both; answers
+ * and entities spread over every slot (Apollo Router's layout). Every key a script touches is
+ * one of its KEYS, and nothing is ever listed by pattern.
+ */
 
 /**
- * ARGV: prefix, key, JSON, TTL in ms, the epoch's clock, then the answer's index names. Refused
- * (0) when one of them was invalidated after the epoch; otherwise the answer is stored and added
- * to each index, whose expiry only ever grows. An index is a sorted set scored by when each
- * answer expires: the answers that expired are dropped from it as another is added, so under
- * steady traffic (which keeps renewing its expiry) it holds only answers still kept.
+ * KEYS: the answer's key when ARGV[1] is '1', then the index and version of each entity.
+ * ARGV: whether the answer is written here, the answer's key as the indexes name it, its value,
+ * its TTL in ms, the epoch's time less the clock skew, now (ms).
+ * Refused (0) when one of the entities was invalidated at or after that time; otherwise the
+ * answer (if here) is stored and added to each index, whose expiry only ever grows. An index
+ * drops the answers that expired as another is added, so under steady traffic (which keeps
+ * renewing its expiry) it holds only answers still kept.
  */
-const storeScript = `local prefix, ttl, epoch = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
-for i = 6, #ARGV do
-  local version = redis.call('GET', prefix .. 'v:' .. ARGV[i])
-  if version and tonumber(version) > epoch then return 0 end
+const storeScript = `local own, member, value, ttl, notBefore, now = ARGV[1] == '1', ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local first = own and 2 or 1
+for i = first + 1, #KEYS, 2 do
+  local version = redis.call('GET', KEYS[i])
+  if version and tonumber(version) >= notBefore then return 0 end
 end
-redis.call('SET', prefix .. 'a:' .. ARGV[2], ARGV[3], 'PX', ttl)
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-for i = 6, #ARGV do
-  local index = prefix .. 'i:' .. ARGV[i]
-  redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
-  redis.call('ZADD', index, now + ttl, ARGV[2])
-  if redis.call('PTTL', index) < ttl then redis.call('PEXPIRE', index, ttl) end
+if own then redis.call('SET', KEYS[1], value, 'PX', ttl) end
+for i = first, #KEYS, 2 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+  redis.call('ZADD', KEYS[i], now + ttl, member)
+  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 return 1`;
 
 /**
- * ARGV: prefix, evictions allowed, '1' on the first call of an invalidation (then the clock
- * moves on, atomically with the first evictions), how long to remember it, then the index names.
- * Takes answer keys off the indexes and deletes those answers; returns how many answers it
- * deleted, then the indexes not yet empty.
- * Evictions come first: under maxmemory they still run (DEL is never refused), and free memory.
- * A clock that expired starts again from Redis's time in µs, above any value it had before
- * (fewer than a million invalidations a second), so an old epoch never passes for a new one.
+ * KEYS: the index and version of each entity. ARGV: evictions allowed, the invalidation's time
+ * (ms; '' after the first call of an invalidation), how long to remember it.
+ * Takes up to that many answer keys off the indexes and returns them, with the positions (1-based
+ * pairs) of the indexes not yet empty; the caller deletes those answers. The versions are set
+ * last, and never fail the script: under `maxmemory` a refused SET would lose the answer keys
+ * already taken off (the evictions themselves free memory and are never refused); a Redis that
+ * refuses writes stores no answer either.
  */
-const invalidateScript = `local prefix, budget, first, remember = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
-local evicted, left = 0, {}
-for i = 5, #ARGV do
-  local index = prefix .. 'i:' .. ARGV[i]
+const invalidateScript = `local budget, at, remember = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local taken, left = {}, {}
+for i = 1, #KEYS, 2 do
   if budget > 0 then
-    local keys = redis.call('ZRANGE', index, 0, budget - 1)
-    if #keys > 0 then redis.call('ZREM', index, unpack(keys)) end
+    local keys = redis.call('ZRANGE', KEYS[i], 0, budget - 1)
+    if #keys > 0 then redis.call('ZREM', KEYS[i], unpack(keys)) end
     budget = budget - #keys
-    for j = 1, #keys do keys[j] = prefix .. 'a:' .. keys[j] end
-    if #keys > 0 then evicted = evicted + redis.call('DEL', unpack(keys)) end
+    for j = 1, #keys do taken[#taken + 1] = keys[j] end
   end
-  if redis.call('EXISTS', index) == 1 then left[#left + 1] = ARGV[i] end
+  if redis.call('EXISTS', KEYS[i]) == 1 then left[#left + 1] = i end
 end
-if first then
-  local clockKey = prefix .. 'clock'
-  if redis.call('EXISTS', clockKey) == 0 then
-    local now = redis.call('TIME')
-    redis.call('SET', clockKey, now[1] .. string.format('%06d', tonumber(now[2])))
+if at ~= '' then
+  for i = 2, #KEYS, 2 do
+    local version = redis.call('GET', KEYS[i])
+    if not version or tonumber(version) < tonumber(at) then redis.pcall('SET', KEYS[i], at, 'PX', remember) end
   end
-  redis.call('INCR', clockKey)
-  redis.call('PEXPIRE', clockKey, remember)
-  local clock = redis.call('GET', clockKey)
-  for i = 5, #ARGV do redis.call('SET', prefix .. 'v:' .. ARGV[i], clock, 'PX', remember) end
 end
-return {evicted, unpack(left)}`;
+return {left, taken}`;
 
+/** The scripts take their number of keys first (ioredis's form for a script whose keys vary), then the keys, then ARGV. */
 interface ResponseCacheCommands {
-  gwRcLookup(prefix: string, key: string): Promise<[clock: string, pttl?: number, answer?: string]>;
-  gwRcStore(...args: string[]): Promise<number>;
-  gwRcInvalidate(...args: string[]): Promise<[evicted: number, ...left: string[]]>;
+  gwRcStore(...keysThenArgs: (number | string)[]): Promise<number>;
+  gwRcInvalidate(...keysThenArgs: (number | string)[]): Promise<[left: number[], taken: string[]]>;
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string, px: 'PX', ttl: number, xx?: 'XX'): Promise<'OK' | null>;
+  unlink(...keys: string[]): Promise<number>;
 }
 
 /** The index names of an answer's entities: each entity's type, and the entity itself when it has an id. */
@@ -131,30 +129,38 @@ function invalidatedNames(entities: Iterable<CacheEntityRecord>): string[] {
 }
 
 /**
- * The response cache in Redis (REDIS_URL), shared by every process and replica: an answer is
- * found by any of them, and an invalidation through any of them evicts it for all. Bounded:
- * every key expires, one answer is at most `maxEntryBytes`, and an invalidation evicts at most
- * 500 answers per script (a popular entity is evicted in several round trips, never by a
- * pattern scan). Modelled on @envelop/response-cache-redis, whose index sets never expire and
- * whose type-wide invalidation runs KEYS; the epoch closes the race of a read that started
- * before a write storing its stale answer after the write's invalidation, per entity (a write
- * to one head does not stop answers about another from being stored).
+ * The response cache in Redis (REDIS_URL), shared by every process and replica, on one node, a
+ * Sentinel-watched master or a Cluster: an answer is found by any of them, and an invalidation
+ * through any of them evicts it for all. Bounded: every key expires, one answer is at most
+ * `maxEntryBytes`, and an invalidation evicts at most 500 answers per script (a popular entity is
+ * evicted in several round trips, never by a pattern scan). Modelled on Apollo Router's layout
+ * (one key per answer, index sets per entity scored by expiry); the epoch closes the race of a
+ * read that started before a write storing its stale answer after the write's invalidation, per
+ * entity (a write to one head does not stop answers about another from being stored).
+ *
+ * A write's check and its answer are one script when they share a slot (always, but on a
+ * Cluster). On a Cluster they cannot: the answer is written empty first (a miss to readers), each
+ * slot of its entities is checked and indexed, and only then is its JSON set, if the key is still
+ * there (an invalidation that took it off an index in between deleted it).
  *
  * While Redis is unreachable, refuses or times out, each call is counted as a `response_cache`
  * fallback and rejects, which the cache takes as a miss, an answer not kept, an eviction not made.
+ * An eviction not made is kept and made again once Redis answers (`EvictionJournal`); until then
+ * the store answers nothing, so nothing it should have evicted is served.
  */
 export function createRedisResponseCache(options: RedisResponseCacheOptions): GuardedStore<RedisEpoch> {
   const { redis, prefix = DEFAULT_PREFIX, maxTtlMs, maxEntryBytes, raceWindowMs } = options;
-  redis.client.defineCommand('gwRcLookup', { numberOfKeys: 0, lua: lookupScript });
-  redis.client.defineCommand('gwRcStore', { numberOfKeys: 0, lua: storeScript });
-  redis.client.defineCommand('gwRcInvalidate', { numberOfKeys: 0, lua: invalidateScript });
+  redis.client.defineCommand('gwRcStore', { lua: storeScript });
+  redis.client.defineCommand('gwRcInvalidate', { lua: invalidateScript });
   const client = redis.client as unknown as ResponseCacheCommands;
+  const answerKey = (key: string) => `${prefix}a:${key}`;
+  const entityKeys = (name: string) => [`${prefix}{${name}}:i`, `${prefix}{${name}}:v`];
 
   /** Runs `command` on Redis; when Redis cannot, counts a fallback and rejects. */
   async function attempt<T>(command: () => Promise<T>): Promise<T> {
-    if (!redis.ready()) {
+    if (!redis.ready() || journal.owing()) {
       redis.fellBack('response_cache');
-      throw new Error('Redis is not connected');
+      throw new Error(redis.ready() ? 'Evictions are being replayed' : 'Redis is not connected');
     }
     try {
       return await command();
@@ -164,12 +170,52 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     }
   }
 
+  /** Evicts every answer the entities `names` index, in rounds of 500 per slot; how many it deleted. */
+  async function evict(names: readonly string[], at: number): Promise<number> {
+    const remember = 2 * raceWindowMs + CLOCK_SKEW_MS;
+    const rounds = redis.bySlot(names, (name) => entityKeys(name)[0]!).map(async (group) => {
+      let evicted = 0;
+      for (let first = true, left = group; left.length > 0; first = false) {
+        const keys = left.flatMap(entityKeys);
+        const [open, taken] = await client.gwRcInvalidate(keys.length, ...keys, EVICTIONS_PER_CALL, first ? at : '', remember);
+        const deletions = redis.bySlot(taken, answerKey).map((keys) => client.unlink(...keys.map(answerKey)));
+        evicted += (await Promise.all(deletions)).reduce((sum, count) => sum + count, 0);
+        left = open.map((position) => left[(position - 1) / 2]!);
+      }
+      return evicted;
+    });
+    return (await Promise.all(rounds)).reduce((sum, count) => sum + count, 0);
+  }
+
+  const journal = new EvictionJournal((names) => evict(names, Date.now()));
+  redis.onBack(() => void journal.replay());
+
+  /** Stores `value` under `key` for `ttl` ms, indexed by `names`, unless one of them was invalidated since `notBefore`. */
+  async function store(key: string, value: string, ttl: number, names: readonly string[], notBefore: number): Promise<boolean> {
+    const now = Date.now();
+    const check = (group: readonly string[], own: boolean) => {
+      const keys = [...(own ? [answerKey(key)] : []), ...group.flatMap(entityKeys)];
+      return client.gwRcStore(keys.length, ...keys, own ? '1' : '0', key, own ? value : '', ttl, notBefore, now);
+    };
+    const groups = redis.bySlot([answerKey(key), ...names.flatMap(entityKeys)], (name) => name);
+    if (groups.length === 1) return (await check(names, true)) === 1;
+    await client.set(answerKey(key), '', 'PX', ttl);
+    const checked = await Promise.all(redis.bySlot(names, (name) => entityKeys(name)[0]!).map((group) => check(group, false))).catch(async (error: unknown) => {
+      await client.unlink(answerKey(key)).catch(() => undefined);
+      throw error;
+    });
+    if (checked.every((stored) => stored === 1)) return (await client.set(answerKey(key), value, 'PX', ttl, 'XX')) === 'OK';
+    await client.unlink(answerKey(key));
+    return false;
+  }
+
   return {
     async lookup(key): Promise<Lookup<RedisEpoch>> {
-      const at = performance.now();
-      const [clock, pttl, answer] = await attempt(() => client.gwRcLookup(prefix, key));
-      if (answer === undefined || pttl === undefined) return { epoch: { clock: Number(clock), at } };
-      return { answer: { result: JSON.parse(answer) as ExecutionResult, expiresAt: Date.now() + pttl } };
+      const epoch = { since: Date.now(), at: performance.now() };
+      const value = await attempt(() => client.get(answerKey(key)));
+      const colon = value === null ? -1 : value.indexOf(':');
+      if (colon === -1) return { epoch };
+      return { answer: { result: JSON.parse(value!.slice(colon + 1)) as ExecutionResult, expiresAt: Number(value!.slice(0, colon)) } };
     },
 
     async write(key, result, entities, ttlMs, since) {
@@ -177,19 +223,20 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       if (!(ttl >= 1) || performance.now() - since.at > raceWindowMs) return false;
       const json = answerJson(result);
       if (Buffer.byteLength(json) > maxEntryBytes) return false;
-      return (await attempt(() => client.gwRcStore(prefix, key, json, String(ttl), String(since.clock), ...indexNames(entities)))) === 1;
+      return attempt(() => store(key, `${Date.now() + ttl}:${json}`, ttl, indexNames(entities), since.since - CLOCK_SKEW_MS));
     },
 
     async invalidate(entities) {
-      let names = invalidatedNames(entities);
-      let evicted = 0;
-      const remember = String(2 * raceWindowMs);
-      for (let first = true; names.length > 0; first = false) {
-        const [count, ...left] = await attempt(() => client.gwRcInvalidate(prefix, String(EVICTIONS_PER_CALL), first ? '1' : '0', remember, ...names));
-        evicted += count;
-        names = left;
+      const names = invalidatedNames(entities);
+      const at = Date.now();
+      try {
+        const evicted = await attempt(() => evict(names, at));
+        journal.made(names);
+        return evicted;
+      } catch (error) {
+        journal.owe(names);
+        throw error;
       }
-      return evicted;
     },
   };
 }

@@ -1,5 +1,7 @@
-import { Redis, ReplyError } from 'ioredis';
+import slotOf from 'cluster-key-slot';
+import { Cluster, Redis, ReplyError, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
+import type { RedisCredentials, SharedStateSettings } from '../config.js';
 import type { GatewayMetrics } from './metrics.js';
 
 /** What a process keeps in Redis when REDIS_URL is set: the limiters' counters, the APQ registrations and the response cache. */
@@ -12,13 +14,22 @@ export type SharedStore = 'limits' | 'apq' | 'response_cache';
  */
 export type FallbackReason = 'unreachable' | 'out_of_memory' | 'read_only' | 'error';
 
-/** One Redis connection per process, shared by the limiters, the APQ store and the response cache. */
+/** One Redis connection per process (one client per topology), shared by the limiters, the APQ store and the response cache. */
 export interface SharedRedis {
-  readonly client: Redis;
+  /** One node or a Sentinel-watched master (`Redis`), or a Cluster: the same commands either way. */
+  readonly client: Redis | Cluster;
   /** Whether a command can be sent now; when not, the stores answer from process memory at once. */
   ready(): boolean;
   /** Resolves once connected, or after `timeoutMs` (the gateway serves either way). */
   whenReady(timeoutMs: number): Promise<boolean>;
+  /**
+   * `items` in groups whose keys (`keyOf`) may go in one script or multi-key command: on a
+   * Cluster one group per hash slot (Redis refuses a command across slots: CROSSSLOT), on one
+   * node or a Sentinel-watched master all of them in one group.
+   */
+  bySlot<T>(items: readonly T[], keyOf: (item: T) => string): T[][];
+  /** Calls `listener` each time Redis answers again after a loss: a reconnection, a new master, a Cluster's new node. */
+  onBack(listener: () => void): void;
   /**
    * A store answered from process memory because Redis could not (`error`: the command's failure;
    * none when it was not sent): counted by reason, and warned about.
@@ -54,22 +65,83 @@ const warnings: Record<FallbackReason, string> = {
   error: `Redis refused a command: ${meanwhile} meanwhile`,
 };
 
+/** How a command is answered and how the connection comes back, for every node of every topology: never waited on. */
+const commandOptions = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  commandTimeout: COMMAND_TIMEOUT_MS,
+  connectTimeout: CONNECT_TIMEOUT_MS,
+} satisfies RedisOptions;
+
+const reconnectDelay = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS);
+
+/**
+ * A master demoted by a failover that keeps its connections answers writes with READONLY: the
+ * connection is dropped and made again (to the master the Sentinels name now). The command is
+ * not sent again (1, not 2): a limiter's count would be counted twice.
+ */
+const reconnectWhenDemoted = (error: Error) => (error.message.startsWith('READONLY') ? 1 : false);
+
+/** Redis's own user and password, and TLS (`rediss…`), as ioredis takes them. */
+const nodeOptions = (credentials: RedisCredentials, tls: boolean): RedisOptions => ({
+  ...(credentials.username === undefined ? {} : { username: credentials.username }),
+  ...(credentials.password === undefined ? {} : { password: credentials.password }),
+  ...(tls ? { tls: {} } : {}),
+});
+
+/** The ioredis client of a topology: ioredis has no URL form for Sentinels or a Cluster. */
+function clientOf(settings: SharedStateSettings): Redis | Cluster {
+  const { topology } = settings;
+  switch (topology.kind) {
+    case 'node':
+      return new Redis(topology.url, { ...commandOptions, retryStrategy: reconnectDelay });
+    case 'sentinel':
+      return new Redis({
+        ...commandOptions,
+        ...nodeOptions(topology.credentials, topology.tls),
+        sentinels: topology.sentinels.map(({ host, port }) => ({ host, port })),
+        name: topology.masterName,
+        ...(settings.sentinelPassword === undefined ? {} : { sentinelPassword: settings.sentinelPassword }),
+        ...(topology.tls ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
+        // Told by the Sentinels of a new master at once (+switch-master), not at the next failed command.
+        failoverDetector: true,
+        reconnectOnError: reconnectWhenDemoted,
+        retryStrategy: reconnectDelay,
+        sentinelRetryStrategy: reconnectDelay,
+      });
+    case 'cluster':
+      return new Cluster(
+        topology.nodes.map(({ host, port }) => ({ host, port })),
+        {
+          enableOfflineQueue: false,
+          clusterRetryStrategy: reconnectDelay,
+          // Writes and reads to masters only: a replica's answer may be behind its master's.
+          scaleReads: 'master',
+          // A command redirected while slots move is retried this often at most, within the
+          // command's own timeout: a failover fails it (the store falls back) rather than wait.
+          maxRedirections: 16,
+          retryDelayOnFailover: 100,
+          retryDelayOnClusterDown: 100,
+          slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
+          redisOptions: { ...commandOptions, ...nodeOptions(topology.credentials, topology.tls), reconnectOnError: reconnectWhenDemoted },
+        },
+      );
+  }
+}
+
 /**
  * Connects to Redis for the shared stores. The gateway never waits on Redis: while it is
  * unreachable, commands fail at once (no offline queue, no retries per command) and the stores
- * fall back to process memory; ioredis keeps reconnecting (backoff up to 2 s) and they use it
- * again as soon as it is back. A warning when it goes (or refuses a write), at most one a minute,
- * and one line when it is back; the messages name no address (the URL may carry a password) and
- * quote nothing Redis said beyond its error's code.
+ * fall back to process memory; ioredis keeps reconnecting (backoff up to 2 s; to the master the
+ * Sentinels name, or to the Cluster's nodes as its slots say) and they use it again as soon as
+ * it answers. A warning when it goes (or refuses a write), at most one a minute, and one line
+ * when it is back; the messages name no address (the URL may carry a password) and quote
+ * nothing Redis said beyond its error's code.
  */
-function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): SharedRedis {
-  const client = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: COMMAND_TIMEOUT_MS,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    retryStrategy: (attempt) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS),
-  });
+function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): SharedRedis {
+  const client = clientOf(settings);
+  const cluster = client instanceof Cluster;
+  const comeBack = new Set<() => void>();
   let down = false;
   let lastWarning = -Infinity;
   const warn = (reason: FallbackReason, fields: { code?: string; store?: SharedStore }) => {
@@ -83,12 +155,16 @@ function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics,
     down = true;
     warn('unreachable', typeof error?.code === 'string' ? { code: error.code } : {});
   };
-  client.on('error', lost);
-  client.on('close', () => lost());
-  client.on('ready', () => {
+  const back = () => {
     if (down) logger.info('Redis reachable again: rate limits, APQ registrations and the response cache are shared again');
     down = false;
-  });
+    for (const listener of comeBack) listener();
+  };
+  client.on('error', lost);
+  client.on('close', () => lost());
+  client.on('ready', back);
+  // A Cluster stays 'ready' while one of its masters is replaced: its new node is the news.
+  if (cluster) client.on('+node', () => client.status === 'ready' && back());
   return {
     client,
     ready: () => client.status === 'ready',
@@ -102,6 +178,20 @@ function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics,
       clearTimeout(timer);
       return ready;
     },
+    bySlot(items, keyOf) {
+      if (!cluster) return items.length === 0 ? [] : [[...items]];
+      const groups = new Map<number, (typeof items)[number][]>();
+      for (const item of items) {
+        const slot = slotOf(keyOf(item));
+        const group = groups.get(slot);
+        if (group === undefined) groups.set(slot, [item]);
+        else group.push(item);
+      }
+      return [...groups.values()];
+    },
+    onBack(listener) {
+      comeBack.add(listener);
+    },
     fellBack(store, error) {
       const reason = fallbackReason(error);
       metrics.sharedStateFallbacks.inc({ store, reason });
@@ -109,6 +199,7 @@ function connectRedis(url: string, logger: Logger, metrics: Pick<GatewayMetrics,
       warn(reason, { store });
     },
     async close() {
+      comeBack.clear();
       client.removeAllListeners('error');
       client.on('error', () => {});
       await client.quit().catch(() => client.disconnect());
@@ -123,8 +214,8 @@ const START_WAIT_MS = 2_000;
  * The process's Redis for the shared stores (REDIS_URL), its fallbacks counted in `metrics`:
  * resolves once connected or after two seconds, whichever comes first (the gateway serves either way).
  */
-export async function connectSharedState(url: string, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): Promise<SharedRedis> {
-  const redis = connectRedis(url, logger, metrics);
+export async function connectSharedState(settings: SharedStateSettings, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): Promise<SharedRedis> {
+  const redis = connectRedis(settings, logger, metrics);
   await redis.whenReady(START_WAIT_MS);
   return redis;
 }

@@ -88,7 +88,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const attempts: UpstreamAttempt[] = [];
   const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { logger, lines: logLines } = capturingLogger();
-  const redis = config.redisUrl === undefined ? undefined : await connectSharedState(config.redisUrl, logger, metrics);
+  const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
   const { app: gateway, refuseEarly, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 

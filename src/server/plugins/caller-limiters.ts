@@ -1,15 +1,18 @@
 import { createRequire } from 'node:module';
-import type { RateLimiterAbstract, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { CallerLimitSettings } from '../../config.js';
 import type { SharedRedis } from '../shared-state.js';
 
+/** What the caller limits use of a limiter: rate-limiter-flexible's public API. */
+export type Limiter = Pick<RateLimiterAbstract, 'points' | 'duration' | 'consume' | 'reward' | 'delete'>;
+
 /** The counters behind the limits that are set (an unset one is undefined: off). */
 export interface CallerLimiters {
-  readonly requests?: RateLimiterAbstract | undefined;
-  readonly upstreamCalls?: RateLimiterAbstract | undefined;
-  readonly inFlight?: RateLimiterAbstract | undefined;
+  readonly requests?: Limiter | undefined;
+  readonly upstreamCalls?: Limiter | undefined;
+  readonly inFlight?: Limiter | undefined;
   /** Per client address, whoever the caller (RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND). */
-  readonly addressRequests?: RateLimiterAbstract | undefined;
+  readonly addressRequests?: Limiter | undefined;
   /** The rate limiters' window in seconds (RATE_LIMIT_WINDOW_SECONDS): no refusal of theirs lasts longer. */
   readonly windowSeconds: number;
 }
@@ -23,21 +26,26 @@ let loaded: RateLimiterFlexible | undefined;
 const rateLimiters = (): RateLimiterFlexible => (loaded ??= createRequire(import.meta.url)('rate-limiter-flexible') as RateLimiterFlexible);
 
 /**
- * A limiter in Redis that tells of each Redis call that failed, with its error (no connection, or
- * a write refused: `maxmemory` reached, a read-only replica); its insurance, the process's own
- * counters, then answers. `_upsert` is the one store call that consume and reward make
- * (rate-limiter-flexible's interface for stores); a failure reaches the insurance without its error.
+ * A limit counted in Redis, and by this process alone while Redis cannot count it (no
+ * connection, a write refused: `maxmemory` reached, a read-only replica): each call that Redis
+ * failed is told to `onFailure` with its error, then made on the process's own counters. A
+ * refusal (rate-limiter-flexible rejects one with a RateLimiterRes) is Redis's answer, not a
+ * failure. (rate-limiter-flexible's own `insuranceLimiter` does the same without the error.)
  */
-function reportingRedisLimiter(options: ConstructorParameters<typeof RateLimiterRedis>[0], onFailure: (error: unknown) => void): RateLimiterAbstract {
-  const limiter = new (rateLimiters().RateLimiterRedis)(options);
-  const store = limiter as unknown as { _upsert(...args: unknown[]): Promise<unknown> };
-  const upsert = store._upsert.bind(limiter);
-  store._upsert = (...args) =>
-    upsert(...args).catch((error: unknown) => {
+function countedInRedis(shared: RateLimiterRedis, local: RateLimiterMemory, onFailure: (error: unknown) => void): Limiter {
+  const orLocally = <T>(call: (limiter: RateLimiterAbstract) => Promise<T>): Promise<T> =>
+    call(shared).catch((error: unknown) => {
+      if (error instanceof rateLimiters().RateLimiterRes) throw error;
       onFailure(error);
-      throw error;
+      return call(local);
     });
-  return limiter;
+  return {
+    points: shared.points,
+    duration: shared.duration,
+    consume: (key, points, options) => orLocally((limiter) => limiter.consume(key, points, options)),
+    reward: (key, points, options) => orLocally((limiter) => limiter.reward(key, points, options)),
+    delete: (key, options) => orLocally((limiter) => limiter.delete(key, options)),
+  };
 }
 
 /**
@@ -65,16 +73,18 @@ end
 redis.call('expire', KEYS[1], ARGV[2])
 return {n, redis.call('pttl', KEYS[1])}`;
 
-function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined): RateLimiterAbstract {
+/**
+ * One limiter, in Redis when there is one. Its counters are one key each (`gw:<name>:<caller>`),
+ * counted by a script of that key alone: on a Cluster each caller's counter lives in the slot of
+ * its own key.
+ */
+function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined): Limiter {
   const options = { keyPrefix: `gw:${name}`, points, duration: durationSeconds };
   // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
-  const { RateLimiterMemory } = rateLimiters();
+  const { RateLimiterMemory, RateLimiterRedis } = rateLimiters();
   if (redis === undefined) return new RateLimiterMemory(name === 'inflight' ? { ...options, duration: 0 } : options);
   // Redis down or refusing writes: each process counts on its own (the limit holds per process) rather than refusing.
-  return reportingRedisLimiter(
-    { ...options, storeClient: redis.client, rejectIfRedisNotReady: true, insuranceLimiter: new RateLimiterMemory(options), customIncrTtlLuaScript: countScript },
-    (error) => redis.fellBack('limits', error),
-  );
+  return countedInRedis(new RateLimiterRedis({ ...options, storeClient: redis.client, rejectIfRedisNotReady: true, customIncrTtlLuaScript: countScript }), new RateLimiterMemory(options), (error) => redis.fellBack('limits', error));
 }
 
 /**
@@ -102,7 +112,7 @@ export function createCallerLimiters(settings: CallerLimitSettings, options: { r
  * the store failed (limits fail open). rate-limiter-flexible resolves a grant and rejects a
  * refusal with the same RateLimiterRes.
  */
-export async function take(limiter: RateLimiterAbstract, caller: string, points: number): Promise<RateLimiterRes | undefined> {
+export async function take(limiter: Limiter, caller: string, points: number): Promise<RateLimiterRes | undefined> {
   try {
     return await limiter.consume(caller, points);
   } catch (refusal) {
@@ -111,14 +121,18 @@ export async function take(limiter: RateLimiterAbstract, caller: string, points:
 }
 
 /** A refusal's wait in ms, or undefined when `taken` granted the points (rate-limiter-flexible refuses past `points` consumed). */
-export function waitOf(limiter: RateLimiterAbstract, taken: RateLimiterRes | undefined): number | undefined {
+export function waitOf(limiter: Limiter, taken: RateLimiterRes | undefined): number | undefined {
   return taken !== undefined && taken.consumedPoints > limiter.points ? taken.msBeforeNext : undefined;
 }
 
-/** Gives one in-flight slot back; at zero the key goes, so idle callers cost no memory (Redis's script does it there). */
-export function giveBack(inFlight: RateLimiterAbstract, caller: string): void {
+/**
+ * Gives one in-flight slot back; at zero the key goes, so idle callers cost no memory (Redis's
+ * script does it there; deleting the caller's key there would also delete a slot another process
+ * took meanwhile).
+ */
+export function giveBack(inFlight: Limiter, caller: string): void {
   void inFlight.reward(caller).then(
-    (left) => (left.consumedPoints <= 0 && !(inFlight instanceof rateLimiters().RateLimiterRedis) ? inFlight.delete(caller) : undefined),
+    (left) => (left.consumedPoints <= 0 && inFlight instanceof rateLimiters().RateLimiterMemory ? inFlight.delete(caller) : undefined),
     () => undefined,
   );
 }

@@ -1,10 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import { createGraphQLError, finalAsyncIterator, isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { GatewayContext } from '../../schema/context.js';
 import { credentialKeyOf } from '../../upstream/credential.js';
-import { giveBack, take, waitOf, type CallerLimiters } from './caller-limiters.js';
+import { giveBack, take, waitOf, type CallerLimiters, type Limiter } from './caller-limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 
 const callerKey = Symbol('caller-limits.caller');
@@ -250,7 +249,7 @@ class InFlightSlots {
   readonly #holds = new WeakMap<Request, Hold[]>();
 
   constructor(
-    private readonly limiter: RateLimiterAbstract,
+    private readonly limiter: Limiter,
     private readonly door: Door,
   ) {}
 

@@ -1,4 +1,5 @@
-import type { RateLimiterAbstract, RateLimiterRes } from 'rate-limiter-flexible';
+import type { RateLimiterRes } from 'rate-limiter-flexible';
+import type { Limiter } from './caller-limiters.js';
 import { serializeList, serializeString } from 'structured-headers';
 
 /**
@@ -40,15 +41,15 @@ export class RateLimitHeaders {
   readonly #address: Policy | undefined;
 
   /** `undefined` when none of `limiters` is advertised: there is nothing to say. */
-  static of(limiters: Partial<Record<AdvertisedLimit, RateLimiterAbstract | undefined>>): RateLimitHeaders | undefined {
+  static of(limiters: Partial<Record<AdvertisedLimit, Limiter | undefined>>): RateLimitHeaders | undefined {
     return limiters.requests === undefined && limiters.address === undefined ? undefined : new RateLimitHeaders(limiters);
   }
 
-  private constructor(limiters: Partial<Record<AdvertisedLimit, RateLimiterAbstract | undefined>>) {
-    const policy = (name: AdvertisedLimit, limiter: RateLimiterAbstract | undefined): Policy | undefined => (limiter === undefined ? undefined : { quoted: serializeString(name), quota: limiter.points });
+  private constructor(limiters: Partial<Record<AdvertisedLimit, Limiter | undefined>>) {
+    const policy = (name: AdvertisedLimit, limiter: Limiter | undefined): Policy | undefined => (limiter === undefined ? undefined : { quoted: serializeString(name), quota: limiter.points });
     this.#requests = policy('requests', limiters.requests);
     this.#address = policy('address', limiters.address);
-    const windows = (Object.entries(limiters) as [AdvertisedLimit, RateLimiterAbstract | undefined][]).filter((entry): entry is [AdvertisedLimit, RateLimiterAbstract] => entry[1] !== undefined);
+    const windows = (Object.entries(limiters) as [AdvertisedLimit, Limiter | undefined][]).filter((entry): entry is [AdvertisedLimit, Limiter] => entry[1] !== undefined);
     this.#policy = serializeList(windows.map(([name, limiter]) => [name, new Map([['q', limiter.points], ['w', limiter.duration]])]));
   }
 

@@ -1,0 +1,48 @@
+import { once } from 'node:events';
+import { connect, createServer, type Socket } from 'node:net';
+
+/** A TCP proxy on a free loopback port whose link can be cut: a network cut between a client and a server that keeps its data. */
+export interface TcpProxy {
+  readonly port: number;
+  /** Drops every connection through it, and each new one as it comes, until `heal`. */
+  cut(): void;
+  heal(): void;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+  const open = new Set<Socket>();
+  let cut = false;
+  const server = createServer((client) => {
+    if (cut) return client.destroy();
+    const upstream = connect(target);
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      open.add(from);
+      from.pipe(to);
+      from.on('error', () => to.destroy());
+      from.once('close', () => {
+        open.delete(from);
+        to.destroy();
+      });
+    }
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port: (server.address() as { port: number }).port,
+    cut() {
+      cut = true;
+      for (const socket of open) socket.destroy();
+    },
+    heal() {
+      cut = false;
+    },
+    async close() {
+      for (const socket of open) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
