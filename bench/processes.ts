@@ -8,7 +8,7 @@ import type { Fixtures } from './scenarios.js';
 
 /*
  * The benches' child processes (the reference upstream, gateways, autocannon, A/B workers): started
- * pinned to a CPU where taskset is there, stopped with SIGTERM, killed when the bench exits.
+ * pinned to a CPU where taskset is there, stopped with SIGINT, killed when the bench exits.
  */
 
 export const root = fileURLToPath(new URL('..', import.meta.url));
@@ -71,7 +71,10 @@ export function startServer(name: string, args: string[], cpu: number | undefine
   });
 }
 
-/** SIGTERM (the servers exit cleanly on it, a WORKERS=N gateway with its workers), SIGKILL after 5 s. */
+/**
+ * SIGINT (the servers exit cleanly on it, a WORKERS=N gateway with its workers; a gateway drains
+ * at once, where SIGTERM would first keep serving for SHUTDOWN_DELAY_MS), SIGKILL after 5 s.
+ */
 export function stop(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve();
@@ -80,7 +83,7 @@ export function stop(child: ChildProcess): Promise<void> {
       clearTimeout(kill);
       resolve();
     });
-    child.kill('SIGTERM');
+    child.kill('SIGINT');
   });
 }
 

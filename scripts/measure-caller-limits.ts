@@ -155,7 +155,7 @@ for (const scenario of scenarios) {
   ].join(' | ');
   process.stdout.write(`${line}\n`);
   await pool.close();
-  gateway.child.kill('SIGTERM');
+  gateway.child.kill('SIGINT');
   await new Promise((resolve) => gateway.child.once('exit', resolve));
 }
 

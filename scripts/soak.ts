@@ -143,7 +143,7 @@ function startChild(name: string, script: string, env: Record<string, string>, r
 async function stopChild(child: Child): Promise<void> {
   if (child.process.exitCode !== null || child.process.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.process.once('exit', () => resolve()));
-  child.process.kill('SIGTERM');
+  child.process.kill('SIGINT');
   const forced = setTimeout(() => child.process.kill('SIGKILL'), 10_000);
   await exited;
   clearTimeout(forced);

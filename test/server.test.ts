@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import type { AddressInfo, Socket } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
 import { Agent, request, type Dispatcher } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -145,10 +145,14 @@ describe('graceful shutdown', PROCESS_TEST, () => {
   const postHeads = (endpoint: string, dispatcher: Dispatcher) =>
     request(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: headsQuery }), dispatcher });
 
-  it.each(['SIGTERM', 'SIGINT'] as const)('on %s: refuses new connections, lets the request in flight finish, closes its connection, exits 0', async (signal) => {
+  it.each([
+    ['SIGTERM', '0'],
+    // A person's Ctrl-C: no time in rotation to wait out, whatever SHUTDOWN_DELAY_MS says.
+    ['SIGINT', '600000'],
+  ] as const)('on %s (SHUTDOWN_DELAY_MS=%s): refuses new connections, lets the request in flight finish, closes its connection, exits 0', async (signal, delayMs) => {
     const reference = await startReferenceUpstream();
     // A grace far longer than the test: only the request finishing can end the wait.
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, LOG_LEVEL: 'warn', SHUTDOWN_GRACE_MS: '600000' });
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: delayMs, SHUTDOWN_GRACE_MS: '600000' });
     // One connection, which the client would keep alive for ten minutes.
     const client = new Agent({ connections: 1, keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000 });
     try {
@@ -189,6 +193,7 @@ describe('graceful shutdown', PROCESS_TEST, () => {
     const gateway = await startGatewayProcess({
       UPSTREAM_URL: reference.url,
       LOG_LEVEL: 'warn',
+      SHUTDOWN_DELAY_MS: '0',
       SHUTDOWN_GRACE_MS: String(graceMs),
       UPSTREAM_TIMEOUT_MS: '60000',
       OPERATION_TIMEOUT_MS: '120000',
@@ -213,6 +218,89 @@ describe('graceful shutdown', PROCESS_TEST, () => {
       gateway.kill();
       await client.close();
       await reference.close();
+    }
+  });
+});
+
+describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TEST, () => {
+  const probe = async (url: string) => {
+    const response = await fetch(url);
+    return { status: response.status, body: (await response.json()) as unknown };
+  };
+
+  it('on SIGTERM /ready answers 503 on both ports at once while both go on serving, kept-alive connections too; a second signal ends the wait', async () => {
+    // A delay longer than the test: only the second signal can end it.
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', ADMIN_PORT: '0', SHUTDOWN_DELAY_MS: '600000', SHUTDOWN_GRACE_MS: '600000' });
+    const client = new Agent({ connections: 1, keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000 });
+    try {
+      const admin = /Admin endpoints \(\/health, \/ready, \/metrics\) on (\S+)/.exec(gateway.stdout())![1]!;
+      const ready = { public: new URL('/ready', gateway.endpoint).href, admin: `${admin}/ready` };
+      expect((await probe(ready.admin)).status).toBe(200);
+      const query = () => request(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }), dispatcher: client });
+      const before = await query();
+      await before.body.json();
+      const served = new Set<unknown>();
+      client.on('connect', (origin, targets) => served.add(targets));
+
+      gateway.child.kill('SIGTERM');
+      await until(async () => (await probe(ready.admin)).status === 503, '/ready on ADMIN_PORT answering 503');
+      expect(await probe(ready.admin)).toEqual({ status: 503, body: { status: 'not ready', reason: 'shutting down' } });
+      expect(await probe(ready.public)).toEqual({ status: 503, body: { status: 'not ready', reason: 'shutting down' } });
+      // Alive all the same, and serving as before: on the kept-alive connection (no new one made,
+      // none closed behind the answer) and on new ones.
+      expect((await probe(`${admin}/health`)).status).toBe(200);
+      for (let i = 0; i < 3; i++) {
+        const during = await query();
+        expect(during.statusCode).toBe(200);
+        expect(during.headers.connection).not.toBe('close');
+        expect(((await during.body.json()) as any).data.heads.totalCount).toBeGreaterThan(0);
+      }
+      expect(served.size).toBe(0);
+      expect(await acceptsConnections(gateway.endpoint)).toBe(true);
+      expect(gateway.child.exitCode).toBeNull();
+
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+    } finally {
+      gateway.kill();
+      await client.close();
+    }
+  });
+
+  it('with WORKERS=2 the primary hands the signal to every worker: each leaves the rotation, and each drains on the second', async () => {
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '2', ADMIN_PORT: '0', SHUTDOWN_DELAY_MS: '600000' });
+    try {
+      const admin = /Admin endpoints \(\/health, \/ready, \/metrics\) on (\S+)/.exec(gateway.stdout())![1]!;
+      gateway.child.kill('SIGTERM');
+      await until(async () => (await probe(`${admin}/ready`)).status === 503, '/ready answering 503');
+      // A new connection each: the cluster hands them to the workers in turn, and none says ready.
+      const statuses = await Promise.all(Array.from({ length: 8 }, async () => (await probe(`${admin}/ready`)).status));
+      expect(statuses).toEqual(Array(8).fill(503));
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+    } finally {
+      gateway.kill();
+    }
+  });
+
+  it('a connection that sent part of a request head and nothing more does not hold the stop: answered 408 and closed at once', async () => {
+    // A grace far longer than the test: only the half-sent head being cut can end the wait.
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '0', SHUTDOWN_GRACE_MS: '600000' });
+    const { hostname, port } = new URL(gateway.endpoint);
+    const socket = connect({ host: hostname, port: Number(port) });
+    try {
+      await once(socket, 'connect');
+      let received = '';
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+      const closed = once(socket, 'close');
+      socket.write('POST /graphql HTTP/1.1\r\nHost: gateway\r\nContent-Type: appl');
+      gateway.child.kill('SIGTERM');
+      await closed;
+      expect(received).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+      expect(await gateway.exited).toBe(0);
+    } finally {
+      socket.destroy();
+      gateway.kill();
     }
   });
 });

@@ -214,7 +214,7 @@ export class GatewayMetrics {
 
   readonly #responseCacheFailures = new Counter({
     name: 'gateway_response_cache_failures_total',
-    help: 'Calls to the response cache store that failed (Redis unreachable or refusing), by call: a lookup answered as a miss, a write not kept, an invalidation not made (an answer kept before may be served until its TTL); fail open.',
+    help: 'Calls to the response cache store that failed (Redis unreachable or refusing, or evictions owed), by call: a lookup answered as a miss, a write not kept, an invalidation not made yet (made again once Redis answers; until then the store answers nothing); fail open.',
     labelNames: ['call'] as const,
     registers: [this.registry],
   });

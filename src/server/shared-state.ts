@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import slotOf from 'cluster-key-slot';
 import { Cluster, Redis, ReplyError, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
@@ -46,6 +47,13 @@ const CONNECT_TIMEOUT_MS = 2_000;
 
 /** The longest wait between two attempts to reconnect (100 ms more after each failed one until then). */
 const MAX_RECONNECT_DELAY_MS = 2_000;
+
+/**
+ * After a command that failed on a connection that looked fine (it timed out; a Cluster master
+ * gone, whose slots wait for a failover), Redis is left alone this long: the stores answer from
+ * process memory at once instead of each request waiting out the command timeout.
+ */
+const QUIET_AFTER_TIMEOUT_MS = 1_000;
 
 /** A warning about Redis at most this often: a refusal lasts as long as Redis stays full. */
 const WARN_EVERY_MS = 60_000;
@@ -143,6 +151,7 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
   const cluster = client instanceof Cluster;
   const comeBack = new Set<() => void>();
   let down = false;
+  let quietUntil = 0;
   let lastWarning = -Infinity;
   const warn = (reason: FallbackReason, fields: { code?: string; store?: SharedStore }) => {
     if (Date.now() - lastWarning < WARN_EVERY_MS) return;
@@ -167,7 +176,7 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
   if (cluster) client.on('+node', () => client.status === 'ready' && back());
   return {
     client,
-    ready: () => client.status === 'ready',
+    ready: () => client.status === 'ready' && performance.now() >= quietUntil,
     async whenReady(timeoutMs) {
       if (client.status === 'ready') return true;
       let timer: NodeJS.Timeout | undefined;
@@ -195,12 +204,15 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
     fellBack(store, error) {
       const reason = fallbackReason(error);
       metrics.sharedStateFallbacks.inc({ store, reason });
+      if (error !== undefined && reason === 'unreachable' && client.status === 'ready') quietUntil = performance.now() + QUIET_AFTER_TIMEOUT_MS;
       // A refusal, or a command that failed on a live connection (a timeout): the events do not tell.
       warn(reason, { store });
     },
     async close() {
       comeBack.clear();
+      // Quitting is no outage: nothing to warn about.
       client.removeAllListeners('error');
+      client.removeAllListeners('close');
       client.on('error', () => {});
       await client.quit().catch(() => client.disconnect());
     },

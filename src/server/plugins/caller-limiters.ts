@@ -27,18 +27,24 @@ const rateLimiters = (): RateLimiterFlexible => (loaded ??= createRequire(import
 
 /**
  * A limit counted in Redis, and by this process alone while Redis cannot count it (no
- * connection, a write refused: `maxmemory` reached, a read-only replica): each call that Redis
- * failed is told to `onFailure` with its error, then made on the process's own counters. A
+ * connection, a write refused: `maxmemory` reached, a read-only replica): each call Redis could
+ * not take is counted as a fallback (with its error when it was sent), then made on the
+ * process's own counters. A
  * refusal (rate-limiter-flexible rejects one with a RateLimiterRes) is Redis's answer, not a
  * failure. (rate-limiter-flexible's own `insuranceLimiter` does the same without the error.)
  */
-function countedInRedis(shared: RateLimiterRedis, local: RateLimiterMemory, onFailure: (error: unknown) => void): Limiter {
-  const orLocally = <T>(call: (limiter: RateLimiterAbstract) => Promise<T>): Promise<T> =>
-    call(shared).catch((error: unknown) => {
+function countedInRedis(shared: RateLimiterRedis, local: RateLimiterMemory, redis: SharedRedis): Limiter {
+  const orLocally = <T>(call: (limiter: RateLimiterAbstract) => Promise<T>): Promise<T> => {
+    if (!redis.ready()) {
+      redis.fellBack('limits');
+      return call(local);
+    }
+    return call(shared).catch((error: unknown) => {
       if (error instanceof rateLimiters().RateLimiterRes) throw error;
-      onFailure(error);
+      redis.fellBack('limits', error);
       return call(local);
     });
+  };
   return {
     points: shared.points,
     duration: shared.duration,
@@ -84,7 +90,7 @@ function limiter(name: string, points: number, durationSeconds: number, redis: S
   const { RateLimiterMemory, RateLimiterRedis } = rateLimiters();
   if (redis === undefined) return new RateLimiterMemory(name === 'inflight' ? { ...options, duration: 0 } : options);
   // Redis down or refusing writes: each process counts on its own (the limit holds per process) rather than refusing.
-  return countedInRedis(new RateLimiterRedis({ ...options, storeClient: redis.client, rejectIfRedisNotReady: true, customIncrTtlLuaScript: countScript }), new RateLimiterMemory(options), (error) => redis.fellBack('limits', error));
+  return countedInRedis(new RateLimiterRedis({ ...options, storeClient: redis.client, customIncrTtlLuaScript: countScript }), new RateLimiterMemory(options), redis);
 }
 
 /**
