@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   resolve: {
@@ -9,6 +9,8 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    // The fleet suite is a CI step of its own: `npm run fleet` (test/fleet/vitest.config.ts).
+    exclude: [...configDefaults.exclude, 'test/fleet/**'],
     // Lists the suites skipped for a program that is not installed (test/support/services.ts).
     reporters: ['default', './test/support/skipped-services-reporter.ts'],
     testTimeout: 20_000,
