@@ -3,7 +3,10 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import type { SharedRedis } from '../src/server/shared-state.js';
+import { createLogger } from '../src/server/logger.js';
+import { GatewayMetrics } from '../src/server/metrics.js';
+import { createCallerLimiters, take, waitOf } from '../src/server/plugins/caller-limiters.js';
+import { connectSharedState, type SharedRedis } from '../src/server/shared-state.js';
 import { jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { startGatewayProcess, type GatewayProcess } from './support/process.js';
@@ -189,3 +192,33 @@ describeWithRedis('Redis stopping mid-run', () => {
   });
 });
 
+
+describeWithRedis('a Redis that stops answering on a live connection (a Cluster master gone, a blocked server)', () => {
+  let shared: SharedRedis;
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
+
+  beforeAll(async () => {
+    shared = await connectSharedState({ topology: { kind: 'node', url: redis.url }, sentinelPassword: undefined }, createLogger({ level: 'silent' }), metrics);
+  });
+  afterAll(() => shared?.close());
+
+  it('costs one command timeout, not one per request: Redis is left alone for a second after it, the limits counting in process memory', async () => {
+    const limiter = createCallerLimiters({ requestsPerSecond: 1_000, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false }, { redis: shared, inFlightTtlSeconds: 30 }).requests!;
+    const blocker = new Redis(redis.url);
+    try {
+      // Redis holds every command for 1.5 s: the connection stays up, commands get no answer.
+      await blocker.call('CLIENT', 'PAUSE', '1500', 'ALL');
+      await until(async () => (await take(limiter, 'token:first', 1)) !== undefined && !shared.ready(), 'a command timed out');
+      // Ten more callers meanwhile: each counted at once in process memory, none sent.
+      for (let i = 0; i < 10; i++) expect(waitOf(limiter, await take(limiter, `token:${i}`, 1))).toBeUndefined();
+      expect(shared.ready()).toBe(false);
+      await until(() => shared.ready(), 'Redis used again', 5_000);
+      // The command that timed out ran once the pause ended; none of the ten was sent.
+      await until(async () => (await blocker.exists('gw:requests:token:first')) === 1, 'the first count in Redis');
+      expect(await blocker.exists(...Array.from({ length: 10 }, (_, i) => `gw:requests:token:${i}`))).toBe(0);
+      expect(sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="limits",reason="unreachable"}')).toBe(11);
+    } finally {
+      blocker.disconnect();
+    }
+  });
+});

@@ -167,6 +167,8 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
   const back = () => {
     if (down) logger.info('Redis reachable again: rate limits, APQ registrations and the response cache are shared again');
     down = false;
+    // A new connection (or node): what timed out on the old one says nothing of it.
+    quietUntil = 0;
     for (const listener of comeBack) listener();
   };
   client.on('error', lost);

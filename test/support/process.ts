@@ -1,4 +1,4 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { connect, createServer } from 'node:net';
 
@@ -15,12 +15,24 @@ export interface GatewayProcess {
   kill(): void;
 }
 
+/** What runs the gateway: node's arguments, in `cwd` (this process's directory unless given). */
+export interface GatewayCommand {
+  readonly args: readonly string[];
+  readonly cwd?: string;
+}
+
+/** `npm run start:dev`: the sources through tsx, from this checkout. */
+const fromSources: GatewayCommand = { args: ['--import', 'tsx', 'src/main.ts'] };
+
+/** `npm start` without its build step: a built checkout's `dist/main.js`, in that checkout (the fleet test runs older builds too). */
+export const fromBuild = (checkout: string): GatewayCommand => ({ args: ['dist/main.js'], cwd: checkout });
+
 /**
- * Starts `src/main.ts` with `env` over this process's environment (PORT 0 unless `env` says) and
- * resolves once it prints its "Gateway listening on" line.
+ * Starts `src/main.ts` (or `command`) with `env` over this process's environment (PORT 0 unless
+ * `env` says) and resolves once it prints its "Gateway listening on" line.
  */
-export async function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', ...env } });
+export async function startGatewayProcess(env: Record<string, string>, command: GatewayCommand = fromSources): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [...command.args], { cwd: command.cwd, env: { ...process.env, PORT: '0', ...env } });
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -61,10 +73,22 @@ export function acceptsConnections(url: string): Promise<boolean> {
 
 /** A port nobody listens on right now: the OS picks one and it is released again. */
 export async function freePort(): Promise<number> {
-  const probe = createServer();
-  probe.listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
+  return (await freePorts(1))[0]!;
+}
+
+/** `count` distinct ports nobody listens on right now: all held at once while the OS picks them, then released. */
+export async function freePorts(count: number): Promise<number[]> {
+  const probes = Array.from({ length: count }, () => createServer().listen(0, '127.0.0.1'));
+  await Promise.all(probes.map((probe) => (probe.listening ? undefined : once(probe, 'listening'))));
+  const ports = probes.map((probe) => (probe.address() as { port: number }).port);
+  await Promise.all(probes.map((probe) => new Promise((resolve) => probe.close(resolve))));
+  return ports;
+}
+
+/** Sends `signal` to `child` unless it has exited, and resolves once it has (at once if it had). */
+export async function endProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill(signal);
+  await exited;
 }

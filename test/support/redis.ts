@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { freePort } from './process.js';
+import { endProcess, freePort } from './process.js';
 import { requireProgram } from './services.js';
 
 /** A real redis-server (the Debian package) on a free loopback port, in memory only. */
@@ -12,40 +11,50 @@ export interface RedisProcess {
   start(): Promise<void>;
 }
 
+/** What redis-server prints once it serves; a Sentinel says it once it watches its master instead. */
+const serving = /Ready to accept connections|\+monitor master/;
+
+/**
+ * Runs `redis-server <args>` (a node, a Cluster node, a Sentinel: `redis-server sentinel.conf
+ * --sentinel`) and resolves with it once it serves; rejects with its output if it exits first.
+ */
+export async function spawnRedisServer(args: readonly string[]): Promise<ChildProcess> {
+  const server = spawn(requireProgram('redis-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (serving.test(output)) {
+        server.stdout!.off('data', onData);
+        resolve();
+      }
+    };
+    server.stdout!.on('data', onData);
+    server.once('exit', (code) => reject(new Error(`redis-server exited (${code}): ${output}`)));
+    server.once('error', reject);
+  });
+  // Its later output is not read: drained so the pipe never fills.
+  server.stdout!.resume();
+  server.stderr!.resume();
+  return server;
+}
+
+/** Loopback only, no snapshot or append-only file (a replica still writes what it syncs to its `--dir`). */
+export const inMemoryOnLoopback = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'] as const;
+
 /** `args`: more redis-server options, e.g. `['--maxmemory', '4mb', '--maxmemory-policy', 'noeviction']`. */
 export async function startRedis(options: { args?: readonly string[] } = {}): Promise<RedisProcess> {
-  const program = requireProgram('redis-server');
   const port = await freePort();
   let child: ChildProcess | undefined;
 
   const start = async () => {
-    const process = spawn(program, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
-    child = process;
-    let output = '';
-    await new Promise<void>((resolve, reject) => {
-      const onData = (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('Ready to accept connections')) {
-          process.stdout!.off('data', onData);
-          resolve();
-        }
-      };
-      process.stdout!.on('data', onData);
-      process.once('exit', (code) => reject(new Error(`redis-server exited (${code}): ${output}`)));
-      process.once('error', reject);
-    });
-    // Its later output is not read: drained so the pipe never fills.
-    process.stdout!.resume();
-    process.stderr!.resume();
+    child = await spawnRedisServer(['--port', String(port), ...inMemoryOnLoopback, ...(options.args ?? [])]);
   };
 
   const stop = async () => {
     const running = child;
     child = undefined;
-    if (running === undefined || running.exitCode !== null) return;
-    const exited = once(running, 'exit');
-    running.kill('SIGKILL');
-    await exited;
+    if (running !== undefined) await endProcess(running);
   };
 
   await start();

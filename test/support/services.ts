@@ -2,13 +2,16 @@ import which from 'which';
 import { describe, type SuiteOptions } from 'vitest';
 
 /*
- * The programs some suites drive that `npm ci` does not bring: Debian's redis-server and chromium.
- * On a machine without one, its suites are skipped and `skipped-services-reporter.ts` lists them
- * at the end of the run; with REQUIRE_SERVICES=1 (what .ci/run sets) they run and fail instead,
- * so CI never skips them.
+ * The programs some suites drive that `npm ci` does not bring: Debian's redis-server and chromium,
+ * and for the fleet suite (test/fleet) haproxy and redis-cli. On a machine without one, its suites
+ * are skipped and `skipped-services-reporter.ts` lists them at the end of the run; with
+ * REQUIRE_SERVICES=1 (what .ci/run sets) they run and fail instead, so CI never skips them.
  */
 
-export type Service = 'redis-server' | 'chromium';
+export type Service = 'redis-server' | 'chromium' | 'haproxy' | 'redis-cli';
+
+/** The Debian package of each program, where its name differs. */
+const packageOf: Partial<Record<Service, string>> = { 'redis-cli': 'redis-tools' };
 
 declare module 'vitest' {
   interface TaskMeta {
@@ -19,7 +22,7 @@ declare module 'vitest' {
 
 const servicesRequired = !['', '0', 'false'].includes(process.env.REQUIRE_SERVICES ?? '');
 
-const missing = (service: Service) => `${service} is not on the PATH (install it: apt-get install -y ${service})`;
+const missing = (service: Service) => `${service} is not on the PATH (install it: apt-get install -y ${packageOf[service] ?? service})`;
 
 /** The program's path, looked up on the PATH as a shell would; undefined when it is not installed. */
 function locate(service: Service): string | undefined {
@@ -36,11 +39,12 @@ export function requireProgram(service: Service): string {
 type Factory = () => void;
 
 /**
- * `describe` for suites that need `service`: `describe.skipIf` when it is not installed and
+ * `describe` for suites that need `services`: `describe.skipIf` when one is not installed and
  * REQUIRE_SERVICES is not set, with the reason in the suite's meta for the reporter.
  */
-function describeWith(service: Service) {
-  const reason = locate(service) === undefined && !servicesRequired ? missing(service) : undefined;
+function describeWith(...services: Service[]) {
+  const absent = services.filter((service) => locate(service) === undefined);
+  const reason = absent.length > 0 && !servicesRequired ? absent.map(missing).join('; ') : undefined;
   const suite = describe.skipIf(reason !== undefined);
   const withReason = (options: SuiteOptions = {}): SuiteOptions => (reason === undefined ? options : { ...options, meta: { ...options.meta, skippedForMissingService: reason } });
 
@@ -60,3 +64,5 @@ function describeWith(service: Service) {
 
 export const describeWithRedis = describeWith('redis-server');
 export const describeWithChromium = describeWith('chromium');
+/** The fleet suite: HAProxy in front of gateways, Redis as a Cluster (made with redis-cli) or with Sentinels. */
+export const describeWithFleet = describeWith('haproxy', 'redis-server', 'redis-cli');
