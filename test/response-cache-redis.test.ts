@@ -89,6 +89,12 @@ describeWithRedis('the response cache in Redis', () => {
     expect(await a.lookup('unknown')).toEqual({ epoch: { since: expect.any(Number), at: expect.any(Number) } });
   });
 
+  it('takes an answer an older build kept (its JSON alone, no expiry) for a miss, and keeps its own over it', async () => {
+    await inspector.set(`${prefix}a:legacy`, JSON.stringify(answer('legacy')), 'PX', 10_000);
+    expect(await fill(a, 'legacy', answer('new'), [head('1')])).toBe(true);
+    expect(await get(b, 'legacy')).toEqual(answer('new'));
+  });
+
   it('keeps no answer longer than maxTtlMs, and none with no TTL', async () => {
     expect(await fill(a, 'forever', answer('forever'), [head('1')], Infinity)).toBe(true);
     expect((await a.lookup('forever')).answer!.expiresAt).toBeLessThanOrEqual(Date.now() + options.maxTtlMs);

@@ -142,7 +142,6 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   });
   // The descriptors over the cap stay for the upstream pool, Redis and files (descriptors.ts).
   capConnections(server, options.connections.maxConnections, metrics.watchConnections(server, 'public'));
-
   return server;
 }
 

@@ -214,8 +214,10 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       const epoch = { since: Date.now(), at: performance.now() };
       const value = await attempt(() => client.get(answerKey(key)));
       const colon = value === null ? -1 : value.indexOf(':');
-      if (colon === -1) return { epoch };
-      return { answer: { result: JSON.parse(value!.slice(colon + 1)) as ExecutionResult, expiresAt: Number(value!.slice(0, colon)) } };
+      const expiresAt = Number(value?.slice(0, colon));
+      // Empty while its write is checked; no expiry first: written by an older build, in JSON alone.
+      if (colon === -1 || !Number.isSafeInteger(expiresAt)) return { epoch };
+      return { answer: { result: JSON.parse(value!.slice(colon + 1)) as ExecutionResult, expiresAt } };
     },
 
     async write(key, result, entities, ttlMs, since) {
