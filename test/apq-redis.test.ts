@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
@@ -75,6 +75,11 @@ describeWithRedis.each([
     t = await startTestGateway({ env: shared ? { REDIS_URL: redis.url } : {} });
   });
   afterAll(() => t?.close());
+  // Each test from an empty Redis and no upstream call, whichever ran before it.
+  beforeEach(async () => {
+    t.reset();
+    await client.flushall();
+  });
 
   it.each(refused)('%s: answered as its text alone is, then PersistedQueryNotFound by hash, and no key in Redis', async (_kind, query, limit) => {
     const plain = await post(t, { query });

@@ -74,7 +74,8 @@ const PROCESS_TEST = { timeout: 60_000 };
 describe('log lines', PROCESS_TEST, () => {
   /** Sends one operation with `requestId` to a gateway process, stops it with `signal` once answered, and returns its JSON log lines and how it ended. */
   async function linesAfter(requestId: string, signal: NodeJS.Signals) {
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '' });
+    // The drain alone: time out of rotation first (SHUTDOWN_DELAY_MS) is the subject of its own tests below.
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', SHUTDOWN_DELAY_MS: '0' });
     try {
       const closed = once(gateway.child, 'close');
       const response = await fetch(gateway.endpoint, {
@@ -131,7 +132,7 @@ describe('NODE_ENV=production: no GraphiQL', PROCESS_TEST, () => {
         expect(html, path).toContain('GraphiQL and introspection are off here');
       }
       expect(reference.requests).toEqual([]);
-      gateway.child.kill('SIGTERM');
+      gateway.child.kill('SIGINT');
       expect(await gateway.exited).toBe(0);
     } finally {
       gateway.kill();
@@ -373,7 +374,7 @@ describe('the schema as a manual', () => {
 
 describe('WORKERS=2 (node:cluster)', PROCESS_TEST, () => {
   it('serves from two workers behind one port and stops them all on SIGTERM', async () => {
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn' });
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '0' });
     try {
       expect(gateway.stdout()).toMatch(/Gateway listening on \S+ \(2 workers\)/);
       const answers = await Promise.all(
@@ -397,7 +398,7 @@ describe('WORKERS=2: /metrics answers the sum over the workers', PROCESS_TEST, (
     const gateway = await startGatewayProcess({ UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn' });
     // Also when the test fails or times out, so no cluster outlives it (the primary stops its workers).
     onTestFinished(() => {
-      if (gateway.child.exitCode === null) gateway.child.kill('SIGTERM');
+      if (gateway.child.exitCode === null) gateway.child.kill('SIGINT');
     });
     const { endpoint } = gateway;
     // Every request on a connection of its own (reset): the cluster hands new connections to

@@ -316,7 +316,7 @@ describe('the gateway process', () => {
     const receiver = await startReceiver();
     try {
       // A schedule delay of ten minutes: only the shutdown can send the batch.
-      const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '1', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '600000' });
+      const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '1', SHUTDOWN_DELAY_MS: '0', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '600000' });
       try {
         const response = await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'query Shutdown { heads(first: 1) { totalCount } }' }) });
         expect(response.status).toBe(200);
