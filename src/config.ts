@@ -1,8 +1,6 @@
 import { isObjectType } from 'graphql';
 import { environment, type Environment } from './config/environment.js';
 import type { RedisTopology } from './config/values.js';
-
-export type { RedisCredentials, RedisNode, RedisTopology } from './config/values.js';
 import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './server/descriptors.js';
 import type { Strategy } from './domain/needs.js';
 import { schema } from './schema/index.js';
@@ -11,6 +9,8 @@ import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/ro
 import type { TracingSettings } from './telemetry/tracing.js';
 import type { CircuitSettings } from './upstream/circuit.js';
 import type { RetryBudgetSettings } from './upstream/retry-budget.js';
+
+export type { RedisCredentials, RedisNode, RedisTopology } from './config/values.js';
 
 /**
  * What the gateway runs with, read once from the environment and handed down: the layers below

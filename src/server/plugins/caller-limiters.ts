@@ -29,9 +29,9 @@ const rateLimiters = (): RateLimiterFlexible => (loaded ??= createRequire(import
  * A limit counted in Redis, and by this process alone while Redis cannot count it (no
  * connection, a write refused: `maxmemory` reached, a read-only replica): each call Redis could
  * not take is counted as a fallback (with its error when it was sent), then made on the
- * process's own counters. A
- * refusal (rate-limiter-flexible rejects one with a RateLimiterRes) is Redis's answer, not a
- * failure. (rate-limiter-flexible's own `insuranceLimiter` does the same without the error.)
+ * process's own counters. A refusal (rate-limiter-flexible rejects one with a RateLimiterRes) is
+ * Redis's answer, not a failure. (rate-limiter-flexible's own `insuranceLimiter` does the same
+ * without the error.)
  */
 function countedInRedis(shared: RateLimiterRedis, local: RateLimiterMemory, redis: SharedRedis): Limiter {
   const orLocally = <T>(call: (limiter: RateLimiterAbstract) => Promise<T>): Promise<T> => {
