@@ -89,13 +89,47 @@ type Stop = (signal: NodeJS.Signals, hurried: AbortSignal) => Promise<void>;
 function onStopSignal(stop: Stop): void {
   const hurry = new AbortController();
   let stopping = false;
-  const handler = (signal: NodeJS.Signals) => {
-    if (stopping) return hurry.abort();
+  const begin = (signal: NodeJS.Signals) => {
+    if (stopping) return false;
     stopping = true;
     void stop(signal, hurry.signal).then(() => process.exit(0));
+    return true;
+  };
+  // The second signal this process gets, not the second stop it hears of: a worker is told by its
+  // primary in a message, and a supervisor that signals the whole process group (systemd, a
+  // terminal) gives it the signal too, in either order.
+  let signals = 0;
+  const handler = (signal: NodeJS.Signals) => {
+    signals++;
+    if (!begin(signal) && signals > 1) hurry.abort();
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);
+  if (cluster.isWorker) {
+    process.on('message', (message: unknown) => {
+      if (!isStopMessage(message)) return;
+      if (message.hurry) hurry.abort();
+      else begin(message.gatewayStop);
+    });
+  }
+}
+
+/** What a cluster primary tells its workers: stop on `gatewayStop` as on that signal, or `hurry` (a second signal). */
+interface StopMessage {
+  readonly gatewayStop: NodeJS.Signals;
+  readonly hurry?: boolean;
+}
+
+const isStopMessage = (message: unknown): message is StopMessage => typeof message === 'object' && message !== null && 'gatewayStop' in message;
+
+/** Tells a worker to stop (or to hurry); by its signal when the message cannot go (the channel closing). */
+function tell(worker: Worker, message: StopMessage): void {
+  if (worker.isDead()) return;
+  try {
+    worker.send(message);
+  } catch {
+    worker.process.kill(message.gatewayStop);
+  }
 }
 
 /**
@@ -158,14 +192,14 @@ async function main(): Promise<void> {
   const { aggregateWorkerMetrics } = await import('./server/cluster-metrics.js');
   aggregateWorkerMetrics();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
-  // Each worker is handed the signal, and a second one: each leaves the rotation and drains itself.
+  // Each worker is handed the stop, and a second signal: each leaves the rotation and drains itself.
   onStopSignal(async (signal, hurried) => {
     const live = workers.filter((worker) => !worker.isDead());
-    hurried.addEventListener('abort', () => live.forEach((worker) => worker.isDead() || worker.process.kill(signal)), { once: true });
+    hurried.addEventListener('abort', () => live.forEach((worker) => tell(worker, { gatewayStop: signal, hurry: true })), { once: true });
     await Promise.all(
       live.map(async (worker) => {
         const exited = once(worker, 'exit');
-        worker.process.kill(signal);
+        tell(worker, { gatewayStop: signal });
         await exited;
       }),
     );

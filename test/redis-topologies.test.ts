@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import slotOf from 'cluster-key-slot';
+import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { SharedStateSettings } from '../src/config.js';
 import { loadConfig } from '../src/config.js';
@@ -8,7 +10,7 @@ import { GatewayMetrics } from '../src/server/metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore } from '../src/server/persisted-query-store.js';
 import { createCallerLimiters, take, waitOf } from '../src/server/plugins/caller-limiters.js';
 import type { GuardedStore } from '../src/server/response-cache.js';
-import { createRedisResponseCache, type RedisEpoch } from '../src/server/response-cache-redis.js';
+import { CLOCK_SKEW_MS, createRedisResponseCache, type RedisEpoch } from '../src/server/response-cache-redis.js';
 import { connectSharedState, type SharedRedis } from '../src/server/shared-state.js';
 import { sampleOf } from './support/metrics.js';
 import { startRedisCluster, type RedisClusterProcess } from './support/redis-cluster.js';
@@ -88,6 +90,29 @@ describeWithRedis('REDIS_URL=redis-cluster://…: the shared stores on a Cluster
     expect(await get(b, 'slow')).toBeUndefined();
   });
 
+  it('lets a write held between its checks and its last step land neither over the eviction that came meanwhile nor over a fresher write', async () => {
+    let reached!: () => void;
+    let release!: () => void;
+    const atLastStep = new Promise<void>((resolve) => (reached = resolve));
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const held = createRedisResponseCache({ redis: replicas[0]!, ...cacheOptions, holdBeforeLastStep: () => (reached(), released) });
+    const [b, c] = replicas.slice(1).map((redis) => createRedisResponseCache({ redis, ...cacheOptions })) as [Store, Store];
+
+    // A read that began before a write: its entities checked and indexed, then held.
+    const { epoch } = await held.lookup('held-write');
+    const slow = held.write('held-write', answer('stale'), [head('held'), head('other-held')], 30_000, epoch!);
+    await atLastStep;
+    // The write's eviction takes the held write's placeholder; a read after it (past the clocks'
+    // allowed skew) keeps its fresh answer under the same key.
+    expect(await b.invalidate([head('held')])).toBe(1);
+    await sleep(CLOCK_SKEW_MS + 100);
+    expect(await fill(c, 'held-write', answer('fresh'), [head('held')])).toBe(true);
+
+    release();
+    expect(await slow).toBe(false);
+    expect(await get(b, 'held-write')).toEqual(answer('fresh'));
+  });
+
   it('shares APQ registrations in 16 shards, each one script in one slot, spread over every master', async () => {
     const apq = replicas.map((redis) => createRedisQueryStore({ redis, local: createMemoryQueryStore({ maxEntries: 1_000, maxBytes: 5_000_000 }), ttlSeconds: 600, maxEntries: 1_000, maxBytes: 5_000_000 }));
     const queries = Array.from({ length: 64 }, (_, i) => `{ __typename } # registration ${i}`);
@@ -110,6 +135,50 @@ describeWithRedis('REDIS_URL=redis-cluster://…: the shared stores on a Cluster
     expect(await replicas[1]!.client.exists('gw:requests:token:cluster-caller')).toBe(1);
     expect(sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="limits",reason="unreachable"}')).toBeUndefined();
   });
+});
+
+describeWithRedis('REDIS_URL=redis-cluster://…: a master failing over to its replica', () => {
+  let cluster: RedisClusterProcess;
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
+  let shared: SharedRedis;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ replicas: true, nodeTimeoutMs: 1_000 });
+    shared = await connect(cluster.url, metrics);
+  }, 60_000);
+  afterAll(async () => {
+    await shared?.close();
+    await cluster?.stop();
+  });
+
+  it('is news once, when its replica serves its slots (not while the dead master comes and goes), and counts go to the promoted replica', async () => {
+    const limiter = createCallerLimiters(limits, { redis: shared, inFlightTtlSeconds: 30 }).requests!;
+    const victim = cluster.nodes[0]!;
+    // Who serves the victim's first slot, as the client sees it, each time it says Redis is back.
+    const ownersWhenBack: string[] = [];
+    shared.onBack(() => ownersWhenBack.push((shared.client as Cluster).slots[victim.slots[0]![0]]![0]!));
+    const onVictim = (caller: string) => victim.slots.some(([first, last]) => slotOf(`gw:requests:${caller}`) >= first && slotOf(`gw:requests:${caller}`) <= last);
+
+    await cluster.killMaster(victim.port);
+    let promoted: number | undefined;
+    const promotion = cluster.waitForPromotion(victim.slots[0]![0], victim.port).then((port) => (promoted = port));
+    // Callers counted meanwhile, whichever slot they fall in: served (in process memory where Redis cannot).
+    for (let n = 0; promoted === undefined; n++) {
+      expect(waitOf(limiter, await take(limiter, `token:during-${n}`, 1))).toBeUndefined();
+      await sleep(20);
+    }
+
+    // Counted on the promoted replica once the client has seen the Cluster's new slots.
+    const callers = Array.from({ length: 200 }, (_, n) => `token:after-${n}`).filter(onVictim);
+    let next = 0;
+    await until(async () => {
+      const caller = callers[next++ % callers.length]!;
+      await take(limiter, caller, 1);
+      return (await cluster.client(promoted!).exists(`gw:requests:${caller}`)) === 1;
+    }, 'a count on the promoted replica', 20_000);
+    // Once, and with the promoted replica serving the slots.
+    expect(ownersWhenBack).toEqual([`127.0.0.1:${promoted}`]);
+  }, 60_000);
 });
 
 describeWithRedis('REDIS_URL=redis-sentinel://…: the shared stores follow a failover', () => {

@@ -263,14 +263,44 @@ describeWithRedis('the response cache in Redis', () => {
 
       await redis.start();
       expect(await Promise.all(connections.map((connection) => connection.whenReady(10_000)))).toEqual([true, true]);
-      // b makes its lost eviction (and its recent ones) again as it reconnects, answering nothing meanwhile: then both work as before.
-      await until(() => Promise.resolve(b.lookup('x')).then(() => true, () => false), 'b has replayed its evictions');
+      // b makes its lost eviction, and each its recent ones, again as it reconnects, answering nothing meanwhile: then both work as before.
+      for (const store of [a, b]) await until(() => Promise.resolve(store.lookup('x')).then(() => true, () => false), 'each has made its evictions again');
       // (Of a type no test invalidates: b has just made its recent evictions again, dated now.)
       const fresh = { typename: 'Permission', id: '1' };
       expect(await fill(a, 'again', answer('again'), [fresh])).toBe(true);
       expect(await get(b, 'again')).toEqual(answer('again'));
       expect(await b.invalidate([fresh])).toBe(1);
       expect(await get(a, 'again')).toBeUndefined();
+    });
+  });
+
+  describe('evictions Redis did not take, or lost', () => {
+    it('an eviction whose answers were taken off their index but not deleted owes them by key, and deletes them once it can', async () => {
+      await fill(a, 'taken', answer('taken'), [head('taken')]);
+      // Redis takes the invalidation script and refuses the deletion that follows it.
+      await inspector.call('ACL', 'SETUSER', 'default', '-unlink');
+      try {
+        await expect(b.invalidate([head('taken')])).rejects.toThrow();
+        // The index no longer names the answer: only its key can evict it now.
+        expect(await inspector.zcard(`${prefix}{Head:taken}:i`)).toBe(0);
+        expect(await get(a, 'taken')).toEqual(answer('taken'));
+      } finally {
+        await inspector.call('ACL', 'SETUSER', 'default', '+unlink');
+      }
+      await until(async () => (await inspector.exists(`${prefix}a:taken`)) === 0, 'the owed answer deleted');
+      expect(await get(a, 'taken')).toBeUndefined();
+    });
+
+    it('after a loss of its connection (a failover to a replica that had not seen it) a replica makes its recent evictions again', async () => {
+      await fill(a, 'evicted', answer('evicted'), [head('recent')]);
+      expect(await b.invalidate([head('recent')])).toBe(1);
+      // What a replica promoted between the eviction's two steps would hold: the answer, which its
+      // index no longer names (the script that took it off was replicated, its deletion was not).
+      await inspector.set(`${prefix}a:evicted`, `${Date.now() + 30_000}:${JSON.stringify(answer('evicted'))}`, 'PX', 30_000);
+      expect(await get(a, 'evicted')).toEqual(answer('evicted'));
+      // Every connection but this one dropped: each replica reconnects, and b makes its recent evictions again.
+      await inspector.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      await until(async () => (await inspector.exists(`${prefix}a:evicted`)) === 0, 'the recent eviction made again');
     });
   });
 

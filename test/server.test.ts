@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
@@ -223,6 +224,16 @@ describe('graceful shutdown', PROCESS_TEST, () => {
   });
 });
 
+/** Whether a process with this pid is still there (signal 0 asks without sending anything). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TEST, () => {
   const probe = async (url: string) => {
     const response = await fetch(url);
@@ -284,8 +295,55 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
     }
   });
 
-  it('a connection that sent part of a request head and nothing more does not hold the stop: answered 408 and closed at once', async () => {
+  it('with WORKERS=2, a signal to the whole process group (a supervisor, a terminal) is one signal to each worker, not two: the delay holds', async () => {
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '2', ADMIN_PORT: '0', SHUTDOWN_DELAY_MS: '600000' });
+    try {
+      const admin = /Admin endpoints \(\/health, \/ready, \/metrics\) on (\S+)/.exec(gateway.stdout())![1]!;
+      const workers = execFileSync('ps', ['-o', 'pid=', '--ppid', String(gateway.child.pid)], { encoding: 'utf8' }).trim().split(/\s+/).map(Number);
+      expect(workers).toHaveLength(2);
+      // What systemd's KillMode=control-group does: every process of the group at once.
+      for (const pid of [gateway.child.pid!, ...workers]) process.kill(pid, 'SIGTERM');
+      await until(async () => (await probe(`${admin}/ready`)).status === 503, '/ready answering 503');
+      // Each worker heard the primary's relay as the same stop: both still serve, out of rotation.
+      const statuses = await Promise.all(
+        Array.from({ length: 8 }, async () => (await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ __typename }' }) })).status),
+      );
+      expect(statuses).toEqual(Array(8).fill(200));
+      expect(gateway.child.exitCode).toBeNull();
+      expect(workers.map((pid) => processAlive(pid))).toEqual([true, true]);
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+    } finally {
+      gateway.kill();
+    }
+  });
+
+  it('a connection that sent part of a request head and nothing more does not hold the stop: answered 408 and closed, even when the client keeps its end open', async () => {
     // A grace far longer than the test: only the half-sent head being cut can end the wait.
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '0', SHUTDOWN_GRACE_MS: '600000' });
+    const { hostname, port } = new URL(gateway.endpoint);
+    // As a slow client that ignores the server's end of the connection would.
+    const socket = connect({ host: hostname, port: Number(port), allowHalfOpen: true });
+    try {
+      await once(socket, 'connect');
+      let received = '';
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+      // The server's end of it: this client never closes its own.
+      const ended = once(socket, 'end');
+      socket.write('POST /graphql HTTP/1.1\r\nHost: gateway\r\nContent-Type: appl');
+      gateway.child.kill('SIGTERM');
+      await ended;
+      expect(received).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+      expect(await gateway.exited).toBe(0);
+    } finally {
+      socket.destroy();
+      gateway.kill();
+    }
+  });
+});
+
+describe('a request head under way as the process stops', PROCESS_TEST, () => {
+  it('is served if it arrives within a second of the stop, with Connection: close', async () => {
     const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '0', SHUTDOWN_GRACE_MS: '600000' });
     const { hostname, port } = new URL(gateway.endpoint);
     const socket = connect({ host: hostname, port: Number(port) });
@@ -294,10 +352,16 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
       let received = '';
       socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
       const closed = once(socket, 'close');
-      socket.write('POST /graphql HTTP/1.1\r\nHost: gateway\r\nContent-Type: appl');
+      const body = JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' });
+      socket.write('POST /graphql HTTP/1.1\r\nHost: gateway\r\n');
       gateway.child.kill('SIGTERM');
+      // The stop has begun (no new connection is taken); the rest of the head, and the body, come now.
+      await until(async () => !(await acceptsConnections(gateway.endpoint)), 'the listener closed');
+      socket.write(`Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
       await closed;
-      expect(received).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+      expect(received).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+      expect(received.toLowerCase()).toContain('connection: close');
+      expect(received).toContain('"totalCount"');
       expect(await gateway.exited).toBe(0);
     } finally {
       socket.destroy();

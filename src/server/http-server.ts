@@ -206,22 +206,29 @@ const RESPONSE_FINISHED = 'http.server.response.finish';
 /** What Node answers a request head that did not arrive in time. */
 const REQUEST_TIMEOUT = 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
 
+/** How long after the stop a request head under way may take to arrive before it is answered 408. */
+const HEAD_AFTER_STOP_MS = 1_000;
+
 /**
  * Stops a gateway server gracefully: no new connections; every answer from now on, those in
  * flight included, carries `Connection: close`, so a keep-alive client busy at the stop gets its
  * answer and then the connection ends (it used to be served new requests for the whole grace
  * period); an answer whose headers were already out (a stream) has its connection closed once it
- * is sent; idle connections close at once, and so do those that have sent part of a request head
- * and no more (answered 408 as Node's head timeout would: Node stops checking that timeout once
- * the server closes, so a trickled head would hold the stop for the whole grace); whatever is
- * still open after `graceMs` is cut.
+ * is sent; idle connections close at once; a request head under way at the stop has a second to
+ * arrive (and is then served, with `Connection: close`), after which its connection is answered
+ * 408 and closed as Node's head timeout would (Node stops checking that timeout once the server
+ * closes, so a trickled head would hold the stop for the whole grace); whatever is still open
+ * after `graceMs` is cut.
  */
 export async function stopGatewayServer(server: Server, graceMs: number): Promise<void> {
   const drain = drains.get(server);
   if (drain !== undefined) drain.draining = true;
   const closed = new Promise((resolve) => server.close(resolve));
   server.closeIdleConnections();
-  for (const socket of drain?.sockets ?? []) if (!((socket as AnsweredSocket)[answering]! > 0)) socket.end(REQUEST_TIMEOUT);
+  // Node would answer 408 and destroy the socket (a client that keeps its end open must not hold the stop).
+  const cutHeads = setTimeout(() => {
+    for (const socket of drain?.sockets ?? []) if (!socket.destroyed && !((socket as AnsweredSocket)[answering]! > 0)) socket.end(REQUEST_TIMEOUT, () => socket.destroy());
+  }, Math.min(HEAD_AFTER_STOP_MS, graceMs));
   const closeAnswered = (message: unknown) => {
     const { server: from, socket } = message as { server: unknown; socket: Socket };
     if (from === server) socket.destroySoon();
@@ -229,6 +236,7 @@ export async function stopGatewayServer(server: Server, graceMs: number): Promis
   subscribe(RESPONSE_FINISHED, closeAnswered);
   const grace = setTimeout(() => server.closeAllConnections(), graceMs);
   await closed;
+  clearTimeout(cutHeads);
   clearTimeout(grace);
   unsubscribe(RESPONSE_FINISHED, closeAnswered);
 }

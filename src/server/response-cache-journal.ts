@@ -1,89 +1,134 @@
-/** Evictions owed at most (entities and types); past it, each owed entity is owed as its whole type. */
+/** What an eviction deletes: the answers indexed by entities (`Type:id`, or `Type`), and answers by their keys. */
+export interface Evictions {
+  readonly names: readonly string[];
+  readonly answers: readonly string[];
+}
+
+/**
+ * Evicts `work`; rejects when Redis cannot. The answer keys it took off an index and has not
+ * deleted yet go in `pending` until they are deleted: what is still owed if it fails half-way.
+ * Resolves with the answer keys it deleted.
+ */
+export type Evict = (work: Evictions, pending: Set<string>) => Promise<readonly string[]>;
+
+/** Entities and answer keys owed at most, each; past it an owed entity is owed as its type, and further answer keys are not kept. */
 const MAX_OWED = 10_000;
 
 /** Evictions made at most this long ago are made again after a loss: a promoted replica may not have them. */
 const RECENT_MS = 10_000;
 
-/** Evictions made remembered at most (the oldest forgotten first). */
+/** Evictions made remembered at most, entities and answer keys each (the oldest forgotten first). */
 const MAX_RECENT = 10_000;
 
 /** How often owed evictions are tried again while Redis answers other commands (a Cluster with one master down). */
 const RETRY_EVERY_MS = 1_000;
 
+/** Name or key -> when it was evicted (ms), oldest first; refreshed when evicted again. */
+class Recent {
+  readonly #at = new Map<string, number>();
+
+  add(items: Iterable<string>, now: number): void {
+    for (const item of items) {
+      this.#at.delete(item);
+      this.#at.set(item, now);
+    }
+    this.forgetOld(now);
+  }
+
+  forgetOld(now: number): void {
+    for (const [item, at] of this.#at) {
+      if (now - at <= RECENT_MS && this.#at.size <= MAX_RECENT) break;
+      this.#at.delete(item);
+    }
+  }
+
+  items(): string[] {
+    return [...this.#at.keys()];
+  }
+}
+
 /**
  * The evictions a shared response cache could not make, made again once Redis answers, so the
  * staleness a network cut or a failover can cause is bounded by the cut, not by the TTL:
- * - an eviction that failed is owed (bounded: past 10,000 owed entities each is owed as its
- *   type, which evicts more, never less) and tried again when Redis is back and every second;
- * - one made within the last 10 s is made again after a loss too: Redis replicates
- *   asynchronously, and a replica promoted by a failover may not have seen it;
+ * - an eviction that failed is owed: its entities, and the answer keys it had taken off their
+ *   indexes but not deleted (the index no longer names them); tried again when Redis is back and
+ *   every second. Bounded: past 10,000 owed entities each is owed as its type (which evicts more,
+ *   never less); past 10,000 owed answer keys the others keep their TTL;
+ * - one made within the last 10 s (its entities and the answer keys it deleted) is made again
+ *   after a loss too: Redis replicates asynchronously, and a replica promoted by a failover may
+ *   not have seen it;
  * - while anything is owed or being made again, `owing()` is true: the store then answers no
- *   lookup and keeps no answer, so nothing that should have been evicted is served or kept.
- * Entities are names as the store's indexes name them (`Type:id`, or `Type`).
+ *   lookup and keeps no answer, so nothing that should have been evicted is served or kept by it.
  */
 export class EvictionJournal {
-  readonly #owed = new Set<string>();
-  /** Name -> when its eviction was made (ms), oldest first. */
-  readonly #recent = new Map<string, number>();
+  readonly #owedNames = new Set<string>();
+  readonly #owedAnswers = new Set<string>();
+  readonly #recentNames = new Recent();
+  readonly #recentAnswers = new Recent();
   #replaying: Promise<void> | undefined;
   #retry: NodeJS.Timeout | undefined;
 
-  constructor(
-    /** Evicts every answer indexed by one of `names`; rejects when Redis cannot. */
-    private readonly evict: (names: readonly string[]) => Promise<unknown>,
-  ) {}
+  constructor(private readonly evict: Evict) {}
 
   /** Whether evictions are owed or being made again: the store must not answer meanwhile. */
   owing(): boolean {
-    return this.#owed.size > 0 || this.#replaying !== undefined;
+    return this.#owedNames.size > 0 || this.#owedAnswers.size > 0 || this.#replaying !== undefined;
   }
 
-  /** `names` were evicted: remembered for a while, in case Redis loses them. */
-  made(names: readonly string[]): void {
+  /** `work` was evicted (`answers`: the keys deleted): remembered for a while, in case Redis loses it. */
+  made(work: Evictions): void {
     const now = Date.now();
-    for (const name of names) {
-      this.#recent.delete(name);
-      this.#recent.set(name, now);
-    }
-    this.#forgetOld(now);
+    this.#recentNames.add(work.names, now);
+    this.#recentAnswers.add(work.answers, now);
   }
 
-  /** `names` could not be evicted: owed until Redis takes them. */
-  owe(names: readonly string[]): void {
-    for (const name of names) this.#owed.add(name);
-    if (this.#owed.size > MAX_OWED) {
-      const types = new Set([...this.#owed].map((name) => name.split(':', 1)[0]!));
-      this.#owed.clear();
-      for (const type of types) this.#owed.add(type);
+  /** `work` could not be evicted, or not all of it: owed until Redis takes it. */
+  owe(work: Evictions): void {
+    for (const name of work.names) this.#owedNames.add(name);
+    if (this.#owedNames.size > MAX_OWED) {
+      const types = new Set([...this.#owedNames].map((name) => name.split(':', 1)[0]!));
+      this.#owedNames.clear();
+      for (const type of types) this.#owedNames.add(type);
     }
+    for (const answer of work.answers) if (this.#owedAnswers.size < MAX_OWED) this.#owedAnswers.add(answer);
     this.#retry ??= setInterval(() => void this.replay(false), RETRY_EVERY_MS).unref();
   }
 
   /**
    * Makes the owed evictions again, and after a loss (`afterLoss`: Redis is back, a new master,
-   * a new Cluster node) the recent ones too. Resolves once done or failed (they stay owed).
+   * a Cluster's slots on new masters) the recent ones too. Resolves once done or failed (then
+   * what is left stays owed).
    */
   replay(afterLoss = true): Promise<void> {
     if (this.#replaying !== undefined) return this.#replaying;
-    this.#forgetOld(Date.now());
-    const names = [...new Set([...this.#owed, ...(afterLoss ? this.#recent.keys() : [])])];
-    if (names.length === 0) return Promise.resolve();
-    this.#replaying = this.evict(names).then(
-      () => {
-        for (const name of names) this.#owed.delete(name);
-        if (this.#owed.size === 0) this.#stopRetrying();
-        this.made(names);
+    const now = Date.now();
+    this.#recentNames.forgetOld(now);
+    this.#recentAnswers.forgetOld(now);
+    const work: Evictions = {
+      names: [...new Set([...this.#owedNames, ...(afterLoss ? this.#recentNames.items() : [])])],
+      answers: [...new Set([...this.#owedAnswers, ...(afterLoss ? this.#recentAnswers.items() : [])])],
+    };
+    if (work.names.length === 0 && work.answers.length === 0) return Promise.resolve();
+    const pending = new Set<string>();
+    this.#replaying = this.evict(work, pending).then(
+      (deleted) => {
+        for (const name of work.names) this.#owedNames.delete(name);
+        for (const answer of work.answers) this.#owedAnswers.delete(answer);
+        if (!this.#owingAnything()) this.#stopRetrying();
+        this.made({ names: work.names, answers: deleted });
       },
-      () => this.owe(names),
+      () => this.owe({ names: work.names, answers: [...work.answers, ...pending] }),
     );
     return this.#replaying.finally(() => (this.#replaying = undefined));
   }
 
-  #forgetOld(now: number): void {
-    for (const [name, at] of this.#recent) {
-      if (now - at <= RECENT_MS && this.#recent.size <= MAX_RECENT) break;
-      this.#recent.delete(name);
-    }
+  /** Makes what is owed, if anything (a process about to close its connection). */
+  settle(): Promise<void> {
+    return this.#owingAnything() ? this.replay(false) : Promise.resolve();
+  }
+
+  #owingAnything(): boolean {
+    return this.#owedNames.size > 0 || this.#owedAnswers.size > 0;
   }
 
   #stopRetrying(): void {

@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { ExecutionResult } from 'graphql';
 import { answerJson, type CacheEntityRecord, type GuardedStore, type Lookup } from './response-cache.js';
-import { EvictionJournal } from './response-cache-journal.js';
+import { EvictionJournal, type Evictions } from './response-cache-journal.js';
 import type { SharedRedis } from './shared-state.js';
 
 /**
@@ -29,6 +30,8 @@ export interface RedisResponseCacheOptions {
    * twice as long.
    */
   readonly raceWindowMs: number;
+  /** Tests only: awaited by a write on a Cluster between its entities' checks and its last step, to hold it there. */
+  readonly holdBeforeLastStep?: () => Promise<void>;
 }
 
 const DEFAULT_PREFIX = 'gw:rc:';
@@ -43,8 +46,8 @@ const EVICTIONS_PER_CALL = 500;
 export const CLOCK_SKEW_MS = 1_000;
 
 /*
- * Keys, after the prefix: `a:<key>` an answer (`<expires at, ms>:<JSON>`, with its TTL; empty
- * while it waits for its entities' check, see `write`); `{<name>}:i` the sorted set of the answer
+ * Keys, after the prefix: `a:<key>` an answer (`<expires at, ms>:<JSON>`, with its TTL; a write's
+ * placeholder while it waits for its entities' check on a Cluster, see `write`); `{<name>}:i` the sorted set of the answer
  * keys that hold the entity `<name>` (`Type:id`, or `Type` for every answer holding one of that
  * type), scored by when each expires, and expiring with the longest of them; `{<name>}:v` when
  * that entity was last invalidated, kept as long as a lookup's epoch is good. An entity's two keys
@@ -80,7 +83,8 @@ return 1`;
  * KEYS: the index and version of each entity. ARGV: evictions allowed, the invalidation's time
  * (ms; '' after the first call of an invalidation), how long to remember it.
  * Takes up to that many answer keys off the indexes and returns them, with the positions (1-based
- * pairs) of the indexes not yet empty; the caller deletes those answers. The versions are set
+ * pairs) of the indexes not yet empty; the caller deletes those answers (and owes them, by key,
+ * if it cannot: the indexes no longer name them). The versions are set
  * last, and never fail the script: under `maxmemory` a refused SET would lose the answer keys
  * already taken off (the evictions themselves free memory and are never refused); a Redis that
  * refuses writes stores no answer either.
@@ -105,11 +109,21 @@ end
 return {left, taken}`;
 
 /** The scripts take their number of keys first (ioredis's form for a script whose keys vary), then the keys, then ARGV. */
+/**
+ * KEYS: an answer's key. ARGV: a write's placeholder, the answer's value ('' to give up), its TTL
+ * in ms. Sets the answer, or deletes the placeholder, only if the key still holds this write's
+ * placeholder: 1 when it did.
+ */
+const settleScript = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+return 1`;
+
 interface ResponseCacheCommands {
   gwRcStore(...keysThenArgs: (number | string)[]): Promise<number>;
   gwRcInvalidate(...keysThenArgs: (number | string)[]): Promise<[left: number[], taken: string[]]>;
+  gwRcSettle(key: string, token: string, value: string, ttl: number): Promise<number>;
   get(key: string): Promise<string | null>;
-  set(key: string, value: string, px: 'PX', ttl: number, xx?: 'XX'): Promise<'OK' | null>;
+  set(key: string, value: string, px: 'PX', ttl: number): Promise<'OK' | null>;
   unlink(...keys: string[]): Promise<number>;
 }
 
@@ -139,9 +153,10 @@ function invalidatedNames(entities: Iterable<CacheEntityRecord>): string[] {
  * entity (a write to one head does not stop answers about another from being stored).
  *
  * A write's check and its answer are one script when they share a slot (always, but on a
- * Cluster). On a Cluster they cannot: the answer is written empty first (a miss to readers), each
- * slot of its entities is checked and indexed, and only then is its JSON set, if the key is still
- * there (an invalidation that took it off an index in between deleted it).
+ * Cluster). On a Cluster they cannot: the answer's key first gets this write's own placeholder (a
+ * miss to readers), each slot of its entities is checked and indexed, and only then is its JSON
+ * set, if the key still holds that placeholder (an invalidation that took it off an index in
+ * between deleted it; a later write may have put its own there).
  *
  * While Redis is unreachable, refuses or times out, each call is counted as a `response_cache`
  * fallback and rejects, which the cache takes as a miss, an answer not kept, an eviction not made.
@@ -149,18 +164,23 @@ function invalidatedNames(entities: Iterable<CacheEntityRecord>): string[] {
  * the store answers nothing, so nothing it should have evicted is served.
  */
 export function createRedisResponseCache(options: RedisResponseCacheOptions): GuardedStore<RedisEpoch> {
-  const { redis, prefix = DEFAULT_PREFIX, maxTtlMs, maxEntryBytes, raceWindowMs } = options;
+  const { redis, prefix = DEFAULT_PREFIX, maxTtlMs, maxEntryBytes, raceWindowMs, holdBeforeLastStep } = options;
   redis.client.defineCommand('gwRcStore', { lua: storeScript });
   redis.client.defineCommand('gwRcInvalidate', { lua: invalidateScript });
+  redis.client.defineCommand('gwRcSettle', { numberOfKeys: 1, lua: settleScript });
   const client = redis.client as unknown as ResponseCacheCommands;
   const answerKey = (key: string) => `${prefix}a:${key}`;
   const entityKeys = (name: string) => [`${prefix}{${name}}:i`, `${prefix}{${name}}:v`];
 
-  /** Runs `command` on Redis; when Redis cannot, counts a fallback and rejects. */
+  /**
+   * Runs `command` on Redis; when Redis cannot, counts a fallback and rejects. While evictions
+   * are owed it rejects too (Redis may well answer: not a fallback; the cache counts the failure).
+   */
   async function attempt<T>(command: () => Promise<T>): Promise<T> {
-    if (!redis.ready() || journal.owing()) {
+    if (journal.owing()) throw new Error('Evictions are owed');
+    if (!redis.ready()) {
       redis.fellBack('response_cache');
-      throw new Error(redis.ready() ? 'Evictions are being replayed' : 'Redis is not connected');
+      throw new Error('Redis is not connected');
     }
     try {
       return await command();
@@ -170,25 +190,38 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     }
   }
 
-  /** Evicts every answer the entities `names` index, in rounds of 500 per slot; how many it deleted. */
-  async function evict(names: readonly string[], at: number): Promise<number> {
+  /**
+   * Deletes the answers `work.answers` names, then every answer the entities `work.names` index,
+   * in rounds of 500 per slot; the answer keys a round took off an index stay in `pending` until
+   * deleted. Resolves with the answer keys deleted, and how many of them Redis still held.
+   */
+  async function evict(work: Evictions, pending: Set<string>, at: number): Promise<{ deleted: string[]; held: number }> {
+    const deleted: string[] = [];
+    let held = 0;
+    const unlink = async (keys: readonly string[]) => {
+      for (const key of keys) pending.add(key);
+      const counts = await Promise.all(redis.bySlot(keys, answerKey).map((group) => client.unlink(...group.map(answerKey))));
+      for (const key of keys) pending.delete(key);
+      deleted.push(...keys);
+      held += counts.reduce((sum, count) => sum + count, 0);
+    };
+    await unlink(work.answers);
     const remember = 2 * raceWindowMs + CLOCK_SKEW_MS;
-    const rounds = redis.bySlot(names, (name) => entityKeys(name)[0]!).map(async (group) => {
-      let evicted = 0;
+    const rounds = redis.bySlot(work.names, (name) => entityKeys(name)[0]!).map(async (group) => {
       for (let first = true, left = group; left.length > 0; first = false) {
         const keys = left.flatMap(entityKeys);
         const [open, taken] = await client.gwRcInvalidate(keys.length, ...keys, EVICTIONS_PER_CALL, first ? at : '', remember);
-        const deletions = redis.bySlot(taken, answerKey).map((keys) => client.unlink(...keys.map(answerKey)));
-        evicted += (await Promise.all(deletions)).reduce((sum, count) => sum + count, 0);
+        await unlink(taken);
         left = open.map((position) => left[(position - 1) / 2]!);
       }
-      return evicted;
     });
-    return (await Promise.all(rounds)).reduce((sum, count) => sum + count, 0);
+    await Promise.all(rounds);
+    return { deleted, held };
   }
 
-  const journal = new EvictionJournal((names) => evict(names, Date.now()));
+  const journal = new EvictionJournal(async (work, pending) => (await evict(work, pending, Date.now())).deleted);
   redis.onBack(() => void journal.replay());
+  redis.beforeClose(() => journal.settle());
 
   /** Stores `value` under `key` for `ttl` ms, indexed by `names`, unless one of them was invalidated since `notBefore`. */
   async function store(key: string, value: string, ttl: number, names: readonly string[], notBefore: number): Promise<boolean> {
@@ -199,14 +232,19 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     };
     const groups = redis.bySlot([answerKey(key), ...names.flatMap(entityKeys)], (name) => name);
     if (groups.length === 1) return (await check(names, true)) === 1;
-    await client.set(answerKey(key), '', 'PX', ttl);
+    // This write's own placeholder: its last step sets the answer only over it, never over another
+    // write's placeholder or answer (an invalidation may delete it, and a fresher write put its own).
+    const token = randomUUID();
+    await client.set(answerKey(key), token, 'PX', ttl);
+    const settle = (settled: string) => client.gwRcSettle(answerKey(key), token, settled, ttl);
     const checked = await Promise.all(redis.bySlot(names, (name) => entityKeys(name)[0]!).map((group) => check(group, false))).catch(async (error: unknown) => {
-      await client.unlink(answerKey(key)).catch(() => undefined);
+      await settle('').catch(() => undefined);
       throw error;
     });
-    if (checked.every((stored) => stored === 1)) return (await client.set(answerKey(key), value, 'PX', ttl, 'XX')) === 'OK';
-    await client.unlink(answerKey(key));
-    return false;
+    await holdBeforeLastStep?.();
+    const allowed = checked.every((stored) => stored === 1);
+    const settled = await settle(allowed ? value : '');
+    return allowed && settled === 1;
   }
 
   return {
@@ -231,12 +269,13 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     async invalidate(entities) {
       const names = invalidatedNames(entities);
       const at = Date.now();
+      const pending = new Set<string>();
       try {
-        const evicted = await attempt(() => evict(names, at));
-        journal.made(names);
-        return evicted;
+        const { deleted, held } = await attempt(() => evict({ names, answers: [] }, pending, at));
+        journal.made({ names, answers: deleted });
+        return held;
       } catch (error) {
-        journal.owe(names);
+        journal.owe({ names, answers: [...pending] });
         throw error;
       }
     },

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import slotOf from 'cluster-key-slot';
 import { Cluster, Redis, ReplyError, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
@@ -29,8 +30,10 @@ export interface SharedRedis {
    * node or a Sentinel-watched master all of them in one group.
    */
   bySlot<T>(items: readonly T[], keyOf: (item: T) => string): T[][];
-  /** Calls `listener` each time Redis answers again after a loss: a reconnection, a new master, a Cluster's new node. */
+  /** Calls `listener` each time Redis answers again after a loss: a reconnection, a new master, a Cluster's slots on new masters. */
   onBack(listener: () => void): void;
+  /** Runs `task` as the process stops, before the connection closes (bounded: two command timeouts). */
+  beforeClose(task: () => Promise<unknown>): void;
   /**
    * A store answered from process memory because Redis could not (`error`: the command's failure;
    * none when it was not sent): counted by reason, and warned about.
@@ -55,6 +58,9 @@ const MAX_RECONNECT_DELAY_MS = 2_000;
  */
 const QUIET_AFTER_TIMEOUT_MS = 1_000;
 
+/** How long a stopping process lets the stores finish with Redis (an owed eviction made at last). */
+const LAST_WORDS_MS = 2 * COMMAND_TIMEOUT_MS;
+
 /** A warning about Redis at most this often: a refusal lasts as long as Redis stays full. */
 const WARN_EVERY_MS = 60_000;
 
@@ -65,7 +71,7 @@ function fallbackReason(error: unknown): FallbackReason {
   return code === 'OOM' ? 'out_of_memory' : code === 'READONLY' ? 'read_only' : 'error';
 }
 
-const meanwhile = "rate limits count per process, APQ registrations stay in process memory, the response cache misses and a write's eviction from it may be lost";
+const meanwhile = "rate limits count per process, APQ registrations stay in process memory, the response cache misses and a write's eviction from it waits";
 const warnings: Record<FallbackReason, string> = {
   unreachable: `Redis unreachable: ${meanwhile} until it is back`,
   out_of_memory: `Redis refuses writes (maxmemory reached): ${meanwhile} meanwhile`,
@@ -102,7 +108,8 @@ function clientOf(settings: SharedStateSettings): Redis | Cluster {
   const { topology } = settings;
   switch (topology.kind) {
     case 'node':
-      return new Redis(topology.url, { ...commandOptions, retryStrategy: reconnectDelay });
+      // A managed endpoint that fails over behind one name may leave a connection on the demoted node.
+      return new Redis(topology.url, { ...commandOptions, reconnectOnError: reconnectWhenDemoted, retryStrategy: reconnectDelay });
     case 'sentinel':
       return new Redis({
         ...commandOptions,
@@ -150,6 +157,7 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
   const client = clientOf(settings);
   const cluster = client instanceof Cluster;
   const comeBack = new Set<() => void>();
+  const lastWords = new Set<() => Promise<unknown>>();
   let down = false;
   let quietUntil = 0;
   let lastWarning = -Infinity;
@@ -174,8 +182,17 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
   client.on('error', lost);
   client.on('close', () => lost());
   client.on('ready', back);
-  // A Cluster stays 'ready' while one of its masters is replaced: its new node is the news.
-  if (cluster) client.on('+node', () => client.status === 'ready' && back());
+  // A Cluster stays 'ready' while one of its masters is replaced: the news is its slots owned by
+  // other masters (a replica promoted), seen as its slots are refreshed. Not its nodes coming and
+  // going: a dead master is dropped and added again at each refresh until it is replaced.
+  if (client instanceof Cluster) {
+    let owners = '';
+    client.on('refresh', () => {
+      const now = [...new Set(client.slots.map((nodes) => nodes[0]))].sort().join(',');
+      if (owners !== '' && now !== owners) back();
+      owners = now;
+    });
+  }
   return {
     client,
     ready: () => client.status === 'ready' && performance.now() >= quietUntil,
@@ -203,6 +220,9 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
     onBack(listener) {
       comeBack.add(listener);
     },
+    beforeClose(task) {
+      lastWords.add(task);
+    },
     fellBack(store, error) {
       const reason = fallbackReason(error);
       metrics.sharedStateFallbacks.inc({ store, reason });
@@ -211,6 +231,8 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
       warn(reason, { store });
     },
     async close() {
+      // What the stores still owe Redis (an eviction a cut held back), for as long as a command may take.
+      if (lastWords.size > 0) await Promise.race([Promise.allSettled([...lastWords].map((task) => task())), sleep(LAST_WORDS_MS, undefined, { ref: false })]);
       comeBack.clear();
       // Quitting is no outage: nothing to warn about.
       client.removeAllListeners('error');

@@ -9,7 +9,7 @@ import { demoToken, readsAndWrites } from './operations.js';
 /*
  * Scenario a: every gateway restarted in turn (SIGTERM, exit, started again on the same ports,
  * back in HAProxy) under steady keep-alive load through HAProxy. SHUTDOWN_DELAY_MS keeps a
- * stopping gateway serving with /ready failing for longer than HAProxy's inter x fall (250 ms x 1).
+ * stopping gateway serving with /ready failing for longer than HAProxy's inter x fall (250 ms x 2).
  */
 
 const SHUTDOWN_DELAY_MS = 1_500;
