@@ -275,6 +275,8 @@ describeWithRedis('the response cache in Redis', () => {
   });
 
   describe('evictions Redis did not take, or lost', () => {
+    const allFallbacks = async () => (await metrics.registry.getSingleMetric('gateway_shared_state_fallbacks_total')!.get()).values.reduce((sum, { value }) => sum + value, 0);
+
     it('an eviction whose answers were taken off their index but not deleted owes them by key, and deletes them once it can', async () => {
       await fill(a, 'taken', answer('taken'), [head('taken')]);
       // Redis takes the invalidation script and refuses the deletion that follows it.
@@ -284,11 +286,30 @@ describeWithRedis('the response cache in Redis', () => {
         // The index no longer names the answer: only its key can evict it now.
         expect(await inspector.zcard(`${prefix}{Head:taken}:i`)).toBe(0);
         expect(await get(a, 'taken')).toEqual(answer('taken'));
+        // Meanwhile b answers nothing from Redis, which is no fallback: Redis answers.
+        const fallbacks = await allFallbacks();
+        for (let i = 0; i < 3; i++) await expect(Promise.resolve(b.lookup('taken'))).rejects.toThrow('Evictions are owed');
+        expect(await allFallbacks()).toBe(fallbacks);
       } finally {
         await inspector.call('ACL', 'SETUSER', 'default', '+unlink');
       }
       await until(async () => (await inspector.exists(`${prefix}a:taken`)) === 0, 'the owed answer deleted');
       expect(await get(a, 'taken')).toBeUndefined();
+    });
+
+    it('a replica that stops while it owes an eviction makes it as it closes its connection', async () => {
+      const stopping = await connectSharedState({ topology: { kind: 'node', url: redis.url }, sentinelPassword: undefined }, createLogger({ level: 'silent' }), metrics);
+      const d = createRedisResponseCache({ redis: stopping, ...options });
+      await fill(a, 'last', answer('last'), [head('last')]);
+      await inspector.call('ACL', 'SETUSER', 'default', '-unlink');
+      try {
+        await expect(d.invalidate([head('last')])).rejects.toThrow();
+      } finally {
+        await inspector.call('ACL', 'SETUSER', 'default', '+unlink');
+      }
+      // At once (its retry is a second away): the stop itself makes it.
+      await stopping.close();
+      expect(await inspector.exists(`${prefix}a:last`)).toBe(0);
     });
 
     it('after a loss of its connection (a failover to a replica that had not seen it) a replica makes its recent evictions again', async () => {

@@ -11,6 +11,7 @@ import { jsonHeaders, startTestGateway, type TestGateway } from './support/gatew
 import { sampleOf } from './support/metrics.js';
 import { startGatewayProcess, type GatewayProcess } from './support/process.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
+import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
 
@@ -219,6 +220,49 @@ describeWithRedis('a Redis that stops answering on a live connection (a Cluster 
       expect(sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="limits",reason="unreachable"}')).toBe(11);
     } finally {
       blocker.disconnect();
+    }
+  });
+});
+
+describeWithRedis('REDIS_URL=redis://… naming a node that a failover demotes (a managed endpoint behind one name)', () => {
+  let replacement: RedisProcess;
+  let proxy: TcpProxy;
+  let shared: SharedRedis;
+  const metrics = new GatewayMetrics({ defaultMetrics: false });
+
+  beforeAll(async () => {
+    replacement = await startRedis();
+    proxy = await startTcpProxy({ host: '127.0.0.1', port: redis.port });
+    shared = await connectSharedState({ topology: { kind: 'node', url: `redis://127.0.0.1:${proxy.port}` }, sentinelPassword: undefined }, createLogger({ level: 'silent' }), metrics);
+  });
+  afterAll(async () => {
+    await shared?.close();
+    await proxy?.close();
+    await replacement?.stop();
+    // The node this file shares is a master again for the tests after this one.
+    const node = new Redis(redis.url);
+    await node.call('REPLICAOF', 'NO', 'ONE').finally(() => node.disconnect());
+  });
+
+  it('makes its connection again when the node answers READONLY, and counts where the name now leads', async () => {
+    const limiter = createCallerLimiters({ requestsPerSecond: 1_000, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false }, { redis: shared, inFlightTtlSeconds: 30 }).requests!;
+    await take(limiter, 'token:before', 1);
+    const [node, promoted] = [new Redis(redis.url), new Redis(replacement.url)];
+    try {
+      expect(await node.exists('gw:requests:token:before')).toBe(1);
+      // The failover: the node becomes a replica of another, and the name leads to that one.
+      await node.call('REPLICAOF', '127.0.0.1', String(replacement.port));
+      proxy.retarget(replacement.port);
+      let n = 0;
+      await until(async () => {
+        const caller = `token:after-${n++}`;
+        await take(limiter, caller, 1);
+        return (await promoted.exists(`gw:requests:${caller}`)) === 1;
+      }, 'a count on the node the name now leads to');
+      expect(sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="limits",reason="read_only"}')).toBeGreaterThan(0);
+    } finally {
+      node.disconnect();
+      promoted.disconnect();
     }
   });
 });

@@ -6,13 +6,16 @@ export interface TcpProxy {
   readonly port: number;
   /** Drops every connection through it, and each new one as it comes, until `heal`. */
   cut(): void;
+  /** New connections go to `port` from now on (a name that fails over to another node); those open stay where they are. */
+  retarget(port: number): void;
   heal(): void;
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+export async function startTcpProxy(first: { host: string; port: number }): Promise<TcpProxy> {
   const open = new Set<Socket>();
   let cut = false;
+  let target = first;
   const server = createServer((client) => {
     if (cut) return client.destroy();
     const upstream = connect(target);
@@ -39,6 +42,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
     heal() {
       cut = false;
+    },
+    retarget(port) {
+      target = { ...target, port };
     },
     async close() {
       for (const socket of open) socket.destroy();
