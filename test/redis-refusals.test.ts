@@ -5,6 +5,7 @@ import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
+import { until } from './support/until.js';
 
 /*
  * A Redis that answers but refuses writes (REDIS_URL): full under `maxmemory` with
@@ -79,19 +80,29 @@ describeWithRedis.each([
     expect(byHash.body.data).toEqual(registered.body.data);
     expect(await client.dbsize()).toBe(before);
 
-    expect(await fallbacks(t, 'limits', reason)).toBeGreaterThanOrEqual(15);
-    expect(await fallbacks(t, 'apq', reason)).toBe(1);
-    expect(await fallbacks(t, 'limits', 'unreachable')).toBe(0);
+    if (reason === 'read_only') {
+      // A node answering READONLY is connected to again (at most every 10 s: a managed endpoint's
+      // name may lead to the new primary now); what comes while it reconnects is not sent.
+      expect(await fallbacks(t, 'limits', reason)).toBeGreaterThanOrEqual(1);
+      expect((await fallbacks(t, 'limits', reason)) + (await fallbacks(t, 'limits', 'unreachable'))).toBeGreaterThanOrEqual(15);
+      expect((await fallbacks(t, 'apq', reason)) + (await fallbacks(t, 'apq', 'unreachable'))).toBe(1);
+    } else {
+      expect(await fallbacks(t, 'limits', reason)).toBeGreaterThanOrEqual(15);
+      expect(await fallbacks(t, 'apq', reason)).toBe(1);
+      expect(await fallbacks(t, 'limits', 'unreachable')).toBe(0);
+    }
     const lines = warnings(t);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(warning);
     expect(JSON.parse(lines[0]!)).toMatchObject({ reason });
     for (const server of servers) expect(lines[0]).not.toContain(String(server.port));
 
-    // Another round within the minute: counted again, no second line.
+    // Another round within the minute (and, once reconnected, within the 10 s a read-only node
+    // is not reconnected to again): counted again, by its reason, no second line.
+    await until(() => t.redis!.ready(), 'Redis used again');
     const counted = await fallbacks(t, 'limits', reason);
     await drive(t);
-    expect(await fallbacks(t, 'limits', reason)).toBeGreaterThan(counted);
+    expect(await fallbacks(t, 'limits', reason)).toBeGreaterThanOrEqual(counted + 15);
     expect(warnings(t)).toHaveLength(1);
   });
 });

@@ -89,12 +89,23 @@ const commandOptions = {
 
 const reconnectDelay = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS);
 
+/** A connection answered READONLY is made again at most this often (a node that stays a replica is not reconnected to at every write). */
+const READONLY_RECONNECT_EVERY_MS = 10_000;
+
 /**
  * A master demoted by a failover that keeps its connections answers writes with READONLY: the
- * connection is dropped and made again (to the master the Sentinels name now). The command is
- * not sent again (1, not 2): a limiter's count would be counted twice.
+ * connection is dropped and made again (to the master the Sentinels name now, or where a
+ * managed endpoint's name leads now), at most every 10 s. The command is not sent again (1, not
+ * 2): a limiter's count would be counted twice. One clock per client (a Cluster's nodes share theirs).
  */
-const reconnectWhenDemoted = (error: Error) => (error.message.startsWith('READONLY') ? 1 : false);
+function reconnectWhenDemoted(): (error: Error) => 1 | false {
+  let last = -Infinity;
+  return (error) => {
+    if (!error.message.startsWith('READONLY') || performance.now() - last < READONLY_RECONNECT_EVERY_MS) return false;
+    last = performance.now();
+    return 1;
+  };
+}
 
 /** Redis's own user and password, and TLS (`rediss…`), as ioredis takes them. */
 const nodeOptions = (credentials: RedisCredentials, tls: boolean): RedisOptions => ({
@@ -109,7 +120,7 @@ function clientOf(settings: SharedStateSettings): Redis | Cluster {
   switch (topology.kind) {
     case 'node':
       // A managed endpoint that fails over behind one name may leave a connection on the demoted node.
-      return new Redis(topology.url, { ...commandOptions, reconnectOnError: reconnectWhenDemoted, retryStrategy: reconnectDelay });
+      return new Redis(topology.url, { ...commandOptions, reconnectOnError: reconnectWhenDemoted(), retryStrategy: reconnectDelay });
     case 'sentinel':
       return new Redis({
         ...commandOptions,
@@ -120,7 +131,7 @@ function clientOf(settings: SharedStateSettings): Redis | Cluster {
         ...(topology.tls ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
         // Told by the Sentinels of a new master at once (+switch-master), not at the next failed command.
         failoverDetector: true,
-        reconnectOnError: reconnectWhenDemoted,
+        reconnectOnError: reconnectWhenDemoted(),
         retryStrategy: reconnectDelay,
         sentinelRetryStrategy: reconnectDelay,
       });
@@ -138,7 +149,7 @@ function clientOf(settings: SharedStateSettings): Redis | Cluster {
           retryDelayOnFailover: 100,
           retryDelayOnClusterDown: 100,
           slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
-          redisOptions: { ...commandOptions, ...nodeOptions(topology.credentials, topology.tls), reconnectOnError: reconnectWhenDemoted },
+          redisOptions: { ...commandOptions, ...nodeOptions(topology.credentials, topology.tls), reconnectOnError: reconnectWhenDemoted() },
         },
       );
   }
