@@ -1,3 +1,5 @@
+import { LRUCache } from 'lru-cache';
+
 /** What an eviction deletes: the answers indexed by entities (`Type:id`, or `Type`), and answers by their keys. */
 export interface Evictions {
   readonly names: readonly string[];
@@ -23,28 +25,13 @@ const MAX_RECENT = 10_000;
 /** How often owed evictions are tried again while Redis answers other commands (a Cluster with one master down). */
 const RETRY_EVERY_MS = 1_000;
 
-/** Name or key -> when it was evicted (ms), oldest first; refreshed when evicted again. */
-class Recent {
-  readonly #at = new Map<string, number>();
+/** Names or keys evicted within the last RECENT_MS, at most MAX_RECENT of them (lru-cache: the oldest go first). */
+const recent = () => new LRUCache<string, true>({ max: MAX_RECENT, ttl: RECENT_MS, ttlAutopurge: false });
 
-  add(items: Iterable<string>, now: number): void {
-    for (const item of items) {
-      this.#at.delete(item);
-      this.#at.set(item, now);
-    }
-    this.forgetOld(now);
-  }
-
-  forgetOld(now: number): void {
-    for (const [item, at] of this.#at) {
-      if (now - at <= RECENT_MS && this.#at.size <= MAX_RECENT) break;
-      this.#at.delete(item);
-    }
-  }
-
-  items(): string[] {
-    return [...this.#at.keys()];
-  }
+/** What `recent()` still holds. */
+function recentItems(cache: LRUCache<string, true>): string[] {
+  cache.purgeStale();
+  return [...cache.keys()];
 }
 
 /**
@@ -63,8 +50,8 @@ class Recent {
 export class EvictionJournal {
   readonly #owedNames = new Set<string>();
   readonly #owedAnswers = new Set<string>();
-  readonly #recentNames = new Recent();
-  readonly #recentAnswers = new Recent();
+  readonly #recentNames = recent();
+  readonly #recentAnswers = recent();
   #replaying: Promise<void> | undefined;
   #retry: NodeJS.Timeout | undefined;
 
@@ -77,9 +64,8 @@ export class EvictionJournal {
 
   /** `work` was evicted (`answers`: the keys deleted): remembered for a while, in case Redis loses it. */
   made(work: Evictions): void {
-    const now = Date.now();
-    this.#recentNames.add(work.names, now);
-    this.#recentAnswers.add(work.answers, now);
+    for (const name of work.names) this.#recentNames.set(name, true);
+    for (const answer of work.answers) this.#recentAnswers.set(answer, true);
   }
 
   /** `work` could not be evicted, or not all of it: owed until Redis takes it. */
@@ -101,12 +87,9 @@ export class EvictionJournal {
    */
   replay(afterLoss = true): Promise<void> {
     if (this.#replaying !== undefined) return this.#replaying;
-    const now = Date.now();
-    this.#recentNames.forgetOld(now);
-    this.#recentAnswers.forgetOld(now);
     const work: Evictions = {
-      names: [...new Set([...this.#owedNames, ...(afterLoss ? this.#recentNames.items() : [])])],
-      answers: [...new Set([...this.#owedAnswers, ...(afterLoss ? this.#recentAnswers.items() : [])])],
+      names: [...new Set([...this.#owedNames, ...(afterLoss ? recentItems(this.#recentNames) : [])])],
+      answers: [...new Set([...this.#owedAnswers, ...(afterLoss ? recentItems(this.#recentAnswers) : [])])],
     };
     if (work.names.length === 0 && work.answers.length === 0) return Promise.resolve();
     const pending = new Set<string>();

@@ -253,7 +253,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       const value = await attempt(() => client.get(answerKey(key)));
       const colon = value === null ? -1 : value.indexOf(':');
       const expiresAt = Number(value?.slice(0, colon));
-      // Empty while its write is checked; no expiry first: written by an older build, in JSON alone.
+      // A write's placeholder (no expiry, no colon) while its entities are checked; an answer an older build kept (its JSON alone).
       if (colon === -1 || !Number.isSafeInteger(expiresAt)) return { epoch };
       return { answer: { result: JSON.parse(value!.slice(colon + 1)) as ExecutionResult, expiresAt } };
     },
