@@ -3,15 +3,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import slotOf from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { SharedStateSettings } from '../src/config.js';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/server/logger.js';
+import { connectRedis } from './support/redis.js';
 import { GatewayMetrics } from '../src/server/metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore } from '../src/server/persisted-query-store.js';
 import { createCallerLimiters, take, waitOf } from '../src/server/plugins/caller-limiters.js';
 import type { GuardedStore } from '../src/server/response-cache.js';
 import { CLOCK_SKEW_MS, createRedisResponseCache, type RedisEpoch } from '../src/server/response-cache-redis.js';
-import { connectSharedState, type SharedRedis } from '../src/server/shared-state.js';
+import type { SharedRedis } from '../src/server/shared-state.js';
 import { sampleOf } from './support/metrics.js';
 import { startRedisCluster, type RedisClusterProcess } from './support/redis-cluster.js';
 import { startRedisSentinel, type RedisSentinelProcess } from './support/redis-sentinel.js';
@@ -33,8 +31,6 @@ const head = (id: string) => ({ typename: 'Head', id });
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const limits = { requestsPerSecond: 3, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false };
 
-/** Connects as main.ts does, to the topology REDIS_URL names. */
-const connect = (url: string, metrics: GatewayMetrics): Promise<SharedRedis> => connectSharedState(loadConfig({ REDIS_URL: url }).redis as SharedStateSettings, createLogger({ level: 'silent' }), metrics);
 
 async function fill(store: Store, key: string, result: object, entities: { typename: string; id?: string }[]) {
   const { answer: found, epoch } = await store.lookup(key);
@@ -52,7 +48,7 @@ describeWithRedis('REDIS_URL=redis-cluster://…: the shared stores on a Cluster
   beforeAll(async () => {
     cluster = await startRedisCluster();
     // Each replica names one node: the Cluster tells it of the others.
-    for (const node of cluster.nodes) replicas.push(await connect(`redis-cluster://127.0.0.1:${node.port}`, metrics));
+    for (const node of cluster.nodes) replicas.push(await connectRedis(`redis-cluster://127.0.0.1:${node.port}`, metrics));
   }, 60_000);
   afterAll(async () => {
     await Promise.all(replicas.map((replica) => replica.close()));
@@ -144,7 +140,7 @@ describeWithRedis('REDIS_URL=redis-cluster://…: a master failing over to its r
 
   beforeAll(async () => {
     cluster = await startRedisCluster({ replicas: true, nodeTimeoutMs: 1_000 });
-    shared = await connect(cluster.url, metrics);
+    shared = await connectRedis(cluster.url, metrics);
   }, 60_000);
   afterAll(async () => {
     await shared?.close();
@@ -161,12 +157,14 @@ describeWithRedis('REDIS_URL=redis-cluster://…: a master failing over to its r
 
     await cluster.killMaster(victim.port);
     let promoted: number | undefined;
-    const promotion = cluster.waitForPromotion(victim.slots[0]![0], victim.port).then((port) => (promoted = port));
+    let settled = false;
+    const promotion = cluster.waitForPromotion(victim.slots[0]![0], victim.port).then((port) => (promoted = port)).finally(() => (settled = true));
     // Callers counted meanwhile, whichever slot they fall in: served (in process memory where Redis cannot).
-    for (let n = 0; promoted === undefined; n++) {
+    for (let n = 0; !settled; n++) {
       expect(waitOf(limiter, await take(limiter, `token:during-${n}`, 1))).toBeUndefined();
       await sleep(20);
     }
+    await promotion;
 
     // Counted on the promoted replica once the client has seen the Cluster's new slots.
     const callers = Array.from({ length: 200 }, (_, n) => `token:after-${n}`).filter(onVictim);
@@ -188,7 +186,7 @@ describeWithRedis('REDIS_URL=redis-sentinel://…: the shared stores follow a fa
 
   beforeAll(async () => {
     sentinel = await startRedisSentinel();
-    for (let i = 0; i < 2; i++) replicas.push(await connect(sentinel.url, metrics));
+    for (let i = 0; i < 2; i++) replicas.push(await connectRedis(sentinel.url, metrics));
   }, 60_000);
   afterAll(async () => {
     await Promise.all(replicas.map((replica) => replica.close()));

@@ -3,14 +3,13 @@ import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../src/server/logger.js';
 import { GatewayMetrics } from '../src/server/metrics.js';
 import { ResponseCache, type GuardedStore, type ResponseCacheEvents } from '../src/server/response-cache.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CLOCK_SKEW_MS, createRedisResponseCache, type RedisEpoch } from '../src/server/response-cache-redis.js';
-import { connectSharedState, type SharedRedis } from '../src/server/shared-state.js';
+import type { SharedRedis } from '../src/server/shared-state.js';
 import { sampleOf } from './support/metrics.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { connectRedis, startRedis, type RedisProcess } from './support/redis.js';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
@@ -42,7 +41,7 @@ describeWithRedis('the response cache in Redis', () => {
   beforeAll(async () => {
     redis = await startRedis({ args: ['--rename-command', 'KEYS', ''] });
     inspector = new Redis(redis.url);
-    for (let i = 0; i < 2; i++) connections.push(await connectSharedState({ topology: { kind: 'node', url: redis.url }, sentinelPassword: undefined }, createLogger({ level: 'silent' }), metrics));
+    for (let i = 0; i < 2; i++) connections.push(await connectRedis(redis.url, metrics));
     [a, b] = connections.map((connection) => createRedisResponseCache({ redis: connection, ...options })) as [Store, Store];
   });
   afterAll(async () => {
@@ -298,7 +297,7 @@ describeWithRedis('the response cache in Redis', () => {
     });
 
     it('a replica that stops while it owes an eviction makes it as it closes its connection', async () => {
-      const stopping = await connectSharedState({ topology: { kind: 'node', url: redis.url }, sentinelPassword: undefined }, createLogger({ level: 'silent' }), metrics);
+      const stopping = await connectRedis(redis.url, metrics);
       const d = createRedisResponseCache({ redis: stopping, ...options });
       await fill(a, 'last', answer('last'), [head('last')]);
       await inspector.call('ACL', 'SETUSER', 'default', '-unlink');
@@ -333,7 +332,7 @@ describeWithRedis('the response cache in Redis', () => {
 
     beforeAll(async () => {
       proxy = await startTcpProxy({ host: '127.0.0.1', port: redis.port });
-      cutOff = await connectSharedState({ topology: { kind: 'node', url: `redis://127.0.0.1:${proxy.port}` }, sentinelPassword: undefined }, createLogger({ level: 'silent' }), metrics);
+      cutOff = await connectRedis(`redis://127.0.0.1:${proxy.port}`, metrics);
       c = createRedisResponseCache({ redis: cutOff, ...options });
     });
     afterAll(async () => {

@@ -3,14 +3,13 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { createLogger } from '../src/server/logger.js';
 import { GatewayMetrics } from '../src/server/metrics.js';
 import { createCallerLimiters, take, waitOf } from '../src/server/plugins/caller-limiters.js';
-import { connectSharedState, type SharedRedis } from '../src/server/shared-state.js';
+import type { SharedRedis } from '../src/server/shared-state.js';
 import { jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { startGatewayProcess, type GatewayProcess } from './support/process.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { connectRedis, startRedis, type RedisProcess } from './support/redis.js';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
@@ -199,7 +198,7 @@ describeWithRedis('a Redis that stops answering on a live connection (a Cluster 
   const metrics = new GatewayMetrics({ defaultMetrics: false });
 
   beforeAll(async () => {
-    shared = await connectSharedState({ topology: { kind: 'node', url: redis.url }, sentinelPassword: undefined }, createLogger({ level: 'silent' }), metrics);
+    shared = await connectRedis(redis.url, metrics);
   });
   afterAll(() => shared?.close());
 
@@ -233,7 +232,7 @@ describeWithRedis('REDIS_URL=redis://… naming a node that a failover demotes (
   beforeAll(async () => {
     replacement = await startRedis();
     proxy = await startTcpProxy({ host: '127.0.0.1', port: redis.port });
-    shared = await connectSharedState({ topology: { kind: 'node', url: `redis://127.0.0.1:${proxy.port}` }, sentinelPassword: undefined }, createLogger({ level: 'silent' }), metrics);
+    shared = await connectRedis(`redis://127.0.0.1:${proxy.port}`, metrics);
   });
   afterAll(async () => {
     await shared?.close();

@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { SharedRedis } from './shared-state.js';
+import { readStamped, type SharedRedis } from './shared-state.js';
 
 /**
  * Where automatic persisted queries (hash -> query text) are kept. Asynchronous so that a store
@@ -53,7 +53,7 @@ const MIN_SHARD_BYTES = 128 * 1024;
  * The registrations are cut into shards by their hash, each a bound of its own (the bounds
  * divided evenly: SHA-256 spreads registrations evenly) in three keys sharing one hash tag, so
  * that a registration and its bound are one script in one slot of a Cluster:
- * `gw:apq:{apq-<n>}:texts` (a hash: hash -> `<expires at, ms>:<text>`), `…:index` (a sorted set
+ * `gw:apq:{apq-<n>}:texts` (a hash: hash -> the text `stamped` with its expiry), `…:index` (a sorted set
  * of the hashes by expiry time, which is also registration order: one TTL for all) and
  * `…:bytes` (the texts' total).
  */
@@ -136,11 +136,10 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
         return undefined;
       }
       try {
-        const value = await client.hget(shardOf(hash)[0], hash);
-        const colon = value === null ? -1 : value.indexOf(':');
+        const registration = readStamped(await client.hget(shardOf(hash)[0], hash));
         // Past its time, a registration is gone (the shard drops it at its next registration).
-        if (colon === -1 || Number(value!.slice(0, colon)) <= Date.now()) return undefined;
-        const shared = value!.slice(colon + 1);
+        if (registration === undefined || registration.expiresAt <= Date.now()) return undefined;
+        const shared = registration.text;
         await local.set(hash, shared);
         return shared;
       } catch (error) {

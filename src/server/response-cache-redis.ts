@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { ExecutionResult } from 'graphql';
 import { answerJson, type CacheEntityRecord, type GuardedStore, type Lookup } from './response-cache.js';
 import { EvictionJournal, type Evictions } from './response-cache-journal.js';
-import type { SharedRedis } from './shared-state.js';
+import { readStamped, stamped, type SharedRedis } from './shared-state.js';
 
 /**
  * When a lookup missed: `write` stores the answer computed after it only if no entity of that
@@ -250,12 +250,10 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
   return {
     async lookup(key): Promise<Lookup<RedisEpoch>> {
       const epoch = { since: Date.now(), at: performance.now() };
-      const value = await attempt(() => client.get(answerKey(key)));
-      const colon = value === null ? -1 : value.indexOf(':');
-      const expiresAt = Number(value?.slice(0, colon));
-      // A write's placeholder (no expiry, no colon) while its entities are checked; an answer an older build kept (its JSON alone).
-      if (colon === -1 || !Number.isSafeInteger(expiresAt)) return { epoch };
-      return { answer: { result: JSON.parse(value!.slice(colon + 1)) as ExecutionResult, expiresAt } };
+      // A write's placeholder while its entities are checked, or an answer an older build kept (its JSON alone), is a miss.
+      const kept = readStamped(await attempt(() => client.get(answerKey(key))));
+      if (kept === undefined) return { epoch };
+      return { answer: { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt } };
     },
 
     async write(key, result, entities, ttlMs, since) {
@@ -263,7 +261,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       if (!(ttl >= 1) || performance.now() - since.at > raceWindowMs) return false;
       const json = answerJson(result);
       if (Buffer.byteLength(json) > maxEntryBytes) return false;
-      return attempt(() => store(key, `${Date.now() + ttl}:${json}`, ttl, indexNames(entities), since.since - CLOCK_SKEW_MS));
+      return attempt(() => store(key, stamped(Date.now() + ttl, json), ttl, indexNames(entities), since.since - CLOCK_SKEW_MS));
     },
 
     async invalidate(entities) {

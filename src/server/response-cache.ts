@@ -6,7 +6,7 @@ import { LRUCache } from 'lru-cache';
 /** What an answer holds, as envelop's response cache names it: `Type:id`, or a whole type without an id. */
 export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer T> ? T : never;
 
-/** A cached answer and when it expires (ms since 1970 on this process's clock; Redis: now + `PTTL`), for `max-age`. */
+/** A cached answer and when it expires (ms since 1970, on the clock of the process that kept it), for `max-age`. */
 export interface CachedAnswer {
   readonly result: ExecutionResult;
   readonly expiresAt: number;
@@ -26,7 +26,7 @@ export type Lookup<Epoch> = { readonly answer: CachedAnswer; readonly epoch?: un
  *   `entities` (`Type:id`, and `Type` alone for a record without an id, and also for each
  *   record with one), only if no invalidation since the epoch `since` concerns it, checked
  *   atomically with the write; false when not stored. Memory: one epoch raised by every
- *   invalidation; Redis: per-entity invalidation versions against a clock (one Lua script).
+ *   invalidation; Redis: per-entity invalidation times against the lookup's (a Lua script per slot).
  * - `invalidate(entities)`: evict every answer findable by one of `entities` (`Type:id` for a
  *   record with an id, `Type` for one without) and move the epoch on, atomically; resolves (with
  *   the count evicted, if the store knows it) once no process can read them any more. Callers

@@ -254,6 +254,19 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
   };
 }
 
+/**
+ * A value the stores keep with its expiry in front (`<ms since 1970>:<text>`), so that one read
+ * says both: what `stamped` writes, or undefined for anything else (a write's placeholder, a
+ * value an older build kept).
+ */
+export function readStamped(value: string | null): { readonly expiresAt: number; readonly text: string } | undefined {
+  const colon = value === null ? -1 : value.indexOf(':');
+  const expiresAt = Number(value?.slice(0, colon));
+  return colon === -1 || !Number.isSafeInteger(expiresAt) ? undefined : { expiresAt, text: value!.slice(colon + 1) };
+}
+
+export const stamped = (expiresAt: number, text: string): string => `${expiresAt}:${text}`;
+
 /** How long a starting process waits for Redis before it serves from process memory. */
 const START_WAIT_MS = 2_000;
 

@@ -1,4 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/server/logger.js';
+import type { GatewayMetrics } from '../../src/server/metrics.js';
+import { connectSharedState, type SharedRedis } from '../../src/server/shared-state.js';
 import { endProcess, freePort } from './process.js';
 import { requireProgram } from './services.js';
 
@@ -59,4 +63,9 @@ export async function startRedis(options: { args?: readonly string[] } = {}): Pr
 
   await start();
   return { port, url: `redis://127.0.0.1:${port}`, stop, start };
+}
+
+/** A process's connection to the Redis `url` names (any REDIS_URL form), as main.ts makes it, logging nothing. */
+export function connectRedis(url: string, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): Promise<SharedRedis> {
+  return connectSharedState(loadConfig({ REDIS_URL: url }).redis!, createLogger({ level: 'silent' }), metrics);
 }
