@@ -1,10 +1,10 @@
 import { isObjectType } from 'graphql';
 import { environment, type Environment } from './config/environment.js';
 import type { RedisTopology } from './config/values.js';
-import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './server/descriptors.js';
+import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './server/http/descriptors.js';
 import type { Strategy } from './domain/needs.js';
 import { schema } from './schema/index.js';
-import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './server/trusted-documents.js';
+import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './server/documents/trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 import type { TracingSettings } from './telemetry/tracing.js';
 import type { CircuitSettings } from './upstream/circuit.js';
@@ -129,7 +129,7 @@ export interface ConnectionSettings {
   readonly maxConnections: number;
   /** ADMIN_PORT; undefined: /health, /ready and /metrics on the public port only. */
   readonly adminPort: number | undefined;
-  /** Connections open at once on the admin port: probes and scrapes need a few (server/descriptors.ts). */
+  /** Connections open at once on the admin port: probes and scrapes need a few (server/http/descriptors.ts). */
   readonly adminMaxConnections: number;
 }
 
@@ -140,7 +140,7 @@ export interface CacheBounds {
   readonly maxBytes: number;
 }
 
-/** Which queries graphql-jit compiles (server/plugins/compiled-execution.ts). */
+/** Which queries graphql-jit compiles (server/documents/compiled-execution.ts). */
 export interface CompiledQueryThresholds {
   /** COMPILED_EXECUTION_AT_RUN: the run of a query at which it is compiled. */
   readonly afterExecutions: number;
@@ -180,7 +180,7 @@ export interface CallerLimitSettings {
   readonly trustProxy: boolean;
 }
 
-/** When the gateway refuses new operations for overload (server/load-shedding.ts). */
+/** When the gateway refuses new operations for overload (server/traffic/load-shedder.ts). */
 export interface LoadSheddingSettings {
   /** SHED_MAX_IN_FLIGHT, or UPSTREAM_CONNECTIONS: operations in flight in this process past which a new one is refused; 0: no cap. */
   readonly maxInFlight: number;
@@ -204,7 +204,7 @@ export interface PersistedDocumentsSettings {
   readonly trustedDocumentsOnly: boolean;
 }
 
-/** The response cache (server/response-cache.ts), on when RESPONSE_CACHE_TTL_MS is more than 0. */
+/** The response cache (server/response-cache/cache.ts), on when RESPONSE_CACHE_TTL_MS is more than 0. */
 export interface ResponseCacheSettings {
   /** RESPONSE_CACHE_TTL_MS */
   readonly ttlMs: number;
@@ -350,7 +350,7 @@ function tracingSettings(e: Environment): TracingSettings {
   });
 }
 
-/** MAX_CONNECTIONS's default: what `limit` leaves for client connections (server/descriptors.ts); refused when that is nothing. */
+/** MAX_CONNECTIONS's default: what `limit` leaves for client connections (server/http/descriptors.ts); refused when that is nothing. */
 export function maxConnectionsFor(limit: number, upstreamConnections: number, embeddedUpstream: boolean): number {
   const left = descriptorsForClients(limit, upstreamConnections, embeddedUpstream);
   if (left < 1) {

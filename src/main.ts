@@ -37,16 +37,16 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; adminPort: number | undefined; stop: Stop }> {
   const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { logExportFailures }] = await Promise.all([
     import('./server/gateway.js'),
-    import('./server/http-server.js'),
-    import('./server/logger.js'),
-    import('./server/metrics.js'),
+    import('./server/http/http-server.js'),
+    import('./server/telemetry/logger.js'),
+    import('./server/telemetry/metrics.js'),
     import('./telemetry/tracing.js'),
   ]);
   const logger = createLogger({ level: config.logLevel });
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   // Shared limit counters and APQ registrations; the gateway serves without them (from process
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
-  const redis = config.redis === undefined ? undefined : await (await import('./server/shared-state.js')).connectSharedState(config.redis, logger, metrics);
+  const redis = config.redis === undefined ? undefined : await (await import('./server/shared-state/shared-redis.js')).connectSharedState(config.redis, logger, metrics);
   // Each process (each worker with WORKERS>1) exports its own spans.
   const { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
   if (tracing.recording) logExportFailures(logger);
@@ -54,7 +54,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   server.listen(config.port, config.host);
   await once(server, 'listening');
   // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.
-  const admin = config.connections.adminPort === undefined ? undefined : (await import('./server/admin-server.js')).createAdminServer({ ready, notReadyBecause, metrics }, config.connections);
+  const admin = config.connections.adminPort === undefined ? undefined : (await import('./server/http/admin-server.js')).createAdminServer({ ready, notReadyBecause, metrics }, config.connections);
   if (admin !== undefined) {
     admin.listen(config.connections.adminPort, config.host);
     await once(admin, 'listening');
@@ -134,7 +134,7 @@ function tell(worker: Worker, message: StopMessage): void {
 
 /**
  * The line whoever starts the process waits for: the endpoint, and GraphiQL's address where it is
- * on (it goes where introspection goes, gateway.ts; `/graphiql` is plugins/front-door.ts's).
+ * on (it goes where introspection goes, gateway.ts; `/graphiql` is pages/front-door.ts's).
  */
 function listeningLine(config: Config, port: number): string {
   const origin = `http://${config.host}:${port}`;
@@ -189,7 +189,7 @@ async function main(): Promise<void> {
   // Several workers share the port (node:cluster hands connections round); the primary only
   // forks them, relays the stop signal, sums their metrics for /metrics, and owns the embedded
   // upstream if there is one.
-  const { aggregateWorkerMetrics } = await import('./server/cluster-metrics.js');
+  const { aggregateWorkerMetrics } = await import('./server/telemetry/cluster-metrics.js');
   aggregateWorkerMetrics();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
   // Each worker is handed the stop, and a second signal: each leaves the rotation and drains itself.

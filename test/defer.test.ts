@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createYoga, type Plugin } from 'graphql-yoga';
 import { OverlappingFieldsCanBeMergedRule, type ValidationRule } from 'graphql';
-import { useIncrementalDelivery } from '../src/server/plugins/defer-stream.js';
+import { useIncrementalDelivery } from '../src/server/documents/incremental-delivery.js';
 import { schema } from '../src/schema/index.js';
 import { planOf } from './support/plan.js';
 import { startTestGateway, upstreamHead, type TestGateway } from './support/gateway.js';

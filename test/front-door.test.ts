@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import { withoutErrorStacks } from '../src/server/graphiql-page.js';
+import { withoutErrorStacks } from '../src/server/pages/graphiql-page.js';
 import { answer, startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
- * The front door (src/server/plugins/front-door.ts), as a person meets it with a browser or curl: where
+ * The front door (src/server/pages/front-door.ts), as a person meets it with a browser or curl: where
  * GraphiQL is on (development) `/` and `/graphiql` lead to it; where it is off (production) `/`,
  * `/graphiql` and a browser's GET of `/graphql` answer a small page saying where things are.
  * GraphiQL itself in Chromium: graphiql.browser.test.ts.

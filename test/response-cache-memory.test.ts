@@ -1,10 +1,10 @@
 import { describe, expect, it, vi } from 'vitest';
-import { createMemoryResponseCache } from '../src/server/response-cache-memory.js';
-import { expiresAtKey, ResponseCache, type GuardedStore, type ResponseCacheEvents } from '../src/server/response-cache.js';
+import { createMemoryResponseCache } from '../src/server/response-cache/memory-store.js';
+import { expiresAtKey, ResponseCache, type GuardedStore, type ResponseCacheEvents } from '../src/server/response-cache/cache.js';
 
 /*
  * The response cache's store in process memory and the cache the plugin is handed over any store
- * (server/response-cache.ts): bounds, the index, the race guard, failing open.
+ * (server/response-cache/cache.ts): bounds, the index, the race guard, failing open.
  */
 
 const answer = (name: string) => ({ data: { head: { name } } });

@@ -5,7 +5,7 @@ import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
 import { Agent, request, type Dispatcher } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { createGatewayServer, stopGatewayServer } from '../src/server/http-server.js';
+import { createGatewayServer, stopGatewayServer } from '../src/server/http/http-server.js';
 import { startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { schema } from '../src/schema/index.js';

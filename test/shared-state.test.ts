@@ -3,9 +3,9 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { GatewayMetrics } from '../src/server/metrics.js';
-import { createCallerLimiters, take, waitOf } from '../src/server/plugins/caller-limiters.js';
-import type { SharedRedis } from '../src/server/shared-state.js';
+import { GatewayMetrics } from '../src/server/telemetry/metrics.js';
+import { createCallerLimiters, take, waitOf } from '../src/server/traffic/limiters.js';
+import type { SharedRedis } from '../src/server/shared-state/shared-redis.js';
 import { jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { startGatewayProcess, type GatewayProcess } from './support/process.js';
@@ -103,7 +103,7 @@ describeWithRedis('a rate limit beside an in-flight limit in Redis', () => {
     const send = () => t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: 'Bearer steady' }, body: JSON.stringify({ query: '{ __typename }' }) });
     const check = new Redis(redis.url);
     try {
-      // The caller's key: its credential's SHA-256, the scheme in lower case (plugins/caller-limits.ts).
+      // The caller's key: its credential's SHA-256, the scheme in lower case (traffic/caller-limits.ts).
       const key = `gw:requests:token:${createHash('sha256').update('bearer steady').digest('base64url')}`;
       // When the window ends, in Redis's own clock (ms since the epoch).
       const windowEnd = async () => Number(await check.call('PEXPIRETIME', key));

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { RESERVED_DESCRIPTORS } from '../server/descriptors.js';
+import { RESERVED_DESCRIPTORS } from '../server/http/descriptors.js';
 import { samplerNames } from '../telemetry/tracing.js';
 import { expecting, flag, httpUrl, integer, oneOf, openRatio, origins, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
 
@@ -97,7 +97,7 @@ export const environment = z.object({
   COMPRESSION_MIN_BYTES: integer(0, 104_857_600)
     .default(1_024)
     .register(variableDocs, { description: 'responses smaller than this are sent uncompressed; larger ones as `Accept-Encoding` asks (brotli, gzip, deflate)' }),
-  // Per-caller limits: all off unless set (rate-limiter-flexible, server/plugins/caller-limits.ts).
+  // Per-caller limits: all off unless set (rate-limiter-flexible, server/traffic/caller-limits.ts).
   RATE_LIMIT_REQUESTS_PER_SECOND: integer(1, 1_000_000)
     .optional()
     .register(variableDocs, { unset: off, description: "operations per caller per second, a burst of `RATE_LIMIT_WINDOW_SECONDS` seconds' worth (see [per-caller limits](docs/operations.md#per-caller-limits))" }),
@@ -126,7 +126,7 @@ export const environment = z.object({
   TRUST_PROXY: flag()
     .default(false)
     .register(variableDocs, { description: '`true`: a caller without a token is the first `X-Forwarded-For` hop (set it only behind a proxy that writes that header)' }),
-  // Load shedding (server/load-shedding.ts): on by default, each threshold off at 0.
+  // Load shedding (server/traffic/load-shedder.ts): on by default, each threshold off at 0.
   SHED_MAX_IN_FLIGHT: integer(0, 1_000_000)
     .optional()
     .register(variableDocs, {
@@ -151,7 +151,7 @@ export const environment = z.object({
   APQ_TTL_SECONDS: integer(60, 31_536_000)
     .default(10_800)
     .register(variableDocs, { description: 'how long an APQ registration lives in Redis (with `REDIS_URL`; see [shared state](docs/operations.md#shared-state-redis))' }),
-  // The response cache: off unless RESPONSE_CACHE_TTL_MS is set (server/response-cache.ts, docs/response-cache.md).
+  // The response cache: off unless RESPONSE_CACHE_TTL_MS is set (server/response-cache/cache.ts, docs/response-cache.md).
   RESPONSE_CACHE_TTL_MS: integer(0, 31_536_000_000)
     .default(0)
     .register(variableDocs, {

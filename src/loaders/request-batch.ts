@@ -18,10 +18,10 @@ export class RequestBatch implements CallGuard {
   requestId: string | undefined;
   /**
    * What the batch's operations admitted so far plan to cost: one HTTP request shares one upstream
-   * call budget and one result items limit (plugins/upstream-plan.ts charges them).
+   * call budget and one result items limit (documents/upstream-plan.ts charges them).
    */
   readonly planned = { calls: 0, items: 0 };
-  /** Bytes of JSON the batch's answers written so far weigh (plugins/response-size-limit.ts). */
+  /** Bytes of JSON the batch's answers written so far weigh (answers/size-limit.ts). */
   answeredBytes = 0;
   readonly #signal: AbortSignal;
 

@@ -20,11 +20,11 @@ export interface GatewayContext {
   /** The operation's upstream budget, deadline and call count. */
   readonly guard: OperationGuard;
   /**
-   * The operation's upstream plan, set before execution (plugins/upstream-plan.ts): what each
+   * The operation's upstream plan, set before execution (documents/upstream-plan.ts): what each
    * head and connection reads. Without one, fields load what they need as they run.
    */
   plan: OperationPlan;
-  /** The operation's span (server/plugins/operation-telemetry.ts): the parent of its plan's and upstream calls' spans. */
+  /** The operation's span (server/telemetry/operation-telemetry.ts): the parent of its plan's and upstream calls' spans. */
   readonly trace: Context;
   /**
    * The request's logger (its request id bound), made on first use: most operations never log.

@@ -1,40 +1,40 @@
 import { createYoga, useExecutionCancellation, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
-import { ClientAwareness } from './client-awareness.js';
+import { ClientAwareness } from './telemetry/client-awareness.js';
 import type { Config } from '../config.js';
 import { createContext, type ContextOptions, type GatewayContext } from '../schema/context.js';
-import { boundedParseCache } from './document-cache.js';
-import { defaultGraphiQLQuery, renderGraphiQLPage } from './graphiql-page.js';
-import type { GatewayMetrics } from './metrics.js';
-import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './persisted-query-store.js';
-import { useAnswerTypes } from './plugins/answer-types.js';
-import { createCallerLimiters } from './plugins/caller-limiters.js';
-import { callerDoor, useCallerLimits, type EarlyRefusal } from './plugins/caller-limits.js';
-import { useBatching } from './plugins/batching.js';
-import { useCompiledExecution } from './plugins/compiled-execution.js';
-import { corsPolicy, useVaryOrigin } from './plugins/cors.js';
-import { useIncrementalDelivery } from './plugins/defer-stream.js';
-import { useFrontDoor } from './plugins/front-door.js';
-import { useLoadShedding } from './plugins/load-shedding.js';
-import { graphiQLPage, useGraphiQLCache } from './plugins/graphiql-cache.js';
-import { useOperability } from './plugins/operability.js';
-import { operationTrace } from './plugins/operation-telemetry.js';
-import { usePrivateAnswers } from './plugins/private-answers.js';
-import { responseCachePlugin } from './plugins/response-cache.js';
-import { useOperationLimits } from './plugins/operation-limits.js';
-import { persistedDocumentParams, usePersistedDocuments } from './plugins/persisted-documents.js';
-import { useStrictRequestParams } from './plugins/request-params.js';
-import { useRequestDecompression, useRequestSizeLimit } from './plugins/request-size-limit.js';
-import { useResponseSizeLimit } from './plugins/response-size-limit.js';
-import { useUpstreamPlan } from './plugins/upstream-plan.js';
+import { boundedParseCache } from './documents/parse-cache.js';
+import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
+import type { GatewayMetrics } from './telemetry/metrics.js';
+import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
+import { useAnswerTypes } from './answers/negotiation.js';
+import { createCallerLimiters } from './traffic/limiters.js';
+import { callerDoor, useCallerLimits, type EarlyRefusal } from './traffic/caller-limits.js';
+import { useBatching } from './intake/batching.js';
+import { useCompiledExecution } from './documents/compiled-execution.js';
+import { corsPolicy, useVaryOrigin } from './answers/cors.js';
+import { useIncrementalDelivery } from './documents/incremental-delivery.js';
+import { useFrontDoor } from './pages/front-door.js';
+import { useLoadShedding } from './traffic/load-shedding.js';
+import { graphiQLPage, useGraphiQLCache } from './pages/graphiql-cache.js';
+import { useOperability } from './telemetry/operability.js';
+import { operationTrace } from './telemetry/operation-telemetry.js';
+import { usePrivateAnswers } from './answers/private-answers.js';
+import { responseCachePlugin } from './response-cache/plugin.js';
+import { useOperationLimits } from './guards/operation-limits.js';
+import { persistedDocumentParams, usePersistedDocuments } from './documents/persisted-documents.js';
+import { useStrictRequestParams } from './intake/params.js';
+import { useRequestDecompression, useRequestSizeLimit } from './intake/body.js';
+import { useResponseSizeLimit } from './answers/size-limit.js';
+import { useUpstreamPlan } from './documents/upstream-plan.js';
 import { Planner } from '../plan/operation-plan.js';
-import { createReadiness, upstreamAnswers } from './readiness.js';
-import { LoadShedder } from './load-shedding.js';
+import { createReadiness, upstreamAnswers } from './probes/readiness.js';
+import { LoadShedder } from './traffic/load-shedder.js';
 import { errorLogEntry, maskError } from '../schema/errors.js';
 import { schema } from '../schema/index.js';
-import type { SharedRedis } from './shared-state.js';
+import type { SharedRedis } from './shared-state/shared-redis.js';
 import { createTracing, type Tracing } from '../telemetry/tracing.js';
-import { operationNamesOf } from './trusted-documents.js';
+import { operationNamesOf } from './documents/trusted-documents.js';
 import { CIRCUIT_OPEN } from '../upstream/errors.js';
 import type { UpstreamAttempt } from '../upstream/transport.js';
 import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
@@ -195,13 +195,13 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
       useGraphiQLCache(graphiql),
     ] as Plugin[],
     parserAndValidationCache: parseCache.caches,
-    // plugins/batching.ts refuses larger batches first, with a code of ours.
+    // intake/batching.ts refuses larger batches first, with a code of ours.
     batching: { limit: settings.maxBatch },
     // No file uploads in the schema: a multipart/form-data request is HTTP 415, without a parser asked on every request.
     multipart: false,
     extraParamNames: persistedDocumentParams,
     cors: corsPolicy(settings.corsOrigins),
-    // plugins/request-size-limit.ts caps bodies without piping every one through a counter.
+    // intake/body.ts caps bodies without piping every one through a counter.
     maxRequestBodySize: false,
     maskedErrors: { maskError: (error, message) => maskError(error, message) },
     logging: {
@@ -215,7 +215,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     },
     graphiql: graphiqlOn && { title: TITLE, defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' },
     renderGraphiQL: graphiql.render,
-    // plugins/front-door.ts answers `/`; yoga's landing page would name yoga on every unknown path.
+    // pages/front-door.ts answers `/`; yoga's landing page would name yoga on every unknown path.
     landingPage: false,
   });
   return { app: yoga, refuseEarly, shedder };

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { tokenCallerOf } from '../../src/server/plugins/caller-limits.js';
+import { tokenCallerOf } from '../../src/server/traffic/caller-limits.js';
 import type { FleetGateway } from './fleet.js';
 
 /*
@@ -31,7 +31,7 @@ export async function writesReach(gateway: FleetGateway, nodes: readonly Redis[]
   const authorization = `Bearer ${caller}`;
   const answer = await post(gateway.endpoint, { query: '{ __typename }' }, { authorization });
   if (answer.status !== 200) throw new Error(`${gateway.name} refused a probe: ${answer.status} ${JSON.stringify(answer.body)}`);
-  // The counter's key holds the caller as the limiter names it (plugins/caller-limits.ts), never the token.
+  // The counter's key holds the caller as the limiter names it (traffic/caller-limits.ts), never the token.
   const found = await Promise.all(nodes.map(async (node) => (await node.scan('0', 'MATCH', `*${tokenCallerOf(authorization)}*`, 'COUNT', 100_000))[1].length > 0));
   return found.includes(true);
 }

@@ -1,0 +1,114 @@
+import { BREAK, Kind, visit, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { isAsyncIterable, type Plugin } from 'graphql-yoga';
+import { LRUCache } from 'lru-cache';
+import Negotiator from 'negotiator';
+import { usesIncrementalDelivery, withoutIncrementalDelivery } from '../documents/incremental-delivery.js';
+import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
+import { refusalBody, refusalType } from '../http/refusal.js';
+
+/** The media types yoga answers in, each with the only charset it writes. */
+const answerTypes = ['application/json', 'application/graphql-response+json', 'multipart/mixed', 'text/event-stream'].map((type) => `${type};charset=utf-8`);
+
+/** The types that carry an answer in parts (@defer, @stream). */
+const inParts = new Set(['multipart/mixed', 'text/event-stream']);
+
+const quality = /;\s*q\s*=/i;
+const keptParameter = /^\s*(q|charset)\s*=/i;
+/** Apollo's name for graphql-js 17.0.0-alpha.9's incremental format (https://specs.apollo.dev/incremental/v0.2/). */
+const alpha9Format = /^\s*multipart\/mixed\s*;(?:.*;)?\s*incrementalSpec\s*=\s*"?v0\.2"?\s*(?:;|$)/i;
+
+/** What an Accept header lets the gateway answer in. */
+interface Negotiated {
+  /** The media types, most preferred first. */
+  readonly types: readonly string[];
+  /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
+  readonly alpha9: boolean;
+}
+
+/**
+ * The media types of `accept` the gateway can answer in, most preferred first (negotiator: q-values,
+ * `q=0` as "not this", the most specific range deciding). Parameters other than `charset` and `q`
+ * are dropped first: yoga reads no other (Apollo's `multipart/mixed;deferSpec=20220824`), and
+ * negotiator would take each as a condition no type of ours meets.
+ */
+function negotiate(accept: string): Negotiated {
+  const ranges = accept.split(',');
+  const kept = ranges.map((range) => range.split(';').filter((part, i) => i === 0 || keptParameter.test(part)).join(';')).join(',');
+  const types = new Negotiator({ headers: { accept: kept } }).mediaTypes(answerTypes).map((type) => type.slice(0, type.indexOf(';')));
+  return { types, alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)) };
+}
+
+const noAnswerType =
+  'The Accept header names no media type the gateway answers in: application/graphql-response+json or application/json, and multipart/mixed or text/event-stream for @defer and @stream.';
+/** Whether an operation answers in parts: a @defer or @stream its `if` does not turn off. */
+function answersInParts(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
+  if (!usesIncrementalDelivery(document)) return false;
+  let parts = false;
+  visit(document, {
+    Directive(node) {
+      if (node.name.value !== 'defer' && node.name.value !== 'stream') return undefined;
+      const condition = node.arguments?.find((argument) => argument.name.value === 'if')?.value;
+      const off = condition?.kind === Kind.BOOLEAN ? !condition.value : condition?.kind === Kind.VARIABLE && variables?.[condition.name.value] === false;
+      if (off) return undefined;
+      parts = true;
+      return BREAK;
+    },
+  });
+  return parts;
+}
+
+/**
+ * The answer's media type, agreed before anything runs. yoga picks it after execution, by the
+ * position of the types in Accept and without reading q-values: an operation a client cannot take
+ * the answer of ran in full, upstream calls included, to be answered 406, and
+ * `application/json;q=0` was answered in JSON. Here:
+ * - an Accept that names no type the gateway answers in is HTTP 406 `NOT_ACCEPTABLE` before the
+ *   body is read;
+ * - an Accept with q-values reaches yoga as the types it accepts, most preferred first, so yoga's
+ *   choice follows them; one without is left as it is (yoga's order is already the client's);
+ * - an operation with @defer or @stream asked for by a client that takes no type carrying parts
+ *   runs without them, and is answered whole in one JSON document;
+ * - parts go out in multipart/mixed whenever the client takes it (yoga prefers it to SSE), in the
+ *   2022-08-24 format unless the range says `incrementalSpec=v0.2`: then in graphql-js
+ *   17.0.0-alpha.9's (`pending`, `incremental` by id, `completed`), which Apollo Client 4's
+ *   `GraphQL17Alpha9Handler` and Apollo Server 5.1 speak.
+ */
+export function useAnswerTypes(options: { readonly schema: GraphQLSchema }): Plugin {
+  // Clients send a handful of distinct Accept headers: each is negotiated once.
+  const known = new LRUCache<string, Negotiated>({ max: 256 });
+  const acceptedBy = new WeakMap<Request, Negotiated>();
+  return {
+    onRequestParse({ request, endResponse, fetchAPI }) {
+      const accept = request.headers.get('accept');
+      // None (or empty, as yoga reads it): anything.
+      if (!accept) return;
+      let negotiated = known.get(accept);
+      if (negotiated === undefined) known.set(accept, (negotiated = negotiate(accept)));
+      if (negotiated.types.length === 0) {
+        endResponse(new fetchAPI.Response(refusalBody(noAnswerType, 'NOT_ACCEPTABLE'), { status: 406, headers: { 'content-type': refusalType } }));
+        return;
+      }
+      acceptedBy.set(request, negotiated);
+      if (quality.test(accept)) request.headers.set('accept', negotiated.types.join(', '));
+    },
+    onExecute({ args }) {
+      const request = (args.contextValue as { request?: Request }).request;
+      const negotiated = request === undefined ? undefined : acceptedBy.get(request);
+      if (negotiated === undefined || !usesIncrementalDelivery(args.document)) return undefined;
+      if (!negotiated.types.some((type) => inParts.has(type))) {
+        // Read by every hook after this one and by the executor.
+        (args as { document: DocumentNode }).document = withoutIncrementalDelivery(args.document);
+        return undefined;
+      }
+      if (!negotiated.alpha9 || !answersInParts(args.document, args.variableValues)) return undefined;
+      const { document, operationName, variableValues } = args;
+      return {
+        onExecuteDone({ result }) {
+          if (!isAsyncIterable(result)) return undefined;
+          const rewrite = alpha9Payloads(options.schema, document, operationName, variableValues);
+          return { onNext: ({ result: part, setResult }) => setResult(rewrite(part as Payload2022) as ExecutionResult) };
+        },
+      };
+    },
+  };
+}

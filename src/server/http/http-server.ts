@@ -1,0 +1,242 @@
+import compression from 'compression';
+import Negotiator from 'negotiator';
+import cluster from 'node:cluster';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerOptions } from 'node:http';
+import type { Socket } from 'node:net';
+import { constants } from 'node:zlib';
+import type { ConnectionSettings } from '../../config.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { EarlyRefusal } from '../traffic/caller-limits.js';
+import { privateAnswerHeaders, varyOn } from '../answers/private-answers.js';
+import { refusalBody, refusalType } from './refusal.js';
+
+export interface HttpServerOptions {
+  /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
+  readonly compressionMinBytes: number;
+  /** The timeouts of slow requests and the cap on open connections. */
+  readonly connections: ConnectionSettings;
+}
+
+/** Node checks the slow-request timeouts at least this often, whatever HEADERS_TIMEOUT_MS. */
+const LONGEST_CHECK_INTERVAL_MS = 1_000;
+
+/**
+ * Node's own timeouts for a request that arrives too slowly: the connection is answered 408 and
+ * closed. Node checks them only every `connectionsCheckingInterval` (30 s by default, so a 10 s
+ * head timeout would fire anywhere up to 40 s): the check runs every tenth of the head timeout,
+ * at most every second. An idle keep-alive connection is not a request: Node's keepAliveTimeout
+ * (5 s) closes it, as before.
+ */
+export function slowRequestOptions(connections: Pick<ConnectionSettings, 'headersTimeoutMs' | 'requestTimeoutMs'>): ServerOptions {
+  return {
+    headersTimeout: connections.headersTimeoutMs,
+    requestTimeout: connections.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(LONGEST_CHECK_INTERVAL_MS, Math.ceil(connections.headersTimeoutMs / 10)),
+  };
+}
+
+/**
+ * Closes the connections over `max` as they arrive, counting each with `onDrop`. In one process
+ * that is Node's `maxConnections`, which closes them before anything is made for them. Not in a
+ * cluster worker: there Node hands such a connection back to the primary, which offers it to the
+ * workers in turn until one takes it (4 connections over the cap kept the primary at 40 % of a
+ * CPU, holding their descriptors). A worker takes them and closes them at once instead.
+ */
+export function capConnections(server: Server, max: number, onDrop: () => void): void {
+  if (!cluster.isWorker) {
+    server.maxConnections = max;
+    server.on('drop', onDrop);
+    return;
+  }
+  let open = 0;
+  server.on('connection', (socket: Socket) => {
+    if (open >= max) {
+      socket.destroy();
+      onDrop();
+      return;
+    }
+    open++;
+    socket.once('close', () => open--);
+  });
+}
+
+/** The gateway as Node's request handler. */
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** Incremental delivery (@defer/@stream) answers multipart/mixed, which compressible() leaves out. */
+const multipart = /^multipart\/mixed\b/i;
+
+/**
+ * Which responses to compress: compressible types (JSON, HTML, text/event-stream) and multipart.
+ * yoga marks its event streams `Content-Encoding: none` to keep compressors that buffer away;
+ * ours flushes every write, so the mark (not a registered coding) is dropped and they are compressed.
+ */
+function compressible(...[request, response]: Parameters<typeof compression.filter>): boolean {
+  if (response.getHeader('content-encoding') === 'none') response.removeHeader('content-encoding');
+  return compression.filter(request, response) || multipart.test(String(response.getHeader('content-type') ?? ''));
+}
+
+/** The content codings the compressor writes, and `identity`: none. */
+const codings = ['br', 'gzip', 'deflate', 'identity'];
+
+/** A `q=0` somewhere in Accept-Encoding: only then can it refuse `identity` (most headers have none). */
+const zeroQuality = /;\s*q\s*=\s*0(\.0*)?\s*(,|$)/i;
+
+/**
+ * How an answer may be coded, by Accept-Encoding (negotiator, as the compressor reads it):
+ * `any`, including as it is; `compressed`, when it refuses `identity` (`identity;q=0`, or `*;q=0`
+ * without `identity`: RFC 9110 12.5.3), so even an answer under the threshold is compressed;
+ * `none` when it refuses every coding the gateway has, answered 406 before anything runs.
+ */
+function codingsFor(request: IncomingMessage, acceptEncoding: string): 'any' | 'compressed' | 'none' {
+  if (!zeroQuality.test(acceptEncoding)) return 'any';
+  const acceptable = new Negotiator(request).encodings(codings);
+  return acceptable.length === 0 ? 'none' : acceptable.includes('identity') ? 'any' : 'compressed';
+}
+
+const noCoding = refusalBody('The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', 'NOT_ACCEPTABLE');
+
+/** An answer the server gives itself, before yoga: with the private headers when the request carries credentials (answers/private-answers.ts). */
+function answerAtOnce(request: IncomingMessage, response: ServerResponse, status: number, headers: Readonly<Record<string, string>>, body: string): void {
+  response.writeHead(status, request.headers.authorization === undefined ? headers : { ...headers, 'cache-control': privateAnswerHeaders['cache-control'], vary: varyOn(headers.vary ?? null, privateAnswerHeaders.vary) });
+  response.end(body);
+}
+
+/**
+ * The gateway on Node's HTTP server. Responses are compressed by `compression` (Express's):
+ * brotli, gzip or deflate as Accept-Encoding prefers (q-values honoured, brotli first on a tie),
+ * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`
+ * (unless the request refuses `identity`), nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
+ * streamed answer (text/event-stream, multipart/mixed) still arrives part by part; a one-shot
+ * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
+ * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
+ * (slowRequestOptions) and connections over `maxConnections` closed on arrival (capConnections),
+ * counted in `metrics`. New operations while the gateway is overloaded (load-shedding.ts), and
+ * callers refused a moment ago (traffic/caller-limits.ts), are refused before yoga (`refuseEarly`).
+ */
+export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>, refuseEarly?: EarlyRefusal): Server {
+  const compressor = (threshold: number) =>
+    compression({
+      threshold,
+      flush: constants.Z_SYNC_FLUSH,
+      brotli: { flush: constants.BROTLI_OPERATION_FLUSH },
+      filter: compressible,
+    }) as unknown as (request: IncomingMessage, response: ServerResponse, next: () => void) => void;
+  const compress = compressor(options.compressionMinBytes);
+  const compressAll = compressor(0);
+  const server = createDrainableServer(slowRequestOptions(options.connections), (request, response) => {
+    // Overload, or a caller refused a moment ago: refused here, without yoga. Browsers (an Origin
+    // header) go through yoga, whose answer carries the CORS headers they need to read it.
+    const early = refuseEarly !== undefined && request.headers.origin === undefined && request.url?.startsWith('/graphql') ? refuseEarly(request) : undefined;
+    // The body is never read: Node discards it once the answer is out, and the connection
+    // stays open (a reconnection per refusal cost the server more than the refusal).
+    if (early !== undefined) return answerAtOnce(request, response, early.status, early.headers, early.body);
+    const acceptEncoding = request.headers['accept-encoding'];
+    // A request that accepts no encoding is answered as it is, without the middleware: a cache may
+    // keep that identity answer for everyone, so it needs no Vary.
+    if (acceptEncoding === undefined) return handler(request, response);
+    const coded = codingsFor(request, acceptEncoding);
+    if (coded === 'none') return answerAtOnce(request, response, 406, { 'content-type': refusalType, vary: 'Accept-Encoding' }, noCoding);
+    return (coded === 'any' ? compress : compressAll)(request, response, () => handler(request, response));
+  });
+  // The descriptors over the cap stay for the upstream pool, Redis and files (descriptors.ts).
+  capConnections(server, options.connections.maxConnections, metrics.watchConnections(server, 'public'));
+  return server;
+}
+
+/** A server's drain: whether it is stopping, and its connections with the answers under way on each. */
+interface Drain {
+  draining: boolean;
+  /** Every open connection (per connection, not per request: they are long-lived). */
+  readonly sockets: Set<Socket>;
+}
+
+/** Answers being written on a connection (a response holds its socket from `assignSocket` to `detachSocket`). */
+const answering = Symbol('http-server.answering');
+type AnsweredSocket = Socket & { [answering]?: number };
+
+/**
+ * Responses that say `Connection: close` once their server is draining: decided as their headers
+ * go out, so an answer in flight when the stop began closes its connection after it, and no
+ * response is tracked. (A long-lived set of the responses in flight, each removed on 'close', made
+ * V8 promote every request's objects to the old generation: 14 % more CPU per request on
+ * `head(id)` and twice the p99, from full collections.) Each also counts itself on its socket
+ * while it holds it, so the stop can tell a connection with an answer under way from one that
+ * has sent part of a request head and nothing else.
+ */
+function closingWhenDraining(state: Drain): typeof ServerResponse {
+  return class extends ServerResponse {
+    // `reason` may be the headers (writeHead's two-argument form); Node's own writeHead sorts that out.
+    override writeHead(statusCode: number, reason?: unknown, headers?: unknown): this {
+      if (state.draining) this.setHeader('connection', 'close');
+      return super.writeHead(statusCode, reason as string, headers as OutgoingHttpHeaders);
+    }
+
+    override assignSocket(socket: AnsweredSocket): void {
+      socket[answering] = (socket[answering] ?? 0) + 1;
+      super.assignSocket(socket);
+    }
+
+    override detachSocket(socket: AnsweredSocket): void {
+      socket[answering] = (socket[answering] ?? 1) - 1;
+      super.detachSocket(socket);
+    }
+  } as typeof ServerResponse;
+}
+
+/** Each gateway server's drain, which its responses read as their headers go out. */
+const drains = new WeakMap<Server, Drain>();
+
+/** Node's HTTP server, made to be stopped by `stopGatewayServer`: the public port's and the admin port's. */
+export function createDrainableServer(options: ServerOptions, handler: Handler): Server {
+  const drain: Drain = { draining: false, sockets: new Set() };
+  const server = createServer({ ...options, ServerResponse: closingWhenDraining(drain) }, handler);
+  server.on('connection', (socket: Socket) => {
+    drain.sockets.add(socket);
+    socket.once('close', () => drain.sockets.delete(socket));
+  });
+  drains.set(server, drain);
+  return server;
+}
+
+/** Node's diagnostics channel of every answer an HTTP server finished sending (`{ server, socket }`). */
+const RESPONSE_FINISHED = 'http.server.response.finish';
+
+/** What Node answers a request head that did not arrive in time. */
+const REQUEST_TIMEOUT = 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
+
+/** How long after the stop a request head under way may take to arrive before it is answered 408. */
+const HEAD_AFTER_STOP_MS = 1_000;
+
+/**
+ * Stops a gateway server gracefully: no new connections; every answer from now on, those in
+ * flight included, carries `Connection: close`, so a keep-alive client busy at the stop gets its
+ * answer and then the connection ends (it used to be served new requests for the whole grace
+ * period); an answer whose headers were already out (a stream) has its connection closed once it
+ * is sent; idle connections close at once; a request head under way at the stop has a second to
+ * arrive (and is then served, with `Connection: close`), after which its connection is answered
+ * 408 and closed as Node's head timeout would (Node stops checking that timeout once the server
+ * closes, so a trickled head would hold the stop for the whole grace); whatever is still open
+ * after `graceMs` is cut.
+ */
+export async function stopGatewayServer(server: Server, graceMs: number): Promise<void> {
+  const drain = drains.get(server);
+  if (drain !== undefined) drain.draining = true;
+  const closed = new Promise((resolve) => server.close(resolve));
+  server.closeIdleConnections();
+  // Node would answer 408 and destroy the socket (a client that keeps its end open must not hold the stop).
+  const cutHeads = setTimeout(() => {
+    for (const socket of drain?.sockets ?? []) if (!socket.destroyed && !((socket as AnsweredSocket)[answering]! > 0)) socket.end(REQUEST_TIMEOUT, () => socket.destroy());
+  }, Math.min(HEAD_AFTER_STOP_MS, graceMs));
+  const closeAnswered = (message: unknown) => {
+    const { server: from, socket } = message as { server: unknown; socket: Socket };
+    if (from === server) socket.destroySoon();
+  };
+  subscribe(RESPONSE_FINISHED, closeAnswered);
+  const grace = setTimeout(() => server.closeAllConnections(), graceMs);
+  await closed;
+  clearTimeout(cutHeads);
+  clearTimeout(grace);
+  unsubscribe(RESPONSE_FINISHED, closeAnswered);
+}

@@ -1,0 +1,54 @@
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+
+/** An answer to a probe or a scrape, free of any server's response type. */
+export interface ProbeAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+export interface ProbeSources {
+  /** Whether the upstream answered recently (cached by the caller). */
+  readonly ready: () => Promise<boolean>;
+  /** A reason not to be ready whatever the upstream last answered (`circuit open`), shown in /ready's body. */
+  readonly notReadyBecause?: (() => string | undefined) | undefined;
+  readonly metrics: Pick<GatewayMetrics, 'scrape' | 'registry'>;
+}
+
+// A fresh headers object every time: yoga's Node adapter writes content-length into the one it
+// is given, so a shared one would carry the first body's length onto the next response.
+const json = (status: number, body: object): ProbeAnswer => ({
+  status,
+  headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
+  body: JSON.stringify(body),
+});
+
+const notReady = (reason?: string) => json(503, reason === undefined ? { status: 'not ready' } : { status: 'not ready', reason });
+
+/** `/health`'s answer: the process answers. */
+export const healthy = (): ProbeAnswer => json(200, { status: 'ok' });
+
+/**
+ * The answers of `/health` (liveness: the process answers; never touches the upstream), `/ready`
+ * (the upstream answered a probe recently) and `/metrics` (Prometheus text) to a GET or HEAD of
+ * `path`, or undefined for any other path. One copy for both places they are served: the public
+ * port (inside yoga, probes/routes.ts) and ADMIN_PORT (admin-server.ts).
+ */
+export function probeAnswer(path: string, sources: ProbeSources): ProbeAnswer | Promise<ProbeAnswer> | undefined {
+  switch (path) {
+    case '/health':
+      return healthy();
+    case '/ready': {
+      const reason = sources.notReadyBecause?.();
+      if (reason !== undefined) return notReady(reason);
+      return sources.ready().then((ready) => (ready ? json(200, { status: 'ready' }) : notReady()), () => notReady());
+    }
+    case '/metrics':
+      return sources.metrics.scrape().then(
+        (text) => ({ status: 200, headers: { 'content-type': sources.metrics.registry.contentType, 'cache-control': 'no-store' }, body: text }),
+        () => ({ status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'metrics unavailable\n' }),
+      );
+    default:
+      return undefined;
+  }
+}

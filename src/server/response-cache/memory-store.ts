@@ -1,0 +1,103 @@
+import type { ExecutionResult } from 'graphql';
+import { LRUCache } from 'lru-cache';
+import type { CacheBounds } from '../../config.js';
+import { answerJson, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
+
+/** `Type` and `Type:id`: the keys an answer is found by when an entity, or its whole type, is invalidated. */
+function indexKeysOf(entities: Iterable<CacheEntityRecord>): Set<string> {
+  const keys = new Set<string>();
+  for (const { typename, id } of entities) {
+    keys.add(typename);
+    if (id !== undefined && id !== null) keys.add(`${typename}:${id}`);
+  }
+  return keys;
+}
+
+/** The store in memory: synchronous, and it can say what it holds. Its epoch is a number raised by every invalidation. */
+export interface MemoryResponseCache extends GuardedStore<number> {
+  lookup(key: string): Lookup<number>;
+  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): boolean;
+  invalidate(entities: Iterable<CacheEntityRecord>): number;
+  use(): { entries: number; bytes: number };
+}
+
+interface Entry extends CachedAnswer {
+  readonly index: Set<string>;
+}
+
+/**
+ * The response cache in this process's memory: an lru-cache bounded by count and by the bytes of
+ * each answer's JSON (an answer over `maxEntryBytes`, or over an eighth of the bytes, is not
+ * kept, so one answer cannot empty the cache), with an index from `Type` and `Type:id` to the
+ * answers that hold them.
+ * @envelop/response-cache's own in-memory cache bounds the count only and cannot tell what is
+ * left of an entry's TTL; the index here is the same as its.
+ *
+ * An answer is kept as a copy made from its JSON: nothing a later plugin does to the answer it
+ * served (graphql-jit's serialiser, the size limit's wrapper) is kept with it.
+ */
+export function createMemoryResponseCache(bounds: CacheBounds, maxEntryBytes: number): MemoryResponseCache {
+  const byIndexKey = new Map<string, Set<string>>();
+  const unindex = (key: string, entry: Entry) => {
+    for (const indexKey of entry.index) {
+      const keys = byIndexKey.get(indexKey);
+      keys?.delete(key);
+      if (keys?.size === 0) byIndexKey.delete(indexKey);
+    }
+  };
+  const answers = new LRUCache<string, Entry>({
+    max: bounds.maxEntries,
+    maxSize: bounds.maxBytes,
+    maxEntrySize: Math.max(1, Math.min(maxEntryBytes, Math.floor(bounds.maxBytes / 8))),
+    // Set by `write` from the JSON it made anyway.
+    sizeCalculation: () => 1,
+    dispose: (entry, key) => unindex(key, entry),
+  });
+  // Raised by every invalidation: a write of an answer read before it is refused.
+  let epoch = 0;
+
+  const lookup = (key: string): Lookup<number> => {
+    const entry = answers.get(key);
+    if (entry === undefined) return { epoch };
+    // lru-cache's TTL check is lazy: an entry past its time is dropped here.
+    if (entry.expiresAt <= Date.now()) {
+      answers.delete(key);
+      return { epoch };
+    }
+    return { answer: entry };
+  };
+
+  const write = (key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): boolean => {
+    if (since !== epoch || !(ttlMs > 0)) return false;
+    const json = answerJson(result);
+    const size = Buffer.byteLength(json);
+    if (size > answers.maxEntrySize) return false;
+    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, expiresAt: Date.now() + ttlMs, index: indexKeysOf(entities) };
+    answers.set(key, entry, { size });
+    // A replaced entry was unindexed by `dispose` (noDisposeOnSet is off).
+    for (const indexKey of entry.index) {
+      let keys = byIndexKey.get(indexKey);
+      if (keys === undefined) byIndexKey.set(indexKey, (keys = new Set()));
+      keys.add(key);
+    }
+    return true;
+  };
+
+  const invalidate = (entities: Iterable<CacheEntityRecord>): number => {
+    epoch++;
+    let evicted = 0;
+    for (const { typename, id } of entities) {
+      // `Type:id`: the answers holding that entity; `Type` alone: every answer holding the type.
+      const keys = byIndexKey.get(id === undefined || id === null ? typename : `${typename}:${id}`);
+      for (const key of keys === undefined ? [] : [...keys]) if (answers.delete(key)) evicted++;
+    }
+    return evicted;
+  };
+
+  return {
+    lookup,
+    write,
+    invalidate,
+    use: () => ({ entries: answers.size, bytes: answers.calculatedSize }),
+  };
+}

@@ -1,0 +1,89 @@
+import type { ClientMetricsBounds } from '../../config.js';
+
+/**
+ * Which client app sent a request, as it names itself: Apollo's client-awareness headers
+ * (`apollographql-client-name`/`-version`, what Apollo Client's `clientAwareness` sends), else
+ * `graphql-client-name`/`-version` (Hive's and others'). The values come from clients, so they
+ * are checked before they reach a metric label or a span, and the labels are bounded.
+ */
+
+/** Longest name or version kept; a longer one is cut to this. */
+const MAX_LENGTH = 64;
+/** What a name or version may hold: letters, digits, space and `_ . : / @ + ( ) -` (`1.2.3-rc.1+build`, `@acme/web`, `iOS (14)`). */
+const plain = /^[\w .:/@+()-]+$/;
+
+/** The metric labels of a name or version absent, or refused by the check. */
+const ABSENT = 'unknown';
+const REFUSED = 'invalid';
+/** The label of a name or version past the bounds. */
+const OTHER = 'other';
+
+/** A request's client: what the span carries (undefined: absent or refused) and its bounded metric labels. */
+export interface ClientIdentity {
+  readonly name: string | undefined;
+  readonly version: string | undefined;
+  readonly nameLabel: string;
+  readonly versionLabel: string;
+}
+
+/** A client that names itself not at all: most requests, so made once. */
+const anonymous: ClientIdentity = Object.freeze({ name: undefined, version: undefined, nameLabel: ABSENT, versionLabel: ABSENT });
+
+/** A value as sent, cut to MAX_LENGTH, or undefined when its characters fail the check. */
+function checked(value: string): string | undefined {
+  const capped = value.length > MAX_LENGTH ? value.slice(0, MAX_LENGTH) : value;
+  return plain.test(capped) ? capped : undefined;
+}
+
+const labelOf = (value: string | null, kept: string | undefined) => (value === null || value === '' ? ABSENT : (kept ?? REFUSED));
+
+/**
+ * Reads and labels requests' clients. At most `maxNames` names get a label of their own, and
+ * under each name label (`unknown`, `invalid` and `other` included) at most `maxVersions`
+ * versions: at most (maxNames + 3) × (maxVersions + 3) label pairs, whatever clients send.
+ */
+export class ClientAwareness {
+  /** Each name label, with the version labels it keeps. */
+  readonly #names = new Map<string, Set<string>>();
+  #keptNames = 0;
+
+  constructor(private readonly bounds: ClientMetricsBounds) {}
+
+  /** The client of a request, from its headers (two reads when it names none). */
+  identify(headers: Headers): ClientIdentity {
+    let name = headers.get('apollographql-client-name');
+    let version: string | null;
+    if (name !== null) version = headers.get('apollographql-client-version');
+    else {
+      name = headers.get('graphql-client-name');
+      if (name === null) return anonymous;
+      version = headers.get('graphql-client-version');
+    }
+    const keptName = checked(name);
+    const keptVersion = version === null ? undefined : checked(version);
+    const nameLabel = this.#nameLabel(labelOf(name, keptName), keptName !== undefined);
+    return { name: keptName, version: keptVersion, nameLabel, versionLabel: this.#versionLabel(nameLabel, labelOf(version, keptVersion), keptVersion !== undefined) };
+  }
+
+  #nameLabel(label: string, sent: boolean): string {
+    if (this.#names.has(label)) return label;
+    if (sent) {
+      if (this.#keptNames >= this.bounds.maxNames) return this.#known(OTHER);
+      this.#keptNames++;
+    }
+    return this.#known(label);
+  }
+
+  #known(name: string): string {
+    if (!this.#names.has(name)) this.#names.set(name, new Set());
+    return name;
+  }
+
+  #versionLabel(name: string, label: string, sent: boolean): string {
+    const versions = this.#names.get(name)!;
+    if (!sent || versions.has(label)) return label;
+    if (versions.size >= this.bounds.maxVersions) return OTHER;
+    versions.add(label);
+    return label;
+  }
+}

@@ -1,0 +1,95 @@
+import type { RateLimiterRes } from 'rate-limiter-flexible';
+import type { Limiter } from './limiters.js';
+import { serializeList, serializeString } from 'structured-headers';
+
+/**
+ * The limits an answer tells a client about: those counting its operations, per caller and per
+ * address. Upstream calls are spent in a unit a client cannot count (the plan's calls), and an
+ * in-flight slot is back by the time the answer goes: both still refuse with 429 and Retry-After.
+ */
+export type AdvertisedLimit = 'requests' | 'address';
+
+/** The headers an answer may carry, which a browser app may read (CORS). */
+export const rateLimitHeaderNames: readonly string[] = ['ratelimit-policy', 'ratelimit', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'];
+
+const requestsKey = Symbol('rate-limit-headers.requests');
+const addressKey = Symbol('rate-limit-headers.address');
+/** What the limiters last said of a request's operations (a batch's last), kept on its Request. */
+type WithQuotas = { [requestsKey]?: RateLimiterRes; [addressKey]?: RateLimiterRes };
+
+const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
+
+/** One policy: its name (`extensions.limit`), quoted as a structured-field string, and its quota per window. */
+interface Policy {
+  readonly quoted: string;
+  readonly quota: number;
+}
+
+/**
+ * The rate-limit headers of an answer, from what the limiters answered for its operations (no
+ * count of their own), in both forms clients read:
+ * - the IETF draft's structured fields (draft-ietf-httpapi-ratelimit-headers-08 and later):
+ *   `RateLimit-Policy: "requests";q=10;w=2` (every advertised limit set) and
+ *   `RateLimit: "requests";r=7;t=2` (each limit the request was counted against: what is left,
+ *   and the seconds before the window turns);
+ * - the earlier drafts' `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds),
+ *   of the limit closest to its end, as those drafts ask when several apply.
+ */
+export class RateLimitHeaders {
+  readonly #policy: string;
+  readonly #requests: Policy | undefined;
+  readonly #address: Policy | undefined;
+
+  /** `undefined` when none of `limiters` is advertised: there is nothing to say. */
+  static of(limiters: Partial<Record<AdvertisedLimit, Limiter | undefined>>): RateLimitHeaders | undefined {
+    return limiters.requests === undefined && limiters.address === undefined ? undefined : new RateLimitHeaders(limiters);
+  }
+
+  private constructor(limiters: Partial<Record<AdvertisedLimit, Limiter | undefined>>) {
+    const policy = (name: AdvertisedLimit, limiter: Limiter | undefined): Policy | undefined => (limiter === undefined ? undefined : { quoted: serializeString(name), quota: limiter.points });
+    this.#requests = policy('requests', limiters.requests);
+    this.#address = policy('address', limiters.address);
+    const windows = (Object.entries(limiters) as [AdvertisedLimit, Limiter | undefined][]).filter((entry): entry is [AdvertisedLimit, Limiter] => entry[1] !== undefined);
+    this.#policy = serializeList(windows.map(([name, limiter]) => [name, new Map([['q', limiter.points], ['w', limiter.duration]])]));
+  }
+
+  /** What a limiter answered for one of `request`'s operations, granted or refused. */
+  record(request: Request, limit: AdvertisedLimit, taken: RateLimiterRes): void {
+    (request as WithQuotas)[limit === 'requests' ? requestsKey : addressKey] = taken;
+  }
+
+  /** Sets the headers of what was recorded for `request`; none when its operations were counted by no advertised limit. */
+  write(request: Request, headers: Headers): void {
+    const requests = this.#requests && (request as WithQuotas)[requestsKey];
+    const address = this.#address && (request as WithQuotas)[addressKey];
+    if (requests === undefined && address === undefined) return;
+    const items: string[] = [];
+    if (requests !== undefined) items.push(item(this.#requests!, requests.remainingPoints, requests.msBeforeNext));
+    if (address !== undefined) items.push(item(this.#address!, address.remainingPoints, address.msBeforeNext));
+    headers.set('ratelimit-policy', this.#policy);
+    headers.set('ratelimit', items.join(', '));
+    const byAddress = address !== undefined && (requests === undefined || address.remainingPoints < requests.remainingPoints);
+    const closest = byAddress ? address : requests!;
+    headers.set('ratelimit-limit', String((byAddress ? this.#address! : this.#requests!).quota));
+    headers.set('ratelimit-remaining', String(closest.remainingPoints));
+    headers.set('ratelimit-reset', String(seconds(closest.msBeforeNext)));
+  }
+
+  /** The headers of a refusal answered without asking the limiter (the HTTP server's door): nothing left for `ms`. */
+  refusal(limit: string, ms: number): Record<string, string> {
+    const policy = limit === 'requests' ? this.#requests : limit === 'address' ? this.#address : undefined;
+    if (policy === undefined) return {};
+    return {
+      'ratelimit-policy': this.#policy,
+      ratelimit: item(policy, 0, ms),
+      'ratelimit-limit': String(policy.quota),
+      'ratelimit-remaining': '0',
+      'ratelimit-reset': String(seconds(ms)),
+    };
+  }
+}
+
+/** One policy's state, `"name";r=<left>;t=<seconds>`: integers and a name quoted once, as serializeList writes them. */
+function item(policy: Policy, remaining: number, ms: number): string {
+  return `${policy.quoted};r=${remaining};t=${seconds(ms)}`;
+}
