@@ -16,7 +16,7 @@ import { until } from './support/until.js';
 const oneCall = '{ heads(first: 1) { nodes { uuid name } } }';
 
 const scrape = async (t: TestGateway) => (await t.gateway.fetch('http://gateway/metrics')).text();
-const inFlight = async (t: TestGateway) => sampleOf(await scrape(t), 'gateway_shedding_operations_in_flight');
+const inFlight = async (t: TestGateway) => sampleOf(await scrape(t), 'gateway_operations_in_flight');
 
 /** The refusal the issue asks for: 503, Retry-After, OVERLOADED, no data. */
 function expectOverloaded(a: Answer): void {
@@ -83,7 +83,7 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     expect((await probe('/health')).status).toBe(200);
     expect((await probe('/ready')).status).toBe(200);
     const metrics = await (await probe('/metrics')).text();
-    expect(sampleOf(metrics, 'gateway_shedding_operations_in_flight')).toBe(2);
+    expect(sampleOf(metrics, 'gateway_operations_in_flight')).toBe(2);
 
     // The running operations finish with their data.
     expect(t.reference.releaseHeld()).toBe(2);

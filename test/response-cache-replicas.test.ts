@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { tokenCallerOf } from '../src/server/traffic/caller-limits.js';
+import { tokenCallerOf } from '../src/server/callers.js';
 import { responseCacheKey } from '../src/server/response-cache/plugin.js';
 import { sampleOf } from './support/metrics.js';
 import { startGatewayProcess, type GatewayProcess } from './support/process.js';

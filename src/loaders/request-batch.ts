@@ -5,7 +5,7 @@ import type { CallGuard } from '../upstream/transport.js';
 
 /**
  * What the operations of one batched request (a JSON array of operations in one POST) share: the
- * request id and the request's loaders, so a head two of them read costs one upstream call.
+ * request's loaders, so a head two of them read costs one upstream call.
  *
  * Each operation keeps its own guard (budget, deadline); their plans share the batch's call
  * budget and items limit (`planned`), so a batch costs what one operation may. The shared
@@ -15,7 +15,6 @@ import type { CallGuard } from '../upstream/transport.js';
  * the same token).
  */
 export class RequestBatch implements CallGuard {
-  requestId: string | undefined;
   /**
    * What the batch's operations admitted so far plan to cost: one HTTP request shares one upstream
    * call budget and one result items limit (documents/upstream-plan.ts charges them).
@@ -61,16 +60,4 @@ export class RequestBatch implements CallGuard {
     for (const guard of this.#guards) remaining = Math.max(remaining, guard.remainingMs());
     return remaining;
   }
-}
-
-const batches = new WeakMap<Request, RequestBatch>();
-
-/** Called as a request's parameters turn out to be a batch, before any of its operations runs. */
-export function startBatch(request: Request): void {
-  batches.set(request, new RequestBatch(request.signal));
-}
-
-/** The batch this request carries; undefined for a request of one operation. */
-export function batchOf(request: Request): RequestBatch | undefined {
-  return batches.get(request);
 }

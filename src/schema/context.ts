@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { RequestLoaders } from '../loaders/request-loaders.js';
 import type { Strategy } from '../domain/needs.js';
 import { EMPTY_PLAN, type OperationPlan } from '../plan/operation-plan.js';
-import { batchOf } from '../loaders/request-batch.js';
+import type { RequestBatch } from '../loaders/request-batch.js';
 import { OperationGuard } from '../upstream/operation-guard.js';
 import type { UpstreamCaller } from '../upstream/transport.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -50,10 +50,19 @@ export function requestIdFrom(request: Request): string {
   return incoming !== null && requestIdPattern.test(incoming) ? incoming : randomUUID();
 }
 
-export function createContext(request: Request, options: ContextOptions, trace: Context = ROOT_CONTEXT): GatewayContext {
-  // The operations of a batched request share its request id and its loaders (loaders/request-batch.ts).
-  const batch = batchOf(request);
-  const requestId = batch === undefined ? requestIdFrom(request) : (batch.requestId ??= requestIdFrom(request));
+/** What the server knows of the operation's request when it makes the context. */
+export interface RequestFacts {
+  /** The request's id (one per request: a batch's operations share it). */
+  readonly requestId: string;
+  /** The batch the request carries, whose loaders its operations share (loaders/request-batch.ts). */
+  readonly batch: RequestBatch | undefined;
+  /** The operation's span context. */
+  readonly trace: Context | undefined;
+}
+
+export function createContext(request: Request, options: ContextOptions, facts: RequestFacts): GatewayContext {
+  const { requestId, batch } = facts;
+  const trace = facts.trace ?? ROOT_CONTEXT;
   const authorization = request.headers.get('authorization') ?? undefined;
   let logger: Logger | undefined;
   const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs });

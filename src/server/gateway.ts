@@ -1,44 +1,45 @@
 import { createYoga, useExecutionCancellation, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
-import { ClientAwareness } from './telemetry/client-awareness.js';
 import type { Config } from '../config.js';
-import { createContext, type ContextOptions, type GatewayContext } from '../schema/context.js';
-import { boundedParseCache } from './documents/parse-cache.js';
-import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
-import type { GatewayMetrics } from './telemetry/metrics.js';
-import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
-import { useAnswerTypes } from './answers/negotiation.js';
-import { createCallerLimiters } from './traffic/limiters.js';
-import { callerDoor, useCallerLimits, type EarlyRefusal } from './traffic/caller-limits.js';
-import { useBatching } from './intake/batching.js';
-import { useCompiledExecution } from './documents/compiled-execution.js';
-import { corsPolicy, useVaryOrigin } from './answers/cors.js';
-import { useIncrementalDelivery } from './documents/incremental-delivery.js';
-import { useFrontDoor } from './pages/front-door.js';
-import { useLoadShedding } from './traffic/load-shedding.js';
-import { graphiQLPage, useGraphiQLCache } from './pages/graphiql-cache.js';
-import { useOperability } from './telemetry/operability.js';
-import { operationTrace } from './telemetry/operation-telemetry.js';
-import { usePrivateAnswers } from './answers/private-answers.js';
-import { responseCachePlugin } from './response-cache/plugin.js';
-import { useOperationLimits } from './guards/operation-limits.js';
-import { persistedDocumentParams, usePersistedDocuments } from './documents/persisted-documents.js';
-import { useStrictRequestParams } from './intake/params.js';
-import { useRequestDecompression, useRequestSizeLimit } from './intake/body.js';
-import { useResponseSizeLimit } from './answers/size-limit.js';
-import { useUpstreamPlan } from './documents/upstream-plan.js';
 import { Planner } from '../plan/operation-plan.js';
-import { createReadiness, upstreamAnswers } from './probes/readiness.js';
-import { LoadShedder } from './traffic/load-shedder.js';
+import { createContext, requestIdFrom, type ContextOptions, type GatewayContext } from '../schema/context.js';
 import { errorLogEntry, maskError } from '../schema/errors.js';
 import { schema } from '../schema/index.js';
-import type { SharedRedis } from './shared-state/shared-redis.js';
 import { createTracing, type Tracing } from '../telemetry/tracing.js';
-import { operationNamesOf } from './documents/trusted-documents.js';
 import { CIRCUIT_OPEN } from '../upstream/errors.js';
 import type { UpstreamAttempt } from '../upstream/transport.js';
 import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
-
+import { useAnswerHeaders } from './answers/answer-headers.js';
+import { corsPolicy } from './answers/cors.js';
+import { useAnswerTypes } from './answers/negotiation.js';
+import { useResponseSizeLimit } from './answers/size-limit.js';
+import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
+import { useCompiledExecution } from './documents/compiled-execution.js';
+import { useIncrementalDelivery } from './documents/incremental-delivery.js';
+import { boundedParseCache } from './documents/parse-cache.js';
+import { persistedDocumentParams, usePersistedDocuments } from './documents/persisted-documents.js';
+import { operationNamesOf } from './documents/trusted-documents.js';
+import { useUpstreamPlan } from './documents/upstream-plan.js';
+import { useOperationLimits } from './guards/operation-limits.js';
+import type { EarlyRefusal } from './http/refusal.js';
+import { useBatching } from './intake/batching.js';
+import { useRequestBody } from './intake/body.js';
+import { useStrictRequestParams } from './intake/params.js';
+import { useFrontDoor } from './pages/front-door.js';
+import { graphiQLPage, useGraphiQLCache } from './pages/graphiql-cache.js';
+import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
+import { createReadiness, upstreamAnswers } from './probes/readiness.js';
+import { useProbes } from './probes/routes.js';
+import { operationStateOf, requestStateOf, useRequestState } from './request-state.js';
+import { responseCachePlugin } from './response-cache/plugin.js';
+import type { SharedRedis } from './shared-state/shared-redis.js';
+import { ClientAwareness } from './telemetry/client-awareness.js';
+import type { GatewayMetrics } from './telemetry/metrics.js';
+import { useOperationTelemetry } from './telemetry/operation-telemetry.js';
+import { recentRefusalsOf, slotReturner, useCallerLimits } from './traffic/caller-limits.js';
+import { createCallerLimiters } from './traffic/limiters.js';
+import { useInFlight } from './traffic/in-flight.js';
+import { LoadShedder } from './traffic/load-shedder.js';
 
 /** GraphiQL's title, and the front door's. */
 const TITLE = 'Avatar Head gateway';
@@ -111,18 +112,16 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
   const apqBounds = { maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes };
   const localApq = createMemoryQueryStore(apqBounds);
   const apqStore = options.apqStore ?? (options.redis ? createRedisQueryStore({ redis: options.redis, local: localApq, ttlSeconds: persistedDocuments.apqTtlSeconds, ...apqBounds }) : localApq);
-  const callerLimits = {
-    limiters: createCallerLimiters(settings.callerLimits, { redis: options.redis, inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000) }),
-    trustProxy: settings.callerLimits.trustProxy,
-    onRefused: countRefusal,
-  };
-  // Callers refused a moment ago: the plugin remembers them, the HTTP server refuses them again before yoga.
-  const door = callerDoor(callerLimits);
+  const limiters = createCallerLimiters(settings.callerLimits, { redis: options.redis, inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000) });
+  const callerLimitOptions = { limiters, trustProxy: settings.callerLimits.trustProxy, onRefused: countRefusal };
+  // Callers refused a moment ago: the caller limits remember them, the HTTP server refuses them again before yoga.
+  const recent = recentRefusalsOf(callerLimitOptions);
+  const callerLimits = useCallerLimits({ ...callerLimitOptions, recent });
   const overloaded = metrics.refusals.labels({ limit: 'overloaded' });
   const shedder = new LoadShedder(settings.loadShedding, () => overloaded.inc());
   metrics.watchLoad(shedder);
   // An overloaded gateway refuses first: that refusal costs the least.
-  const refuseEarly: EarlyRefusal = door === undefined ? shedder.refuseEarly : (request) => shedder.refuseEarly(request) ?? door.refuseEarly(request);
+  const refuseEarly: EarlyRefusal = recent === undefined ? shedder.refuseEarly : (request) => shedder.refuseEarly(request) ?? recent.refuseEarly(request);
   // The same for every request: made once, not per request.
   const contextOptions: ContextOptions = {
     upstream,
@@ -142,58 +141,78 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
   const graphiql = graphiQLPage(renderGraphiQLPage);
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
   const graphiqlOn = settings.introspection;
+
+  /*
+   * The pipeline, by the stage each plugin first acts in (request, request parsing, params, parse
+   * and validate, execute, result, response), one entry per concern. Plugins' hooks of one kind run
+   * in this order; the reason is beside each placement that matters. What they pass to each other
+   * is on the request's and the operations' state (request-state.ts).
+   */
+  const pipeline: (Plugin | undefined)[] = [
+    // — request —
+    // First: every later hook finds the request's state (and in onParams each operation's).
+    useRequestState(),
+    // Then overload, before anything else: a request refused for it costs no more than its refusal
+    // (as one the HTTP server refuses before yoga, counted in gateway_refusals_total only).
+    useInFlight(shedder, slotReturner(limiters, recent)),
+    // Pages for people (`/`, `/graphiql`) and the probes: answered before the telemetry counts an operation.
+    useFrontDoor({ graphiql: graphiqlOn, title: TITLE }),
+    useProbes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics }),
+    // Sees every GraphQL request that was not shed, before any other plugin may refuse it (its span says which did).
+    useOperationTelemetry({
+      metrics,
+      logger,
+      tracing,
+      clients: new ClientAwareness(settings.metricsClients),
+      ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
+    }),
+    // — request parsing —
+    // Before the body is read: an answer the client cannot take is refused first. Its onExecute
+    // (the document without @defer/@stream for a client that takes one JSON answer) comes before
+    // the plan, compiled execution and the response cache, which all read the document.
+    useAnswerTypes({ schema }),
+    useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
+    useStrictRequestParams(),
+    useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
+    // — params —
+    // Before anything reads the query text: the response cache's key, the nesting check (an APQ hash alone has none yet).
+    usePersistedDocuments({ apqStore, trustedDocuments: persistedDocuments.trustedDocuments, trustedDocumentsOnly: persistedDocuments.trustedDocumentsOnly }),
+    // Its hit is set in onParams: the caller limits' admission, after it, replaces a hit with a refusal.
+    // In onExecute it wraps the execute function, so compiled execution (which sets it) comes before it.
+    ...(compiled === undefined ? [] : [compiled]),
+    responseCache,
+    callerLimits.admission,
+    // — parse and validate —
+    // The nesting check before parsing (onParams), the token count while parsing, the rest as validation runs.
+    useOperationLimits({ limits: settings.limits, introspection: settings.introspection, hideSuggestions: settings.production, csrfPrevention: settings.csrfPrevention, onRefused: countRefusal }),
+    // The one detector of @defer/@stream, and their validation rules.
+    useIncrementalDelivery(),
+    // — execute —
+    // The plan before the caller limits' charge, which reads its call count.
+    useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing }),
+    callerLimits.charge,
+    // A client that hangs up stops its operation: the executor checks the request's signal
+    // between fields, and its answer is never serialised.
+    useExecutionCancellation(),
+    // — result —
+    // After the response cache, whose copy of the answer it bounds.
+    useResponseSizeLimit({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),
+    // — response —
+    useAnswerHeaders({ cors: settings.corsOrigins.length > 0 }),
+    useGraphiQLCache(graphiql),
+  ];
   const yoga = createYoga<Record<string, unknown>, GatewayContext>({
     schema,
     graphqlEndpoint: '/graphql',
-    context: (initial) => createContext(initial.request, contextOptions, operationTrace(initial)),
-    plugins: [
-      // Before everything else: a request refused for overload costs no more than its refusal
-      // (as one the HTTP server refuses before yoga, it is counted in gateway_refusals_total only).
-      useLoadShedding(shedder),
-      // Pages for people (`/`, `/graphiql`), not GraphQL: answered before operability counts an operation.
-      useFrontDoor({ graphiql: graphiqlOn, title: TITLE }),
-      // First of the GraphQL plugins: it sees a request before any other may refuse it (its span says which did).
-      useOperability({
-        metrics,
-        logger,
-        ready: options.ready,
-        notReadyBecause: options.notReadyBecause,
-        tracing,
-        clients: new ClientAwareness(settings.metricsClients),
-        ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
-      }),
-      // Before anything reads the body or runs: an answer the client cannot take is refused first.
-      useAnswerTypes({ schema }),
-      useRequestDecompression(),
-      useRequestSizeLimit({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
-      useStrictRequestParams(),
-      useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
-      // The plan's hook (onExecute) runs before the caller limits' charge, which reads its count;
-      // nothing between here and execution looks at the plan.
-      useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing }),
-      // Before the response cache reads the query text for its key (an APQ hash alone has none yet).
-      usePersistedDocuments({ apqStore, trustedDocuments: persistedDocuments.trustedDocuments, trustedDocumentsOnly: persistedDocuments.trustedDocumentsOnly }),
-      // Before the response cache, which wraps the execute function it sets (a later one would replace the cache's).
-      ...(compiled ? [compiled] : []),
-      // Its hit is set in onParams: the caller limits' onParams, after it, replace a hit with their refusal.
-      ...(responseCache ? [responseCache] : []),
-      useCallerLimits({ ...callerLimits, door }),
-      useOperationLimits({
-        limits: settings.limits,
-        introspection: settings.introspection,
-        hideSuggestions: settings.production,
-        csrfPrevention: settings.csrfPrevention,
-        onRefused: countRefusal,
-      }),
-      useIncrementalDelivery(),
-      ...(settings.corsOrigins.length > 0 ? [useVaryOrigin()] : []),
-      usePrivateAnswers(),
-      // A client that hangs up stops its operation: the executor checks the request's signal
-      // between fields, and its answer is never serialised.
-      useExecutionCancellation(),
-      useResponseSizeLimit({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),
-      useGraphiQLCache(graphiql),
-    ] as Plugin[],
+    context: (initial) => {
+      const request = requestStateOf(initial);
+      return createContext(initial.request, contextOptions, {
+        requestId: request?.requestId ?? requestIdFrom(initial.request),
+        batch: request?.batch,
+        trace: operationStateOf(initial)?.record?.trace,
+      });
+    },
+    plugins: pipeline.filter((plugin) => plugin !== undefined),
     parserAndValidationCache: parseCache.caches,
     // intake/batching.ts refuses larger batches first, with a code of ours.
     batching: { limit: settings.maxBatch },

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { tokenCallerOf } from '../../src/server/traffic/caller-limits.js';
+import { tokenCallerOf } from '../../src/server/callers.js';
 import type { FleetGateway } from './fleet.js';
 
 /*

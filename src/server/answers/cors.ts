@@ -1,5 +1,4 @@
-import type { CORSOptions, Plugin } from 'graphql-yoga';
-import { varyOn } from './private-answers.js';
+import type { CORSOptions } from 'graphql-yoga';
 import { rateLimitHeaderNames } from '../traffic/rate-limit-headers.js';
 
 /** What a browser app may read of an answer besides the CORS-safelisted headers. */
@@ -17,17 +16,5 @@ export function corsPolicy(origins: readonly string[]): ((request: Request) => C
     if (origin === null || !(anyOrigin || origins.includes(origin))) return false;
     // Credentials (the Authorization header) only for origins named explicitly, never for `*`.
     return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders };
-  };
-}
-
-/**
- * With CORS on, an answer depends on the request's Origin (allowed or not, and which one is
- * echoed): every answer says so, or a shared cache could hand one origin's answer to another.
- */
-export function useVaryOrigin(): Plugin {
-  return {
-    onResponse({ response }) {
-      response.headers.set('vary', varyOn(response.headers.get('vary'), 'Origin'));
-    },
   };
 }

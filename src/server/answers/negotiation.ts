@@ -2,7 +2,8 @@ import { BREAK, Kind, visit, type DocumentNode, type ExecutionResult, type Graph
 import { isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
-import { usesIncrementalDelivery, withoutIncrementalDelivery } from '../documents/incremental-delivery.js';
+import { withoutIncrementalDelivery } from '../documents/incremental-delivery.js';
+import { operationStateOf, requestStateOf, type Negotiated } from '../request-state.js';
 import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
 
@@ -16,14 +17,6 @@ const quality = /;\s*q\s*=/i;
 const keptParameter = /^\s*(q|charset)\s*=/i;
 /** Apollo's name for graphql-js 17.0.0-alpha.9's incremental format (https://specs.apollo.dev/incremental/v0.2/). */
 const alpha9Format = /^\s*multipart\/mixed\s*;(?:.*;)?\s*incrementalSpec\s*=\s*"?v0\.2"?\s*(?:;|$)/i;
-
-/** What an Accept header lets the gateway answer in. */
-interface Negotiated {
-  /** The media types, most preferred first. */
-  readonly types: readonly string[];
-  /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
-  readonly alpha9: boolean;
-}
 
 /**
  * The media types of `accept` the gateway can answer in, most preferred first (negotiator: q-values,
@@ -40,9 +33,8 @@ function negotiate(accept: string): Negotiated {
 
 const noAnswerType =
   'The Accept header names no media type the gateway answers in: application/graphql-response+json or application/json, and multipart/mixed or text/event-stream for @defer and @stream.';
-/** Whether an operation answers in parts: a @defer or @stream its `if` does not turn off. */
+/** Whether an operation that uses @defer or @stream answers in parts: one its `if` does not turn off. */
 function answersInParts(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
-  if (!usesIncrementalDelivery(document)) return false;
   let parts = false;
   visit(document, {
     Directive(node) {
@@ -76,9 +68,8 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
 export function useAnswerTypes(options: { readonly schema: GraphQLSchema }): Plugin {
   // Clients send a handful of distinct Accept headers: each is negotiated once.
   const known = new LRUCache<string, Negotiated>({ max: 256 });
-  const acceptedBy = new WeakMap<Request, Negotiated>();
   return {
-    onRequestParse({ request, endResponse, fetchAPI }) {
+    onRequestParse({ request, serverContext, endResponse, fetchAPI }) {
       const accept = request.headers.get('accept');
       // None (or empty, as yoga reads it): anything.
       if (!accept) return;
@@ -88,13 +79,13 @@ export function useAnswerTypes(options: { readonly schema: GraphQLSchema }): Plu
         endResponse(new fetchAPI.Response(refusalBody(noAnswerType, 'NOT_ACCEPTABLE'), { status: 406, headers: { 'content-type': refusalType } }));
         return;
       }
-      acceptedBy.set(request, negotiated);
+      const state = requestStateOf(serverContext);
+      if (state !== undefined) state.negotiated = negotiated;
       if (quality.test(accept)) request.headers.set('accept', negotiated.types.join(', '));
     },
     onExecute({ args }) {
-      const request = (args.contextValue as { request?: Request }).request;
-      const negotiated = request === undefined ? undefined : acceptedBy.get(request);
-      if (negotiated === undefined || !usesIncrementalDelivery(args.document)) return undefined;
+      const negotiated = requestStateOf(args.contextValue)?.negotiated;
+      if (negotiated === undefined || operationStateOf(args.contextValue)?.incremental !== true) return undefined;
       if (!negotiated.types.some((type) => inParts.has(type))) {
         // Read by every hook after this one and by the executor.
         (args as { document: DocumentNode }).document = withoutIncrementalDelivery(args.document);

@@ -1,5 +1,5 @@
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
-import { batchOf } from '../../loaders/request-batch.js';
+import { requestStateOf } from '../request-state.js';
 
 export interface ResponseSizeLimitOptions {
   /** Largest answer one request gets, in bytes of JSON (a batch's answers together). */
@@ -59,7 +59,7 @@ export function useResponseSizeLimit(options: ResponseSizeLimitOptions): Plugin 
       }
       const target = result as { stringify?: Stringify };
       const stringify = target.stringify ?? JSON.stringify;
-      const batch = batchOf(request);
+      const batch = requestStateOf(context)?.batch;
       if (batch === undefined) {
         target.stringify = (value) => limited(stringify(value), maxBytes, maxBytes, onRefused).text;
         return;

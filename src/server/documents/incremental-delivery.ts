@@ -1,6 +1,7 @@
 import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
 import { OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { operationStateOf } from '../request-state.js';
 
 const seen = new WeakMap<DocumentNode, boolean>();
 
@@ -40,6 +41,10 @@ export function withoutIncrementalDelivery(document: DocumentNode): DocumentNode
 }
 
 /**
+ * The one detector of incremental delivery: as an operation is validated, its state says whether
+ * its document (as parsed, after APQ and trusted documents, before any rewrite) uses @defer or
+ * @stream; the negotiation, the response cache and every later plugin read `incremental`.
+ *
  * @defer and @stream (GraphQL over HTTP incremental delivery: multipart/mixed, or SSE): yoga's
  * executor and result processors serve them, and `schema.graphql` declares the directives
  * (src/schema/index.ts), so what yoga's plugin adds is its validation rules for them. Those are
@@ -57,6 +62,8 @@ export function useIncrementalDelivery(): Plugin {
   return {
     onValidate(payload) {
       if (!usesIncrementalDelivery(payload.params.documentAST)) return;
+      const operation = operationStateOf(payload.context);
+      if (operation !== undefined) operation.incremental = true;
       // envelop's own list (the plugin's filter replaces only its view of it, its rules are pushed onto this one).
       const rules = payload.params.rules ?? [];
       void deferStream.onValidate?.(payload);

@@ -6,6 +6,7 @@ import type { PersistedQueryStore } from './apq-store.js';
 import type { TrustedDocuments } from './trusted-documents.js';
 import { composed } from '../plugin-kit/composed.js';
 import { withRecodedErrors } from '../plugin-kit/recoded-errors.js';
+import { operationStateOf, type Registration } from '../request-state.js';
 
 export interface PersistedDocumentsOptions {
   /** Where automatic persisted queries are registered (Apollo's APQ protocol). */
@@ -43,17 +44,6 @@ const hashMismatch = (error: GraphQLError) =>
     ? createGraphQLError('extensions.persistedQuery.sha256Hash is not the SHA-256 of the query text.', { extensions: { code: 'BAD_USER_INPUT', http: { status: 400 } } })
     : undefined;
 
-const pendingKey = Symbol('persisted-documents.registration');
-const writingKey = Symbol('persisted-documents.writing');
-
-interface Registration {
-  readonly hash: string;
-  readonly query: string;
-}
-
-/** An operation's context: its registration waiting for validation, then the write under way. */
-type Pending = { [pendingKey]?: Registration; [writingKey]?: Promise<void> };
-
 /** The hash and text of an APQ registration, as useAPQ reads them (version 1, a string hash, a text). */
 function registrationOf(query: unknown, extension: unknown): Registration | undefined {
   const { version, sha256Hash } = (extension ?? {}) as { version?: unknown; sha256Hash?: unknown };
@@ -71,16 +61,16 @@ function registrationOf(query: unknown, extension: unknown): Registration | unde
 function useRegistration(store: PersistedQueryStore): Plugin {
   return {
     onValidate({ context }) {
-      const state = context as Pending;
-      const registration = state[pendingKey];
-      if (registration === undefined) return undefined;
-      state[pendingKey] = undefined;
+      const operation = operationStateOf(context);
+      const registration = operation?.registration;
+      if (operation === undefined || registration === undefined) return undefined;
+      operation.registration = undefined;
       return ({ valid }) => {
-        if (valid) state[writingKey] = store.set(registration.hash, registration.query);
+        if (valid) operation.registering = store.set(registration.hash, registration.query);
       };
     },
     // Only an operation that registered waits (a promise for every operation would cost them all).
-    onExecutionResult: ({ context }) => (context as Pending)[writingKey],
+    onExecutionResult: ({ context }) => operationStateOf(context)?.registering,
   };
 }
 
@@ -128,7 +118,8 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugi
           const registration = registrationOf(payload.params.query, extension);
           await runApq(payload);
           // useAPQ checked the hash; a manifest document needs no registration.
-          if (registration !== undefined && lookUp(registration.hash) === null) (payload.context as Pending)[pendingKey] = registration;
+          const operation = operationStateOf(payload.context);
+          if (registration !== undefined && operation !== undefined && lookUp(registration.hash) === null) operation.registration = registration;
         })();
       },
     },

@@ -2,9 +2,9 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import type { GatewayContext } from '../../schema/context.js';
 import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
-import { batchOf } from '../../loaders/request-batch.js';
 import { carriesToken } from '../../schema/inputs.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
+import { requestStateOf } from '../request-state.js';
 
 export interface UpstreamPlanOptions {
   readonly planner: Planner;
@@ -54,7 +54,7 @@ export function useUpstreamPlan(options: UpstreamPlanOptions): Plugin {
   const tracer = options.tracing?.recording === true ? options.tracing.tracer : undefined;
   return {
     onExecute({ args, setResultAndStopExecution }) {
-      const context = args.contextValue as unknown as GatewayContext & { request?: Request };
+      const context = args.contextValue as unknown as GatewayContext;
       const span = tracer?.startSpan('upstream plan', undefined, context.trace);
       const plan = planner.plan({
         document: args.document,
@@ -62,7 +62,7 @@ export function useUpstreamPlan(options: UpstreamPlanOptions): Plugin {
         variables: args.variableValues as Record<string, unknown> | undefined,
         authorized: carriesToken(context),
       });
-      const batch = context.request === undefined ? undefined : batchOf(context.request);
+      const batch = requestStateOf(context)?.batch;
       const refusal = refusalOf(plan, batch?.planned ?? NOTHING_PLANNED, budget, maxItems);
       if (span !== undefined) {
         span.setAttribute(spanAttributes.planCalls, plan.calls);

@@ -40,15 +40,11 @@ const withoutSuggestion = <E extends Error>(error: E): E => {
 };
 
 /**
- * Drops every "Did you mean …?" (fields, arguments, types, inline fragments, enum values,
- * input fields): validation errors, and the variable errors graphql-js raises as execution starts.
- * Armor's own blocker only masks the `Did you mean "x"` form.
+ * Variable errors graphql-js raises as execution starts lose their "Did you mean …?" too, with
+ * suggestions hidden (validation errors lose theirs in useValidationErrors).
  */
-function useHiddenSuggestions(): Plugin {
+function useHiddenExecutionSuggestions(): Plugin {
   return {
-    onValidate: () => ({ valid, result, setResult }) => {
-      if (!valid) setResult(result.map(withoutSuggestion));
-    },
     onExecute: () => ({
       onExecuteDone: (payload) =>
         handleStreamOrSingleExecutionResult(payload, ({ result }) => {
@@ -102,21 +98,23 @@ function useNestingLimit(limit: number, onRefused: (limit: string) => void): Plu
   };
 }
 
-/** Validation errors about a literal argument name its type, not the literal (errors.ts). */
-function useLiteralFreeValidationErrors(): Plugin {
+/**
+ * One pass over a document's validation errors, as validation ends:
+ * - each refusal of a limit (`extensions.limit`) is counted, here rather than in Armor's
+ *   callbacks: a cached validation result runs no rule;
+ * - an error about a literal argument names its type, not the literal (schema/errors.ts);
+ * - with suggestions hidden, every "Did you mean …?" is cut (fields, arguments, types, inline
+ *   fragments, enum values, input fields; Armor's own blocker only masks the `Did you mean "x"` form).
+ */
+function useValidationErrors(onRefused: (limit: string) => void, hideSuggestions: boolean): Plugin {
   return {
-    onValidate: () => ({ valid, result }) => {
-      if (!valid) for (const error of result) if (error instanceof GraphQLError) withoutLiterals(error);
-    },
-  };
-}
-
-/** Counts validation refusals here rather than in Armor's callbacks: a cached validation result runs no rule. */
-function useValidationRefusalCount(onRefused: (limit: string) => void): Plugin {
-  return {
-    onValidate: () => ({ valid, result }) => {
+    onValidate: () => ({ valid, result, setResult }) => {
       if (valid) return;
-      for (const error of result) if (typeof error.extensions.limit === 'string') onRefused(error.extensions.limit);
+      for (const error of result) {
+        if (typeof error.extensions.limit === 'string') onRefused(error.extensions.limit);
+        if (error instanceof GraphQLError) withoutLiterals(error);
+      }
+      if (hideSuggestions) setResult(result.map(withoutSuggestion));
     },
   };
 }
@@ -179,11 +177,10 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin {
       costLimit: { enabled: false },
       blockFieldSuggestion: { enabled: false },
     }) as Plugin,
-    useValidationRefusalCount(onRefused),
-    useLiteralFreeValidationErrors(),
+    useValidationErrors(onRefused, options.hideSuggestions ?? false),
   ];
   if (options.csrfPrevention ?? false) plugins.push(useCSRFCheck());
-  if (options.hideSuggestions ?? false) plugins.push(useHiddenSuggestions());
+  if (options.hideSuggestions ?? false) plugins.push(useHiddenExecutionSuggestions());
   if (options.introspection === false) plugins.push(useDisableIntrospection());
   return composed(plugins);
 }

@@ -7,8 +7,8 @@ import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
 import type { ConnectionSettings } from '../../config.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import type { EarlyRefusal } from '../traffic/caller-limits.js';
-import { privateAnswerHeaders, varyOn } from '../answers/private-answers.js';
+import type { EarlyRefusal } from './refusal.js';
+import { privateAnswerHeaders, varyOn } from './cache-headers.js';
 import { refusalBody, refusalType } from './refusal.js';
 
 export interface HttpServerOptions {

@@ -1,5 +1,5 @@
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
-import { startBatch } from '../../loaders/request-batch.js';
+import { requestStateOf } from '../request-state.js';
 
 export interface BatchingOptions {
   /** Operations one batched request may carry. */
@@ -13,19 +13,12 @@ export interface BatchingOptions {
  * a batch over `maxBatch` operations (or an empty one) is HTTP 400 with code BATCH_TOO_LARGE
  * (BAD_REQUEST; `limit: "batch"`), before any operation runs. yoga's own limit, set to the same number, would answer
  * 413 with BAD_REQUEST; this check runs first. A batch of two or more gets the request's shared
- * loaders (loaders/request-batch.ts).
+ * loaders (loaders/request-batch.ts), on its request state.
  */
-const batched = new WeakSet<Request>();
-
-/** Whether the request's body was a batch (an array), of one operation or more: its answer is an array too. */
-export function isBatch(request: Request): boolean {
-  return batched.has(request);
-}
-
 export function useBatching(options: BatchingOptions): Plugin {
   const { maxBatch } = options;
   return {
-    onRequestParse: ({ request }) => ({
+    onRequestParse: ({ serverContext }) => ({
       onRequestParseDone({ requestParserResult }) {
         if (!Array.isArray(requestParserResult)) return;
         if (requestParserResult.length > maxBatch) {
@@ -37,8 +30,10 @@ export function useBatching(options: BatchingOptions): Plugin {
         if (requestParserResult.length === 0) {
           throw createGraphQLError('A batch needs at least one operation.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
         }
-        batched.add(request);
-        if (requestParserResult.length > 1) startBatch(request);
+        const state = requestStateOf(serverContext);
+        if (state === undefined) return;
+        state.batched = true;
+        if (requestParserResult.length > 1) state.startBatch();
       },
     }),
   };

@@ -2,7 +2,7 @@ import { getSupportedEncodings, useContentEncoding } from '@whatwg-node/server';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { refusalBody, refusalType } from '../http/refusal.js';
 
-export interface RequestSizeLimitOptions {
+export interface RequestBodyOptions {
   /** Largest request body accepted (MAX_BODY_BYTES). */
   readonly maxBytes: number;
   /** Told of every refusal, for metrics. */
@@ -39,33 +39,16 @@ const isEncoded = (request: Request): boolean => {
 };
 
 /**
- * Request bodies sent with `Content-Encoding: gzip` (or deflate, br) are inflated as they stream
- * in, by @whatwg-node/server's useContentEncoding (its request half; responses are compressed by
- * the HTTP server, http-server.ts); a coding it cannot decode is HTTP 415 UNSUPPORTED_MEDIA_TYPE,
- * answered at once. It puts no bound on what a body inflates to: useRequestSizeLimit counts the
- * inflated bytes, so a decompression bomb stops at the cap (HTTP 413) with at most one chunk over
- * it in memory.
- */
-export function useRequestDecompression(): Plugin {
-  const decompression = useContentEncoding();
-  return {
-    onRequest(payload) {
-      const { request, fetchAPI } = payload;
-      const header = request.headers.get('content-encoding');
-      if (header === null || request.body === null) return undefined;
-      const supported = getSupportedEncodings(fetchAPI);
-      const codings = contentCodings(header, supported);
-      // useContentEncoding's own 415 was plain text quoting the header: a client's value in the body.
-      if (codings === undefined) return payload.endResponse(new fetchAPI.Response(unsupportedEncoding(supported), { status: 415, headers: { 'content-type': refusalType } }));
-      // useContentEncoding matches the names as written: it is handed them as it knows them.
-      request.headers.set('content-encoding', codings[0] ?? 'identity');
-      return decompression.onRequest!(payload);
-    },
-  } as Plugin;
-}
-
-/**
- * Caps the request body before yoga buffers it: a declared Content-Length over the cap is
+ * The request body, as it comes in:
+ *
+ * Bodies sent with `Content-Encoding: gzip` (or deflate, br) are inflated as they stream in, by
+ * @whatwg-node/server's useContentEncoding (its request half; responses are compressed by the
+ * HTTP server, http/http-server.ts); a coding it cannot decode is HTTP 415
+ * UNSUPPORTED_MEDIA_TYPE, answered at once (onRequest). It puts no bound on what a body inflates
+ * to: the cap below counts the inflated bytes, so a decompression bomb stops at the cap (HTTP
+ * 413) with at most one chunk over it in memory.
+ *
+ * The body is capped before yoga buffers it: a declared Content-Length over the cap is
  * refused outright; a body without one (chunked), or a compressed one (counted as it inflates),
  * is counted as it streams in. A declared length
  * within the cap needs no counting: Node's HTTP parser ends the body at the declared length, and
@@ -78,13 +61,26 @@ export function useRequestDecompression(): Plugin {
  * becomes an HTTP answer; thrown any earlier (`onRequest`) it would escape yoga and the Node
  * adapter would answer 500 with the error's stack.
  */
-export function useRequestSizeLimit(options: RequestSizeLimitOptions): Plugin {
+export function useRequestBody(options: RequestBodyOptions): Plugin {
+  const decompression = useContentEncoding();
   const { maxBytes } = options;
   const refuse = () => {
     options.onRefused?.();
     return tooLarge(maxBytes);
   };
   return {
+    onRequest(payload) {
+      const { request, fetchAPI } = payload;
+      const header = request.headers.get('content-encoding');
+      if (header === null || request.body === null) return undefined;
+      const supported = getSupportedEncodings(fetchAPI);
+      const codings = contentCodings(header, supported);
+      // useContentEncoding's own 415 was plain text quoting the header: a client's value in the body.
+      if (codings === undefined) return payload.endResponse(new fetchAPI.Response(unsupportedEncoding(supported), { status: 415, headers: { 'content-type': refusalType } }));
+      // useContentEncoding matches the names as written: it is handed them as it knows them.
+      request.headers.set('content-encoding', codings[0] ?? 'identity');
+      return decompression.onRequest!(payload as never);
+    },
     onRequestParse({ request, requestParser, setRequestParser, fetchAPI }) {
       const declared = request.headers.get('content-length');
       if (declared !== null) {

@@ -3,8 +3,9 @@ import type { ExecutionResult } from 'graphql';
 import { isPromise, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 
-/** What an answer holds, as envelop's response cache names it: `Type:id`, or a whole type without an id. */
-export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer T> ? T : never;
+import type { CacheEntityRecord } from '../request-state.js';
+
+export type { CacheEntityRecord };
 
 /** A cached answer and when it expires (ms since 1970, on the clock of the process that kept it), for `max-age`. */
 export interface CachedAnswer {

@@ -12,10 +12,10 @@ import { expiresAtKey, ResponseCache, type CacheEntityRecord, type GatewayCache 
 import { createMemoryResponseCache } from './memory-store.js';
 import { createRedisResponseCache } from './redis-store.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
-import { varyOn } from '../answers/private-answers.js';
-import { isBatch } from '../intake/batching.js';
+import fresh from 'fresh';
+import { tokenCallerOf } from '../callers.js';
 import { composed } from '../plugin-kit/composed.js';
-import { tokenCallerOf } from '../traffic/caller-limits.js';
+import { operationStateOf, requestStateOf, type Cacheable } from '../request-state.js';
 
 export interface GatewayResponseCacheOptions {
   readonly cache: GatewayCache;
@@ -24,13 +24,6 @@ export interface GatewayResponseCacheOptions {
   /** RESPONSE_CACHE_TTL_PER_TYPE: object type names and their TTL in ms. */
   readonly ttlPerType: Readonly<Record<string, number>>;
 }
-
-const ttlKey = Symbol('response-cache.ttl');
-const incrementalKey = Symbol('response-cache.incremental');
-const evictionsKey = Symbol('response-cache.evictions');
-
-/** An operation's state, on its context. */
-type CacheState = { [ttlKey]?: number; [incrementalKey]?: boolean; [evictionsKey]?: CacheEntityRecord[] };
 
 /** A listing's answer changes with a head it does not hold (its `totalCount`, a search a new name enters): every cached listing goes with a head. */
 const headListings: CacheEntityRecord = { typename: 'HeadConnection' };
@@ -109,18 +102,6 @@ function tagOf(data: object): string {
   return tag;
 }
 
-/** Whether an `If-None-Match` names `tag`, by weak comparison (RFC 9110 13.1.2), or is `*`. */
-function names(ifNoneMatch: string, tag: string): boolean {
-  const opaque = tag.slice(2);
-  return ifNoneMatch.split(',').some((entry) => {
-    const candidate = entry.trim();
-    return candidate === '*' || candidate === opaque || candidate.replace(/^W\//, '') === opaque;
-  });
-}
-
-/** What a request's answer may say to HTTP caches: seconds left and its tag, or not cacheable. */
-type Cacheable = { readonly maxAge: number; readonly tag: string } | false;
-
 /**
  * The key an answer is kept under: the query text, the operation name, the variables (sorted) and
  * the caller's session, hashed by node:crypto (the plugin's default hashes with WebCrypto's
@@ -129,9 +110,6 @@ type Cacheable = { readonly maxAge: number; readonly tag: string } | false;
 export function responseCacheKey(documentString: string, operationName: string | null | undefined, variables: unknown, sessionId: string | null | undefined): string {
   return createHash('sha256').update(`${documentString}|${operationName ?? ''}|${stableStringify(variables ?? {})}|${sessionId ?? ''}`).digest('hex');
 }
-
-/** `Cache-Control` of a cacheable answer: what is left of its entry, in whole seconds. */
-const cacheControl = (request: Request, maxAgeSeconds: number) => `${request.headers.has('authorization') ? 'private' : 'public'}, max-age=${maxAgeSeconds}`;
 
 type HttpHeaders = { http?: { headers?: Record<string, string> } };
 
@@ -154,40 +132,42 @@ function withoutHttp(extensions: Record<string, unknown>): Record<string, unknow
  * - HTTP, on a cacheable JSON answer (not a batch's): a weak ETag made from its data, and 304 with
  *   no body for a GET whose `If-None-Match` names it (decided on the answer itself, a hit when it
  *   is kept: yoga's plugin answered 304 to any request naming any kept key, a POST mutation
- *   included), `Cache-Control: private|public, max-age=<seconds left>` and
- *   `Vary: Authorization, Accept`.
+ *   included); what it says is on the request's state (`cacheable`), and the one writer of cache
+ *   headers (answers/answer-headers.ts) writes `ETag`, `Cache-Control: private|public,
+ *   max-age=<seconds left>` and `Vary: Authorization, Accept`.
  */
 export function useGatewayResponseCache(options: GatewayResponseCacheOptions): Plugin {
   const { cache } = options;
-  const cacheable = new WeakMap<Request, Cacheable>();
   // yoga's plugin answers 304 in its onRequest, to any request naming any kept key: not used (onResultProcess below).
   const { onRequest: _yogaRevalidation, ...yogaCache } = useResponseCache<Record<string, unknown>>({
     cache,
     session: (request) => tokenCallerOf(request.headers.get('authorization') ?? undefined) ?? null,
     buildResponseCacheKey: ({ documentString, operationName, variableValues, sessionId }) => responseCacheKey(documentString, operationName, variableValues, sessionId),
-    enabled: (_request, context) => (context as CacheState)[incrementalKey] !== true,
+    // The one detector of @defer/@stream, on the document (documents/incremental-delivery.ts).
+    enabled: (_request, context) => operationStateOf(context)?.incremental !== true,
     ttl: options.ttlMs,
     ttlPerSchemaCoordinate: { 'Query.__schema': 0, 'Query.__type': 0, ...options.ttlPerType },
-    onTtl: ({ ttl, context }) => ((context as CacheState)[ttlKey] = ttl),
+    onTtl: ({ ttl, context }) => {
+      const operation = operationStateOf(context);
+      if (operation !== undefined) operation.cacheTtl = ttl;
+      return ttl;
+    },
     includeExtensionMetadata: false,
   }) as Plugin;
   void _yogaRevalidation;
 
   const hooks: Plugin = {
     onExecute({ args }) {
-      const state = args.contextValue as CacheState;
-      const query = (args.contextValue as { params?: { query?: unknown } }).params?.query;
-      // The text, not args.document: a client that takes one JSON answer runs the document without them (answer-types.ts).
-      if (typeof query === 'string' && /@(defer|stream)\b/.test(query)) state[incrementalKey] = true;
       const evictions = evictionsOf(args);
-      if (evictions.length > 0) state[evictionsKey] = evictions;
+      const operation = operationStateOf(args.contextValue);
+      if (evictions.length > 0 && operation !== undefined) operation.evictions = evictions;
       const types = evictions.length > 0 ? [] : typesWithoutIds(args.schema, args.document);
       if (types.length === 0) return undefined;
       // Before the plugin's own onExecuteDone, which stores the answer (this plugin comes first).
       return { onExecuteDone: ({ result }) => void (isAsyncIterable(result) ? undefined : cache.alsoHolds(result, types)) };
     },
-    onExecutionResult({ request, context, result, setResult }) {
-      const state = context as CacheState;
+    onExecutionResult({ context, result, setResult }) {
+      const state = requestStateOf(context);
       let answer: Cacheable = false;
       if (result !== undefined && !Array.isArray(result) && !isAsyncIterable(result)) {
         const http = (result.extensions as HttpHeaders | undefined)?.http;
@@ -195,16 +175,16 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
         if (http !== undefined) setResult({ ...result, extensions: withoutHttp(result.extensions!) });
         if (result.errors === undefined && result.data != null) {
           const expiresAt = (result as { [expiresAtKey]?: number })[expiresAtKey];
-          const ttl = state[ttlKey] ?? 0;
+          const ttl = operationStateOf(context)?.cacheTtl ?? 0;
           // A hit says what is left of its entry; an answer just kept (the plugin tagged it), its TTL.
           const maxAge = expiresAt !== undefined ? Math.max(0, Math.floor((expiresAt - Date.now()) / 1000)) : http?.headers?.['ETag'] !== undefined && ttl > 0 ? Math.floor(ttl / 1000) : undefined;
           if (maxAge !== undefined) answer = { maxAge, tag: tagOf(result.data) };
         }
       }
       // The operations of a batch share one response: it says nothing of their entries.
-      cacheable.set(request, isBatch(request) || cacheable.has(request) ? false : answer);
+      if (state !== undefined) state.cacheable = state.batched || state.cacheable !== undefined ? false : answer;
       // After the mutation's upstream call, before its answer: a read that follows it finds no stale answer.
-      const evictions = state[evictionsKey];
+      const evictions = operationStateOf(context)?.evictions;
       const evicting = evictions === undefined ? undefined : cache.evict(evictions);
       const settled = cache.settled();
       if (evicting === undefined) return settled;
@@ -212,23 +192,14 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
     },
     // Revalidation: a GET whose If-None-Match names this answer's tag gets 304 and no body. Decided
     // on the answer itself (a hit, or the operation run again), so a tag only ever matches the
-    // answer it was made from, for this request's query, variables and caller.
-    onResultProcess({ request, setResultProcessor }) {
-      const answer = cacheable.get(request);
+    // answer it was made from, for this request's query, variables and caller. Its headers are
+    // written with every answer's (answers/answer-headers.ts).
+    onResultProcess({ request, serverContext, setResultProcessor }) {
+      const answer = requestStateOf(serverContext)?.cacheable;
       if (!answer || (request.method !== 'GET' && request.method !== 'HEAD')) return;
       const ifNoneMatch = request.headers.get('if-none-match');
-      if (ifNoneMatch === null || !names(ifNoneMatch, answer.tag)) return;
+      if (ifNoneMatch === null || !fresh({ 'if-none-match': ifNoneMatch }, { etag: answer.tag })) return;
       setResultProcessor((_result, fetchAPI) => new fetchAPI.Response(null, { status: 304 }), 'application/json');
-    },
-    onResponse({ request, response }) {
-      const answer = cacheable.get(request);
-      if (!answer) return;
-      // Only a JSON answer: the same operation as multipart/mixed or an event stream is another body.
-      const type = response.headers.get('content-type') ?? '';
-      if (response.status !== 304 && !(response.status === 200 && /^application\/(graphql-response\+)?json\b/.test(type))) return;
-      response.headers.set('etag', answer.tag);
-      response.headers.set('cache-control', cacheControl(request, answer.maxAge));
-      response.headers.set('vary', varyOn(varyOn(response.headers.get('vary'), 'Authorization'), 'Accept'));
     },
   };
   return composed([hooks, yogaCache]);

@@ -145,12 +145,6 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  readonly inFlight = new Gauge({
-    name: 'gateway_operations_in_flight',
-    help: 'GraphQL operations being executed now.',
-    registers: [this.registry],
-  });
-
   readonly #connectionsDropped = new Counter({
     name: 'gateway_connections_dropped_total',
     help: 'Client connections closed on arrival because as many as the port allows were open (MAX_CONNECTIONS on the public port; the admin port has a small cap of its own).',
@@ -281,7 +275,7 @@ export class GatewayMetrics {
   #load: { readonly inFlight: number; readonly delayMs: number } | undefined;
 
   readonly #operationsOpen: Gauge = new Gauge({
-    name: 'gateway_shedding_operations_in_flight',
+    name: 'gateway_operations_in_flight',
     help: 'GraphQL operations admitted whose answer is not yet out (an @defer/@stream one until its last part), process-wide: what SHED_MAX_IN_FLIGHT caps.',
     registers: [this.registry],
     collect: () => {
@@ -291,7 +285,7 @@ export class GatewayMetrics {
 
   readonly #eventLoopDelay: Gauge = new Gauge({
     name: 'gateway_shedding_event_loop_delay_seconds',
-    help: "The event loop's delay, 99th percentile over the last 500 ms window: what SHED_EVENT_LOOP_DELAY_MS caps.",
+    help: "The event loop's delay, the median over the last 500 ms window: what SHED_EVENT_LOOP_DELAY_MS caps.",
     registers: [this.registry],
     // Several workers (WORKERS>1): the most delayed one, not a sum.
     aggregator: 'max',

@@ -2,14 +2,12 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span,
 import { getOperationAST } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
-import type { ClientAwareness, ClientIdentity } from './client-awareness.js';
+import type { ClientAwareness } from './client-awareness.js';
 import type { GatewayContext } from '../../schema/context.js';
 import type { GatewayMetrics } from './metrics.js';
-import { batchOf } from '../../loaders/request-batch.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 import { errorCodesOf, limitOf, operationLabel, outcomeOf, type OperationOutcome } from './operation-outcome.js';
-import { requestIdOf } from './request-ids.js';
-import { pathOf, servedAsGraphQL } from '../http/paths.js';
+import { OperationState, operationStateOf, requestStateOf, type OperationRecord, type RequestState } from '../request-state.js';
 
 export type OperationTelemetryOptions = {
   readonly metrics: GatewayMetrics;
@@ -38,55 +36,23 @@ export type OperationTelemetryOptions = {
     }
 );
 
-type OperationType = 'query' | 'mutation' | 'unknown';
-
-/** One GraphQL operation being handled; lives on the operation's context under a private key. */
-interface OperationState {
-  readonly startedAt: number;
-  /** The operationName the client sent, until the parsed document names the operation. */
-  name: string | undefined;
-  type: OperationType;
-  /** True once execution began (our onExecute ran), so the gauge went up. */
-  executing: boolean;
-  done: boolean;
-  /** Its request's client app, when `clients` is given. */
-  readonly client: ClientIdentity | undefined;
-  /** The operation's span, a child of the caller's span when its request carries a traceparent. */
-  readonly span: Span;
-  /** The context naming `span` as the parent: the plan's and the upstream calls' spans hang under it. */
-  readonly trace: Context;
-}
-
-/** One request to the GraphQL endpoint: the caller's trace and the operations it carries (a batch has several). */
-interface RequestState {
-  readonly startedAt: number;
-  /** The caller's trace, from its traceparent; the root context without one. */
-  readonly parent: Context;
-  readonly client: ClientIdentity | undefined;
-  readonly operations: OperationState[];
-}
-
-const operationKey = Symbol('operation-telemetry.operation');
-const requestKey = Symbol('operation-telemetry.request');
-type WithOperation = { [operationKey]?: OperationState; [requestKey]?: RequestState };
-
 /** The parent context of an operation's plan and upstream calls, once the operation has begun. */
 export function operationTrace(context: object): Context | undefined {
-  return (context as WithOperation)[operationKey]?.trace;
+  return operationStateOf(context)?.record?.trace;
 }
 
 const serverSpan: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
 
 /** The operation's span, told what the log line says but the request id and the duration. */
-function describeOperation(span: Span, state: OperationState, operationName: string, outcome: OperationOutcome, errorCodes: string[], upstreamCalls: number, errors: readonly unknown[] | undefined): void {
+function describeOperation(span: Span, state: OperationRecord, client: RequestState['client'], operationName: string, outcome: OperationOutcome, errorCodes: string[], upstreamCalls: number, errors: readonly unknown[] | undefined): void {
   // OpenTelemetry's GraphQL span name: the operation type, then its name if it has one.
   if (state.type !== 'unknown') {
     span.updateName(state.name === undefined ? state.type : `${state.type} ${operationName}`);
     span.setAttribute(spanAttributes.operationType, state.type);
   }
   if (state.name !== undefined) span.setAttribute(spanAttributes.operationName, operationName);
-  if (state.client?.name !== undefined) span.setAttribute(spanAttributes.clientName, state.client.name);
-  if (state.client?.version !== undefined) span.setAttribute(spanAttributes.clientVersion, state.client.version);
+  if (client?.name !== undefined) span.setAttribute(spanAttributes.clientName, client.name);
+  if (client?.version !== undefined) span.setAttribute(spanAttributes.clientVersion, client.version);
   span.setAttribute(spanAttributes.outcome, outcome);
   span.setAttribute(spanAttributes.upstreamCalls, upstreamCalls);
   if (errorCodes.length > 0) span.setAttribute(spanAttributes.errorCodes, errorCodes);
@@ -97,23 +63,21 @@ function describeOperation(span: Span, state: OperationState, operationName: str
 }
 
 /**
- * Per GraphQL operation: its span, the in-flight gauge, one observation of the operations
- * histogram (and of the client histogram, with `clients`) and one structured log line.
+ * Per GraphQL operation: its span, one observation of the operations histogram (and of the client
+ * histogram, with `clients`) and one structured log line (the in-flight gauge is the shedder's
+ * count, traffic/in-flight.ts).
  *
  * Per-operation work is a handful of hooks that each run once per operation (never per field):
- * onRequest reads the caller's traceparent on the GraphQL endpoint, onParams starts the clock and the span,
- * onValidate reads the operation's name and type from the parsed document, onExecute raises the
- * gauge, onExecutionResult records everything, onResultProcess records a request refused before
- * or while its parameters were read (its body, a batch too large, a missing query) with its
- * errors, and onResponse records an operation that never produced a result. A request refused
- * before it named any operation counts as one operation. The log line and the span carry names,
- * counts, error codes and the refusing limit only: never headers, variables, the query text or
- * error messages.
+ * onRequest reads the caller's traceparent and client app, onParams starts the clock and the span,
+ * onValidate reads the operation's name and type from the parsed document, onExecutionResult
+ * records everything, onResultProcess records a request refused before or while its parameters
+ * were read (its body, a batch too large, a missing query) with its errors, and onResponse
+ * records an operation that never produced a result. A request refused before it named any
+ * operation counts as one operation. The log line and the span carry names, counts, error codes
+ * and the refusing limit only: never headers, variables, the query text or error messages.
  */
 export function useOperationTelemetry(options: OperationTelemetryOptions): Plugin {
   const { metrics, logger, clients } = options;
-  /** The path whose requests carry operations; yoga's, read when it starts. */
-  let graphqlEndpoint = '/graphql';
   // The operation line holds only values made here (names cut to [A-Za-z0-9_], ids, counts,
   // codes): redaction, half the cost of the line, has nothing to find in it.
   const operationLog = logger.child({}, { redact: [] });
@@ -131,52 +95,33 @@ export function useOperationTelemetry(options: OperationTelemetryOptions): Plugi
   };
 
   /** An operation of `request` begins (at `startedAt`, for one refused before its parameters were read). */
-  const begin = (request: RequestState | undefined, name: string | undefined, startedAt?: number): OperationState => {
-    const parent = request?.parent ?? ROOT_CONTEXT;
+  const begin = (request: RequestState, operation: OperationState, name: string | undefined, startedAt?: number): OperationRecord => {
+    const parent = request.parent ?? ROOT_CONTEXT;
     const span = tracing.tracer.startSpan('GraphQL Operation', startedAt === undefined ? serverSpan : { ...serverSpan, startTime: startedAt }, parent);
-    const state: OperationState = {
-      startedAt: startedAt ?? performance.now(),
-      name,
-      type: 'unknown',
-      executing: false,
-      done: false,
-      client: request?.client,
-      span,
-      trace: trace.setSpan(parent, span),
-    };
-    request?.operations.push(state);
-    return state;
+    return (operation.record = { startedAt: startedAt ?? performance.now(), name, type: 'unknown', done: false, span, trace: trace.setSpan(parent, span) });
   };
 
-  const finish = (
-    state: OperationState,
-    context: Partial<GatewayContext> & { request?: Request },
-    result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined,
-  ): void => {
-    if (state.done) return;
-    state.done = true;
-    if (state.executing) metrics.inFlight.dec();
-    const durationMs = performance.now() - state.startedAt;
+  const finish = (request: RequestState, record: OperationRecord, upstreamCalls: number, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined): void => {
+    if (record.done) return;
+    record.done = true;
+    const durationMs = performance.now() - record.startedAt;
     const outcome = outcomeOf(result);
-    const operationName = operationLabel(state.name);
-    // A refused operation never built its context: its request id is made for it.
-    const requestId = requestIdOf(context, context.request);
-    const upstreamCalls = context.guard?.calls ?? 0;
+    const operationName = operationLabel(record.name);
     const errorCodes = errorCodesOf(result?.errors);
-    metrics.operations.observe({ operation: metricName(operationName), type: state.type, outcome }, durationMs / 1000);
-    const { client } = state;
+    metrics.operations.observe({ operation: metricName(operationName), type: record.type, outcome }, durationMs / 1000);
+    const { client } = request;
     if (client !== undefined) metrics.clientOperations.observe({ client_name: client.nameLabel, client_version: client.versionLabel, outcome }, durationMs / 1000);
-    const { span } = state;
-    if (span.isRecording()) describeOperation(span, state, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
+    const { span } = record;
+    if (span.isRecording()) describeOperation(span, record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
     span.end();
     const { traceId, spanId } = span.spanContext();
     operationLog.info(
       {
-        requestId,
+        requestId: request.requestId,
         traceId,
         spanId,
         operationName,
-        operationType: state.type,
+        operationType: record.type,
         outcome,
         durationMs: Math.round(durationMs * 1000) / 1000,
         upstreamCalls,
@@ -186,68 +131,75 @@ export function useOperationTelemetry(options: OperationTelemetryOptions): Plugi
     );
   };
 
+  /** Whether the telemetry follows this request: one it saw arrive (a request shed before it has a state, and no record). */
+  const followed = (context: unknown): RequestState | undefined => {
+    const state = requestStateOf(context);
+    return state?.parent === undefined ? undefined : state;
+  };
+
   return {
-    onYogaInit({ yoga }) {
-      graphqlEndpoint = yoga.graphqlEndpoint;
-    },
-
     onRequest({ request, serverContext }) {
-      // A request yoga will take as GraphQL: its clock starts and its caller's trace is read
-      // here, not in a yoga onRequestParse hook (yoga runs each of those through promise helpers).
-      if (servedAsGraphQL(request.url, pathOf(request.url), graphqlEndpoint)) {
-        (serverContext as WithOperation)[requestKey] = { startedAt: performance.now(), parent: tracing.extract(request.headers), client: clients?.identify(request.headers), operations: [] };
-      }
+      const state = requestStateOf(serverContext);
+      if (state === undefined) return;
+      state.parent = tracing.extract(request.headers);
+      state.client = clients?.identify(request.headers);
     },
 
-    // Each operation of a batch has a context of its own (inheriting the request's state).
     onParams({ params, context }) {
-      const operation = context as WithOperation;
-      operation[operationKey] = begin(operation[requestKey], typeof params.operationName === 'string' ? params.operationName : undefined);
+      const state = followed(context);
+      const operation = operationStateOf(context);
+      if (state !== undefined && operation !== undefined) begin(state, operation, typeof params.operationName === 'string' ? params.operationName : undefined);
     },
 
     onValidate({ context, params }) {
-      const state = (context as WithOperation)[operationKey];
-      if (state === undefined) return;
-      const operation = getOperationAST(params.documentAST, state.name);
+      const record = operationStateOf(context)?.record;
+      if (record === undefined) return;
+      const operation = getOperationAST(params.documentAST, record.name);
       if (operation === null || operation === undefined) return;
-      if (operation.name !== undefined) state.name = operation.name.value;
-      state.type = operation.operation === 'query' || operation.operation === 'mutation' ? operation.operation : 'unknown';
-    },
-
-    onExecute({ args }) {
-      const state = (args.contextValue as WithOperation)[operationKey];
-      if (state === undefined || state.executing) return;
-      state.executing = true;
-      metrics.inFlight.inc();
+      if (operation.name !== undefined) record.name = operation.name.value;
+      record.type = operation.operation === 'query' || operation.operation === 'mutation' ? operation.operation : 'unknown';
     },
 
     onExecutionResult({ result, context }) {
-      const state = (context as WithOperation)[operationKey];
-      if (state === undefined) return;
+      const state = followed(context);
+      const record = operationStateOf(context)?.record;
+      if (state === undefined || record === undefined) return;
       // An async iterable (a stream) has no single result: it counts from its set-up, as `ok`.
       const single = result !== undefined && Symbol.asyncIterator in result ? {} : result;
-      finish(state, context as Partial<GatewayContext>, single);
+      finish(state, record, (context as Partial<GatewayContext>).guard?.calls ?? 0, single);
     },
 
     // A request refused before execution: before it named an operation (its body, a batch too
     // large) or after (a missing query). Its errors say which code and which limit.
-    onResultProcess({ request, result, serverContext }) {
-      const context = serverContext as Partial<GatewayContext> & WithOperation;
-      const requestState = context[requestKey];
-      if (requestState === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
-      const state = context[operationKey] ?? (requestState.operations.length === 0 ? begin(requestState, undefined, requestState.startedAt) : undefined);
-      if (state !== undefined && !state.done) finish(state, { ...context, request }, result);
+    onResultProcess({ result, serverContext }) {
+      const state = followed(serverContext);
+      if (state === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
+      const operation = operationStateOf(serverContext) ?? (state.operations.length === 0 ? unnamed(state) : undefined);
+      if (operation === undefined) return;
+      const record = operation.record ?? begin(state, operation, undefined, state.startedAt);
+      finish(state, record, (serverContext as Partial<GatewayContext>).guard?.calls ?? 0, result);
     },
 
-    onResponse({ request, serverContext }) {
-      const context = serverContext as Partial<GatewayContext> & WithOperation;
-      const requestState = context[requestKey];
-      if (requestState === undefined) return;
+    onResponse({ serverContext, response }) {
+      const state = followed(serverContext);
+      if (state === undefined) return;
       // Operations that never produced a result of their own (an unsupported media type; a
-      // batch's operation with a missing query), or a request that never named one. A batch's
-      // operations each have a context of their own; they share the batch's request id.
-      if (requestState.operations.length === 0) begin(requestState, undefined, requestState.startedAt);
-      for (const operation of requestState.operations) if (!operation.done) finish(operation, { ...context, request, requestId: context.requestId ?? batchOf(request)?.requestId }, undefined);
+      // batch's operation with a missing query), or a request that never named one.
+      if (state.operations.length === 0) unnamed(state);
+      for (const operation of state.operations) {
+        const record = operation.record ?? begin(state, operation, undefined, state.startedAt);
+        if (!record.done) finish(state, record, (serverContext as Partial<GatewayContext>).guard?.calls ?? 0, undefined);
+      }
+      // Every answer to a GraphQL request carries its `x-request-id`: the id its log lines and
+      // upstream calls carry (a batch's operations share it). Probes and pages carry none.
+      response.headers.set('x-request-id', state.requestId);
     },
   };
+}
+
+/** The one operation of a request refused before it named any. */
+function unnamed(state: RequestState): OperationState {
+  const operation = new OperationState();
+  state.operations.push(operation);
+  return operation;
 }

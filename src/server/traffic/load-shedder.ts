@@ -1,7 +1,6 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { LoadSheddingSettings } from '../../config.js';
-import type { EarlyRefusal } from './caller-limits.js';
-import { refusalBody, refusalType } from '../http/refusal.js';
+import { refusalBody, refusalType, type EarlyRefusal } from '../http/refusal.js';
 
 /** How often the event loop's delay is read (and its histogram started again). */
 export const DELAY_WINDOW_MS = 500;

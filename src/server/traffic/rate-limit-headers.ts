@@ -12,10 +12,8 @@ export type AdvertisedLimit = 'requests' | 'address';
 /** The headers an answer may carry, which a browser app may read (CORS). */
 export const rateLimitHeaderNames: readonly string[] = ['ratelimit-policy', 'ratelimit', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'];
 
-const requestsKey = Symbol('rate-limit-headers.requests');
-const addressKey = Symbol('rate-limit-headers.address');
-/** What the limiters last said of a request's operations (a batch's last), kept on its Request. */
-type WithQuotas = { [requestsKey]?: RateLimiterRes; [addressKey]?: RateLimiterRes };
+/** What the limiters last said of a request's operations (a batch's last): its request state's `quotas`. */
+type Quotas = { readonly requests?: RateLimiterRes | undefined; readonly address?: RateLimiterRes | undefined };
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
@@ -53,15 +51,10 @@ export class RateLimitHeaders {
     this.#policy = serializeList(windows.map(([name, limiter]) => [name, new Map([['q', limiter.points], ['w', limiter.duration]])]));
   }
 
-  /** What a limiter answered for one of `request`'s operations, granted or refused. */
-  record(request: Request, limit: AdvertisedLimit, taken: RateLimiterRes): void {
-    (request as WithQuotas)[limit === 'requests' ? requestsKey : addressKey] = taken;
-  }
-
-  /** Sets the headers of what was recorded for `request`; none when its operations were counted by no advertised limit. */
-  write(request: Request, headers: Headers): void {
-    const requests = this.#requests && (request as WithQuotas)[requestsKey];
-    const address = this.#address && (request as WithQuotas)[addressKey];
+  /** Sets the headers of what the limiters said of a request's operations; none when no advertised limit counted them. */
+  write(quotas: Quotas, headers: Headers): void {
+    const requests = this.#requests && quotas.requests;
+    const address = this.#address && quotas.address;
     if (requests === undefined && address === undefined) return;
     const items: string[] = [];
     if (requests !== undefined) items.push(item(this.#requests!, requests.remainingPoints, requests.msBeforeNext));

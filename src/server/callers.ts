@@ -1,0 +1,27 @@
+import type { IncomingMessage } from 'node:http';
+import { credentialKeyOf } from '../upstream/credential.js';
+import type { Caller } from './request-state.js';
+
+/**
+ * The caller an Authorization header names, `token:<SHA-256 of its normalised credential>`, or
+ * undefined without one: what the caller limits count by and the response cache scopes answers
+ * by. The token itself is never kept, in memory or in Redis.
+ */
+export function tokenCallerOf(authorization: string | undefined): string | undefined {
+  const key = credentialKeyOf(authorization);
+  return key === undefined ? undefined : `token:${key}`;
+}
+
+/**
+ * Whom an operation is charged to: its bearer token, hashed, or else its client address: the
+ * first X-Forwarded-For hop when a proxy in front sets it (TRUST_PROXY), the connection's peer
+ * otherwise.
+ */
+export function callerFrom(authorization: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Caller {
+  const forwarded = trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
+  const address = `address:${forwarded || peer || 'unknown'}`;
+  return { key: tokenCallerOf(authorization) ?? address, address };
+}
+
+/** A request as the HTTP server hands it on: the caller it worked out before yoga, if it did (traffic/caller-limits.ts). */
+export type ArrivingRequest = IncomingMessage & { callerOnArrival?: Caller };
