@@ -4,7 +4,7 @@ import type { Needs } from '../domain/needs.js';
 
 /*
  * Facts fields declare about themselves, on their Pothos definition (`extensions`), for the
- * planner to read from the schema: no list of field names kept anywhere else.
+ * planner (and the response cache) to read from the schema: no list of field names kept anywhere else.
  */
 
 /** What a root field reads or sends upstream. */
@@ -28,7 +28,19 @@ export type RootFact =
  */
 export type ItemsFact = { readonly arg: string } | 'window';
 
+/**
+ * What a mutation changes beyond the objects it answers, which the response cache evicts for
+ * every caller once it was sent: the head whose id (global ID or UUID) is the `id` of the input
+ * argument `head`, and every kept answer holding one of `types`.
+ */
+export interface ChangesFact {
+  readonly head?: string;
+  readonly types?: readonly string[];
+}
+
 export interface FieldFacts {
+  /** A mutation's changes, for the response cache's evictions. */
+  readonly changes?: ChangesFact;
   /** A root field's upstream reads or calls. */
   readonly plan?: RootFact;
   /** What this field needs of the head it belongs to (variant-only fields, head_metadata, totalCount). */
@@ -46,8 +58,8 @@ const extensions = (facts: FieldFacts): Extensions => ({ extensions: { ...facts 
 /** `extensions` for a field that needs `bits` of its head. */
 export const needs = (bits: Needs): Extensions => extensions({ needs: bits });
 
-/** `extensions` for a root field with its upstream fact. */
-export const plan = (fact: RootFact): Extensions => extensions({ plan: fact });
+/** `extensions` for a root field with its upstream fact (and, for a mutation, what it changes). */
+export const plan = (fact: RootFact, changes?: ChangesFact): Extensions => extensions(changes === undefined ? { plan: fact } : { plan: fact, changes });
 
 /** `extensions` for a list field with its length fact (a root field's upstream fact beside it, if any). */
 export const items = (fact: ItemsFact, root?: RootFact): Extensions => extensions(root === undefined ? { items: fact } : { items: fact, plan: root });

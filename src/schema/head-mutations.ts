@@ -47,7 +47,8 @@ builder.mutationFields((t) => ({
     type: UpdateHeadPayload,
     description: 'Changes a head (Update Head). Sent once, never retried.',
     args: { input: t.arg({ type: UpdateHeadInput, required: true, description: 'The head and the changes.' }) },
-    ...plan({ kind: 'headUpdate' }),
+    // A listing's answer changes with a head it does not hold (its `totalCount`, a search a new name enters).
+    ...plan({ kind: 'headUpdate' }, { head: 'input', types: ['HeadConnection'] }),
     resolve: async (_, { input }, ctx, info) => {
       // The validated id is the UUID (headIdSchema transforms); Pothos types it as the raw input.
       const id = String(input.id);
@@ -73,7 +74,8 @@ builder.mutationFields((t) => ({
     type: DeleteHeadPayload,
     description: 'Deletes a head (Delete Head). Needs a bearer token. Sent once, never retried.',
     args: { input: t.arg({ type: DeleteHeadInput, required: true, description: 'The head to delete.' }) },
-    ...plan({ kind: 'call', operation: 'deleteHead', needsToken: true }),
+    // It answers no Head for the cache to find: the head is named by its argument.
+    ...plan({ kind: 'call', operation: 'deleteHead', needsToken: true }, { head: 'input', types: ['HeadConnection'] }),
     resolve: async (_, { input }, ctx) => {
       requireAuthorization(ctx);
       const id = String(input.id);

@@ -6,6 +6,7 @@ import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
 import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type FragmentDefinitionNode, type GraphQLSchema } from 'graphql';
 import { isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
+import { factsOf } from '../../plan/facts.js';
 import type { ResponseCacheSettings } from '../../config.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { expiresAtKey, ResponseCache, type CacheEntityRecord, type GatewayCache } from './cache.js';
@@ -25,14 +26,12 @@ export interface GatewayResponseCacheOptions {
   readonly ttlPerType: Readonly<Record<string, number>>;
 }
 
-/** A listing's answer changes with a head it does not hold (its `totalCount`, a search a new name enters): every cached listing goes with a head. */
-const headListings: CacheEntityRecord = { typename: 'HeadConnection' };
-
 /**
- * What a mutation changes beyond the objects it returns, by its arguments (so whether the client
- * selected them does not matter): `updateHead` and `deleteHead` the head they name
- * (`Head:<global ID>`, as answers hold it) and every head listing. `deleteHead` returns no Head
- * for the plugin to find; `updateSubscription` returns the subscription, which the plugin finds.
+ * What a mutation changes beyond the objects it returns, as its field declares it (`changes`,
+ * plan/facts.ts), by its arguments (so whether the client selected anything does not matter):
+ * `updateHead` and `deleteHead` the head they name (`Head:<global ID>`, as answers hold it) and
+ * every head listing. `deleteHead` returns no Head for the plugin to find; `updateSubscription`
+ * returns the subscription, which the plugin finds.
  */
 function evictionsOf(args: ExecutionArgs): CacheEntityRecord[] {
   const operation = getOperationAST(args.document, args.operationName);
@@ -49,17 +48,20 @@ function evictionsOf(args: ExecutionArgs): CacheEntityRecord[] {
   const { fields } = collectFields(args.schema, fragments, variables, mutationType, operation.selectionSet);
   for (const [node] of fields.values()) {
     const field = node === undefined ? undefined : mutationType.getFields()[node.name.value];
-    if (node === undefined || (field?.name !== 'updateHead' && field?.name !== 'deleteHead')) continue;
-    let input: { id?: unknown } | undefined;
-    try {
-      input = getArgumentValues(field, node, variables)['input'] as { id?: unknown } | undefined;
-    } catch {
-      // Arguments that do not coerce fail the mutation too: nothing changes.
-      continue;
+    const changes = field === undefined ? undefined : factsOf(field).changes;
+    if (node === undefined || field === undefined || changes === undefined) continue;
+    if (changes.head !== undefined) {
+      let input: { id?: unknown } | undefined;
+      try {
+        input = getArgumentValues(field, node, variables)[changes.head] as { id?: unknown } | undefined;
+      } catch {
+        // Arguments that do not coerce fail the mutation too: nothing changes.
+        continue;
+      }
+      const uuid = headIdFrom(input?.id);
+      if (uuid !== undefined) evictions.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
     }
-    const uuid = headIdFrom(input?.id);
-    if (uuid !== undefined) evictions.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
-    evictions.push(headListings);
+    for (const typename of changes.types ?? []) evictions.push({ typename });
   }
   return evictions;
 }
