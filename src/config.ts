@@ -1,6 +1,5 @@
 import { isObjectType } from 'graphql';
 import { environment, type Environment } from './config/environment.js';
-import type { RedisTopology } from './config/values.js';
 import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './server/http/descriptors.js';
 import type { Strategy } from './domain/needs.js';
 import { schema } from './schema/index.js';
@@ -13,208 +12,37 @@ import type { RetryBudgetSettings } from './upstream/retry-budget.js';
 export type { RedisCredentials, RedisNode, RedisTopology } from './config/values.js';
 
 /**
- * What the gateway runs with, read once from the environment and handed down: the layers below
- * take their part as options. Each field names the variable it comes from; what the variable
- * does, its default and its range are written once, in config/environment.ts.
+ * What the gateway runs with, read once from the environment and handed down, grouped as the
+ * server needs it: the layers below take their part as options. Its type is what `settingsFrom`
+ * makes of the parsed environment (config/environment.ts: every variable once, with its default,
+ * its range and what it does), not a second list kept by hand.
  */
-export interface Config {
-  /** UPSTREAM_URL; undefined: start the embedded reference upstream. */
-  readonly upstreamUrl: string | undefined;
-  /** PORT */
-  readonly port: number;
-  /** HOST */
-  readonly host: string;
-  /** UPSTREAM_TIMEOUT_MS */
-  readonly upstreamTimeoutMs: number;
-  /** UPSTREAM_CONNECTIONS */
-  readonly upstreamConnections: number;
-  /** The default routes with UPSTREAM_ROUTES_FILE's rows over them. */
-  readonly routes: RouteTable;
-  /** UPSTREAM_KEEPALIVE_MS */
-  readonly upstreamKeepAliveMs: number;
-  /** UPSTREAM_MAX_RESPONSE_BYTES */
-  readonly upstreamMaxResponseBytes: number;
-  /** UPSTREAM_FANOUT */
-  readonly upstreamFanout: number;
-  /** UPSTREAM_CALL_BUDGET */
-  readonly upstreamCallBudget: number;
-  readonly resilience: ResilienceSettings;
-  /** MAX_RESULT_ITEMS */
-  readonly maxResultItems: number;
-  /** MAX_RESPONSE_BYTES */
-  readonly maxResponseBytes: number;
-  /** OPERATION_TIMEOUT_MS, more than UPSTREAM_TIMEOUT_MS. */
-  readonly operationTimeoutMs: number;
-  /** INTROSPECTION, or else not in production. */
-  readonly introspection: boolean;
-  /**
-   * How upstream reads are chosen (PLANNER): `selection` (on) picks the fewest reads that cover
-   * what the operation selects, which assumes Get Heads and Get Heads Ext list the same collection
-   * in the same order; `plain` (off) reads every need through its one read.
-   */
-  readonly planner: Strategy;
-  /** COMPILED_EXECUTION */
-  readonly compiledExecution: boolean;
-  /** Which queries are compiled: COMPILED_EXECUTION_AT_RUN and COMPILED_EXECUTION_MAX_FIELDS. */
-  readonly compiledQueries: CompiledQueryThresholds;
-  /** COMPILED_EXECUTION_MAX_ENTRIES and COMPILED_EXECUTION_MAX_BYTES. */
-  readonly compiledDocuments: CacheBounds;
-  /** DOCUMENT_CACHE_MAX_ENTRIES and DOCUMENT_CACHE_MAX_BYTES. */
-  readonly documentCache: CacheBounds;
-  /** CORS_ORIGINS; empty: same-origin only. */
-  readonly corsOrigins: readonly string[];
-  /**
-   * CSRF_PREVENTION. Off by default: the gateway reads no cookie, only the Authorization header a
-   * page must set itself; on behind a proxy that turns cookies into tokens.
-   */
-  readonly csrfPrevention: boolean;
-  readonly limits: OperationLimits;
-  /** MAX_BATCH */
-  readonly maxBatch: number;
-  readonly persistedDocuments: PersistedDocumentsSettings;
-  /** COMPRESSION_MIN_BYTES */
-  readonly compressionMinBytes: number;
-  /** SHUTDOWN_DELAY_MS and SHUTDOWN_GRACE_MS. */
-  readonly shutdown: ShutdownSettings;
-  readonly connections: ConnectionSettings;
-  readonly callerLimits: CallerLimitSettings;
-  /** SHED_MAX_IN_FLIGHT (or its default, from UPSTREAM_CONNECTIONS), SHED_EVENT_LOOP_DELAY_MS, SHED_RETRY_AFTER_SECONDS. */
-  readonly loadShedding: LoadSheddingSettings;
-  /** The RESPONSE_CACHE_* variables; undefined: no response cache (RESPONSE_CACHE_TTL_MS unset or 0). */
-  readonly responseCache: ResponseCacheSettings | undefined;
-  /** REDIS_URL (and REDIS_SENTINEL_PASSWORD); undefined keeps the limit counters, APQ and the response cache in process memory. Holds passwords, never logged. */
-  readonly redis: SharedStateSettings | undefined;
-  /** METRICS_OPERATION_NAMES */
-  readonly metricsOperationNames: number;
-  readonly metricsClients: ClientMetricsBounds;
-  /** WORKERS, `auto` counted. */
-  readonly workers: number;
-  /** LOG_LEVEL */
-  readonly logLevel: string;
-  /** NODE_ENV=production */
-  readonly production: boolean;
-  /** The OTEL_* variables. */
-  readonly tracing: TracingSettings;
-}
+export type Config = ReturnType<typeof settingsFrom>;
 
 /** The upstream's breaker, its retry budget and shared calls: CIRCUIT_BREAKER_*, UPSTREAM_RETRY_BUDGET_*, UPSTREAM_DEDUPE. */
-export interface ResilienceSettings {
-  readonly breaker: CircuitSettings;
-  readonly retryBudget: RetryBudgetSettings;
-  readonly dedupe: boolean;
-}
-
-/** How a process stops on SIGTERM: out of rotation first, then drained. */
-export interface ShutdownSettings {
-  /** SHUTDOWN_DELAY_MS: /ready answers 503 while both ports serve as before. */
-  readonly delayMs: number;
-  /** SHUTDOWN_GRACE_MS: then in-flight requests may finish for this long. */
-  readonly graceMs: number;
-}
-
+export type ResilienceSettings = Config['resilience'];
+/** How a process stops on SIGTERM: out of rotation first (SHUTDOWN_DELAY_MS), then drained (SHUTDOWN_GRACE_MS). */
+export type ShutdownSettings = Config['shutdown'];
 /** Where the shared state lives: REDIS_URL's topology, and the Sentinels' own password. */
-export interface SharedStateSettings {
-  readonly topology: RedisTopology;
-  /** REDIS_SENTINEL_PASSWORD */
-  readonly sentinelPassword: string | undefined;
-}
-
+export type SharedStateSettings = NonNullable<Config['redis']>;
 /** Client connections: how long a request may take to arrive, how many may be open, the admin port. */
-export interface ConnectionSettings {
-  /** HEADERS_TIMEOUT_MS, at most REQUEST_TIMEOUT_MS. */
-  readonly headersTimeoutMs: number;
-  /** REQUEST_TIMEOUT_MS */
-  readonly requestTimeoutMs: number;
-  /** MAX_CONNECTIONS, or what the file-descriptor limit leaves (maxConnectionsFor). */
-  readonly maxConnections: number;
-  /** ADMIN_PORT; undefined: /health, /ready and /metrics on the public port only. */
-  readonly adminPort: number | undefined;
-  /** Connections open at once on the admin port: probes and scrapes need a few (server/http/descriptors.ts). */
-  readonly adminMaxConnections: number;
-}
-
-/** A cache of something derived from each distinct document, the least recently used dropped first. */
-export interface CacheBounds {
-  readonly maxEntries: number;
-  /** Estimated heap bytes the entries may hold together. */
-  readonly maxBytes: number;
-}
-
+export type ConnectionSettings = Config['connections'];
+/** A cache of something derived from each distinct document, the least recently used dropped first (its entries, and the heap bytes they may hold together). */
+export type CacheBounds = Config['documentCache'];
 /** Which queries graphql-jit compiles (server/documents/compiled-execution.ts). */
-export interface CompiledQueryThresholds {
-  /** COMPILED_EXECUTION_AT_RUN: the run of a query at which it is compiled. */
-  readonly afterExecutions: number;
-  /** COMPILED_EXECUTION_MAX_FIELDS */
-  readonly maxFields: number;
-}
-
+export type CompiledQueryThresholds = Config['compiledQueries'];
 /** Per-operation limits refused before execution (GraphQL Armor and the body cap): MAX_DEPTH, MAX_ALIASES and the rest. */
-export interface OperationLimits {
-  readonly maxDepth: number;
-  readonly maxAliases: number;
-  readonly maxTokens: number;
-  readonly maxDirectives: number;
-  readonly maxRepeatedFields: number;
-  readonly maxBodyBytes: number;
-}
-
-/** The client names and versions /metrics keeps apart, the first seen (client-awareness.ts). */
-export interface ClientMetricsBounds {
-  /** METRICS_CLIENT_NAMES */
-  readonly maxNames: number;
-  /** METRICS_CLIENT_VERSIONS */
-  readonly maxVersions: number;
-}
-
+export type OperationLimits = Config['limits'];
+/** The client names and versions /metrics keeps apart, the first seen (telemetry/client-awareness.ts). */
+export type ClientMetricsBounds = Config['metricsClients'];
 /** Per-caller limits, the RATE_LIMIT_* variables (undefined: off). A caller is its bearer token, hashed, or its client address. */
-export interface CallerLimitSettings {
-  readonly requestsPerSecond: number | undefined;
-  /** Charged with the plan's calls before execution. */
-  readonly upstreamCallsPerSecond: number | undefined;
-  readonly inFlight: number | undefined;
-  /** Made-up tokens share their address's window. */
-  readonly addressRequestsPerSecond: number | undefined;
-  /** The window of the per-second limits: a caller may spend this many seconds' worth at once. */
-  readonly windowSeconds: number;
-  /** TRUST_PROXY */
-  readonly trustProxy: boolean;
-}
-
+export type CallerLimitSettings = Config['callerLimits'];
 /** When the gateway refuses new operations for overload (server/traffic/load-shedder.ts). */
-export interface LoadSheddingSettings {
-  /** SHED_MAX_IN_FLIGHT, or UPSTREAM_CONNECTIONS: operations in flight in this process past which a new one is refused; 0: no cap. */
-  readonly maxInFlight: number;
-  /** SHED_EVENT_LOOP_DELAY_MS: the event loop's sampled delay past which a new operation is refused; 0: not watched for shedding. */
-  readonly eventLoopDelayMs: number;
-  /** SHED_RETRY_AFTER_SECONDS: the `Retry-After` of a refusal. */
-  readonly retryAfterSeconds: number;
-}
-
+export type LoadSheddingSettings = Config['loadShedding'];
 /** Documents a client may name by hash instead of sending their text. */
-export interface PersistedDocumentsSettings {
-  /** APQ_MAX_ENTRIES */
-  readonly apqMaxEntries: number;
-  /** APQ_MAX_BYTES */
-  readonly apqMaxBytes: number;
-  /** APQ_TTL_SECONDS; in memory only the two bounds above apply. */
-  readonly apqTtlSeconds: number;
-  /** The manifest TRUSTED_DOCUMENTS_FILE names, if any. */
-  readonly trustedDocuments: TrustedDocuments | undefined;
-  /** TRUSTED_DOCUMENTS_ONLY */
-  readonly trustedDocumentsOnly: boolean;
-}
-
-/** The response cache (server/response-cache/cache.ts), on when RESPONSE_CACHE_TTL_MS is more than 0. */
-export interface ResponseCacheSettings {
-  /** RESPONSE_CACHE_TTL_MS */
-  readonly ttlMs: number;
-  /** RESPONSE_CACHE_TTL_PER_TYPE: object type names of the schema, and their TTL in ms. */
-  readonly ttlPerType: Readonly<Record<string, number>>;
-  /** RESPONSE_CACHE_MAX_ENTRIES and RESPONSE_CACHE_MAX_BYTES: the store in process memory (without REDIS_URL). */
-  readonly memory: CacheBounds;
-  /** RESPONSE_CACHE_MAX_ENTRY_BYTES: the largest answer either store keeps. */
-  readonly maxEntryBytes: number;
-}
+export type PersistedDocumentsSettings = Config['persistedDocuments'];
+/** The response cache (server/response-cache/), on when RESPONSE_CACHE_TTL_MS is more than 0. */
+export type ResponseCacheSettings = NonNullable<Config['responseCache']>;
 
 /** A configuration problem, worded for one line on stderr: `VARIABLE: expected ...`. */
 export class ConfigError extends Error {
@@ -265,66 +93,108 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.REDIS_SENTINEL_PASSWORD !== undefined && e.REDIS_URL?.kind !== 'sentinel') {
     throw new ConfigError('REDIS_SENTINEL_PASSWORD: expected a redis-sentinel:// (or rediss-sentinel://) REDIS_URL beside it, got a password without Sentinels');
   }
+  return settingsFrom(e, env, routes, trustedDocuments);
+}
+
+/** The settings made of the parsed environment, grouped as the server needs them (the type `Config` is). */
+function settingsFrom(e: Environment, env: NodeJS.ProcessEnv, routes: RouteTable, trustedDocuments: TrustedDocuments | undefined) {
   const production = e.NODE_ENV === 'production';
+  const planner: Strategy = e.PLANNER === 'on' ? 'selection' : 'plain';
   return Object.freeze({
+    /** undefined: start the embedded reference upstream. */
     upstreamUrl: e.UPSTREAM_URL,
     port: e.PORT,
     host: e.HOST,
     upstreamTimeoutMs: e.UPSTREAM_TIMEOUT_MS,
     upstreamConnections: e.UPSTREAM_CONNECTIONS,
+    /** The default routes with UPSTREAM_ROUTES_FILE's rows over them. */
     routes,
     upstreamKeepAliveMs: e.UPSTREAM_KEEPALIVE_MS,
     upstreamMaxResponseBytes: e.UPSTREAM_MAX_RESPONSE_BYTES,
     upstreamFanout: e.UPSTREAM_FANOUT,
     upstreamCallBudget: e.UPSTREAM_CALL_BUDGET,
     resilience: Object.freeze({
-      breaker: Object.freeze({ failureRatio: e.CIRCUIT_BREAKER_FAILURE_RATIO, window: e.CIRCUIT_BREAKER_WINDOW, minimumCalls: e.CIRCUIT_BREAKER_MIN_CALLS, resetMs: e.CIRCUIT_BREAKER_RESET_MS }),
-      retryBudget: Object.freeze({ ratio: e.UPSTREAM_RETRY_BUDGET_RATIO, minPerSecond: e.UPSTREAM_RETRY_BUDGET_MIN_PER_SECOND }),
+      breaker: Object.freeze({ failureRatio: e.CIRCUIT_BREAKER_FAILURE_RATIO, window: e.CIRCUIT_BREAKER_WINDOW, minimumCalls: e.CIRCUIT_BREAKER_MIN_CALLS, resetMs: e.CIRCUIT_BREAKER_RESET_MS }) satisfies CircuitSettings,
+      retryBudget: Object.freeze({ ratio: e.UPSTREAM_RETRY_BUDGET_RATIO, minPerSecond: e.UPSTREAM_RETRY_BUDGET_MIN_PER_SECOND }) satisfies RetryBudgetSettings,
       dedupe: e.UPSTREAM_DEDUPE,
     }),
     maxResultItems: e.MAX_RESULT_ITEMS,
     maxResponseBytes: e.MAX_RESPONSE_BYTES,
+    /** More than UPSTREAM_TIMEOUT_MS. */
     operationTimeoutMs: e.OPERATION_TIMEOUT_MS,
+    /** INTROSPECTION, or else not in production. */
     introspection: e.INTROSPECTION ?? !production,
-    planner: e.PLANNER === 'on' ? 'selection' : 'plain',
+    /**
+     * How upstream reads are chosen (PLANNER): `selection` (on) picks the fewest reads that cover
+     * what the operation selects, which assumes Get Heads and Get Heads Ext list the same collection
+     * in the same order; `plain` (off) reads every need through its one read.
+     */
+    planner,
     compiledExecution: e.COMPILED_EXECUTION === 'on',
-    compiledQueries: Object.freeze({ afterExecutions: e.COMPILED_EXECUTION_AT_RUN, maxFields: e.COMPILED_EXECUTION_MAX_FIELDS }),
+    compiledQueries: Object.freeze({
+      /** COMPILED_EXECUTION_AT_RUN: the run of a query at which it is compiled. */
+      afterExecutions: e.COMPILED_EXECUTION_AT_RUN,
+      maxFields: e.COMPILED_EXECUTION_MAX_FIELDS,
+    }),
     compiledDocuments: Object.freeze({ maxEntries: e.COMPILED_EXECUTION_MAX_ENTRIES, maxBytes: e.COMPILED_EXECUTION_MAX_BYTES }),
     documentCache: Object.freeze({ maxEntries: e.DOCUMENT_CACHE_MAX_ENTRIES, maxBytes: e.DOCUMENT_CACHE_MAX_BYTES }),
-    corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []),
+    /** Empty: same-origin only. */
+    corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []) as readonly string[],
     csrfPrevention: e.CSRF_PREVENTION,
     limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,
-    persistedDocuments: Object.freeze({ apqMaxEntries: e.APQ_MAX_ENTRIES, apqMaxBytes: e.APQ_MAX_BYTES, apqTtlSeconds: e.APQ_TTL_SECONDS, trustedDocuments, trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY }),
+    persistedDocuments: Object.freeze({
+      apqMaxEntries: e.APQ_MAX_ENTRIES,
+      apqMaxBytes: e.APQ_MAX_BYTES,
+      /** In Redis; in memory only the two bounds apply. */
+      apqTtlSeconds: e.APQ_TTL_SECONDS,
+      /** The manifest TRUSTED_DOCUMENTS_FILE names, if any. */
+      trustedDocuments,
+      trustedDocumentsOnly: e.TRUSTED_DOCUMENTS_ONLY,
+    }),
     compressionMinBytes: e.COMPRESSION_MIN_BYTES,
-    shutdown: Object.freeze({ delayMs: e.SHUTDOWN_DELAY_MS, graceMs: e.SHUTDOWN_GRACE_MS }),
+    shutdown: Object.freeze({
+      /** SHUTDOWN_DELAY_MS: /ready answers 503 while both ports serve as before. */
+      delayMs: e.SHUTDOWN_DELAY_MS,
+      /** SHUTDOWN_GRACE_MS: then in-flight requests may finish for this long. */
+      graceMs: e.SHUTDOWN_GRACE_MS,
+    }),
     connections: connectionSettings(e, env),
     callerLimits: Object.freeze({
       requestsPerSecond: e.RATE_LIMIT_REQUESTS_PER_SECOND,
+      /** Charged with the plan's calls before execution. */
       upstreamCallsPerSecond: e.RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND,
       inFlight: e.RATE_LIMIT_IN_FLIGHT,
+      /** Made-up tokens share their address's window. */
       addressRequestsPerSecond: e.RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND,
+      /** The window of the per-second limits: a caller may spend this many seconds' worth at once. */
       windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
       trustProxy: e.TRUST_PROXY,
     }),
     loadShedding: Object.freeze({
       // As many as the pool serves at once: past that, an operation waits in its queue for a whole upstream call (docs/operations.md#load-shedding).
+      /** Operations in flight in this process past which a new one is refused; 0: no cap. */
       maxInFlight: e.SHED_MAX_IN_FLIGHT ?? e.UPSTREAM_CONNECTIONS,
+      /** The event loop's sampled delay past which a new operation is refused; 0: not watched for shedding. */
       eventLoopDelayMs: e.SHED_EVENT_LOOP_DELAY_MS,
       retryAfterSeconds: e.SHED_RETRY_AFTER_SECONDS,
     }),
+    /** undefined: no response cache (RESPONSE_CACHE_TTL_MS unset or 0). */
     responseCache: responseCacheSettings(e, env),
+    /** REDIS_URL (and REDIS_SENTINEL_PASSWORD); undefined keeps the limit counters, APQ and the response cache in process memory. Holds passwords, never logged. */
     redis: e.REDIS_URL === undefined ? undefined : Object.freeze({ topology: e.REDIS_URL, sentinelPassword: e.REDIS_SENTINEL_PASSWORD }),
     metricsOperationNames: e.METRICS_OPERATION_NAMES,
     metricsClients: Object.freeze({ maxNames: e.METRICS_CLIENT_NAMES, maxVersions: e.METRICS_CLIENT_VERSIONS }),
+    /** `auto` counted. */
     workers: e.WORKERS,
     logLevel: e.LOG_LEVEL,
     production,
+    /** The OTEL_* variables. */
     tracing: tracingSettings(e),
   });
 }
 
-function responseCacheSettings(e: Environment, env: NodeJS.ProcessEnv): ResponseCacheSettings | undefined {
+function responseCacheSettings(e: Environment, env: NodeJS.ProcessEnv) {
   const ttlPerType = e.RESPONSE_CACHE_TTL_PER_TYPE ?? {};
   // A name the schema has no object type for would never match an answer: a typo, said at start.
   const unknown = Object.keys(ttlPerType).filter((name) => name.startsWith('__') || !isObjectType(schema.getType(name)));
@@ -334,8 +204,11 @@ function responseCacheSettings(e: Environment, env: NodeJS.ProcessEnv): Response
   if (e.RESPONSE_CACHE_TTL_MS === 0) return undefined;
   return Object.freeze({
     ttlMs: e.RESPONSE_CACHE_TTL_MS,
-    ttlPerType: Object.freeze(ttlPerType),
+    /** RESPONSE_CACHE_TTL_PER_TYPE: object type names of the schema, and their TTL in ms. */
+    ttlPerType: Object.freeze(ttlPerType) as Readonly<Record<string, number>>,
+    /** RESPONSE_CACHE_MAX_ENTRIES and RESPONSE_CACHE_MAX_BYTES: the store in process memory (without REDIS_URL). */
     memory: Object.freeze({ maxEntries: e.RESPONSE_CACHE_MAX_ENTRIES, maxBytes: e.RESPONSE_CACHE_MAX_BYTES }),
+    /** The largest answer either store keeps. */
     maxEntryBytes: e.RESPONSE_CACHE_MAX_ENTRY_BYTES,
   });
 }
@@ -361,7 +234,7 @@ export function maxConnectionsFor(limit: number, upstreamConnections: number, em
   return left;
 }
 
-function connectionSettings(e: Environment, env: NodeJS.ProcessEnv): ConnectionSettings {
+function connectionSettings(e: Environment, env: NodeJS.ProcessEnv) {
   // Node refuses a head timeout longer than the request's.
   if (e.HEADERS_TIMEOUT_MS > e.REQUEST_TIMEOUT_MS) {
     throw new ConfigError(`HEADERS_TIMEOUT_MS: expected at most REQUEST_TIMEOUT_MS (${e.REQUEST_TIMEOUT_MS}), got ${JSON.stringify(env.HEADERS_TIMEOUT_MS ?? String(e.HEADERS_TIMEOUT_MS))}`);
@@ -372,8 +245,11 @@ function connectionSettings(e: Environment, env: NodeJS.ProcessEnv): ConnectionS
   return Object.freeze({
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    /** MAX_CONNECTIONS, or what the file-descriptor limit leaves (maxConnectionsFor). */
     maxConnections: e.MAX_CONNECTIONS ?? maxConnectionsFor(descriptorLimit(), e.UPSTREAM_CONNECTIONS, e.UPSTREAM_URL === undefined),
+    /** undefined: /health, /ready and /metrics on the public port only. */
     adminPort: e.ADMIN_PORT,
+    /** Connections open at once on the admin port: probes and scrapes need a few (server/http/descriptors.ts). */
     adminMaxConnections: ADMIN_MAX_CONNECTIONS,
   });
 }
