@@ -13,6 +13,13 @@
  *   config.ts, config/, main.ts   the edge: configuration read once (config/environment.ts: every
  *               variable, its default and description) and passed down
  *
+ * Inside server/, folders by concern, in three tiers (docs/architecture.md):
+ *   base        plugin-kit, instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
+ *   state       request-state.ts, callers.ts: what the plugins pass each other
+ *   stages      intake, documents, guards, traffic, response-cache, answers, telemetry, probes, pages:
+ *               one concern each; one may use those before it in the request's path, never one after
+ *   gateway.ts  the pipeline, on top
+ *
  * The reference upstream (src/reference-upstream) is an application of its own beside the gateway:
  * it may use the contract's domain and upstream schemas, nothing else of the gateway.
  */
@@ -29,6 +36,24 @@ const allowed = {
 };
 const dir = (layer) => `^src/${layer}/`;
 
+/** server/'s base folders, its request state, and its stages in the order of a request's path. */
+const serverBase = ['plugin-kit', 'instruments', 'shared-state', 'http'];
+const serverState = ['request-state\\.ts$', 'callers\\.ts$'];
+const serverStages = ['intake', 'documents', 'guards', 'traffic', 'response-cache', 'answers', 'telemetry', 'probes', 'pages'];
+const inServer = (name) => `^src/server/${name.endsWith('$') ? name : `${name}/`}`;
+/** What each stage may use besides the base, the state and itself: stages before it in the request's path that it reads. */
+const stageUses = {
+  intake: [],
+  documents: [],
+  guards: [],
+  traffic: [],
+  'response-cache': [],
+  answers: ['documents', 'traffic'],
+  telemetry: [],
+  probes: ['http'],
+  pages: [],
+};
+
 module.exports = {
   forbidden: [
     { name: 'no-cycle', comment: 'An import that closes a cycle.', severity: 'error', from: {}, to: { circular: true } },
@@ -38,6 +63,27 @@ module.exports = {
       severity: 'error',
       from: { path: dir(layer) },
       to: { path: '^src/', pathNot: [dir(layer), ...allowed[layer].map(dir), ...(layer === 'server' ? ['^src/config\\.ts$'] : [])] },
+    })),
+    {
+      name: 'server-base',
+      comment: 'server/ base folders (plugin-kit, instruments, shared-state, http) use only each other: no request state, no stage, not the pipeline.',
+      severity: 'error',
+      from: { path: serverBase.map(inServer) },
+      to: { path: '^src/server/', pathNot: serverBase.map(inServer) },
+    },
+    {
+      name: 'server-state',
+      comment: 'The request state (request-state.ts, callers.ts) uses the base folders only.',
+      severity: 'error',
+      from: { path: serverState.map(inServer) },
+      to: { path: '^src/server/', pathNot: [...serverBase, ...serverState].map(inServer) },
+    },
+    ...serverStages.map((stage) => ({
+      name: `server-stage-${stage}`,
+      comment: `server/${stage}/ uses the base, the request state${stageUses[stage].length ? `, ${stageUses[stage].join(', ')}` : ''} and itself; the pipeline (gateway.ts) puts the stages together.`,
+      severity: 'error',
+      from: { path: inServer(stage) },
+      to: { path: '^src/server/', pathNot: [...serverBase, ...serverState, stage, ...stageUses[stage]].map(inServer) },
     })),
     {
       name: 'domain-knows-no-graphql-or-http',

@@ -33,7 +33,7 @@ export type CacheBounds = Config['documentCache'];
 export type CompiledQueryThresholds = Config['compiledQueries'];
 /** Per-operation limits refused before execution (GraphQL Armor and the body cap): MAX_DEPTH, MAX_ALIASES and the rest. */
 export type OperationLimits = Config['limits'];
-/** The client names and versions /metrics keeps apart, the first seen (telemetry/client-awareness.ts). */
+/** The client names and versions /metrics keeps apart, the first seen (server/instruments/client-awareness.ts). */
 export type ClientMetricsBounds = Config['metricsClients'];
 /** Per-caller limits, the RATE_LIMIT_* variables (undefined: off). A caller is its bearer token, hashed, or its client address. */
 export type CallerLimitSettings = Config['callerLimits'];

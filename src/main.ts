@@ -38,8 +38,8 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { logExportFailures }] = await Promise.all([
     import('./server/gateway.js'),
     import('./server/http/http-server.js'),
-    import('./server/telemetry/logger.js'),
-    import('./server/telemetry/metrics.js'),
+    import('./server/instruments/logger.js'),
+    import('./server/instruments/metrics.js'),
     import('./telemetry/tracing.js'),
   ]);
   const logger = createLogger({ level: config.logLevel });
@@ -54,7 +54,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   server.listen(config.port, config.host);
   await once(server, 'listening');
   // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.
-  const admin = config.connections.adminPort === undefined ? undefined : (await import('./server/http/admin-server.js')).createAdminServer({ ready, notReadyBecause, metrics }, config.connections);
+  const admin = config.connections.adminPort === undefined ? undefined : (await import('./server/probes/admin-server.js')).createAdminServer({ ready, notReadyBecause, metrics }, config.connections);
   if (admin !== undefined) {
     admin.listen(config.connections.adminPort, config.host);
     await once(admin, 'listening');
@@ -189,7 +189,7 @@ async function main(): Promise<void> {
   // Several workers share the port (node:cluster hands connections round); the primary only
   // forks them, relays the stop signal, sums their metrics for /metrics, and owns the embedded
   // upstream if there is one.
-  const { aggregateWorkerMetrics } = await import('./server/telemetry/cluster-metrics.js');
+  const { aggregateWorkerMetrics } = await import('./server/instruments/cluster-metrics.js');
   aggregateWorkerMetrics();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
   // Each worker is handed the stop, and a second signal: each leaves the rotation and drains itself.

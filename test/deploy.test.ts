@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { environment, type Environment } from '../src/config/environment.js';
-import { GatewayMetrics } from '../src/server/telemetry/metrics.js';
+import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { probeAnswer } from '../src/server/probes/answers.js';
 
 /*
@@ -539,7 +539,7 @@ describe('deploy/kubernetes', () => {
     const example = commentedMetric(read(k8s('hpa.yaml')));
     expect(example).toMatchObject({ type: 'Pods', pods: { target: { type: 'AverageValue' } } });
     const gauge = new GatewayMetrics({ defaultMetrics: false }).registry.getSingleMetric(example.pods.metric.name);
-    expect(gauge, `${example.pods.metric.name} is a gauge of src/server/telemetry/metrics.ts`).toBeInstanceOf(Gauge);
+    expect(gauge, `${example.pods.metric.name} is a gauge of src/server/instruments/metrics.ts`).toBeInstanceOf(Gauge);
     const cap = loadConfig(env).loadShedding.maxInFlight;
     expect(Number(example.pods.target.averageValue)).toBeLessThan(cap || Infinity);
   });

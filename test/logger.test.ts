@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 /*
- * Log lines go out through pino's asynchronous destination (src/server/telemetry/logger.ts): what is still
+ * Log lines go out through pino's asynchronous destination (src/server/instruments/logger.ts): what is still
  * waiting when the process crashes is written on the way out, by pino, so a crash loses no line.
  */
 

@@ -4,7 +4,7 @@ import slotOf from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connectRedis } from './support/redis.js';
-import { GatewayMetrics } from '../src/server/telemetry/metrics.js';
+import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { createMemoryQueryStore, createRedisQueryStore } from '../src/server/documents/apq-store.js';
 import { createCallerLimiters, take, waitOf } from '../src/server/traffic/limiters.js';
 import type { GuardedStore } from '../src/server/response-cache/cache.js';

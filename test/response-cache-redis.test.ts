@@ -3,7 +3,7 @@ import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { GatewayMetrics } from '../src/server/telemetry/metrics.js';
+import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { ResponseCache, type GuardedStore, type ResponseCacheEvents } from '../src/server/response-cache/cache.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CLOCK_SKEW_MS, createRedisResponseCache, type RedisEpoch } from '../src/server/response-cache/redis-store.js';

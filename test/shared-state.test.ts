@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { GatewayMetrics } from '../src/server/telemetry/metrics.js';
+import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { createCallerLimiters, take, waitOf } from '../src/server/traffic/limiters.js';
 import type { SharedRedis } from '../src/server/shared-state/shared-redis.js';
 import { jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';

@@ -4,7 +4,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { RequestBatch } from '../loaders/request-batch.js';
 import { requestIdFrom } from '../schema/context.js';
-import type { ClientIdentity } from './telemetry/client-awareness.js';
+import type { ClientIdentity } from './instruments/client-awareness.js';
 import { pathOf, servedAsGraphQL } from './http/paths.js';
 
 /*

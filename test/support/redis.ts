@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/server/telemetry/logger.js';
-import type { GatewayMetrics } from '../../src/server/telemetry/metrics.js';
+import { createLogger } from '../../src/server/instruments/logger.js';
+import type { GatewayMetrics } from '../../src/server/instruments/metrics.js';
 import { connectSharedState, type SharedRedis } from '../../src/server/shared-state/shared-redis.js';
 import { endProcess, freePort } from './process.js';
 import { requireProgram } from './services.js';

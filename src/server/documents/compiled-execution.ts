@@ -4,7 +4,7 @@ import { compileQuery, isCompiledQuery } from 'graphql-jit';
 import { handleStreamOrSingleExecutionResult, makeExecute, mapMaybePromise, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import { setFlagsFromString } from 'node:v8';
-import type { CacheUse } from '../telemetry/metrics.js';
+import type { CacheUse } from '../instruments/metrics.js';
 
 export interface CompiledExecutionOptions {
   /** Executions of a document before it is compiled: one-off documents never pay for a compilation. */

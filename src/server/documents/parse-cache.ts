@@ -1,7 +1,7 @@
 import type { DocumentNode } from 'graphql';
 import { LRUCache } from 'lru-cache';
 import type { CacheBounds } from '../../config.js';
-import type { CacheUse } from '../telemetry/metrics.js';
+import type { CacheUse } from '../instruments/metrics.js';
 
 /**
  * Heap one token of a parsed document holds: its AST node, the node's name and location, and the

@@ -6,7 +6,7 @@ import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHe
 import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
 import type { ConnectionSettings } from '../../config.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { GatewayMetrics } from '../instruments/metrics.js';
 import type { EarlyRefusal } from './refusal.js';
 import { privateAnswerHeaders, varyOn } from './cache-headers.js';
 import { refusalBody, refusalType } from './refusal.js';

@@ -1,4 +1,4 @@
-import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { GatewayMetrics } from '../instruments/metrics.js';
 
 /** An answer to a probe or a scrape, free of any server's response type. */
 export interface ProbeAnswer {

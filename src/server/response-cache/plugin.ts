@@ -8,7 +8,7 @@ import { isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
 import { factsOf } from '../../plan/facts.js';
 import type { ResponseCacheSettings } from '../../config.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { GatewayMetrics } from '../instruments/metrics.js';
 import { expiresAtKey, ResponseCache, type CacheEntityRecord, type GatewayCache } from './cache.js';
 import { createMemoryResponseCache } from './memory-store.js';
 import { createRedisResponseCache } from './redis-store.js';

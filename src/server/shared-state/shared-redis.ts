@@ -4,7 +4,7 @@ import slotOf from 'cluster-key-slot';
 import { Cluster, Redis, ReplyError, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisCredentials, SharedStateSettings } from '../../config.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
+import type { GatewayMetrics } from '../instruments/metrics.js';
 
 /** What a process keeps in Redis when REDIS_URL is set: the limiters' counters, the APQ registrations and the response cache. */
 export type SharedStore = 'limits' | 'apq' | 'response_cache';

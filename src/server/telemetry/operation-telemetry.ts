@@ -2,9 +2,9 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span,
 import { getOperationAST } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
-import type { ClientAwareness } from './client-awareness.js';
+import type { ClientAwareness } from '../instruments/client-awareness.js';
 import type { GatewayContext } from '../../schema/context.js';
-import type { GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics } from '../instruments/metrics.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 import { errorCodesOf, limitOf, operationLabel, outcomeOf, type OperationOutcome } from './operation-outcome.js';
 import { OperationState, operationStateOf, requestStateOf, type OperationRecord, type RequestState } from '../request-state.js';

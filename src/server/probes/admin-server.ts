@@ -1,9 +1,9 @@
 import type { Server } from 'node:http';
 import type { ConnectionSettings } from '../../config.js';
-import { capConnections, createDrainableServer, slowRequestOptions } from './http-server.js';
-import type { GatewayMetrics } from '../telemetry/metrics.js';
-import { probeAnswer, type ProbeSources } from '../probes/answers.js';
-import { pathOf } from './paths.js';
+import { capConnections, createDrainableServer, slowRequestOptions } from '../http/http-server.js';
+import type { GatewayMetrics } from '../instruments/metrics.js';
+import { probeAnswer, type ProbeSources } from './answers.js';
+import { pathOf } from '../http/paths.js';
 
 const notFound = JSON.stringify({ status: 'not found' });
 
