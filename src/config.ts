@@ -41,6 +41,8 @@ export type CallerLimitSettings = Config['callerLimits'];
 export type LoadSheddingSettings = Config['loadShedding'];
 /** Documents a client may name by hash instead of sending their text. */
 export type PersistedDocumentsSettings = Config['persistedDocuments'];
+/** Which operations get a `graphql operation` log line (telemetry/operation-telemetry.ts). */
+export type OperationLogSettings = Config['operationLog'];
 /** The response cache (server/response-cache/), on when RESPONSE_CACHE_TTL_MS is more than 0. */
 export type ResponseCacheSettings = NonNullable<Config['responseCache']>;
 
@@ -188,6 +190,8 @@ function settingsFrom(e: Environment, env: NodeJS.ProcessEnv, routes: RouteTable
     /** `auto` counted. */
     workers: e.WORKERS,
     logLevel: e.LOG_LEVEL,
+    /** Which operations get a log line: OPERATION_LOG, and OPERATION_LOG_SLOW_MS for `failures`. */
+    operationLog: Object.freeze({ which: e.OPERATION_LOG, slowMs: e.OPERATION_LOG_SLOW_MS }),
     production,
     /** The OTEL_* variables. */
     tracing: tracingSettings(e),

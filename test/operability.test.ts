@@ -81,7 +81,9 @@ const manyAliases = `query TooManyAliases { ${Array.from({ length: 40 }, (_, i) 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 beforeAll(async () => {
-  f = await startTestGateway();
+  // Every operation logged (OPERATION_LOG=all), so each test can read its line; the default
+  // (failures and slow operations) has its own block below.
+  f = await startTestGateway({ env: { OPERATION_LOG: 'all' } });
 });
 
 afterAll(() => f.close());
@@ -514,6 +516,49 @@ describe('tokens', () => {
     expect(f.logLines.length).toBeGreaterThan(0);
     expect(f.logLines.join('\n')).not.toContain(secret);
     expect(metricsText).not.toContain(secret);
+  });
+});
+
+describe('which operations are logged', () => {
+  const linesOf = (t: TestGateway) => t.logLines.map((line) => JSON.parse(line) as OperationLog).filter((entry) => entry.msg === 'graphql operation');
+  const withGateway = async (env: Record<string, string>, run: (t: TestGateway) => Promise<void>) => {
+    const t = await startTestGateway({ env });
+    try {
+      await run(t);
+    } finally {
+      await t.close();
+    }
+  };
+
+  it('by default, failures and slow operations only: a success has no line, a refusal and an upstream failure have theirs', async () => {
+    await withGateway({}, async (t) => {
+      await t.execute('query Fine { heads(first: 1) { totalCount } }');
+      expect(linesOf(t)).toEqual([]);
+      await t.execute('query Wrong { heads(first: 1) { noSuchField } }');
+      t.reference.injectFault('listHeads', { kind: 'status', status: 500 });
+      await t.execute('query Broken { heads(first: 1) { totalCount } }');
+      expect(linesOf(t).map((line) => [line.operationName, line.outcome])).toEqual([
+        ['Wrong', 'refused'],
+        ['Broken', 'error'],
+      ]);
+      // The metrics count every operation, logged or not.
+      const samples = parseMetrics(await t.metrics.registry.metrics()).filter((sample) => sample.name === 'gateway_operation_duration_seconds_count');
+      expect(Object.fromEntries(samples.map((sample) => [sample.labels.operation, sample.value]))).toEqual({ Fine: 1, Wrong: 1, Broken: 1 });
+    });
+  });
+
+  it('OPERATION_LOG_SLOW_MS: a success that took at least that long has its line', async () => {
+    await withGateway({ OPERATION_LOG_SLOW_MS: '0' }, async (t) => {
+      await t.execute('query Fine { heads(first: 1) { totalCount } }');
+      expect(linesOf(t).map((line) => [line.operationName, line.outcome])).toEqual([['Fine', 'ok']]);
+    });
+  });
+
+  it('OPERATION_LOG=off: no operation line, not even a refusal\'s', async () => {
+    await withGateway({ OPERATION_LOG: 'off' }, async (t) => {
+      await t.execute('query Wrong { heads(first: 1) { noSuchField } }');
+      expect(linesOf(t)).toEqual([]);
+    });
   });
 });
 

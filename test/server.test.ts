@@ -76,7 +76,8 @@ describe('log lines', PROCESS_TEST, () => {
   /** Sends one operation with `requestId` to a gateway process, stops it with `signal` once answered, and returns its JSON log lines and how it ended. */
   async function linesAfter(requestId: string, signal: NodeJS.Signals) {
     // The drain alone: time out of rotation first (SHUTDOWN_DELAY_MS) is the subject of its own tests below.
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', SHUTDOWN_DELAY_MS: '0' });
+    // Every operation logged (OPERATION_LOG=all): the line of a success is the one followed here.
+    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', SHUTDOWN_DELAY_MS: '0', OPERATION_LOG: 'all' });
     try {
       const closed = once(gateway.child, 'close');
       const response = await fetch(gateway.endpoint, {

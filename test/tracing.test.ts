@@ -90,7 +90,7 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    t = await startTestGateway({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', UPSTREAM_CALL_BUDGET: '20', MAX_DEPTH: '4' } });
+    t = await startTestGateway({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', UPSTREAM_CALL_BUDGET: '20', MAX_DEPTH: '4', OPERATION_LOG: 'all' } });
     headId = t.reference.store.headIds()[0]!;
   });
 
@@ -287,7 +287,7 @@ describe('tracing over http/protobuf', () => {
 
 describe('without an exporter', () => {
   it('still sends every upstream call a traceparent of its own span, in the operation trace the log line names', async () => {
-    const t = await startTestGateway();
+    const t = await startTestGateway({ env: { OPERATION_LOG: 'all' } });
     try {
       const headId = t.reference.store.headIds()[0]!;
       await t.execute(headWithHair, { id: headId });

@@ -255,6 +255,15 @@ export const environment = z.object({
       description: 'a second port, on `HOST`, serving only `/health`, `/ready` and `/metrics`, so probes are answered while the public port is full; 0: any free port',
     }),
   LOG_LEVEL: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').register(variableDocs, { description: "pino's level: what is logged" }),
+  OPERATION_LOG: oneOf(['failures', 'all', 'off'])
+    .default('failures')
+    .register(variableDocs, {
+      description:
+        "which GraphQL operations get a `graphql operation` log line (at `info`): `failures`, those refused, failed or slower than `OPERATION_LOG_SLOW_MS`; `all`, every one; `off`, none. The metrics and spans count every operation whatever this says (see [logs](docs/operations.md#logs))",
+    }),
+  OPERATION_LOG_SLOW_MS: integer(0, 3_600_000)
+    .default(1_000)
+    .register(variableDocs, { description: 'with `OPERATION_LOG=failures`, an operation that took this long or longer is logged even when it succeeded' }),
   NODE_ENV: expecting(z.string(), 'any text')
     .optional()
     .register(variableDocs, { unset: 'unset', description: '`production`: refuses to start without `UPSTREAM_URL`, hides field suggestions, introspection off by default' }),

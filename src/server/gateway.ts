@@ -68,6 +68,7 @@ export type GatewaySettings = Pick<
   | 'responseCache'
   | 'metricsOperationNames'
   | 'metricsClients'
+  | 'operationLog'
   | 'production'
 >;
 
@@ -162,6 +163,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     useOperationTelemetry({
       metrics,
       logger,
+      log: settings.operationLog,
       tracing,
       clients: new ClientAwareness(settings.metricsClients),
       ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),

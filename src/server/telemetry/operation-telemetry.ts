@@ -4,6 +4,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { ClientAwareness } from '../instruments/client-awareness.js';
 import type { GatewayContext } from '../../schema/context.js';
+import type { OperationLogSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 import { errorCodesOf, limitOf, operationLabel, outcomeOf, type OperationOutcome } from './operation-outcome.js';
@@ -12,6 +13,8 @@ import { OperationState, operationStateOf, requestStateOf, type OperationRecord,
 export type OperationTelemetryOptions = {
   readonly metrics: GatewayMetrics;
   readonly logger: Logger;
+  /** Which operations get a log line (OPERATION_LOG, OPERATION_LOG_SLOW_MS). @default every one */
+  readonly log?: OperationLogSettings;
   /** The operations' spans. */
   readonly tracing: Tracing;
   /** Which client app sent each request (its headers): operations are counted by client, spans carry it. @default none: not read */
@@ -83,6 +86,10 @@ export function useOperationTelemetry(options: OperationTelemetryOptions): Plugi
   const operationLog = logger.child({}, { redact: [] });
   const { tracing } = options;
   const maxNames = options.maxOperationNames ?? 0;
+  const { which, slowMs } = options.log ?? { which: 'all', slowMs: 0 };
+  // Production gateways log failures and slow operations, not every success: the line of each
+  // was a fifth of a cached answer's CPU (docs/performance.md).
+  const logged = which === 'all' ? () => true : which === 'off' ? () => false : (outcome: OperationOutcome, durationMs: number) => outcome !== 'ok' || durationMs >= slowMs;
   const knownNames = new Set<string>();
 
   const fixedNames = options.operationNames;
@@ -114,6 +121,7 @@ export function useOperationTelemetry(options: OperationTelemetryOptions): Plugi
     const { span } = record;
     if (span.isRecording()) describeOperation(span, record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
     span.end();
+    if (!logged(outcome, durationMs)) return;
     const { traceId, spanId } = span.spanContext();
     operationLog.info(
       {
