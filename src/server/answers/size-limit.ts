@@ -42,9 +42,8 @@ function limited(text: string, room: number, maxBytes: number, onRefused: (() =>
  *
  * It wraps the `stringify` yoga's JSON result processor calls for each result (graphql-jit's
  * compiled one, when the query was compiled), so the check costs a byte count per answer and no
- * second serialisation. The wrapper holds nothing of the request: a result that kept its request
- * reachable made V8 promote every request's objects (twice the GC time, twice the p99 on
- * `head(id)`). Incremental answers (@defer/@stream parts) are bounded by the items limit alone.
+ * second serialisation. The wrapper holds nothing of the request (a result that keeps its
+ * request reachable costs every request a promotion: docs/performance.md#measured-reasons). Incremental answers (@defer/@stream parts) are bounded by the items limit alone.
  */
 export function useResponseSizeLimit(options: ResponseSizeLimitOptions): Plugin {
   const { maxBytes, onRefused } = options;

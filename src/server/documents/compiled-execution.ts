@@ -23,9 +23,7 @@ export interface CompiledExecutionOptions {
 
 /**
  * Heap a compiled document holds per field selection once it has run: graphql-jit's generated
- * source (some 3.5 KB a field, kept for V8's lazy compilation), its bytecode, feedback and
- * closures. Measured in a gateway with forced GCs, against the same documents interpreted:
- * 7.5 KB a field at 38 field selections, 7.7 at 114, 8.1 at 190.
+ * source, its bytecode, feedback and closures (measured: docs/performance.md#measured-reasons).
  */
 const BYTES_PER_FIELD = 8 * 1024;
 

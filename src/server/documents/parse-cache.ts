@@ -5,9 +5,7 @@ import type { CacheUse } from '../instruments/metrics.js';
 
 /**
  * Heap one token of a parsed document holds: its AST node, the node's name and location, and the
- * token itself, which every location keeps reachable. Measured on graphql 16 with forced GCs: 420
- * bytes a token in a query of 190 field selections, 510 in one of 2,000 bare field names; in a
- * gateway, with the validation result and the plan beside it, 470 a token for 61 tokens.
+ * token itself, which every location keeps reachable (measured: docs/performance.md#measured-reasons).
  */
 const BYTES_PER_TOKEN = 512;
 /** A syntax error: the GraphQLError and its location, beside the text it keeps. */

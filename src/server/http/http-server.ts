@@ -159,9 +159,8 @@ type AnsweredSocket = Socket & { [answering]?: number };
 /**
  * Responses that say `Connection: close` once their server is draining: decided as their headers
  * go out, so an answer in flight when the stop began closes its connection after it, and no
- * response is tracked. (A long-lived set of the responses in flight, each removed on 'close', made
- * V8 promote every request's objects to the old generation: 14 % more CPU per request on
- * `head(id)` and twice the p99, from full collections.) Each also counts itself on its socket
+ * response is tracked (a long-lived set of them costs every request a promotion:
+ * docs/performance.md#measured-reasons). Each also counts itself on its socket
  * while it holds it, so the stop can tell a connection with an answer under way from one that
  * has sent part of a request head and nothing else.
  */

@@ -12,11 +12,8 @@ const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
  * `sync: false`): a line starts a write at once, and the lines logged while that write is under
  * way go out together in the next. What is still waiting when the process exits, on an uncaught
  * exception too, pino writes synchronously on the way out; a SIGKILL or an out-of-memory abort
- * loses only the lines of the last few milliseconds. Measured in place (`npm run bench:ab`, Q1,
- * two runs on a machine shared with other work) against the 4 KB batches joined here and written
- * synchronously that came before (a crash lost up to a quarter of a second of them): within the
- * noise (−19.9 ± 6.5 and +4.7 ± 4.9 µs an operation); a synchronous write per line cost 26.7 ± 7.5
- * and 37.2 ± 5.8 µs more. A log reader that stops reading no longer holds the gateway
+ * loses only the lines of the last few milliseconds (what that costs, against the alternatives:
+ * docs/performance.md#measured-reasons). A log reader that stops reading no longer holds the gateway
  * up: the lines wait in memory, up to LOG_BUFFER_MAX_BYTES, and those logged past it are dropped.
  */
 export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {

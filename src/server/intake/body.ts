@@ -52,8 +52,7 @@ const isEncoded = (request: Request): boolean => {
  * refused outright; a body without one (chunked), or a compressed one (counted as it inflates),
  * is counted as it streams in. A declared length
  * within the cap needs no counting: Node's HTTP parser ends the body at the declared length, and
- * piping every body through a counter cost some 5 % of a small query's CPU (stream pipeline and
- * its AbortController per request). That is why yoga's own `maxRequestBodySize`, which pipes
+ * piping every body through a counter costs every request (docs/performance.md#measured-reasons). That is why yoga's own `maxRequestBodySize`, which pipes
  * every body, is turned off in gateway.ts in favour of this one. A refusal is HTTP 413 with code
  * PAYLOAD_TOO_LARGE and `limit: "body"`. (Node's HTTP parser already answers 400 to a malformed Content-Length.)
  *
