@@ -11,7 +11,7 @@ import type { UpstreamAttempt } from '../upstream/transport.js';
 import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
 import { useAnswerHeaders } from './answers/answer-headers.js';
 import { corsPolicy } from './answers/cors.js';
-import { useAnswerTypes } from './answers/negotiation.js';
+import { useContentNegotiation } from './answers/negotiation.js';
 import { useResponseSizeLimit } from './answers/size-limit.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
 import { useCompiledExecution } from './documents/compiled-execution.js';
@@ -172,7 +172,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     // Before the body is read: an answer the client cannot take is refused first. Its onExecute
     // (the document without @defer/@stream for a client that takes one JSON answer) comes before
     // the plan, compiled execution and the response cache, which all read the document.
-    useAnswerTypes({ schema }),
+    useContentNegotiation({ schema }),
     useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
     useStrictRequestParams(),
     useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),

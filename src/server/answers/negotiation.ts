@@ -8,7 +8,7 @@ import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
 
 /** The media types yoga answers in, each with the only charset it writes. */
-const answerTypes = ['application/json', 'application/graphql-response+json', 'multipart/mixed', 'text/event-stream'].map((type) => `${type};charset=utf-8`);
+const mediaTypes = ['application/json', 'application/graphql-response+json', 'multipart/mixed', 'text/event-stream'].map((type) => `${type};charset=utf-8`);
 
 /** The types that carry an answer in parts (@defer, @stream). */
 const inParts = new Set(['multipart/mixed', 'text/event-stream']);
@@ -27,7 +27,7 @@ const alpha9Format = /^\s*multipart\/mixed\s*;(?:.*;)?\s*incrementalSpec\s*=\s*"
 function negotiate(accept: string): Negotiated {
   const ranges = accept.split(',');
   const kept = ranges.map((range) => range.split(';').filter((part, i) => i === 0 || keptParameter.test(part)).join(';')).join(',');
-  const types = new Negotiator({ headers: { accept: kept } }).mediaTypes(answerTypes).map((type) => type.slice(0, type.indexOf(';')));
+  const types = new Negotiator({ headers: { accept: kept } }).mediaTypes(mediaTypes).map((type) => type.slice(0, type.indexOf(';')));
   return { types, alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)) };
 }
 
@@ -65,7 +65,7 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  *   17.0.0-alpha.9's (`pending`, `incremental` by id, `completed`), which Apollo Client 4's
  *   `GraphQL17Alpha9Handler` and Apollo Server 5.1 speak.
  */
-export function useAnswerTypes(options: { readonly schema: GraphQLSchema }): Plugin {
+export function useContentNegotiation(options: { readonly schema: GraphQLSchema }): Plugin {
   // Clients send a handful of distinct Accept headers: each is negotiated once.
   const known = new LRUCache<string, Negotiated>({ max: 256 });
   return {

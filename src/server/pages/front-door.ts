@@ -52,11 +52,11 @@ function pages(endpoint: string, options: FrontDoorOptions): Pages {
  */
 export function useFrontDoor(options: FrontDoorOptions): Plugin {
   let endpoint = '/graphql';
-  let said = pages(endpoint, options);
+  let texts = pages(endpoint, options);
   const answer = (Response: typeof globalThis.Response, request: Request, status: number) =>
     shouldRenderGraphiQL(request)
-      ? new Response(said.html, { status, headers: { 'content-type': 'text/html; charset=utf-8', vary: 'Accept' } })
-      : new Response(said.json, { status, headers: { 'content-type': 'application/json; charset=utf-8', vary: 'Accept' } });
+      ? new Response(texts.html, { status, headers: { 'content-type': 'text/html; charset=utf-8', vary: 'Accept' } })
+      : new Response(texts.json, { status, headers: { 'content-type': 'application/json; charset=utf-8', vary: 'Accept' } });
   const toGraphiQL = (Response: typeof globalThis.Response) => new Response(null, { status: 302, headers: { location: endpoint, vary: 'Accept' } });
   /** A browser opening the endpoint itself; a GET with a query, documentId or extensions is GraphQL and runs. */
   const opensEndpoint = (request: Request, url: URL) =>
@@ -64,7 +64,7 @@ export function useFrontDoor(options: FrontDoorOptions): Plugin {
   return {
     onYogaInit({ yoga }) {
       endpoint = yoga.graphqlEndpoint;
-      said = pages(endpoint, options);
+      texts = pages(endpoint, options);
     },
     onRequest({ request, url, endResponse, fetchAPI }) {
       if (request.method !== 'GET') return;

@@ -68,7 +68,7 @@ export class RateLimitHeaders {
     headers.set('ratelimit-reset', String(seconds(closest.msBeforeNext)));
   }
 
-  /** The headers of a refusal answered without asking the limiter (the HTTP server's door): nothing left for `ms`. */
+  /** The headers of a refusal answered without asking the limiter (the HTTP server's recent refusals): nothing left for `ms`. */
   refusal(limit: string, ms: number): Record<string, string> {
     const policy = limit === 'requests' ? this.#requests : limit === 'address' ? this.#address : undefined;
     if (policy === undefined) return {};
