@@ -1,6 +1,5 @@
 import type { IncomingMessage } from 'node:http';
 import { credentialKeyOf } from '../upstream/credential.js';
-import type { Caller } from './request-state.js';
 
 /**
  * The caller an Authorization header names, `token:<SHA-256 of its normalised credential>`, or
@@ -12,15 +11,23 @@ export function tokenCallerOf(authorization: string | undefined): string | undef
   return key === undefined ? undefined : `token:${key}`;
 }
 
+/** Whom an operation is charged to (traffic/caller-limits.ts). */
+export interface Caller {
+  /** `token:<hash of the normalised credential>`, or else the client address. */
+  readonly key: string;
+  /** `address:<client address>`: what the per-address limit counts. */
+  readonly address: string;
+}
+
 /**
- * Whom an operation is charged to: its bearer token, hashed, or else its client address: the
- * first X-Forwarded-For hop when a proxy in front sets it (TRUST_PROXY), the connection's peer
- * otherwise.
+ * Whom an operation is charged to: its bearer token, hashed (`tokenCaller`, from tokenCallerOf),
+ * or else its client address: the first X-Forwarded-For hop when a proxy in front sets it
+ * (TRUST_PROXY), the connection's peer otherwise.
  */
-export function callerFrom(authorization: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Caller {
+export function callerFrom(tokenCaller: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Caller {
   const forwarded = trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
   const address = `address:${forwarded || peer || 'unknown'}`;
-  return { key: tokenCallerOf(authorization) ?? address, address };
+  return { key: tokenCaller ?? address, address };
 }
 
 /** A request as the HTTP server hands it on: the caller it worked out before yoga, if it did (traffic/caller-limits.ts). */

@@ -5,6 +5,7 @@ import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { RequestBatch } from '../loaders/request-batch.js';
 import { requestIdFrom } from '../schema/context.js';
 import type { ClientIdentity } from './instruments/client-awareness.js';
+import { tokenCallerOf, type Caller } from './callers.js';
 import { pathOf, servedAsGraphQL } from './http/paths.js';
 
 /*
@@ -20,20 +21,14 @@ import { pathOf, servedAsGraphQL } from './http/paths.js';
 /** What an answer holds, as envelop's response cache names it: `Type:id`, or a whole type without an id. */
 export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer T> ? T : never;
 
+export type { Caller };
+
 /** What the Accept header lets the gateway answer in (answers/negotiation.ts). */
 export interface Negotiated {
   /** The media types, most preferred first. */
   readonly types: readonly string[];
   /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
   readonly alpha9: boolean;
-}
-
-/** Whom an operation is charged to (traffic/caller-limits.ts). */
-export interface Caller {
-  /** `token:<hash of the normalised credential>`, or else the client address. */
-  readonly key: string;
-  /** `address:<client address>`: what the per-address limit counts. */
-  readonly address: string;
 }
 
 /** What an answer may say to HTTP caches (response-cache/plugin.ts): seconds left and its tag, or not cacheable. */
@@ -104,8 +99,15 @@ export class RequestState {
   /** What its answer may say to HTTP caches; set by the response cache, read as the headers are written. */
   cacheable: Cacheable | undefined;
   #requestId: string | undefined;
+  #tokenCaller: string | null | undefined;
 
   constructor(readonly request: Request) {}
+
+  /** The caller its Authorization header names (callers.ts), hashed once: the caller limits and the response cache's scope read it. */
+  get tokenCaller(): string | undefined {
+    if (this.#tokenCaller === undefined) this.#tokenCaller = tokenCallerOf(this.request.headers.get('authorization') ?? undefined) ?? null;
+    return this.#tokenCaller ?? undefined;
+  }
 
   /** The id its log lines, upstream calls and answer carry: the incoming `x-request-id` when sane, else made once. */
   get requestId(): string {

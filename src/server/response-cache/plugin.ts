@@ -143,7 +143,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
   // yoga's plugin answers 304 in its onRequest, to any request naming any kept key: not used (onResultProcess below).
   const { onRequest: _yogaRevalidation, ...yogaCache } = useResponseCache<Record<string, unknown>>({
     cache,
-    session: (request) => tokenCallerOf(request.headers.get('authorization') ?? undefined) ?? null,
+    session: (request, context) => (requestStateOf(context)?.tokenCaller ?? tokenCallerOf(request.headers.get('authorization') ?? undefined)) ?? null,
     buildResponseCacheKey: ({ documentString, operationName, variableValues, sessionId }) => responseCacheKey(documentString, operationName, variableValues, sessionId),
     // The one detector of @defer/@stream, on the document (documents/incremental-delivery.ts).
     enabled: (_request, context) => operationStateOf(context)?.incremental !== true,

@@ -1,7 +1,7 @@
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../../schema/context.js';
-import { callerFrom, type ArrivingRequest } from '../callers.js';
+import { callerFrom, tokenCallerOf, type ArrivingRequest } from '../callers.js';
 import type { EarlyRefusal } from '../http/refusal.js';
 import { operationStateOf, requestStateOf, type Caller, type RequestState } from '../request-state.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './limiters.js';
@@ -17,8 +17,7 @@ export type CallerLimit = 'requests' | 'upstream_calls' | 'in_flight' | 'address
 function callerOf(state: RequestState, serverContext: { req?: ArrivingRequest }, trustProxy: boolean): Caller {
   if (state.caller !== undefined) return state.caller;
   const req = serverContext.req;
-  const { headers } = state.request;
-  return (state.caller = req?.callerOnArrival ?? callerFrom(headers.get('authorization') ?? undefined, headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy));
+  return (state.caller = req?.callerOnArrival ?? callerFrom(state.tokenCaller, state.request.headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy));
 }
 
 const header = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
@@ -193,7 +192,7 @@ export class RecentRefusals {
 
   /** The HTTP server's question: a caller (or address) refused a moment ago is refused again, before yoga. */
   readonly refuseEarly: EarlyRefusal = (request: ArrivingRequest) => {
-    const caller = callerFrom(header(request.headers.authorization), header(request.headers['x-forwarded-for']), request.socket.remoteAddress, this.trustProxy);
+    const caller = callerFrom(tokenCallerOf(header(request.headers.authorization)), header(request.headers['x-forwarded-for']), request.socket.remoteAddress, this.trustProxy);
     // Worked out once: yoga's plugin reads it from here.
     request.callerOnArrival = caller;
     const memo = this.#current(RecentRefusals.addressKey(caller.address)) ?? this.#current(caller.key);
