@@ -1,6 +1,14 @@
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
 
+/**
+ * The suite runs in a shuffled order (files and the tests in each), a new one each run unless
+ * TEST_SEED names it: a test that leans on another's leftovers fails somewhere, and the seed
+ * printed here replays that order.
+ */
+const seed = Number(process.env['TEST_SEED'] ?? Math.floor(Math.random() * 1_000_000));
+console.log(`Test order: shuffled with seed ${seed} (TEST_SEED=${seed} npm test replays it)`);
+
 export default defineConfig({
   resolve: {
     // graphql 16 ships CJS and .mjs without an exports map: yoga and Pothos load the CJS copy,
@@ -13,6 +21,7 @@ export default defineConfig({
     exclude: [...configDefaults.exclude, 'test/fleet/**'],
     // Lists the suites skipped for a program that is not installed (test/support/services.ts).
     reporters: ['default', './test/support/skipped-services-reporter.ts'],
+    sequence: { shuffle: true, seed },
     testTimeout: 20_000,
     hookTimeout: 30_000,
   },

@@ -24,6 +24,23 @@ async function loginAs(username: string, password: string, on: TestGateway = t):
   return response.data!.login.accessToken;
 }
 
+/**
+ * Runs `test` on a gateway and reference upstream of its own (the default configuration),
+ * with a token its upstream issued. For tests that make the upstream fail on purpose: the shared
+ * gateway's circuit breaker and retry budget are the process's, so their failures would carry over
+ * (the breaker opened for the tests after them, or opened by failures of the tests before them).
+ */
+async function onOwnGateway(test: (own: TestGateway, ownToken: string) => Promise<void>): Promise<void> {
+  const own = await startTestGateway();
+  try {
+    const ownToken = await loginAs(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password, own);
+    own.reset();
+    await test(own, ownToken);
+  } finally {
+    await own.close();
+  }
+}
+
 // The default configuration (the planner on): the planner table (docs/architecture.md) is held in detail by
 // test/planner.test.ts, with its PLANNER=off block.
 beforeAll(async () => {
@@ -381,31 +398,34 @@ describe('errors', () => {
   });
 
   it('maps timeouts, unreachable and failing upstreams; GETs retried, mutations never', async () => {
-    t.reference.injectFault('getHeadById', { kind: 'drop' }, 3);
-    const unavailable = await t.execute(`{ head(id: "${ids[0]}") { name } }`);
-    expect(errorCodes(unavailable)).toEqual(['UPSTREAM_UNAVAILABLE']);
-    expect(t.calls('getHeadById')).toHaveLength(3);
+    // Its failures open the breaker of the gateway they go through (and spend its retry budget): on one of its own.
+    await onOwnGateway(async (own) => {
+      own.reference.injectFault('getHeadById', { kind: 'drop' }, 3);
+      const unavailable = await own.execute(`{ head(id: "${ids[0]}") { name } }`);
+      expect(errorCodes(unavailable)).toEqual(['UPSTREAM_UNAVAILABLE']);
+      expect(own.calls('getHeadById')).toHaveLength(3);
 
-    t.reset();
-    t.reference.injectFault('getHeadById', { kind: 'status', status: 503 }, 2);
-    const recovered = await t.execute<any>(`{ head(id: "${ids[0]}") { name } }`);
-    expect(recovered.data.head.name).toBe(upstreamHead(ids[0]!).name);
-    expect(t.calls('getHeadById')).toHaveLength(3);
+      own.reset();
+      own.reference.injectFault('getHeadById', { kind: 'status', status: 503 }, 2);
+      const recovered = await own.execute<any>(`{ head(id: "${ids[0]}") { name } }`);
+      expect(recovered.data.head.name).toBe(projectedHead(own, ids[0]!).name);
+      expect(own.calls('getHeadById')).toHaveLength(3);
 
-    t.reset();
-    t.reference.injectFault('getHeadById', { kind: 'status', status: 500 });
-    expect(errorCodes(await t.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
-    t.reference.injectFault('getHeadById', { kind: 'malformed-json' });
-    expect(errorCodes(await t.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
-    t.reference.injectFault('getHeadById', { kind: 'off-contract' });
-    expect(errorCodes(await t.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
-    expect(t.calls('getHeadById')).toHaveLength(3);
+      own.reset();
+      own.reference.injectFault('getHeadById', { kind: 'status', status: 500 });
+      expect(errorCodes(await own.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
+      own.reference.injectFault('getHeadById', { kind: 'malformed-json' });
+      expect(errorCodes(await own.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
+      own.reference.injectFault('getHeadById', { kind: 'off-contract' });
+      expect(errorCodes(await own.execute(`{ head(id: "${ids[0]}") { name } }`))).toEqual(['UPSTREAM_ERROR']);
+      expect(own.calls('getHeadById')).toHaveLength(3);
 
-    t.reset();
-    t.reference.injectFault('updateHead', { kind: 'status', status: 503 });
-    const mutation = await t.execute(`mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`);
-    expect(errorCodes(mutation)).toEqual(['UPSTREAM_ERROR']);
-    expect(t.calls('updateHead')).toHaveLength(1);
+      own.reset();
+      own.reference.injectFault('updateHead', { kind: 'status', status: 503 });
+      const mutation = await own.execute(`mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`);
+      expect(errorCodes(mutation)).toEqual(['UPSTREAM_ERROR']);
+      expect(own.calls('updateHead')).toHaveLength(1);
+    });
   });
 
   it('maps a slow upstream to UPSTREAM_TIMEOUT', async () => {
@@ -433,11 +453,12 @@ describe('errors', () => {
     const id = ids.find((i) => upstreamHead(i).hair)!;
     const body = { ...upstreamHead(id), hair: { ...upstreamHead(id).hair, gender: 'other', style: 'neon' } };
     t.reference.injectFault('getHeadExt', { kind: 'off-contract', body });
+    const logged = t.logLines.length;
     const response = await t.execute<any>(`{ head(id: "${id}") { name hair { name gender style } } }`, undefined, { 'x-request-id': 'enum-drift-1' });
     expect(response.errors).toBeUndefined();
     expect(response.data.head.hair).toEqual({ name: body.hair.name, gender: null, style: null });
     // One warning per field, each with the request's id (its child logger, made on first use).
-    const warnings = t.logLines.map((line) => JSON.parse(line)).filter((line) => line.level === 40 && line.field !== undefined);
+    const warnings = t.logLines.slice(logged).map((line) => JSON.parse(line)).filter((line) => line.level === 40 && line.field !== undefined);
     expect(warnings.map((w) => [w.field, w.value, w.requestId]).sort()).toEqual([
       ['Hair.gender', 'other', 'enum-drift-1'],
       ['Hair.style', 'neon', 'enum-drift-1'],
@@ -478,33 +499,38 @@ describe('errors', () => {
 
   it('refuses an asset address that is not http(s) as off-contract, logged as a warning not an error', async () => {
     t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(ids[0]!), url: 'javascript:alert(1)' } });
+    const logged = t.logLines.length;
     const response = await t.execute<any>(`{ head(id: "${ids[0]}") { url updatedAt } }`);
     expect(errorCodes(response)).toEqual(['UPSTREAM_ERROR']);
     expect(JSON.stringify(response)).not.toContain('javascript:');
-    const line = t.logLines.find((l) => l.includes('off-contract'));
+    // This request's line (the shared gateway's log holds every earlier test's too).
+    const line = t.logLines.slice(logged).find((l) => l.includes('off-contract'));
     expect(line).toContain('"level":40');
   });
 
   it('no error message carries a stack trace, the upstream address or a token', async () => {
-    const leaky = `at ${t.reference.url}/heads Bearer ${token}`;
-    t.reference.injectFault('getHeadById', { kind: 'status', status: 500, body: { detail: leaky } });
-    t.reference.injectFault('getHeadExtById', { kind: 'drop' }, 3);
-    const withHair = ids.find((id) => upstreamHead(id).hair)!;
-    t.reference.injectFault('updateHead', { kind: 'status', status: 422, body: { detail: [{ loc: ['body', 'name'], msg: leaky, type: 'value_error' }] } });
-    const responses = [
-      await t.execute(`{ head(id: "${ids[0]}") { name } }`, undefined, bearer()),
-      await t.execute(`{ head(id: "${withHair}") { headMetadata hair { hairMetadata } } }`, undefined, bearer()),
-      await t.execute(`mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`, undefined, bearer()),
-      await t.execute(`query($id: ID!) { head(id: $id) { name } }`, { id: 42 }, bearer()),
-    ];
-    expect(responses.map(errorCodes)).toEqual([['UPSTREAM_ERROR'], ['UPSTREAM_UNAVAILABLE'], ['BAD_USER_INPUT'], ['BAD_USER_INPUT']]);
-    for (const response of responses) {
-      const text = JSON.stringify(response);
-      expect(text).not.toContain(new URL(t.reference.url).host);
-      expect(text).not.toContain(token);
-      expect(text).not.toMatch(/\bat .*\.(?:ts|js):\d+/);
-      expect(text).not.toContain('stack');
-    }
+    // Its 5xx and dropped reads count towards the breaker of the gateway they go through: on one of its own.
+    await onOwnGateway(async (own, ownToken) => {
+      const leaky = `at ${own.reference.url}/heads Bearer ${ownToken}`;
+      own.reference.injectFault('getHeadById', { kind: 'status', status: 500, body: { detail: leaky } });
+      own.reference.injectFault('getHeadExtById', { kind: 'drop' }, 3);
+      const withHair = ids.find((id) => projectedHead(own, id).hair)!;
+      own.reference.injectFault('updateHead', { kind: 'status', status: 422, body: { detail: [{ loc: ['body', 'name'], msg: leaky, type: 'value_error' }] } });
+      const responses = [
+        await own.execute(`{ head(id: "${ids[0]}") { name } }`, undefined, bearer(ownToken)),
+        await own.execute(`{ head(id: "${withHair}") { headMetadata hair { hairMetadata } } }`, undefined, bearer(ownToken)),
+        await own.execute(`mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`, undefined, bearer(ownToken)),
+        await own.execute(`query($id: ID!) { head(id: $id) { name } }`, { id: 42 }, bearer(ownToken)),
+      ];
+      expect(responses.map(errorCodes)).toEqual([['UPSTREAM_ERROR'], ['UPSTREAM_UNAVAILABLE'], ['BAD_USER_INPUT'], ['BAD_USER_INPUT']]);
+      for (const response of responses) {
+        const text = JSON.stringify(response);
+        expect(text).not.toContain(new URL(own.reference.url).host);
+        expect(text).not.toContain(ownToken);
+        expect(text).not.toMatch(/\bat .*\.(?:ts|js):\d+/);
+        expect(text).not.toContain('stack');
+      }
+    });
   });
 });
 

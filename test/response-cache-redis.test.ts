@@ -49,7 +49,13 @@ describeWithRedis('the response cache in Redis', () => {
     inspector?.disconnect();
     await redis?.stop();
   });
-  beforeEach(() => inspector.flushall());
+  beforeEach(async () => {
+    await inspector.flushall();
+    // Each test starts with both replicas answering: one that dropped their connections, or let
+    // them owe an eviction, may leave them reconnecting or still making evictions again (answering
+    // nothing meanwhile) after its own last check.
+    for (const store of [a, b]) await until(() => Promise.resolve(store.lookup('x')).then(() => true, () => false), 'each replica answers');
+  });
 
   /** Stores `result` as a miss followed by the answer would: the epoch from the lookup. */
   async function fill(store: Store, key: string, result: object, entities: { typename: string; id?: string }[], ttlMs = 10_000) {
@@ -147,7 +153,8 @@ describeWithRedis('the response cache in Redis', () => {
   });
 
   it('keeps in an index only the answers still kept: those that expired leave it as others come, whose traffic keeps the index alive', async () => {
-    for (let i = 0; i < 50; i++) await fill(a, `brief-${i}`, answer(`brief-${i}`), [head(`brief-${i}`), { typename: 'HeadConnection' }], 50);
+    // Brief, but long enough for all 50 to be written before the first expires, on a busy machine too.
+    for (let i = 0; i < 50; i++) await fill(a, `brief-${i}`, answer(`brief-${i}`), [head(`brief-${i}`), { typename: 'HeadConnection' }], 1_000);
     expect(await inspector.zcard(`${prefix}{HeadConnection}:i`)).toBe(50);
     await until(async () => (await inspector.exists(`${prefix}a:brief-49`)) === 0, 'the brief answers expired');
     await fill(a, 'later', answer('later'), [head('later'), { typename: 'HeadConnection' }]);

@@ -443,6 +443,24 @@ describe('with its neighbours', () => {
 
 describe('metrics', () => {
   it('count hits, misses and invalidations, and what the store in memory holds', async () => {
+    // Its own misses, hit and eviction (heads no other test reads): the counters are the shared gateway's,
+    // counted since it started, whatever the tests before this one did.
+    const [evicted, kept] = [headIds()[16]!, headIds()[17]!];
+    const series = ['gateway_response_cache_lookups_total{result="hit"}', 'gateway_response_cache_lookups_total{result="miss"}', 'gateway_response_cache_invalidations_total', 'gateway_response_cache_evictions_total'];
+    const counts = async () => {
+      const scraped = await t.metrics.scrape();
+      return Object.fromEntries(series.map((name) => [name, sampleOf(scraped, name) ?? 0]));
+    };
+    const before = await counts();
+    await post(t, { query: headName, variables: { id: evicted } });
+    await post(t, { query: headName, variables: { id: evicted } });
+    await post(t, { query: headName, variables: { id: kept } });
+    expect(t.calls()).toHaveLength(2);
+    const written = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: evicted, name: 'evicted for the metrics' } } });
+    expect(written.body.errors).toBeUndefined();
+    const after = await counts();
+    for (const name of series) expect(after[name], name).toBeGreaterThan(before[name]!);
+
     const text = await t.metrics.scrape();
     expect(sampleOf(text, 'gateway_response_cache_lookups_total{result="hit"}')).toBeGreaterThan(0);
     expect(sampleOf(text, 'gateway_response_cache_lookups_total{result="miss"}')).toBeGreaterThan(0);
