@@ -60,6 +60,7 @@ describe('loadConfig', () => {
       responseCache: undefined,
       redis: undefined,
       metricsOperationNames: 500,
+      operationLog: { which: 'failures', slowMs: 1000 },
       metricsClients: { maxNames: 50, maxVersions: 10 },
       workers: 1,
       logLevel: 'info',
