@@ -48,9 +48,9 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
   const redis = config.redis === undefined ? undefined : await (await import('./server/shared-state/shared-redis.js')).connectSharedState(config.redis, logger, metrics);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  const { handler, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
   if (tracing.recording) logExportFailures(logger);
-  const server = createGatewayServer(app, config, metrics, refuseEarly);
+  const server = createGatewayServer(handler, config, metrics, refuseEarly);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.

@@ -10,7 +10,7 @@ import { operationNamesOf } from '../src/server/documents/trusted-documents.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { operationLabel, outcomeOf } from '../src/server/telemetry/operation-outcome.js';
 import { useRequestState } from '../src/server/request-state.js';
-import { useOperationTelemetry } from '../src/server/telemetry/operation-telemetry.js';
+import { OperationRecorder, useOperationTelemetry } from '../src/server/telemetry/operation-telemetry.js';
 import { createReadiness, upstreamAnswers } from '../src/server/probes/readiness.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
@@ -346,7 +346,7 @@ describe('/metrics', () => {
 
   it('counts names past maxOperationNames as "other", so clients cannot grow the series without bound', async () => {
     const metrics = new GatewayMetrics({ defaultMetrics: false });
-    const yoga = createYoga({ schema, plugins: [useRequestState(), useOperationTelemetry({ metrics, logger: createLogger({ level: 'silent' }), tracing: createTracing(defaultTracingSettings), maxOperationNames: 2 })] });
+    const yoga = createYoga({ schema, plugins: [useRequestState(), useOperationTelemetry(new OperationRecorder({ metrics, logger: createLogger({ level: 'silent' }), tracing: createTracing(defaultTracingSettings), maxOperationNames: 2 }))] });
     for (const name of ['First', 'Second', 'Third', 'Fourth', 'First']) {
       const response = await yoga.fetch('http://gateway/graphql', {
         method: 'POST',
@@ -364,7 +364,7 @@ describe('/metrics', () => {
     const metrics = new GatewayMetrics({ defaultMetrics: false });
     const operationNames = operationNamesOf(loadConfig({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' }).persistedDocuments.trustedDocuments!);
     expect(operationNames).toContain('HeadWithHair');
-    const yoga = createYoga({ schema, plugins: [useRequestState(), useOperationTelemetry({ metrics, logger: createLogger({ level: 'silent' }), tracing: createTracing(defaultTracingSettings), operationNames })] });
+    const yoga = createYoga({ schema, plugins: [useRequestState(), useOperationTelemetry(new OperationRecorder({ metrics, logger: createLogger({ level: 'silent' }), tracing: createTracing(defaultTracingSettings), operationNames }))] });
     // 600 made-up names first: before, the first 500 names seen took every label.
     for (const name of [...Array.from({ length: 600 }, (_, i) => `Spam${i}`), 'HeadWithHair', 'HeadsPage']) {
       await yoga.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: `query ${name} { __typename }` }) });

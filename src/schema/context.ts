@@ -45,7 +45,7 @@ export interface ContextOptions {
 const requestIdPattern = /^[\w.:-]{1,128}$/;
 
 /** Keeps a sane incoming `x-request-id` so traces join up; anything else gets a fresh one. */
-export function requestIdFrom(request: Request): string {
+export function requestIdFrom(request: { readonly headers: Pick<Headers, 'get'> }): string {
   const incoming = request.headers.get('x-request-id');
   return incoming !== null && requestIdPattern.test(incoming) ? incoming : randomUUID();
 }

@@ -31,11 +31,12 @@ import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { useProbes } from './probes/routes.js';
 import { operationStateOf, requestStateOf, useRequestState } from './request-state.js';
+import { withHitLane, type Handler } from './hit-lane.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { ClientAwareness } from './instruments/client-awareness.js';
 import type { GatewayMetrics } from './instruments/metrics.js';
-import { useOperationTelemetry } from './telemetry/operation-telemetry.js';
+import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
 import { recentRefusalsOf, slotReturner, useCallerLimits } from './traffic/caller-limits.js';
 import { createCallerLimiters } from './traffic/limiters.js';
 import { useInFlight } from './traffic/in-flight.js';
@@ -104,7 +105,7 @@ function logYogaError(logger: Logger, args: unknown[]): void {
 }
 
 /** The yoga app over an upstream, and the refusals its HTTP server answers before it; `buildGateway` makes both as the configuration says. */
-function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: EarlyRefusal; shedder: LoadShedder } {
+function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; refuseEarly: EarlyRefusal; shedder: LoadShedder } {
   const { upstream, logger, settings, metrics, tracing } = options;
   const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
   const refused = (limit: string) => () => countRefusal(limit);
@@ -138,6 +139,15 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     ? useCompiledExecution({ ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
     : undefined;
   const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, settings.operationTimeoutMs, metrics, options.redis);
+  // Records every operation: the pipeline's telemetry and the lane of cached answers.
+  const recorder = new OperationRecorder({
+    metrics,
+    logger,
+    log: settings.operationLog,
+    tracing,
+    clients: new ClientAwareness(settings.metricsClients),
+    ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
+  });
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = graphiQLPage(renderGraphiQLPage);
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
@@ -160,14 +170,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     useFrontDoor({ graphiql: graphiqlOn, title: TITLE }),
     useProbes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics }),
     // Sees every GraphQL request that was not shed, before any other plugin may refuse it (its span says which did).
-    useOperationTelemetry({
-      metrics,
-      logger,
-      log: settings.operationLog,
-      tracing,
-      clients: new ClientAwareness(settings.metricsClients),
-      ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
-    }),
+    useOperationTelemetry(recorder),
     // — request parsing —
     // Before the body is read: an answer the client cannot take is refused first. Its onExecute
     // (the document without @defer/@stream for a client that takes one JSON answer) comes before
@@ -182,7 +185,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     // Its hit is set in onParams: the caller limits' admission, after it, replaces a hit with a refusal.
     // In onExecute it wraps the execute function, so compiled execution (which sets it) comes before it.
     ...(compiled === undefined ? [] : [compiled]),
-    responseCache,
+    responseCache?.plugin,
     callerLimits.admission,
     // — parse and validate —
     // The nesting check before parsing (onParams), the token count while parsing, the rest as validation runs.
@@ -239,7 +242,21 @@ function createGateway(options: GatewayOptions): { app: Gateway; refuseEarly: Ea
     // pages/front-door.ts answers `/`; yoga's landing page would name yoga on every unknown path.
     landingPage: false,
   });
-  return { app: yoga, refuseEarly, shedder };
+  // Cached answers before yoga, where nothing else of the pipeline needs to see them (hit-lane.ts).
+  const laneOn = responseCache?.inMemory === true && callerLimits.admission === undefined && callerLimits.charge === undefined;
+  const handler: Handler = !laneOn
+    ? yoga
+    : withHitLane(yoga, {
+        endpoint: yoga.graphqlEndpoint,
+        cache: responseCache.cache,
+        parsed: (text) => parseCache.caches.documentCache.get(text),
+        recorder,
+        shedder,
+        maxBodyBytes: settings.limits.maxBodyBytes,
+        cors: settings.corsOrigins.length > 0,
+        onAnswered: () => metrics.cachedAnswersEarly.inc(),
+      });
+  return { app: yoga, handler, refuseEarly, shedder };
 }
 
 /** The upstream options an operator configured, for the upstream at `baseUrl`. */
@@ -267,8 +284,10 @@ export interface BuildGatewayOptions {
 }
 
 export interface BuiltGateway {
-  /** The yoga app: `main.ts` serves it on a port, tests drive it with `fetch`. */
+  /** The yoga app: tests drive it with `fetch`. */
   readonly app: Gateway;
+  /** What an HTTP server serves (`main.ts` on its port): the yoga app, behind the lane of cached answers when it is on (hit-lane.ts). */
+  readonly handler: Handler;
   /** What the HTTP server refuses before yoga: new operations while overloaded, callers refused a moment ago. */
   readonly refuseEarly: EarlyRefusal;
   /** Its load shedding: closed (its event-loop timer stopped) by whoever stops the gateway. */
@@ -315,6 +334,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
   // probe decides again (a replica out of rotation gets no call that could close its breaker).
   let leaving = false;
   const notReadyBecause = () => (leaving ? SHUTTING_DOWN : upstream.circuitRefuses() ? CIRCUIT_OPEN : undefined);
-  const { app, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, ...(options.redis ? { redis: options.redis } : {}) });
-  return { app, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
+  const { app, handler, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, ...(options.redis ? { redis: options.redis } : {}) });
+  return { app, handler, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

@@ -64,12 +64,18 @@ export type SpanStarter = Pick<Tracer, 'startSpan'>;
  * attempt) and pass their context explicitly (GatewayContext.trace, CallContext.trace). No
  * context manager: Node 20's AsyncLocalStorage hooks every promise, a cost paid per resolver.
  */
+/** Request headers as the gateway reads them: a fetch `Headers`, or Node's through an adapter. */
+export interface HeaderReader {
+  get(name: string): string | null;
+  keys(): Iterable<string>;
+}
+
 export interface Tracing {
   readonly tracer: SpanStarter;
   /** Spans are recorded and exported (OTEL_EXPORTER_OTLP_ENDPOINT is set). */
   readonly recording: boolean;
   /** The caller's trace from its `traceparent` (and `tracestate`); the root context without one. */
-  extract(headers: Headers): Context;
+  extract(headers: HeaderReader): Context;
   /** Names `span` as the parent in outgoing headers (`traceparent`, `tracestate`). */
   inject(span: Span, headers: Record<string, string>): void;
   /** Exports the spans still buffered. */
@@ -111,7 +117,7 @@ const samplers: Readonly<Record<SamplerName, (ratio: number) => Sampler>> = {
   parentbased_traceidratio: (ratio) => new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) }),
 };
 
-const headersGetter: TextMapGetter<Headers> = {
+const headersGetter: TextMapGetter<HeaderReader> = {
   get: (headers, key) => headers.get(key) ?? undefined,
   keys: (headers) => [...headers.keys()],
 };
@@ -159,7 +165,7 @@ export function createTracing(settings: TracingSettings): Tracing {
   const propagator = new W3CTraceContextPropagator();
   const sampler = samplers[settings.sampler](settings.samplerRatio);
   const common = {
-    extract: (headers: Headers) => propagator.extract(ROOT_CONTEXT, headers, headersGetter),
+    extract: (headers: HeaderReader) => propagator.extract(ROOT_CONTEXT, headers, headersGetter),
     inject: (span: Span, headers: Record<string, string>) => propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, recordSetter),
   };
   if (settings.tracesUrl === undefined) {

@@ -89,7 +89,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
-  const { app: gateway, refuseEarly, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app: gateway, handler, refuseEarly, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
@@ -110,7 +110,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
       return (await response.json()) as GraphQLResponse<never>;
     },
     async listen() {
-      const server = createGatewayServer(gateway, config, metrics, refuseEarly);
+      const server = createGatewayServer(handler, config, metrics, refuseEarly);
       servers.push(server);
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;

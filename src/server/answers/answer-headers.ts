@@ -1,41 +1,71 @@
 import type { Plugin } from 'graphql-yoga';
 import { privateAnswerHeaders, varyOn } from '../http/cache-headers.js';
-import { requestStateOf } from '../request-state.js';
+import { requestStateOf, type Cacheable } from '../request-state.js';
 
 /** A JSON answer: the same operation as multipart/mixed or an event stream is another body. */
 const jsonAnswer = /^application\/(graphql-response\+)?json\b/;
 const privateDirective = /(^|,)\s*private\b/i;
 
+/** What decides an answer's cache headers. */
+export interface AnswerFacts {
+  /** What the response cache said of it (the request state's `cacheable`). */
+  readonly cacheable: Cacheable | undefined;
+  /** Its request carries `Authorization`. */
+  readonly credentials: boolean;
+  /** CORS is on (CORS_ORIGINS). */
+  readonly cors: boolean;
+  /** A 200 JSON answer, or a 304: what a cacheable answer's headers go on. */
+  readonly json: boolean;
+}
+
+/** The cache headers an answer has, and what they become. */
+export interface CacheHeaders {
+  etag?: string;
+  cacheControl: string | null;
+  vary: string | null;
+}
+
 /**
- * The one writer of what an answer says to HTTP caches, in onResponse, from the request's state:
- * 1. a cacheable JSON answer of the response cache (the state's `cacheable`; a 304 too): its
- *    `ETag`, `Cache-Control: private|public, max-age=<seconds left>` (private with a token) and
+ * The one rule of what an answer says to HTTP caches, over the headers it has:
+ * 1. a cacheable JSON answer of the response cache (a 304 too): its `ETag`,
+ *    `Cache-Control: private|public, max-age=<seconds left>` (private with a token) and
  *    `Vary: Authorization, Accept`;
- * 2. with CORS on (`cors`), every answer `Vary: Origin`: an answer depends on the request's Origin
- *    (allowed or not, and which one is echoed), or a shared cache could hand one origin's answer
- *    to another;
+ * 2. with CORS on, every answer `Vary: Origin`: an answer depends on the request's Origin (allowed
+ *    or not, and which one is echoed), or a shared cache could hand one origin's answer to another;
  * 3. every answer to a request that carries `Authorization` (a GET's as much as a POST's, refusals
  *    included) `Cache-Control: private, no-store` unless it says `private` already, and
  *    `Vary: Authorization`: without them a shared HTTP cache in between could hand one caller's
  *    answer to another.
+ * The pipeline's answers get them in onResponse (useAnswerHeaders), the lane's cached answers as
+ * they are written (hit-lane.ts).
  */
+export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHeaders {
+  const answer = facts.cacheable;
+  if (answer && facts.json) {
+    headers.etag = answer.tag;
+    headers.cacheControl = `${facts.credentials ? 'private' : 'public'}, max-age=${answer.maxAge}`;
+    headers.vary = varyOn(varyOn(headers.vary, 'Authorization'), 'Accept');
+  }
+  if (facts.cors) headers.vary = varyOn(headers.vary, 'Origin');
+  if (!facts.credentials) return headers;
+  if (headers.cacheControl === null || !privateDirective.test(headers.cacheControl)) headers.cacheControl = privateAnswerHeaders['cache-control'];
+  headers.vary = varyOn(headers.vary, privateAnswerHeaders.vary);
+  return headers;
+}
+
+/** The cache headers of every answer through the pipeline, in onResponse, from the request's state (`cacheHeaders`). */
 export function useAnswerHeaders(options: { readonly cors: boolean }): Plugin {
   const { cors } = options;
   return {
     onResponse({ request, response, serverContext }) {
       const { headers } = response;
-      const answer = requestStateOf(serverContext)?.cacheable;
-      const credentials = request.headers.has('authorization');
-      if (answer && (response.status === 304 || (response.status === 200 && jsonAnswer.test(headers.get('content-type') ?? '')))) {
-        headers.set('etag', answer.tag);
-        headers.set('cache-control', `${credentials ? 'private' : 'public'}, max-age=${answer.maxAge}`);
-        headers.set('vary', varyOn(varyOn(headers.get('vary'), 'Authorization'), 'Accept'));
-      }
-      if (cors) headers.set('vary', varyOn(headers.get('vary'), 'Origin'));
-      if (!credentials) return;
-      const cacheControl = headers.get('cache-control');
-      if (cacheControl === null || !privateDirective.test(cacheControl)) headers.set('cache-control', privateAnswerHeaders['cache-control']);
-      headers.set('vary', varyOn(headers.get('vary'), privateAnswerHeaders.vary));
+      const json = response.status === 304 || (response.status === 200 && jsonAnswer.test(headers.get('content-type') ?? ''));
+      const facts = { cacheable: requestStateOf(serverContext)?.cacheable, credentials: request.headers.has('authorization'), cors, json };
+      const before = { cacheControl: headers.get('cache-control'), vary: headers.get('vary') };
+      const after = cacheHeaders({ ...before }, facts);
+      if (after.etag !== undefined) headers.set('etag', after.etag);
+      if (after.cacheControl !== null && after.cacheControl !== before.cacheControl) headers.set('cache-control', after.cacheControl);
+      if (after.vary !== null && after.vary !== before.vary) headers.set('vary', after.vary);
     },
   };
 }

@@ -50,7 +50,7 @@ export class ClientAwareness {
   constructor(private readonly bounds: ClientMetricsBounds) {}
 
   /** The client of a request, from its headers (two reads when it names none). */
-  identify(headers: Headers): ClientIdentity {
+  identify(headers: Pick<Headers, 'get'>): ClientIdentity {
     let name = headers.get('apollographql-client-name');
     let version: string | null;
     if (name !== null) version = headers.get('apollographql-client-version');

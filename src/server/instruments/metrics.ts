@@ -193,6 +193,12 @@ export class GatewayMetrics {
     return new Counter({ name, help, registers: [this.registry] });
   }
 
+  readonly cachedAnswersEarly = new Counter({
+    name: 'gateway_response_cache_early_answers_total',
+    help: 'Hits answered before yoga, by the lane of cached answers (server/hit-lane.ts); each is a hit of gateway_response_cache_lookups_total too.',
+    registers: [this.registry],
+  });
+
   readonly #responseCacheLookups = new Counter({
     name: 'gateway_response_cache_lookups_total',
     help: 'Lookups of the response cache (RESPONSE_CACHE_TTL_MS), by result: hit (answered without executing) or miss; an If-None-Match revalidation is one too.',

@@ -11,6 +11,8 @@ export type { CacheEntityRecord };
 export interface CachedAnswer {
   readonly result: ExecutionResult;
   readonly expiresAt: number;
+  /** Its JSON as kept (`answerJson`), when the store has it: what a client is sent. */
+  readonly json?: string;
 }
 
 /** A lookup's outcome: the answer, or on a miss the store's epoch to write the fresh answer with. */
@@ -43,8 +45,15 @@ export interface GuardedStore<Epoch extends {}> {
   invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | void>;
 }
 
-/** What a store keeps of an answer: its data and extensions as JSON (graphql-jit's `stringify`, symbols and errors left out). */
-export const answerJson = (result: ExecutionResult): string => JSON.stringify({ data: result.data, ...(result.extensions === undefined ? {} : { extensions: result.extensions }) });
+/**
+ * What a store keeps of an answer, as JSON: its data and extensions (graphql-jit's `stringify`,
+ * symbols and errors left out, and the `http` headers yoga's plugin adds for the transport): the
+ * body a client is sent for a hit.
+ */
+export function answerJson(result: ExecutionResult): string {
+  const { http: _http, ...extensions } = result.extensions ?? {};
+  return JSON.stringify({ data: result.data, ...(Object.keys(extensions).length === 0 ? {} : { extensions }) });
+}
 
 /** What `ResponseCache` reports, for the metrics. */
 export interface ResponseCacheEvents {
@@ -120,6 +129,22 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
     );
   }
 
+  /**
+   * A kept answer, looked up without remembering a miss (for the lane of cached answers,
+   * hit-lane.ts, whose misses go on to the pipeline, which looks up again): a hit is counted, a
+   * miss is not. Undefined on a miss or a store that fails; a promise for a store that answers later.
+   */
+  peek(key: string): PromiseOrValue<CachedAnswer | undefined> {
+    return guarded(
+      () => this.store.lookup(key),
+      ({ answer }) => {
+        if (answer !== undefined) this.events.hit();
+        return answer;
+      },
+      () => undefined,
+    );
+  }
+
   set(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttl: number): void {
     const since = this.#pending.get(key);
     this.#pending.delete(key);
@@ -173,4 +198,4 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
 }
 
 /** What the plugin uses of a `ResponseCache`, whatever its store's epoch. */
-export type GatewayCache = Pick<ResponseCache, keyof Cache | 'alsoHolds' | 'evict' | 'settled'>;
+export type GatewayCache = Pick<ResponseCache, keyof Cache | 'alsoHolds' | 'evict' | 'settled' | 'peek'>;

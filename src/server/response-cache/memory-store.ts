@@ -72,7 +72,7 @@ export function createMemoryResponseCache(bounds: CacheBounds, maxEntryBytes: nu
     const json = answerJson(result);
     const size = Buffer.byteLength(json);
     if (size > answers.maxEntrySize) return false;
-    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, expiresAt: Date.now() + ttlMs, index: indexKeysOf(entities) };
+    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, expiresAt: Date.now() + ttlMs, index: indexKeysOf(entities) };
     answers.set(key, entry, { size });
     // A replaced entry was unindexed by `dispose` (noDisposeOnSet is off).
     for (const indexKey of entry.index) {

@@ -98,7 +98,7 @@ function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): readonl
  * process memory share theirs.
  */
 const tags = new WeakMap<object, string>();
-function tagOf(data: object): string {
+export function tagOf(data: object): string {
   let tag = tags.get(data);
   if (tag === undefined) tags.set(data, (tag = `W/"${createHash('sha256').update(JSON.stringify(data)).digest('base64url')}"`));
   return tag;
@@ -213,7 +213,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
  * must be seen by the next read here); else this process's memory, bounded by `settings.memory`,
  * whose entries and bytes the gauges show. Its events are counted in `metrics`.
  */
-export function responseCachePlugin(settings: ResponseCacheSettings, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): Plugin {
+export function responseCachePlugin(settings: ResponseCacheSettings, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): { readonly plugin: Plugin; readonly cache: GatewayCache; readonly inMemory: boolean } {
   // How long a miss waits for its answer at most: the operation's deadline, with room.
   const answerWithinMs = 2 * operationTimeoutMs;
   let cache: GatewayCache;
@@ -225,5 +225,5 @@ export function responseCachePlugin(settings: ResponseCacheSettings, operationTi
     const store = createRedisResponseCache({ redis, maxTtlMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs });
     cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
   }
-  return useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: settings.ttlPerType });
+  return { plugin: useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: settings.ttlPerType }), cache, inMemory: redis === undefined };
 }

@@ -2,11 +2,11 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span,
 import { getOperationAST } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
-import type { ClientAwareness } from '../instruments/client-awareness.js';
+import type { ClientAwareness, ClientIdentity } from '../instruments/client-awareness.js';
 import type { GatewayContext } from '../../schema/context.js';
 import type { OperationLogSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
+import { spanAttributes, type HeaderReader, type Tracing } from '../../telemetry/tracing.js';
 import { errorCodesOf, limitOf, operationLabel, outcomeOf, type OperationOutcome } from './operation-outcome.js';
 import { OperationState, operationStateOf, requestStateOf, type OperationRecord, type RequestState } from '../request-state.js';
 
@@ -65,65 +65,64 @@ function describeOperation(span: Span, state: OperationRecord, client: RequestSt
   if (outcome === 'error') span.setStatus({ code: SpanStatusCode.ERROR });
 }
 
+/** What the telemetry knows of a request when it records one of its operations. */
+export interface RequestFacts {
+  readonly requestId: string;
+  readonly client: ClientIdentity | undefined;
+}
+
 /**
  * Per GraphQL operation: its span, one observation of the operations histogram (and of the client
- * histogram, with `clients`) and one structured log line (the in-flight gauge is the shedder's
- * count, traffic/in-flight.ts).
- *
- * Per-operation work is a handful of hooks that each run once per operation (never per field):
- * onRequest reads the caller's traceparent and client app, onParams starts the clock and the span,
- * onValidate reads the operation's name and type from the parsed document, onExecutionResult
- * records everything, onResultProcess records a request refused before or while its parameters
- * were read (its body, a batch too large, a missing query) with its errors, and onResponse
- * records an operation that never produced a result. A request refused before it named any
- * operation counts as one operation. The log line and the span carry names, counts, error codes
- * and the refusing limit only: never headers, variables, the query text or error messages.
+ * histogram, with `clients`) and, as OPERATION_LOG says, one structured log line (the in-flight
+ * gauge is the shedder's count, traffic/in-flight.ts). One recorder per gateway: the pipeline's
+ * plugin (useOperationTelemetry) and the lane of cached answers (hit-lane.ts) record through it.
+ * The log line and the span carry names, counts, error codes and the refusing limit only: never
+ * headers, variables, the query text or error messages.
  */
-export function useOperationTelemetry(options: OperationTelemetryOptions): Plugin {
-  const { metrics, logger, clients } = options;
+export class OperationRecorder {
+  readonly #options: OperationTelemetryOptions;
   // The operation line holds only values made here (names cut to [A-Za-z0-9_], ids, counts,
   // codes): redaction, half the cost of the line, has nothing to find in it.
-  const operationLog = logger.child({}, { redact: [] });
-  const { tracing } = options;
-  const maxNames = options.maxOperationNames ?? 0;
-  const { which, slowMs } = options.log ?? { which: 'all', slowMs: 0 };
-  // Production gateways log failures and slow operations, not every success: the line of each
-  // was a fifth of a cached answer's CPU (docs/performance.md).
-  const logged = which === 'all' ? () => true : which === 'off' ? () => false : (outcome: OperationOutcome, durationMs: number) => outcome !== 'ok' || durationMs >= slowMs;
-  const knownNames = new Set<string>();
+  readonly #log: Logger;
+  readonly #logged: (outcome: OperationOutcome, durationMs: number) => boolean;
+  readonly #knownNames = new Set<string>();
 
-  const fixedNames = options.operationNames;
-  const metricName = (name: string): string => {
-    if (fixedNames !== undefined) return fixedNames.has(name) || name === 'anonymous' ? name : 'other';
-    if (knownNames.has(name)) return name;
-    if (knownNames.size >= maxNames) return 'other';
-    knownNames.add(name);
-    return name;
-  };
+  constructor(options: OperationTelemetryOptions) {
+    this.#options = options;
+    this.#log = options.logger.child({}, { redact: [] });
+    const { which, slowMs } = options.log ?? { which: 'all', slowMs: 0 };
+    // Production gateways log failures and slow operations, not every success (docs/operations.md#logs).
+    this.#logged = which === 'all' ? () => true : which === 'off' ? () => false : (outcome, durationMs) => outcome !== 'ok' || durationMs >= slowMs;
+  }
 
-  /** An operation of `request` begins (at `startedAt`, for one refused before its parameters were read). */
-  const begin = (request: RequestState, operation: OperationState, name: string | undefined, startedAt?: number): OperationRecord => {
-    const parent = request.parent ?? ROOT_CONTEXT;
-    const span = tracing.tracer.startSpan('GraphQL Operation', startedAt === undefined ? serverSpan : { ...serverSpan, startTime: startedAt }, parent);
-    return (operation.record = { startedAt: startedAt ?? performance.now(), name, type: 'unknown', done: false, span, trace: trace.setSpan(parent, span) });
-  };
+  /** The caller's trace (its traceparent) and client app, read as its request arrives. */
+  arrive(headers: HeaderReader): { readonly parent: Context; readonly client: ClientIdentity | undefined } {
+    return { parent: this.#options.tracing.extract(headers), client: this.#options.clients?.identify(headers) };
+  }
 
-  const finish = (request: RequestState, record: OperationRecord, upstreamCalls: number, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined): void => {
+  /** An operation begins (at `startedAt`, for one refused before its parameters were read). */
+  begin(parent: Context, name: string | undefined, startedAt?: number): OperationRecord {
+    const span = this.#options.tracing.tracer.startSpan('GraphQL Operation', startedAt === undefined ? serverSpan : { ...serverSpan, startTime: startedAt }, parent);
+    return { startedAt: startedAt ?? performance.now(), name, type: 'unknown', done: false, span, trace: trace.setSpan(parent, span) };
+  }
+
+  finish(request: RequestFacts, record: OperationRecord, upstreamCalls: number, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined): void {
     if (record.done) return;
     record.done = true;
+    const { metrics } = this.#options;
     const durationMs = performance.now() - record.startedAt;
     const outcome = outcomeOf(result);
     const operationName = operationLabel(record.name);
     const errorCodes = errorCodesOf(result?.errors);
-    metrics.operations.observe({ operation: metricName(operationName), type: record.type, outcome }, durationMs / 1000);
+    metrics.operations.observe({ operation: this.#metricName(operationName), type: record.type, outcome }, durationMs / 1000);
     const { client } = request;
     if (client !== undefined) metrics.clientOperations.observe({ client_name: client.nameLabel, client_version: client.versionLabel, outcome }, durationMs / 1000);
     const { span } = record;
     if (span.isRecording()) describeOperation(span, record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
     span.end();
-    if (!logged(outcome, durationMs)) return;
+    if (!this.#logged(outcome, durationMs)) return;
     const { traceId, spanId } = span.spanContext();
-    operationLog.info(
+    this.#log.info(
       {
         requestId: request.requestId,
         traceId,
@@ -137,7 +136,33 @@ export function useOperationTelemetry(options: OperationTelemetryOptions): Plugi
       },
       'graphql operation',
     );
-  };
+  }
+
+  /** The metric label of a name: the fixed names, or the first METRICS_OPERATION_NAMES seen; any other is `other`. */
+  #metricName(name: string): string {
+    const fixedNames = this.#options.operationNames;
+    if (fixedNames !== undefined) return fixedNames.has(name) || name === 'anonymous' ? name : 'other';
+    if (this.#knownNames.has(name)) return name;
+    if (this.#knownNames.size >= (this.#options.maxOperationNames ?? 0)) return 'other';
+    this.#knownNames.add(name);
+    return name;
+  }
+}
+
+/**
+ * The operation telemetry in the pipeline (OperationRecorder records): onRequest reads the
+ * caller's traceparent and client app, onParams starts the clock and the span, onValidate reads
+ * the operation's name and type from the parsed document, onExecutionResult records everything,
+ * onResultProcess records a request refused before or while its parameters were read (its body,
+ * a batch too large, a missing query) with its errors, and onResponse records an operation that
+ * never produced a result, and writes the request's `x-request-id`. A request refused before it
+ * named any operation counts as one operation. Each hook runs once per operation, never per field.
+ */
+export function useOperationTelemetry(recorder: OperationRecorder): Plugin {
+  const begin = (request: RequestState, operation: OperationState, name: string | undefined, startedAt?: number): OperationRecord =>
+    (operation.record = recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt));
+  const finish = (request: RequestState, record: OperationRecord, upstreamCalls: number, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined) =>
+    recorder.finish(request, record, upstreamCalls, result);
 
   /** Whether the telemetry follows this request: one it saw arrive (a request shed before it has a state, and no record). */
   const followed = (context: unknown): RequestState | undefined => {
@@ -149,8 +174,9 @@ export function useOperationTelemetry(options: OperationTelemetryOptions): Plugi
     onRequest({ request, serverContext }) {
       const state = requestStateOf(serverContext);
       if (state === undefined) return;
-      state.parent = tracing.extract(request.headers);
-      state.client = clients?.identify(request.headers);
+      const { parent, client } = recorder.arrive(request.headers);
+      state.parent = parent;
+      state.client = client;
     },
 
     onParams({ params, context }) {
