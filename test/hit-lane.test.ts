@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { sampleOf } from './support/metrics.js';
@@ -119,6 +121,25 @@ describe('the lane of cached answers is off', () => {
       expect(sampleOf(text, 'gateway_response_cache_lookups_total{result="hit"}')).toBe(2);
       expect(sampleOf(text, 'gateway_response_cache_early_answers_total')).toBe(0);
       expect(t.calls()).toHaveLength(1);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('with trusted documents only: a manifest document\'s text is refused as before, though its answer is kept', async () => {
+    const manifestFile = fileURLToPath(new URL('../src/generated/persisted-documents.json', import.meta.url));
+    const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as Record<string, string>;
+    const [documentId, text] = Object.entries(manifest).find(([, document]) => document.startsWith('query HeadWithHair'))!;
+    const t = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: '60000', TRUSTED_DOCUMENTS_FILE: manifestFile, TRUSTED_DOCUMENTS_ONLY: 'true' } });
+    try {
+      const endpoint = await t.listen();
+      const variables = { id: t.reference.store.headIds()[0]! };
+      const send = (body: unknown) => fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      for (let i = 0; i < 2; i++) expect((await send({ documentId, variables })).status).toBe(200);
+      const refused = await send({ query: text, variables });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('PERSISTED_QUERY_ONLY');
+      expect(sampleOf(await t.metrics.registry.metrics(), 'gateway_response_cache_early_answers_total')).toBe(0);
     } finally {
       await t.close();
     }

@@ -242,8 +242,10 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // pages/front-door.ts answers `/`; yoga's landing page would name yoga on every unknown path.
     landingPage: false,
   });
-  // Cached answers before yoga, where nothing else of the pipeline needs to see them (hit-lane.ts).
-  const laneOn = responseCache?.inMemory === true && callerLimits.admission === undefined && callerLimits.charge === undefined;
+  // Cached answers before yoga, where nothing else of the pipeline needs to see them (hit-lane.ts):
+  // not with a caller limit (its admission is the pipeline's), nor with trusted documents only
+  // (a query text is refused there, even one whose document's answer is kept).
+  const laneOn = responseCache?.inMemory === true && callerLimits.admission === undefined && callerLimits.charge === undefined && !persistedDocuments.trustedDocumentsOnly;
   const handler: Handler = !laneOn
     ? yoga
     : withHitLane(yoga, {

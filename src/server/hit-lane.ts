@@ -84,8 +84,9 @@ function paramsOf(body: Buffer): Params | undefined {
  * a body of `query` (parsed before), `operationName` and `variables` alone, the answer in this
  * process's memory. Everything else, and every miss, goes to the pipeline with the body it read
  * (`request.body`, which @whatwg-node/server takes as the body). The gateway makes the lane only
- * where no caller limit is set (their admission is the pipeline's) and the store is this process's
- * memory (a lookup in Redis would be made twice on a miss).
+ * where no caller limit is set (their admission is the pipeline's), trusted documents are not the
+ * only ones (a query text is refused there), and the store is this process's memory (a lookup in
+ * Redis would be made twice on a miss).
  */
 export function withHitLane(app: Handler, options: HitLaneOptions): Handler {
   const { cache, recorder, shedder } = options;
