@@ -9,8 +9,8 @@ import { validationErrorSchema } from './schemas.js';
 /**
  * One exchange through undici's `dispatch()`: the answer's status and its body's bytes, whole
  * (undici enforces the pool's maxResponseSize as they arrive). undici's request API would wrap
- * every answer in a Readable stream to read it back with `body.json()`: measured in place on
- * `head(id)`, that cost 35 µs an operation, an eighth of the gateway's CPU. A cancellation before
+ * every answer in a Readable stream to read it back with `body.json()` (its cost:
+ * docs/performance.md#measured-reasons). A cancellation before
  * the request is written aborts it once undici starts it, as the request API does with a signal;
  * after, at once.
  */

@@ -3,9 +3,8 @@ import { EventEmitter } from 'node:events';
 /**
  * Cancels one upstream call: the timeout, the operation's deadline or the client going away.
  * Its exchange (answer.ts) listens for `abort`, and so does a call pausing before a retry. An
- * EventEmitter, not an AbortController: on Node 20 an AbortSignal, and what it reaches (undici's request and handler,
- * our closures), tends to survive young-generation GCs and is freed only by a full GC. Measured
- * on `head(id)`: the signals were 13 % of the garbage promoted to the old space.
+ * EventEmitter, not an AbortController: on Node 20 an AbortSignal, and what it reaches, outlives
+ * young-generation GCs (docs/performance.md#measured-reasons).
  */
 export class CallCancellation extends EventEmitter {
   aborted = false;

@@ -64,7 +64,7 @@ const enumValue = z.string();
 /**
  * Contract defaults of optional hair enums, applied by their readers (`?? hairDefaults.style`).
  * Not a zod transform: each is a pipe per field per body whose intermediate results outlive
- * young-generation GCs; two per hair tripled the garbage a 50-head page promoted to the old space.
+ * young-generation GCs (docs/performance.md#measured-reasons).
  */
 export const hairDefaults = { sourceType: 'custom', style: 'phr' } as const;
 
