@@ -31,7 +31,7 @@ interface BuiltGateway {
 
 /** A build's gateway as `main.ts` makes it, from the environment (UPSTREAM_URL, NODE_ENV, LOG_LEVEL). */
 async function load(checkout: string): Promise<BuiltGateway> {
-  // Server modules sit in dist/server/ since the layers (issue 24), in dist/ before.
+  // Server modules sit in dist/server/ by concern since issue 32, in dist/server/ since the layers (issue 24), in dist/ before (builtModule).
   const module = (file: string) => import(pathToFileURL(builtModule(checkout, file)).href);
   const [{ loadConfig }, { buildGateway }, { createLogger }, { GatewayMetrics }] = await Promise.all([module('config.js'), module('gateway.js'), module('logger.js'), module('metrics.js')]);
   const config = loadConfig();

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -155,8 +155,12 @@ export async function gatewayMemory(gatewayUrl: string): Promise<{ heapUsed: num
   return status === 200 && heapUsed !== undefined && rss !== undefined ? { heapUsed, rss, loopStall } : undefined;
 }
 
-/** Where a checkout's build holds a module: `dist/server/<file>` in the layered tree, else `dist/<file>`. */
+/**
+ * Where a checkout's build holds a module: in the server's folders by concern (`dist/server/<folder>/<file>`,
+ * since issue 32), in `dist/server/<file>` (the layered tree of issue 24), else `dist/<file>`.
+ */
 export function builtModule(checkout: string, file: string): string {
-  const layered = join(checkout, 'dist', 'server', file);
-  return existsSync(layered) ? layered : join(checkout, 'dist', file);
+  const server = join(checkout, 'dist', 'server');
+  const candidates = [join(server, file), ...(existsSync(server) ? readdirSync(server, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => join(server, entry.name, file)) : [])];
+  return candidates.find((path) => existsSync(path)) ?? join(checkout, 'dist', file);
 }
