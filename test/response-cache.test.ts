@@ -257,6 +257,23 @@ describe('never kept', () => {
     expect(t.calls()).toHaveLength(2);
   });
 
+  it('an operation with @defer spelled as GraphQL also reads it (`@ defer`, `@,defer`): never kept, its parts never merged into a kept answer', async () => {
+    for (const [spelling, index] of [['@ defer', 9], ['@,defer', 10]] as const) {
+      const query = `{ head(id: "${headIds()[index]}") { name ... ${spelling} { url } } }`;
+      const v02 = { ...jsonHeaders(), accept: 'multipart/mixed;incrementalSpec=v0.2' };
+      for (let i = 0; i < 2; i++) {
+        const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: v02, body: JSON.stringify({ query }) });
+        expect(response.headers.get('content-type')).toContain('multipart/mixed');
+        await response.text();
+      }
+      t.reset();
+      // The same text as JSON: answered whole, in its own shape (url under head), from the upstream.
+      const [json] = await expectNotKept({ query });
+      expect(json.body).toEqual({ data: { head: { name: expect.any(String), url: expect.any(String) } } });
+      expect(json.headers.get('cache-control')).toBeNull();
+    }
+  });
+
   it('introspection', async () => {
     const first = await post(t, { query: '{ __schema { queryType { name } } }' });
     expect(first.body.data).toEqual({ __schema: { queryType: { name: 'Query' } } });
