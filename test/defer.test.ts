@@ -229,6 +229,19 @@ describe('@stream', () => {
     expect(streamed).toEqual([{ uuid: ids[1] }, { uuid: ids[2] }]);
     expect(t.calls()).toHaveLength(3);
   });
+
+  it('refuses an initialCount below 0, written or in a variable, as the client\'s mistake (BAD_USER_INPUT), with no upstream call', async () => {
+    for (const [query, variables] of [
+      ['{ heads(first: 2) { nodes @stream(initialCount: -1) { name } } }', {}],
+      ['query($n: Int!) { heads(first: 2) { nodes @stream(initialCount: $n) { name } } }', { n: -3 }],
+    ] as const) {
+      const { parts: received } = await parts(query, variables);
+      const errors = received.flatMap((part) => part.body.errors ?? []);
+      expect(errors.map((e: { extensions?: { code?: string } }) => e.extensions?.code)).toEqual(['BAD_USER_INPUT']);
+      expect(received.some((part) => part.body.data != null)).toBe(false);
+    }
+    expect(t.calls()).toEqual([]);
+  });
 });
 
 describe('relay-compiler', () => {

@@ -1,6 +1,6 @@
 import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
-import { OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
+import { Kind, OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode } from 'graphql';
+import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { operationStateOf } from '../request-state.js';
 
 const seen = new WeakMap<DocumentNode, boolean>();
@@ -40,6 +40,25 @@ export function withoutIncrementalDelivery(document: DocumentNode): DocumentNode
   return plain;
 }
 
+/** Whether a @stream of the document asks for an `initialCount` below 0, as written or through a variable. */
+function negativeInitialCount(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
+  let negative = false;
+  visit(document, {
+    Directive(node) {
+      if (node.name.value !== 'stream') return undefined;
+      const value = node.arguments?.find((argument) => argument.name.value === 'initialCount')?.value;
+      const count = value?.kind === Kind.INT ? Number(value.value) : value?.kind === Kind.VARIABLE ? variables?.[value.name.value] : undefined;
+      if (typeof count !== 'number' || count >= 0) return undefined;
+      negative = true;
+      return BREAK;
+    },
+  });
+  return negative;
+}
+
+const negativeCount = () =>
+  createGraphQLError('@stream(initialCount:) must be 0 or more: the number of list items sent before the rest streams.', { extensions: { code: 'BAD_USER_INPUT' } });
+
 /**
  * The one detector of incremental delivery: as an operation is validated, its state says whether
  * its document (as parsed, after APQ and trusted documents, before any rewrite) uses @defer or
@@ -72,6 +91,13 @@ export function useIncrementalDelivery(): Plugin {
         const rule = rules[i]!;
         if (rule.name === OverlappingFieldsCanBeMergedRule.name && rule !== OverlappingFieldsCanBeMergedRule) rules.splice(i, 1);
       }
+    },
+    // A negative initialCount was the executor's crash (INTERNAL_SERVER_ERROR): the client's
+    // mistake, refused before the plan makes a call. Read as the operation runs, its variables
+    // known; a client answered in one JSON document runs without @stream (answers/negotiation.ts).
+    onExecute({ args, setResultAndStopExecution }) {
+      if (operationStateOf(args.contextValue)?.incremental !== true) return;
+      if (negativeInitialCount(args.document, args.variableValues)) setResultAndStopExecution({ errors: [negativeCount()] });
     },
   };
 }
