@@ -230,10 +230,11 @@ describe('@stream', () => {
     expect(t.calls()).toHaveLength(3);
   });
 
-  it('refuses an initialCount below 0, written or in a variable, as the client\'s mistake (BAD_USER_INPUT), with no upstream call', async () => {
+  it('refuses an initialCount below 0, written, in a variable or its default, as the client\'s mistake (BAD_USER_INPUT), with no upstream call', async () => {
     for (const [query, variables] of [
       ['{ heads(first: 2) { nodes @stream(initialCount: -1) { name } } }', {}],
       ['query($n: Int!) { heads(first: 2) { nodes @stream(initialCount: $n) { name } } }', { n: -3 }],
+      ['query($n: Int = -2) { heads(first: 2) { nodes @stream(initialCount: $n) { name } } }', {}],
     ] as const) {
       const { parts: received } = await parts(query, variables);
       const errors = received.flatMap((part) => part.body.errors ?? []);

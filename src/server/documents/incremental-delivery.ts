@@ -1,5 +1,5 @@
 import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
-import { Kind, OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode } from 'graphql';
+import { Kind, OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode, type ValueNode } from 'graphql';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { operationStateOf } from '../request-state.js';
 
@@ -40,14 +40,25 @@ export function withoutIncrementalDelivery(document: DocumentNode): DocumentNode
   return plain;
 }
 
-/** Whether a @stream of the document asks for an `initialCount` below 0, as written or through a variable. */
+/** Whether a @stream of the document asks for an `initialCount` below 0: as written, or through a variable (sent, or its default). */
 function negativeInitialCount(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
   let negative = false;
+  const defaults = new Map<string, ValueNode>();
+  const valueOf = (value: ValueNode | undefined): unknown =>
+    value?.kind === Kind.INT
+      ? Number(value.value)
+      : value?.kind === Kind.VARIABLE
+        ? variables != null && Object.hasOwn(variables, value.name.value)
+          ? variables[value.name.value]
+          : valueOf(defaults.get(value.name.value))
+        : undefined;
   visit(document, {
+    VariableDefinition(node) {
+      if (node.defaultValue !== undefined) defaults.set(node.variable.name.value, node.defaultValue);
+    },
     Directive(node) {
       if (node.name.value !== 'stream') return undefined;
-      const value = node.arguments?.find((argument) => argument.name.value === 'initialCount')?.value;
-      const count = value?.kind === Kind.INT ? Number(value.value) : value?.kind === Kind.VARIABLE ? variables?.[value.name.value] : undefined;
+      const count = valueOf(node.arguments?.find((argument) => argument.name.value === 'initialCount')?.value);
       if (typeof count !== 'number' || count >= 0) return undefined;
       negative = true;
       return BREAK;
