@@ -3,6 +3,7 @@ import { getOperationAST, type DocumentNode } from 'graphql';
 import { requestIdFrom } from '../schema/context.js';
 import type { HeaderReader } from '../telemetry/tracing.js';
 import { cacheHeaders } from './answers/answer-headers.js';
+import { firstHeader } from './http/paths.js';
 import { tokenCallerOf } from './callers.js';
 import type { GatewayCache } from './response-cache/cache.js';
 import { responseCacheKey, tagOf } from './response-cache/plugin.js';
@@ -39,10 +40,9 @@ const typeByAccept = new Map<string | undefined, string>([
 ]);
 
 const jsonBody = /^application\/json\s*(;\s*charset=utf-8\s*)?$/i;
-const one = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
 /** Node's headers as the recorder reads them. */
-const readerOf = (headers: IncomingHttpHeaders): HeaderReader & Pick<Headers, 'get'> => ({ get: (name) => one(headers[name]) ?? null, keys: () => Object.keys(headers) });
+const readerOf = (headers: IncomingHttpHeaders): HeaderReader & Pick<Headers, 'get'> => ({ get: (name) => firstHeader(headers[name]) ?? null, keys: () => Object.keys(headers) });
 
 /** A request the lane may answer, judged on its head: a plain JSON POST of the endpoint, small, from no browser origin. */
 function laneMayTake(request: IncomingMessage, options: HitLaneOptions): boolean {
@@ -97,7 +97,7 @@ export function withHitLane(app: Handler, options: HitLaneOptions): Handler {
     const operation = getOperationAST(document, params.operationName);
     if (operation?.operation !== 'query') return false;
     const headers = readerOf(request.headers);
-    const tokenCaller = tokenCallerOf(one(request.headers.authorization));
+    const tokenCaller = tokenCallerOf(firstHeader(request.headers.authorization));
     const kept = cache.peek(responseCacheKey(params.query, params.operationName, params.variables, tokenCaller ?? null));
     if (kept === undefined || kept instanceof Promise || kept.result.data == null) return false;
     shedder.inFlight++;

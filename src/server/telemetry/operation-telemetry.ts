@@ -39,11 +39,6 @@ export type OperationTelemetryOptions = {
     }
 );
 
-/** The parent context of an operation's plan and upstream calls, once the operation has begun. */
-export function operationTrace(context: object): Context | undefined {
-  return operationStateOf(context)?.record?.trace;
-}
-
 const serverSpan: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
 
 /** The operation's span, told what the log line says but the request id and the duration. */
@@ -66,7 +61,7 @@ function describeOperation(span: Span, state: OperationRecord, client: RequestSt
 }
 
 /** What the telemetry knows of a request when it records one of its operations. */
-export interface RequestFacts {
+export interface RecordedRequest {
   readonly requestId: string;
   readonly client: ClientIdentity | undefined;
 }
@@ -106,7 +101,7 @@ export class OperationRecorder {
     return { startedAt: startedAt ?? performance.now(), name, type: 'unknown', done: false, span, trace: trace.setSpan(parent, span) };
   }
 
-  finish(request: RequestFacts, record: OperationRecord, upstreamCalls: number, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined): void {
+  finish(request: RecordedRequest, record: OperationRecord, upstreamCalls: number, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined): void {
     if (record.done) return;
     record.done = true;
     const { metrics } = this.#options;

@@ -2,6 +2,7 @@ import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../../schema/context.js';
 import { callerFrom, tokenCallerOf, type ArrivingRequest } from '../callers.js';
+import { firstHeader } from '../http/paths.js';
 import type { EarlyRefusal } from '../http/refusal.js';
 import { operationStateOf, requestStateOf, type Caller, type RequestState } from '../request-state.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './limiters.js';
@@ -19,8 +20,6 @@ function callerOf(state: RequestState, serverContext: { req?: ArrivingRequest },
   const req = serverContext.req;
   return (state.caller = req?.callerOnArrival ?? callerFrom(state.tokenCaller, state.request.headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy));
 }
-
-const header = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
 const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight', address: 'operations' };
 
@@ -192,7 +191,7 @@ export class RecentRefusals {
 
   /** The HTTP server's question: a caller (or address) refused a moment ago is refused again, before yoga. */
   readonly refuseEarly: EarlyRefusal = (request: ArrivingRequest) => {
-    const caller = callerFrom(tokenCallerOf(header(request.headers.authorization)), header(request.headers['x-forwarded-for']), request.socket.remoteAddress, this.trustProxy);
+    const caller = callerFrom(tokenCallerOf(firstHeader(request.headers.authorization)), firstHeader(request.headers['x-forwarded-for']), request.socket.remoteAddress, this.trustProxy);
     // Worked out once: yoga's plugin reads it from here.
     request.callerOnArrival = caller;
     const memo = this.#current(RecentRefusals.addressKey(caller.address)) ?? this.#current(caller.key);
