@@ -60,7 +60,13 @@ export interface RequestFacts {
   readonly trace: Context | undefined;
 }
 
-export function createContext(request: Request, options: ContextOptions, facts: RequestFacts): GatewayContext {
+/** What the context reads of its request: the caller's headers and the signal of its hanging up. */
+export interface ContextRequest {
+  readonly headers: Pick<Headers, 'get'>;
+  readonly signal: AbortSignal;
+}
+
+export function createContext(request: ContextRequest, options: ContextOptions, facts: RequestFacts): GatewayContext {
   const { requestId, batch } = facts;
   const trace = facts.trace ?? ROOT_CONTEXT;
   const authorization = request.headers.get('authorization') ?? undefined;

@@ -1,4 +1,5 @@
-import { createYoga, useExecutionCancellation, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import type { GraphQLError } from 'graphql';
+import { createYoga, processRegularResult, useExecutionCancellation, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { Planner } from '../plan/operation-plan.js';
@@ -14,12 +15,12 @@ import { corsPolicy } from './answers/cors.js';
 import { useContentNegotiation } from './answers/negotiation.js';
 import { useResponseSizeLimit } from './answers/size-limit.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
-import { useCompiledExecution } from './documents/compiled-execution.js';
+import { compiledExecution } from './documents/compiled-execution.js';
 import { useIncrementalDelivery } from './documents/incremental-delivery.js';
 import { boundedParseCache } from './documents/parse-cache.js';
 import { persistedDocumentParams, usePersistedDocuments } from './documents/persisted-documents.js';
 import { operationNamesOf } from './documents/trusted-documents.js';
-import { useUpstreamPlan } from './documents/upstream-plan.js';
+import { planAdmission, useUpstreamPlan } from './documents/upstream-plan.js';
 import { useOperationLimits } from './guards/operation-limits.js';
 import type { EarlyRefusal } from './http/refusal.js';
 import { useBatching } from './intake/batching.js';
@@ -31,7 +32,7 @@ import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { useProbes } from './probes/routes.js';
 import { operationStateOf, requestStateOf, useRequestState } from './request-state.js';
-import { withHitLane, type Handler } from './hit-lane.js';
+import { withLane, type Handler, type HotQueries } from './lane.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { ClientAwareness } from './instruments/client-awareness.js';
@@ -136,7 +137,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const parseCache = boundedParseCache(settings.documentCache);
   metrics.watchDocumentCache('parsed', parseCache.use);
   const compiled = settings.compiledExecution
-    ? useCompiledExecution({ ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
+    ? compiledExecution(schema, { ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
     : undefined;
   const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, settings.operationTimeoutMs, metrics, options.redis);
   // Records every operation: the pipeline's telemetry and the lane of cached answers.
@@ -152,6 +153,11 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const graphiql = graphiQLPage(renderGraphiQLPage);
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
   const graphiqlOn = settings.introspection;
+
+  // Shared by the pipeline and the lane's hot queries (lane.ts): the plan and budget, the answer's size limit, error masking.
+  const admitPlan = planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing });
+  const sizeLimit = { maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() };
+  const maskedErrors = { errorMessage: 'Unexpected error.', maskError: (error: unknown, message: string) => maskError(error, message) };
 
   /*
    * The pipeline, by the stage each plugin first acts in (request, request parsing, params, parse
@@ -184,7 +190,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     usePersistedDocuments({ apqStore, trustedDocuments: persistedDocuments.trustedDocuments, trustedDocumentsOnly: persistedDocuments.trustedDocumentsOnly }),
     // Its hit is set in onParams: the caller limits' admission, after it, replaces a hit with a refusal.
     // In onExecute it wraps the execute function, so compiled execution (which sets it) comes before it.
-    ...(compiled === undefined ? [] : [compiled]),
+    compiled?.plugin,
     responseCache?.plugin,
     callerLimits.admission,
     // — parse and validate —
@@ -194,14 +200,14 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     useIncrementalDelivery(),
     // — execute —
     // The plan before the caller limits' charge, which reads its call count.
-    useUpstreamPlan({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing }),
+    useUpstreamPlan(admitPlan),
     callerLimits.charge,
     // A client that hangs up stops its operation: the executor checks the request's signal
     // between fields, and its answer is never serialised.
     useExecutionCancellation(),
     // — result —
     // After the response cache, whose copy of the answer it bounds.
-    useResponseSizeLimit({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),
+    useResponseSizeLimit(sizeLimit),
     // — response —
     useAnswerHeaders({ cors: settings.corsOrigins.length > 0 }),
     useGraphiQLCache(graphiql),
@@ -227,7 +233,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     cors: corsPolicy(settings.corsOrigins),
     // intake/body.ts caps bodies without piping every one through a counter.
     maxRequestBodySize: false,
-    maskedErrors: { maskError: (error, message) => maskError(error, message) },
+    maskedErrors,
     logging: {
       // yoga logs at debug several times per request: build the line only when it is kept.
       debug: (...args) => {
@@ -242,21 +248,48 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // pages/front-door.ts answers `/`; yoga's landing page would name yoga on every unknown path.
     landingPage: false,
   });
-  // Cached answers before yoga, where nothing else of the pipeline needs to see them (hit-lane.ts):
-  // not with a caller limit (its admission is the pipeline's), nor with trusted documents only
-  // (a query text is refused there, even one whose document's answer is kept).
-  const laneOn = responseCache?.inMemory === true && callerLimits.admission === undefined && callerLimits.charge === undefined && !persistedDocuments.trustedDocumentsOnly;
+  // Hot queries before yoga (lane.ts), by their compiled code on a context of their own, after the
+  // same plan; not with a response cache, whose misses and stores are the pipeline's.
+  const hot: HotQueries | undefined =
+    compiled === undefined || responseCache !== undefined
+      ? undefined
+      : {
+          prepare: (document, params) => {
+            const query = compiled.hot(document, params.operationName, params.variables);
+            if (query === undefined) return undefined;
+            return (request) => {
+              const context = createContext(request, contextOptions, { requestId: request.requestId, batch: undefined, trace: request.trace });
+              const refusal = admitPlan(context, { document, operationName: params.operationName, variables: params.variables }, undefined);
+              return { context, result: refusal === undefined ? query(context) : { errors: [refusal] } };
+            };
+          },
+          // As yoga's masking does: the original of each error masked is logged.
+          mask: (error) => {
+            const masked = maskedErrors.maskError(error, maskedErrors.errorMessage);
+            if (masked !== error) logYogaError(logger, [error]);
+            return masked as GraphQLError;
+          },
+          respond: (result, mediaType) => processRegularResult(result, yoga.fetchAPI, mediaType) as Response,
+          maxResponseBytes: sizeLimit.maxBytes,
+          onRefused: sizeLimit.onRefused,
+          onAbandoned: sizeLimit.onAbandoned,
+          onAnswered: () => metrics.compiledAnswersEarly.inc(),
+        };
+  const kept = responseCache?.inMemory === true ? { cache: responseCache.cache, onAnswered: () => metrics.cachedAnswersEarly.inc() } : undefined;
+  // The lane takes nothing with a caller limit (its admission and charge are the pipeline's), nor
+  // with trusted documents only (a query text is refused there, even one whose answer is kept).
+  const laneOn = (kept !== undefined || hot !== undefined) && callerLimits.admission === undefined && callerLimits.charge === undefined && !persistedDocuments.trustedDocumentsOnly;
   const handler: Handler = !laneOn
     ? yoga
-    : withHitLane(yoga, {
+    : withLane(yoga, {
         endpoint: yoga.graphqlEndpoint,
-        cache: responseCache.cache,
         parsed: (text) => parseCache.caches.documentCache.get(text),
         recorder,
         shedder,
         maxBodyBytes: settings.limits.maxBodyBytes,
         cors: settings.corsOrigins.length > 0,
-        onAnswered: () => metrics.cachedAnswersEarly.inc(),
+        ...(kept === undefined ? {} : { kept }),
+        ...(hot === undefined ? {} : { hot }),
       });
   return { app: yoga, handler, refuseEarly, shedder };
 }
@@ -288,7 +321,7 @@ export interface BuildGatewayOptions {
 export interface BuiltGateway {
   /** The yoga app: tests drive it with `fetch`. */
   readonly app: Gateway;
-  /** What an HTTP server serves (`main.ts` on its port): the yoga app, behind the lane of cached answers when it is on (hit-lane.ts). */
+  /** What an HTTP server serves (`main.ts` on its port): the yoga app, behind the lane when it is on (lane.ts). */
   readonly handler: Handler;
   /** What the HTTP server refuses before yoga: new operations while overloaded, callers refused a moment ago. */
   readonly refuseEarly: EarlyRefusal;

@@ -10,7 +10,7 @@ export interface ResponseSizeLimitOptions {
   readonly onAbandoned?: () => void;
 }
 
-type Stringify = (result: unknown) => string;
+export type Stringify = (result: unknown) => string;
 
 const tooLarge = (maxBytes: number): string =>
   JSON.stringify({
@@ -30,6 +30,15 @@ function limited(text: string, room: number, maxBytes: number, onRefused: (() =>
   if (bytes <= room) return { text, bytes };
   onRefused?.();
   return { text: tooLarge(maxBytes), bytes: 0 };
+}
+
+/**
+ * Bounds one answer (not a batch's) where its serialiser writes it: `stringify` (graphql-jit's
+ * compiled one, or JSON's) as the refusal replaces it past `maxBytes`. The pipeline's plugin and
+ * the lane's hot queries (lane.ts) bound their answers with it.
+ */
+export function boundedStringify(stringify: Stringify, maxBytes: number, onRefused: (() => void) | undefined): Stringify {
+  return (value) => limited(stringify(value), maxBytes, maxBytes, onRefused).text;
 }
 
 /**
@@ -60,7 +69,7 @@ export function useResponseSizeLimit(options: ResponseSizeLimitOptions): Plugin 
       const stringify = target.stringify ?? JSON.stringify;
       const batch = requestStateOf(context)?.batch;
       if (batch === undefined) {
-        target.stringify = (value) => limited(stringify(value), maxBytes, maxBytes, onRefused).text;
+        target.stringify = boundedStringify(stringify, maxBytes, onRefused);
         return;
       }
       // A batch's answers are written one after another, into one body, once all have run.

@@ -1,7 +1,7 @@
 import { getDocumentString } from '@envelop/core';
-import { getOperationAST, getVariableValues, GraphQLError, Kind, print, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type SelectionSetNode, type Source } from 'graphql';
+import { getOperationAST, getVariableValues, GraphQLError, Kind, print, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema, type SelectionSetNode, type Source } from 'graphql';
 import { compileQuery, isCompiledQuery } from 'graphql-jit';
-import { handleStreamOrSingleExecutionResult, makeExecute, mapMaybePromise, type Plugin } from 'graphql-yoga';
+import { makeExecute, mapMaybePromise, type Plugin, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import { setFlagsFromString } from 'node:v8';
 import type { CacheUse } from '../instruments/metrics.js';
@@ -72,17 +72,23 @@ function compilableFields(document: DocumentNode, maxFields: number): number | u
   return fields <= maxFields ? fields : undefined;
 }
 
+/** A compiled query's result: its errors given back their source positions, the query's own serialiser on it. */
+function finished(result: ExecutionResult, compiled: Compiled, source: Source | undefined): ExecutionResult & { stringify: Compiled['stringify'] } {
+  // graphql-jit's errors carry their locations but no source positions, which yoga needs to keep
+  // them when it serialises; they are given theirs back from the document's source.
+  const located = source !== undefined && result.errors?.some((error) => error.locations !== undefined && error.positions === undefined);
+  return Object.assign(located ? { ...result, errors: result.errors!.map((error) => withPositions(error, source)) } : result, { stringify: compiled.stringify });
+}
+
 /**
- * Runs a compiled query as yoga's execute would, its result carrying the query's own serialiser;
- * `ran` is told once the compiled code has run (not when it was chosen: a later plugin could still
- * replace the execute function).
+ * Runs a compiled query on an operation's context; `ran` is told once the compiled code has run
+ * (not when it was chosen: a later plugin could still replace the execute function).
  */
-const compiledExecute = (compiled: Compiled, ran: (() => void) | undefined) =>
-  makeExecute((args) => {
-    const result = compiled.query(args.rootValue, args.contextValue, args.variableValues) as ExecutionResult | Promise<ExecutionResult>;
-    ran?.();
-    return mapMaybePromise(result, (done) => Object.assign(done, { stringify: compiled.stringify }));
-  });
+function runCompiled(compiled: Compiled, document: DocumentNode, rootValue: unknown, context: unknown, variables: unknown, ran: (() => void) | undefined): PromiseOrValue<ExecutionResult> {
+  const result = compiled.query(rootValue, context, variables) as PromiseOrValue<ExecutionResult>;
+  ran?.();
+  return mapMaybePromise(result, (done) => finished(done, compiled, document.loc?.source));
+}
 
 /**
  * graphql-jit compiles with `new Function`, and V8 keeps the source and bytecode of every such
@@ -93,6 +99,21 @@ const compiledExecute = (compiled: Compiled, ran: (() => void) | undefined) =>
  */
 function dropEvalSources(): void {
   setFlagsFromString('--no-compilation-cache');
+}
+
+/** A hot query, compiled: run on an operation's context (its result as the pipeline's compiled run gives it). */
+export type HotQuery = (context: unknown) => PromiseOrValue<ExecutionResult>;
+
+export interface CompiledExecution {
+  /** The pipeline's part: it runs each hot query's compiled code in place of yoga's executor. */
+  readonly plugin: Plugin;
+  /**
+   * The compiled code of a query the pipeline has executed, by its parsed document (yoga's parse
+   * cache's): only a document that reached execution through the pipeline, so parsed, validated and
+   * within every limit there, and only when its code would run there (compiled, or due to be, and
+   * its variables coerce). Undefined otherwise: the pipeline takes it.
+   */
+  hot(document: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown> | null | undefined): HotQuery | undefined;
 }
 
 /**
@@ -106,14 +127,14 @@ function dropEvalSources(): void {
  * its heap, and by nothing else: @envelop/graphql-jit also keeps every compiled document in a
  * WeakMap by DocumentNode, which yoga's parse cache keeps alive far beyond any bound here.
  */
-export function useCompiledExecution(options: CompiledExecutionOptions): Plugin {
+export function compiledExecution(schema: GraphQLSchema, options: CompiledExecutionOptions): CompiledExecution {
   dropEvalSources();
   // Per document: its executions so far and its size, or false when it stays interpreted.
   // Follows yoga's parse cache (a WeakMap); holds no compiled code.
   const documents = new WeakMap<DocumentNode, { runs: number; fields: number; text: string | undefined } | false>();
   const compiled = new LRUCache<string, Compiled>({ max: options.maxEntries, maxSize: options.maxBytes });
   options.watchCache?.(() => ({ entries: compiled.size, bytes: compiled.calculatedSize }));
-  const compiledFor = (args: ExecutionArgs): Compiled | undefined => {
+  const compiledFor = (args: Pick<ExecutionArgs, 'schema' | 'document' | 'operationName' | 'variableValues'>): Compiled | undefined => {
     const operation = getOperationAST(args.document, args.operationName);
     if (operation?.operation !== 'query') return undefined;
     let state = documents.get(args.document);
@@ -138,26 +159,24 @@ export function useCompiledExecution(options: CompiledExecutionOptions): Plugin 
     }
     return query;
   };
-  return {
+  const plugin: Plugin = {
     onExecute({ args, executeFn, setExecuteFn }) {
-      if (getOperationAST(args.document, args.operationName)?.operation !== 'query') return undefined;
+      if (getOperationAST(args.document, args.operationName)?.operation !== 'query') return;
       // Chosen when called, by the document it is called with: the response cache, after this
       // plugin, wraps this function and runs a document of its own (the entities it collects).
       setExecuteFn((called) => {
         const query = compiledFor(called);
-        return query === undefined ? executeFn(called) : compiledExecute(query, options.onCompiledRun)(called);
+        return query === undefined ? executeFn(called) : makeExecute((run) => runCompiled(query, run.document, run.rootValue, run.contextValue, run.variableValues, options.onCompiledRun))(called);
       });
-      // graphql-jit's errors carry their locations but no source positions, which yoga needs to
-      // keep them when it serialises; they are given theirs back from the document's source.
-      const source = args.document.loc?.source;
-      if (source === undefined) return undefined;
-      return {
-        onExecuteDone: (payload) =>
-          handleStreamOrSingleExecutionResult(payload, ({ result, setResult }) => {
-            if (!result.errors?.some((error) => error.locations !== undefined && error.positions === undefined)) return;
-            setResult({ ...result, errors: result.errors.map((error) => withPositions(error, source)) });
-          }),
-      };
+    },
+  };
+  return {
+    plugin,
+    hot(document, operationName, variables) {
+      // Only a document the pipeline has run: the entry it made as it did.
+      if (!documents.has(document)) return undefined;
+      const query = compiledFor({ schema, document, operationName, variableValues: variables });
+      return query && ((context) => runCompiled(query, document, undefined, context, variables ?? {}, options.onCompiledRun));
     },
   };
 }

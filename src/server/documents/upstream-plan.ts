@@ -1,10 +1,11 @@
 import { SpanStatusCode } from '@opentelemetry/api';
+import type { DocumentNode, GraphQLError } from 'graphql';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import type { GatewayContext } from '../../schema/context.js';
 import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
 import { carriesToken } from '../../schema/inputs.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
-import { requestStateOf } from '../request-state.js';
+import { requestStateOf, type RequestState } from '../request-state.js';
 
 export interface UpstreamPlanOptions {
   readonly planner: Planner;
@@ -38,6 +39,20 @@ function refusalOf(plan: OperationPlan, planned: { readonly calls: number; reado
   return undefined;
 }
 
+/** What the plan of an operation is given. */
+export interface PlannedOperation {
+  readonly document: DocumentNode;
+  readonly operationName: string | null | undefined;
+  readonly variables: Record<string, unknown> | null | undefined;
+}
+
+/**
+ * Plans an operation on its context (`context.plan`), or refuses it: the refusal is counted and
+ * its span marked, and the caller answers it as the operation's only error. The pipeline's plugin
+ * (useUpstreamPlan) and the lane's hot queries (lane.ts) both plan here.
+ */
+export type PlanAdmission = (context: GatewayContext, operation: PlannedOperation, batch: RequestState['batch']) => GraphQLError | undefined;
+
 /**
  * Plans the operation's upstream calls before execution (`plan/operation-plan.ts`) and hands the
  * plan to its resolvers. An operation whose plan costs more calls than the budget is refused with
@@ -49,37 +64,39 @@ function refusalOf(plan: OperationPlan, planned: { readonly calls: number; reado
  * the budget anyway (retries, reads the plan could only bound) are refused by the operation's
  * guard as they come, with the same code.
  */
-export function useUpstreamPlan(options: UpstreamPlanOptions): Plugin {
+export function planAdmission(options: UpstreamPlanOptions): PlanAdmission {
   const { planner, budget, maxItems } = options;
   const tracer = options.tracing?.recording === true ? options.tracing.tracer : undefined;
+  return (context, operation, batch) => {
+    const span = tracer?.startSpan('upstream plan', undefined, context.trace);
+    const plan = planner.plan({ document: operation.document, operationName: operation.operationName, variables: operation.variables ?? undefined, authorized: carriesToken(context) });
+    const refusal = refusalOf(plan, batch?.planned ?? NOTHING_PLANNED, budget, maxItems);
+    if (span !== undefined) {
+      span.setAttribute(spanAttributes.planCalls, plan.calls);
+      span.setAttribute(spanAttributes.planExact, plan.exact);
+      if (refusal !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: refusal.extensions.limit === 'items' ? 'over the result items limit' : 'over the upstream call budget' });
+      span.end();
+    }
+    if (refusal === undefined) {
+      context.plan = plan;
+      if (batch !== undefined) {
+        batch.planned.calls += plan.calls;
+        batch.planned.items += plan.items;
+      }
+      return undefined;
+    }
+    options.onRefused?.(refusal.extensions.limit as 'budget' | 'items');
+    return refusal;
+  };
+}
+
+/** The plan in the pipeline: before execution, each operation planned or refused (planAdmission). */
+export function useUpstreamPlan(admit: PlanAdmission): Plugin {
   return {
     onExecute({ args, setResultAndStopExecution }) {
       const context = args.contextValue as unknown as GatewayContext;
-      const span = tracer?.startSpan('upstream plan', undefined, context.trace);
-      const plan = planner.plan({
-        document: args.document,
-        operationName: args.operationName,
-        variables: args.variableValues as Record<string, unknown> | undefined,
-        authorized: carriesToken(context),
-      });
-      const batch = requestStateOf(context)?.batch;
-      const refusal = refusalOf(plan, batch?.planned ?? NOTHING_PLANNED, budget, maxItems);
-      if (span !== undefined) {
-        span.setAttribute(spanAttributes.planCalls, plan.calls);
-        span.setAttribute(spanAttributes.planExact, plan.exact);
-        if (refusal !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: refusal.extensions.limit === 'items' ? 'over the result items limit' : 'over the upstream call budget' });
-        span.end();
-      }
-      if (refusal === undefined) {
-        context.plan = plan;
-        if (batch !== undefined) {
-          batch.planned.calls += plan.calls;
-          batch.planned.items += plan.items;
-        }
-        return;
-      }
-      options.onRefused?.(refusal.extensions.limit as 'budget' | 'items');
-      setResultAndStopExecution({ errors: [refusal] });
+      const refusal = admit(context, { document: args.document, operationName: args.operationName, variables: args.variableValues as Record<string, unknown> | undefined }, requestStateOf(context)?.batch);
+      if (refusal !== undefined) setResultAndStopExecution({ errors: [refusal] });
     },
   };
 }

@@ -195,7 +195,13 @@ export class GatewayMetrics {
 
   readonly cachedAnswersEarly = new Counter({
     name: 'gateway_response_cache_early_answers_total',
-    help: 'Hits answered before yoga, by the lane of cached answers (server/hit-lane.ts); each is a hit of gateway_response_cache_lookups_total too.',
+    help: 'Hits answered before yoga, by the lane (server/lane.ts); each is a hit of gateway_response_cache_lookups_total too.',
+    registers: [this.registry],
+  });
+
+  readonly compiledAnswersEarly = new Counter({
+    name: 'gateway_compiled_early_answers_total',
+    help: 'Hot queries answered before yoga, by the lane (server/lane.ts) with their compiled code; each is one of gateway_compiled_executions_total too.',
     registers: [this.registry],
   });
 
