@@ -25,7 +25,16 @@ if (problem !== undefined) {
   process.exit(1);
 }
 
-const bench = spawn(process.execPath, [runner, ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
+/*
+ * The harness stops a target with SIGTERM to its process group and may start the next one on the
+ * same port at once (the team last in one round and first in the next). `npm start`'s npm exits
+ * at once; the gateway, as in production, goes on serving for SHUTDOWN_DELAY_MS (5 s) while the
+ * load balancer takes it out of rotation: the new target's readiness check then reached the old
+ * process, whose close broke the measured connections (15,119 socket errors in one cell). Without
+ * a load balancer there is nothing to wait for. An option given after this one overrides it.
+ */
+const leaveAtOnce = ['--team-env', 'SHUTDOWN_DELAY_MS=0'];
+const bench = spawn(process.execPath, [runner, ...leaveAtOnce, ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
 // Ctrl-C reaches the bench too (same process group): wait for it to clean up and exit.
 process.on('SIGINT', () => {});
 bench.on('exit', (code) => process.exit(code ?? 1));

@@ -140,7 +140,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     ? compiledExecution(schema, { ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
     : undefined;
   const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, settings.operationTimeoutMs, metrics, options.redis);
-  // Records every operation: the pipeline's telemetry and the lane of cached answers.
+  // Records every operation: the pipeline's telemetry and the lane's.
   const recorder = new OperationRecorder({
     metrics,
     logger,

@@ -37,7 +37,7 @@ export interface CacheHeaders {
  *    `Vary: Authorization`: without them a shared HTTP cache in between could hand one caller's
  *    answer to another.
  * The pipeline's answers get them in onResponse (useAnswerHeaders), the lane's cached answers as
- * they are written (hit-lane.ts).
+ * they are written (lane.ts).
  */
 export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHeaders {
   const answer = facts.cacheable;

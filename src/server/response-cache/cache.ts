@@ -130,8 +130,8 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
   }
 
   /**
-   * A kept answer, looked up without remembering a miss (for the lane of cached answers,
-   * hit-lane.ts, whose misses go on to the pipeline, which looks up again): a hit is counted, a
+   * A kept answer, looked up without remembering a miss (for the lane's kept answers, lane.ts,
+   * whose misses go on to the pipeline, which looks up again): a hit is counted, a
    * miss is not. Undefined on a miss or a store that fails; a promise for a store that answers later.
    */
   peek(key: string): PromiseOrValue<CachedAnswer | undefined> {

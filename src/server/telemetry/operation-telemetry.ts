@@ -70,7 +70,7 @@ export interface RecordedRequest {
  * Per GraphQL operation: its span, one observation of the operations histogram (and of the client
  * histogram, with `clients`) and, as OPERATION_LOG says, one structured log line (the in-flight
  * gauge is the shedder's count, traffic/in-flight.ts). One recorder per gateway: the pipeline's
- * plugin (useOperationTelemetry) and the lane of cached answers (hit-lane.ts) record through it.
+ * plugin (useOperationTelemetry) and the lane (lane.ts) record through it.
  * The log line and the span carry names, counts, error codes and the refusing limit only: never
  * headers, variables, the query text or error messages.
  */
