@@ -73,6 +73,14 @@ describe('in-flight deduplication (default: on)', () => {
     expect(headCalls(t)).toHaveLength(1);
   });
 
+  it('a header RFC 6750 does not read as the token (a tab for the space) never joins its call, nor it one of its own', async () => {
+    const t = await start();
+    const id = t.reference.store.headIds()[0]!;
+    const headers = ['Bearer token-a', 'Bearer\ttoken-a', 'Bearer token-a', 'Bearer\ttoken-a'];
+    for (const response of await readTogether(t, id, headers, 2)) expect(response.errors).toBeUndefined();
+    expect(headCalls(t).map((r) => r.headers.authorization).sort()).toEqual(['Bearer\ttoken-a', 'Bearer token-a']);
+  });
+
   it('different heads are different calls', async () => {
     const t = await start();
     const [a, b] = t.reference.store.headIds();

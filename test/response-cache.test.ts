@@ -96,6 +96,21 @@ describe('scope: one caller never gets an answer kept for another', () => {
     expect(same.body.data).toEqual({ head: { name: t.reference.store.findHead(id)!.head.name } });
     expect(t.calls()).toHaveLength(0);
   });
+
+  it("a header RFC 6750 does not read as that token (a tab for the space, another scheme) is another caller: never served the token's answers", async () => {
+    const query = '{ permissions(first: 2) { nodes { id role } } }';
+    const token = await login('alice');
+    const kept = await post(t, { query }, bearer(token));
+    expect((kept.body.data as { permissions: { nodes: unknown[] } }).permissions.nodes).toHaveLength(2);
+    for (const authorization of [`Bearer\t${token}`, `Token ${token}`, `Bearer ${token}!`]) {
+      t.reset();
+      const other = await post(t, { query }, { authorization });
+      // The upstream reads none of them as the token: refused there, never answered from alice's entry.
+      expect(other.body.errors?.[0]?.extensions?.code, authorization).toBe('UNAUTHENTICATED');
+      expect(t.calls('getPermissions')).toHaveLength(1);
+      expect(t.calls('getPermissions')[0]!.headers.authorization).toBe(authorization);
+    }
+  });
 });
 
 describe('a batch', () => {
