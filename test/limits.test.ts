@@ -416,3 +416,51 @@ describe('CORS', () => {
     expect(t.calls()).toEqual([]);
   });
 });
+
+describe('variables depth (MAX_VARIABLES_DEPTH, default 100)', () => {
+  /** A body whose `variables` carry `deep`, nested `levels` deep (the variables object itself is one), as a client would write it. */
+  const body = (levels: number, id: string, wrap: 'object' | 'list' = 'object') => {
+    const [open, close] = wrap === 'object' ? ['{"a":', '}'] : ['[', ']'];
+    return `{"query":"query Deep($id: ID!) { head(id: $id) { name } }","variables":{"id":"${id}","deep":${open.repeat(levels - 1)}1${close.repeat(levels - 1)}}}`;
+  };
+  const send = async (text: string, on: TestGateway = t) => answer(await on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: text }));
+  const refusedForDepth = (got: Answer, on: TestGateway = t) => {
+    expectRefused(got, 400, 'BAD_REQUEST', on);
+    expect(got.body.errors?.[0]?.extensions).toMatchObject({ limit: 'variables_depth', maxVariablesDepth: 100 });
+  };
+
+  it('100 levels pass, 101 are refused with 400 and no upstream call, objects and lists alike', async () => {
+    expectPassed(await send(body(100, ids[0]!)));
+    t.reset();
+    refusedForDepth(await send(body(101, ids[0]!)));
+    refusedForDepth(await send(body(101, ids[0]!, 'list')));
+  });
+
+  it("the attack's 8,000 levels: refused as the client's mistake, logged as nothing of ours, with the response cache on too", async () => {
+    refusedForDepth(await send(body(8_000, ids[0]!)));
+    const cached = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: '60000' } });
+    try {
+      refusedForDepth(await send(body(8_000, ids[0]!), cached), cached);
+      expect(cached.logLines.filter((line) => (JSON.parse(line) as { level: number }).level >= 50)).toEqual([]);
+    } finally {
+      await cached.close();
+    }
+  });
+
+  it("a batch's too-deep operation is refused, its others answered", async () => {
+    const got = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: `[${body(8_000, ids[0]!)},${body(2, ids[0]!)}]` });
+    const answers = (await got.json()) as GraphQLResponse[];
+    expect(answers[0]!.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_REQUEST', limit: 'variables_depth' });
+    expect(answers[1]!.data).toEqual({ head: { name: expect.any(String) } });
+  });
+
+  it('a hot query through the lane (a real port) is refused the same, and the gateway goes on serving', async () => {
+    const endpoint = await t.listen();
+    const over = (text: string) => fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+    for (let i = 0; i < 3; i++) expect((await over(body(2, ids[1]!))).status).toBe(200);
+    const refused = await over(body(8_000, ids[1]!));
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as GraphQLResponse).errors?.[0]?.extensions).toMatchObject({ code: 'BAD_REQUEST', limit: 'variables_depth' });
+    expect((await over(body(2, ids[1]!))).status).toBe(200);
+  });
+});

@@ -69,6 +69,9 @@ export const environment = z.object({
       description:
         'times one field (response key) may appear in one selection set, inline fragments opened; checked before validation, whose pairwise field-merging check a field repeated hundreds of times would hold for half a second',
     }),
+  MAX_VARIABLES_DEPTH: integer(1, 10_000)
+    .default(100)
+    .register(variableDocs, { description: "deepest nesting of a request's variables (objects and lists); deeper is refused before anything reads them" }),
   MAX_BODY_BYTES: integer(1_024, 104_857_600)
     .default(100_000)
     .register(variableDocs, { description: 'request body cap (413 above it, chunked bodies included; a compressed body counts as it inflates)' }),

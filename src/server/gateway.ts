@@ -183,7 +183,8 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // the plan, compiled execution and the response cache, which all read the document.
     useContentNegotiation({ schema }),
     useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') }),
-    useStrictRequestParams(),
+    // Before anything reads the variables (the response cache's key, the persisted documents).
+    useStrictRequestParams({ maxVariablesDepth: settings.limits.maxVariablesDepth, onRefused: refused('variables_depth') }),
     useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
     // — params —
     // Before anything reads the query text: the response cache's key, the nesting check (an APQ hash alone has none yet).
@@ -287,6 +288,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
         recorder,
         shedder,
         maxBodyBytes: settings.limits.maxBodyBytes,
+        maxVariablesDepth: settings.limits.maxVariablesDepth,
         cors: settings.corsOrigins.length > 0,
         ...(kept === undefined ? {} : { kept }),
         ...(hot === undefined ? {} : { hot }),

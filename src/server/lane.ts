@@ -7,6 +7,7 @@ import type { HeaderReader } from '../telemetry/tracing.js';
 import { cacheHeaders } from './answers/answer-headers.js';
 import { boundedStringify } from './answers/size-limit.js';
 import { firstHeader } from './http/paths.js';
+import { nestedDeeperThan } from './intake/params.js';
 import { tokenCallerOf } from './callers.js';
 import type { GatewayCache } from './response-cache/cache.js';
 import { responseCacheKey, tagOf } from './response-cache/plugin.js';
@@ -73,6 +74,8 @@ export interface LaneOptions {
   readonly shedder: LoadShedder;
   /** MAX_BODY_BYTES */
   readonly maxBodyBytes: number;
+  /** MAX_VARIABLES_DEPTH: deeper variables go to the pipeline, which refuses them. */
+  readonly maxVariablesDepth: number;
   /** CORS_ORIGINS is set: every answer says `Vary: Origin`. */
   readonly cors: boolean;
   /** Answers the response cache keeps: with it on, in memory. */
@@ -103,8 +106,8 @@ function laneMayTake(request: IncomingMessage, options: LaneOptions): boolean {
   return length > 0 && length <= options.maxBodyBytes && jsonBody.test(headers['content-type'] ?? '') && typeByAccept.has(headers.accept);
 }
 
-/** The body's GraphQL parameters when they are the three of a plain query (no extensions, no batch); else undefined. */
-function paramsOf(body: Buffer): LaneParams | undefined {
+/** The body's GraphQL parameters when they are the three of a plain query (no extensions, no batch) within the variables' depth; else undefined. */
+function paramsOf(body: Buffer, maxVariablesDepth: number): LaneParams | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -115,7 +118,7 @@ function paramsOf(body: Buffer): LaneParams | undefined {
   const { query, operationName, variables, ...rest } = parsed as Record<string, unknown>;
   if (typeof query !== 'string' || Object.keys(rest).length > 0) return undefined;
   if (operationName !== undefined && operationName !== null && typeof operationName !== 'string') return undefined;
-  if (variables !== undefined && variables !== null && (typeof variables !== 'object' || Array.isArray(variables))) return undefined;
+  if (variables !== undefined && variables !== null && (typeof variables !== 'object' || Array.isArray(variables) || nestedDeeperThan(variables, maxVariablesDepth))) return undefined;
   return { query, operationName, variables: variables as Record<string, unknown> | null | undefined };
 }
 
@@ -128,7 +131,7 @@ interface LaneQuery {
 
 /** The query of a body, when it is one parsed before; else undefined (the pipeline takes it). */
 function queryOf(body: Buffer, options: LaneOptions): LaneQuery | undefined {
-  const params = paramsOf(body);
+  const params = paramsOf(body, options.maxVariablesDepth);
   const document = params === undefined ? undefined : options.parsed(params.query);
   if (params === undefined || document === undefined) return undefined;
   const operation = getOperationAST(document, params.operationName);
@@ -191,11 +194,19 @@ function answerHot(hot: HotQueries, request: IncomingMessage, response: ServerRe
   response.once('close', () => {
     if (!response.writableEnded) hangUp.abort();
   });
-  const { context, result } = run({ headers: arrival.headers, signal: hangUp.signal, requestId: arrival.requested.requestId, trace: arrival.record.trace });
+  let started: HotRun | undefined;
+  let result: PromiseOrValue<ExecutionResult>;
+  try {
+    started = run({ headers: arrival.headers, signal: hangUp.signal, requestId: arrival.requested.requestId, trace: arrival.record.trace });
+    result = started.result;
+  } catch (error) {
+    // Answered as the pipeline answers an executor that throws: masked, and its status from it.
+    result = { errors: [error as GraphQLError] };
+  }
   const type = typeByAccept.get(request.headers.accept)!;
   const answer = async (done: ExecutionResult & { stringify?: (value: unknown) => string }) => {
     const masked = done.errors?.length ? { ...done, errors: done.errors.map((error) => hot.mask(error)) } : done;
-    options.recorder.finish(arrival.requested, arrival.record, context.guard.calls, masked);
+    options.recorder.finish(arrival.requested, arrival.record, started?.context.guard.calls ?? 0, masked);
     if (hangUp.signal.aborted) {
       hot.onAbandoned?.();
       return;
@@ -252,7 +263,11 @@ export function withLane(app: Handler, options: LaneOptions): Handler {
     request.once('error', () => response.destroy());
     request.once('end', () => {
       const body = Buffer.concat(chunks);
-      if (answer(request, response, body)) return;
+      try {
+        if (answer(request, response, body)) return;
+      } catch {
+        // Nothing was begun before what threw (what begins an answer cannot throw): the pipeline decides.
+      }
       (request as IncomingMessage & { body?: Buffer }).body = body;
       app(request, response);
     });
