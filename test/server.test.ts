@@ -493,3 +493,37 @@ describe('WORKERS=2: /metrics answers the sum over the workers', PROCESS_TEST, (
     }
   });
 });
+
+describe('a client that sends Connection: close', () => {
+  let t: TestGateway;
+  let port: number;
+  beforeAll(async () => {
+    t = await startTestGateway();
+    port = Number(new URL(await t.listen()).port);
+  });
+  afterAll(() => t.close());
+
+  /** One request on a fresh socket, written by hand; the whole exchange until the server closes it. */
+  async function exchange(accept: string): Promise<{ head: string; body: string; closedByServer: boolean }> {
+    const body = JSON.stringify({ query: `{ head(id: "${t.reference.store.headIds()[0]!}") { name ... @defer { url } } }` });
+    const socket = connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write(`POST /graphql HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: ${accept}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const closedByServer = await Promise.race([once(socket, 'end').then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 5_000))]);
+    socket.destroy();
+    const text = Buffer.concat(chunks).toString('utf8');
+    const split = text.indexOf('\r\n\r\n');
+    return { head: text.slice(0, split).toLowerCase(), body: text.slice(split + 4), closedByServer };
+  }
+
+  it.each(['multipart/mixed', 'text/event-stream', 'application/json'])('gets %s answers that say Connection: close, and its connection closed behind them', async (accept) => {
+    const { head, body, closedByServer } = await exchange(accept);
+    expect(head).toMatch(/^http\/1\.1 200/);
+    expect(head).toMatch(/\r\nconnection: close(\r\n|$)/);
+    expect(head).not.toMatch(/connection: keep-alive/);
+    expect(body).toContain('"url"');
+    expect(closedByServer).toBe(true);
+  });
+});

@@ -156,10 +156,20 @@ interface Drain {
 const answering = Symbol('http-server.answering');
 type AnsweredSocket = Socket & { [answering]?: number };
 
+/** The request asked to close its connection after the answer (`Connection: close`). */
+const askedToClose = (request: IncomingMessage): boolean => request.headers.connection?.split(',').some((option) => option.trim().toLowerCase() === 'close') === true;
+
+/** Headers given to writeHead as an object, their `Connection` made `close` (yoga's streamed answers say `keep-alive`). */
+function closing(headers: unknown): unknown {
+  if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) return headers;
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, name.toLowerCase() === 'connection' ? 'close' : value]));
+}
+
 /**
- * Responses that say `Connection: close` once their server is draining: decided as their headers
- * go out, so an answer in flight when the stop began closes its connection after it, and no
- * response is tracked (a long-lived set of them costs every request a promotion:
+ * Responses that say `Connection: close` once their server is draining, or when their request
+ * asked for it (a multipart or event-stream answer of yoga's says `keep-alive` otherwise, headers
+ * given or set): decided as their headers go out, so an answer in flight when the stop began
+ * closes its connection after it, and no response is tracked (a long-lived set of them costs every request a promotion:
  * docs/performance.md#measured-reasons). Each also counts itself on its socket
  * while it holds it, so the stop can tell a connection with an answer under way from one that
  * has sent part of a request head and nothing else.
@@ -168,7 +178,11 @@ function closingWhenDraining(state: Drain): typeof ServerResponse {
   return class extends ServerResponse {
     // `reason` may be the headers (writeHead's two-argument form); Node's own writeHead sorts that out.
     override writeHead(statusCode: number, reason?: unknown, headers?: unknown): this {
-      if (state.draining) this.setHeader('connection', 'close');
+      if (state.draining || askedToClose(this.req)) {
+        this.setHeader('connection', 'close');
+        if (typeof reason === 'object') reason = closing(reason);
+        else headers = closing(headers);
+      }
       return super.writeHead(statusCode, reason as string, headers as OutgoingHttpHeaders);
     }
 
