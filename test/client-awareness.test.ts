@@ -115,3 +115,18 @@ describe('METRICS_CLIENT_NAMES=2, METRICS_CLIENT_VERSIONS=2', () => {
     });
   });
 });
+
+describe('METRICS_KNOWN_CLIENTS=web-app with METRICS_CLIENT_NAMES=2', () => {
+  it('keeps the listed app apart after made-up names took every other label (the attack: 60 names first)', async () => {
+    const t = await startTestGateway({ env: { METRICS_CLIENT_NAMES: '2', METRICS_KNOWN_CLIENTS: 'web-app' } });
+    try {
+      for (let i = 0; i < 60; i++) await post(t, { query: '{ __typename }' }, named(`made-up-${i}`, '1'));
+      await post(t, { query: '{ __typename }' }, named('web-app', '4.2.0'));
+      const counts = await clientCounts(t);
+      expect(counts).toMatchObject({ 'made-up-0 1 ok': 1, 'made-up-1 1 ok': 1, 'other 1 ok': 58, 'web-app 4.2.0 ok': 1 });
+      expect(Object.keys(counts)).toHaveLength(4);
+    } finally {
+      await t.close();
+    }
+  });
+});

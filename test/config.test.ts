@@ -59,9 +59,9 @@ describe('loadConfig', () => {
       loadShedding: { maxInFlight: 100, eventLoopDelayMs: 250, retryAfterSeconds: 1 },
       responseCache: undefined,
       redis: undefined,
-      metricsOperationNames: 500,
+      metricsOperations: { known: new Set(), max: 500 },
       operationLog: { which: 'failures', slowMs: 1000 },
-      metricsClients: { maxNames: 50, maxVersions: 10 },
+      metricsClients: { knownNames: new Set(), maxNames: 50, maxVersions: 10 },
       workers: 1,
       logLevel: 'info',
       production: false,
@@ -127,6 +127,8 @@ describe('loadConfig', () => {
       APQ_TTL_SECONDS: '3600',
       METRICS_OPERATION_NAMES: '50',
       METRICS_CLIENT_NAMES: '5',
+      METRICS_KNOWN_OPERATIONS: 'HeadPage, Login',
+      METRICS_KNOWN_CLIENTS: 'web-app,@acme/ios (14)',
       METRICS_CLIENT_VERSIONS: '3',
       RATE_LIMIT_WINDOW_SECONDS: '5',
     });
@@ -134,8 +136,8 @@ describe('loadConfig', () => {
       callerLimits: { requestsPerSecond: 20, upstreamCallsPerSecond: 50, inFlight: 4, addressRequestsPerSecond: 100, windowSeconds: 5, trustProxy: true },
       redis: { topology: { kind: 'node', url: 'redis://:secret@127.0.0.1:6390/2' }, sentinelPassword: undefined },
       persistedDocuments: { apqTtlSeconds: 3_600 },
-      metricsOperationNames: 50,
-      metricsClients: { maxNames: 5, maxVersions: 3 },
+      metricsOperations: { known: new Set(['HeadPage', 'Login']), max: 50 },
+      metricsClients: { knownNames: new Set(['web-app', '@acme/ios (14)']), maxNames: 5, maxVersions: 3 },
     });
   });
 
@@ -194,6 +196,8 @@ describe('loadConfig', () => {
     [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true or false/],
     [{ METRICS_OPERATION_NAMES: '0' }, /^METRICS_OPERATION_NAMES: expected an integer from 1/],
     [{ METRICS_CLIENT_NAMES: '0' }, /^METRICS_CLIENT_NAMES: expected an integer from 1/],
+    [{ METRICS_KNOWN_OPERATIONS: 'Head-Page' }, /^METRICS_KNOWN_OPERATIONS: expected a comma-separated list of GraphQL operation names/],
+    [{ METRICS_KNOWN_CLIENTS: 'web\tapp' }, /^METRICS_KNOWN_CLIENTS: expected a comma-separated list of client app names/],
     [{ METRICS_CLIENT_VERSIONS: 'all' }, /^METRICS_CLIENT_VERSIONS: expected an integer from 1/],
     [{ DOCUMENT_CACHE_MAX_ENTRIES: '0' }, /^DOCUMENT_CACHE_MAX_ENTRIES: expected an integer from 1 to 1000000, got "0"$/],
     [{ DOCUMENT_CACHE_MAX_BYTES: '64k' }, /^DOCUMENT_CACHE_MAX_BYTES: expected an integer from 1048576 to 17179869184, got "64k"$/],

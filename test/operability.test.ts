@@ -360,17 +360,19 @@ describe('/metrics', () => {
     expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({ First: 2, Second: 1, other: 2 });
   });
 
-  it('with a trusted-documents manifest keeps exactly its operation names apart, whatever came first', async () => {
+  it("with a trusted-documents manifest keeps its operation names apart whatever came first; the others share the bounded pool", async () => {
     const metrics = new GatewayMetrics({ defaultMetrics: false });
     const operationNames = operationNamesOf(loadConfig({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' }).persistedDocuments.trustedDocuments!);
     expect(operationNames).toContain('HeadWithHair');
-    const yoga = createYoga({ schema, plugins: [useRequestState(), useOperationTelemetry(new OperationRecorder({ metrics, logger: createLogger({ level: 'silent' }), tracing: createTracing(defaultTracingSettings), operationNames }))] });
+    const yoga = createYoga({ schema, plugins: [useRequestState(), useOperationTelemetry(new OperationRecorder({ metrics, logger: createLogger({ level: 'silent' }), tracing: createTracing(defaultTracingSettings), operationNames, maxOperationNames: 500 }))] });
     // 600 made-up names first: before, the first 500 names seen took every label.
     for (const name of [...Array.from({ length: 600 }, (_, i) => `Spam${i}`), 'HeadWithHair', 'HeadsPage']) {
       await yoga.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: `query ${name} { __typename }` }) });
     }
     const samples = parseMetrics(await metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
-    expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({ other: 600, HeadWithHair: 1, HeadsPage: 1 });
+    const counts = Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]));
+    expect(counts).toMatchObject({ Spam0: 1, Spam499: 1, other: 100, HeadWithHair: 1, HeadsPage: 1 });
+    expect(Object.keys(counts)).toHaveLength(500 + 3);
   });
 
   it('METRICS_OPERATION_NAMES sets how many names, first seen, are kept apart; a manifest sets which', async () => {
@@ -385,7 +387,9 @@ describe('/metrics', () => {
       }
     };
     expect(await counts({ METRICS_OPERATION_NAMES: '1' })).toEqual({ One: 1, other: 2 });
-    expect(await counts({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' })).toEqual({ HeadWithHair: 1, other: 2 });
+    expect(await counts({ METRICS_OPERATION_NAMES: '1', TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' })).toEqual({ One: 1, HeadWithHair: 1, other: 1 });
+    // An operator's names are kept apart as the manifest's are, whatever came first.
+    expect(await counts({ METRICS_OPERATION_NAMES: '1', METRICS_KNOWN_OPERATIONS: 'Three' })).toEqual({ One: 1, Three: 1, other: 1 });
   });
 
   it('hands queued observations over at a scrape, each once, dropping one prom-client refuses without failing the scrape', async () => {

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { RESERVED_DESCRIPTORS } from '../server/http/descriptors.js';
 import { samplerNames } from '../telemetry/tracing.js';
-import { expecting, flag, httpUrl, integer, oneOf, openRatio, origins, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
+import { expecting, flag, httpUrl, integer, names, oneOf, openRatio, origins, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
 
 /*
  * The environment the gateway reads: every variable once, with its default, its limits and what
@@ -178,13 +178,19 @@ export const environment = z.object({
     .register(variableDocs, { description: 'bytes of JSON of the largest answer the response cache keeps, in process memory or in Redis; a larger one is executed each time' }),
   METRICS_OPERATION_NAMES: integer(1, 100_000)
     .default(500)
-    .register(variableDocs, { description: 'operation names `/metrics` keeps apart without a trusted-documents manifest (the first seen; the rest are `other`)' }),
+    .register(variableDocs, { description: 'operation names `/metrics` keeps apart besides the known ones (the manifest\'s, `METRICS_KNOWN_OPERATIONS`): the first seen; the rest are `other`' }),
+  METRICS_KNOWN_OPERATIONS: names(/^[_A-Za-z][_0-9A-Za-z]*$/, 'a comma-separated list of GraphQL operation names')
+    .optional()
+    .register(variableDocs, { unset: 'none', description: "operation names `/metrics` always keeps apart, beside the trusted-documents manifest's; the others share `METRICS_OPERATION_NAMES`" }),
   METRICS_CLIENT_NAMES: integer(1, 10_000)
     .default(50)
     .register(variableDocs, {
       description:
         'client app names (`apollographql-client-name` or `graphql-client-name`) `/metrics` keeps apart, the first seen; the rest are `other` (see [client awareness](docs/operations.md#client-awareness))',
     }),
+  METRICS_KNOWN_CLIENTS: names(/^[\w .:/@+()-]{1,64}$/, 'a comma-separated list of client app names (letters, digits, space and _ . : / @ + ( ) -, at most 64 each)')
+    .optional()
+    .register(variableDocs, { unset: 'none', description: 'client app names `/metrics` always keeps apart; the others share `METRICS_CLIENT_NAMES`' }),
   METRICS_CLIENT_VERSIONS: integer(1, 1_000).default(10).register(variableDocs, { description: 'client versions `/metrics` keeps apart under each client name, the first seen; the rest are `other`' }),
   INTROSPECTION: flag().optional().register(variableDocs, { unset: 'on, off when `NODE_ENV=production`', description: 'serve introspection, and GraphiQL, which needs it' }),
   CORS_ORIGINS: origins().optional().register(variableDocs, { unset: 'unset: same-origin only', description: 'origins allowed to call from browsers, or `*` for any' }),

@@ -59,6 +59,17 @@ export const upstreamUrl = () => {
   );
 };
 
+/** A comma-separated list of names, each matching `pattern`: a set (an operator's allow-list). */
+export const names = (pattern: RegExp, expected: string) =>
+  expecting(
+    z
+      .string()
+      .transform((value) => value.split(',').map((name) => name.trim()).filter(Boolean))
+      .pipe(z.array(z.string().regex(pattern, { error: expected }), { error: expected }))
+      .transform((list): ReadonlySet<string> => new Set(list)),
+    expected,
+  );
+
 export const origins = () => {
   const expected = 'a comma-separated list of http(s) origins, or *';
   return expecting(

@@ -68,7 +68,7 @@ export type GatewaySettings = Pick<
   | 'callerLimits'
   | 'loadShedding'
   | 'responseCache'
-  | 'metricsOperationNames'
+  | 'metricsOperations'
   | 'metricsClients'
   | 'operationLog'
   | 'production'
@@ -147,7 +147,9 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     log: settings.operationLog,
     tracing,
     clients: new ClientAwareness(settings.metricsClients),
-    ...(persistedDocuments.trustedDocuments ? { operationNames: operationNamesOf(persistedDocuments.trustedDocuments) } : { maxOperationNames: settings.metricsOperationNames }),
+    // The manifest's names and the operator's always apart; the others share the bounded pool.
+    operationNames: new Set([...(persistedDocuments.trustedDocuments ? operationNamesOf(persistedDocuments.trustedDocuments) : []), ...settings.metricsOperations.known]),
+    maxOperationNames: settings.metricsOperations.max,
   });
   // The page inlines every asset (no CDN): some 80 MB once loaded, so only when a browser asks.
   const graphiql = graphiQLPage(renderGraphiQLPage);

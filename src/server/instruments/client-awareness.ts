@@ -38,9 +38,10 @@ function checked(value: string): string | undefined {
 const labelOf = (value: string | null, kept: string | undefined) => (value === null || value === '' ? ABSENT : (kept ?? REFUSED));
 
 /**
- * Reads and labels requests' clients. At most `maxNames` names get a label of their own, and
- * under each name label (`unknown`, `invalid` and `other` included) at most `maxVersions`
- * versions: at most (maxNames + 3) × (maxVersions + 3) label pairs, whatever clients send.
+ * Reads and labels requests' clients. The names an operator lists (`knownNames`) always get a
+ * label of their own; of the others, at most `maxNames`, the first seen; under each name label
+ * (`unknown`, `invalid` and `other` included) at most `maxVersions` versions: at most
+ * (known + maxNames + 3) × (maxVersions + 3) label pairs, whatever clients send.
  */
 export class ClientAwareness {
   /** Each name label, with the version labels it keeps. */
@@ -67,7 +68,7 @@ export class ClientAwareness {
 
   #nameLabel(label: string, sent: boolean): string {
     if (this.#names.has(label)) return label;
-    if (sent) {
+    if (sent && !this.bounds.knownNames.has(label)) {
       if (this.#keptNames >= this.bounds.maxNames) return this.#known(OTHER);
       this.#keptNames++;
     }

@@ -10,7 +10,7 @@ import { spanAttributes, type HeaderReader, type Tracing } from '../../telemetry
 import { errorCodesOf, limitOf, operationLabel, outcomeOf, type OperationOutcome } from './operation-outcome.js';
 import { OperationState, operationStateOf, requestStateOf, type OperationRecord, type RequestState } from '../request-state.js';
 
-export type OperationTelemetryOptions = {
+export interface OperationTelemetryOptions {
   readonly metrics: GatewayMetrics;
   readonly logger: Logger;
   /** Which operations get a log line (OPERATION_LOG, OPERATION_LOG_SLOW_MS). @default every one */
@@ -19,25 +19,18 @@ export type OperationTelemetryOptions = {
   readonly tracing: Tracing;
   /** Which client app sent each request (its headers): operations are counted by client, spans carry it. @default none: not read */
   readonly clients?: ClientAwareness;
-} & (
-  | {
-      /**
-       * Distinct operation names the metrics keep apart, the first seen (METRICS_OPERATION_NAMES);
-       * later new names are counted as `other`. Names come from clients, so without a cap every
-       * new name would be a new set of series.
-       */
-      readonly maxOperationNames: number;
-      readonly operationNames?: undefined;
-    }
-  | {
-      /**
-       * The operation names the metrics keep apart, when they are known in advance (the trusted
-       * documents' names); every other name is `other`, so no client can crowd them out.
-       */
-      readonly operationNames: ReadonlySet<string>;
-      readonly maxOperationNames?: undefined;
-    }
-);
+  /**
+   * The operation names the metrics always keep apart, known in advance (the trusted documents'
+   * names, METRICS_KNOWN_OPERATIONS): no client can crowd them out. @default none
+   */
+  readonly operationNames?: ReadonlySet<string>;
+  /**
+   * Other operation names the metrics keep apart, the first seen (METRICS_OPERATION_NAMES); later
+   * new names are counted as `other`. Names come from clients, so without a cap every new name
+   * would be a new set of series.
+   */
+  readonly maxOperationNames: number;
+};
 
 const serverSpan: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
 
@@ -133,11 +126,9 @@ export class OperationRecorder {
     );
   }
 
-  /** The metric label of a name: the fixed names, or the first METRICS_OPERATION_NAMES seen; any other is `other`. */
+  /** The metric label of a name: the names known in advance, or the first METRICS_OPERATION_NAMES others seen; any other is `other`. */
   #metricName(name: string): string {
-    const fixedNames = this.#options.operationNames;
-    if (fixedNames !== undefined) return fixedNames.has(name) || name === 'anonymous' ? name : 'other';
-    if (this.#knownNames.has(name)) return name;
+    if (name === 'anonymous' || this.#options.operationNames?.has(name) === true || this.#knownNames.has(name)) return name;
     if (this.#knownNames.size >= (this.#options.maxOperationNames ?? 0)) return 'other';
     this.#knownNames.add(name);
     return name;
