@@ -143,7 +143,7 @@ function settingsFrom(e: Environment, env: NodeJS.ProcessEnv, routes: RouteTable
     /** Empty: same-origin only. */
     corsOrigins: Object.freeze(e.CORS_ORIGINS ?? []) as readonly string[],
     csrfPrevention: e.CSRF_PREVENTION,
-    limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxVariablesDepth: e.MAX_VARIABLES_DEPTH, maxBodyBytes: e.MAX_BODY_BYTES }),
+    limits: Object.freeze({ maxDepth: e.MAX_DEPTH, maxAliases: e.MAX_ALIASES, maxTokens: e.MAX_TOKENS, maxDirectives: e.MAX_DIRECTIVES, maxRepeatedFields: e.MAX_REPEATED_FIELDS, maxFragmentPairs: e.MAX_FRAGMENT_PAIRS, maxVariablesDepth: e.MAX_VARIABLES_DEPTH, maxBodyBytes: e.MAX_BODY_BYTES }),
     maxBatch: e.MAX_BATCH,
     persistedDocuments: Object.freeze({
       apqMaxEntries: e.APQ_MAX_ENTRIES,

@@ -48,7 +48,7 @@ describe('loadConfig', () => {
       documentCache: { maxEntries: 1_000, maxBytes: 32 * 1024 * 1024 },
       corsOrigins: [],
       csrfPrevention: false,
-      limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxVariablesDepth: 100, maxBodyBytes: 100_000 },
+      limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxFragmentPairs: 5_000, maxVariablesDepth: 100, maxBodyBytes: 100_000 },
       maxBatch: 10,
       persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,

@@ -464,3 +464,46 @@ describe('variables depth (MAX_VARIABLES_DEPTH, default 100)', () => {
     expect((await over(body(2, ids[1]!))).status).toBe(200);
   });
 });
+
+describe('fragment pairs (MAX_FRAGMENT_PAIRS, default 5000): what validation costs, bounded before it is paid', () => {
+  /** The attack's document: one field with `spreads` distinct fragments spread side by side on the same type (some 8 KB at 135; ten in a batch within MAX_BODY_BYTES). */
+  const spreadDocument = (spreads: number, seed: string) => {
+    const name = (i: number) => `F${seed}_${i}`;
+    const fields = ['name', 'url', 'createdAt'];
+    const fragments = Array.from({ length: spreads }, (_, i) => `fragment ${name(i)} on Head { ${fields[i % 3]} }`);
+    return `query Q${seed} { heads(first: 1) { nodes { ${fragments.map((_, i) => `...${name(i)}`).join(' ')} } } }\n${fragments.join('\n')}`;
+  };
+  const batch = async (documents: string[]) => {
+    const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: JSON.stringify(documents.map((query) => ({ query }))) });
+    return { status: response.status, answers: (await response.json()) as GraphQLResponse[] };
+  };
+  const refusedForFragments = (body: GraphQLResponse) => expect(body.errors?.[0]?.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit: 'fragments', maxFragmentPairs: 5_000 });
+
+  it("the attack's document (135 fragments side by side: 9,045 pairs) is refused with 400 and no upstream call; 100 (4,950) pass", async () => {
+    const refused = await post(spreadDocument(135, 'a'));
+    expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
+    refusedForFragments(refused.body);
+    expect(refused.body.errors?.[0]?.extensions?.fragmentPairs).toBe(9_045);
+    expectPassed(await post(spreadDocument(100, 'b')));
+  });
+
+  it("the attack's batch (ten such documents) is refused whole, before any validation: no upstream call", async () => {
+    const { answers } = await batch(Array.from({ length: 10 }, (_, i) => spreadDocument(135, `batch${i}`)));
+    expect(answers).toHaveLength(10);
+    for (const body of answers) refusedForFragments(body);
+    expect(t.calls()).toEqual([]);
+  });
+
+  it("a batch's documents share the budget: 60 fragments each (1,770 pairs), the third is refused; the same document twice counts once; a refusal is not the document's for another request", async () => {
+    const [first, second, third] = ['s1', 's2', 's3'].map((seed) => spreadDocument(60, seed)) as [string, string, string];
+    const shared = await batch([first, second, third]);
+    expect(shared.answers[0]!.data).toBeDefined();
+    expect(shared.answers[1]!.data).toBeDefined();
+    refusedForFragments(shared.answers[2]!);
+    expect(shared.answers[2]!.errors?.[0]?.message).toContain('already make 3540');
+    const twice = await batch([first, first, first, second]);
+    for (const body of twice.answers) expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
+    // Refused for what its batch had spent, not for itself: alone it is validated and answered.
+    expectPassed(await post(third));
+  });
+});

@@ -69,6 +69,12 @@ export const environment = z.object({
       description:
         'times one field (response key) may appear in one selection set, inline fragments opened; checked before validation, whose pairwise field-merging check a field repeated hundreds of times would hold for half a second',
     }),
+  MAX_FRAGMENT_PAIRS: integer(1, 1_000_000)
+    .default(5_000)
+    .register(variableDocs, {
+      description:
+        "pairs of fragments one request's documents may make validation compare (every two fragments merged into one selection set; a batch's documents share them); checked before validation, whose cost grows with their square",
+    }),
   MAX_VARIABLES_DEPTH: integer(1, 10_000)
     .default(100)
     .register(variableDocs, { description: "deepest nesting of a request's variables (objects and lists); deeper is refused before anything reads them" }),

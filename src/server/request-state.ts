@@ -1,4 +1,5 @@
 import type { Context, Span } from '@opentelemetry/api';
+import type { DocumentNode } from 'graphql';
 import type { Cache } from '@graphql-yoga/plugin-response-cache';
 import type { Plugin } from 'graphql-yoga';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
@@ -77,6 +78,12 @@ export class OperationState {
 }
 
 /** One request to the GraphQL endpoint: made in onRequest, before any other plugin looks at it. */
+/** What validating a request's documents costs so far, each distinct document counted once. */
+export interface ValidationSpent {
+  pairs: number;
+  readonly documents: Set<DocumentNode>;
+}
+
 export class RequestState {
   readonly startedAt = performance.now();
   /** The operations seen so far (a batch has several). */
@@ -98,10 +105,16 @@ export class RequestState {
   client: ClientIdentity | undefined;
   /** What its answer may say to HTTP caches; set by the response cache, read as the headers are written. */
   cacheable: Cacheable | undefined;
+  #validationSpent: ValidationSpent | undefined;
   #requestId: string | undefined;
   #tokenCaller: string | null | undefined;
 
   constructor(readonly request: Request) {}
+
+  /** What validating its documents costs so far (guards/fragment-pairs.ts): a batch's documents share one budget. Made on first use. */
+  get validationSpent(): ValidationSpent {
+    return (this.#validationSpent ??= { pairs: 0, documents: new Set() });
+  }
 
   /** The caller its Authorization header names (callers.ts), hashed once: the caller limits and the response cache's scope read it. */
   get tokenCaller(): string | undefined {

@@ -5,6 +5,7 @@ import { GraphQLError, type ValidationContext } from 'graphql';
 import { createGraphQLError, handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
 import { composed } from '../plugin-kit/composed.js';
 import { withRecodedErrors } from '../plugin-kit/recoded-errors.js';
+import { useFragmentPairsLimit } from './fragment-pairs.js';
 import { useRepeatedFieldsLimit } from './repeated-fields.js';
 import { suggestion, withoutLiterals } from '../../schema/errors.js';
 import type { OperationLimits } from '../../config.js';
@@ -157,6 +158,7 @@ export function useOperationLimits(options: OperationLimitsOptions): Plugin {
   const plugins: Plugin[] = [
     useNestingLimit(limits.maxDepth + EXTRA_NESTING, onRefused),
     useRepeatedFieldsLimit({ max: limits.maxRepeatedFields }),
+    useFragmentPairsLimit({ max: limits.maxFragmentPairs, onRefused: () => onRefused('fragments') }),
     EnvelopArmorPlugin({
       maxDepth: { n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, propagateOnRejection: false, onReject: [reportRefusal('depth')] },
       // `__typename` aliases count too (Armor exempts them by default): 640 of them in 10 KB made an 885 KB answer.

@@ -1,0 +1,94 @@
+import { GraphQLError, Kind, visit, type DocumentNode, type FragmentDefinitionNode, type SelectionSetNode } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import { requestStateOf } from '../request-state.js';
+
+export interface FragmentPairsOptions {
+  /** Pairs of fragments one request's documents may make graphql-js compare (MAX_FRAGMENT_PAIRS): a batch's documents share them. */
+  readonly max: number;
+  /** Told of every refusal, for metrics. */
+  readonly onRefused?: () => void;
+}
+
+/**
+ * The fragments a selection set merges: those spread in it (directly or in its inline fragments)
+ * and, transitively, those spread at the top of theirs; not those of its sub-selections, which are
+ * selection sets of their own. Memoised per fragment; a cycle (refused by validation) adds nothing.
+ */
+function mergedFragments(selectionSet: SelectionSetNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, memo: Map<string, ReadonlySet<string>>, into = new Set<string>()): Set<string> {
+  for (const selection of selectionSet.selections) {
+    if (selection.kind === Kind.INLINE_FRAGMENT) mergedFragments(selection.selectionSet, fragments, memo, into);
+    else if (selection.kind === Kind.FRAGMENT_SPREAD) {
+      const name = selection.name.value;
+      if (into.has(name)) continue;
+      into.add(name);
+      let merged = memo.get(name);
+      if (merged === undefined) {
+        memo.set(name, new Set());
+        const fragment = fragments.get(name);
+        merged = fragment === undefined ? new Set<string>() : mergedFragments(fragment.selectionSet, fragments, memo);
+        memo.set(name, merged);
+      }
+      for (const other of merged) into.add(other);
+    }
+  }
+  return into;
+}
+
+/**
+ * The pairs of distinct fragments graphql-js's OverlappingFieldsCanBeMerged rule compares in a
+ * document: in each selection set (of its operations and of its fragments), every two of the
+ * fragments it merges. Its cost grows with their square: 135 fragments spread side by side in one
+ * selection set (9,045 pairs, a 100 KB document within every other limit) took 30 ms to
+ * validate, a batch of ten of them 250 ms (docs/performance.md#measured-reasons).
+ */
+export function fragmentPairsOf(document: DocumentNode): number {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  if (fragments.size < 2) return 0;
+  const memo = new Map<string, ReadonlySet<string>>();
+  let pairs = 0;
+  visit(document, {
+    SelectionSet(node) {
+      const merged = mergedFragments(node, fragments, memo).size;
+      pairs += (merged * (merged - 1)) / 2;
+    },
+  });
+  return pairs;
+}
+
+/**
+ * Bounds what validation costs before it is paid: a document whose fragments make more than
+ * `max` pairs to compare (fragmentPairsOf) is refused before graphql-js's rules run, and the
+ * documents of one request (a batch's) share the `max`, each distinct document counted once. The
+ * refusal reads as a validation error (HTTP 400, `GRAPHQL_VALIDATION_FAILED`, `extensions.limit:
+ * "fragments"`, with the pairs it would cost and the limit) but is thrown, not set as the
+ * validation's result: yoga keeps that result per document, and a document refused for what its
+ * batch had spent is another request's to validate. Each document's count is kept beside it (it
+ * follows the parse cache).
+ */
+export function useFragmentPairsLimit(options: FragmentPairsOptions): Plugin {
+  const { max } = options;
+  const counted = new WeakMap<DocumentNode, number>();
+  return {
+    onValidate({ params, context }) {
+      const document = params.documentAST;
+      let pairs = counted.get(document);
+      if (pairs === undefined) counted.set(document, (pairs = fragmentPairsOf(document)));
+      if (pairs === 0) return;
+      const spent = requestStateOf(context)?.validationSpent;
+      const before = spent === undefined ? 0 : spent.pairs;
+      if (spent !== undefined && spent.documents.has(document)) return;
+      if (before + pairs > max) {
+        const besides = before === 0 ? '' : ` (its batch's other documents already make ${before})`;
+        options.onRefused?.();
+        throw new GraphQLError(`This document makes ${pairs} pairs of fragments to compare${besides}; the limit is ${max}. Spread fewer fragments side by side in one selection.`, {
+          extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'fragments', fragmentPairs: pairs, maxFragmentPairs: max, http: { status: 400 } },
+        });
+      }
+      if (spent !== undefined) {
+        spent.pairs += pairs;
+        spent.documents.add(document);
+      }
+    },
+  };
+}
