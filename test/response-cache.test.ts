@@ -303,6 +303,64 @@ describe('never kept', () => {
   });
 });
 
+describe('a mutation evicts only what it may have changed: by its outcome', () => {
+  /** Another token's kept answers that hold the head (and the listings): re-read, how many upstream calls they cost. */
+  async function keptReadsOf(uuid: string, token: string) {
+    const reads = [
+      { query: headName, variables: { id: uuid } },
+      { query: '{ heads(first: 100) { nodes { name } } }' },
+      { query: `{ nodes(ids: ["${globalHeadId(uuid)}"]) { id } }` },
+    ];
+    for (const read of reads) await post(t, read, bearer(token));
+    return async () => {
+      t.reset();
+      for (const read of reads) expect((await post(t, read, bearer(token))).body.errors).toBeUndefined();
+      return t.calls().length;
+    };
+  }
+  const update = (uuid: string, name: string) => ({ query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', variables: { i: { id: uuid, name } } });
+
+  it("the attack's: an anonymous deleteHead refused UNAUTHENTICATED, an updateHead refused BAD_USER_INPUT, neither sent: another token's answers stay kept", async () => {
+    const uuid = headIds()[30]!;
+    const reread = await keptReadsOf(uuid, await login('alice'));
+    expect(await reread()).toBe(0);
+    t.reset();
+    const deleted = await post(t, { query: `mutation { deleteHead(input: { id: "${uuid}" }) { deletedHeadUuid } }` });
+    expect(deleted.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+    const refused = await post(t, update(uuid, ''), bearer(await login('demo')));
+    expect(refused.body.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+    expect(t.calls('deleteHead').length + t.calls('updateHead').length).toBe(0);
+    expect(await reread()).toBe(0);
+  });
+
+  it('answered 4xx by the upstream (422, 404): nothing evicted', async () => {
+    const uuid = headIds()[31]!;
+    const reread = await keptReadsOf(uuid, await login('alice'));
+    const writer = await login('demo');
+    for (const status of [422, 404]) {
+      t.reset();
+      t.reference.injectFault('updateHead', { kind: 'status', status, body: status === 422 ? { detail: [] } : { detail: 'Not Found' } });
+      const answered = await post(t, update(uuid, `refused with ${status}`), bearer(writer));
+      expect(answered.body.errors?.[0]?.extensions?.upstream).toMatchObject({ operation: 'updateHead', status });
+      expect(await reread(), String(status)).toBe(0);
+    }
+  });
+
+  it('sent and failed 5xx, or its answer lost: may have been applied, so evicted', async () => {
+    const writer = await login('demo');
+    for (const [i, fault] of [{ kind: 'status', status: 500 }, { kind: 'drop' }].entries()) {
+      const uuid = headIds()[32 + i]!;
+      const reread = await keptReadsOf(uuid, await login('alice'));
+      t.reset();
+      t.reference.injectFault('updateHead', fault as never);
+      const failed = await post(t, update(uuid, 'maybe applied'), bearer(writer));
+      expect(failed.body.errors?.[0]?.extensions?.code, JSON.stringify(fault)).toMatch(/^UPSTREAM_/);
+      expect(t.calls('updateHead')).toHaveLength(1);
+      expect(await reread(), JSON.stringify(fault)).toBe(3);
+    }
+  });
+});
+
 describe("the gateway's mutations evict what they change, for every caller, before their answer", () => {
   const updateHead = 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }';
 

@@ -70,14 +70,20 @@ export class OperationState {
   cacheTtl: number | undefined;
   /** Whether its document asks for incremental delivery (@defer/@stream): never kept in the response cache. */
   incremental = false;
-  /** What a mutation evicts from the response cache, beyond the objects it returns. */
-  evictions: CacheEntityRecord[] | undefined;
+  /** What a mutation's fields evict from the response cache, beyond the objects they return, if their outcome says they may have changed it. */
+  evictions: readonly FieldEvictions[] | undefined;
   /** An APQ registration waiting for validation, then its write under way. */
   registration: Registration | undefined;
   registering: Promise<void> | undefined;
 }
 
 /** One request to the GraphQL endpoint: made in onRequest, before any other plugin looks at it. */
+/** What one mutation field (its response key) evicts from the response cache when it may have changed something. */
+export interface FieldEvictions {
+  readonly key: string;
+  readonly records: readonly CacheEntityRecord[];
+}
+
 /** What validating a request's documents costs so far, each distinct document counted once. */
 export interface ValidationSpent {
   pairs: number;

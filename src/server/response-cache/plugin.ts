@@ -3,7 +3,7 @@ import { encodeGlobalID } from '@pothos/plugin-relay';
 import stableStringify from 'fast-json-stable-stringify';
 import { collectFields } from '@graphql-tools/utils';
 import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
-import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type FragmentDefinitionNode, type GraphQLSchema } from 'graphql';
+import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLError, type GraphQLSchema } from 'graphql';
 import { isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
 import { factsOf } from '../../plan/facts.js';
@@ -16,7 +16,7 @@ import type { SharedRedis } from '../shared-state/shared-redis.js';
 import fresh from 'fresh';
 import { tokenCallerOf } from '../callers.js';
 import { composed } from '../plugin-kit/composed.js';
-import { operationStateOf, requestStateOf, type Cacheable } from '../request-state.js';
+import { operationStateOf, requestStateOf, type Cacheable, type FieldEvictions } from '../request-state.js';
 
 export interface GatewayResponseCacheOptions {
   readonly cache: GatewayCache;
@@ -31,9 +31,10 @@ export interface GatewayResponseCacheOptions {
  * plan/facts.ts), by its arguments (so whether the client selected anything does not matter):
  * `updateHead` and `deleteHead` the head they name (`Head:<global ID>`, as answers hold it) and
  * every head listing. `deleteHead` returns no Head for the plugin to find; `updateSubscription`
- * returns the subscription, which the plugin finds.
+ * returns the subscription, which the plugin finds. By response key: whether each is done depends
+ * on its field's outcome (`evictionsAfter`).
  */
-function evictionsOf(args: ExecutionArgs): CacheEntityRecord[] {
+function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
   const operation = getOperationAST(args.document, args.operationName);
   const mutationType = args.schema.getMutationType();
   if (operation?.operation !== 'mutation' || mutationType == null) return [];
@@ -44,12 +45,13 @@ function evictionsOf(args: ExecutionArgs): CacheEntityRecord[] {
   // Variables that do not coerce fail the mutation too: nothing changes.
   if (coerced.errors !== undefined) return [];
   const variables = coerced.coerced;
-  const evictions: CacheEntityRecord[] = [];
+  const evictions: FieldEvictions[] = [];
   const { fields } = collectFields(args.schema, fragments, variables, mutationType, operation.selectionSet);
-  for (const [node] of fields.values()) {
+  for (const [key, [node]] of fields) {
     const field = node === undefined ? undefined : mutationType.getFields()[node.name.value];
     const changes = field === undefined ? undefined : factsOf(field).changes;
     if (node === undefined || field === undefined || changes === undefined) continue;
+    const records: CacheEntityRecord[] = [];
     if (changes.head !== undefined) {
       let input: { id?: unknown } | undefined;
       try {
@@ -59,11 +61,37 @@ function evictionsOf(args: ExecutionArgs): CacheEntityRecord[] {
         continue;
       }
       const uuid = headIdFrom(input?.id);
-      if (uuid !== undefined) evictions.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
+      if (uuid !== undefined) records.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
     }
-    for (const typename of changes.types ?? []) evictions.push({ typename });
+    for (const typename of changes.types ?? []) records.push({ typename });
+    if (records.length > 0) evictions.push({ key, records });
   }
   return evictions;
+}
+
+/**
+ * Whether a mutation field may have changed what it names, by its error (none: it succeeded). It
+ * may have when the upstream took the change: a success, an answer lost after sending
+ * (`UPSTREAM_OUTCOME_UNKNOWN`), a 5xx (the upstream may have applied it before failing) or a 2xx
+ * it could not read. It has not when it was refused before sending (the gateway's own checks, a
+ * limit, an open breaker: no upstream status) or answered 4xx.
+ */
+function mayHaveChanged(error: GraphQLError | undefined): boolean {
+  if (error === undefined) return true;
+  const original = error.originalError as { code?: unknown; status?: unknown } | undefined;
+  const code = error.extensions.code ?? original?.code;
+  if (code === 'UPSTREAM_OUTCOME_UNKNOWN') return true;
+  const status = (error.extensions.upstream as { status?: unknown } | undefined)?.status ?? original?.status;
+  return typeof status === 'number' && (status < 400 || status >= 500);
+}
+
+/** The evictions of the mutation fields that may have changed something, by their outcome in `result`. */
+function evictionsAfter(fields: readonly FieldEvictions[], result: ExecutionResult | undefined): CacheEntityRecord[] {
+  const errors = new Map<unknown, GraphQLError>();
+  for (const error of result?.errors ?? []) if (error.path?.[0] !== undefined && !errors.has(error.path[0])) errors.set(error.path[0], error);
+  // An error of no field (a refusal of the whole operation) changed nothing.
+  if (result === undefined || (result.errors?.length && errors.size === 0)) return [];
+  return fields.filter((field) => mayHaveChanged(errors.get(field.key))).flatMap((field) => field.records);
 }
 
 const idlessTypes = new WeakMap<DocumentNode, readonly CacheEntityRecord[]>();
@@ -186,8 +214,10 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
       // The operations of a batch share one response: it says nothing of their entries.
       if (state !== undefined) state.cacheable = state.batched || state.cacheable !== undefined ? false : answer;
       // After the mutation's upstream call, before its answer: a read that follows it finds no stale answer.
-      const evictions = operationStateOf(context)?.evictions;
-      const evicting = evictions === undefined ? undefined : cache.evict(evictions);
+      // Only what the mutation may have changed: not when it was refused before its call, or answered 4xx.
+      const fields = operationStateOf(context)?.evictions;
+      const evictions = fields === undefined || isAsyncIterable(result) || Array.isArray(result) ? [] : evictionsAfter(fields, result);
+      const evicting = evictions.length === 0 ? undefined : cache.evict(evictions);
       const settled = cache.settled();
       if (evicting === undefined) return settled;
       return settled === undefined ? evicting : Promise.all([evicting, settled]).then(() => undefined);
