@@ -333,6 +333,26 @@ describe('a mutation evicts only what it may have changed: by its outcome', () =
     expect(await reread()).toBe(0);
   });
 
+  it("a hair's colour changed through one head: another head wearing that hair is read afresh, not served stale", async () => {
+    const store = t.reference.store;
+    // Two heads wearing one hair: the second made to wear the first's (the seed gives each its own).
+    const [wearerA, wearerB] = headIds().filter((id) => store.findHead(id)!.head.hair_id !== undefined) as [string, string];
+    const writer = await login('demo');
+    const hairId = store.findHead(wearerA)!.head.hair_id!;
+    const shared = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: wearerB, hairId } } }, bearer(writer));
+    expect(shared.body.errors).toBeUndefined();
+    const read = { query: 'query Hair($id: ID!) { head(id: $id) { hair { objMetadata } } }', variables: { id: wearerB } };
+    const token = await login('alice');
+    await post(t, read, bearer(token));
+    t.reset();
+    const painted = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: wearerA, hairColor: 'teal' } } }, bearer(writer));
+    expect(painted.body.errors).toBeUndefined();
+    t.reset();
+    const again = await post(t, read, bearer(token));
+    expect(JSON.stringify(again.body.data)).toContain('teal');
+    expect(t.calls().length).toBeGreaterThan(0);
+  });
+
   it('answered 4xx by the upstream (422, 404): nothing evicted', async () => {
     const uuid = headIds()[31]!;
     const reread = await keptReadsOf(uuid, await login('alice'));

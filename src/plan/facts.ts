@@ -30,12 +30,15 @@ export type ItemsFact = { readonly arg: string } | 'window';
 
 /**
  * What a mutation changes beyond the objects it answers, which the response cache evicts for
- * every caller once it was sent: the head whose id (global ID or UUID) is the `id` of the input
- * argument `head`, and every kept answer holding one of `types`.
+ * every caller once it may have changed them: the head whose id (global ID or UUID) is the `id` of
+ * the input argument `head`, every kept answer holding one of `types`, and, for each field of that
+ * input given, every kept answer holding one of the types `given` names for it (a hair's colour,
+ * changed through one head, is seen by every head wearing that hair).
  */
 export interface ChangesFact {
   readonly head?: string;
   readonly types?: readonly string[];
+  readonly given?: Readonly<Record<string, readonly string[]>>;
 }
 
 export interface FieldFacts {

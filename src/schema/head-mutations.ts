@@ -48,7 +48,7 @@ builder.mutationFields((t) => ({
     description: 'Changes a head (Update Head). Sent once, never retried.',
     args: { input: t.arg({ type: UpdateHeadInput, required: true, description: 'The head and the changes.' }) },
     // A listing's answer changes with a head it does not hold (its `totalCount`, a search a new name enters).
-    ...plan({ kind: 'headUpdate' }, { head: 'input', types: ['HeadConnection'] }),
+    ...plan({ kind: 'headUpdate' }, { head: 'input', types: ['HeadConnection'], given: { hairId: ['Hair'], hairColor: ['Hair'] } }),
     resolve: async (_, { input }, ctx, info) => {
       // The validated id is the UUID (headIdSchema transforms); Pothos types it as the raw input.
       const id = String(input.id);

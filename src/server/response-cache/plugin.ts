@@ -30,7 +30,8 @@ export interface GatewayResponseCacheOptions {
  * What a mutation changes beyond the objects it returns, as its field declares it (`changes`,
  * plan/facts.ts), by its arguments (so whether the client selected anything does not matter):
  * `updateHead` and `deleteHead` the head they name (`Head:<global ID>`, as answers hold it) and
- * every head listing. `deleteHead` returns no Head for the plugin to find; `updateSubscription`
+ * every head listing, and `updateHead` with a hair (`hairId`, `hairColor`) every answer holding a
+ * hair. `deleteHead` returns no Head for the plugin to find; `updateSubscription`
  * returns the subscription, which the plugin finds. By response key: whether each is done depends
  * on its field's outcome (`evictionsAfter`).
  */
@@ -62,6 +63,9 @@ function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
       }
       const uuid = headIdFrom(input?.id);
       if (uuid !== undefined) records.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
+      for (const [name, types] of Object.entries(changes.given ?? {})) {
+        if ((input as Record<string, unknown> | undefined)?.[name] !== undefined) for (const typename of types) records.push({ typename });
+      }
     }
     for (const typename of changes.types ?? []) records.push({ typename });
     if (records.length > 0) evictions.push({ key, records });
