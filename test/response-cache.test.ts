@@ -545,6 +545,10 @@ describe('with its neighbours', () => {
       g.reset();
       await post(g, permissions, bearer(token.login.accessToken));
       expect(g.calls('getPermissions')).toHaveLength(1);
+      // The connection and its count hold no Permission, and are kept no longer than one (the attack's).
+      const counted = { query: '{ permissions(first: 1) { totalCount } }' };
+      for (let i = 0; i < 2; i++) expect((await post(g, counted, bearer(token.login.accessToken))).headers.get('cache-control')).toBe('private, no-store');
+      expect(g.calls('getPermissions')).toHaveLength(3);
     } finally {
       await g.close();
     }

@@ -139,7 +139,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const compiled = settings.compiledExecution
     ? compiledExecution(schema, { ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
     : undefined;
-  const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, settings.operationTimeoutMs, metrics, options.redis);
+  const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, schema, settings.operationTimeoutMs, metrics, options.redis);
   // Records every operation: the pipeline's telemetry and the lane's.
   const recorder = new OperationRecorder({
     metrics,

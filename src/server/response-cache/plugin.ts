@@ -3,7 +3,7 @@ import { encodeGlobalID } from '@pothos/plugin-relay';
 import stableStringify from 'fast-json-stable-stringify';
 import { collectFields } from '@graphql-tools/utils';
 import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
-import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLError, type GraphQLSchema } from 'graphql';
+import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLError, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
 import { isAsyncIterable, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
 import { factsOf } from '../../plan/facts.js';
@@ -247,7 +247,35 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
  * must be seen by the next read here); else this process's memory, bounded by `settings.memory`,
  * whose entries and bytes the gauges show. Its events are counted in `metrics`.
  */
-export function responseCachePlugin(settings: ResponseCacheSettings, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): { readonly plugin: Plugin; readonly cache: GatewayCache; readonly inMemory: boolean } {
+/**
+ * RESPONSE_CACHE_TTL_PER_TYPE as the schema reads it: a type's TTL holds for the lists of it too,
+ * the edges whose `node` is one and the connections whose `nodes` or `edges` hold them (their
+ * shortest TTL when they list several), so `permissions { totalCount }`, which holds no
+ * Permission, is kept no longer than a Permission is (with `Permission=0`, never).
+ */
+export function ttlPerTypeOf(schema: GraphQLSchema, ttlPerType: Readonly<Record<string, number>>): Readonly<Record<string, number>> {
+  const ttls = new Map(Object.entries(ttlPerType));
+  const listed = (type: GraphQLObjectType, field: string) => {
+    const found = type.getFields()[field];
+    return found === undefined ? undefined : ttls.get(getNamedType(found.type).name);
+  };
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const type of Object.values(schema.getTypeMap())) {
+      if (!isObjectType(type) || type.name.startsWith('__')) continue;
+      const inherited = [listed(type, 'node'), listed(type, 'nodes'), listed(type, 'edges')].filter((ttl) => ttl !== undefined);
+      if (inherited.length === 0) continue;
+      const ttl = Math.min(...inherited, ttls.get(type.name) ?? Number.POSITIVE_INFINITY);
+      if (ttl !== ttls.get(type.name)) {
+        ttls.set(type.name, ttl);
+        changed = true;
+      }
+    }
+  }
+  return Object.fromEntries(ttls);
+}
+
+export function responseCachePlugin(settings: ResponseCacheSettings, schema: GraphQLSchema, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): { readonly plugin: Plugin; readonly cache: GatewayCache; readonly inMemory: boolean } {
   // How long a miss waits for its answer at most: the operation's deadline, with room.
   const answerWithinMs = 2 * operationTimeoutMs;
   let cache: GatewayCache;
@@ -259,5 +287,5 @@ export function responseCachePlugin(settings: ResponseCacheSettings, operationTi
     const store = createRedisResponseCache({ redis, maxTtlMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs });
     cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
   }
-  return { plugin: useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: settings.ttlPerType }), cache, inMemory: redis === undefined };
+  return { plugin: useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType) }), cache, inMemory: redis === undefined };
 }
