@@ -32,20 +32,25 @@ function counting(): ResponseCacheEvents & { counts: Record<string, number>; fai
 }
 
 describe('the store in process memory', () => {
-  it('is bounded by count and by bytes, and keeps no answer over an eighth of the bytes nor over RESPONSE_CACHE_MAX_ENTRY_BYTES', () => {
+  it('is bounded by count and by the heap its answers hold, and keeps no answer weighing over an eighth of it nor over RESPONSE_CACHE_MAX_ENTRY_BYTES of JSON', () => {
     const byCount = createMemoryResponseCache({ maxEntries: 2, maxBytes: 1_000_000 }, MAX_ENTRY);
     for (const key of ['a', 'b', 'c']) byCount.write(key, answer(key), [], 60_000, 0);
     expect(byCount.use()).toEqual({ entries: 2, bytes: expect.any(Number) });
     expect(byCount.lookup('a')).toEqual({ epoch: 0 });
 
-    const byBytes = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * 40 }, MAX_ENTRY);
     const size = Buffer.byteLength(JSON.stringify(answer('x'.repeat(10))));
-    expect(size).toBeLessThanOrEqual(40);
+    // An answer weighs the heap it holds, estimated: 2.4 bytes a byte of JSON, 350 an index key, 256 the entry.
+    const weight = Math.ceil(2.4 * size + 256);
+    const byBytes = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * weight }, MAX_ENTRY);
     for (let i = 0; i < 20; i++) byBytes.write(`k${i}`, answer(String(i).padStart(10, '0')), [], 60_000, 0);
-    expect(byBytes.use().bytes).toBeLessThanOrEqual(8 * 40);
-    expect(byBytes.use().entries).toBe(Math.floor((8 * 40) / size));
-    expect(byBytes.write('large', answer('y'.repeat(41)), [], 60_000, 0)).toBe(false);
+    expect(byBytes.use()).toEqual({ entries: 8, bytes: 8 * weight });
+    expect(byBytes.write('large', answer('y'.repeat(11)), [], 60_000, 0)).toBe(false);
     expect(byBytes.lookup('large')).toEqual({ epoch: 0 });
+    // The objects an answer holds weigh too (the attack: 64 MiB of JSON held 320 MB of heap): 20 heads, 21 index keys (`Head` and each `Head:id`), 7,350 bytes more.
+    const heads = Array.from({ length: 20 }, (_, i) => head(`h${i}`));
+    const indexed = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * (weight + 7_350) }, MAX_ENTRY);
+    for (let i = 0; i < 20; i++) indexed.write(`k${i}`, answer(String(i).padStart(10, '0')), heads, 60_000, 0);
+    expect(indexed.use()).toEqual({ entries: 8, bytes: 8 * (weight + 7_350) });
 
     // RESPONSE_CACHE_MAX_ENTRY_BYTES, below an eighth of the bytes: the smaller bound holds.
     const byEntry = createMemoryResponseCache({ maxEntries: 10, maxBytes: 1_000_000 }, size);
@@ -66,7 +71,7 @@ describe('the store in process memory', () => {
   it('finds answers by Type:id and by whole type, and forgets an entry past its TTL', () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     try {
-      const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY);
+      const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 100_000 }, MAX_ENTRY);
       store.write('one', answer('1'), [head('h1')], 60_000, 0);
       store.write('both', answer('1 and 2'), [head('h1'), head('h2')], 60_000, 0);
       store.write('listing', answer('count'), [{ typename: 'HeadConnection' }], 1_000, 0);

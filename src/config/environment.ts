@@ -178,7 +178,7 @@ export const environment = z.object({
     .register(variableDocs, { description: "answers the response cache keeps in each process's memory (without `REDIS_URL`), the least recently used dropped first" }),
   RESPONSE_CACHE_MAX_BYTES: integer(1_024, 17_179_869_184)
     .default(64 * mib)
-    .register(variableDocs, { description: "bytes of JSON those answers may hold together in each process's memory (without `REDIS_URL`); an answer larger than an eighth of it is not kept" }),
+    .register(variableDocs, { description: "estimated heap those answers may hold together in each process's memory (without `REDIS_URL`; about 2.4 bytes a byte of their JSON, and 350 bytes an object they hold); an answer weighing more than an eighth of it is not kept" }),
   RESPONSE_CACHE_MAX_ENTRY_BYTES: integer(1_024, 1_073_741_824)
     .default(mib)
     .register(variableDocs, { description: 'bytes of JSON of the largest answer the response cache keeps, in process memory or in Redis; a larger one is executed each time' }),

@@ -230,7 +230,7 @@ export class GatewayMetrics {
 
   readonly #responseCacheGauges = [
     this.#responseCacheGauge('gateway_response_cache_entries', "Answers the response cache keeps in this process's memory (without REDIS_URL).", (use) => use.entries),
-    this.#responseCacheGauge('gateway_response_cache_bytes', "Bytes of JSON of the answers the response cache keeps in this process's memory (without REDIS_URL).", (use) => use.bytes),
+    this.#responseCacheGauge('gateway_response_cache_bytes', "Heap the answers the response cache keeps in this process's memory hold, estimated (without REDIS_URL): what RESPONSE_CACHE_MAX_BYTES bounds.", (use) => use.bytes),
   ];
 
   /** A gauge read from the response cache's store at each scrape: registered by `watchResponseCache` for a store that can say (a 0 would be a lie for Redis). */

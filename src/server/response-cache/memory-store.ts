@@ -26,10 +26,22 @@ interface Entry extends CachedAnswer {
 }
 
 /**
- * The response cache in this process's memory: an lru-cache bounded by count and by the bytes of
- * each answer's JSON (an answer over `maxEntryBytes`, or over an eighth of the bytes, is not
- * kept, so one answer cannot empty the cache), with an index from `Type` and `Type:id` to the
- * answers that hold them.
+ * What a kept answer costs the heap, estimated: its JSON text (a byte a character), the answer
+ * made from it (1.3 bytes a byte of JSON), its index keys (`Type:id` in two sets: some 350 bytes
+ * each) and the entry. Measured with heap use after a collection, answers of 1 to 100 heads with
+ * their hair: 4.6 to 5.7 heap bytes a byte of JSON, within 3 % of this estimate (docs/performance.md#measured-reasons).
+ */
+const BYTES_PER_JSON_BYTE = 2.4;
+const BYTES_PER_INDEX_KEY = 350;
+const BYTES_PER_ENTRY = 256;
+const weightOf = (jsonBytes: number, indexKeys: number) => Math.ceil(BYTES_PER_JSON_BYTE * jsonBytes + BYTES_PER_INDEX_KEY * indexKeys + BYTES_PER_ENTRY);
+
+/**
+ * The response cache in this process's memory: an lru-cache bounded by count and by the heap its
+ * answers hold, estimated (`weightOf`: counting the JSON alone let 64 MiB of it hold 320 MB of
+ * heap); an answer over `maxEntryBytes` of JSON, or over an eighth of the bytes, is not kept, so
+ * one answer cannot empty the cache. With an index from `Type` and `Type:id` to the answers that
+ * hold them.
  * @envelop/response-cache's own in-memory cache bounds the count only and cannot tell what is
  * left of an entry's TTL; the index here is the same as its.
  *
@@ -48,7 +60,7 @@ export function createMemoryResponseCache(bounds: CacheBounds, maxEntryBytes: nu
   const answers = new LRUCache<string, Entry>({
     max: bounds.maxEntries,
     maxSize: bounds.maxBytes,
-    maxEntrySize: Math.max(1, Math.min(maxEntryBytes, Math.floor(bounds.maxBytes / 8))),
+    maxEntrySize: Math.max(1, Math.floor(bounds.maxBytes / 8)),
     // Set by `write` from the JSON it made anyway.
     sizeCalculation: () => 1,
     dispose: (entry, key) => unindex(key, entry),
@@ -70,9 +82,11 @@ export function createMemoryResponseCache(bounds: CacheBounds, maxEntryBytes: nu
   const write = (key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): boolean => {
     if (since !== epoch || !(ttlMs > 0)) return false;
     const json = answerJson(result);
-    const size = Buffer.byteLength(json);
+    if (Buffer.byteLength(json) > maxEntryBytes) return false;
+    const index = indexKeysOf(entities);
+    const size = weightOf(json.length, index.size);
     if (size > answers.maxEntrySize) return false;
-    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, expiresAt: Date.now() + ttlMs, index: indexKeysOf(entities) };
+    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, expiresAt: Date.now() + ttlMs, index };
     answers.set(key, entry, { size });
     // A replaced entry was unindexed by `dispose` (noDisposeOnSet is off).
     for (const indexKey of entry.index) {
