@@ -167,12 +167,12 @@ function closing(headers: unknown): unknown {
 
 /**
  * Responses that say `Connection: close` once their server is draining, or when their request
- * asked for it (a multipart or event-stream answer of yoga's says `keep-alive` otherwise, headers
- * given or set): decided as their headers go out, so an answer in flight when the stop began
- * closes its connection after it, and no response is tracked (a long-lived set of them costs every request a promotion:
- * docs/performance.md#measured-reasons). Each also counts itself on its socket
- * while it holds it, so the stop can tell a connection with an answer under way from one that
- * has sent part of a request head and nothing else.
+ * asked for it (a multipart or event-stream answer of yoga's says `keep-alive` otherwise, in
+ * headers given or set): decided as their headers go out, so an answer in flight when the stop
+ * began closes its connection after it, and no response is tracked (a long-lived set of them
+ * costs every request a promotion: docs/performance.md#measured-reasons). Each also counts itself
+ * on its socket while it holds it, so the stop can tell a connection with an answer under way
+ * from one that has sent part of a request head and nothing else.
  */
 function closingWhenDraining(state: Drain): typeof ServerResponse {
   return class extends ServerResponse {

@@ -30,7 +30,7 @@ export interface OperationTelemetryOptions {
    * would be a new set of series.
    */
   readonly maxOperationNames: number;
-};
+}
 
 const serverSpan: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
 
@@ -129,7 +129,7 @@ export class OperationRecorder {
   /** The metric label of a name: the names known in advance, or the first METRICS_OPERATION_NAMES others seen; any other is `other`. */
   #metricName(name: string): string {
     if (name === 'anonymous' || this.#options.operationNames?.has(name) === true || this.#knownNames.has(name)) return name;
-    if (this.#knownNames.size >= (this.#options.maxOperationNames ?? 0)) return 'other';
+    if (this.#knownNames.size >= this.#options.maxOperationNames) return 'other';
     this.#knownNames.add(name);
     return name;
   }
