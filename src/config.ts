@@ -185,6 +185,8 @@ function settingsFrom(e: Environment, env: NodeJS.ProcessEnv, routes: RouteTable
     responseCache: responseCacheSettings(e, env),
     /** REDIS_URL (and REDIS_SENTINEL_PASSWORD); undefined keeps the limit counters, APQ and the response cache in process memory. Holds passwords, never logged. */
     redis: e.REDIS_URL === undefined ? undefined : Object.freeze({ topology: e.REDIS_URL, sentinelPassword: e.REDIS_SENTINEL_PASSWORD }),
+    /** RESPONSE_CACHE_REDIS_URL: the response cache's own Redis; undefined: REDIS_URL's (or process memory). Holds passwords, never logged. */
+    responseCacheRedis: e.RESPONSE_CACHE_REDIS_URL === undefined ? undefined : Object.freeze({ topology: e.RESPONSE_CACHE_REDIS_URL, sentinelPassword: e.REDIS_SENTINEL_PASSWORD }),
     /** How operations are labelled in metrics: `known` always apart (with the manifest's names), at most `max` others, the first seen. */
     metricsOperations: Object.freeze({ known: e.METRICS_KNOWN_OPERATIONS ?? new Set<string>(), max: e.METRICS_OPERATION_NAMES }),
     metricsClients: Object.freeze({ knownNames: e.METRICS_KNOWN_CLIENTS ?? new Set<string>(), maxNames: e.METRICS_CLIENT_NAMES, maxVersions: e.METRICS_CLIENT_VERSIONS }),

@@ -46,9 +46,12 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   // Shared limit counters and APQ registrations; the gateway serves without them (from process
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
-  const redis = config.redis === undefined ? undefined : await (await import('./server/shared-state/shared-redis.js')).connectSharedState(config.redis, logger, metrics);
+  const connect = async (settings: NonNullable<typeof config.redis>) => (await import('./server/shared-state/shared-redis.js')).connectSharedState(settings, logger, metrics);
+  const redis = config.redis === undefined ? undefined : await connect(config.redis);
+  // The response cache's own Redis (RESPONSE_CACHE_REDIS_URL), if it has one: its growth never takes the limits' memory.
+  const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connect(config.responseCacheRedis);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { handler, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis });
+  const { handler, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(handler, config, metrics, refuseEarly);
   server.listen(config.port, config.host);
@@ -72,7 +75,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       await Promise.all([stopGatewayServer(server, graceMs), admin === undefined ? undefined : stopGatewayServer(admin, graceMs)]);
       shedder.close();
       await upstream.close();
-      await redis?.close();
+      await Promise.all([redis?.close(), cacheRedis?.close()]);
       // The last operations' spans are still in the batch.
       await tracing.shutdown();
     },

@@ -106,3 +106,49 @@ describeWithRedis.each([
     expect(warnings(t)).toHaveLength(1);
   });
 });
+
+/*
+ * The response cache in a Redis of its own (RESPONSE_CACHE_REDIS_URL): answers there, limit
+ * counters and APQ in REDIS_URL's. The hardening issue's attack filled one Redis with answers
+ * until the limiters' writes were refused and a victim was let through twice its limit; with the
+ * cache's own Redis full, the limits hold.
+ */
+describeWithRedis("RESPONSE_CACHE_REDIS_URL: the response cache's own Redis, full", () => {
+  let limitsRedis: RedisProcess;
+  let cacheRedis: RedisProcess;
+  let t: TestGateway;
+  let inLimits: Redis;
+  let inCache: Redis;
+
+  beforeAll(async () => {
+    limitsRedis = await startRedis();
+    cacheRedis = await startRedis({ args: ['--maxmemory', '2mb', '--maxmemory-policy', 'noeviction'] });
+    [inLimits, inCache] = [new Redis(limitsRedis.url), new Redis(cacheRedis.url)];
+    t = await startTestGateway({ env: { REDIS_URL: limitsRedis.url, RESPONSE_CACHE_REDIS_URL: cacheRedis.url, RESPONSE_CACHE_TTL_MS: '60000', ...limits } });
+  });
+  afterAll(async () => {
+    inLimits.disconnect();
+    inCache.disconnect();
+    await t.close();
+    await Promise.all([limitsRedis.stop(), cacheRedis.stop()]);
+  });
+
+  it('keeps answers in its own Redis, none in REDIS_URL; once that Redis is full, the limits in REDIS_URL still hold: 10 of 15', async () => {
+    for (let i = 0; i < 2; i++) expect((await post(t, { query })).status).toBe(200);
+    await until(async () => (await inCache.keys('gw:rc:*')).length > 0, 'an answer kept in the cache’s Redis');
+    expect(await inLimits.keys('gw:rc:*')).toEqual([]);
+    // The cache's Redis filled until it refuses the next write, as made-up tokens and large answers would.
+    for (let i = 0; ; i++) {
+      const refused = await inCache.set(`fill:${i}`, 'x'.repeat(10_000)).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      if (refused !== undefined) break;
+    }
+    const { statuses } = await drive(t);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(10);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(5);
+    expect((await inLimits.keys('gw:requests:*')).length).toBeGreaterThan(0);
+    expect(await fallbacks(t, 'limits', 'out_of_memory')).toBe(0);
+  });
+});

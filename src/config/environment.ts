@@ -154,6 +154,13 @@ export const environment = z.object({
       description:
         'Redis for the limit counters, APQ registrations and the response cache, shared by every process and replica: one node (`redis://`), a master watched by Sentinels (`redis-sentinel://`) or a Cluster (`redis-cluster://`); see [deploy](docs/deploy.md#redis)',
     }),
+  RESPONSE_CACHE_REDIS_URL: redisUrl()
+    .optional()
+    .register(variableDocs, {
+      unset: 'unset: `REDIS_URL`',
+      description:
+        "a Redis of the response cache's own (any `REDIS_URL` form), so its answers never take the memory the limit counters and APQ registrations need in `REDIS_URL`'s; see [the response cache](docs/response-cache.md#redis-memory)",
+    }),
   REDIS_SENTINEL_PASSWORD: text('any text')
     .optional()
     .register(variableDocs, { unset: 'unset: none', description: "the Sentinels' own password (`requirepass` in sentinel.conf), with a `redis-sentinel://` `REDIS_URL`; Redis's password goes in the URL" }),

@@ -87,6 +87,8 @@ interface GatewayOptions {
   readonly apqStore?: PersistedQueryStore;
   /** Redis (REDIS_URL) for the limit counters, APQ registrations and response cache shared by every process. @default none: process memory */
   readonly redis?: SharedRedis;
+  /** The response cache's own Redis (RESPONSE_CACHE_REDIS_URL). @default `redis` */
+  readonly cacheRedis?: SharedRedis;
   /** The operations' and the plans' spans; the upstream's attempts use the same. */
   readonly tracing: Tracing;
 }
@@ -139,7 +141,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const compiled = settings.compiledExecution
     ? compiledExecution(schema, { ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
     : undefined;
-  const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, schema, settings.operationTimeoutMs, metrics, options.redis);
+  const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, schema, settings.operationTimeoutMs, metrics, options.cacheRedis ?? options.redis);
   // Records every operation: the pipeline's telemetry and the lane's.
   const recorder = new OperationRecorder({
     metrics,
@@ -320,6 +322,8 @@ export interface BuildGatewayOptions {
   readonly onAttempt?: (attempt: UpstreamAttempt) => void;
   /** The Redis connection (REDIS_URL) the limits and APQ share, if any. */
   readonly redis?: SharedRedis | undefined;
+  /** The response cache's own Redis connection (RESPONSE_CACHE_REDIS_URL), if any; else it uses `redis`. */
+  readonly cacheRedis?: SharedRedis | undefined;
 }
 
 export interface BuiltGateway {
@@ -373,6 +377,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
   // probe decides again (a replica out of rotation gets no call that could close its breaker).
   let leaving = false;
   const notReadyBecause = () => (leaving ? SHUTTING_DOWN : upstream.circuitRefuses() ? CIRCUIT_OPEN : undefined);
-  const { app, handler, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, ...(options.redis ? { redis: options.redis } : {}) });
+  const { app, handler, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, ...(options.redis ? { redis: options.redis } : {}), ...(options.cacheRedis ? { cacheRedis: options.cacheRedis } : {}) });
   return { app, handler, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

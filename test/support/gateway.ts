@@ -89,7 +89,8 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
-  const { app: gateway, handler, refuseEarly, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, onAttempt: (attempt) => attempts.push(attempt) });
+  const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
+  const { app: gateway, handler, refuseEarly, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
@@ -131,7 +132,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
       );
       shedder.close();
       await upstream.close();
-      await redis?.close();
+      await Promise.all([redis?.close(), cacheRedis?.close()]);
       await tracing.shutdown();
       await reference.close();
     },
