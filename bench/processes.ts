@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +39,17 @@ export function spawnNode(args: string[], cpu: number | undefined, env: Record<s
 }
 
 /** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
+/**
+ * The gateway as `npm start` runs it on the embedded reference upstream (UPSTREAM_URL unset, so
+ * not production), built first and in one process (its /metrics is the serving one's): what the
+ * memory and attack scripts measure.
+ */
+export async function startBuiltGateway(): Promise<{ child: Child; url: string }> {
+  console.log('Building (npm run build), as npm start does…');
+  execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
+  return startServer('gateway', [...startFlags(), 'dist/main.js'], undefined, { UPSTREAM_URL: '', NODE_ENV: 'development', PORT: '0', HOST, WORKERS: '1', LOG_LEVEL: 'warn' });
+}
+
 export function startServer(name: string, args: string[], cpu: number | undefined, env: Record<string, string>, openFiles?: number): Promise<{ child: Child; url: string }> {
   const child: Child = { name, process: spawnNode(args, cpu, env, undefined, openFiles), lines: 0, samples: [], tail: [] };
   children.add(child);

@@ -1,7 +1,6 @@
-import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { exitWithHelp, integerOption, runBench } from '../bench/cli.js';
-import { gatewayMemory, HOST, http, root, startFlags, startServer, type Child } from '../bench/processes.js';
+import { gatewayMemory, http, startBuiltGateway, type Child } from '../bench/processes.js';
 import { loadConfig, type Config } from '../src/config.js';
 
 /*
@@ -213,10 +212,7 @@ function judged(what: string, growth: number, boundMb: number): boolean {
 async function main(): Promise<void> {
   const opts = options();
   const config = loadConfig();
-  console.log('Building (npm run build), as npm start does…');
-  execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
-  // The embedded reference upstream (UPSTREAM_URL unset), so not production; one process, so /metrics is the serving one's.
-  const { child, url } = await startServer('gateway', [...startFlags(), 'dist/main.js'], undefined, { UPSTREAM_URL: '', NODE_ENV: 'development', PORT: '0', HOST, WORKERS: '1', LOG_LEVEL: 'warn' });
+  const { child, url } = await startBuiltGateway();
   const gateway = new Gateway(url, child, opts.settleSec);
 
   // Warm: the code paths of both phases run once before the start is measured.

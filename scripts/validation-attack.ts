@@ -1,7 +1,6 @@
-import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { exitWithHelp, integerOption, runBench } from '../bench/cli.js';
-import { gatewayMemory, HOST, root, startFlags, startServer } from '../bench/processes.js';
+import { gatewayMemory, startBuiltGateway } from '../bench/processes.js';
 import { loadConfig } from '../src/config.js';
 
 /*
@@ -86,9 +85,7 @@ async function phase(url: string, name: string, batches: (() => string) | undefi
 async function main(): Promise<void> {
   const opts = options();
   const config = loadConfig();
-  console.log('Building (npm run build), as npm start does…');
-  execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
-  const { url } = await startServer('gateway', [...startFlags(), 'dist/main.js'], undefined, { UPSTREAM_URL: '', NODE_ENV: 'development', PORT: '0', HOST, WORKERS: '1', LOG_LEVEL: 'warn' });
+  const { url } = await startBuiltGateway();
   const endpoint = url.endsWith('/graphql') ? url : `${url}/graphql`;
   const batchOf = (documents: string[]) => JSON.stringify(documents.map((query) => ({ query })));
   let round = 0;

@@ -91,10 +91,12 @@ function mayHaveChanged(error: GraphQLError | undefined): boolean {
 
 /** The evictions of the mutation fields that may have changed something, by their outcome in `result`. */
 function evictionsAfter(fields: readonly FieldEvictions[], result: ExecutionResult | undefined): CacheEntityRecord[] {
+  // A field's own error (its path that field alone) is its outcome; one below it (a read of what
+  // it answered) says the field itself resolved: it changed what it names.
   const errors = new Map<unknown, GraphQLError>();
-  for (const error of result?.errors ?? []) if (error.path?.[0] !== undefined && !errors.has(error.path[0])) errors.set(error.path[0], error);
+  for (const error of result?.errors ?? []) if (error.path?.length === 1 && !errors.has(error.path[0])) errors.set(error.path[0], error);
   // An error of no field (a refusal of the whole operation) changed nothing.
-  if (result === undefined || (result.errors?.length && errors.size === 0)) return [];
+  if (result === undefined || result.errors?.some((error) => error.path === undefined)) return [];
   return fields.filter((field) => mayHaveChanged(errors.get(field.key))).flatMap((field) => field.records);
 }
 
