@@ -193,17 +193,15 @@ export class GatewayMetrics {
     return new Counter({ name, help, registers: [this.registry] });
   }
 
-  readonly cachedAnswersEarly = new Counter({
-    name: 'gateway_response_cache_early_answers_total',
-    help: 'Hits answered before yoga, by the lane (server/lane.ts); each is a hit of gateway_response_cache_lookups_total too.',
-    registers: [this.registry],
-  });
+  readonly cachedAnswersEarly = this.#counter(
+    'gateway_response_cache_early_answers_total',
+    'Hits answered before yoga, by the lane (server/lane.ts); each is a hit of gateway_response_cache_lookups_total too.',
+  );
 
-  readonly compiledAnswersEarly = new Counter({
-    name: 'gateway_compiled_early_answers_total',
-    help: 'Hot queries answered before yoga, by the lane (server/lane.ts) with their compiled code; each is one of gateway_compiled_executions_total too.',
-    registers: [this.registry],
-  });
+  readonly compiledAnswersEarly = this.#counter(
+    'gateway_compiled_early_answers_total',
+    'Hot queries answered before yoga, by the lane (server/lane.ts) with their compiled code; each is one of gateway_compiled_executions_total too.',
+  );
 
   readonly #responseCacheLookups = new Counter({
     name: 'gateway_response_cache_lookups_total',
