@@ -213,8 +213,11 @@ function responseCacheSettings(e: Environment, env: NodeJS.ProcessEnv) {
     ttlMs: e.RESPONSE_CACHE_TTL_MS,
     /** RESPONSE_CACHE_TTL_PER_TYPE: object type names of the schema, and their TTL in ms. */
     ttlPerType: Object.freeze(ttlPerType) as Readonly<Record<string, number>>,
-    /** RESPONSE_CACHE_MAX_ENTRIES and RESPONSE_CACHE_MAX_BYTES: the store in process memory (without REDIS_URL). */
-    memory: Object.freeze({ maxEntries: e.RESPONSE_CACHE_MAX_ENTRIES, maxBytes: e.RESPONSE_CACHE_MAX_BYTES }),
+    /**
+     * RESPONSE_CACHE_MAX_ENTRIES (in process memory only), RESPONSE_CACHE_MAX_BYTES (either store:
+     * each process's, or Redis for all) and a caller's share of those bytes (RESPONSE_CACHE_CALLER_SHARE).
+     */
+    bounds: Object.freeze({ maxEntries: e.RESPONSE_CACHE_MAX_ENTRIES, maxBytes: e.RESPONSE_CACHE_MAX_BYTES, callerBytes: Math.floor(e.RESPONSE_CACHE_MAX_BYTES * e.RESPONSE_CACHE_CALLER_SHARE) }),
     /** The largest answer either store keeps. */
     maxEntryBytes: e.RESPONSE_CACHE_MAX_ENTRY_BYTES,
   });

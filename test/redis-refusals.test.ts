@@ -152,3 +152,51 @@ describeWithRedis("RESPONSE_CACHE_REDIS_URL: the response cache's own Redis, ful
     expect(await fallbacks(t, 'limits', 'out_of_memory')).toBe(0);
   });
 });
+
+/*
+ * The response cache in the Redis of the limits (REDIS_URL alone), under the hardening issue's
+ * attack: made-up tokens, each a caller of its own, asking for large answers. Its byte budget
+ * (RESPONSE_CACHE_MAX_BYTES, charged in Redis) keeps the answers within it, so the limiters'
+ * writes are never refused for memory and a victim's limit holds.
+ */
+describeWithRedis('RESPONSE_CACHE_MAX_BYTES: the response cache within its budget in the Redis of the limits', () => {
+  const budget = 2 * 1024 * 1024;
+  let redis: RedisProcess;
+  let t: TestGateway;
+  let client: Redis;
+
+  beforeAll(async () => {
+    redis = await startRedis({ args: ['--maxmemory', '8mb', '--maxmemory-policy', 'noeviction'] });
+    client = new Redis(redis.url);
+    t = await startTestGateway({ env: { REDIS_URL: redis.url, RESPONSE_CACHE_TTL_MS: '60000', RESPONSE_CACHE_MAX_BYTES: String(budget), ...limits } });
+  });
+  afterAll(async () => {
+    client.disconnect();
+    await t.close();
+    await redis.stop();
+  });
+
+  it('made-up tokens with large answers add no more than the budget to Redis: the limits hold, 10 of 15', async () => {
+    const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await client.info('memory'))![1]);
+    const before = await usedMemory();
+    const page = '{ heads(first: 100) { nodes { id uuid name url arUrl outputFormat style version } } }';
+    let bytes = 0;
+    for (let round = 0; round < 30; round++) {
+      const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => post(t, { query: page }, { authorization: `Bearer made-up-${round}-${i}` })));
+      for (const { status, body } of answers) {
+        expect(status).toBe(200);
+        bytes += JSON.stringify(body).length;
+      }
+    }
+    // Without the budget these answers (each kept for its own token) would take more than Redis's 8 MB.
+    expect(bytes).toBeGreaterThan(8 * 1024 * 1024);
+    const refused = sampleOf(await t.metrics.registry.metrics(), 'gateway_response_cache_over_budget_total{bound="total"}') ?? 0;
+    expect(refused).toBeGreaterThan(250);
+    expect(await usedMemory()).toBeLessThan(before + budget);
+    const { statuses } = await drive(t);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(10);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(5);
+    expect(await fallbacks(t, 'limits', 'out_of_memory')).toBe(0);
+    expect(await fallbacks(t, 'response_cache', 'out_of_memory')).toBe(0);
+  });
+});

@@ -25,7 +25,7 @@ import { until } from './support/until.js';
 
 type Store = GuardedStore<RedisEpoch>;
 
-const cacheOptions = { maxTtlMs: 60_000, maxEntryBytes: 4_096, raceWindowMs: 30_000 };
+const cacheOptions = { maxTtlMs: 60_000, maxEntryBytes: 4_096, raceWindowMs: 30_000, budget: { maxBytes: 64 * 1024 * 1024, callerBytes: 64 * 1024 * 1024 } };
 const answer = (name: string) => ({ data: { head: { id: name, name } } });
 const head = (id: string) => ({ typename: 'Head', id });
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');

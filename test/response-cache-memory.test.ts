@@ -33,7 +33,7 @@ function counting(): ResponseCacheEvents & { counts: Record<string, number>; fai
 
 describe('the store in process memory', () => {
   it('is bounded by count and by the heap its answers hold, and keeps no answer weighing over an eighth of it nor over RESPONSE_CACHE_MAX_ENTRY_BYTES of JSON', () => {
-    const byCount = createMemoryResponseCache({ maxEntries: 2, maxBytes: 1_000_000 }, MAX_ENTRY);
+    const byCount = createMemoryResponseCache({ maxEntries: 2, maxBytes: 1_000_000, callerBytes: 1_000_000 }, MAX_ENTRY);
     for (const key of ['a', 'b', 'c']) byCount.write(key, answer(key), [], 60_000, 0);
     expect(byCount.use()).toEqual({ entries: 2, bytes: expect.any(Number) });
     expect(byCount.lookup('a')).toEqual({ epoch: 0 });
@@ -41,25 +41,47 @@ describe('the store in process memory', () => {
     const size = Buffer.byteLength(JSON.stringify(answer('x'.repeat(10))));
     // An answer weighs the heap it holds, estimated: 2.4 bytes a byte of JSON, 350 an index key, 256 the entry.
     const weight = Math.ceil(2.4 * size + 256);
-    const byBytes = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * weight }, MAX_ENTRY);
+    const byBytes = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * weight, callerBytes: 8 * weight }, MAX_ENTRY);
     for (let i = 0; i < 20; i++) byBytes.write(`k${i}`, answer(String(i).padStart(10, '0')), [], 60_000, 0);
     expect(byBytes.use()).toEqual({ entries: 8, bytes: 8 * weight });
     expect(byBytes.write('large', answer('y'.repeat(11)), [], 60_000, 0)).toBe(false);
     expect(byBytes.lookup('large')).toEqual({ epoch: 0 });
     // The objects an answer holds weigh too (the attack: 64 MiB of JSON held 320 MB of heap): 20 heads, 21 index keys (`Head` and each `Head:id`), 7,350 bytes more.
     const heads = Array.from({ length: 20 }, (_, i) => head(`h${i}`));
-    const indexed = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * (weight + 7_350) }, MAX_ENTRY);
+    const indexed = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * (weight + 7_350), callerBytes: 8 * (weight + 7_350) }, MAX_ENTRY);
     for (let i = 0; i < 20; i++) indexed.write(`k${i}`, answer(String(i).padStart(10, '0')), heads, 60_000, 0);
     expect(indexed.use()).toEqual({ entries: 8, bytes: 8 * (weight + 7_350) });
 
     // RESPONSE_CACHE_MAX_ENTRY_BYTES, below an eighth of the bytes: the smaller bound holds.
-    const byEntry = createMemoryResponseCache({ maxEntries: 10, maxBytes: 1_000_000 }, size);
+    const byEntry = createMemoryResponseCache({ maxEntries: 10, maxBytes: 1_000_000, callerBytes: 1_000_000 }, size);
     expect(byEntry.write('fits', answer('x'.repeat(10)), [], 60_000, 0)).toBe(true);
     expect(byEntry.write('over', answer('x'.repeat(11)), [], 60_000, 0)).toBe(false);
   });
 
+  it("keeps a caller's answers within its share: its own oldest make room, other callers' stay", () => {
+    const weight = Math.ceil(2.4 * Buffer.byteLength(JSON.stringify(answer('0000'))) + 256);
+    const met: string[] = [];
+    // Room for 20 answers, 4 per caller (keys `<scope>:<hash>`, as responseCacheKey makes).
+    const store = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 20 * weight, callerBytes: 4 * weight }, MAX_ENTRY, (bound) => met.push(bound));
+    for (let i = 0; i < 3; i++) expect(store.write(`victim:${i}`, answer(`v00${i}`), [], 60_000, 0)).toBe(true);
+    for (let i = 0; i < 50; i++) expect(store.write(`greedy:${i}`, answer(String(i).padStart(4, '0')), [], 60_000, 0)).toBe(true);
+    // The victim's three are kept; the greedy caller holds its last four, its others dropped for them.
+    for (let i = 0; i < 3; i++) expect(store.lookup(`victim:${i}`).answer?.result).toEqual(answer(`v00${i}`));
+    expect(Array.from({ length: 50 }, (_, i) => store.lookup(`greedy:${i}`).answer !== undefined).lastIndexOf(false)).toBe(45);
+    expect(store.use()).toEqual({ entries: 7, bytes: 7 * weight });
+    expect(met).toEqual(Array(46).fill('caller'));
+    // Replacing one of its own answers makes room with that answer first.
+    expect(store.write('greedy:49', answer('agai'), [], 60_000, 0)).toBe(true);
+    expect(store.lookup('greedy:46').answer).toBeDefined();
+    expect(met).toHaveLength(46);
+    // An answer weighing more than a whole share is never kept.
+    const narrow = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 100 * weight, callerBytes: 2 * weight }, MAX_ENTRY, (bound) => met.push(bound));
+    expect(narrow.write('greedy:big', answer('x'.repeat(300)), [], 60_000, 0)).toBe(false);
+    expect(met).toHaveLength(47);
+  });
+
   it('keeps a copy: what the plugin does to the answer it served afterwards is not kept', () => {
-    const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY);
+    const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY);
     const served: { data: { head: { name: string } }; stringify?: () => string } = answer('kept');
     store.write('k', served, [], 60_000, 0);
     served.data.head.name = 'changed';
@@ -71,7 +93,7 @@ describe('the store in process memory', () => {
   it('finds answers by Type:id and by whole type, and forgets an entry past its TTL', () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     try {
-      const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 100_000 }, MAX_ENTRY);
+      const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 100_000, callerBytes: 100_000 }, MAX_ENTRY);
       store.write('one', answer('1'), [head('h1')], 60_000, 0);
       store.write('both', answer('1 and 2'), [head('h1'), head('h2')], 60_000, 0);
       store.write('listing', answer('count'), [{ typename: 'HeadConnection' }], 1_000, 0);
@@ -93,7 +115,7 @@ describe('the store in process memory', () => {
 describe('the cache over a store', () => {
   it('serves a hit with its expiry, and does not store an answer read before an invalidation', async () => {
     const events = counting();
-    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY), events, 10_000);
+    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY), events, 10_000);
     expect(cache.get('k')).toBeNull();
     await cache.evict([head('other')]);
     cache.set('k', answer('read before the write'), [head('h')], 60_000);
@@ -106,7 +128,7 @@ describe('the cache over a store', () => {
   });
 
   it('does not store an answer whose miss it never saw', () => {
-    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY), counting(), 10_000);
+    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY), counting(), 10_000);
     cache.set('k', answer('unasked'), [], 60_000);
     expect(cache.get('k')).toBeNull();
   });
@@ -133,7 +155,7 @@ describe('the cache over a store', () => {
         expect(events.failures).toEqual(['lookup', 'invalidate', 'invalidate']);
       }
       // A store that works on the lookup but fails on the write.
-      const flaky: GuardedStore<number> = { ...createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY), write: reject };
+      const flaky: GuardedStore<number> = { ...createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY), write: reject };
       const events = counting();
       const cache = new ResponseCache(flaky, events, 10_000);
       expect(cache.get('k')).toBeNull();
@@ -148,7 +170,7 @@ describe('the cache over a store', () => {
 
   it('settles only once the invalidations under way are done', async () => {
     let finish!: () => void;
-    const slow = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000 }, MAX_ENTRY);
+    const slow = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY);
     const store: GuardedStore<number> = { ...slow, invalidate: () => new Promise<number>((resolve) => (finish = () => resolve(0))) };
     const cache = new ResponseCache(store, counting(), 10_000);
     expect(cache.settled()).toBeUndefined();

@@ -24,7 +24,7 @@ import { until } from './support/until.js';
 type Store = GuardedStore<RedisEpoch>;
 
 const prefix = 'gw:rc:';
-const options = { maxTtlMs: 60_000, maxEntryBytes: 4_096, raceWindowMs: 30_000 };
+const options = { maxTtlMs: 60_000, maxEntryBytes: 4_096, raceWindowMs: 30_000, budget: { maxBytes: 64 * 1024 * 1024, callerBytes: 64 * 1024 * 1024 } };
 const answer = (name: string) => ({ data: { head: { id: name, name } } });
 const head = (id: string) => ({ typename: 'Head', id });
 const ignored: ResponseCacheEvents = { hit() {}, miss() {}, invalidated() {}, failed() {} };
@@ -145,8 +145,11 @@ describeWithRedis('the response cache in Redis', () => {
     await b.invalidate([head('2'), { typename: 'Hair' }]);
 
     const keys = await keysWithTtl();
-    // Answers, per-entity and per-type indexes and the invalidation versions, each entity's two in one hash slot.
-    expect([...keys.keys()].sort()).toEqual(['gw:rc:a:short', 'gw:rc:{Head}:i', 'gw:rc:{Head:1}:i', 'gw:rc:{HeadConnection}:i', 'gw:rc:{Hair:9}:i', 'gw:rc:{Hair}:v', 'gw:rc:{Head:2}:v'].sort());
+    // Answers, per-entity and per-type indexes and the invalidation versions, each entity's two in
+    // one hash slot; the budget's buckets (these keys name no caller), all in one slot too.
+    const [budget, rest] = [[...keys.keys()].filter((key) => key.startsWith('gw:rc:{budget}:')), [...keys.keys()].filter((key) => !key.startsWith('gw:rc:{budget}:'))];
+    expect(rest.sort()).toEqual(['gw:rc:a:short', 'gw:rc:{Head}:i', 'gw:rc:{Head:1}:i', 'gw:rc:{HeadConnection}:i', 'gw:rc:{Hair:9}:i', 'gw:rc:{Hair}:v', 'gw:rc:{Head:2}:v'].sort());
+    expect(new Set(budget.map((key) => key.replace(/:\d+$/, '')))).toEqual(new Set(['gw:rc:{budget}:all', 'gw:rc:{budget}:caller:']));
     for (const [key, ttl] of keys) expect({ key, expires: ttl > 0 }).toEqual({ key, expires: true });
     // An index lives as long as the longest answer it holds.
     expect(keys.get('gw:rc:{Head:1}:i')).toBeGreaterThan(1_000);
@@ -204,6 +207,63 @@ describeWithRedis('the response cache in Redis', () => {
     expect(await fill(a, 'fits', fits, [head('1')])).toBe(true);
   });
 
+  describe('its byte budget (RESPONSE_CACHE_MAX_BYTES, RESPONSE_CACHE_CALLER_SHARE), kept in Redis for every replica', () => {
+    const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await inspector.info('memory'))![1]);
+    /** Two replicas' stores with this budget, and the bounds they report. */
+    function budgeted(maxBytes: number, callerBytes: number) {
+      const met: string[] = [];
+      const [x, y] = connections.map((redis) => createRedisResponseCache({ redis, ...options, budget: { maxBytes, callerBytes }, overBudget: (bound) => met.push(bound) })) as [Store, Store];
+      return { x, y, met };
+    }
+    /** A 3 kB answer about heads of its own, kept for `caller` (a key `<scope>:<hash>`, as responseCacheKey makes). */
+    const write = (store: Store, caller: string, i: number) =>
+      fill(store, `${caller}:${i}`, { data: { text: 'x'.repeat(3_000) } }, [head(`${caller}-${i}-a`), head(`${caller}-${i}-b`)]);
+
+    it('stores no answer past the budget, whichever replica writes it, and Redis holds no more than the budget', async () => {
+      const before = await usedMemory();
+      const { x, y, met } = budgeted(200_000, 200_000);
+      const stored: boolean[] = [];
+      for (let i = 0; i < 100; i++) stored.push(await write(i % 2 === 0 ? x : y, 'c0ffee', i));
+      const kept = stored.filter(Boolean).length;
+      // The first answers go in, the rest (some 300 kB more) not: the two replicas charge one budget.
+      expect(stored.slice(0, 10)).toEqual(Array(10).fill(true));
+      expect(kept).toBeGreaterThan(20);
+      expect(kept).toBeLessThan(60);
+      expect(met).toEqual(Array(100 - kept).fill('total'));
+      expect((await Promise.all(Array.from({ length: 100 }, (_, i) => get(x, `c0ffee:${i}`)))).filter(Boolean)).toHaveLength(kept);
+      // What it weighs is an upper bound of what Redis holds for it (each index counted as one of
+      // its own: the type-wide one is shared here), and not a loose one.
+      const grown = (await usedMemory()) - before;
+      expect(grown).toBeLessThanOrEqual(200_000);
+      expect(grown).toBeGreaterThan(80_000);
+    });
+
+    it("stores no answer past a caller's share, while other callers' still go in", async () => {
+      const { x, y, met } = budgeted(1_000_000, 100_000);
+      const greedy: boolean[] = [];
+      for (let i = 0; i < 30; i++) greedy.push(await write(i % 2 === 0 ? x : y, 'aaaa', i));
+      expect(greedy.filter(Boolean).length).toBeGreaterThan(5);
+      expect(greedy.filter(Boolean).length).toBeLessThan(30);
+      expect(met.every((bound) => bound === 'caller')).toBe(true);
+      for (let i = 0; i < 5; i++) expect(await write(y, 'bbbb', i)).toBe(true);
+      expect(await write(x, 'public', 0)).toBe(true);
+    });
+
+    it('takes answers again once what it charged is older than the longest TTL', async () => {
+      const short = { ...options, maxTtlMs: 1_000 };
+      const [x] = connections.map((redis) => createRedisResponseCache({ redis, ...short, budget: { maxBytes: 30_000, callerBytes: 30_000 } })) as [Store];
+      const large = (i: number) => fill(x, `c:${i}`, { data: { text: 'x'.repeat(3_000) } }, [head(`${i}`)], 1_000);
+      let i = 0;
+      while (await large(i)) i++;
+      expect(i).toBeGreaterThan(1);
+      expect(await large(i + 1)).toBe(false);
+      // The budget's buckets span the TTL and the clock skew: the same answers go in again within a few seconds.
+      const full = Date.now();
+      await until(() => large(i + 2), 'an answer stored again', 10_000, 100);
+      expect(Date.now() - full).toBeGreaterThanOrEqual(1_000);
+    });
+  });
+
   it('evicts a popular entity held by 5,000 answers, in bounded steps and with no KEYS', async () => {
     const keys = Array.from({ length: 5_000 }, (_, i) => `popular-${i}`);
     const epoch = await epochOf(a);
@@ -236,18 +296,22 @@ describeWithRedis('the response cache in Redis', () => {
         Mutation: { renameHead: (_: unknown, { id }: { id: string }) => ({ id, name: 'renamed' }) },
       },
     });
-    const replicas = [a, b].map((store) => createYoga({ schema, plugins: [useResponseCache({ cache: new ResponseCache(store, ignored, 30_000), session: () => null, ttl: 10_000 })] }));
+    // Stores of their own, under a prefix no other test reads: the plugin stores without waiting, and
+    // a write of this test landing after the next one emptied Redis is left out of that test's keys.
+    const own = 'yoga:rc:';
+    const stores = connections.map((connection) => createRedisResponseCache({ redis: connection, ...options, prefix: own }));
+    const replicas = stores.map((store) => createYoga({ schema, plugins: [useResponseCache({ cache: new ResponseCache(store, ignored, 30_000), session: () => null, ttl: 10_000 })] }));
     const run = async (replica: number, query: string) => (await (await replicas[replica]!.fetch('http://yoga/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) })).json()) as { data?: unknown };
     const read = '{ head(id: "7") { id name } }';
 
     expect((await run(0, read)).data).toEqual({ head: { id: '7', name: 'head 7' } });
     // The plugin stores without waiting: the answer is there once its write has landed.
-    await until(async () => (await keysWithTtl()).has('gw:rc:{Head:7}:i'), 'the answer stored');
+    await until(async () => (await inspector.exists(`${own}{Head:7}:i`)) === 1, 'the answer stored');
     expect((await run(1, read)).data).toEqual({ head: { id: '7', name: 'head 7' } });
     expect(reads).toEqual(['7']);
 
     await run(1, 'mutation { renameHead(id: "7") { id name } }');
-    await until(async () => !(await keysWithTtl()).has('gw:rc:{Head:7}:i'), 'the answer evicted');
+    await until(async () => (await inspector.exists(`${own}{Head:7}:i`)) === 0, 'the answer evicted');
     await run(0, read);
     expect(reads).toEqual(['7', '7']);
   });

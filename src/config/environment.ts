@@ -185,7 +185,16 @@ export const environment = z.object({
     .register(variableDocs, { description: "answers the response cache keeps in each process's memory (without `REDIS_URL`), the least recently used dropped first" }),
   RESPONSE_CACHE_MAX_BYTES: integer(1_024, 17_179_869_184)
     .default(64 * mib)
-    .register(variableDocs, { description: "estimated heap those answers may hold together in each process's memory (without `REDIS_URL`; about 2.4 bytes a byte of their JSON, and 350 bytes an object they hold); an answer weighing more than an eighth of it is not kept" }),
+    .register(variableDocs, {
+      description:
+        "what the kept answers may weigh together, estimated: in each process's memory (about 2.4 bytes a byte of their JSON, and 350 bytes an object they hold; an answer weighing more than an eighth of it is not kept), or in Redis for all replicas together (their keys, values and index entries; past it an answer is not stored until older ones expire; see [Redis memory](docs/response-cache.md#redis-memory))",
+    }),
+  RESPONSE_CACHE_CALLER_SHARE: openRatio()
+    .default(0.1)
+    .register(variableDocs, {
+      description:
+        'the share of `RESPONSE_CACHE_MAX_BYTES` the answers of one caller (bearer token, or the public scope without one) may weigh: in memory its own oldest answers make room, in Redis its answers are not stored until older ones expire',
+    }),
   RESPONSE_CACHE_MAX_ENTRY_BYTES: integer(1_024, 1_073_741_824)
     .default(mib)
     .register(variableDocs, { description: 'bytes of JSON of the largest answer the response cache keeps, in process memory or in Redis; a larger one is executed each time' }),

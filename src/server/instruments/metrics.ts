@@ -216,6 +216,16 @@ export class GatewayMetrics {
 
   readonly #responseCacheEvictions = this.#counter('gateway_response_cache_evictions_total', 'Cached answers those invalidations evicted (as the store counts them).');
 
+  readonly #responseCacheOverBudget = new Counter({
+    name: 'gateway_response_cache_over_budget_total',
+    help: "Answers that met a byte bound of the response cache as they were stored, by bound: `total` (RESPONSE_CACHE_MAX_BYTES in Redis: not stored) or `caller` (the caller's share: in Redis not stored, in process memory the caller's own oldest answers dropped to make room).",
+    labelNames: ['bound'] as const,
+    registers: [this.registry],
+  });
+
+  /** An answer met a byte bound of the response cache (response-cache/redis-store.ts, memory-store.ts). */
+  readonly responseCacheOverBudget = (bound: 'total' | 'caller'): void => void this.#responseCacheOverBudget.inc({ bound });
+
   readonly #responseCacheFailures = new Counter({
     name: 'gateway_response_cache_failures_total',
     help: 'Calls to the response cache store that failed (Redis unreachable or refusing, or evictions owed), by call: a lookup answered as a miss, a write not kept, an invalidation not made yet (made again once Redis answers; until then the store answers nothing); fail open.',

@@ -55,6 +55,18 @@ export function answerJson(result: ExecutionResult): string {
   return JSON.stringify({ data: result.data, ...(Object.keys(extensions).length === 0 ? {} : { extensions }) });
 }
 
+/**
+ * The scope a cache key names (`responseCacheKey`: `<scope>:<hash>`): the caller an answer is kept
+ * for, as the byte bounds charge it; '' for a key without one.
+ */
+export function scopeOfKey(key: string): string {
+  const colon = key.indexOf(':');
+  return colon === -1 ? '' : key.slice(0, colon);
+}
+
+/** Which byte bound an answer met as it was stored: the cache's whole budget, or its caller's share of it. */
+export type ByteBound = 'total' | 'caller';
+
 /** What `ResponseCache` reports, for the metrics. */
 export interface ResponseCacheEvents {
   hit(): void;

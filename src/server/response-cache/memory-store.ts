@@ -1,7 +1,7 @@
 import type { ExecutionResult } from 'graphql';
 import { LRUCache } from 'lru-cache';
-import type { CacheBounds } from '../../config.js';
-import { answerJson, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
+import type { ResponseCacheSettings } from '../../config.js';
+import { answerJson, scopeOfKey, type ByteBound, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
 
 /** `Type` and `Type:id`: the keys an answer is found by when an entity, or its whole type, is invalidated. */
 function indexKeysOf(entities: Iterable<CacheEntityRecord>): Set<string> {
@@ -23,6 +23,14 @@ export interface MemoryResponseCache extends GuardedStore<number> {
 
 interface Entry extends CachedAnswer {
   readonly index: Set<string>;
+  /** What it weighs (`weightOf`), charged to its caller's scope. */
+  readonly weight: number;
+}
+
+/** A caller's answers kept (their keys, oldest stored first) and what they weigh together. */
+interface Scope {
+  bytes: number;
+  readonly keys: Set<string>;
 }
 
 /**
@@ -40,22 +48,31 @@ const weightOf = (jsonBytes: number, indexKeys: number) => Math.ceil(BYTES_PER_J
  * The response cache in this process's memory: an lru-cache bounded by count and by the heap its
  * answers hold, estimated (`weightOf`: counting the JSON alone let 64 MiB of it hold 320 MB of
  * heap); an answer over `maxEntryBytes` of JSON, or over an eighth of the bytes, is not kept, so
- * one answer cannot empty the cache. With an index from `Type` and `Type:id` to the answers that
- * hold them.
+ * one answer cannot empty the cache. A caller's answers (`scopeOfKey`) weigh at most
+ * `callerBytes` together (RESPONSE_CACHE_CALLER_SHARE): past it, its own oldest answers make room,
+ * so one caller cannot push every other's answers out. With an index from `Type` and `Type:id` to
+ * the answers that hold them.
  * @envelop/response-cache's own in-memory cache bounds the count only and cannot tell what is
  * left of an entry's TTL; the index here is the same as its.
  *
  * An answer is kept as a copy made from its JSON: nothing a later plugin does to the answer it
  * served (graphql-jit's serialiser, the size limit's wrapper) is kept with it.
  */
-export function createMemoryResponseCache(bounds: CacheBounds, maxEntryBytes: number): MemoryResponseCache {
+export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'], maxEntryBytes: number, overBudget?: (bound: ByteBound) => void): MemoryResponseCache {
   const byIndexKey = new Map<string, Set<string>>();
-  const unindex = (key: string, entry: Entry) => {
+  // One per caller with answers kept: as many as the entries at most.
+  const scopes = new Map<string, Scope>();
+  const forget = (key: string, entry: Entry) => {
     for (const indexKey of entry.index) {
       const keys = byIndexKey.get(indexKey);
       keys?.delete(key);
       if (keys?.size === 0) byIndexKey.delete(indexKey);
     }
+    const scope = scopes.get(scopeOfKey(key));
+    if (scope === undefined) return;
+    scope.bytes -= entry.weight;
+    scope.keys.delete(key);
+    if (scope.keys.size === 0) scopes.delete(scopeOfKey(key));
   };
   const answers = new LRUCache<string, Entry>({
     max: bounds.maxEntries,
@@ -63,7 +80,7 @@ export function createMemoryResponseCache(bounds: CacheBounds, maxEntryBytes: nu
     maxEntrySize: Math.max(1, Math.floor(bounds.maxBytes / 8)),
     // Set by `write` from the JSON it made anyway.
     sizeCalculation: () => 1,
-    dispose: (entry, key) => unindex(key, entry),
+    dispose: (entry, key) => forget(key, entry),
   });
   // Raised by every invalidation: a write of an answer read before it is refused.
   let epoch = 0;
@@ -86,8 +103,27 @@ export function createMemoryResponseCache(bounds: CacheBounds, maxEntryBytes: nu
     const index = indexKeysOf(entities);
     const size = weightOf(json.length, index.size);
     if (size > answers.maxEntrySize) return false;
-    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, expiresAt: Date.now() + ttlMs, index };
+    if (size > bounds.callerBytes) {
+      overBudget?.('caller');
+      return false;
+    }
+    // What it replaces, then its caller's oldest answers, until it fits in the caller's share.
+    answers.delete(key);
+    const name = scopeOfKey(key);
+    const mine = scopes.get(name);
+    if (mine !== undefined && mine.bytes + size > bounds.callerBytes) {
+      overBudget?.('caller');
+      for (const oldest of mine.keys) {
+        if (mine.bytes + size <= bounds.callerBytes) break;
+        answers.delete(oldest);
+      }
+    }
+    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, expiresAt: Date.now() + ttlMs, index, weight: size };
     answers.set(key, entry, { size });
+    const scope = scopes.get(name) ?? { bytes: 0, keys: new Set<string>() };
+    scopes.set(name, scope);
+    scope.bytes += size;
+    scope.keys.add(key);
     // A replaced entry was unindexed by `dispose` (noDisposeOnSet is off).
     for (const indexKey of entry.index) {
       let keys = byIndexKey.get(indexKey);

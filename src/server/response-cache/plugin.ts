@@ -139,12 +139,15 @@ export function tagOf(data: object): string {
 }
 
 /**
- * The key an answer is kept under: the query text, the operation name, the variables (sorted) and
- * the caller's session, hashed by node:crypto (the plugin's default hashes with WebCrypto's
- * asynchronous digest: a fifth of a hit's CPU, and a trip through the thread pool).
+ * The key an answer is kept under, `<scope>:<hash>`: the scope names the caller (16 hex digits of
+ * a hash of its session, or `public`), which the stores' byte bounds charge (`scopeOfKey`); the
+ * hash is of the query text, the operation name, the variables (sorted) and the session, by
+ * node:crypto (the plugin's default hashes with WebCrypto's asynchronous digest: a fifth of a
+ * hit's CPU, and a trip through the thread pool).
  */
 export function responseCacheKey(documentString: string, operationName: string | null | undefined, variables: unknown, sessionId: string | null | undefined): string {
-  return createHash('sha256').update(`${documentString}|${operationName ?? ''}|${stableStringify(variables ?? {})}|${sessionId ?? ''}`).digest('hex');
+  const scope = sessionId == null ? 'public' : createHash('sha256').update(sessionId).digest('hex').slice(0, 16);
+  return `${scope}:${createHash('sha256').update(`${documentString}|${operationName ?? ''}|${stableStringify(variables ?? {})}|${sessionId ?? ''}`).digest('hex')}`;
 }
 
 type HttpHeaders = { http?: { headers?: Record<string, string> } };
@@ -246,7 +249,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
 /**
  * The response cache over its store: with REDIS_URL, Redis alone, shared by every process and
  * replica (no copy in this process's memory in front of it: a write through another replica
- * must be seen by the next read here); else this process's memory, bounded by `settings.memory`,
+ * must be seen by the next read here); else this process's memory, bounded by `settings.bounds`,
  * whose entries and bytes the gauges show. Its events are counted in `metrics`.
  */
 /**
@@ -282,11 +285,13 @@ export function responseCachePlugin(settings: ResponseCacheSettings, schema: Gra
   const answerWithinMs = 2 * operationTimeoutMs;
   let cache: GatewayCache;
   if (redis === undefined) {
-    const store = createMemoryResponseCache(settings.memory, settings.maxEntryBytes);
+    const store = createMemoryResponseCache(settings.bounds, settings.maxEntryBytes, metrics.responseCacheOverBudget);
     cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
   } else {
     const maxTtlMs = Math.max(settings.ttlMs, ...Object.values(settings.ttlPerType));
-    const store = createRedisResponseCache({ redis, maxTtlMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs });
+    const { maxBytes, callerBytes } = settings.bounds;
+    const budget = { maxBytes, callerBytes };
+    const store = createRedisResponseCache({ redis, maxTtlMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs, budget, overBudget: metrics.responseCacheOverBudget });
     cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
   }
   return { plugin: useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType) }), cache, inMemory: redis === undefined };

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { ExecutionResult } from 'graphql';
-import { answerJson, type CacheEntityRecord, type GuardedStore, type Lookup } from './cache.js';
+import { answerJson, scopeOfKey, type ByteBound, type CacheEntityRecord, type GuardedStore, type Lookup } from './cache.js';
 import { EvictionJournal, type Evictions } from './eviction-journal.js';
 import { readStamped, stamped, type SharedRedis } from '../shared-state/shared-redis.js';
 
@@ -25,6 +25,14 @@ export interface RedisResponseCacheOptions {
   /** An answer longer than this (bytes of JSON) is not stored (RESPONSE_CACHE_MAX_ENTRY_BYTES). */
   readonly maxEntryBytes: number;
   /**
+   * What the cache's keys may take of Redis's memory, estimated, all replicas together
+   * (RESPONSE_CACHE_MAX_BYTES), and what one caller's answers may take of it (`scopeOfKey`;
+   * RESPONSE_CACHE_CALLER_SHARE of it): an answer that would go past either is not stored.
+   */
+  readonly budget: { readonly maxBytes: number; readonly callerBytes: number };
+  /** Called with the bound an answer met when it was not stored for it. */
+  readonly overBudget?: (bound: ByteBound) => void;
+  /**
    * The longest a lookup's epoch stays good for `write` (the longest an operation runs: twice
    * OPERATION_TIMEOUT_MS, as the cache remembers a miss): Redis remembers what was invalidated for
    * twice as long.
@@ -35,6 +43,23 @@ export interface RedisResponseCacheOptions {
 }
 
 const DEFAULT_PREFIX = 'gw:rc:';
+
+/**
+ * What an answer weighs in Redis, beyond its key's bytes: its value, rounded up to the allocator's
+ * size class (up to a quarter more), the key's own entry and expiry, and each index it is added to
+ * counted as an index of its own (a sorted set key: some 1,050 bytes; a member of an index others
+ * share costs a fifth of it). Measured with INFO's used_memory, answers of 300 bytes to 750 kB
+ * each with indexes of their own: 73 to 99 % of this weight (docs/response-cache.md#redis-memory).
+ */
+const BYTES_PER_VALUE_BYTE = 1.25;
+const BYTES_PER_ANSWER = 500;
+const BYTES_PER_INDEX = 1_100;
+
+/**
+ * The budget's time buckets per longest TTL: what was stored in the last TTL (and a clock skew) is
+ * the most Redis can hold, so the bytes charged to the buckets that span it bound what is kept.
+ */
+const BUDGET_BUCKETS = 8;
 
 /** Answers evicted per round trip of one invalidation: one script never holds Redis for long. */
 const EVICTIONS_PER_CALL = 500;
@@ -50,7 +75,9 @@ export const CLOCK_SKEW_MS = 1_000;
  * placeholder while it waits for its entities' check on a Cluster, see `write`); `{<name>}:i` the sorted set of the answer
  * keys that hold the entity `<name>` (`Type:id`, or `Type` for every answer holding one of that
  * type), scored by when each expires, and expiring with the longest of them; `{<name>}:v` when
- * that entity was last invalidated, kept as long as a lookup's epoch is good. An entity's two keys
+ * that entity was last invalidated, kept as long as a lookup's epoch is good; `{budget}:all:<n>` and
+ * `{budget}:caller:<scope>:<n>` the bytes charged in the budget's bucket `n` (`charge`), all in one
+ * slot (a write's one extra script; reads never touch them). An entity's two keys
  * share its hash tag, so they sit in one slot of a Cluster and one script may touch both; answers
  * and entities spread over every slot (Apollo Router's layout). Every key a script touches is
  * one of its KEYS, and nothing is ever listed by pattern.
@@ -118,7 +145,31 @@ const settleScript = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
 return 1`;
 
+/**
+ * KEYS: the whole cache's budget buckets, then the caller's, newest first, as many each. ARGV: an
+ * answer's weight, the budget and the caller's share (bytes), how long a bucket is kept (ms).
+ * Refused (0, or -1 for the caller's share) when the buckets and the weight go past a bound;
+ * otherwise charged to the newest bucket of both: 1.
+ */
+const chargeScript = `local weight, budget, share, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local n = #KEYS / 2
+local function spent(first)
+  local total = 0
+  for _, bytes in ipairs(redis.call('MGET', unpack(KEYS, first, first + n - 1))) do
+    if bytes then total = total + tonumber(bytes) end
+  end
+  return total
+end
+if spent(1) + weight > budget then return 0 end
+if spent(n + 1) + weight > share then return -1 end
+for _, i in ipairs({1, n + 1}) do
+  redis.call('INCRBY', KEYS[i], weight)
+  redis.call('PEXPIRE', KEYS[i], keep)
+end
+return 1`;
+
 interface ResponseCacheCommands {
+  gwRcCharge(...keysThenArgs: (number | string)[]): Promise<number>;
   gwRcStore(...keysThenArgs: (number | string)[]): Promise<number>;
   gwRcInvalidate(...keysThenArgs: (number | string)[]): Promise<[left: number[], taken: string[]]>;
   gwRcSettle(key: string, token: string, value: string, ttl: number): Promise<number>;
@@ -146,7 +197,9 @@ function invalidatedNames(entities: Iterable<CacheEntityRecord>): string[] {
  * The response cache in Redis (REDIS_URL), shared by every process and replica, on one node, a
  * Sentinel-watched master or a Cluster: an answer is found by any of them, and an invalidation
  * through any of them evicts it for all. Bounded: every key expires, one answer is at most
- * `maxEntryBytes`, and an invalidation evicts at most 500 answers per script (a popular entity is
+ * `maxEntryBytes`, what the answers weigh in Redis is charged to a budget kept in Redis, for the
+ * whole cache and for each caller (an answer is not stored past either: `charge`), and an
+ * invalidation evicts at most 500 answers per script (a popular entity is
  * evicted in several round trips, never by a pattern scan). Modelled on Apollo Router's layout
  * (one key per answer, index sets per entity scored by expiry); the epoch closes the race of a
  * read that started before a write storing its stale answer after the write's invalidation, per
@@ -164,8 +217,9 @@ function invalidatedNames(entities: Iterable<CacheEntityRecord>): string[] {
  * the store answers nothing, so nothing it should have evicted is served.
  */
 export function createRedisResponseCache(options: RedisResponseCacheOptions): GuardedStore<RedisEpoch> {
-  const { redis, prefix = DEFAULT_PREFIX, maxTtlMs, maxEntryBytes, raceWindowMs, holdBeforeLastStep } = options;
+  const { redis, prefix = DEFAULT_PREFIX, maxTtlMs, maxEntryBytes, raceWindowMs, budget, overBudget, holdBeforeLastStep } = options;
   redis.client.defineCommand('gwRcStore', { lua: storeScript });
+  redis.client.defineCommand('gwRcCharge', { lua: chargeScript });
   redis.client.defineCommand('gwRcInvalidate', { lua: invalidateScript });
   redis.client.defineCommand('gwRcSettle', { numberOfKeys: 1, lua: settleScript });
   const client = redis.client as unknown as ResponseCacheCommands;
@@ -219,6 +273,18 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     return { deleted, held };
   }
 
+  // The budget's buckets: what was charged in the last longest TTL, and a clock skew, is all Redis may still hold.
+  const bucketMs = Math.max(1_000, Math.ceil(maxTtlMs / BUDGET_BUCKETS));
+  const bucketsCounted = Math.ceil((maxTtlMs + CLOCK_SKEW_MS) / bucketMs) + 1;
+  /** Charges `weight` bytes to the whole cache and to `scope`: 1, or the bound it would go past. */
+  async function charge(scope: string, weight: number): Promise<true | ByteBound> {
+    const newest = Math.floor(Date.now() / bucketMs);
+    const buckets = (owner: string) => Array.from({ length: bucketsCounted }, (_, i) => `${prefix}{budget}:${owner}:${newest - i}`);
+    const keys = [...buckets('all'), ...buckets(`caller:${scope}`)];
+    const charged = await client.gwRcCharge(keys.length, ...keys, weight, budget.maxBytes, budget.callerBytes, bucketsCounted * bucketMs + CLOCK_SKEW_MS);
+    return charged === 1 ? true : charged === 0 ? 'total' : 'caller';
+  }
+
   const journal = new EvictionJournal(async (work, pending) => (await evict(work, pending, Date.now())).deleted);
   redis.onBack(() => void journal.replay());
   redis.beforeClose(() => journal.settle());
@@ -261,7 +327,17 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       if (!(ttl >= 1) || performance.now() - since.at > raceWindowMs) return false;
       const json = answerJson(result);
       if (Buffer.byteLength(json) > maxEntryBytes) return false;
-      return attempt(() => store(key, stamped(Date.now() + ttl, json), ttl, indexNames(entities), since.since - CLOCK_SKEW_MS));
+      const value = stamped(Date.now() + ttl, json);
+      const names = indexNames(entities);
+      const weight = Math.ceil(Buffer.byteLength(answerKey(key)) + BYTES_PER_VALUE_BYTE * Buffer.byteLength(value) + BYTES_PER_ANSWER + names.length * BYTES_PER_INDEX);
+      return attempt(async () => {
+        const charged = await charge(scopeOfKey(key), weight);
+        if (charged !== true) {
+          overBudget?.(charged);
+          return false;
+        }
+        return store(key, value, ttl, names, since.since - CLOCK_SKEW_MS);
+      });
     },
 
     async invalidate(entities) {
