@@ -220,6 +220,8 @@ function responseCacheSettings(e: Environment, env: NodeJS.ProcessEnv) {
     bounds: Object.freeze({ maxEntries: e.RESPONSE_CACHE_MAX_ENTRIES, maxBytes: e.RESPONSE_CACHE_MAX_BYTES, callerBytes: Math.floor(e.RESPONSE_CACHE_MAX_BYTES * e.RESPONSE_CACHE_CALLER_SHARE) }),
     /** The largest answer either store keeps. */
     maxEntryBytes: e.RESPONSE_CACHE_MAX_ENTRY_BYTES,
+    /** RESPONSE_CACHE_STALE_IF_ERROR_MS: how long past its TTL an answer is kept, for a read that fails (0: not at all). */
+    staleIfErrorMs: e.RESPONSE_CACHE_STALE_IF_ERROR_MS,
   });
 }
 

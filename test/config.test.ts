@@ -235,10 +235,10 @@ describe('loadConfig', () => {
 
   it('reads the response cache variables: off unless RESPONSE_CACHE_TTL_MS is more than 0', () => {
     expect(loadConfig({ RESPONSE_CACHE_TTL_MS: '0', RESPONSE_CACHE_TTL_PER_TYPE: 'Head=1' }).responseCache).toBeUndefined();
-    expect(loadConfig({ RESPONSE_CACHE_TTL_MS: '60000' }).responseCache).toEqual({ ttlMs: 60_000, ttlPerType: {}, bounds: { maxEntries: 10_000, maxBytes: 64 * 1024 * 1024, callerBytes: Math.floor(6.4 * 1024 * 1024) }, maxEntryBytes: 1024 * 1024 });
+    expect(loadConfig({ RESPONSE_CACHE_TTL_MS: '60000' }).responseCache).toEqual({ ttlMs: 60_000, ttlPerType: {}, bounds: { maxEntries: 10_000, maxBytes: 64 * 1024 * 1024, callerBytes: Math.floor(6.4 * 1024 * 1024) }, maxEntryBytes: 1024 * 1024, staleIfErrorMs: 0 });
     expect(
-      loadConfig({ RESPONSE_CACHE_TTL_MS: '1000', RESPONSE_CACHE_TTL_PER_TYPE: ' Permission=300000, SubscriptionType=3600000,Head=0', RESPONSE_CACHE_MAX_ENTRIES: '5', RESPONSE_CACHE_MAX_BYTES: '2048', RESPONSE_CACHE_CALLER_SHARE: '0.5', RESPONSE_CACHE_MAX_ENTRY_BYTES: '4096' }).responseCache,
-    ).toEqual({ ttlMs: 1_000, ttlPerType: { Permission: 300_000, SubscriptionType: 3_600_000, Head: 0 }, bounds: { maxEntries: 5, maxBytes: 2_048, callerBytes: 1_024 }, maxEntryBytes: 4_096 });
+      loadConfig({ RESPONSE_CACHE_TTL_MS: '1000', RESPONSE_CACHE_TTL_PER_TYPE: ' Permission=300000, SubscriptionType=3600000,Head=0', RESPONSE_CACHE_MAX_ENTRIES: '5', RESPONSE_CACHE_MAX_BYTES: '2048', RESPONSE_CACHE_CALLER_SHARE: '0.5', RESPONSE_CACHE_MAX_ENTRY_BYTES: '4096', RESPONSE_CACHE_STALE_IF_ERROR_MS: '30000' }).responseCache,
+    ).toEqual({ ttlMs: 1_000, ttlPerType: { Permission: 300_000, SubscriptionType: 3_600_000, Head: 0 }, bounds: { maxEntries: 5, maxBytes: 2_048, callerBytes: 1_024 }, maxEntryBytes: 4_096, staleIfErrorMs: 30_000 });
   });
 
   it.each([

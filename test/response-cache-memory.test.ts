@@ -13,13 +13,14 @@ const head = (id: string) => ({ typename: 'Head', id });
 const MAX_ENTRY = 1_000_000;
 
 function counting(): ResponseCacheEvents & { counts: Record<string, number>; failures: string[] } {
-  const counts = { hit: 0, miss: 0, invalidated: 0, evicted: 0, failed: 0 };
+  const counts = { hit: 0, miss: 0, invalidated: 0, evicted: 0, failed: 0, stale: 0 };
   const failures: string[] = [];
   return {
     counts,
     failures,
     hit: () => counts.hit++,
     miss: () => counts.miss++,
+    stale: () => counts.stale++,
     invalidated: (_entities, evicted) => {
       counts.invalidated++;
       counts.evicted += evicted ?? 0;
@@ -62,7 +63,7 @@ describe('the store in process memory', () => {
     const weight = Math.ceil(2.4 * Buffer.byteLength(JSON.stringify(answer('0000'))) + 256);
     const met: string[] = [];
     // Room for 20 answers, 4 per caller (keys `<scope>:<hash>`, as responseCacheKey makes).
-    const store = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 20 * weight, callerBytes: 4 * weight }, MAX_ENTRY, (bound) => met.push(bound));
+    const store = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 20 * weight, callerBytes: 4 * weight }, MAX_ENTRY, { overBudget: (bound) => met.push(bound) });
     for (let i = 0; i < 3; i++) expect(store.write(`victim:${i}`, answer(`v00${i}`), [], 60_000, 0)).toBe(true);
     for (let i = 0; i < 50; i++) expect(store.write(`greedy:${i}`, answer(String(i).padStart(4, '0')), [], 60_000, 0)).toBe(true);
     // The victim's three are kept; the greedy caller holds its last four, its others dropped for them.
@@ -75,9 +76,23 @@ describe('the store in process memory', () => {
     expect(store.lookup('greedy:46').answer).toBeDefined();
     expect(met).toHaveLength(46);
     // An answer weighing more than a whole share is never kept.
-    const narrow = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 100 * weight, callerBytes: 2 * weight }, MAX_ENTRY, (bound) => met.push(bound));
+    const narrow = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 100 * weight, callerBytes: 2 * weight }, MAX_ENTRY, { overBudget: (bound) => met.push(bound) });
     expect(narrow.write('greedy:big', answer('x'.repeat(300)), [], 60_000, 0)).toBe(false);
     expect(met).toHaveLength(47);
+  });
+
+  it('keeps an answer keepExpiredMs past its TTL for `stale` only, and a write evicts it', async () => {
+    const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 100_000, callerBytes: 100_000 }, MAX_ENTRY, { keepExpiredMs: 150 });
+    store.write('kept', answer('kept'), [head('1')], 50, 0);
+    store.write('evicted', answer('evicted'), [head('2')], 50, 0);
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    expect(store.lookup('kept')).toEqual({ epoch: 0 });
+    expect(store.stale('kept')?.result).toEqual(answer('kept'));
+    store.invalidate([head('2')]);
+    expect(store.stale('evicted')).toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(store.stale('kept')).toBeUndefined();
+    expect(store.use().entries).toBe(0);
   });
 
   it('keeps a copy: what the plugin does to the answer it served afterwards is not kept', () => {
@@ -143,10 +158,11 @@ describe('the cache over a store', () => {
       };
       const reject = () => Promise.reject(new Error('store down'));
       for (const broken of [fail, reject]) {
-        const store: GuardedStore<number> = { lookup: broken, write: broken, invalidate: broken };
+        const store: GuardedStore<number> = { lookup: broken, stale: broken, write: broken, invalidate: broken };
         const events = counting();
         const cache = new ResponseCache(store, events, 10_000);
         expect(await cache.get('k')).toBeNull();
+        expect(await cache.stale('k')).toBeUndefined();
         cache.set('k', answer('x'), [], 60_000);
         cache.invalidate([head('h')]);
         await expect(cache.evict([head('h')])).resolves.toBeUndefined();

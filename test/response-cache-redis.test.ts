@@ -27,7 +27,7 @@ const prefix = 'gw:rc:';
 const options = { maxTtlMs: 60_000, maxEntryBytes: 4_096, raceWindowMs: 30_000, budget: { maxBytes: 64 * 1024 * 1024, callerBytes: 64 * 1024 * 1024 } };
 const answer = (name: string) => ({ data: { head: { id: name, name } } });
 const head = (id: string) => ({ typename: 'Head', id });
-const ignored: ResponseCacheEvents = { hit() {}, miss() {}, invalidated() {}, failed() {} };
+const ignored: ResponseCacheEvents = { hit() {}, miss() {}, invalidated() {}, stale() {}, failed() {} };
 
 describeWithRedis('the response cache in Redis', () => {
   let redis: RedisProcess;
@@ -205,6 +205,25 @@ describeWithRedis('the response cache in Redis', () => {
     expect(await inspector.dbsize()).toBe(0);
     const fits = { data: { text: 'x'.repeat(options.maxEntryBytes - 100) } };
     expect(await fill(a, 'fits', fits, [head('1')])).toBe(true);
+  });
+
+  it('keeps an answer keepExpiredMs past its TTL for `stale` only, in its indexes too: a write evicts it', async () => {
+    const [x, y] = connections.map((redis) => createRedisResponseCache({ redis, ...options, keepExpiredMs: 60_000 })) as [Store, Store];
+    expect(await fill(x, 'kept', answer('kept'), [head('1')], 200)).toBe(true);
+    expect(await fill(x, 'evicted', answer('evicted'), [head('2')], 200)).toBe(true);
+    await sleep(300);
+    // Past its TTL: a miss to a lookup, from either replica; there for `stale`, with when it expired.
+    expect((await y.lookup('kept')).answer).toBeUndefined();
+    expect(await y.stale('kept')).toEqual({ result: answer('kept'), expiresAt: expect.any(Number) });
+    expect((await y.stale('kept'))!.expiresAt).toBeLessThan(Date.now());
+    expect(await inspector.pttl(`${prefix}a:kept`)).toBeGreaterThan(50_000);
+    await y.invalidate([head('2')]);
+    expect(await x.stale('evicted')).toBeUndefined();
+    expect(await x.stale('never')).toBeUndefined();
+    // Without keepExpiredMs it is gone with its TTL.
+    expect(await fill(a, 'brief', answer('brief'), [head('3')], 200)).toBe(true);
+    await sleep(300);
+    expect(await a.stale('brief')).toBeUndefined();
   });
 
   describe('its byte budget (RESPONSE_CACHE_MAX_BYTES, RESPONSE_CACHE_CALLER_SHARE), kept in Redis for every replica', () => {

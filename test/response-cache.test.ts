@@ -23,8 +23,9 @@ afterAll(() => t.close());
 beforeEach(() => t.reset());
 
 /** A fresh token of `username` (the reference upstream issues one per login). */
-async function login(username: string): Promise<string> {
-  const { body } = await post(t, { query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }', variables: { i: { username, password: `${username}-password` } } });
+const login = (username: string) => loginOn(t, username);
+async function loginOn(on: TestGateway, username: string): Promise<string> {
+  const { body } = await post(on, { query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }', variables: { i: { username, password: `${username}-password` } } });
   return (body.data as { login: { accessToken: string } }).login.accessToken;
 }
 
@@ -551,6 +552,97 @@ describe('with its neighbours', () => {
       expect(g.calls('getPermissions')).toHaveLength(3);
     } finally {
       await g.close();
+    }
+  });
+});
+
+describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in for a read that fails upstream', () => {
+  // Kept 1 s, and 1.5 s past it for a read that fails. A gateway each: the faults open its breaker.
+  const [ttlMs, staleMs] = [1_000, 1_500];
+  let g: TestGateway;
+  beforeEach(async () => {
+    g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(ttlMs), RESPONSE_CACHE_STALE_IF_ERROR_MS: String(staleMs) } });
+    return () => g.close();
+  });
+
+  const headReads = ['getHeadExt', 'getHeadById', 'getHeadExtById'] as const;
+  const failHeadReads = (fault: Parameters<TestGateway['reference']['injectFault']>[1]) => headReads.forEach((operation) => g.reference.injectFault(operation, fault, 100));
+  const read = (id: string, token?: string) => post(g, { query: headName, variables: { id } }, token === undefined ? {} : bearer(token));
+  const expired = () => new Promise((resolve) => setTimeout(resolve, ttlMs + 100));
+  const staleCount = async () => sampleOf(await g.metrics.scrape(), 'gateway_response_cache_stale_answers_total') ?? 0;
+
+  it.each([
+    ['a 503', { kind: 'status', status: 503 }, 'UPSTREAM_ERROR'],
+    ['a dropped connection', { kind: 'drop' }, 'UPSTREAM_UNAVAILABLE'],
+  ] as const)('%s: the kept answer, marked stale (extensions.stale, max-age=0, Age), counted', async (_name, fault, reason) => {
+    const id = headIds()[40]!;
+    const kept = await read(id);
+    expect(kept.body.errors).toBeUndefined();
+    await expired();
+    const before = await staleCount();
+    failHeadReads(fault);
+    const stale = await read(id);
+    expect(stale.status).toBe(200);
+    expect(stale.body.data).toEqual(kept.body.data);
+    expect(stale.body.errors).toBeUndefined();
+    expect(stale.body).toEqual({ data: kept.body.data, extensions: { stale: { reason, expiredMs: expect.any(Number) } } });
+    expect((stale.body as { extensions: { stale: { expiredMs: number } } }).extensions.stale.expiredMs).toBeGreaterThan(0);
+    expect(stale.headers.get('cache-control')).toBe('public, max-age=0');
+    expect(Number(stale.headers.get('age'))).toBeGreaterThanOrEqual(1);
+    expect(stale.headers.get('etag')).toBe(kept.headers.get('etag'));
+    // It was tried upstream first.
+    expect(g.calls().length).toBeGreaterThan(0);
+    expect(await staleCount()).toBe(before + 1);
+  });
+
+  it("never across callers: another token's failed read gets its error", async () => {
+    const id = headIds()[41]!;
+    const [alice, demo] = [await loginOn(g, 'alice'), await loginOn(g, 'demo')];
+    expect((await read(id, alice)).body.errors).toBeUndefined();
+    await expired();
+    failHeadReads({ kind: 'status', status: 503 });
+    expect((await read(id, demo)).body.errors?.[0]?.extensions?.code).toBe('UPSTREAM_ERROR');
+    // The token it was kept for gets it.
+    expect((await read(id, alice)).body).toMatchObject({ extensions: { stale: { reason: 'UPSTREAM_ERROR' } } });
+  });
+
+  it('never an answer a write evicted, nor one past the window, nor for an answer of the upstream (404)', async () => {
+    const [evicted, old, missing] = [headIds()[42]!, headIds()[43]!, headIds()[44]!];
+    for (const id of [evicted, old, missing]) expect((await read(id)).body.errors).toBeUndefined();
+    const written = await post(g, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: evicted, name: 'evicted, never stale' } } });
+    expect(written.body.errors).toBeUndefined();
+    await expired();
+    // The upstream's 404 is its answer, not a fault: its error, not the kept head.
+    failHeadReads({ kind: 'status', status: 404 });
+    const gone = await read(missing);
+    expect(gone.body.data).toEqual({ head: null });
+    expect(gone.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+    expect(gone.body).not.toHaveProperty('extensions');
+    g.reset();
+    failHeadReads({ kind: 'status', status: 503 });
+    expect((await read(evicted)).body.errors?.[0]?.extensions?.code).toBe('UPSTREAM_ERROR');
+    expect((await read(old)).body).toMatchObject({ extensions: { stale: { reason: 'UPSTREAM_ERROR' } } });
+    // Once the 503s open the breaker, a read refused unsent is answered with it too.
+    const reason = async () => ((await read(old)).body as { extensions?: { stale?: { reason?: string } } }).extensions?.stale?.reason;
+    await until(async () => (await reason()) === 'UPSTREAM_UNAVAILABLE', 'the breaker open, the kept answer served');
+    g.reset();
+    expect(await reason()).toBe('UPSTREAM_UNAVAILABLE');
+    expect(g.calls()).toHaveLength(0);
+    // Past its TTL and the window: gone.
+    await new Promise((resolve) => setTimeout(resolve, staleMs));
+    expect((await read(old)).body.errors?.[0]?.extensions?.code).toMatch(/^UPSTREAM_(ERROR|UNAVAILABLE)$/);
+  });
+
+  it('off by default: the suite-wide cache answers a failed read past its TTL with its error', async () => {
+    const short = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(ttlMs) } });
+    try {
+      const id = headIds()[45]!;
+      expect((await post(short, { query: headName, variables: { id } })).body.errors).toBeUndefined();
+      await expired();
+      for (const operation of headReads) short.reference.injectFault(operation, { kind: 'status', status: 503 }, 100);
+      expect((await post(short, { query: headName, variables: { id } })).body.errors?.[0]?.extensions?.code).toBe('UPSTREAM_ERROR');
+    } finally {
+      await short.close();
     }
   });
 });

@@ -189,6 +189,12 @@ export const environment = z.object({
       description:
         "what the kept answers may weigh together, estimated: in each process's memory (about 2.4 bytes a byte of their JSON, and 350 bytes an object they hold; an answer weighing more than an eighth of it is not kept), or in Redis for all replicas together (their keys, values and index entries; past it an answer is not stored until older ones expire; see [Redis memory](docs/response-cache.md#redis-memory))",
     }),
+  RESPONSE_CACHE_STALE_IF_ERROR_MS: integer(0, 86_400_000)
+    .default(0)
+    .register(variableDocs, {
+      description:
+        "how long past its TTL a kept answer may still be served, marked stale, when its read fails with an upstream fault (5xx, a timeout, no connection, an open breaker); never across callers, never after a write evicted it, never for a mutation (RFC 5861's `stale-if-error`); 0: off (see [stale answers](docs/response-cache.md#stale-answers-on-failure))",
+    }),
   RESPONSE_CACHE_CALLER_SHARE: openRatio()
     .default(0.1)
     .register(variableDocs, {

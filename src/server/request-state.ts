@@ -32,8 +32,11 @@ export interface Negotiated {
   readonly alpha9: boolean;
 }
 
-/** What an answer may say to HTTP caches (response-cache/plugin.ts): seconds left and its tag, or not cacheable. */
-export type Cacheable = { readonly maxAge: number; readonly tag: string } | false;
+/**
+ * What an answer may say to HTTP caches (response-cache/plugin.ts): seconds left and its tag, or
+ * not cacheable; `stale` for an answer kept past its TTL served for a read that failed.
+ */
+export type Cacheable = { readonly maxAge: number; readonly tag: string; readonly stale?: { readonly expiredSeconds: number } } | false;
 
 /** An APQ registration waiting for its document to validate (documents/persisted-documents.ts). */
 export interface Registration {
@@ -68,6 +71,8 @@ export class OperationState {
   slot: string | undefined;
   /** Its TTL in the response cache, as the cache plugin computed it. */
   cacheTtl: number | undefined;
+  /** Its key in the response cache: set for a query the cache looked up (never a mutation). */
+  cacheKey: string | undefined;
   /** Whether its document asks for incremental delivery (@defer/@stream): never kept in the response cache. */
   incremental = false;
   /** What a mutation's fields evict from the response cache, beyond the objects they return, if their outcome says they may have changed it. */

@@ -21,6 +21,8 @@ export interface AnswerFacts {
 /** The cache headers an answer has, and what they become. */
 export interface CacheHeaders {
   etag?: string;
+  /** Set for a stale answer: seconds since it expired (RFC 9111 5.1; with `max-age=0`, a cache sees it stale). */
+  age?: string;
   cacheControl: string | null;
   vary: string | null;
 }
@@ -29,7 +31,8 @@ export interface CacheHeaders {
  * The one rule of what an answer says to HTTP caches, over the headers it has:
  * 1. a cacheable JSON answer of the response cache (a 304 too): its `ETag`,
  *    `Cache-Control: private|public, max-age=<seconds left>` (private with a token) and
- *    `Vary: Authorization, Accept`;
+ *    `Vary: Authorization, Accept`; a stale one (served past its TTL for a failed read)
+ *    `max-age=0` and `Age: <seconds since it expired>`;
  * 2. with CORS on, every answer `Vary: Origin`: an answer depends on the request's Origin (allowed
  *    or not, and which one is echoed), or a shared cache could hand one origin's answer to another;
  * 3. every answer to a request that carries `Authorization` (a GET's as much as a POST's, refusals
@@ -43,6 +46,7 @@ export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHe
   const answer = facts.cacheable;
   if (answer && facts.json) {
     headers.etag = answer.tag;
+    if (answer.stale !== undefined) headers.age = String(answer.stale.expiredSeconds);
     headers.cacheControl = `${facts.credentials ? 'private' : 'public'}, max-age=${answer.maxAge}`;
     headers.vary = varyOn(varyOn(headers.vary, 'Authorization'), 'Accept');
   }
@@ -64,6 +68,7 @@ export function useAnswerHeaders(options: { readonly cors: boolean }): Plugin {
       const before = { cacheControl: headers.get('cache-control'), vary: headers.get('vary') };
       const after = cacheHeaders({ ...before }, facts);
       if (after.etag !== undefined) headers.set('etag', after.etag);
+      if (after.age !== undefined) headers.set('age', after.age);
       if (after.cacheControl !== null && after.cacheControl !== before.cacheControl) headers.set('cache-control', after.cacheControl);
       if (after.vary !== null && after.vary !== before.vary) headers.set('vary', after.vary);
     },

@@ -216,6 +216,11 @@ export class GatewayMetrics {
 
   readonly #responseCacheEvictions = this.#counter('gateway_response_cache_evictions_total', 'Cached answers those invalidations evicted (as the store counts them).');
 
+  readonly #responseCacheStale = this.#counter(
+    'gateway_response_cache_stale_answers_total',
+    'Answers kept past their TTL served for reads that failed upstream (an upstream fault or an open breaker; RESPONSE_CACHE_STALE_IF_ERROR_MS), marked stale.',
+  );
+
   readonly #responseCacheOverBudget = new Counter({
     name: 'gateway_response_cache_over_budget_total',
     help: "Answers that met a byte bound of the response cache as they were stored, by bound: `total` (RESPONSE_CACHE_MAX_BYTES in Redis: not stored) or `caller` (the caller's share: in Redis not stored, in process memory the caller's own oldest answers dropped to make room).",
@@ -268,6 +273,7 @@ export class GatewayMetrics {
         this.#responseCacheInvalidatedEntities.inc(entities);
         if (evicted !== undefined) this.#responseCacheEvictions.inc(evicted);
       },
+      stale: () => this.#responseCacheStale.inc(),
       failed: (call: 'lookup' | 'write' | 'invalidate') => this.#responseCacheFailures.inc({ call }),
     };
   }

@@ -30,6 +30,9 @@ export type Lookup<Epoch> = { readonly answer: CachedAnswer; readonly epoch?: un
  *   record with one), only if no invalidation since the epoch `since` concerns it, checked
  *   atomically with the write; false when not stored. Memory: one epoch raised by every
  *   invalidation; Redis: per-entity invalidation times against the lookup's (a Lua script per slot).
+ * - `stale(key)`: the answer kept under `key` even if past its TTL: a store keeps each answer
+ *   that much longer than its TTL (RESPONSE_CACHE_STALE_IF_ERROR_MS), in its indexes too, so a
+ *   write evicts it as it evicts a fresh one; `lookup` never answers with it.
  * - `invalidate(entities)`: evict every answer findable by one of `entities` (`Type:id` for a
  *   record with an id, `Type` for one without) and move the epoch on, atomically; resolves (with
  *   the count evicted, if the store knows it) once no process can read them any more. Callers
@@ -41,6 +44,8 @@ export type Lookup<Epoch> = { readonly answer: CachedAnswer; readonly epoch?: un
  */
 export interface GuardedStore<Epoch extends {}> {
   lookup(key: string): PromiseOrValue<Lookup<Epoch>>;
+  /** The answer kept under `key`, past its TTL too while the store keeps it (RESPONSE_CACHE_STALE_IF_ERROR_MS), or undefined. */
+  stale(key: string): PromiseOrValue<CachedAnswer | undefined>;
   write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: Epoch): PromiseOrValue<boolean>;
   invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | void>;
 }
@@ -73,6 +78,8 @@ export interface ResponseCacheEvents {
   miss(): void;
   /** One invalidation: the entities asked for, and the answers evicted (when the store says). */
   invalidated(entities: number, evicted: number | undefined): void;
+  /** An answer kept past its TTL found for a read that failed upstream (RESPONSE_CACHE_STALE_IF_ERROR_MS), served instead. */
+  stale(): void;
   /**
    * A store call that threw or rejected, answered as a miss (`lookup`), not stored (`write`) or
    * not evicted (`invalidate`: an answer kept before may be served until its TTL).
@@ -157,6 +164,20 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
     );
   }
 
+  /** The answer kept under `key` past its TTL (or still fresh), for a read that failed; undefined when none, or the store fails. */
+  stale(key: string): PromiseOrValue<CachedAnswer | undefined> {
+    return guarded(
+      () => this.store.stale(key),
+      (answer) => {
+        // Kept again since the read's lookup (another request's answer): a hit.
+        if (answer !== undefined && answer.expiresAt <= Date.now()) this.events.stale();
+        else if (answer !== undefined) this.events.hit();
+        return answer;
+      },
+      () => undefined,
+    );
+  }
+
   set(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttl: number): void {
     const since = this.#pending.get(key);
     this.#pending.delete(key);
@@ -210,4 +231,4 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
 }
 
 /** What the plugin uses of a `ResponseCache`, whatever its store's epoch. */
-export type GatewayCache = Pick<ResponseCache, keyof Cache | 'alsoHolds' | 'evict' | 'settled' | 'peek'>;
+export type GatewayCache = Pick<ResponseCache, keyof Cache | 'alsoHolds' | 'evict' | 'settled' | 'peek' | 'stale'>;

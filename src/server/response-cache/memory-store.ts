@@ -16,6 +16,7 @@ function indexKeysOf(entities: Iterable<CacheEntityRecord>): Set<string> {
 /** The store in memory: synchronous, and it can say what it holds. Its epoch is a number raised by every invalidation. */
 export interface MemoryResponseCache extends GuardedStore<number> {
   lookup(key: string): Lookup<number>;
+  stale(key: string): CachedAnswer | undefined;
   write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): boolean;
   invalidate(entities: Iterable<CacheEntityRecord>): number;
   use(): { entries: number; bytes: number };
@@ -58,7 +59,17 @@ const weightOf = (jsonBytes: number, indexKeys: number) => Math.ceil(BYTES_PER_J
  * An answer is kept as a copy made from its JSON: nothing a later plugin does to the answer it
  * served (graphql-jit's serialiser, the size limit's wrapper) is kept with it.
  */
-export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'], maxEntryBytes: number, overBudget?: (bound: ByteBound) => void): MemoryResponseCache {
+export function createMemoryResponseCache(
+  bounds: ResponseCacheSettings['bounds'],
+  maxEntryBytes: number,
+  options: {
+    /** Called with the bound an answer met as it was stored (a caller's share). */
+    readonly overBudget?: (bound: ByteBound) => void;
+    /** How long past its TTL an answer is kept for `stale` (RESPONSE_CACHE_STALE_IF_ERROR_MS). @default 0 */
+    readonly keepExpiredMs?: number;
+  } = {},
+): MemoryResponseCache {
+  const { overBudget, keepExpiredMs = 0 } = options;
   const byIndexKey = new Map<string, Set<string>>();
   // One per caller with answers kept: as many as the entries at most.
   const scopes = new Map<string, Scope>();
@@ -85,15 +96,21 @@ export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'
   // Raised by every invalidation: a write of an answer read before it is refused.
   let epoch = 0;
 
-  const lookup = (key: string): Lookup<number> => {
-    const entry = answers.get(key);
-    if (entry === undefined) return { epoch };
-    // lru-cache's TTL check is lazy: an entry past its time is dropped here.
-    if (entry.expiresAt <= Date.now()) {
+  /** The entry under `key`, dropped (and undefined) once past its TTL and the time it is kept past it. */
+  const kept = (key: string, read: 'get' | 'peek'): Entry | undefined => {
+    const entry = answers[read](key);
+    // Checked here, lazily: an entry past its time is dropped as it is read.
+    if (entry !== undefined && entry.expiresAt + keepExpiredMs <= Date.now()) {
       answers.delete(key);
-      return { epoch };
+      return undefined;
     }
-    return { answer: entry };
+    return entry;
+  };
+
+  const lookup = (key: string): Lookup<number> => {
+    const entry = kept(key, 'get');
+    // Past its TTL, an answer is kept for `stale` only.
+    return entry === undefined || entry.expiresAt <= Date.now() ? { epoch } : { answer: entry };
   };
 
   const write = (key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): boolean => {
@@ -146,6 +163,8 @@ export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'
 
   return {
     lookup,
+    // Not a use: it does not make the answer recently used.
+    stale: (key) => kept(key, 'peek'),
     write,
     invalidate,
     use: () => ({ entries: answers.size, bytes: answers.calculatedSize }),

@@ -4,12 +4,12 @@ import stableStringify from 'fast-json-stable-stringify';
 import { collectFields } from '@graphql-tools/utils';
 import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
 import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLError, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
-import { isAsyncIterable, type Plugin } from 'graphql-yoga';
+import { isAsyncIterable, isPromise, type Plugin } from 'graphql-yoga';
 import { headIdFrom } from '../../domain/ids.js';
 import { factsOf } from '../../plan/facts.js';
 import type { ResponseCacheSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import { expiresAtKey, ResponseCache, type CacheEntityRecord, type GatewayCache } from './cache.js';
+import { expiresAtKey, ResponseCache, type CacheEntityRecord, type CachedAnswer, type GatewayCache } from './cache.js';
 import { createMemoryResponseCache } from './memory-store.js';
 import { createRedisResponseCache } from './redis-store.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
@@ -24,6 +24,25 @@ export interface GatewayResponseCacheOptions {
   readonly ttlMs: number;
   /** RESPONSE_CACHE_TTL_PER_TYPE: object type names and their TTL in ms. */
   readonly ttlPerType: Readonly<Record<string, number>>;
+  /** RESPONSE_CACHE_STALE_IF_ERROR_MS: whether a read that fails is answered with its kept answer past its TTL (0: never). */
+  readonly staleIfErrorMs: number;
+}
+
+/** The codes of an upstream fault: what a stale answer may stand in for (never a refusal or an answer of the upstream's). */
+const faultCodes = new Set(['UPSTREAM_UNAVAILABLE', 'UPSTREAM_TIMEOUT', 'UPSTREAM_ERROR']);
+
+/**
+ * The fault a read's answer failed with, if every one of its errors is an upstream fault (the
+ * breaker's refusal, no connection, a timeout, a 5xx or an answer it could not read): a stale
+ * answer may stand in for it. Undefined for an answer without errors, or with any other error (a
+ * 404, a refused input, a limit): that is an answer, not a failure.
+ */
+function upstreamFaultOf(result: ExecutionResult): string | undefined {
+  const codes = (result.errors ?? []).map((error) => {
+    const status = (error.extensions.upstream as { status?: unknown } | undefined)?.status;
+    return typeof status === 'number' && status < 500 ? undefined : error.extensions.code;
+  });
+  return codes.length > 0 && codes.every((code) => typeof code === 'string' && faultCodes.has(code)) ? (codes[0] as string) : undefined;
 }
 
 /**
@@ -181,7 +200,13 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
   const { onRequest: _yogaRevalidation, ...yogaCache } = useResponseCache<Record<string, unknown>>({
     cache,
     session: (request, context) => (requestStateOf(context)?.tokenCaller ?? tokenCallerOf(request.headers.get('authorization') ?? undefined)) ?? null,
-    buildResponseCacheKey: ({ documentString, operationName, variableValues, sessionId }) => responseCacheKey(documentString, operationName, variableValues, sessionId),
+    // Called for queries only (a mutation's lookup is skipped): the key a failed read's stale answer is found by.
+    buildResponseCacheKey: ({ documentString, operationName, variableValues, sessionId, context }) => {
+      const key = responseCacheKey(documentString, operationName, variableValues, sessionId);
+      const operation = operationStateOf(context);
+      if (operation !== undefined) operation.cacheKey = key;
+      return key;
+    },
     // The one detector of @defer/@stream, on the document (documents/incremental-delivery.ts).
     enabled: (_request, context) => operationStateOf(context)?.incremental !== true,
     ttl: options.ttlMs,
@@ -207,6 +232,23 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
     },
     onExecutionResult({ context, result, setResult }) {
       const state = requestStateOf(context);
+      const key = operationStateOf(context)?.cacheKey;
+      const fault = options.staleIfErrorMs > 0 && key !== undefined && result !== undefined && !Array.isArray(result) && !isAsyncIterable(result) ? upstreamFaultOf(result) : undefined;
+      if (fault !== undefined) {
+        // A read that failed upstream: its answer kept for this caller (the key holds the caller), expired less than RESPONSE_CACHE_STALE_IF_ERROR_MS ago.
+        const serve = (kept: CachedAnswer | undefined) => {
+          if (kept?.result.data == null) return;
+          // Kept again since its lookup (another request's answer) it is fresh: served as a hit.
+          const left = kept.expiresAt - Date.now();
+          const stale = left > 0 ? undefined : { reason: fault, expiredMs: -left };
+          setResult({ data: kept.result.data, extensions: { ...kept.result.extensions, ...(stale === undefined ? {} : { stale }) } });
+          if (state === undefined || state.batched) return;
+          const tag = tagOf(kept.result.data);
+          state.cacheable = stale === undefined ? { maxAge: Math.floor(left / 1000), tag } : { maxAge: 0, tag, stale: { expiredSeconds: Math.ceil(stale.expiredMs / 1000) } };
+        };
+        const kept = cache.stale(key!);
+        return isPromise(kept) ? kept.then(serve) : serve(kept);
+      }
       let answer: Cacheable = false;
       if (result !== undefined && !Array.isArray(result) && !isAsyncIterable(result)) {
         const http = (result.extensions as HttpHeaders | undefined)?.http;
@@ -285,14 +327,14 @@ export function responseCachePlugin(settings: ResponseCacheSettings, schema: Gra
   const answerWithinMs = 2 * operationTimeoutMs;
   let cache: GatewayCache;
   if (redis === undefined) {
-    const store = createMemoryResponseCache(settings.bounds, settings.maxEntryBytes, metrics.responseCacheOverBudget);
+    const store = createMemoryResponseCache(settings.bounds, settings.maxEntryBytes, { overBudget: metrics.responseCacheOverBudget, keepExpiredMs: settings.staleIfErrorMs });
     cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
   } else {
     const maxTtlMs = Math.max(settings.ttlMs, ...Object.values(settings.ttlPerType));
     const { maxBytes, callerBytes } = settings.bounds;
     const budget = { maxBytes, callerBytes };
-    const store = createRedisResponseCache({ redis, maxTtlMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs, budget, overBudget: metrics.responseCacheOverBudget });
+    const store = createRedisResponseCache({ redis, maxTtlMs, keepExpiredMs: settings.staleIfErrorMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs, budget, overBudget: metrics.responseCacheOverBudget });
     cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
   }
-  return { plugin: useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType) }), cache, inMemory: redis === undefined };
+  return { plugin: useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType), staleIfErrorMs: settings.staleIfErrorMs }), cache, inMemory: redis === undefined };
 }

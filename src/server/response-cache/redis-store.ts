@@ -22,6 +22,8 @@ export interface RedisResponseCacheOptions {
   readonly prefix?: string;
   /** The longest an answer is kept, whatever TTL it is stored with (the longest TTL configured). */
   readonly maxTtlMs: number;
+  /** How long past its TTL an answer is kept for `stale` (RESPONSE_CACHE_STALE_IF_ERROR_MS; 0: not at all). @default 0 */
+  readonly keepExpiredMs?: number;
   /** An answer longer than this (bytes of JSON) is not stored (RESPONSE_CACHE_MAX_ENTRY_BYTES). */
   readonly maxEntryBytes: number;
   /**
@@ -217,7 +219,7 @@ function invalidatedNames(entities: Iterable<CacheEntityRecord>): string[] {
  * the store answers nothing, so nothing it should have evicted is served.
  */
 export function createRedisResponseCache(options: RedisResponseCacheOptions): GuardedStore<RedisEpoch> {
-  const { redis, prefix = DEFAULT_PREFIX, maxTtlMs, maxEntryBytes, raceWindowMs, budget, overBudget, holdBeforeLastStep } = options;
+  const { redis, prefix = DEFAULT_PREFIX, maxTtlMs, keepExpiredMs = 0, maxEntryBytes, raceWindowMs, budget, overBudget, holdBeforeLastStep } = options;
   redis.client.defineCommand('gwRcStore', { lua: storeScript });
   redis.client.defineCommand('gwRcCharge', { lua: chargeScript });
   redis.client.defineCommand('gwRcInvalidate', { lua: invalidateScript });
@@ -273,9 +275,10 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     return { deleted, held };
   }
 
-  // The budget's buckets: what was charged in the last longest TTL, and a clock skew, is all Redis may still hold.
-  const bucketMs = Math.max(1_000, Math.ceil(maxTtlMs / BUDGET_BUCKETS));
-  const bucketsCounted = Math.ceil((maxTtlMs + CLOCK_SKEW_MS) / bucketMs) + 1;
+  // The budget's buckets: what was charged in the last longest TTL (and the time an answer is kept past it), and a clock skew, is all Redis may still hold.
+  const heldMs = maxTtlMs + keepExpiredMs;
+  const bucketMs = Math.max(1_000, Math.ceil(heldMs / BUDGET_BUCKETS));
+  const bucketsCounted = Math.ceil((heldMs + CLOCK_SKEW_MS) / bucketMs) + 1;
   /** Charges `weight` bytes to the whole cache and to `scope`: 1, or the bound it would go past. */
   async function charge(scope: string, weight: number): Promise<true | ByteBound> {
     const newest = Math.floor(Date.now() / bucketMs);
@@ -289,7 +292,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
   redis.onBack(() => void journal.replay());
   redis.beforeClose(() => journal.settle());
 
-  /** Stores `value` under `key` for `ttl` ms, indexed by `names`, unless one of them was invalidated since `notBefore`. */
+  /** Stores `value` under `key` for `ttl` ms (its TTL and the time it is kept past it), indexed by `names`, unless one of them was invalidated since `notBefore`. */
   async function store(key: string, value: string, ttl: number, names: readonly string[], notBefore: number): Promise<boolean> {
     const now = Date.now();
     const check = (group: readonly string[], own: boolean) => {
@@ -318,8 +321,14 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       const epoch = { since: Date.now(), at: performance.now() };
       // A write's placeholder while its entities are checked, or an answer an older build kept (its JSON alone), is a miss.
       const kept = readStamped(await attempt(() => client.get(answerKey(key))));
-      if (kept === undefined) return { epoch };
+      // Past its TTL, an answer is kept for `stale` only.
+      if (kept === undefined || kept.expiresAt <= Date.now()) return { epoch };
       return { answer: { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt } };
+    },
+
+    async stale(key) {
+      const kept = readStamped(await attempt(() => client.get(answerKey(key))));
+      return kept === undefined ? undefined : { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt };
     },
 
     async write(key, result, entities, ttlMs, since) {
@@ -336,7 +345,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
           overBudget?.(charged);
           return false;
         }
-        return store(key, value, ttl, names, since.since - CLOCK_SKEW_MS);
+        return store(key, value, ttl + keepExpiredMs, names, since.since - CLOCK_SKEW_MS);
       });
     },
 
