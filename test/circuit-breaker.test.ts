@@ -214,3 +214,36 @@ describe('the retry budget (UPSTREAM_RETRY_BUDGET_RATIO 0.2, no minimum) under s
     expect(t.calls().map((r) => r.status)).toEqual([503, 503, 200]);
   });
 });
+
+describe('an attempt sent while closed that fails while the probe is out (cockatiel, issue 33 point 4)', () => {
+  it("does not reopen the breaker under the probe: the probe's success closes it and the next read is sent", async () => {
+    const t = await start();
+    const ids = t.reference.store.headIds();
+    // The call timeouts (10 s) and the breaker's clock on one fake clock, stepped by the test.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
+    // A read held at the upstream while the breaker is still closed: it runs into its own timeout later.
+    faultHeadReads(t, { kind: 'latency', ms: 600_000 }, 1);
+    const late = t.execute(headQuery, { id: ids[0]! });
+    await until(() => t.reference.inFlight() === 1, 'the late read held at the upstream');
+    // Ten 500s (never retried) open it.
+    faultHeadReads(t, { kind: 'status', status: 500 }, 10);
+    for (let n = 1; n <= 10; n++) expect(codes(await t.execute(headQuery, { id: ids[n]! }))).toEqual(['UPSTREAM_ERROR']);
+    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(1);
+    // CIRCUIT_BREAKER_RESET_MS later the next read is the probe; the upstream holds it.
+    vi.advanceTimersByTime(5_000);
+    faultHeadReads(t, { kind: 'latency', ms: 600_000 }, 1);
+    const probe = t.execute(headQuery, { id: ids[11]! });
+    await until(() => t.reference.inFlight() === 2, 'the probe held at the upstream');
+    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(2);
+    // The late read's own timeout (10 s after it was sent) passes while the probe is out.
+    vi.advanceTimersByTime(5_000);
+    expect(codes(await late)).toEqual(['UPSTREAM_TIMEOUT']);
+    // The probe succeeds: that closes the breaker, whatever the late read said.
+    t.reference.releaseHeld();
+    expect((await probe).errors).toBeUndefined();
+    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(0);
+    t.reset();
+    expect((await t.execute(headQuery, { id: ids[12]! })).errors).toBeUndefined();
+    expect(t.calls()).toHaveLength(1);
+  });
+});

@@ -1,4 +1,4 @@
-import { circuitBreaker, CircuitState, CountBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
+import { circuitBreaker, CircuitState, CountBreaker, handleWhen, type CircuitBreakerPolicy, type IBreaker } from 'cockatiel';
 import { Failure, isUpstreamFault } from './failures.js';
 
 /** When the breaker opens and how long it stays open (the CIRCUIT_BREAKER_* variables; config holds their defaults). */
@@ -42,15 +42,32 @@ export class UpstreamCircuit {
     this.#resetMs = settings.resetMs;
     // Only the probe's own failure: a call sent while the breaker was closed, cut short while it is half-open, says nothing.
     const cutShortProbe = (error: unknown) => error instanceof Failure && this.#probeFailures.has(error);
+    const window = new CountBreaker({ threshold: settings.failureRatio, size: settings.window, minimumNumberOfCalls: settings.minimumCalls });
     this.#policy = circuitBreaker(
       handleWhen(cutShortProbe).orWhenResult((outcome) => outcome instanceof Failure && isUpstreamFault(outcome)),
-      {
-        halfOpenAfter: settings.resetMs,
-        breaker: new CountBreaker({ threshold: settings.failureRatio, size: settings.window, minimumNumberOfCalls: settings.minimumCalls }),
-      },
+      { halfOpenAfter: settings.resetMs, breaker: this.#probeDecides(window) },
     );
     this.#policy.onBreak(() => (this.#openedAt = Date.now()));
     if (onChange) this.#policy.onStateChange((state) => onChange(stateNames[state]));
+  }
+
+  /**
+   * The window, except that an attempt sent while closed and failing while the probe is out opens
+   * nothing: cockatiel tells the breaker the state the attempt began in (closed), would open it
+   * under the probe, and the probe's success would then find it open and close nothing. The
+   * failure is still counted in the window (the probe's success empties it).
+   */
+  #probeDecides(window: CountBreaker): IBreaker {
+    return {
+      get state() {
+        return window.state;
+      },
+      set state(value) {
+        window.state = value;
+      },
+      success: (state) => window.success(state),
+      failure: (state) => window.failure(state) && !(state === CircuitState.Closed && this.#policy.state === CircuitState.HalfOpen),
+    };
   }
 
   /**
