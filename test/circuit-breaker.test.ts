@@ -67,7 +67,7 @@ async function expectReadFailsFast(t: TestGateway, id: string): Promise<void> {
   expect(t.calls().map((call) => call.operation)).toEqual(['listHeads', 'deleteHead']);
 }
 
-/** The host's breaker is open: a read and a change of other operations fail at once, and nothing reaches the upstream. */
+/** The host's breaker is open: reads and a change, whatever their operation, fail at once and nothing reaches the upstream. */
 async function expectEverythingFailsFast(t: TestGateway, id: string): Promise<void> {
   t.reset();
   const read = await t.execute(headQuery, { id });

@@ -30,9 +30,10 @@ type Outcome<T> = { value: T; status: number } | Failure;
 
 /**
  * The attempts of one call, run by cockatiel's retry policy, each through the upstream's breakers
- * (the host's and its operation's) and admitted by the guard. The call settles when the policy gives up, or at once when the call
- * is cancelled during a pause before a retry (cockatiel's pause takes no cancellation). Attempts
- * follow one another, so the one under way keeps its span and start here.
+ * (the host's and its operation's) and admitted by the guard. The call settles when the policy
+ * gives up, or at once when the call is cancelled during a pause before a retry (cockatiel's pause
+ * takes no cancellation). Attempts follow one another, so the one under way keeps its span and
+ * start here.
  */
 export class Attempts<T> {
   readonly #request: Dispatcher.DispatchOptions & { headers: Record<string, string> };

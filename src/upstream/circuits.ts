@@ -66,6 +66,7 @@ export class UpstreamCircuits {
     return this.#host.execute(() => this.#operations[operation].execute(attempt));
   }
 
+  /** One breaker's state now. */
   stateOf(circuit: CircuitName): CircuitStateName {
     return (circuit === 'host' ? this.#host : this.#operations[circuit]).state;
   }

@@ -40,8 +40,9 @@ export interface TransportOptions {
 /**
  * Sends one operation to the upstream: fills the route, forwards the caller's token and request
  * id, applies the call's timeout, retries idempotent reads (cockatiel's retry, within a retry
- * budget), sends nothing while the host's or the operation's breaker is open, shares identical GETs in flight,
- * and parses the answer with the operation's schema. It knows HTTP and the contract, never GraphQL.
+ * budget), sends nothing while the host's or the operation's breaker is open, shares identical
+ * GETs in flight, and parses the answer with the operation's schema. It knows HTTP and the
+ * contract, never GraphQL.
  */
 export class UpstreamTransport {
   readonly #basePath: string;

@@ -21,8 +21,8 @@ export interface Upstream {
   /**
    * A caller on a connection of its own, for the readiness probe: it never waits in the
    * operations' pool (when slow operations hold every connection, a probe queued behind them
-   * could not even time out until one came free). Its calls go around the breaker: a probe
-   * neither opens nor closes it.
+   * could not even time out until one came free). Its calls go around the breakers: a probe
+   * neither opens nor closes one.
    */
   forProbe(context: CallContext): UpstreamCaller;
   /** The breakers (none without `breaker`). */
