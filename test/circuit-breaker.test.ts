@@ -1,23 +1,28 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Fault } from '../src/reference-upstream/faults.js';
+import { startReferenceUpstream } from '../src/reference-upstream/server.js';
 import type { OperationName } from '../src/domain/operations.js';
 import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { until } from './support/until.js';
 
 /*
- * The upstream's circuit breaker (CIRCUIT_BREAKER_*) and the retry budget (UPSTREAM_RETRY_BUDGET_*)
- * against the reference upstream and its faults. The breaker is one per gateway: each test builds
- * its own. Defaults unless a block says otherwise: the breaker opens once at least 10 of the last
- * 20 attempts were made and more than half of them failed; a read is tried 3 times at most.
+ * The upstream's circuit breakers (CIRCUIT_BREAKER_*) and the retry budget (UPSTREAM_RETRY_BUDGET_*)
+ * against the reference upstream and its faults. The breakers are one set per gateway (the host's
+ * and one per operation): each test builds its own. Defaults unless a block says otherwise: a
+ * breaker opens once at least 10 of the last 20 attempts it judges were made and more than half of
+ * them failed; a read is tried 3 times at most. `head(id) { uuid name }` reads Get Head By Id.
  */
 
 const headReads: readonly OperationName[] = ['getHeadExt', 'getHeadById', 'getHeadExtById'];
 const faultHeadReads = (t: TestGateway, fault: Fault, times: number) => headReads.forEach((operation) => t.reference.injectFault(operation, fault, times));
 const headQuery = `query($id: ID!) { head(id: $id) { uuid name } }`;
+const listQuery = `{ heads(first: 2) { nodes { uuid } } }`;
 const deleteMutation = `mutation($id: ID!) { deleteHead(input: { id: $id }) { deletedHeadUuid } }`;
 const codes = (response: GraphQLResponse) => (response.errors ?? []).map((e) => e.extensions?.code);
 const metric = async (t: TestGateway, series: string) => sampleOf(await t.metrics.registry.metrics(), series);
+/** Get Head By Id's breaker now: 0 closed, 1 open, 2 half-open. */
+const headBreaker = (t: TestGateway) => metric(t, 'gateway_upstream_circuit_state{operation="getHeadById"}');
 const ready = async (t: TestGateway) => {
   const response = await t.gateway.fetch('http://gateway/ready');
   return { status: response.status, body: (await response.json()) as unknown };
@@ -41,41 +46,65 @@ async function readUntil(t: TestGateway, id: string, code: string, limit = 20): 
   throw new Error(`no ${code} in ${limit} reads`);
 }
 
-/** The breaker is open: a read and a change fail at once, UPSTREAM_UNAVAILABLE "circuit open", and nothing reaches the upstream. */
-async function expectFailsFast(t: TestGateway, id: string): Promise<void> {
+/** A call an open breaker refused: UPSTREAM_UNAVAILABLE "circuit open", naming the operation and when to retry. */
+function expectRefused(response: GraphQLResponse, operation: OperationName): void {
+  expect(response.errors).toHaveLength(1);
+  expect(response.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation, reason: 'circuit open', sent: false }, retryAfterMs: expect.any(Number) });
+  expect(response.errors![0]!.message).toBe(`Upstream operation ${operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later`);
+}
+
+/** Get Head By Id's breaker is open: a read fails at once and reaches nothing; the other operations (a listing, a change) are still sent. */
+async function expectReadFailsFast(t: TestGateway, id: string): Promise<void> {
   t.reset();
   const read = await t.execute(headQuery, { id });
   expect(read.data).toEqual({ head: null });
-  expect(read.errors).toHaveLength(1);
-  expect(read.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation: expect.any(String), reason: 'circuit open', sent: false } });
-  expect(read.errors![0]!.message).toContain('circuit breaker is open');
-  const change = await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' });
-  expect(codes(change)).toEqual(['UPSTREAM_UNAVAILABLE']);
-  expect(change.errors![0]!.extensions).toMatchObject({ upstream: { operation: 'deleteHead', reason: 'circuit open', sent: false } });
+  expectRefused(read, 'getHeadById');
   // Nothing was sent, not even attempted.
   expect(t.calls()).toEqual([]);
   expect(t.attempts).toEqual([]);
+  expect((await t.execute(listQuery)).errors).toBeUndefined();
+  expect(codes(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }))).not.toContain('UPSTREAM_UNAVAILABLE');
+  expect(t.calls().map((call) => call.operation)).toEqual(['listHeads', 'deleteHead']);
 }
 
-describe('the circuit breaker opens on upstream faults and then fails fast', () => {
-  it('under 503s: the 10th failed attempt opens it (its read is not retried); then reads and changes make no call; /ready and /metrics say so', async () => {
+/** The host's breaker is open: reads and a change, whatever their operation, fail at once and nothing reaches the upstream. */
+async function expectEverythingFailsFast(t: TestGateway, id: string): Promise<void> {
+  t.reset();
+  const read = await t.execute(headQuery, { id });
+  expect(read.data).toEqual({ head: null });
+  expectRefused(read, 'getHeadById');
+  expectRefused(await t.execute(listQuery), 'listHeads');
+  expectRefused(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }), 'deleteHead');
+  expect(t.attempts).toEqual([]);
+}
+
+describe("an operation's breaker opens on its faults and then fails its calls fast", () => {
+  it("under 503s: the 10th failed attempt opens it (its read is not retried); then its reads make no call, the other operations' do; /metrics and the log say so once", async () => {
     const t = await start();
     const id = t.reference.store.headIds()[0]!;
-    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(0);
+    expect(await headBreaker(t)).toBe(0);
     faultHeadReads(t, { kind: 'status', status: 503 }, 100);
     // Reads 1 to 3 make 3 attempts each; the 4th read's first attempt is the 10th failure.
     for (let n = 1; n <= 3; n++) expect(codes(await t.execute(headQuery, { id }))).toEqual(['UPSTREAM_ERROR']);
     const fourth = await t.execute(headQuery, { id });
     expect(codes(fourth)).toEqual(['UPSTREAM_ERROR']);
     expect(t.calls().map((r) => r.status)).toEqual(Array(10).fill(503));
-    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(1);
-    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{state="open"}')).toBe(1);
+    expect(await headBreaker(t)).toBe(1);
+    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="open"}')).toBe(1);
+    expect(await metric(t, 'gateway_upstream_circuit_state{operation="listHeads"}')).toBe(0);
+    expect(await metric(t, 'gateway_upstream_host_circuit_state')).toBe(0);
 
-    await expectFailsFast(t, id);
-    expect(await ready(t)).toEqual({ status: 503, body: { status: 'not ready', reason: 'circuit open' } });
+    await expectReadFailsFast(t, id);
+    for (let n = 1; n <= 5; n++) expectRefused(await t.execute(headQuery, { id }), 'getHeadById');
+    expect(await metric(t, 'gateway_upstream_circuit_refusals_total{operation="getHeadById"}')).toBe(6);
+    // One line for the change of state, none for the six calls it refused.
+    const breakerLines = t.logLines.filter((line) => line.includes('upstream circuit breaker'));
+    expect(breakerLines).toHaveLength(1);
+    expect(JSON.parse(breakerLines[0]!)).toMatchObject({ level: 40, circuit: 'operation', operation: 'getHeadById', state: 'open', msg: 'upstream circuit breaker opened' });
+    expect(t.logLines.filter((line) => line.includes('circuit breaker is open'))).toEqual([]);
   });
 
-  it('under connection refused (the upstream stopped): reads fail at once once it is open', async () => {
+  it("under connection refused (the upstream stopped): the host's breaker opens, and every operation's calls fail at once; /ready says so", async () => {
     const t = await start();
     const id = t.reference.store.headIds()[0]!;
     await t.reference.close();
@@ -84,7 +113,14 @@ describe('the circuit breaker opens on upstream faults and then fails fast', () 
     for (let n = 2; n <= 4; n++) await t.execute(headQuery, { id });
     expect(t.attempts).toHaveLength(10);
     expect(t.attempts.every((a) => a.code === 'UPSTREAM_UNAVAILABLE')).toBe(true);
-    await expectFailsFast(t, id);
+    expect(await metric(t, 'gateway_upstream_host_circuit_state')).toBe(1);
+    // A failed connection is the host's: it says nothing of Get Head By Id's route.
+    expect(await headBreaker(t)).toBe(0);
+    await expectEverythingFailsFast(t, id);
+    expect(await ready(t)).toEqual({ status: 503, body: { status: 'not ready', reason: 'upstream unreachable' } });
+    expect(t.logLines.filter((line) => line.includes('upstream circuit breaker')).map((line) => JSON.parse(line) as unknown)).toEqual([
+      expect.objectContaining({ circuit: 'host', state: 'open', msg: 'upstream circuit breaker opened' }),
+    ]);
   });
 
   describe('with a call timeout of 100 ms', () => {
@@ -98,7 +134,7 @@ describe('the circuit breaker opens on upstream faults and then fails fast', () 
       expect(t.attempts.map((a) => a.code)).toEqual(Array(10).fill('UPSTREAM_TIMEOUT'));
       t.reference.releaseHeld();
       await until(() => t.reference.inFlight() === 0, 'the held calls answered');
-      await expectFailsFast(t, id);
+      await expectReadFailsFast(t, id);
     });
   });
 
@@ -110,7 +146,8 @@ describe('the circuit breaker opens on upstream faults and then fails fast', () 
     for (let n = 1; n <= 20; n++) expect(codes(await t.execute(headQuery, { id }))).not.toEqual([]);
     t.reference.injectFault('deleteHead', { kind: 'status', status: 422, body: { detail: [] } }, 10);
     for (let n = 1; n <= 10; n++) expect(codes(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }))).toEqual(['BAD_USER_INPUT']);
-    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(0);
+    expect(await headBreaker(t)).toBe(0);
+    expect(await metric(t, 'gateway_upstream_circuit_state{operation="deleteHead"}')).toBe(0);
     t.reset();
     const read = await t.execute(headQuery, { id });
     expect(read.errors).toBeUndefined();
@@ -132,7 +169,7 @@ describe('the circuit breaker opens on upstream faults and then fails fast', () 
     }
     await until(() => t.attempts.length === 12, 'the cancelled attempts counted');
     expect(t.attempts.map((a) => a.code)).toEqual(Array(12).fill('ABORTED'));
-    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(0);
+    expect(await headBreaker(t)).toBe(0);
     t.reset();
     expect((await t.execute(headQuery, { id })).errors).toBeUndefined();
     expect(t.calls()).toHaveLength(1);
@@ -147,23 +184,29 @@ describe('after CIRCUIT_BREAKER_RESET_MS (5 s) one probe call is let through', (
     const id = t.reference.store.headIds()[0]!;
     faultHeadReads(t, { kind: 'status', status: 503 }, 10);
     for (let n = 1; n <= 4; n++) await t.execute(headQuery, { id });
-    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(1);
+    expect(await headBreaker(t)).toBe(1);
     t.reset();
     return { t, id, openedAt: Date.now() };
   };
 
   it('a successful probe closes it: the upstream is called again and /ready says ready', async () => {
     const { t, id, openedAt } = await openOn503s();
+    vi.setSystemTime(openedAt + 4_000);
+    const refused = await t.execute(headQuery, { id });
+    expectRefused(refused, 'getHeadById');
+    // Its probe is due in one second.
+    expect(refused.errors![0]!.extensions!['retryAfterMs']).toBe(1_000);
     vi.setSystemTime(openedAt + 4_999);
-    await expectFailsFast(t, id);
+    await expectReadFailsFast(t, id);
     vi.setSystemTime(openedAt + 5_000);
+    t.reset();
     const probe = await t.execute(headQuery, { id });
     expect(probe.errors).toBeUndefined();
     expect(t.calls()).toHaveLength(1);
-    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(0);
-    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{state="half_open"}')).toBe(1);
-    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{state="closed"}')).toBe(1);
-    expect((await t.execute(deleteMutation, { id: t.reference.store.headIds()[1]! }, { authorization: 'Bearer anything' })).errors?.[0]?.extensions?.code).not.toBe('UPSTREAM_UNAVAILABLE');
+    expect(await headBreaker(t)).toBe(0);
+    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="half_open"}')).toBe(1);
+    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="closed"}')).toBe(1);
+    expect(t.logLines.filter((line) => line.includes('upstream circuit breaker')).map((line) => (JSON.parse(line) as { state: string }).state)).toEqual(['open', 'half_open', 'closed']);
     expect(await ready(t)).toEqual({ status: 200, body: { status: 'ready' } });
   });
 
@@ -173,8 +216,8 @@ describe('after CIRCUIT_BREAKER_RESET_MS (5 s) one probe call is let through', (
     faultHeadReads(t, { kind: 'status', status: 503 }, 3);
     expect(codes(await t.execute(headQuery, { id }))).toEqual(['UPSTREAM_ERROR']);
     expect(t.calls()).toHaveLength(1);
-    await expectFailsFast(t, id);
-    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{state="open"}')).toBe(2);
+    await expectReadFailsFast(t, id);
+    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="open"}')).toBe(2);
   });
 
   it('while the probe is in flight, other calls fail at once instead of queueing behind it', async () => {
@@ -183,13 +226,40 @@ describe('after CIRCUIT_BREAKER_RESET_MS (5 s) one probe call is let through', (
     faultHeadReads(t, { kind: 'latency', ms: 600_000 }, 1);
     const probe = t.execute(headQuery, { id });
     await until(() => t.reference.inFlight() === 1, 'the probe held at the upstream');
-    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(2);
+    expect(await headBreaker(t)).toBe(2);
     const other = await t.execute(headQuery, { id: t.reference.store.headIds()[1]! });
-    expect(other.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: { reason: 'circuit open' } });
-    expect(await ready(t)).toEqual({ status: 503, body: { status: 'not ready', reason: 'circuit open' } });
+    expectRefused(other, 'getHeadById');
+    // One period from now: the probe's failure would open it again for that long.
+    expect(other.errors![0]!.extensions!['retryAfterMs']).toBe(5_000);
+    // One operation's breaker: the replica stays in rotation.
+    expect(await ready(t)).toEqual({ status: 200, body: { status: 'ready' } });
     t.reference.releaseHeld();
     expect((await probe).errors).toBeUndefined();
-    expect(await metric(t, 'gateway_upstream_circuit_state')).toBe(0);
+    expect(await headBreaker(t)).toBe(0);
+  });
+
+  it("the host's: a call of any operation is its probe, and its answer closes it for all", async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const t = await start();
+    const id = t.reference.store.headIds()[0]!;
+    const port = Number(new URL(t.reference.url).port);
+    await t.reference.close();
+    for (let n = 1; n <= 4; n++) await t.execute(headQuery, { id });
+    expect(await metric(t, 'gateway_upstream_host_circuit_state')).toBe(1);
+    const openedAt = Date.now();
+    const back = await startReferenceUpstream({ port });
+    try {
+      vi.setSystemTime(openedAt + 4_999);
+      expectRefused(await t.execute(listQuery), 'listHeads');
+      expect(back.requests).toEqual([]);
+      vi.setSystemTime(openedAt + 5_000);
+      expect((await t.execute(listQuery)).errors).toBeUndefined();
+      expect(await metric(t, 'gateway_upstream_host_circuit_state')).toBe(0);
+      expect((await t.execute(headQuery, { id })).errors).toBeUndefined();
+      expect(back.requests.map((call) => call.operation)).toEqual(['listHeads', 'getHeadById']);
+    } finally {
+      await back.close();
+    }
   });
 });
 
@@ -212,5 +282,38 @@ describe('the retry budget (UPSTREAM_RETRY_BUDGET_RATIO 0.2, no minimum) under s
     faultHeadReads(t, { kind: 'status', status: 503 }, 2);
     expect((await t.execute(headQuery, { id })).errors).toBeUndefined();
     expect(t.calls().map((r) => r.status)).toEqual([503, 503, 200]);
+  });
+});
+
+describe('an attempt sent while closed that fails while the probe is out (cockatiel, issue 33 point 4)', () => {
+  it("does not reopen the breaker under the probe: the probe's success closes it and the next read is sent", async () => {
+    const t = await start();
+    const ids = t.reference.store.headIds();
+    // The call timeouts (10 s) and the breaker's clock on one fake clock, stepped by the test.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
+    // A read held at the upstream while the breaker is still closed: it runs into its own timeout later.
+    faultHeadReads(t, { kind: 'latency', ms: 600_000 }, 1);
+    const late = t.execute(headQuery, { id: ids[0]! });
+    await until(() => t.reference.inFlight() === 1, 'the late read held at the upstream');
+    // Ten 500s (never retried) open it.
+    faultHeadReads(t, { kind: 'status', status: 500 }, 10);
+    for (let n = 1; n <= 10; n++) expect(codes(await t.execute(headQuery, { id: ids[n]! }))).toEqual(['UPSTREAM_ERROR']);
+    expect(await headBreaker(t)).toBe(1);
+    // CIRCUIT_BREAKER_RESET_MS later the next read is the probe; the upstream holds it.
+    vi.advanceTimersByTime(5_000);
+    faultHeadReads(t, { kind: 'latency', ms: 600_000 }, 1);
+    const probe = t.execute(headQuery, { id: ids[11]! });
+    await until(() => t.reference.inFlight() === 2, 'the probe held at the upstream');
+    expect(await headBreaker(t)).toBe(2);
+    // The late read's own timeout (10 s after it was sent) passes while the probe is out.
+    vi.advanceTimersByTime(5_000);
+    expect(codes(await late)).toEqual(['UPSTREAM_TIMEOUT']);
+    // The probe succeeds: that closes the breaker, whatever the late read said.
+    t.reference.releaseHeld();
+    expect((await probe).errors).toBeUndefined();
+    expect(await headBreaker(t)).toBe(0);
+    t.reset();
+    expect((await t.execute(headQuery, { id: ids[12]! })).errors).toBeUndefined();
+    expect(t.calls()).toHaveLength(1);
   });
 });

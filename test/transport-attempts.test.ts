@@ -4,7 +4,7 @@ import type { OperationName } from '../src/domain/operations.js';
 import { defaultTracingSettings } from '../src/config.js';
 import { createTracing } from '../src/telemetry/tracing.js';
 import type { CallGuard } from '../src/upstream/call-guard.js';
-import { UpstreamCircuit } from '../src/upstream/circuit.js';
+import { UpstreamCircuits } from '../src/upstream/circuits.js';
 import { RetryBudget } from '../src/upstream/retry-budget.js';
 import type { UpstreamErrorCode } from '../src/upstream/errors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
@@ -111,29 +111,29 @@ describe('the guard of a request that joins a shared GET during its retry pause'
 
   it('is charged only if the retry is sent: not when the breaker opens in the pause', async () => {
     const { dispatcher, pending, sent } = fakeDispatcher();
-    const circuit = new UpstreamCircuit({ failureRatio: 0.5, window: 4, minimumCalls: 2, resetMs: 60_000 });
+    const circuits = new UpstreamCircuits({ failureRatio: 0.5, window: 4, minimumCalls: 2, resetMs: 60_000 });
     const transport = new UpstreamTransport({
       baseUrl: 'http://upstream/v2',
       routes: defaultRoutes,
       dispatcher,
       timeoutMs: 5_000,
       dedupe: true,
-      circuit,
+      circuits,
       retry: { limit: 2, statusCodes: [503], errorCodes: [], baseDelayMs: 1_000_000, maxDelayMs: 200 },
       tracing: createTracing(defaultTracingSettings),
     });
     const first = new CountingGuard();
     const joiner = new CountingGuard();
     const a = settle(transport.forRequest({ requestId: 'a', guard: first }).call({ operation: 'listHeads' }));
-    // Another read, of another head, in flight at once.
-    const other = settle(transport.forRequest({ requestId: 'o' }).call({ operation: 'getHeadById', params: { id: 'x' } }));
+    // Another read of the same operation (another page), in flight at once.
+    const other = settle(transport.forRequest({ requestId: 'o' }).call({ operation: 'listHeads', query: { page: 2 } }));
     await tick();
     pending[0]!.answer(503); // 1 failure of 1: below the minimum, the shared read pauses before its retry
     await tick();
     const b = settle(transport.forRequest({ requestId: 'b', guard: joiner }).call({ operation: 'listHeads' }));
     pending[1]!.answer(500); // 2 failures of 2: the breaker opens during the pause
     await other;
-    expect(circuit.state).toBe('open');
+    expect(circuits.stateOf('listHeads')).toBe('open');
     // Both fail as the attempt that was sent did: the upstream's 503.
     expect(await a).toBe('UPSTREAM_ERROR');
     expect(await b).toBe('UPSTREAM_ERROR');
@@ -181,14 +181,14 @@ describe('the retry budget', () => {
 describe('a GET whose retry the open breaker refused', () => {
   it('fails as its first attempt did (sent, answered 503), not as "circuit open, sent: false"', async () => {
     const { dispatcher, pending } = fakeDispatcher();
-    const circuit = new UpstreamCircuit({ failureRatio: 0.5, window: 4, minimumCalls: 2, resetMs: 60_000 });
+    const circuits = new UpstreamCircuits({ failureRatio: 0.5, window: 4, minimumCalls: 2, resetMs: 60_000 });
     const transport = new UpstreamTransport({
-      baseUrl: 'http://upstream/v2', routes: defaultRoutes, dispatcher, timeoutMs: 5_000, circuit,
+      baseUrl: 'http://upstream/v2', routes: defaultRoutes, dispatcher, timeoutMs: 5_000, circuits,
       retry: { limit: 2, statusCodes: [503], errorCodes: [], baseDelayMs: 1_000_000, maxDelayMs: 200 },
       tracing: createTracing(defaultTracingSettings),
     });
     const read = transport.forRequest({ requestId: 'a' }).call({ operation: 'listHeads' }).catch((e: unknown) => e as { code: string; reason?: string; status?: number });
-    const other = transport.forRequest({ requestId: 'o' }).call({ operation: 'getHeadById', params: { id: 'x' } }).catch(() => undefined);
+    const other = transport.forRequest({ requestId: 'o' }).call({ operation: 'listHeads', query: { page: 2 } }).catch(() => undefined);
     await tick();
     pending[0]!.answer(503);
     await tick();
@@ -204,28 +204,28 @@ describe('a GET whose retry the open breaker refused', () => {
 describe('a client going away while the breaker is half-open', () => {
   it('says nothing of the upstream when the call is not the probe: the probe\'s success closes the breaker', async () => {
     const { dispatcher, pending } = fakeDispatcher();
-    const circuit = new UpstreamCircuit({ failureRatio: 0.5, window: 4, minimumCalls: 2, resetMs: 50 });
+    const circuits = new UpstreamCircuits({ failureRatio: 0.5, window: 4, minimumCalls: 2, resetMs: 50 });
     const transport = new UpstreamTransport({
-      baseUrl: 'http://upstream/v2', routes: defaultRoutes, dispatcher, timeoutMs: 5_000, circuit,
+      baseUrl: 'http://upstream/v2', routes: defaultRoutes, dispatcher, timeoutMs: 5_000, circuits,
       retry: { limit: 0, statusCodes: [], errorCodes: [], baseDelayMs: 1, maxDelayMs: 1 },
       tracing: createTracing(defaultTracingSettings),
     });
     const client = new AbortController();
-    const slow = settle(transport.forRequest({ requestId: 's', signal: client.signal }).call({ operation: 'listHeads' }));
+    const slow = settle(transport.forRequest({ requestId: 's', signal: client.signal }).call({ operation: 'getHeadById', params: { id: '0' } }));
     const f1 = settle(transport.forRequest({ requestId: 'f1' }).call({ operation: 'getHeadById', params: { id: '1' } }));
     const f2 = settle(transport.forRequest({ requestId: 'f2' }).call({ operation: 'getHeadById', params: { id: '2' } }));
     await tick();
     pending[1]!.answer(500);
     pending[2]!.answer(500);
     await Promise.all([f1, f2]);
-    expect(circuit.state).toBe('open');
+    expect(circuits.stateOf('getHeadById')).toBe('open');
     await new Promise((resolve) => setTimeout(resolve, 60));
     const probe = settle(transport.forRequest({ requestId: 'p' }).call({ operation: 'getHeadById', params: { id: '3' } }));
-    expect(circuit.state).toBe('half_open');
+    expect(circuits.stateOf('getHeadById')).toBe('half_open');
     client.abort(); // the slow read's client goes: says nothing of the upstream
     expect(await slow).toBe('ABORTED');
     pending[3]!.answer(200);
     expect(await probe).toBe('resolved');
-    expect(circuit.state).toBe('closed');
+    expect(circuits.stateOf('getHeadById')).toBe('closed');
   });
 });

@@ -52,13 +52,13 @@ export const environment = z.object({
     .default(0.5)
     .register(variableDocs, {
       description:
-        'share of the last `CIRCUIT_BREAKER_WINDOW` upstream attempts failing (5xx, the call timing out, no connection; never a 4xx, a client gone or the operation deadline) that opens the breaker: every call then fails at once with `UPSTREAM_UNAVAILABLE`, nothing sent',
+        "share of a breaker's last `CIRCUIT_BREAKER_WINDOW` upstream attempts failing that opens it: an operation's breaker counts its route's faults (5xx, the call timing out), the host's failed connections (refused, reset, no route, no name); never a 4xx, a client gone or the operation deadline. Its calls (every call, for the host's) then fail at once with `UPSTREAM_UNAVAILABLE`, nothing sent",
     }),
-  CIRCUIT_BREAKER_WINDOW: integer(1, 100_000).default(20).register(variableDocs, { description: 'upstream attempts the failure ratio is taken over (a count, not a time: it opens as fast at any traffic)' }),
+  CIRCUIT_BREAKER_WINDOW: integer(1, 100_000).default(20).register(variableDocs, { description: "attempts a breaker's failure ratio is taken over, its operation's (or every one, for the host's): a count, not a time, so it opens as fast at any traffic" }),
   CIRCUIT_BREAKER_MIN_CALLS: integer(1, 100_000)
     .default(10)
-    .register(variableDocs, { description: 'attempts seen before the breaker may open; at most `CIRCUIT_BREAKER_WINDOW`' }),
-  CIRCUIT_BREAKER_RESET_MS: integer(1, 3_600_000).default(5_000).register(variableDocs, { description: 'how long the breaker stays open before one probe call is let through (it closes on success)' }),
+    .register(variableDocs, { description: 'attempts a breaker sees before it may open; at most `CIRCUIT_BREAKER_WINDOW`' }),
+  CIRCUIT_BREAKER_RESET_MS: integer(1, 3_600_000).default(5_000).register(variableDocs, { description: 'how long a breaker stays open before one probe call is let through (it closes on success); what `extensions.retryAfterMs` and `Retry-After` count down' }),
   MAX_DEPTH: integer(1, 1_000).default(15).register(variableDocs, { description: "deepest selection (GraphiQL's introspection query fits)" }),
   MAX_ALIASES: integer(1, 10_000).default(30).register(variableDocs, { description: 'aliases per operation, `__typename` aliases included' }),
   MAX_TOKENS: integer(1, 1_000_000).default(2_000).register(variableDocs, { description: 'lexical tokens per document' }),

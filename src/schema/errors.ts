@@ -39,8 +39,11 @@ function fieldPath(operation: string, loc: ValidationDetail['loc']): (string | n
 export function toClientError(error: UpstreamError): GraphQLError {
   const code = error.code === 'ABORTED' ? 'UPSTREAM_TIMEOUT' : error.code;
   const extensions: Record<string, unknown> = { code, upstream: { operation: error.operation, ...(error.status ? { status: error.status } : {}) } };
-  // The open breaker refused the call: nothing reached the upstream, so a client may retry it as it is.
-  if (error.reason === CIRCUIT_OPEN) extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, sent: false };
+  // An open breaker refused the call: nothing reached the upstream, so a client may retry it as it is, once the breaker may let it through.
+  if (error.reason === CIRCUIT_OPEN) {
+    extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, sent: false };
+    if (error.retryAfterMs !== undefined) extensions.retryAfterMs = error.retryAfterMs;
+  }
   if (error.code === 'BAD_USER_INPUT') {
     extensions.fieldErrors = error.details.map(
       (detail): FieldError => ({ path: fieldPath(error.operation, detail.loc), message: safeMessage(detail.msg), type: detail.type }),
@@ -162,9 +165,11 @@ const quotedLiteral = /\b(String|BlockString|Int|Float) "(?:[^"\\]|\\.)*"/g;
 /** What a log line may say of an error yoga reports: the gateway's own faults at error, a client's mistakes at debug, never a value. */
 export type ErrorLogEntry = { level: 'error' | 'warn' | 'debug'; fields: Record<string, unknown>; message: string };
 
-export function errorLogEntry(error: unknown): ErrorLogEntry {
+/** The log line of an error yoga reports; none for a call an open breaker refused (counted, and its breaker's changes are logged). */
+export function errorLogEntry(error: unknown): ErrorLogEntry | undefined {
   const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
   if (original instanceof UpstreamError) {
+    if (original.reason === CIRCUIT_OPEN) return undefined;
     // The route stays here and in metrics; clients never see it.
     const fields = { code: original.code, operation: original.operation, method: original.method, route: original.path, status: original.status };
     // Its message is ours and names no value (errors.ts in upstream/).

@@ -7,11 +7,14 @@ import { createContext, requestIdFrom, type ContextOptions, type GatewayContext 
 import { errorLogEntry, maskError } from '../schema/errors.js';
 import { schema } from '../schema/index.js';
 import { createTracing, type Tracing } from '../telemetry/tracing.js';
+import type { CircuitStateName } from '../upstream/circuit.js';
+import type { CircuitName } from '../upstream/circuits.js';
 import { CIRCUIT_OPEN } from '../upstream/errors.js';
 import type { UpstreamAttempt } from '../upstream/transport.js';
 import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
 import { useAnswerHeaders } from './answers/answer-headers.js';
 import { corsPolicy } from './answers/cors.js';
+import { useRetryAfter, withRetryAfter } from './answers/retry-after.js';
 import { useContentNegotiation } from './answers/negotiation.js';
 import { useResponseSizeLimit } from './answers/size-limit.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
@@ -98,13 +101,20 @@ export type Gateway = YogaServerInstance<Record<string, unknown>, GatewayContext
 
 /**
  * yoga logs every error that maskError replaced: the gateway's own faults at error; upstream
- * failures at warn and a caller's mistakes at debug, by code (the messages may quote a value).
+ * failures at warn (not a call an open breaker refused: its breaker's changes are logged) and a
+ * caller's mistakes at debug, by code (the messages may quote a value).
  */
 function logYogaError(logger: Logger, args: unknown[]): void {
   for (const arg of args) {
     const entry = errorLogEntry(arg);
-    logger[entry.level](entry.fields, entry.message);
+    if (entry !== undefined) logger[entry.level](entry.fields, entry.message);
   }
+}
+
+/** One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the rest at info. */
+function logCircuitChange(logger: Logger, circuit: CircuitName, state: CircuitStateName): void {
+  const fields = circuit === 'host' ? { circuit, state } : { circuit: 'operation', operation: circuit, state };
+  logger[state === 'open' ? 'warn' : 'info'](fields, state === 'open' ? 'upstream circuit breaker opened' : state === 'closed' ? 'upstream circuit breaker closed' : 'upstream circuit breaker half-open: one probe call let through');
 }
 
 /** The yoga app over an upstream, and the refusals its HTTP server answers before it; `buildGateway` makes both as the configuration says. */
@@ -213,6 +223,8 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // — result —
     // After the response cache, whose copy of the answer it bounds.
     useResponseSizeLimit(sizeLimit),
+    // After the response cache, which takes `extensions.http` out of the results it sees.
+    useRetryAfter(),
     // — response —
     useAnswerHeaders({ cors: settings.corsOrigins.length > 0 }),
     useGraphiQLCache(graphiql),
@@ -274,7 +286,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
             if (masked !== error) logYogaError(logger, [error]);
             return masked as GraphQLError;
           },
-          respond: (result, mediaType) => processRegularResult(result, yoga.fetchAPI, mediaType) as Response,
+          respond: (result, mediaType) => processRegularResult(withRetryAfter(result), yoga.fetchAPI, mediaType) as Response,
           maxResponseBytes: sizeLimit.maxBytes,
           onRefused: sizeLimit.onRefused,
           onAbandoned: sizeLimit.onAbandoned,
@@ -341,7 +353,7 @@ export interface BuiltGateway {
   readonly tracing: Tracing;
   /** Its readiness check, cached: `/ready` on the public port and on ADMIN_PORT share it. */
   readonly ready: () => Promise<boolean>;
-  /** Why it is not ready whatever the upstream answered: `shutting down` once it left the rotation, `circuit open` while the breaker refuses calls. */
+  /** Why it is not ready whatever the upstream answered: `shutting down` once it left the rotation, `upstream unreachable` while the host's breaker refuses calls, `circuit open` while every operation's does. */
   readonly notReadyBecause: () => string | undefined;
   /** From now on `/ready` answers 503 (`shutting down`): the first step of a stop, while both ports still serve. */
   readonly leaveRotation: () => void;
@@ -349,6 +361,8 @@ export interface BuiltGateway {
 
 /** /ready's reason once the process is stopping. */
 const SHUTTING_DOWN = 'shutting down';
+/** /ready's reason while the host's breaker refuses every call (failed connections). */
+const UPSTREAM_UNREACHABLE = 'upstream unreachable';
 
 /**
  * The gateway as an operator configured it, on the upstream at `upstreamUrl`: its tracing, the
@@ -368,15 +382,26 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
             metrics.recordAttempt(attempt);
             onAttempt(attempt);
           },
-    onCircuitChange: metrics.recordCircuitState,
+    circuitEvents: {
+      onChange: (circuit, state) => {
+        metrics.recordCircuitState(circuit, state);
+        logCircuitChange(logger, circuit, state);
+      },
+      onRefused: metrics.recordCircuitRefusal,
+    },
     onJoined: () => metrics.upstreamCallsJoined.inc(),
     onRetryRefused: () => metrics.upstreamRetriesRefused.inc(),
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  // Not ready while the breaker refuses calls; once its probe is due, the readiness check's own
-  // probe decides again (a replica out of rotation gets no call that could close its breaker).
+  // Not ready while the breakers refuse every call: the host's, or every operation's (one failing
+  // operation leaves the others served). Once a probe is due, the readiness check's own probe
+  // decides again (a replica out of rotation gets no call that could close its breaker).
   let leaving = false;
-  const notReadyBecause = () => (leaving ? SHUTTING_DOWN : upstream.circuitRefuses() ? CIRCUIT_OPEN : undefined);
+  const notReadyBecause = () => {
+    if (leaving) return SHUTTING_DOWN;
+    const refusing = upstream.circuits?.refusingAll();
+    return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
+  };
   const { app, handler, refuseEarly, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, ...(options.redis ? { redis: options.redis } : {}), ...(options.cacheRedis ? { cacheRedis: options.cacheRedis } : {}) });
   return { app, handler, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

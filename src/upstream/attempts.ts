@@ -6,8 +6,7 @@ import type { AttemptSpans } from './attempt-spans.js';
 import type { CallContext, CallSpec, UpstreamAttempt } from './call.js';
 import type { CallGuard } from './call-guard.js';
 import type { CallCancellation } from './cancellation.js';
-import type { UpstreamCircuit } from './circuit.js';
-import { CIRCUIT_OPEN } from './errors.js';
+import type { UpstreamCircuits } from './circuits.js';
 import { errorOf, Failure } from './failures.js';
 import { refusalOf } from './in-flight.js';
 import type { RetryBudget } from './retry-budget.js';
@@ -19,24 +18,22 @@ export interface Shared {
   readonly dispatcher: Dispatcher;
   readonly rules: RetryRules;
   readonly policy: RetryPolicy;
-  readonly circuit: UpstreamCircuit | undefined;
+  readonly circuits: UpstreamCircuits | undefined;
   readonly budget: RetryBudget | undefined;
   readonly onAttempt: ((attempt: UpstreamAttempt) => void) | undefined;
   readonly onRetryRefused: (() => void) | undefined;
   readonly spans: AttemptSpans;
 }
 
-/** What an open breaker answers: UPSTREAM_UNAVAILABLE, nothing sent, safe to retry. */
-export const circuitOpen = new Failure('UPSTREAM_UNAVAILABLE', undefined, false, { reason: CIRCUIT_OPEN });
-
 /** An attempt's outcome: the parsed answer, or how it failed. */
 type Outcome<T> = { value: T; status: number } | Failure;
 
 /**
- * The attempts of one call, run by cockatiel's retry policy, each through the upstream's breaker
- * and admitted by the guard. The call settles when the policy gives up, or at once when the call
- * is cancelled during a pause before a retry (cockatiel's pause takes no cancellation). Attempts
- * follow one another, so the one under way keeps its span and start here.
+ * The attempts of one call, run by cockatiel's retry policy, each through the upstream's breakers
+ * (the host's and its operation's) and admitted by the guard. The call settles when the policy
+ * gives up, or at once when the call is cancelled during a pause before a retry (cockatiel's pause
+ * takes no cancellation). Attempts follow one another, so the one under way keeps its span and
+ * start here.
  */
 export class Attempts<T> {
   readonly #request: Dispatcher.DispatchOptions & { headers: Record<string, string> };
@@ -81,19 +78,19 @@ export class Attempts<T> {
       this.#pausing = false;
       this.cancellation.off('abort', this.#cancelPause);
     }
-    const { circuit } = this.shared;
+    const { circuits } = this.shared;
+    const { operation } = this.spec;
     // A cancelled call sends nothing more; an open breaker neither; a live call asks its guard (budget, 401).
     // A retry not sent gives its share of the budget back; it fails as its last attempt did (that one was sent).
     if (this.cancellation.aborted) return this.#notRetried(this.classify(this.cancellation.reason));
-    if (circuit?.refuses()) return attempt > 0 ? this.#notRetried(this.#lastFailure!.final()) : circuitOpen;
+    if (circuits?.refuses(operation)) return attempt > 0 ? this.#notRetried(this.#lastFailure!.final()) : circuits.refusal(operation);
     if (attempt > 0 || !this.admitted) {
-      const refusal = this.guard?.admit(this.spec.operation);
+      const refusal = this.guard?.admit(operation);
       if (refusal !== undefined) return this.#notRetried(refusalOf(refusal));
     }
     this.#retryPending = false;
     this.#attempt = attempt;
-    if (circuit === undefined) return this.#send().then(this.#finish);
-    return circuit.execute(this.#sendThroughBreaker).then(this.#finish, this.#finishThrown);
+    return (circuits === undefined ? this.#send() : circuits.execute(operation, () => this.#send())).then(this.#finish);
   };
 
   /** Sends the attempt and reads its answer: the parsed value, or how it failed. */
@@ -110,27 +107,15 @@ export class Attempts<T> {
     }
   }
 
-  /** A failure its caller cut short is thrown to the breaker, which then counts it neither way (circuit.ts). */
-  readonly #sendThroughBreaker = async (): Promise<Outcome<T>> => {
-    const outcome = await this.#send();
-    if (outcome instanceof Failure && outcome.extra.cutShort) throw outcome;
-    return outcome;
-  };
-
-  readonly #finishThrown = (error: unknown): Outcome<T> => {
-    if (error instanceof Failure) return this.#finish(error);
-    throw error;
-  };
-
-  /** The attempt counted (guard, metrics, span), once the breaker has counted it too: a retry only with the breaker still closed. */
+  /** The attempt counted (guard, metrics, span), once the breakers have counted it too: a retry only with both still closed. */
   readonly #finish = (outcome: Outcome<T>): Outcome<T> => {
     const { shared, spec } = this;
     const attempt = this.#attempt;
     let failure = outcome instanceof Failure ? outcome : undefined;
     const status = failure ? failure.status : (outcome as { status: number }).status;
     if (failure?.retryable) {
-      // Retried only if a GET, within the call's limit, with the breaker closed and the budget allowing.
-      const retried = this.#idempotent && attempt < shared.rules.limit && (shared.circuit === undefined || shared.circuit.state === 'closed') && this.#budgetAllows();
+      // Retried only if a GET, within the call's limit, with its breakers closed and the budget allowing.
+      const retried = this.#idempotent && attempt < shared.rules.limit && (shared.circuits === undefined || shared.circuits.closed(spec.operation)) && this.#budgetAllows();
       if (retried) {
         this.#retryPending = true;
         this.#lastFailure = failure;

@@ -1,9 +1,9 @@
-import { circuitBreaker, CircuitState, CountBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
-import { Failure, isUpstreamFault } from './failures.js';
+import { circuitBreaker, CircuitState, CountBreaker, handleWhen, type CircuitBreakerPolicy, type IBreaker } from 'cockatiel';
+import { Failure } from './failures.js';
 
-/** When the breaker opens and how long it stays open (the CIRCUIT_BREAKER_* variables; config holds their defaults). */
+/** When a breaker opens and how long it stays open (the CIRCUIT_BREAKER_* variables; config holds their defaults). */
 export interface CircuitSettings {
-  /** Share of the last `window` attempts that failed (isUpstreamFault) at which it opens. */
+  /** Share of the last `window` attempts that failed (as its verdict says) at which it opens. */
   readonly failureRatio: number;
   /** Attempts the ratio is taken over: a count, not a time, so it opens as fast at 1 call a second as at 4 000. */
   readonly window: number;
@@ -15,6 +15,9 @@ export interface CircuitSettings {
 
 export type CircuitStateName = 'closed' | 'open' | 'half_open';
 
+/** What a failed attempt says to one breaker: it failed, it worked (an answer), or nothing (it cannot judge it). */
+export type Verdict = 'failure' | 'success' | 'nothing';
+
 const stateNames: Record<CircuitState, CircuitStateName> = {
   [CircuitState.Closed]: 'closed',
   [CircuitState.Open]: 'open',
@@ -23,34 +26,50 @@ const stateNames: Record<CircuitState, CircuitStateName> = {
 };
 
 /**
- * The upstream's circuit breaker, one per process, shared by every request: cockatiel's, with a
- * count-based window (CountBreaker). Each attempt goes through `execute`; an attempt's outcome
- * opens it when it is an upstream fault (5xx, the call's own timeout, no connection). Answers
- * (4xx included) count as successes. A call its caller cut short (client gone, deadline) must be
- * thrown as a Failure: it counts neither way while closed, and as a failure for the half-open
- * probe (cockatiel would close the breaker on an error it does not handle, though the probe
- * learned nothing).
+ * One circuit breaker: cockatiel's, with a count-based window (CountBreaker). Each attempt goes
+ * through `execute` and returns its outcome, a failure as a value; `verdict` says what a failure
+ * means to this breaker (circuits.ts). One that says nothing is thrown past cockatiel's count:
+ * while closed it counts neither way; for the half-open probe it counts as a failure (cockatiel
+ * would close the breaker on an error it does not handle, though the probe learned nothing).
  */
 export class UpstreamCircuit {
   readonly #policy: CircuitBreakerPolicy;
+  readonly #verdict: (failure: Failure) => Verdict;
   readonly #resetMs: number;
   #openedAt = 0;
-  /** Failures thrown by probe calls (those sent while the breaker was not closed). */
+  /** Failures that said nothing, thrown by probe calls (those sent while the breaker was not closed). */
   readonly #probeFailures = new WeakSet<Failure>();
 
-  constructor(settings: CircuitSettings, onChange?: (state: CircuitStateName) => void) {
+  constructor(settings: CircuitSettings, verdict: (failure: Failure) => Verdict, onChange?: (state: CircuitStateName) => void) {
+    this.#verdict = verdict;
     this.#resetMs = settings.resetMs;
-    // Only the probe's own failure: a call sent while the breaker was closed, cut short while it is half-open, says nothing.
-    const cutShortProbe = (error: unknown) => error instanceof Failure && this.#probeFailures.has(error);
+    const silentProbe = (error: unknown) => error instanceof Failure && this.#probeFailures.has(error);
+    const window = new CountBreaker({ threshold: settings.failureRatio, size: settings.window, minimumNumberOfCalls: settings.minimumCalls });
     this.#policy = circuitBreaker(
-      handleWhen(cutShortProbe).orWhenResult((outcome) => outcome instanceof Failure && isUpstreamFault(outcome)),
-      {
-        halfOpenAfter: settings.resetMs,
-        breaker: new CountBreaker({ threshold: settings.failureRatio, size: settings.window, minimumNumberOfCalls: settings.minimumCalls }),
-      },
+      handleWhen(silentProbe).orWhenResult((outcome) => outcome instanceof Failure && verdict(outcome) === 'failure'),
+      { halfOpenAfter: settings.resetMs, breaker: this.#probeDecides(window) },
     );
     this.#policy.onBreak(() => (this.#openedAt = Date.now()));
     if (onChange) this.#policy.onStateChange((state) => onChange(stateNames[state]));
+  }
+
+  /**
+   * The window, except that an attempt sent while closed and failing while the probe is out opens
+   * nothing: cockatiel tells the breaker the state the attempt began in (closed), would open it
+   * under the probe, and the probe's success would then find it open and close nothing. The
+   * failure is still counted in the window (the probe's success empties it).
+   */
+  #probeDecides(window: CountBreaker): IBreaker {
+    return {
+      get state() {
+        return window.state;
+      },
+      set state(value) {
+        window.state = value;
+      },
+      success: (state) => window.success(state),
+      failure: (state) => window.failure(state) && !(state === CircuitState.Closed && this.#policy.state === CircuitState.HalfOpen),
+    };
   }
 
   /**
@@ -65,18 +84,34 @@ export class UpstreamCircuit {
     return true;
   }
 
+  /**
+   * When a call it refuses now could be sent: once its probe is due; while the probe is out, one
+   * period from now (the probe's success lets calls through sooner, its failure opens it again).
+   */
+  retryAfterMs(): number {
+    if (this.#policy.state !== CircuitState.Open) return this.#resetMs;
+    return Math.max(0, this.#openedAt + this.#resetMs - Date.now());
+  }
+
   get state(): CircuitStateName {
     return stateNames[this.#policy.state];
   }
 
   /** Runs one attempt (when `refuses()` said no, in the same tick): open and due, it is the probe. */
-  execute<T>(attempt: () => Promise<T>): Promise<T> {
-    if (this.#policy.state === CircuitState.Closed) return this.#policy.execute(attempt);
-    return this.#policy.execute(() =>
-      attempt().catch((error: unknown) => {
-        if (error instanceof Failure) this.#probeFailures.add(error);
+  execute<O>(attempt: () => Promise<O>): Promise<O | Failure> {
+    const probe = this.#policy.state !== CircuitState.Closed;
+    return this.#policy
+      .execute(async () => {
+        const outcome = await attempt();
+        if (outcome instanceof Failure && this.#verdict(outcome) === 'nothing') {
+          if (probe) this.#probeFailures.add(outcome);
+          throw outcome;
+        }
+        return outcome;
+      })
+      .catch((error: unknown) => {
+        if (error instanceof Failure) return error;
         throw error;
-      }),
-    );
+      });
   }
 }

@@ -31,10 +31,12 @@ export interface UpstreamErrorInit {
   status?: number | undefined;
   details?: readonly ValidationDetail[] | undefined;
   reason?: string | undefined;
+  /** An open breaker refused the call: how long until a call could be sent. */
+  retryAfterMs?: number | undefined;
   cause?: unknown;
 }
 
-/** The reason of an UPSTREAM_UNAVAILABLE the open circuit breaker answered: nothing was sent. */
+/** The reason of an UPSTREAM_UNAVAILABLE an open circuit breaker answered (the host's or the operation's): nothing was sent. */
 export const CIRCUIT_OPEN = 'circuit open';
 
 const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> = {
@@ -43,7 +45,7 @@ const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> =
   NOT_FOUND: (e) => `Upstream has no such resource (${e.status})`,
   BAD_USER_INPUT: (e) => `Upstream rejected the input (${e.status})`,
   UPSTREAM_TIMEOUT: (e) => `Upstream did not answer in time${e.reason ? ` (${e.reason})` : ''}`,
-  UPSTREAM_UNAVAILABLE: (e) => (e.reason === CIRCUIT_OPEN ? 'Upstream is failing: its circuit breaker is open and the call was not sent; safe to retry later' : 'Upstream could not be reached'),
+  UPSTREAM_UNAVAILABLE: (e) => (e.reason === CIRCUIT_OPEN ? `Upstream operation ${e.operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later` : 'Upstream could not be reached'),
   UPSTREAM_OUTCOME_UNKNOWN: (e) => `Upstream received the change but its answer was lost${e.reason ? ` (${e.reason})` : ''}: it may have been applied`,
   UPSTREAM_ERROR: (e) => `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_BUDGET_EXCEEDED: () => 'Upstream call budget of this operation exhausted; call not sent',
@@ -65,6 +67,7 @@ export class UpstreamError extends Error {
   readonly details: readonly ValidationDetail[];
   /** Why, in a few words, when the code alone does not say (`circuit open`, `operation deadline`). */
   readonly reason: string | undefined;
+  readonly retryAfterMs: number | undefined;
 
   constructor(init: UpstreamErrorInit) {
     super(describe[init.code](init), { cause: init.cause });
@@ -75,6 +78,7 @@ export class UpstreamError extends Error {
     this.status = init.status;
     this.details = init.details ?? [];
     this.reason = init.reason;
+    this.retryAfterMs = init.retryAfterMs;
   }
 }
 

@@ -14,6 +14,8 @@ export class Failure {
       cause?: unknown;
       /** Cut by its caller (the client went away, the operation's deadline), not failed by the upstream. */
       cutShort?: boolean;
+      /** An open breaker refused it: how long until a call could be sent (circuits.ts). */
+      retryAfterMs?: number;
     } = {},
   ) {}
 
@@ -24,7 +26,7 @@ export class Failure {
 }
 
 /**
- * Whether a failed attempt says the upstream is failing, for its circuit breaker: a 5xx, no
+ * Whether a failed attempt says the upstream is failing, for its circuit breakers: a 5xx, no
  * answer in the call's own time, or no connection. A 4xx is an answer (the upstream works); a
  * call its caller cut short says nothing of the upstream (see `Failure.extra.cutShort`); an
  * answer off the contract or too large is the body's fault, not the service's availability.
@@ -37,6 +39,19 @@ export function isUpstreamFault(failure: Failure): boolean {
 
 /** Connection failures that mean "nobody answered" rather than "the answer was bad". */
 const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_CONNECT_TIMEOUT']);
+
+const errorCodeOf = (error: unknown) => (error as { code?: unknown } | null | undefined)?.code;
+
+/**
+ * Whether an upstream fault is the connection's (refused, reset, no route, no name): the host is
+ * down for every operation, not one route failing. A change's lost connection
+ * (UPSTREAM_OUTCOME_UNKNOWN) is one too; a timeout is not (the call's own, of its route).
+ */
+export function isConnectionFault(failure: Failure): boolean {
+  if (failure.extra.cutShort === true || (failure.code !== 'UPSTREAM_UNAVAILABLE' && failure.code !== 'UPSTREAM_OUTCOME_UNKNOWN')) return false;
+  const code = errorCodeOf(failure.extra.cause);
+  return typeof code === 'string' && unavailableCodes.has(code);
+}
 const timeoutCodes = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 /**
  * Failures that leave no doubt the request was never sent: no connection was made (refused, no
@@ -53,7 +68,7 @@ const neverSentCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOST
 export function classifyThrown(error: unknown, timeout: { readonly aborted: boolean }, deadlineFirst: boolean, callerSignal: AbortSignal | undefined, retryCodes: readonly string[]): Failure {
   if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, deadlineFirst ? { reason: 'operation deadline', cause: error, cutShort: true } : { cause: error });
   if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error, cutShort: true });
-  const code = (error as { code?: unknown } | null)?.code;
+  const code = errorCodeOf(error);
   if (typeof code === 'string') {
     if (timeoutCodes.has(code)) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
     if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new Failure('UPSTREAM_ERROR', undefined, false, { reason: 'the body is too large', cause: error });
@@ -69,7 +84,7 @@ export function classifyThrown(error: unknown, timeout: { readonly aborted: bool
  */
 export function outcomeOfChange(failure: Failure, error: unknown): Failure {
   if (failure.code !== 'UPSTREAM_TIMEOUT' && failure.code !== 'UPSTREAM_UNAVAILABLE') return failure;
-  const code = (error as { code?: unknown } | null)?.code;
+  const code = errorCodeOf(error);
   if (failure.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string' && neverSentCodes.has(code)) return failure;
   const reason = failure.code === 'UPSTREAM_TIMEOUT' ? 'no answer in time' : 'the connection closed';
   return new Failure('UPSTREAM_OUTCOME_UNKNOWN', undefined, false, { reason, cause: failure.extra.cause, ...(failure.extra.cutShort ? { cutShort: true } : {}) });

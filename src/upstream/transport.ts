@@ -1,10 +1,10 @@
 import type { Dispatcher } from 'undici';
 import type { Tracing } from '../telemetry/tracing.js';
 import { AttemptSpans } from './attempt-spans.js';
-import { Attempts, circuitOpen, type Shared } from './attempts.js';
+import { Attempts, type Shared } from './attempts.js';
 import type { CallContext, CallSpec, UpstreamAttempt, UpstreamCaller } from './call.js';
 import { CallCancellation, RequestCalls } from './cancellation.js';
-import type { UpstreamCircuit } from './circuit.js';
+import type { UpstreamCircuits } from './circuits.js';
 import { classifyThrown, errorOf, outcomeOfChange } from './failures.js';
 import { InFlightCalls, refusalOf, scopeOf, type Flight } from './in-flight.js';
 import type { RetryBudget } from './retry-budget.js';
@@ -22,8 +22,8 @@ export interface TransportOptions {
   readonly timeoutMs: number;
   /** Which failures of a GET are tried again, and after what pause. @default defaultRetryRules (retry-policy.ts) */
   readonly retry?: RetryRules;
-  /** The upstream's breaker, shared by the process's calls. None (the readiness probe): never refused, never counted. */
-  readonly circuit?: UpstreamCircuit | undefined;
+  /** The upstream's breakers (the host's and one per operation), shared by the process's calls. None (the readiness probe): never refused, never counted. */
+  readonly circuits?: UpstreamCircuits | undefined;
   /** Retries across calls; none: only the per-call limit. */
   readonly budget?: RetryBudget | undefined;
   /** Identical GETs in flight at once, for one caller, share one call (in-flight.ts). */
@@ -40,8 +40,9 @@ export interface TransportOptions {
 /**
  * Sends one operation to the upstream: fills the route, forwards the caller's token and request
  * id, applies the call's timeout, retries idempotent reads (cockatiel's retry, within a retry
- * budget), sends nothing while the upstream's breaker is open, shares identical GETs in flight,
- * and parses the answer with the operation's schema. It knows HTTP and the contract, never GraphQL.
+ * budget), sends nothing while the host's or the operation's breaker is open, shares identical
+ * GETs in flight, and parses the answer with the operation's schema. It knows HTTP and the
+ * contract, never GraphQL.
  */
 export class UpstreamTransport {
   readonly #basePath: string;
@@ -59,7 +60,7 @@ export class UpstreamTransport {
       dispatcher: options.dispatcher,
       rules,
       policy: retryPolicyOf(rules),
-      circuit: options.circuit,
+      circuits: options.circuits,
       budget: options.budget,
       onAttempt: options.onAttempt,
       onRetryRefused: options.onRetryRefused,
@@ -131,7 +132,8 @@ export class UpstreamTransport {
     let flight = flights.find<T>(key);
     const joining = flight !== undefined;
     // An open breaker refuses a new call before its guard is asked (nothing is sent, nothing charged).
-    if (!joining && this.#shared.circuit?.refuses()) return Promise.reject(errorOf(circuitOpen, spec.operation, route));
+    const { circuits } = this.#shared;
+    if (!joining && circuits?.refuses(spec.operation)) return Promise.reject(errorOf(circuits.refusal(spec.operation), spec.operation, route));
     // Joined during a retry's pause: charged (by the flight's guard) only when the retry is sent.
     const admitNow = flight === undefined || flight.attempting;
     const refusal = context.signal?.aborted ? 'ABORTED' : admitNow ? context.guard?.admit(spec.operation) : undefined;

@@ -1,50 +1,47 @@
-import { UpstreamCircuit, type CircuitSettings, type CircuitStateName } from './circuit.js';
+import type { CircuitSettings } from './circuit.js';
+import { UpstreamCircuits, type CircuitEvents } from './circuits.js';
 import { createUpstreamDispatcher, type DispatcherOptions } from './dispatcher.js';
 import { RetryBudget, type RetryBudgetSettings } from './retry-budget.js';
 import { UpstreamTransport, type CallContext, type TransportOptions, type UpstreamCaller } from './transport.js';
 
-/** The pool's options and the transport's, less what it makes itself (the pool, the breaker, the budget). */
+/** The pool's options and the transport's, less what it makes itself (the pool, the breakers, the budget). */
 export type UpstreamOptions = DispatcherOptions &
-  Omit<TransportOptions, 'dispatcher' | 'circuit' | 'budget'> & {
-    /** CIRCUIT_BREAKER_*: one breaker for the process's calls; none: no breaker. */
+  Omit<TransportOptions, 'dispatcher' | 'circuits' | 'budget'> & {
+    /** CIRCUIT_BREAKER_*: the settings of each breaker (the host's and one per operation, circuits.ts); none: no breakers. */
     readonly breaker?: CircuitSettings | undefined;
     /** UPSTREAM_RETRY_BUDGET_*: retries across the process's calls; none: only the per-call limit. */
     readonly retryBudget?: RetryBudgetSettings | undefined;
-    /** The breaker changed state (metrics). */
-    readonly onCircuitChange?: (state: CircuitStateName) => void;
+    /** A breaker changed state; a call was refused by one (metrics, logs). */
+    readonly circuitEvents?: CircuitEvents;
   };
 
-/** The process-wide side of the upstream layer: one pool, one transport, one breaker; callers are per request. */
+/** The process-wide side of the upstream layer: one pool, one transport, one set of breakers; callers are per request. */
 export interface Upstream {
   forRequest(context: CallContext): UpstreamCaller;
   /**
    * A caller on a connection of its own, for the readiness probe: it never waits in the
    * operations' pool (when slow operations hold every connection, a probe queued behind them
-   * could not even time out until one came free). Its calls go around the breaker: a probe
-   * neither opens nor closes it.
+   * could not even time out until one came free). Its calls go around the breakers: a probe
+   * neither opens nor closes one.
    */
   forProbe(context: CallContext): UpstreamCaller;
-  /** Whether the breaker refuses calls now (open, before its probe is due; or its probe in flight). */
-  circuitRefuses(): boolean;
-  readonly circuitState: CircuitStateName;
+  /** The breakers (none without `breaker`). */
+  readonly circuits: UpstreamCircuits | undefined;
   close(): Promise<void>;
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
   const dispatcher = createUpstreamDispatcher(options);
-  const circuit = options.breaker && new UpstreamCircuit(options.breaker, options.onCircuitChange);
+  const circuits = options.breaker && new UpstreamCircuits(options.breaker, options.circuitEvents);
   const budget = options.retryBudget && new RetryBudget(options.retryBudget);
-  const transport = new UpstreamTransport({ ...options, dispatcher, circuit, budget });
+  const transport = new UpstreamTransport({ ...options, dispatcher, circuits, budget });
   // Connected on the first probe.
   const probeDispatcher = createUpstreamDispatcher({ ...options, connections: 1 });
   const probe = new UpstreamTransport({ ...options, dispatcher: probeDispatcher, dedupe: false, onJoined: undefined, onRetryRefused: undefined });
   return {
     forRequest: (context) => transport.forRequest(context),
     forProbe: (context) => probe.forRequest(context),
-    circuitRefuses: () => circuit?.refuses() ?? false,
-    get circuitState() {
-      return circuit?.state ?? 'closed';
-    },
+    circuits,
     close: async () => {
       await Promise.all([dispatcher.close(), probeDispatcher.close()]);
     },

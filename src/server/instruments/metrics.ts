@@ -1,6 +1,9 @@
 import type { Server } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type LabelValues } from 'prom-client';
 import { scrapeWorkerGroup } from './cluster-metrics.js';
+import { operationNames, type OperationName } from '../../domain/operations.js';
+import type { CircuitStateName } from '../../upstream/circuit.js';
+import type { CircuitName } from '../../upstream/circuits.js';
 import type { UpstreamAttempt } from '../../upstream/transport.js';
 
 /**
@@ -96,22 +99,52 @@ export class GatewayMetrics {
 
   readonly #circuitChanges = new Counter({
     name: 'gateway_upstream_circuit_state_changes_total',
-    help: "Changes of the upstream's circuit breaker, by the state entered (open, half_open, closed).",
-    labelNames: ['state'] as const,
+    help: "Changes of an upstream operation's circuit breaker, by operation and the state entered (open, half_open, closed).",
+    labelNames: ['operation', 'state'] as const,
     registers: [this.registry],
   });
 
   readonly #circuitState = new Gauge({
     name: 'gateway_upstream_circuit_state',
-    help: "The upstream's circuit breaker now: 0 closed, 1 open (calls fail at once, nothing sent), 2 half-open (one probe call in flight).",
+    help: "Each upstream operation's circuit breaker now, by operation: 0 closed, 1 open (its calls fail at once, nothing sent), 2 half-open (one probe call in flight).",
+    labelNames: ['operation'] as const,
     registers: [this.registry],
   });
 
-  /** Feeds the breaker's state changes. */
-  recordCircuitState = (state: 'closed' | 'open' | 'half_open'): void => {
-    this.#circuitChanges.inc({ state });
-    this.#circuitState.set(state === 'closed' ? 0 : state === 'open' ? 1 : 2);
+  readonly #hostCircuitChanges = new Counter({
+    name: 'gateway_upstream_host_circuit_state_changes_total',
+    help: "Changes of the upstream host's circuit breaker (failed connections; it refuses every operation's calls), by the state entered.",
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+
+  readonly #hostCircuitState = new Gauge({
+    name: 'gateway_upstream_host_circuit_state',
+    help: "The upstream host's circuit breaker now: 0 closed, 1 open (every call fails at once, nothing sent), 2 half-open (one probe call in flight).",
+    registers: [this.registry],
+  });
+
+  readonly #circuitRefusals = new Counter({
+    name: 'gateway_upstream_circuit_refusals_total',
+    help: "Upstream calls not sent because their operation's or the host's circuit breaker was open, by operation.",
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
+
+  /** Feeds a breaker's state changes. */
+  recordCircuitState = (circuit: CircuitName, state: CircuitStateName): void => {
+    const value = state === 'closed' ? 0 : state === 'open' ? 1 : 2;
+    if (circuit === 'host') {
+      this.#hostCircuitChanges.inc({ state });
+      this.#hostCircuitState.set(value);
+    } else {
+      this.#circuitChanges.inc({ operation: circuit, state });
+      this.#circuitState.set({ operation: circuit }, value);
+    }
   };
+
+  /** Counts a call an open breaker refused. */
+  recordCircuitRefusal = (operation: OperationName): void => this.#circuitRefusals.inc({ operation });
 
   readonly upstreamCallsJoined = new Counter({
     name: 'gateway_upstream_calls_joined_total',
@@ -334,6 +367,12 @@ export class GatewayMetrics {
    */
   constructor(options: { defaultMetrics?: boolean; clusterWorker?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    // Every breaker's series exists from the start (closed, nothing refused): the operations are a fixed set.
+    this.#hostCircuitState.set(0);
+    for (const operation of operationNames) {
+      this.#circuitState.set({ operation }, 0);
+      this.#circuitRefusals.inc({ operation }, 0);
+    }
     this.scrape = options.clusterWorker === true ? scrapeWorkerGroup(this.registry) : () => this.registry.metrics();
   }
 

@@ -55,11 +55,12 @@ export interface UpstreamAnswersOptions {
 
 /**
  * "Does the upstream answer HTTP?": asks Get Heads for one item, without a token, on the
- * upstream's probe connection (never queued behind operations). Any HTTP answer
- * below 500 counts, 401 and 422 included (the upstream is there and speaking the protocol; a
- * readiness probe has no business holding credentials). Not ready: no connection
- * (UPSTREAM_UNAVAILABLE), no answer in time (UPSTREAM_TIMEOUT, or the probe's own timeout), a
- * 5xx, or a failure without any status.
+ * upstream's probe connection (never queued behind operations). Any HTTP answer counts, 401, 422
+ * and 5xx included (the host is there and speaking the protocol; a readiness probe has no
+ * business holding credentials; a 5xx is one operation failing, which its own breaker contains,
+ * not a reason to take the replica out of rotation). Not ready: no connection
+ * (UPSTREAM_UNAVAILABLE), no answer in time (UPSTREAM_TIMEOUT, or the probe's own timeout), or a
+ * failure without any status.
  */
 export function upstreamAnswers(upstream: Upstream, options: UpstreamAnswersOptions = {}): () => Promise<boolean> {
   const timeoutMs = options.timeoutMs ?? PROBE_TIMEOUT_MS;
@@ -67,7 +68,7 @@ export function upstreamAnswers(upstream: Upstream, options: UpstreamAnswersOpti
     const signal = AbortSignal.timeout(timeoutMs);
     const answered = listHeads(upstream.forProbe({ requestId: 'readiness', signal }), { page: 1, size: 1 }).then(
       () => true,
-      (error: unknown) => error instanceof UpstreamError && error.status !== undefined && error.status < 500,
+      (error: unknown) => error instanceof UpstreamError && error.status !== undefined,
     );
     // The signal cancels the call once it is on the wire; before (a connection still being made), only this ends the wait.
     const late = new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true }));
