@@ -1,5 +1,5 @@
 import { UpstreamCircuit, type CircuitSettings, type CircuitStateName } from './circuit.js';
-import { createUpstreamDispatcher, type DispatcherOptions } from './dispatcher.js';
+import { createUpstreamDispatcher, queuedCallsOf, type DispatcherOptions } from './dispatcher.js';
 import { RetryBudget, type RetryBudgetSettings } from './retry-budget.js';
 import { UpstreamTransport, type CallContext, type TransportOptions, type UpstreamCaller } from './transport.js';
 
@@ -24,6 +24,8 @@ export interface Upstream {
    * neither opens nor closes it.
    */
   forProbe(context: CallContext): UpstreamCaller;
+  /** Calls waiting for a connection of the operations' pool: a pool saturated (load shedding reads it). */
+  queuedCalls(): number;
   /** Whether the breaker refuses calls now (open, before its probe is due; or its probe in flight). */
   circuitRefuses(): boolean;
   readonly circuitState: CircuitStateName;
@@ -41,6 +43,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   return {
     forRequest: (context) => transport.forRequest(context),
     forProbe: (context) => probe.forRequest(context),
+    queuedCalls: queuedCallsOf(dispatcher),
     circuitRefuses: () => circuit?.refuses() ?? false,
     get circuitState() {
       return circuit?.state ?? 'closed';
