@@ -51,16 +51,18 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
   let url: string;
   beforeAll(async () => {
     // The event loop is not watched here: only the cap refuses. Identical operations held at the
-    // upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE).
-    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false' } });
+    // upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE). One client
+    // address for every request, over HTTP and through yoga.fetch alike (TRUST_PROXY): one caller.
+    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
     url = await t.listen();
   });
   afterAll(() => t.close());
   beforeEach(() => t.reset());
 
-  const send = async (body: string, headers: Record<string, string> = {}) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body }));
+  const oneCaller = { 'x-forwarded-for': '203.0.113.20' };
+  const send = async (body: string, headers: Record<string, string> = {}) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...oneCaller, ...headers }, body }));
 
-  it('refuses a new operation past the cap before any work, answers probes, finishes the running ones, and takes new ones once they are done', async () => {
+  it("refuses the caller that holds the cap a new operation before any work, answers probes, finishes the running ones, and takes new ones once they are done", async () => {
     t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 2);
     const running = [send(JSON.stringify({ query: oneCall })), send(JSON.stringify({ query: oneCall }))];
     await until(() => t.reference.inFlight() === 2, 'two listings held at the upstream');
@@ -72,8 +74,8 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     // A browser's request goes through yoga (for its CORS headers): refused there the same way.
     expectOverloaded(await send(JSON.stringify({ query: oneCall }), { origin: 'http://elsewhere.example' }));
     // Through yoga.fetch, a single operation and a batch.
-    expectOverloaded(await post(t, { query: oneCall }));
-    const batch = await post(t, [{ query: oneCall }, { query: oneCall }]);
+    expectOverloaded(await post(t, { query: oneCall }, oneCaller));
+    const batch = await post(t, [{ query: oneCall }, { query: oneCall }], oneCaller);
     expect(batch.status).toBe(503);
     expect(t.calls('listHeads')).toHaveLength(2);
     expect(await refusals(t, 'overloaded')).toBe(refusedBefore + 5);
@@ -96,7 +98,7 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     // Load has fallen: new operations are taken again.
     expect(await inFlight(t)).toBe(0);
     expect(ok(await send(JSON.stringify({ query: oneCall })))).toBe(true);
-    expect(ok(await post(t, { query: oneCall }))).toBe(true);
+    expect(ok(await post(t, { query: oneCall }, oneCaller))).toBe(true);
   });
 
   it("counts each of a batch's operations: a batch of two fills the cap", async () => {
@@ -167,3 +169,4 @@ describe('SHED_EVENT_LOOP_DELAY_MS=50', () => {
     expect(ok(await post(t, { query: oneCall }))).toBe(true);
   });
 });
+
