@@ -1,4 +1,8 @@
+import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { OperationState, RequestState } from '../src/server/request-state.js';
+import { useInFlight } from '../src/server/traffic/in-flight.js';
+import { LoadShedder } from '../src/server/traffic/load-shedder.js';
 import { answer, jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { ok, refusals } from './support/limits.js';
 import { sampleOf } from './support/metrics.js';
@@ -170,3 +174,42 @@ describe('SHED_EVENT_LOOP_DELAY_MS=50', () => {
   });
 });
 
+describe('a stream whose next() rejects', () => {
+  it("gives back its unit in flight and its caller's in-flight slot, though its consumer never cancels it", async () => {
+    // The plugin's own hooks, in yoga's order, around a stream that fails after its first part: a
+    // consumer that follows the streams spec (an errored stream is not cancelled) never calls its
+    // return(). (yoga's result processors on @whatwg-node/node-fetch's streams happen to.)
+    const shedder = new LoadShedder({ maxInFlight: 1, eventLoopDelayMs: 0, maxUpstreamQueued: 0, retryAfterSeconds: 1 }, { trustProxy: false, queuedCalls: () => 0, onRefused: () => undefined });
+    try {
+      const slotsBack: string[] = [];
+      const plugin = useInFlight(shedder, (caller) => slotsBack.push(caller));
+      const request = new RequestState(new Request('http://gateway/graphql', { method: 'POST', headers: { authorization: 'Bearer streaming' } }));
+      const operation = new OperationState();
+      request.operations.push(operation);
+      const context = { requestState: request, operationState: operation };
+      const refused = { response: undefined as Response | undefined };
+      plugin.onRequest!({ serverContext: context, fetchAPI: { Response }, endResponse: (response: Response) => (refused.response = response) } as never);
+      plugin.onParams!({ context } as never);
+      // What the caller limits' admission does with RATE_LIMIT_IN_FLIGHT.
+      operation.slot = request.caller!.key;
+      async function* parts(): AsyncGenerator<ExecutionResult> {
+        yield { data: { first: true } };
+        throw new Error('a part failed');
+      }
+      let stream: AsyncIterable<ExecutionResult> = parts();
+      plugin.onExecutionResult!({ result: stream, setResult: (wrapped: AsyncIterable<ExecutionResult>) => (stream = wrapped), context } as never);
+      plugin.onResponse!({ serverContext: context } as never);
+      expect([refused.response, shedder.inFlight, slotsBack]).toEqual([undefined, 1, []]);
+
+      const iterator = stream[Symbol.asyncIterator]();
+      expect(await iterator.next()).toEqual({ done: false, value: { data: { first: true } } });
+      await expect(iterator.next()).rejects.toThrow('a part failed');
+      expect(shedder.inFlight).toBe(0);
+      expect(slotsBack).toEqual([request.caller!.key]);
+      // Its caller's share is back too: the cap of one takes it again.
+      expect(shedder.admit(request.caller!)).toBe(true);
+    } finally {
+      shedder.close();
+    }
+  });
+});

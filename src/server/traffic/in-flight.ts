@@ -1,4 +1,4 @@
-import { finalAsyncIterator, isAsyncIterable, type Plugin } from 'graphql-yoga';
+import { isAsyncIterable, mapAsyncIterator, type Plugin } from 'graphql-yoga';
 import type { ArrivingRequest } from '../callers.js';
 import type { LoadShedder } from './load-shedder.js';
 import { operationStateOf, requestStateOf, type OperationState } from '../request-state.js';
@@ -7,7 +7,7 @@ import { operationStateOf, requestStateOf, type OperationState } from '../reques
  * The one count of operations in flight, process-wide (`LoadShedder.inFlight`, with who holds
  * them): what SHED_MAX_IN_FLIGHT caps and `gateway_operations_in_flight` shows. An operation is
  * counted from its request's arrival until its answer is out: a batch's operations each, an
- * @defer/@stream one until its last part is out or its client hangs up. A
+ * @defer/@stream one until its last part is out, its client hangs up or its stream fails. A
  * caller's in-flight slot (traffic/caller-limits.ts) rides on the same ends: `slotBack` is told
  * once per slot.
  *
@@ -48,7 +48,8 @@ export function useInFlight(shedder: LoadShedder, slotBack?: (caller: string) =>
       const operation = operationStateOf(context);
       const state = requestStateOf(context);
       if (operation === undefined || state === undefined || !isAsyncIterable(result)) return;
-      // Its end is the stream's: the last part taken, or the stream cancelled (yoga stops it when the client hangs up).
+      // Its end is the stream's: the last part taken, the stream cancelled (yoga stops it when the
+      // client hangs up), or a part that fails (its `next()` rejects: a consumer need not cancel then).
       operation.streaming = true;
       let counted = operation.inFlight;
       if (counted) state.held--;
@@ -57,7 +58,11 @@ export function useInFlight(shedder: LoadShedder, slotBack?: (caller: string) =>
         counted = false;
         giveBackSlot(operation);
       };
-      setResult(finalAsyncIterator(result, end));
+      const failed = (error: unknown) => {
+        end();
+        throw error;
+      };
+      setResult(mapAsyncIterator(result, (part) => part, failed, end));
     },
     onResponse({ serverContext }) {
       const state = requestStateOf(serverContext);
