@@ -180,7 +180,7 @@ function settingsFrom(e: Environment, env: NodeJS.ProcessEnv, routes: RouteTable
       /** The event loop's sampled delay past which a new operation is refused; 0: not watched for shedding. */
       eventLoopDelayMs: e.SHED_EVENT_LOOP_DELAY_MS,
       // More calls waiting than one operation may have in flight: operations, not one, wait for the pool.
-      /** Upstream calls waiting for a pool connection past which the gateway is overloaded; 0: not watched. */
+      /** Upstream calls waiting for a pool connection at which the gateway is overloaded; 0: not watched. */
       maxUpstreamQueued: e.SHED_MAX_UPSTREAM_QUEUED ?? e.UPSTREAM_FANOUT,
       retryAfterSeconds: e.SHED_RETRY_AFTER_SECONDS,
     }),

@@ -151,7 +151,7 @@ export const environment = z.object({
     .register(variableDocs, {
       unset: '`UPSTREAM_FANOUT`',
       description:
-        'upstream calls waiting for a connection of the pool (every one of `UPSTREAM_CONNECTIONS` busy) past which the gateway counts as overloaded, as at `SHED_MAX_IN_FLIGHT`: what notices operations that each make many calls at once; 0: not watched',
+        'upstream calls waiting for a connection of the pool (every one of `UPSTREAM_CONNECTIONS` busy) at which the gateway is overloaded as at `SHED_MAX_IN_FLIGHT`: what notices operations that each make many calls at once; 0: not watched',
     }),
   SHED_RETRY_AFTER_SECONDS: integer(1, 3_600).default(1).register(variableDocs, { description: 'the `Retry-After` of an `OVERLOADED` refusal' }),
   REDIS_URL: redisUrl()
