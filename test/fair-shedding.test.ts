@@ -18,14 +18,19 @@ const overloadRefusals = async (t: TestGateway, reason: string) => sampleOf(awai
 
 const overloaded = (a: Answer) => a.status === 503 && a.body.errors?.[0]?.extensions?.code === 'OVERLOADED';
 
+/** A caller: its token, from its client address. */
+interface Caller {
+  readonly address: string;
+  readonly token: string;
+}
+
 /** A gateway on a port whose callers are their tokens and X-Forwarded-For addresses. */
 async function fairGateway(env: Record<string, string>) {
   // Identical reads held at the upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE).
   // The event loop is not watched: a busy test machine must not refuse for it.
   const t = await startTestGateway({ env: { SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true', ...env } });
   const url = await t.listen();
-  const send = async (body: string, from: { address: string; token?: string }) =>
-    answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), 'x-forwarded-for': from.address, ...(from.token === undefined ? {} : { authorization: `Bearer ${from.token}` }) }, body }));
+  const send = async (body: string, from: Caller) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), 'x-forwarded-for': from.address, authorization: `Bearer ${from.token}` }, body }));
   return { t, send };
 }
 
@@ -42,7 +47,7 @@ describe('SHED_MAX_IN_FLIGHT=20: one caller holds the cap', () => {
   afterEach(() => void g.t.reference.releaseHeld());
 
   /** `count` slow reads sent at once, `from` each; resolves once the upstream holds `held` of them and the rest are answered. */
-  async function slowReads(count: number, held: number, from: (i: number) => { address: string; token?: string }) {
+  async function slowReads(count: number, held: number, from: (i: number) => Caller) {
     const heldBefore = g.t.reference.inFlight();
     let answered = 0;
     const reads = Array.from({ length: count }, (_, i) => g.send(slowRead, from(i)).finally(() => answered++));
