@@ -336,7 +336,7 @@ describe("the lane's hot queries, with limits and faults", () => {
     }
   });
 
-  it("charges what it runs to the caller as the pipeline does: one holding the cap is refused at the door, a newcomer is answered by the lane", async () => {
+  it('charges what it runs to the caller as the pipeline does: one holding the cap is refused at the door, a newcomer is answered by the lane', async () => {
     // Each caller from an address of its own (TRUST_PROXY); the cap of 2 held by one caller's hot queries.
     const g = await laneGateway({ SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' });
     try {

@@ -66,7 +66,7 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
   const oneCaller = { 'x-forwarded-for': '203.0.113.20' };
   const send = async (body: string, headers: Record<string, string> = {}) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...oneCaller, ...headers }, body }));
 
-  it("refuses the caller that holds the cap a new operation before any work, answers probes, finishes the running ones, and takes new ones once they are done", async () => {
+  it('refuses the caller that holds the cap a new operation before any work, answers probes, finishes the running ones, and takes new ones once they are done', async () => {
     t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 2);
     const running = [send(JSON.stringify({ query: oneCall })), send(JSON.stringify({ query: oneCall }))];
     await until(() => t.reference.inFlight() === 2, 'two listings held at the upstream');
