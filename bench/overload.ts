@@ -12,7 +12,7 @@ import { scenarios } from './scenarios.js';
  * (built, pinned to CPU 0, UPSTREAM_CONNECTIONS as configured) is driven with Q1 by autocannon
  * (bench/overload-load.ts, pinned to CPU 1 with the upstream). First the sustainable load: the
  * connections at which throughput stops growing, shedding off. Then 1x and 2x that, shedding
- * off (SHED_MAX_IN_FLIGHT=0 SHED_EVENT_LOOP_DELAY_MS=0) and on (the defaults): the p99 of the
+ * off (SHED_MAX_IN_FLIGHT=0 SHED_EVENT_LOOP_DELAY_MS=0 SHED_MAX_UPSTREAM_QUEUED=0) and on (the defaults): the p99 of the
  * accepted (2xx) answers, the refusals (503), throughput.
  */
 
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
   // connection of the pool, as distinct reads do.
   const base = { PORT: '0', HOST, UPSTREAM_URL: upstream.url, LOG_LEVEL: 'warn', NODE_ENV: 'production', UPSTREAM_DEDUPE: 'false' };
   const modes = [
-    { mode: 'shedding off', env: { ...base, SHED_MAX_IN_FLIGHT: '0', SHED_EVENT_LOOP_DELAY_MS: '0' } },
+    { mode: 'shedding off', env: { ...base, SHED_MAX_IN_FLIGHT: '0', SHED_EVENT_LOOP_DELAY_MS: '0', SHED_MAX_UPSTREAM_QUEUED: '0' } },
     { mode: 'shedding on (defaults)', env: base },
   ];
 

@@ -179,6 +179,9 @@ function settingsFrom(e: Environment, env: NodeJS.ProcessEnv, routes: RouteTable
       maxInFlight: e.SHED_MAX_IN_FLIGHT ?? e.UPSTREAM_CONNECTIONS,
       /** The event loop's sampled delay past which a new operation is refused; 0: not watched for shedding. */
       eventLoopDelayMs: e.SHED_EVENT_LOOP_DELAY_MS,
+      // More calls waiting than one operation may have in flight: operations, not one, wait for the pool.
+      /** Upstream calls waiting for a pool connection at which the gateway is overloaded; 0: not watched. */
+      maxUpstreamQueued: e.SHED_MAX_UPSTREAM_QUEUED ?? e.UPSTREAM_FANOUT,
       retryAfterSeconds: e.SHED_RETRY_AFTER_SECONDS,
     }),
     /** undefined: no response cache (RESPONSE_CACHE_TTL_MS unset or 0). */

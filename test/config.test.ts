@@ -56,7 +56,7 @@ describe('loadConfig', () => {
       // MAX_CONNECTIONS: this process's descriptor limit, less the pool twice (the embedded upstream's too) and the reserve.
       connections: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxConnections: descriptorLimit() - 2 * 100 - 96, adminPort: undefined, adminMaxConnections: 32 },
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false },
-      loadShedding: { maxInFlight: 100, eventLoopDelayMs: 250, retryAfterSeconds: 1 },
+      loadShedding: { maxInFlight: 100, eventLoopDelayMs: 250, maxUpstreamQueued: 10, retryAfterSeconds: 1 },
       responseCache: undefined,
       redis: undefined,
       metricsOperations: { known: new Set(), max: 500 },
@@ -76,9 +76,9 @@ describe('loadConfig', () => {
     expect(loadConfig({ WORKERS: 'auto' }).workers).toBeGreaterThanOrEqual(1);
     expect(loadConfig({ PLANNER: 'off' }).planner).toBe('plain');
     expect(loadConfig({ COMPILED_EXECUTION: 'off' }).compiledExecution).toBe(false);
-    // The in-flight cap follows the upstream pool unless set; 0 turns either threshold off.
-    expect(loadConfig({ UPSTREAM_CONNECTIONS: '10' }).loadShedding.maxInFlight).toBe(10);
-    expect(loadConfig({ UPSTREAM_CONNECTIONS: '10', SHED_MAX_IN_FLIGHT: '0', SHED_EVENT_LOOP_DELAY_MS: '0', SHED_RETRY_AFTER_SECONDS: '5' }).loadShedding).toEqual({ maxInFlight: 0, eventLoopDelayMs: 0, retryAfterSeconds: 5 });
+    // The in-flight cap follows the upstream pool unless set, the pool's queue one operation's fan-out; 0 turns each threshold off.
+    expect(loadConfig({ UPSTREAM_CONNECTIONS: '10', UPSTREAM_FANOUT: '4' }).loadShedding).toMatchObject({ maxInFlight: 10, maxUpstreamQueued: 4 });
+    expect(loadConfig({ UPSTREAM_CONNECTIONS: '10', SHED_MAX_IN_FLIGHT: '0', SHED_EVENT_LOOP_DELAY_MS: '0', SHED_MAX_UPSTREAM_QUEUED: '0', SHED_RETRY_AFTER_SECONDS: '5' }).loadShedding).toEqual({ maxInFlight: 0, eventLoopDelayMs: 0, maxUpstreamQueued: 0, retryAfterSeconds: 5 });
     expect(loadConfig({ COMPILED_EXECUTION_AT_RUN: '1', COMPILED_EXECUTION_MAX_FIELDS: '40' }).compiledQueries).toEqual({ afterExecutions: 1, maxFields: 40 });
     expect(loadConfig({ COMPILED_EXECUTION_MAX_ENTRIES: '20', COMPILED_EXECUTION_MAX_BYTES: '2097152' }).compiledDocuments).toEqual({ maxEntries: 20, maxBytes: 2_097_152 });
     expect(loadConfig({ DOCUMENT_CACHE_MAX_ENTRIES: '100', DOCUMENT_CACHE_MAX_BYTES: '8388608' }).documentCache).toEqual({ maxEntries: 100, maxBytes: 8_388_608 });

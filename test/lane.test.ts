@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { sampleOf } from './support/metrics.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { until } from './support/until.js';
 
 /*
  * The lane of cached answers (server/hit-lane.ts): with the response cache in memory and no
@@ -330,6 +331,33 @@ describe("the lane's hot queries, with limits and faults", () => {
         expect(answers[1]!.body).not.toContain(g.t.reference.url);
       }
       g.t.reset();
+    } finally {
+      await g.t.close();
+    }
+  });
+
+  it('charges what it runs to the caller as the pipeline does: one holding the cap is refused at the door, a newcomer is answered by the lane', async () => {
+    // Each caller from an address of its own (TRUST_PROXY); the cap of 2 held by one caller's hot queries.
+    const g = await laneGateway({ SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' });
+    try {
+      const ids = g.t.reference.store.headIds();
+      const body = (id: string) => ({ query: hotQuery, variables: { id } });
+      await g.warm(body(ids[0]!));
+      const before = await g.early();
+      g.t.reset();
+      for (const operation of ['getHeadById', 'getHeadExtById', 'getHeadExt'] as const) g.t.reference.injectFault(operation, { kind: 'latency', ms: 60_000 }, 2);
+      const heavy = { 'x-forwarded-for': '198.51.100.80', authorization: 'Bearer lane-heavy' };
+      const held = [g.send(g.endpoint, body(ids[1]!), heavy), g.send(g.endpoint, body(ids[2]!), heavy)];
+      await until(() => g.t.reference.inFlight() === 2, "the heavy caller's two hot queries held at the upstream");
+      expect(await g.counted('gateway_operations_in_flight')).toBe(2);
+      expect((await g.send(g.endpoint, body(ids[3]!), heavy)).status).toBe(503);
+      const newcomer = await g.send(g.endpoint, body(ids[4]!), { 'x-forwarded-for': '198.51.100.81', authorization: 'Bearer lane-newcomer' });
+      expect(newcomer.status).toBe(200);
+      expect(await g.early()).toBe(before + 1);
+      g.t.reference.releaseHeld();
+      expect((await Promise.all(held)).map((response) => response.status)).toEqual([200, 200]);
+      expect(await g.early()).toBe(before + 3);
+      expect(await g.counted('gateway_overload_refusals_total{reason="caller_share"}')).toBe(1);
     } finally {
       await g.t.close();
     }

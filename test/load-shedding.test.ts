@@ -1,4 +1,8 @@
+import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { OperationState, RequestState } from '../src/server/request-state.js';
+import { useInFlight } from '../src/server/traffic/in-flight.js';
+import { LoadShedder } from '../src/server/traffic/load-shedder.js';
 import { answer, jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { ok, refusals } from './support/limits.js';
 import { sampleOf } from './support/metrics.js';
@@ -51,16 +55,18 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
   let url: string;
   beforeAll(async () => {
     // The event loop is not watched here: only the cap refuses. Identical operations held at the
-    // upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE).
-    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false' } });
+    // upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE). One client
+    // address for every request, over HTTP and through yoga.fetch alike (TRUST_PROXY): one caller.
+    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
     url = await t.listen();
   });
   afterAll(() => t.close());
   beforeEach(() => t.reset());
 
-  const send = async (body: string, headers: Record<string, string> = {}) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body }));
+  const oneCaller = { 'x-forwarded-for': '203.0.113.20' };
+  const send = async (body: string, headers: Record<string, string> = {}) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...oneCaller, ...headers }, body }));
 
-  it('refuses a new operation past the cap before any work, answers probes, finishes the running ones, and takes new ones once they are done', async () => {
+  it('refuses the caller that holds the cap a new operation before any work, answers probes, finishes the running ones, and takes new ones once they are done', async () => {
     t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 2);
     const running = [send(JSON.stringify({ query: oneCall })), send(JSON.stringify({ query: oneCall }))];
     await until(() => t.reference.inFlight() === 2, 'two listings held at the upstream');
@@ -72,8 +78,8 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     // A browser's request goes through yoga (for its CORS headers): refused there the same way.
     expectOverloaded(await send(JSON.stringify({ query: oneCall }), { origin: 'http://elsewhere.example' }));
     // Through yoga.fetch, a single operation and a batch.
-    expectOverloaded(await post(t, { query: oneCall }));
-    const batch = await post(t, [{ query: oneCall }, { query: oneCall }]);
+    expectOverloaded(await post(t, { query: oneCall }, oneCaller));
+    const batch = await post(t, [{ query: oneCall }, { query: oneCall }], oneCaller);
     expect(batch.status).toBe(503);
     expect(t.calls('listHeads')).toHaveLength(2);
     expect(await refusals(t, 'overloaded')).toBe(refusedBefore + 5);
@@ -96,7 +102,7 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     // Load has fallen: new operations are taken again.
     expect(await inFlight(t)).toBe(0);
     expect(ok(await send(JSON.stringify({ query: oneCall })))).toBe(true);
-    expect(ok(await post(t, { query: oneCall }))).toBe(true);
+    expect(ok(await post(t, { query: oneCall }, oneCaller))).toBe(true);
   });
 
   it("counts each of a batch's operations: a batch of two fills the cap", async () => {
@@ -165,5 +171,45 @@ describe('SHED_EVENT_LOOP_DELAY_MS=50', () => {
 
     await until(async () => (await delay()) < 0.05, 'a window without lag', 20_000);
     expect(ok(await post(t, { query: oneCall }))).toBe(true);
+  });
+});
+
+describe('a stream whose next() rejects', () => {
+  it("gives back its unit in flight and its caller's in-flight slot, though its consumer never cancels it", async () => {
+    // The plugin's own hooks, in yoga's order, around a stream that fails after its first part: a
+    // consumer that follows the streams spec (an errored stream is not cancelled) never calls its
+    // return(). (yoga's result processors on @whatwg-node/node-fetch's streams happen to.)
+    const shedder = new LoadShedder({ maxInFlight: 1, eventLoopDelayMs: 0, maxUpstreamQueued: 0, retryAfterSeconds: 1 }, { trustProxy: false, queuedCalls: () => 0, onRefused: () => undefined });
+    try {
+      const slotsBack: string[] = [];
+      const plugin = useInFlight(shedder, (caller) => slotsBack.push(caller));
+      const request = new RequestState(new Request('http://gateway/graphql', { method: 'POST', headers: { authorization: 'Bearer streaming' } }));
+      const operation = new OperationState();
+      request.operations.push(operation);
+      const context = { requestState: request, operationState: operation };
+      const refused = { response: undefined as Response | undefined };
+      plugin.onRequest!({ serverContext: context, fetchAPI: { Response }, endResponse: (response: Response) => (refused.response = response) } as never);
+      plugin.onParams!({ context } as never);
+      // What the caller limits' admission does with RATE_LIMIT_IN_FLIGHT.
+      operation.slot = request.caller!.key;
+      async function* parts(): AsyncGenerator<ExecutionResult> {
+        yield { data: { first: true } };
+        throw new Error('a part failed');
+      }
+      let stream: AsyncIterable<ExecutionResult> = parts();
+      plugin.onExecutionResult!({ result: stream, setResult: (wrapped: AsyncIterable<ExecutionResult>) => (stream = wrapped), context } as never);
+      plugin.onResponse!({ serverContext: context } as never);
+      expect([refused.response, shedder.inFlight, slotsBack]).toEqual([undefined, 1, []]);
+
+      const iterator = stream[Symbol.asyncIterator]();
+      expect(await iterator.next()).toEqual({ done: false, value: { data: { first: true } } });
+      await expect(iterator.next()).rejects.toThrow('a part failed');
+      expect(shedder.inFlight).toBe(0);
+      expect(slotsBack).toEqual([request.caller!.key]);
+      // Its caller's share is back too: the cap of one takes it again.
+      expect(shedder.admit(request.caller!)).toBe(true);
+    } finally {
+      shedder.close();
+    }
   });
 });

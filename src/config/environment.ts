@@ -141,11 +141,18 @@ export const environment = z.object({
     .register(variableDocs, {
       unset: '`UPSTREAM_CONNECTIONS`',
       description:
-        'operations one process may have in flight (admitted, answer not yet out; an `@defer`/`@stream` one until its last part); a new one past it is refused at once with 503 `OVERLOADED`; 0: no cap (see [load shedding](docs/operations.md#load-shedding))',
+        'operations one process may have in flight (admitted, answer not yet out; an `@defer`/`@stream` one until its last part); past it a new one is refused at once with 503 `OVERLOADED` when its caller (or its address) holds its fair share or more, and whoever sends it at twice the cap; 0: no cap (see [load shedding](docs/operations.md#load-shedding))',
     }),
   SHED_EVENT_LOOP_DELAY_MS: integer(0, 60_000)
     .default(250)
-    .register(variableDocs, { description: "the event loop's delay (its median over the last 500 ms, less the 10 ms sampling interval) past which new operations are refused with 503 `OVERLOADED`; 0: not watched" }),
+    .register(variableDocs, { description: "the event loop's delay (its median over the last 500 ms, less the 10 ms sampling interval) past which new operations are refused with 503 `OVERLOADED`, those of the callers holding their fair share or more; 0: not watched" }),
+  SHED_MAX_UPSTREAM_QUEUED: integer(0, 1_000_000)
+    .optional()
+    .register(variableDocs, {
+      unset: '`UPSTREAM_FANOUT`',
+      description:
+        'upstream calls waiting for a connection of the pool (every one of `UPSTREAM_CONNECTIONS` busy) at which the gateway is overloaded as at `SHED_MAX_IN_FLIGHT`: what notices operations that each make many calls at once; 0: not watched',
+    }),
   SHED_RETRY_AFTER_SECONDS: integer(1, 3_600).default(1).register(variableDocs, { description: 'the `Retry-After` of an `OVERLOADED` refusal' }),
   REDIS_URL: redisUrl()
     .optional()

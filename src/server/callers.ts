@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { credentialKeyOf } from '../upstream/credential.js';
+import { firstHeader } from './http/paths.js';
 
 /**
  * The caller an Authorization header names, `token:<SHA-256 of its normalised credential>`, or
@@ -11,7 +12,7 @@ export function tokenCallerOf(authorization: string | undefined): string | undef
   return key === undefined ? undefined : `token:${key}`;
 }
 
-/** Whom an operation is charged to (traffic/caller-limits.ts). */
+/** Whom an operation is charged to (traffic/caller-limits.ts, and its share under load: traffic/load-shedder.ts). */
 export interface Caller {
   /** `token:<hash of the normalised credential>`, or else the client address. */
   readonly key: string;
@@ -32,3 +33,8 @@ export function callerFrom(tokenCaller: string | undefined, forwardedFor: string
 
 /** A request as the HTTP server hands it on: the caller it worked out before yoga, if it did (traffic/caller-limits.ts). */
 export type ArrivingRequest = IncomingMessage & { callerOnArrival?: Caller };
+
+/** Whom a request that arrived over HTTP is charged to, worked out once: the door, the lane and yoga's plugins read the same. */
+export function callerOnArrival(request: ArrivingRequest, trustProxy: boolean): Caller {
+  return (request.callerOnArrival ??= callerFrom(tokenCallerOf(firstHeader(request.headers.authorization)), firstHeader(request.headers['x-forwarded-for']), request.socket.remoteAddress, trustProxy));
+}

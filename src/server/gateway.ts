@@ -44,7 +44,7 @@ import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-
 import { recentRefusalsOf, slotReturner, useCallerLimits } from './traffic/caller-limits.js';
 import { createCallerLimiters } from './traffic/limiters.js';
 import { useInFlight } from './traffic/in-flight.js';
-import { LoadShedder } from './traffic/load-shedder.js';
+import { LoadShedder, overloadReasons } from './traffic/load-shedder.js';
 
 /** GraphiQL's title, and the front door's. */
 const TITLE = 'Avatar Head gateway';
@@ -133,8 +133,17 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const recent = recentRefusalsOf(callerLimitOptions);
   const callerLimits = useCallerLimits({ ...callerLimitOptions, recent });
   const overloaded = metrics.refusals.labels({ limit: 'overloaded' });
-  const shedder = new LoadShedder(settings.loadShedding, () => overloaded.inc());
+  const shedder = new LoadShedder(settings.loadShedding, {
+    trustProxy: settings.callerLimits.trustProxy,
+    queuedCalls: upstream.queuedCalls,
+    onRefused: (reason) => {
+      overloaded.inc();
+      metrics.overloadRefusals.inc({ reason });
+    },
+  });
   metrics.watchLoad(shedder);
+  // Every reason's series exists from the start (at 0), so a rate over it has a beginning.
+  for (const reason of overloadReasons) metrics.overloadRefusals.inc({ reason }, 0);
   // An overloaded gateway refuses first: that refusal costs the least.
   const refuseEarly: EarlyRefusal = recent === undefined ? shedder.refuseEarly : (request) => shedder.refuseEarly(request) ?? recent.refuseEarly(request);
   // The same for every request: made once, not per request.

@@ -138,15 +138,16 @@ function queryOf(body: Buffer, options: LaneOptions): LaneQuery | undefined {
   return operation?.operation === 'query' ? { params, document, operation } : undefined;
 }
 
-/** An operation the lane answers, from its arrival: counted in flight, recorded, its request id. */
+/** An operation the lane answers, from its arrival: counted in flight for its caller (admitted at the door), recorded, its request id. */
 function arrive(request: IncomingMessage, query: LaneQuery, options: LaneOptions) {
-  const { recorder } = options;
-  options.shedder.inFlight++;
+  const { recorder, shedder } = options;
+  const caller = shedder.callerOf(request);
+  shedder.hold(caller);
   const headers = readerOf(request.headers);
   const { parent, client } = recorder.arrive(headers);
   const record = recorder.begin(parent, query.operation.name?.value ?? query.params.operationName ?? undefined);
   record.type = 'query';
-  return { headers, record, requested: { requestId: requestIdFrom({ headers }), client } };
+  return { caller, headers, record, requested: { requestId: requestIdFrom({ headers }), client } };
 }
 
 type Arrival = ReturnType<typeof arrive>;
@@ -177,7 +178,7 @@ function answerKept(kept: KeptAnswers, request: IncomingMessage, response: Serve
   try {
     send(response, request, arrival, options, { status: 200, type: typeByAccept.get(request.headers.accept)!, body: answer.json ?? JSON.stringify({ data: answer.result.data }), cacheable });
   } finally {
-    options.shedder.inFlight--;
+    options.shedder.release(arrival.caller);
   }
   kept.onAnswered?.();
   options.recorder.finish(arrival.requested, arrival.record, 0, answer.result);
@@ -224,15 +225,16 @@ function answerHot(hot: HotQueries, request: IncomingMessage, response: ServerRe
     .catch((error: unknown) => ({ errors: [error as GraphQLError] }))
     .then(answer)
     .catch(() => response.destroy())
-    .finally(() => options.shedder.inFlight--);
+    .finally(() => options.shedder.release(arrival.caller));
   return true;
 }
 
 /**
  * The lane before yoga: a plain query answered without the pipeline's per-request machinery, with
- * the policies the pipeline applies (one place each): the HTTP server's early refusals (overload),
- * the shedder's in-flight count, the operation telemetry's recorder and the cache headers' rule
- * (answers/answer-headers.ts). It answers two kinds of query:
+ * the policies the pipeline applies (one place each): the HTTP server's early refusals (overload,
+ * by the shedder's rule), the shedder's in-flight count and who holds it, the operation
+ * telemetry's recorder and the cache headers' rule (answers/answer-headers.ts). It answers two
+ * kinds of query:
  * - **kept**: one whose answer the response cache keeps (its key and lookup), with the response
  *   cache in this process's memory (a lookup in Redis would be made twice on a miss);
  * - **hot**: one the pipeline has executed and compiled (documents/compiled-execution.ts), so

@@ -6,7 +6,7 @@ import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { RequestBatch } from '../loaders/request-batch.js';
 import { requestIdFrom } from '../schema/context.js';
 import type { ClientIdentity } from './instruments/client-awareness.js';
-import { tokenCallerOf, type Caller } from './callers.js';
+import { callerFrom, tokenCallerOf, type ArrivingRequest, type Caller } from './callers.js';
 import { pathOf, servedAsGraphQL } from './http/paths.js';
 
 /*
@@ -107,7 +107,7 @@ export class RequestState {
   batch: RequestBatch | undefined;
   /** What the Accept header allows; undefined without one (anything). */
   negotiated: Negotiated | undefined;
-  /** Whom its operations are charged to; worked out once (traffic/caller-limits.ts). */
+  /** Whom its operations are charged to (`callerOf`): load shedding's shares and the caller limits. */
   caller: Caller | undefined;
   /** What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). */
   readonly quotas: { requests?: RateLimiterRes; address?: RateLimiterRes } = {};
@@ -131,6 +131,15 @@ export class RequestState {
   get tokenCaller(): string | undefined {
     if (this.#tokenCaller === undefined) this.#tokenCaller = tokenCallerOf(this.request.headers.get('authorization') ?? undefined) ?? null;
     return this.#tokenCaller ?? undefined;
+  }
+
+  /**
+   * Whom its operations are charged to, worked out once: as the HTTP server did before yoga
+   * (`req` is the Node request it came on), else from its headers (the gateway driven through
+   * `yoga.fetch` has no client address).
+   */
+  callerOf(req: ArrivingRequest | undefined, trustProxy: boolean): Caller {
+    return (this.caller ??= req?.callerOnArrival ?? callerFrom(this.tokenCaller, this.request.headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy));
   }
 
   /** The id its log lines, upstream calls and answer carry: the incoming `x-request-id` when sane, else made once. */

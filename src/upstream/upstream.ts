@@ -1,6 +1,6 @@
 import type { CircuitSettings } from './circuit.js';
 import { UpstreamCircuits, type CircuitEvents } from './circuits.js';
-import { createUpstreamDispatcher, type DispatcherOptions } from './dispatcher.js';
+import { createUpstreamDispatcher, queuedCallsOf, type DispatcherOptions } from './dispatcher.js';
 import { RetryBudget, type RetryBudgetSettings } from './retry-budget.js';
 import { UpstreamTransport, type CallContext, type TransportOptions, type UpstreamCaller } from './transport.js';
 
@@ -27,6 +27,8 @@ export interface Upstream {
   forProbe(context: CallContext): UpstreamCaller;
   /** The breakers (none without `breaker`). */
   readonly circuits: UpstreamCircuits | undefined;
+  /** Calls waiting for a connection of the operations' pool: a pool saturated (load shedding reads it). */
+  queuedCalls(): number;
   close(): Promise<void>;
 }
 
@@ -42,6 +44,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     forRequest: (context) => transport.forRequest(context),
     forProbe: (context) => probe.forRequest(context),
     circuits,
+    queuedCalls: queuedCallsOf(dispatcher),
     close: async () => {
       await Promise.all([dispatcher.close(), probeDispatcher.close()]);
     },

@@ -165,6 +165,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly overloadRefusals = new Counter({
+    name: 'gateway_overload_refusals_total',
+    help: 'Operations refused with OVERLOADED (each one of gateway_refusals_total{limit="overloaded"} too), by reason: caller_share (the gateway overloaded, and its caller or address held its fair share or more), cap (in flight at twice SHED_MAX_IN_FLIGHT: whoever sent it), event_loop or upstream_queue (overloaded with nothing in flight to share out).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   readonly abandonedAnswers = new Counter({
     name: 'gateway_abandoned_answers_total',
     help: 'Answers not serialised because the client had closed the request.',
@@ -331,7 +338,7 @@ export class GatewayMetrics {
   }
 
   /** What the load gauges read at each scrape (server/traffic/load-shedder.ts). */
-  #load: { readonly inFlight: number; readonly delayMs: number } | undefined;
+  #load: { readonly inFlight: number; readonly delayMs: number; readonly upstreamQueued: number } | undefined;
 
   readonly #operationsOpen: Gauge = new Gauge({
     name: 'gateway_operations_in_flight',
@@ -353,8 +360,17 @@ export class GatewayMetrics {
     },
   });
 
-  /** Reports the shedder's operations in flight and event-loop delay, read at each scrape. */
-  watchLoad(load: { readonly inFlight: number; readonly delayMs: number }): void {
+  readonly #upstreamQueued: Gauge = new Gauge({
+    name: 'gateway_upstream_calls_queued',
+    help: "Upstream calls waiting for a connection of the pool, every one of UPSTREAM_CONNECTIONS busy: what SHED_MAX_UPSTREAM_QUEUED caps.",
+    registers: [this.registry],
+    collect: () => {
+      if (this.#load !== undefined) this.#upstreamQueued.set(this.#load.upstreamQueued);
+    },
+  });
+
+  /** Reports the shedder's operations in flight, event-loop delay and upstream queue, read at each scrape. */
+  watchLoad(load: { readonly inFlight: number; readonly delayMs: number; readonly upstreamQueued: number }): void {
     this.#load = load;
   }
 

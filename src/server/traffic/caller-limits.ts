@@ -1,25 +1,14 @@
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../../schema/context.js';
-import { callerFrom, tokenCallerOf, type ArrivingRequest } from '../callers.js';
-import { firstHeader } from '../http/paths.js';
+import { callerOnArrival, type ArrivingRequest } from '../callers.js';
 import type { EarlyRefusal } from '../http/refusal.js';
-import { operationStateOf, requestStateOf, type Caller, type RequestState } from '../request-state.js';
+import { operationStateOf, requestStateOf } from '../request-state.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 
 /** The limits a caller can reach, as `gateway_refusals_total{limit}` and `extensions.limit` name them. */
 export type CallerLimit = 'requests' | 'upstream_calls' | 'in_flight' | 'address';
-
-/**
- * Whom a request's operations are charged to (callers.ts), worked out once per request: by the
- * HTTP server before yoga when it asks the recent refusals, else here.
- */
-function callerOf(state: RequestState, serverContext: { req?: ArrivingRequest }, trustProxy: boolean): Caller {
-  if (state.caller !== undefined) return state.caller;
-  const req = serverContext.req;
-  return (state.caller = req?.callerOnArrival ?? callerFrom(state.tokenCaller, state.request.headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy));
-}
 
 const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight', address: 'operations' };
 
@@ -88,7 +77,7 @@ export function useCallerLimits(options: CallerLimitsOptions): { readonly admiss
       const state = requestStateOf(context);
       const operation = operationStateOf(context);
       if (state === undefined || operation === undefined) return undefined;
-      const { key: caller, address } = callerOf(state, context as { req?: ArrivingRequest }, options.trustProxy);
+      const { key: caller, address } = state.callerOf((context as { req?: ArrivingRequest }).req, options.trustProxy);
       // The address first: a made-up token's fresh window does not get past its address's.
       if (addressRequests !== undefined) {
         const taken = await take(addressRequests, address, 1);
@@ -191,9 +180,7 @@ export class RecentRefusals {
 
   /** The HTTP server's question: a caller (or address) refused a moment ago is refused again, before yoga. */
   readonly refuseEarly: EarlyRefusal = (request: ArrivingRequest) => {
-    const caller = callerFrom(tokenCallerOf(firstHeader(request.headers.authorization)), firstHeader(request.headers['x-forwarded-for']), request.socket.remoteAddress, this.trustProxy);
-    // Worked out once: yoga's plugin reads it from here.
-    request.callerOnArrival = caller;
+    const caller = callerOnArrival(request, this.trustProxy);
     const memo = this.#current(RecentRefusals.addressKey(caller.address)) ?? this.#current(caller.key);
     if (memo === undefined) return undefined;
     this.onRefused?.(memo.limit);

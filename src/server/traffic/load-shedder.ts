@@ -1,6 +1,8 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { LoadSheddingSettings } from '../../config.js';
+import { callerOnArrival, type ArrivingRequest, type Caller } from '../callers.js';
 import { refusalBody, refusalType, type EarlyRefusal } from '../http/refusal.js';
+import { CallerShares } from './caller-shares.js';
 
 /** How often the event loop's delay is read (and its histogram started again). */
 export const DELAY_WINDOW_MS = 500;
@@ -16,20 +18,52 @@ const DELAY_PERCENTILE = 50;
 const DELAY_RESOLUTION_MS = 10;
 
 /**
+ * Why an operation was refused, as `gateway_overload_refusals_total{reason}` says it: its caller
+ * (or its address) held its fair share or more while the gateway was overloaded; in flight at the
+ * ceiling (`cap`), whoever sent it; or overloaded with nothing in flight to share out.
+ */
+export const overloadReasons = ['caller_share', 'cap', 'event_loop', 'upstream_queue'] as const;
+export type OverloadReason = (typeof overloadReasons)[number];
+
+/** What passes a threshold (each off at 0): the operations in flight, the event loop's delay, the upstream pool's queue. */
+type Overload = Exclude<OverloadReason, 'caller_share'>;
+
+/** Operations in flight at most with no cap (SHED_MAX_IN_FLIGHT=0): what bounds the per-caller counts then. */
+const CEILING_WITHOUT_CAP = 100_000;
+
+export interface LoadShedderOptions {
+  /** Whether a caller without a token is its first X-Forwarded-For hop (TRUST_PROXY), as for the caller limits. */
+  readonly trustProxy: boolean;
+  /** The upstream pool's queue now (upstream.ts: `queuedCalls`). */
+  readonly queuedCalls: () => number;
+  /** Told of every refusal, for metrics. */
+  readonly onRefused: (reason: OverloadReason) => void;
+}
+
+/**
  * The gateway's load, process-wide, and whether a new operation is refused for it (503
- * OVERLOADED): when the operations in flight reach the cap, or the event loop's delay over the
- * last window passed the threshold. The count goes up as an operation is admitted and down once
- * its answer is out (traffic/load-shedding.ts keeps it); the delay is read every DELAY_WINDOW_MS
- * on an unref'd timer, so checking costs a counter and a flag per request. Both are read by
- * /metrics whatever the thresholds: they are what an autoscaler watches before shedding starts.
+ * OVERLOADED). It is overloaded when the operations in flight reach the cap, when the event
+ * loop's delay over the last window passed its threshold, or when the upstream pool's queue
+ * reached its own (operations that each make many calls fill the pool long before the cap).
+ * Overloaded, it refuses the callers that hold the most, not whoever comes next (the SRE book's
+ * "Handling Overload": per-client shares, the heaviest refused first and cheaply): a new operation
+ * is refused when its caller, or its client address, holds its share of the operations in flight
+ * or more (of the cap, at most), so while one caller holds half the cap or more a caller with
+ * nothing in flight is still served. The room those callers get past the cap ends at twice it:
+ * from there every new operation is refused. The count goes up as an operation is admitted and
+ * down once its answer is out (traffic/in-flight.ts for yoga's, lane.ts for the lane's); the
+ * delay is read every DELAY_WINDOW_MS on an unref'd timer, so checking costs counters and a flag
+ * per request while nothing is overloaded. The gauges are read by /metrics whatever the
+ * thresholds: they are what an autoscaler watches before shedding starts.
  */
 export class LoadShedder {
-  /** Operations admitted whose answer is not yet out (an @defer/@stream one until its last part). */
-  inFlight = 0;
+  #inFlight = 0;
   /** The last window's median delay, in ms. */
   delayMs = 0;
   #lagging = false;
+  readonly #shares = new CallerShares();
   readonly #cap: number;
+  readonly #ceiling: number;
   readonly #histogram: IntervalHistogram;
   readonly #timer: NodeJS.Timeout;
   /** The refusal as the HTTP server writes it (made once: it never changes). */
@@ -37,13 +71,16 @@ export class LoadShedder {
   /** The refusal's body, and the headers a fresh copy of which each yoga refusal gets. */
   readonly body: string;
   readonly headers: Readonly<Record<string, string>>;
+  readonly trustProxy: boolean;
 
   constructor(
     readonly settings: LoadSheddingSettings,
-    /** Told of every refusal, for metrics. */
-    private readonly onRefused: () => void,
+    private readonly options: LoadShedderOptions,
   ) {
-    this.#cap = settings.maxInFlight === 0 ? Number.POSITIVE_INFINITY : settings.maxInFlight;
+    this.trustProxy = options.trustProxy;
+    const { maxInFlight } = settings;
+    this.#ceiling = maxInFlight === 0 ? CEILING_WITHOUT_CAP : 2 * maxInFlight;
+    this.#cap = maxInFlight === 0 ? this.#ceiling : maxInFlight;
     const seconds = settings.retryAfterSeconds;
     this.body = refusalBody(`The gateway is overloaded: try again in ${seconds} s.`, 'OVERLOADED', { retryAfterSeconds: seconds });
     this.headers = Object.freeze({ 'content-type': refusalType, 'retry-after': String(seconds) });
@@ -53,19 +90,69 @@ export class LoadShedder {
     this.#timer = setInterval(() => this.#sample(), DELAY_WINDOW_MS).unref();
   }
 
-  /** Whether a new operation is refused now; counts the refusal when it is. */
-  refuses(): boolean {
-    if (this.inFlight < this.#cap && !this.#lagging) return false;
-    this.onRefused();
+  /** Operations admitted whose answer is not yet out (an @defer/@stream one until its last part): the one count. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Upstream calls waiting for a pool connection. */
+  get upstreamQueued(): number {
+    return this.options.queuedCalls();
+  }
+
+  /** Whom a request that arrived over HTTP is charged to (callers.ts). */
+  callerOf(request: ArrivingRequest): Caller {
+    return callerOnArrival(request, this.trustProxy);
+  }
+
+  /** Why a new operation of `caller` is refused now, counted; undefined when it may run. */
+  refusal(caller: Caller): OverloadReason | undefined {
+    const overload = this.#overload();
+    if (overload === undefined) return undefined;
+    const reason = this.#inFlight >= this.#ceiling ? 'cap' : this.#refusedUnder(overload, caller);
+    if (reason !== undefined) this.options.onRefused(reason);
+    return reason;
+  }
+
+  /** Admits a new operation of `caller` (held until `release`), or refuses it (false). */
+  admit(caller: Caller): boolean {
+    if (this.refusal(caller) !== undefined) return false;
+    this.hold(caller);
     return true;
   }
 
-  /** The HTTP server's question before yoga (http-server.ts). */
-  readonly refuseEarly: EarlyRefusal = () => (this.refuses() ? this.#early : undefined);
+  /** Counts operations of `caller` in flight, admitted already (a batch's others, the lane's after the door). */
+  hold(caller: Caller, operations = 1): void {
+    this.#inFlight += operations;
+    this.#shares.hold(caller, operations);
+  }
+
+  release(caller: Caller, operations = 1): void {
+    this.#inFlight -= operations;
+    this.#shares.release(caller, operations);
+  }
+
+  /** The HTTP server's question before yoga (http-server.ts): the caller is worked out only while overloaded. */
+  readonly refuseEarly: EarlyRefusal = (request: ArrivingRequest) => (this.#overload() !== undefined && this.refusal(this.callerOf(request)) !== undefined ? this.#early : undefined);
 
   close(): void {
     clearInterval(this.#timer);
     this.#histogram.disable();
+  }
+
+  #overload(): Overload | undefined {
+    if (this.#inFlight >= this.#cap) return 'cap';
+    if (this.#lagging) return 'event_loop';
+    const { maxUpstreamQueued } = this.settings;
+    return maxUpstreamQueued > 0 && this.options.queuedCalls() >= maxUpstreamQueued ? 'upstream_queue' : undefined;
+  }
+
+  /** Overloaded below the ceiling: the callers at or over their share of what is in flight (the cap at most) are refused. */
+  #refusedUnder(overload: Overload, caller: Caller): OverloadReason | undefined {
+    const shared = Math.min(this.#cap, this.#inFlight);
+    // Nothing in flight to share out: the overload is not the operations' (a loop held by something else).
+    if (shared === 0) return overload;
+    return this.#shares.atShare(caller, shared) ? 'caller_share' : undefined;
   }
 
   #sample(): void {
