@@ -43,7 +43,13 @@ describe('only Get Heads Ext answering 503 (the issue\'s case)', () => {
     const { t, post, graphql, ready } = await serve();
     t.reference.injectFault('listHeadsExt', { kind: 'status', status: 503 }, 1_000);
     const reads: GraphQLResponse[] = [];
-    for (let n = 1; n <= 30; n++) reads.push(JSON.parse((await post(metadataQuery)).text) as GraphQLResponse);
+    let linesWhenOpen = 0;
+    for (let n = 1; n <= 30; n++) {
+      reads.push(JSON.parse((await post(metadataQuery)).text) as GraphQLResponse);
+      if (n === 4) linesWhenOpen = t.logLines.length;
+    }
+    // While it is open, its 26 refusals write no line: no warning, no operation line (OPERATION_LOG=failures).
+    expect(t.logLines.slice(linesWhenOpen)).toEqual([]);
     // Three attempts each for reads 1 to 3, the 4th read's first is the 10th failure: then it is open.
     expect(reads.map(codes)).toEqual([...Array(4).fill(['UPSTREAM_ERROR']), ...Array(26).fill(['UPSTREAM_UNAVAILABLE'])]);
     expect(t.calls('listHeadsExt')).toHaveLength(10);

@@ -303,7 +303,7 @@ export const environment = z.object({
     .default('failures')
     .register(variableDocs, {
       description:
-        "which GraphQL operations get a `graphql operation` log line (at `info`): `failures`, those refused, failed or slower than `OPERATION_LOG_SLOW_MS`; `all`, every one; `off`, none. The metrics and spans count every operation whatever this says (see [logs](docs/operations.md#logs))",
+        "which GraphQL operations get a `graphql operation` log line (at `info`): `failures`, those refused, failed or slower than `OPERATION_LOG_SLOW_MS` (not those open upstream breakers refused whole); `all`, every one; `off`, none. The metrics and spans count every operation whatever this says (see [logs](docs/operations.md#logs))",
     }),
   OPERATION_LOG_SLOW_MS: integer(0, 3_600_000)
     .default(1_000)

@@ -52,6 +52,12 @@ export function toClientError(error: UpstreamError): GraphQLError {
   return new GraphQLError(error.message, { extensions });
 }
 
+/** When a call an open upstream breaker refused may be sent again (`toClientError`'s `retryAfterMs`, on an UPSTREAM_UNAVAILABLE); undefined for any other error. */
+export function breakerRetryAfterMs(error: { readonly extensions?: Record<string, unknown> }): number | undefined {
+  const extensions = error.extensions;
+  return extensions?.['code'] === 'UPSTREAM_UNAVAILABLE' && typeof extensions['retryAfterMs'] === 'number' ? extensions['retryAfterMs'] : undefined;
+}
+
 /** graphql-js's reasons that never carry the value (a scalar's own reason may: "Value is not a valid UUID: …"). */
 const valueFreeReasons = [
   /^Field "[^"]+" of required type "[^"]+" was not provided\.$/,

@@ -1,11 +1,7 @@
 import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { breakerRetryAfterMs } from '../../schema/errors.js';
 
-/** A call an open upstream breaker refused, as schema/errors.ts maps it: UPSTREAM_UNAVAILABLE with `retryAfterMs`. */
-const refusedRetryAfterMs = (error: { readonly extensions?: Record<string, unknown> }): number | undefined => {
-  const extensions = error.extensions;
-  return extensions?.['code'] === 'UPSTREAM_UNAVAILABLE' && typeof extensions['retryAfterMs'] === 'number' ? extensions['retryAfterMs'] : undefined;
-};
 
 /**
  * The `Retry-After` (whole seconds, rounded up) of an answer wholly refused by open upstream
@@ -19,7 +15,7 @@ export function retryAfterSecondsOf(result: ExecutionResult): number | undefined
   if (data != null && Object.values(data).some((value) => value !== null)) return undefined;
   let latestMs = 0;
   for (const error of errors) {
-    const ms = refusedRetryAfterMs(error);
+    const ms = breakerRetryAfterMs(error);
     if (ms === undefined) return undefined;
     latestMs = Math.max(latestMs, ms);
   }

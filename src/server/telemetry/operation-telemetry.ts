@@ -4,6 +4,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { ClientAwareness, ClientIdentity } from '../instruments/client-awareness.js';
 import type { GatewayContext } from '../../schema/context.js';
+import { breakerRetryAfterMs } from '../../schema/errors.js';
 import type { OperationLogSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 import { spanAttributes, type HeaderReader, type Tracing } from '../../telemetry/tracing.js';
@@ -72,15 +73,18 @@ export class OperationRecorder {
   // The operation line holds only values made here (names cut to [A-Za-z0-9_], ids, counts,
   // codes): redaction, half the cost of the line, has nothing to find in it.
   readonly #log: Logger;
-  readonly #logged: (outcome: OperationOutcome, durationMs: number) => boolean;
+  readonly #logged: (outcome: OperationOutcome, durationMs: number, errors: readonly unknown[] | undefined) => boolean;
   readonly #knownNames = new Set<string>();
 
   constructor(options: OperationTelemetryOptions) {
     this.#options = options;
     this.#log = options.logger.child({}, { redact: [] });
     const { which, slowMs } = options.log ?? { which: 'all', slowMs: 0 };
-    // Production gateways log failures and slow operations, not every success (docs/operations.md#logs).
-    this.#logged = which === 'all' ? () => true : which === 'off' ? () => false : (outcome, durationMs) => outcome !== 'ok' || durationMs >= slowMs;
+    // Production gateways log failures and slow operations, not every success (docs/operations.md#logs),
+    // nor the operations open breakers refused whole: an outage's echo, one a request, which the
+    // breaker's own line (one per change of state) and the refusals' counter say.
+    const refusedWhole = (errors: readonly unknown[] | undefined) => errors !== undefined && errors.every((error) => breakerRetryAfterMs(error as { extensions?: Record<string, unknown> }) !== undefined);
+    this.#logged = which === 'all' ? () => true : which === 'off' ? () => false : (outcome, durationMs, errors) => (outcome !== 'ok' && !refusedWhole(errors)) || durationMs >= slowMs;
   }
 
   /** The caller's trace (its traceparent) and client app, read as its request arrives. */
@@ -108,7 +112,7 @@ export class OperationRecorder {
     const { span } = record;
     if (span.isRecording()) describeOperation(span, record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
     span.end();
-    if (!this.#logged(outcome, durationMs)) return;
+    if (!this.#logged(outcome, durationMs, result?.errors)) return;
     const { traceId, spanId } = span.spanContext();
     this.#log.info(
       {
