@@ -115,6 +115,25 @@ describe('the head loader', () => {
     expect(reference.maxInFlight()).toBe(4);
   });
 
+  it('holds the cap when the other reads come while the first is out, and when they follow one another', async () => {
+    const ids = allIds.slice(30, 42);
+    reference.injectFault('getHeadById', { kind: 'latency', ms: 600_000 }, ids.length);
+    const { heads } = loadersFor(undefined, 4);
+    const first = heads.load(ids[0]!, Need.head);
+    await until(() => reference.inFlight() === 1, 'the first read held at the upstream');
+    const others = Promise.all(ids.slice(1).map((id) => heads.load(id, Need.head)));
+    for (let released = 0; released < ids.length; ) {
+      await until(() => reference.inFlight() === Math.min(4, ids.length - released), 'the capped reads held at the upstream');
+      released += reference.releaseHeld();
+    }
+    expect([(await first).id, ...(await others).map((r) => r.id)]).toEqual(ids);
+    expect(reference.maxInFlight()).toBe(4);
+    // One after another: each alone, none waiting.
+    const { heads: sequential } = loadersFor(undefined, 4);
+    for (const id of allIds.slice(42, 45)) expect((await sequential.load(id, Need.head)).id).toBe(id);
+    expect(calls('getHeadById')).toHaveLength(15);
+  });
+
   it('fails only the head whose read failed', async () => {
     const missing = '00000000-0000-4000-8000-000000000000';
     const { heads } = loadersFor();

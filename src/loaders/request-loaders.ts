@@ -37,7 +37,10 @@ export class RequestLoaders {
   readonly heads: HeadLoader;
   readonly #caller: UpstreamCaller;
   readonly #fanout: number;
+  /** Made once a call comes while another is in flight: most operations make one call at a time. */
   #limit: LimitFunction | undefined;
+  /** A call in flight outside the limit (made before there was one). */
+  #alone = false;
   // Made on first use: most operations touch one of them.
   #headsPage: DataLoader<ListHeadsArgs, PageDto<HeadADto>, string> | undefined;
   #headsExt: DataLoader<ListHeadsExtArgs, HeadBDto[], string> | undefined;
@@ -49,9 +52,22 @@ export class RequestLoaders {
     this.heads = new HeadLoader((read, id) => this.#capped(() => readHead(caller, read, id)), options.strategy);
   }
 
-  /** One cap for every upstream call of the request: it bounds what one request puts on the upstream at once. */
+  /**
+   * One cap for every upstream call of the request: it bounds what one request puts on the
+   * upstream at once (p-limit). A call made while none is in flight goes out alone, without the
+   * limit (a p-limit per request was some 8 µs, 4 % of a one-call operation); the limit is made
+   * for the first call that comes while one is out, one place smaller until that one is done.
+   */
   #capped<T>(call: () => Promise<T>): Promise<T> {
-    return (this.#limit ??= pLimit(this.#fanout))(call);
+    if (this.#limit === undefined && !this.#alone && this.#fanout > 1) {
+      this.#alone = true;
+      return call().finally(() => {
+        this.#alone = false;
+        if (this.#limit !== undefined) this.#limit.concurrency = this.#fanout;
+      });
+    }
+    this.#limit ??= pLimit(this.#alone ? this.#fanout - 1 : this.#fanout);
+    return this.#limit(call);
   }
 
   #byKey<K extends object, V>(load: (key: K) => Promise<V>): DataLoader<K, V, string> {
