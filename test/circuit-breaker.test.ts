@@ -46,11 +46,15 @@ async function readUntil(t: TestGateway, id: string, code: string, limit = 20): 
   throw new Error(`no ${code} in ${limit} reads`);
 }
 
-/** A call an open breaker refused: UPSTREAM_UNAVAILABLE "circuit open", naming the operation and when to retry. */
-function expectRefused(response: GraphQLResponse, operation: OperationName): void {
+/** A call an open breaker refused: UPSTREAM_UNAVAILABLE "circuit open", naming the operation, which breaker (its own or the host's) and when to retry. */
+function expectRefused(response: GraphQLResponse, operation: OperationName, circuit: 'operation' | 'host' = 'operation'): void {
   expect(response.errors).toHaveLength(1);
-  expect(response.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation, reason: 'circuit open', sent: false }, retryAfterMs: expect.any(Number) });
-  expect(response.errors![0]!.message).toBe(`Upstream operation ${operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later`);
+  expect(response.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation, reason: 'circuit open', circuit, sent: false }, retryAfterMs: expect.any(Number) });
+  expect(response.errors![0]!.message).toBe(
+    circuit === 'host'
+      ? 'Upstream is unreachable: its circuit breaker is open and the call was not sent; safe to retry later'
+      : `Upstream operation ${operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later`,
+  );
 }
 
 /** Get Head By Id's breaker is open: a read fails at once and reaches nothing; the other operations (a listing, a change) are still sent. */
@@ -72,9 +76,9 @@ async function expectEverythingFailsFast(t: TestGateway, id: string): Promise<vo
   t.reset();
   const read = await t.execute(headQuery, { id });
   expect(read.data).toEqual({ head: null });
-  expectRefused(read, 'getHeadById');
-  expectRefused(await t.execute(listQuery), 'listHeads');
-  expectRefused(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }), 'deleteHead');
+  expectRefused(read, 'getHeadById', 'host');
+  expectRefused(await t.execute(listQuery), 'listHeads', 'host');
+  expectRefused(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }), 'deleteHead', 'host');
   expect(t.attempts).toEqual([]);
 }
 
@@ -250,7 +254,7 @@ describe('after CIRCUIT_BREAKER_RESET_MS (5 s) one probe call is let through', (
     const back = await startReferenceUpstream({ port });
     try {
       vi.setSystemTime(openedAt + 4_999);
-      expectRefused(await t.execute(listQuery), 'listHeads');
+      expectRefused(await t.execute(listQuery), 'listHeads', 'host');
       expect(back.requests).toEqual([]);
       vi.setSystemTime(openedAt + 5_000);
       expect((await t.execute(listQuery)).errors).toBeUndefined();

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { sampleOf } from './support/metrics.js';
@@ -222,6 +223,24 @@ describe("the lane's hot queries", () => {
       expect(lane).toEqual(pipeline);
       expect(JSON.parse(lane.body)).toMatchObject({ data: { head: null } });
     }
+  });
+
+  it('writes each header of an answer with errors once (a client sending no Accept-Encoding reads its raw headers)', async () => {
+    const body = (id: string) => JSON.stringify({ query: hotQuery, variables: { id } });
+    await g.warm({ query: hotQuery, variables: { id: ids[43]! } });
+    const before = await g.early();
+    const raw = await new Promise<string[]>((resolve, reject) => {
+      const request = httpRequest(g.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' } }, (response) => {
+        response.resume();
+        response.on('end', () => resolve(response.rawHeaders));
+      });
+      request.on('error', reject);
+      request.end(body('00000000-0000-4000-8000-000000000000'));
+    });
+    expect(await g.early()).toBe(before + 1);
+    const names = raw.filter((_, i) => i % 2 === 0).map((name) => name.toLowerCase());
+    expect(names.filter((name) => name === 'content-type')).toEqual(['content-type']);
+    expect(new Set(names).size).toBe(names.length);
   });
 
   it('leaves to the pipeline what it must decide: variables that do not coerce, a mutation, a document that fails validation, one run once', async () => {

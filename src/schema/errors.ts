@@ -41,7 +41,7 @@ export function toClientError(error: UpstreamError): GraphQLError {
   const extensions: Record<string, unknown> = { code, upstream: { operation: error.operation, ...(error.status ? { status: error.status } : {}) } };
   // An open breaker refused the call: nothing reached the upstream, so a client may retry it as it is, once the breaker may let it through.
   if (error.reason === CIRCUIT_OPEN) {
-    extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, sent: false };
+    extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, circuit: error.circuit ?? 'operation', sent: false };
     if (error.retryAfterMs !== undefined) extensions.retryAfterMs = error.retryAfterMs;
   }
   if (error.code === 'BAD_USER_INPUT') {

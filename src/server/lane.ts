@@ -217,7 +217,9 @@ function answerHot(hot: HotQueries, request: IncomingMessage, response: ServerRe
     else {
       // The status and headers of a result with errors are yoga's rules (its JSON result processor).
       const processed = hot.respond(Object.assign(masked, { stringify }), type);
-      send(response, request, arrival, options, { status: processed.status, type, body: await processed.text(), headers: Object.fromEntries(processed.headers) });
+      // Their names lower-cased, as `send` writes its own: yoga's `Content-Type` beside its `content-type` would go out twice.
+      const headers = Object.fromEntries(Array.from(processed.headers, ([name, value]) => [name.toLowerCase(), value]));
+      send(response, request, arrival, options, { status: processed.status, type, body: await processed.text(), headers });
     }
     hot.onAnswered?.();
   };

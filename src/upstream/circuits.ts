@@ -53,7 +53,9 @@ export class UpstreamCircuits {
   refusal(operation: OperationName): Failure {
     this.#onRefused?.(operation);
     const refusing = [this.#host, this.#operations[operation]].filter((circuit) => circuit.refuses());
-    return new Failure('UPSTREAM_UNAVAILABLE', undefined, false, { reason: CIRCUIT_OPEN, retryAfterMs: Math.max(0, ...refusing.map((circuit) => circuit.retryAfterMs())) });
+    // The host's first: a call it refuses says the upstream is unreachable, whatever its operation's says.
+    const circuit = this.#host.refuses() ? 'host' : 'operation';
+    return new Failure('UPSTREAM_UNAVAILABLE', undefined, false, { reason: CIRCUIT_OPEN, circuit, retryAfterMs: Math.max(0, ...refusing.map((refused) => refused.retryAfterMs())) });
   }
 
   /** Whether a retry of `operation` may be sent: both its breakers closed (never during a probe). */

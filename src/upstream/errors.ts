@@ -33,6 +33,8 @@ export interface UpstreamErrorInit {
   reason?: string | undefined;
   /** An open breaker refused the call: how long until a call could be sent. */
   retryAfterMs?: number | undefined;
+  /** An open breaker refused the call: the host's (the upstream unreachable) or its operation's. */
+  circuit?: 'host' | 'operation' | undefined;
   cause?: unknown;
 }
 
@@ -45,7 +47,12 @@ const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> =
   NOT_FOUND: (e) => `Upstream has no such resource (${e.status})`,
   BAD_USER_INPUT: (e) => `Upstream rejected the input (${e.status})`,
   UPSTREAM_TIMEOUT: (e) => `Upstream did not answer in time${e.reason ? ` (${e.reason})` : ''}`,
-  UPSTREAM_UNAVAILABLE: (e) => (e.reason === CIRCUIT_OPEN ? `Upstream operation ${e.operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later` : 'Upstream could not be reached'),
+  UPSTREAM_UNAVAILABLE: (e) =>
+    e.reason !== CIRCUIT_OPEN
+      ? 'Upstream could not be reached'
+      : e.circuit === 'host'
+        ? 'Upstream is unreachable: its circuit breaker is open and the call was not sent; safe to retry later'
+        : `Upstream operation ${e.operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later`,
   UPSTREAM_OUTCOME_UNKNOWN: (e) => `Upstream received the change but its answer was lost${e.reason ? ` (${e.reason})` : ''}: it may have been applied`,
   UPSTREAM_ERROR: (e) => `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_BUDGET_EXCEEDED: () => 'Upstream call budget of this operation exhausted; call not sent',
@@ -68,6 +75,7 @@ export class UpstreamError extends Error {
   /** Why, in a few words, when the code alone does not say (`circuit open`, `operation deadline`). */
   readonly reason: string | undefined;
   readonly retryAfterMs: number | undefined;
+  readonly circuit: 'host' | 'operation' | undefined;
 
   constructor(init: UpstreamErrorInit) {
     super(describe[init.code](init), { cause: init.cause });
@@ -79,6 +87,7 @@ export class UpstreamError extends Error {
     this.details = init.details ?? [];
     this.reason = init.reason;
     this.retryAfterMs = init.retryAfterMs;
+    this.circuit = init.circuit;
   }
 }
 

@@ -16,6 +16,8 @@ export class Failure {
       cutShort?: boolean;
       /** An open breaker refused it: how long until a call could be sent (circuits.ts). */
       retryAfterMs?: number;
+      /** An open breaker refused it: the host's (the upstream unreachable) or its operation's. */
+      circuit?: 'host' | 'operation';
     } = {},
   ) {}
 
