@@ -18,6 +18,8 @@ export interface Caller {
   readonly key: string;
   /** `address:<client address>`: what the per-address limit counts. */
   readonly address: string;
+  /** Its `token:<hash>` (tokenCallerOf), when it sent a credential: the response cache's scope. */
+  readonly token: string | undefined;
 }
 
 /**
@@ -28,7 +30,7 @@ export interface Caller {
 export function callerFrom(tokenCaller: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Caller {
   const forwarded = trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
   const address = `address:${forwarded || peer || 'unknown'}`;
-  return { key: tokenCaller ?? address, address };
+  return { key: tokenCaller ?? address, address, token: tokenCaller };
 }
 
 /** A request as the HTTP server hands it on: the caller it worked out before yoga, if it did (traffic/caller-limits.ts). */

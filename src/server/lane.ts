@@ -8,7 +8,6 @@ import { cacheHeaders } from './answers/answer-headers.js';
 import { boundedStringify } from './answers/size-limit.js';
 import { firstHeader } from './http/paths.js';
 import { nestedDeeperThan } from './intake/params.js';
-import { tokenCallerOf } from './callers.js';
 import type { GatewayCache } from './response-cache/cache.js';
 import { responseCacheKey, tagOf } from './response-cache/plugin.js';
 import type { OperationRecorder } from './telemetry/operation-telemetry.js';
@@ -170,8 +169,9 @@ function send(response: ServerResponse, request: IncomingMessage, arrival: Arriv
 /** Answers a query whose answer the response cache keeps; false when it keeps none. */
 function answerKept(kept: KeptAnswers, request: IncomingMessage, response: ServerResponse, query: LaneQuery, options: LaneOptions): boolean {
   const { params } = query;
-  const tokenCaller = tokenCallerOf(firstHeader(request.headers.authorization));
-  const answer = kept.cache.peek(responseCacheKey(params.query, params.operationName, params.variables, tokenCaller ?? null));
+  // Worked out once for the request (its credential hashed once): `arrive`, or the pipeline on a miss, read it again.
+  const { token } = options.shedder.callerOf(request);
+  const answer = kept.cache.peek(responseCacheKey(params.query, params.operationName, params.variables, token ?? null));
   if (answer === undefined || answer instanceof Promise || answer.result.data == null) return false;
   const arrival = arrive(request, query, options);
   const cacheable = { maxAge: Math.max(0, Math.floor((answer.expiresAt - Date.now()) / 1000)), tag: tagOf(answer.result.data) };

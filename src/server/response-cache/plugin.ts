@@ -39,8 +39,8 @@ const faultCodes = new Set(['UPSTREAM_UNAVAILABLE', 'UPSTREAM_TIMEOUT', 'UPSTREA
  */
 function upstreamFaultOf(result: ExecutionResult): string | undefined {
   const codes = (result.errors ?? []).map((error) => {
-    const status = (error.extensions.upstream as { status?: unknown } | undefined)?.status;
-    return typeof status === 'number' && status < 500 ? undefined : error.extensions.code;
+    const status = upstreamStatusOf(error);
+    return status !== undefined && status < 500 ? undefined : error.extensions.code;
   });
   return codes.length > 0 && codes.every((code) => typeof code === 'string' && faultCodes.has(code)) ? (codes[0] as string) : undefined;
 }
@@ -101,11 +101,16 @@ function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
  */
 function mayHaveChanged(error: GraphQLError | undefined): boolean {
   if (error === undefined) return true;
-  const original = error.originalError as { code?: unknown; status?: unknown } | undefined;
-  const code = error.extensions.code ?? original?.code;
+  const code = error.extensions.code ?? (error.originalError as { code?: unknown } | undefined)?.code;
   if (code === 'UPSTREAM_OUTCOME_UNKNOWN') return true;
-  const status = (error.extensions.upstream as { status?: unknown } | undefined)?.status ?? original?.status;
-  return typeof status === 'number' && (status < 400 || status >= 500);
+  const status = upstreamStatusOf(error);
+  return status !== undefined && (status < 400 || status >= 500);
+}
+
+/** The HTTP status the upstream answered a field's call with, as its error says (schema/errors.ts), if it answered. */
+function upstreamStatusOf(error: GraphQLError): number | undefined {
+  const status = (error.extensions.upstream as { status?: unknown } | undefined)?.status ?? (error.originalError as { status?: unknown } | undefined)?.status;
+  return typeof status === 'number' ? status : undefined;
 }
 
 /** The evictions of the mutation fields that may have changed something, by their outcome in `result`. */
@@ -158,14 +163,15 @@ export function tagOf(data: object): string {
 }
 
 /**
- * The key an answer is kept under, `<scope>:<hash>`: the scope names the caller (16 hex digits of
- * a hash of its session, or `public`), which the stores' byte bounds charge (`scopeOfKey`); the
+ * The key an answer is kept under, `<scope>:<hash>`: the scope names the caller (the last 16
+ * characters of its session, or `public`), which the stores' byte bounds charge (`scopeOfKey`); the
  * hash is of the query text, the operation name, the variables (sorted) and the session, by
  * node:crypto (the plugin's default hashes with WebCrypto's asynchronous digest: a fifth of a
  * hit's CPU, and a trip through the thread pool).
  */
 export function responseCacheKey(documentString: string, operationName: string | null | undefined, variables: unknown, sessionId: string | null | undefined): string {
-  const scope = sessionId == null ? 'public' : createHash('sha256').update(sessionId).digest('hex').slice(0, 16);
+  // The session is a hash of the credential already (`token:<SHA-256, base64url>`): 16 of its characters name the scope.
+  const scope = sessionId == null ? 'public' : sessionId.slice(-16);
   return `${scope}:${createHash('sha256').update(`${documentString}|${operationName ?? ''}|${stableStringify(variables ?? {})}|${sessionId ?? ''}`).digest('hex')}`;
 }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { ExecutionResult } from 'graphql';
-import { answerJson, scopeOfKey, type ByteBound, type CacheEntityRecord, type GuardedStore, type Lookup } from './cache.js';
+import { answerJson, scopeOfKey, type ByteBound, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
 import { EvictionJournal, type Evictions } from './eviction-journal.js';
 import { readStamped, stamped, type SharedRedis } from '../shared-state/shared-redis.js';
 
@@ -316,20 +316,24 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     return allowed && settled === 1;
   }
 
+  /**
+   * The answer kept under `key`, past its TTL too; none for a write's placeholder while its
+   * entities are checked, or an answer an older build kept (its JSON alone).
+   */
+  async function read(key: string): Promise<CachedAnswer | undefined> {
+    const kept = readStamped(await attempt(() => client.get(answerKey(key))));
+    return kept === undefined ? undefined : { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt };
+  }
+
   return {
     async lookup(key): Promise<Lookup<RedisEpoch>> {
       const epoch = { since: Date.now(), at: performance.now() };
-      // A write's placeholder while its entities are checked, or an answer an older build kept (its JSON alone), is a miss.
-      const kept = readStamped(await attempt(() => client.get(answerKey(key))));
+      const answer = await read(key);
       // Past its TTL, an answer is kept for `stale` only.
-      if (kept === undefined || kept.expiresAt <= Date.now()) return { epoch };
-      return { answer: { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt } };
+      return answer === undefined || answer.expiresAt <= Date.now() ? { epoch } : { answer };
     },
 
-    async stale(key) {
-      const kept = readStamped(await attempt(() => client.get(answerKey(key))));
-      return kept === undefined ? undefined : { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt };
-    },
+    stale: read,
 
     async write(key, result, entities, ttlMs, since) {
       const ttl = Math.floor(Math.min(ttlMs, maxTtlMs));
