@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { setTimeout } from 'node:timers/promises';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import type { ReferenceUpstream } from './reference-upstream/server.js';
@@ -12,6 +13,26 @@ function configOrExit(): Config {
     if (!(error instanceof ConfigError)) throw error;
     // One line, no stack: an operator fixes the variable and starts again.
     process.stderr.write(`Configuration error: ${error.message}\n`);
+    process.exit(1);
+  }
+}
+
+/** Why the system refused a port, in the operator's terms; undefined for an error that is not about the port. */
+const LISTEN_REFUSALS: Readonly<Record<string, string>> = {
+  EADDRINUSE: 'the port is in use (another process holds it, a gateway still draining?)',
+  EACCES: 'not permitted (a port below 1024 needs privileges)',
+  EADDRNOTAVAIL: 'no such address on this machine (HOST)',
+};
+
+/** Listens, or exits 1 with one line (no stack) when the port cannot be had: an operator changes PORT, ADMIN_PORT or HOST and starts again. */
+async function listenOrExit(server: Server, port: number, host: string): Promise<void> {
+  server.listen(port, host);
+  try {
+    await once(server, 'listening');
+  } catch (error) {
+    const refusal = LISTEN_REFUSALS[(error as NodeJS.ErrnoException).code ?? ''];
+    if (refusal === undefined) throw error;
+    process.stderr.write(`Cannot listen on ${host}:${port}: ${refusal}\n`);
     process.exit(1);
   }
 }
@@ -54,13 +75,13 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const { handler, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(handler, config, metrics, refuseEarly);
-  server.listen(config.port, config.host);
-  await once(server, 'listening');
+  await listenOrExit(server, config.port, config.host);
   // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.
-  const admin = config.connections.adminPort === undefined ? undefined : (await import('./server/probes/admin-server.js')).createAdminServer({ ready, notReadyBecause, metrics }, config.connections);
-  if (admin !== undefined) {
-    admin.listen(config.connections.adminPort, config.host);
-    await once(admin, 'listening');
+  const { adminPort } = config.connections;
+  let admin: Server | undefined;
+  if (adminPort !== undefined) {
+    admin = (await import('./server/probes/admin-server.js')).createAdminServer({ ready, notReadyBecause, metrics }, config.connections);
+    await listenOrExit(admin, adminPort, config.host);
   }
   const { delayMs, graceMs } = config.shutdown;
   return {
@@ -163,6 +184,9 @@ function listeningPorts(worker: Worker, count: number): Promise<number[]> {
   });
 }
 
+/** The exit code of the first worker to exit (before they all listen, a worker that could not start). */
+const firstExit = (workers: readonly Worker[]) => new Promise<number>((resolve) => workers.forEach((worker) => worker.once('exit', (code: number | null) => resolve(code ?? 1))));
+
 async function main(): Promise<void> {
   const config = configOrExit();
 
@@ -210,7 +234,13 @@ async function main(): Promise<void> {
   });
   // Every worker serves ADMIN_PORT too (the cluster shares it as it shares the public port): a
   // probe is answered by whichever worker the connection goes to, and /metrics sums them all.
-  const listening = await Promise.all(workers.map((worker) => listeningPorts(worker, config.connections.adminPort === undefined ? 1 : 2)));
+  const listening = await Promise.race([Promise.all(workers.map((worker) => listeningPorts(worker, config.connections.adminPort === undefined ? 1 : 2))), firstExit(workers)]);
+  if (typeof listening === 'number') {
+    // A worker that could not start (its port refused) said why and exited: the others go too.
+    for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGKILL');
+    await reference?.close();
+    process.exit(listening === 0 ? 1 : listening);
+  }
   const [port, adminPort] = listening[0]!;
   announceAdminPort(config, adminPort);
   process.stdout.write(listeningLine(config, port!));

@@ -1,8 +1,10 @@
 import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acceptedBy, configRows, readmeTableProblem } from '../scripts/config-table.js';
 import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
 import { environment } from '../src/config/environment.js';
@@ -379,6 +381,34 @@ describe('the gateway process', () => {
     const lines = result.stderr.trim().split('\n');
     expect(lines).toEqual(['Configuration error: PORT: expected an integer from 0 to 65535, got "not-a-port"']);
     expect(result.stdout).toBe('');
+  });
+
+  describe('on a port it cannot have', () => {
+    let held: Server;
+    beforeAll(async () => {
+      held = createServer();
+      held.listen(0, '127.0.0.1');
+      await once(held, 'listening');
+    });
+    afterAll(() => held.close());
+    const port = () => String((held.address() as AddressInfo).port);
+
+    it.each([
+      ['PORT', {}],
+      ['ADMIN_PORT', { PORT: '0' }],
+      ['PORT, with WORKERS=2', { WORKERS: '2' }],
+    ])('held already (%s): exits 1 with one line on stderr per process that tried, no stack trace', (variable, env) => {
+      const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+        env: { ...process.env, [variable.split(',')[0]!]: port(), ...env },
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      expect(result.status).toBe(1);
+      const lines = result.stderr.trim().split('\n');
+      expect(lines.length).toBeGreaterThanOrEqual(1);
+      for (const line of lines) expect(line).toBe(`Cannot listen on 127.0.0.1:${port()}: the port is in use (another process holds it, a gateway still draining?)`);
+      expect(result.stdout).not.toMatch(/Gateway listening/);
+    });
   });
 
   it('refuses to start the embedded reference upstream with NODE_ENV=production', () => {
