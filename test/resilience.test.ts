@@ -281,6 +281,60 @@ describe('flaky upstream sequences: exact call counts', () => {
     expect(headName(t, id)).toBe(before);
   });
 
+  describe('an upstream 429 (it limits its rate)', () => {
+    const post = (query: string, variables: Record<string, unknown>) =>
+      t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }) });
+
+    it('GET: 1 call, never retried; UPSTREAM_UNAVAILABLE with the upstream\'s Retry-After in ms, and Retry-After on the answer that holds nothing else', async () => {
+      faultHeadReads(t, { kind: 'status', status: 429, headers: { 'retry-after': '7' } });
+      const response = await post(headQuery, { id: ids[0]! });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('retry-after')).toBe('7');
+      const body = (await response.json()) as GraphQLResponse;
+      expect(body.data).toEqual({ head: null });
+      expect(body.errors).toHaveLength(1);
+      expect(body.errors![0]!.message).toBe('Upstream is limiting the rate of calls: it refused this one and applied nothing; safe to retry later');
+      expect(body.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation: headReadCalls(t)[0]!.operation, status: 429, reason: 'rate limited' }, retryAfterMs: 7_000 });
+      expect(headReadCalls(t).map((r) => r.status)).toEqual([429]);
+      expect(t.calls()).toHaveLength(1);
+      // Logged as a failure (OPERATION_LOG=failures), unlike a breaker's refusal: an upstream's limit is the operator's business.
+      const lines = t.logLines.map((line) => JSON.parse(line) as { msg: string; outcome?: string; errorCodes?: string[] }).filter((line) => line.msg === 'graphql operation');
+      expect(lines).toMatchObject([{ outcome: 'error', errorCodes: ['UPSTREAM_UNAVAILABLE'] }]);
+    });
+
+    it('GET: an HTTP-date Retry-After is counted from now, and an answer with a field served carries none', async () => {
+      const inTwoMinutes = new Date(Date.now() + 120_000).toUTCString();
+      faultHeadReads(t, { kind: 'status', status: 429, headers: { 'retry-after': inTwoMinutes } });
+      const response = await post(`query($id: ID!) { heads(first: 1) { totalCount } head(id: $id) { uuid } }`, { id: ids[1]! });
+      expect(response.headers.get('retry-after')).toBeNull();
+      const body = (await response.json()) as GraphQLResponse<{ heads: { totalCount: number }; head: null }>;
+      expect(body.data!.head).toBeNull();
+      expect(body.data!.heads.totalCount).toBeGreaterThan(0);
+      const retryAfterMs = body.errors![0]!.extensions!['retryAfterMs'] as number;
+      expect(retryAfterMs).toBeGreaterThan(110_000);
+      expect(retryAfterMs).toBeLessThanOrEqual(120_000);
+    });
+
+    it('PATCH: sent once, UPSTREAM_UNAVAILABLE (the change not applied); without Retry-After, no retryAfterMs', async () => {
+      const id = ids[3]!;
+      const before = headName(t, id);
+      t.reference.injectFault('updateHead', { kind: 'status', status: 429 });
+      const response = await t.execute(`mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`, { input: { id, name: 'renamed by a test' } });
+      expect(response.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation: 'updateHead', status: 429, reason: 'rate limited' } });
+      expect(t.calls('updateHead')).toHaveLength(1);
+      expect(headName(t, id)).toBe(before);
+    });
+
+    it("is not a fault for the breakers: after 20 of them the route's next read is served", async () => {
+      t.reference.injectFault('listHeads', { kind: 'status', status: 429, headers: { 'retry-after': '1' } }, 20);
+      for (let i = 0; i < 20; i++) expect(codes(await t.execute('{ heads(first: 1) { totalCount } }'))).toEqual(['UPSTREAM_UNAVAILABLE']);
+      const next = await t.execute<{ heads: { totalCount: number } }>('{ heads(first: 1) { totalCount } }');
+      expect(next.errors).toBeUndefined();
+      expect(next.data!.heads.totalCount).toBeGreaterThan(0);
+      expect(t.calls('listHeads')).toHaveLength(21);
+    });
+  });
+
   it('DELETE: a connection dropped after the upstream read the request is sent exactly once and UPSTREAM_OUTCOME_UNKNOWN (the change may have been applied)', async () => {
     const id = ids[4]!;
     t.reference.injectFault('deleteHead', { kind: 'drop' });

@@ -6,6 +6,7 @@ import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { login } from '../src/upstream/auth.js';
+import { retryAfterMs } from '../src/upstream/answer.js';
 import { UpstreamError } from '../src/upstream/errors.js';
 import { deleteHead, getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, updateHead } from '../src/upstream/heads.js';
 import { getPermissions } from '../src/upstream/permissions.js';
@@ -401,3 +402,20 @@ describe('routes', () => {
 
 afterEach(() => reference.clearFaults());
 
+
+describe("an upstream's Retry-After (on its 429)", () => {
+  const now = Date.parse('2026-11-27T10:00:00Z');
+  it.each([
+    ['7', 7_000],
+    [' 0 ', 0],
+    ['Fri, 27 Nov 2026 10:02:00 GMT', 120_000],
+    ['Fri, 27 Nov 2026 09:00:00 GMT', 0],
+    ['86400', 3_600_000],
+    ['soon', undefined],
+    ['-5', undefined],
+    ['1.5', undefined],
+    [undefined, undefined],
+  ])('%j is %j ms from now (an hour at most; undefined when unreadable)', (value, ms) => {
+    expect(retryAfterMs(value, now)).toBe(ms);
+  });
+});

@@ -5,7 +5,7 @@ import type { Exchange } from './exchange.js';
 
 export type Fault =
   | { kind: 'latency'; ms: number }
-  | { kind: 'status'; status: number; body?: unknown }
+  | { kind: 'status'; status: number; body?: unknown; headers?: Record<string, string> }
   | { kind: 'malformed-json' }
   /** A well-formed JSON body that fails the contract's schema; default `{unexpected:true}`. */
   | { kind: 'off-contract'; body?: unknown }
@@ -14,7 +14,7 @@ export type Fault =
 
 const faultSchema: z.ZodType<Fault> = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('latency'), ms: z.number().int().min(0).max(600_000) }),
-  z.object({ kind: z.literal('status'), status: z.number().int().min(200).max(599), body: z.unknown().optional() }),
+  z.object({ kind: z.literal('status'), status: z.number().int().min(200).max(599), body: z.unknown().optional(), headers: z.record(z.string(), z.string()).optional() }),
   z.object({ kind: z.literal('malformed-json') }),
   z.object({ kind: z.literal('off-contract'), body: z.unknown().optional() }),
   z.object({ kind: z.literal('drop') }),
@@ -72,7 +72,7 @@ export class FaultQueue {
         return this.delay(ex, fault.ms);
       case 'status': {
         const noBody = fault.status === 204 || fault.status === 304;
-        ex.send(fault.status, noBody ? undefined : JSON.stringify(fault.body ?? { detail: STATUS_CODES[fault.status] ?? 'Injected fault' }));
+        ex.send(fault.status, noBody ? undefined : JSON.stringify(fault.body ?? { detail: STATUS_CODES[fault.status] ?? 'Injected fault' }), fault.headers);
         return;
       }
       case 'malformed-json':

@@ -1,5 +1,5 @@
 import { getNullableType, GraphQLError, isInputObjectType, isInputType, isListType, Kind, print, typeFromAST, type GraphQLInputType, type ValueNode } from 'graphql';
-import { CIRCUIT_OPEN, UpstreamError } from '../upstream/errors.js';
+import { CIRCUIT_OPEN, RATE_LIMITED, UpstreamError } from '../upstream/errors.js';
 import type { ValidationDetail } from '../upstream/schemas.js';
 import { schema } from './index.js';
 import type { FieldError } from './inputs.js';
@@ -40,10 +40,10 @@ export function toClientError(error: UpstreamError): GraphQLError {
   const code = error.code === 'ABORTED' ? 'UPSTREAM_TIMEOUT' : error.code;
   const extensions: Record<string, unknown> = { code, upstream: { operation: error.operation, ...(error.status ? { status: error.status } : {}) } };
   // An open breaker refused the call: nothing reached the upstream, so a client may retry it as it is, once the breaker may let it through.
-  if (error.reason === CIRCUIT_OPEN) {
-    extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, circuit: error.circuit ?? 'operation', sent: false };
-    if (error.retryAfterMs !== undefined) extensions.retryAfterMs = error.retryAfterMs;
-  }
+  if (error.reason === CIRCUIT_OPEN) extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, circuit: error.circuit ?? 'operation', sent: false };
+  // The upstream refused it for its rate (429): nothing was applied, and it may have said when to come back.
+  if (error.reason === RATE_LIMITED) extensions.upstream = { operation: error.operation, status: error.status, reason: RATE_LIMITED };
+  if (error.retryAfterMs !== undefined) extensions.retryAfterMs = error.retryAfterMs;
   if (error.code === 'BAD_USER_INPUT') {
     extensions.fieldErrors = error.details.map(
       (detail): FieldError => ({ path: fieldPath(error.operation, detail.loc), message: safeMessage(detail.msg), type: detail.type }),
@@ -52,11 +52,20 @@ export function toClientError(error: UpstreamError): GraphQLError {
   return new GraphQLError(error.message, { extensions });
 }
 
-/** When a call an open upstream breaker refused may be sent again (`toClientError`'s `retryAfterMs`, on an UPSTREAM_UNAVAILABLE); undefined for any other error. */
-export function breakerRetryAfterMs(error: { readonly extensions?: Record<string, unknown> }): number | undefined {
+type ClientError = { readonly extensions?: Record<string, unknown> };
+
+/**
+ * When a call refused whole may be sent again (`toClientError`'s `retryAfterMs`, on an
+ * UPSTREAM_UNAVAILABLE: an open breaker's, or the upstream's 429 that said when); undefined for
+ * any other error.
+ */
+export function retryAfterMsOf(error: ClientError): number | undefined {
   const extensions = error.extensions;
   return extensions?.['code'] === 'UPSTREAM_UNAVAILABLE' && typeof extensions['retryAfterMs'] === 'number' ? extensions['retryAfterMs'] : undefined;
 }
+
+/** Whether an open upstream breaker refused the call (nothing was sent). */
+export const refusedByBreaker = (error: ClientError): boolean => (error.extensions?.['upstream'] as { reason?: unknown } | undefined)?.reason === CIRCUIT_OPEN;
 
 /** graphql-js's reasons that never carry the value (a scalar's own reason may: "Value is not a valid UUID: …"). */
 const valueFreeReasons = [

@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import type { z } from 'zod';
 import { checkBody } from './body-check.js';
 import type { CallCancellation } from './cancellation.js';
-import { codeForStatus } from './errors.js';
+import { codeForStatus, RATE_LIMITED } from './errors.js';
 import { Failure } from './failures.js';
 import { validationErrorSchema } from './schemas.js';
 
@@ -14,10 +14,11 @@ import { validationErrorSchema } from './schemas.js';
  * the request is written aborts it once undici starts it, as the request API does with a signal;
  * after, at once.
  */
-export function exchange(dispatcher: Dispatcher, request: Dispatcher.DispatchOptions, cancellation: CallCancellation): Promise<{ status: number; body: Buffer }> {
+export function exchange(dispatcher: Dispatcher, request: Dispatcher.DispatchOptions, cancellation: CallCancellation): Promise<Exchanged> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let status = 0;
+    let retryAfter: string | undefined;
     let controller: Dispatcher.DispatchController | undefined;
     const abort = () => controller?.abort(cancellation.reason as Error);
     dispatcher.dispatch(request, {
@@ -26,15 +27,16 @@ export function exchange(dispatcher: Dispatcher, request: Dispatcher.DispatchOpt
         if (cancellation.aborted) started.abort(cancellation.reason as Error);
         else cancellation.once('abort', abort);
       },
-      onResponseStart(_, statusCode) {
+      onResponseStart(_, statusCode, headers) {
         status = statusCode;
+        if (statusCode === 429) retryAfter = headerValue(headers['retry-after']);
       },
       onResponseData(_, chunk) {
         chunks.push(chunk);
       },
       onResponseEnd() {
         cancellation.off('abort', abort);
-        resolve({ status, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) });
+        resolve({ status, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), retryAfter });
       },
       onResponseError(_, error) {
         cancellation.off('abort', abort);
@@ -42,6 +44,30 @@ export function exchange(dispatcher: Dispatcher, request: Dispatcher.DispatchOpt
       },
     });
   });
+}
+
+/** An answer as it came: its status, its body's bytes, and the `Retry-After` of a 429. */
+export interface Exchanged {
+  readonly status: number;
+  readonly body: Buffer;
+  readonly retryAfter?: string | undefined;
+}
+
+const headerValue = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
+
+/** The longest wait an upstream's `Retry-After` is taken at: a later one is said as this. */
+const MAX_RETRY_AFTER_MS = 3_600_000;
+
+/**
+ * A `Retry-After` (RFC 9110 10.2.3: delay-seconds, or an HTTP-date) in ms from now, at most an
+ * hour; undefined when absent or unreadable.
+ */
+export function retryAfterMs(value: string | undefined, now = Date.now()): number | undefined {
+  if (value === undefined) return undefined;
+  const trimmed = value.trim();
+  // An HTTP-date begins with its day's name (all three of its forms); Date.parse alone reads "-5" as a year.
+  const ms = /^\d+$/.test(trimmed) ? Number(trimmed) * 1000 : /^[A-Za-z]/.test(trimmed) ? Date.parse(trimmed) - now : Number.NaN;
+  return Number.isNaN(ms) ? undefined : Math.min(Math.max(0, Math.ceil(ms)), MAX_RETRY_AFTER_MS);
 }
 
 /** What a call expects of a successful answer. */
@@ -55,9 +81,9 @@ export interface ExpectedAnswer<T> {
 /**
  * An answer read against the contract: a 2xx body parsed and checked with the operation's schema,
  * or the failure its status means (`retryStatuses` may be tried again), a 422 with the contract's
- * detail items (contract 7).
+ * detail items (contract 7), a 429 with when to try again.
  */
-export function readAnswer<T>(expected: ExpectedAnswer<T>, status: number, body: Buffer, retryStatuses: readonly number[]): { value: T; status: number } | Failure {
+export function readAnswer<T>(expected: ExpectedAnswer<T>, { status, body, retryAfter }: Exchanged, retryStatuses: readonly number[]): { value: T; status: number } | Failure {
   const { schema } = expected;
   if (status >= 200 && status < 300) {
     if (schema === undefined) return { value: undefined as T, status };
@@ -73,6 +99,11 @@ export function readAnswer<T>(expected: ExpectedAnswer<T>, status: number, body:
     return { value: parsed.data, status };
   }
   const code = codeForStatus(status);
+  if (status === 429) {
+    // Refused for its rate, not applied: not retried here (the upstream said when), not a fault for the breakers (a 4xx).
+    const ms = retryAfterMs(retryAfter);
+    return new Failure(code, status, false, ms === undefined ? { reason: RATE_LIMITED } : { reason: RATE_LIMITED, retryAfterMs: ms });
+  }
   if (code === 'BAD_USER_INPUT') {
     // The detail items tell the client which input was wrong; an unreadable body still leaves a
     // 422, only without details.

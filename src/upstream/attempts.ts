@@ -100,8 +100,7 @@ export class Attempts<T> {
     this.#span = shared.spans.start(spec.operation, this.context.trace, this.#request.headers);
     this.#started = performance.now();
     try {
-      const { status, body } = await exchange(shared.dispatcher, this.#request, this.cancellation);
-      return readAnswer(spec, status, body, shared.rules.statusCodes);
+      return readAnswer(spec, await exchange(shared.dispatcher, this.#request, this.cancellation), shared.rules.statusCodes);
     } catch (error) {
       return this.classify(error);
     }

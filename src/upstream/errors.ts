@@ -31,7 +31,7 @@ export interface UpstreamErrorInit {
   status?: number | undefined;
   details?: readonly ValidationDetail[] | undefined;
   reason?: string | undefined;
-  /** An open breaker refused the call: how long until a call could be sent. */
+  /** An open breaker refused the call, or the upstream's 429 said: how long until a call could be sent. */
   retryAfterMs?: number | undefined;
   /** An open breaker refused the call: the host's (the upstream unreachable) or its operation's. */
   circuit?: 'host' | 'operation' | undefined;
@@ -40,6 +40,8 @@ export interface UpstreamErrorInit {
 
 /** The reason of an UPSTREAM_UNAVAILABLE an open circuit breaker answered (the host's or the operation's): nothing was sent. */
 export const CIRCUIT_OPEN = 'circuit open';
+/** The reason of an UPSTREAM_UNAVAILABLE the upstream answered 429: it refused the call for its rate, nothing was applied. */
+export const RATE_LIMITED = 'rate limited';
 
 const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> = {
   UNAUTHENTICATED: (e) => `Upstream refused the credentials (${e.status})`,
@@ -47,12 +49,13 @@ const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> =
   NOT_FOUND: (e) => `Upstream has no such resource (${e.status})`,
   BAD_USER_INPUT: (e) => `Upstream rejected the input (${e.status})`,
   UPSTREAM_TIMEOUT: (e) => `Upstream did not answer in time${e.reason ? ` (${e.reason})` : ''}`,
-  UPSTREAM_UNAVAILABLE: (e) =>
-    e.reason !== CIRCUIT_OPEN
-      ? 'Upstream could not be reached'
-      : e.circuit === 'host'
-        ? 'Upstream is unreachable: its circuit breaker is open and the call was not sent; safe to retry later'
-        : `Upstream operation ${e.operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later`,
+  UPSTREAM_UNAVAILABLE: (e) => {
+    if (e.reason === RATE_LIMITED) return 'Upstream is limiting the rate of calls: it refused this one and applied nothing; safe to retry later';
+    if (e.reason !== CIRCUIT_OPEN) return 'Upstream could not be reached';
+    return e.circuit === 'host'
+      ? 'Upstream is unreachable: its circuit breaker is open and the call was not sent; safe to retry later'
+      : `Upstream operation ${e.operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later`;
+  },
   UPSTREAM_OUTCOME_UNKNOWN: (e) => `Upstream received the change but its answer was lost${e.reason ? ` (${e.reason})` : ''}: it may have been applied`,
   UPSTREAM_ERROR: (e) => `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_BUDGET_EXCEEDED: () => 'Upstream call budget of this operation exhausted; call not sent',
@@ -97,5 +100,6 @@ export function codeForStatus(status: number): UpstreamErrorCode {
   if (status === 403) return 'FORBIDDEN';
   if (status === 404) return 'NOT_FOUND';
   if (status === 422) return 'BAD_USER_INPUT';
+  if (status === 429) return 'UPSTREAM_UNAVAILABLE';
   return 'UPSTREAM_ERROR';
 }

@@ -14,7 +14,7 @@ export class Failure {
       cause?: unknown;
       /** Cut by its caller (the client went away, the operation's deadline), not failed by the upstream. */
       cutShort?: boolean;
-      /** An open breaker refused it: how long until a call could be sent (circuits.ts). */
+      /** An open breaker refused it (circuits.ts), or the upstream answered 429: how long until a call could be sent. */
       retryAfterMs?: number;
       /** An open breaker refused it: the host's (the upstream unreachable) or its operation's. */
       circuit?: 'host' | 'operation';

@@ -1,12 +1,11 @@
 import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { breakerRetryAfterMs } from '../../schema/errors.js';
-
+import { retryAfterMsOf } from '../../schema/errors.js';
 
 /**
  * The `Retry-After` (whole seconds, rounded up) of an answer wholly refused by open upstream
- * breakers: every error is such a refusal and no root field has a value; the latest of their
- * times. An answer with anything else in it (a field served, another error) carries none: a
+ * breakers or the upstream's 429s that said when: every error is such a refusal and no root field
+ * has a value; the latest of their times. An answer with anything else in it (a field served, another error) carries none: a
  * client retrying it as a whole would ask again for what it has.
  */
 export function retryAfterSecondsOf(result: ExecutionResult): number | undefined {
@@ -15,7 +14,7 @@ export function retryAfterSecondsOf(result: ExecutionResult): number | undefined
   if (data != null && Object.values(data).some((value) => value !== null)) return undefined;
   let latestMs = 0;
   for (const error of errors) {
-    const ms = breakerRetryAfterMs(error);
+    const ms = retryAfterMsOf(error);
     if (ms === undefined) return undefined;
     latestMs = Math.max(latestMs, ms);
   }
@@ -34,7 +33,7 @@ export function withRetryAfter<R extends ExecutionResult>(result: R): R {
   return { ...result, extensions: { ...result.extensions, http: { ...http, headers: { ...http.headers, 'Retry-After': String(seconds) } } } };
 }
 
-/** `Retry-After` on an answer of one operation wholly refused by open breakers (a batch's answer carries none). */
+/** `Retry-After` on an answer of one operation wholly refused by open breakers or the upstream's rate (a batch's answer carries none). */
 export function useRetryAfter(): Plugin {
   return {
     onExecutionResult({ result, setResult }) {

@@ -4,7 +4,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { ClientAwareness, ClientIdentity } from '../instruments/client-awareness.js';
 import type { GatewayContext } from '../../schema/context.js';
-import { breakerRetryAfterMs } from '../../schema/errors.js';
+import { refusedByBreaker } from '../../schema/errors.js';
 import type { OperationLogSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 import { spanAttributes, type HeaderReader, type Tracing } from '../../telemetry/tracing.js';
@@ -83,7 +83,7 @@ export class OperationRecorder {
     // Production gateways log failures and slow operations, not every success (docs/operations.md#logs),
     // nor the operations open breakers refused whole: an outage's echo, one a request, which the
     // breaker's own line (one per change of state) and the refusals' counter say.
-    const refusedWhole = (errors: readonly unknown[] | undefined) => errors !== undefined && errors.every((error) => breakerRetryAfterMs(error as { extensions?: Record<string, unknown> }) !== undefined);
+    const refusedWhole = (errors: readonly unknown[] | undefined) => errors !== undefined && errors.every((error) => refusedByBreaker(error as { extensions?: Record<string, unknown> }));
     this.#logged = which === 'all' ? () => true : which === 'off' ? () => false : (outcome, durationMs, errors) => (outcome !== 'ok' && !refusedWhole(errors)) || durationMs >= slowMs;
   }
 
