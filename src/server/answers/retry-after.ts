@@ -5,8 +5,8 @@ import { retryAfterMsOf } from '../../schema/errors.js';
 /**
  * The `Retry-After` (whole seconds, rounded up) of an answer wholly refused by open upstream
  * breakers or the upstream's 429s that said when: every error is such a refusal and no root field
- * has a value; the latest of their times. An answer with anything else in it (a field served, another error) carries none: a
- * client retrying it as a whole would ask again for what it has.
+ * has a value; the latest of their times. An answer with anything else in it (a field served,
+ * another error) carries none: a client retrying it as a whole would ask again for what it has.
  */
 export function retryAfterSecondsOf(result: ExecutionResult): number | undefined {
   const { errors, data } = result;
