@@ -38,7 +38,6 @@ export function spawnNode(args: string[], cpu: number | undefined, env: Record<s
   return spawn(command!, argv, { cwd: root, env: { ...process.env, ...env }, stdio });
 }
 
-/** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
 /**
  * The gateway as `npm start` runs it on the embedded reference upstream (UPSTREAM_URL unset, so
  * not production), built first and in one process (its /metrics is the serving one's): what the
@@ -50,6 +49,7 @@ export async function startBuiltGateway(): Promise<{ child: Child; url: string }
   return startServer('gateway', [...startFlags(), 'dist/main.js'], undefined, { UPSTREAM_URL: '', NODE_ENV: 'development', PORT: '0', HOST, WORKERS: '1', LOG_LEVEL: 'warn' });
 }
 
+/** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
 export function startServer(name: string, args: string[], cpu: number | undefined, env: Record<string, string>, openFiles?: number): Promise<{ child: Child; url: string }> {
   const child: Child = { name, process: spawnNode(args, cpu, env, undefined, openFiles), lines: 0, samples: [], tail: [] };
   children.add(child);

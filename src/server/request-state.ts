@@ -82,7 +82,6 @@ export class OperationState {
   registering: Promise<void> | undefined;
 }
 
-/** One request to the GraphQL endpoint: made in onRequest, before any other plugin looks at it. */
 /** What one mutation field (its response key) evicts from the response cache when it may have changed something. */
 export interface FieldEvictions {
   readonly key: string;
@@ -95,6 +94,7 @@ export interface ValidationSpent {
   readonly documents: Set<DocumentNode>;
 }
 
+/** One request to the GraphQL endpoint: made in onRequest, before any other plugin looks at it. */
 export class RequestState {
   readonly startedAt = performance.now();
   /** The operations seen so far (a batch has several). */
@@ -129,6 +129,8 @@ export class RequestState {
 
   /** The caller its Authorization header names (callers.ts), hashed once: the caller limits and the response cache's scope read it. */
   get tokenCaller(): string | undefined {
+    // Known already with its caller (the HTTP server's or the lane's, on a lane miss): not hashed again.
+    if (this.caller !== undefined) return this.caller.token;
     if (this.#tokenCaller === undefined) this.#tokenCaller = tokenCallerOf(this.request.headers.get('authorization') ?? undefined) ?? null;
     return this.#tokenCaller ?? undefined;
   }

@@ -295,12 +295,6 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): P
 }
 
 /**
- * The response cache over its store: with REDIS_URL, Redis alone, shared by every process and
- * replica (no copy in this process's memory in front of it: a write through another replica
- * must be seen by the next read here); else this process's memory, bounded by `settings.bounds`,
- * whose entries and bytes the gauges show. Its events are counted in `metrics`.
- */
-/**
  * RESPONSE_CACHE_TTL_PER_TYPE as the schema reads it: a type's TTL holds for the lists of it too,
  * the edges whose `node` is one and the connections whose `nodes` or `edges` hold them (their
  * shortest TTL when they list several), so `permissions { totalCount }`, which holds no
@@ -328,6 +322,12 @@ export function ttlPerTypeOf(schema: GraphQLSchema, ttlPerType: Readonly<Record<
   return Object.fromEntries(ttls);
 }
 
+/**
+ * The response cache over its store: with REDIS_URL, Redis alone, shared by every process and
+ * replica (no copy in this process's memory in front of it: a write through another replica
+ * must be seen by the next read here); else this process's memory, bounded by `settings.bounds`,
+ * whose entries and bytes the gauges show. Its events are counted in `metrics`.
+ */
 export function responseCachePlugin(settings: ResponseCacheSettings, schema: GraphQLSchema, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): { readonly plugin: Plugin; readonly cache: GatewayCache; readonly inMemory: boolean } {
   // How long a miss waits for its answer at most: the operation's deadline, with room.
   const answerWithinMs = 2 * operationTimeoutMs;
@@ -337,9 +337,7 @@ export function responseCachePlugin(settings: ResponseCacheSettings, schema: Gra
     cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
   } else {
     const maxTtlMs = Math.max(settings.ttlMs, ...Object.values(settings.ttlPerType));
-    const { maxBytes, callerBytes } = settings.bounds;
-    const budget = { maxBytes, callerBytes };
-    const store = createRedisResponseCache({ redis, maxTtlMs, keepExpiredMs: settings.staleIfErrorMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs, budget, overBudget: metrics.responseCacheOverBudget });
+    const store = createRedisResponseCache({ redis, maxTtlMs, keepExpiredMs: settings.staleIfErrorMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs, budget: settings.bounds, overBudget: metrics.responseCacheOverBudget });
     cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
   }
   return { plugin: useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType), staleIfErrorMs: settings.staleIfErrorMs }), cache, inMemory: redis === undefined };
