@@ -633,6 +633,17 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
     expect((await read(old)).body.errors?.[0]?.extensions?.code).toMatch(/^UPSTREAM_(ERROR|UNAVAILABLE)$/);
   });
 
+  it("nor for the upstream's 429: it refused the read for its rate, an answer, not a fault", async () => {
+    const id = headIds()[46]!;
+    expect((await read(id)).body.errors).toBeUndefined();
+    await expired();
+    failHeadReads({ kind: 'status', status: 429, headers: { 'retry-after': '2' } });
+    const limited = await read(id);
+    expect(limited.body.data).toEqual({ head: null });
+    expect(limited.body.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: { status: 429, reason: 'rate limited' }, retryAfterMs: 2_000 });
+    expect(limited.body).not.toHaveProperty('extensions');
+  });
+
   it('off by default: the suite-wide cache answers a failed read past its TTL with its error', async () => {
     const short = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(ttlMs) } });
     try {
