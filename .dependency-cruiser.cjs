@@ -13,12 +13,14 @@
  *   config.ts, config/, main.ts   the edge: configuration read once (config/environment.ts: every
  *               variable, its default and description) and passed down
  *
- * Inside server/, folders by concern, in three tiers (docs/architecture.md):
- *   base        plugin-kit, instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
- *   state       request-state.ts, callers.ts: what the plugins pass each other
- *   stages      intake, documents, guards, traffic, response-cache, answers, telemetry, probes, pages:
- *               one concern each; one may use those before it in the request's path, never one after
- *   gateway.ts  the pipeline, on top
+ * Inside server/, folders by concern, in four tiers (docs/architecture.md):
+ *   base        instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
+ *   state       request-state.ts, callers.ts: what the steps pass each other; pipeline/: the stages,
+ *               their runner and the one serialisation of an answer
+ *   policies    intake, documents, guards, traffic, response-cache, answers, telemetry, probes, pages:
+ *               one concern each, each a set of steps; one may use those before it in the request's
+ *               path, never one after
+ *   top         gateway.ts (the stages listed), policies.ts, routes.ts, transports/
  *
  * The reference upstream (src/reference-upstream) is an application of its own beside the gateway:
  * it may use the contract's domain and upstream schemas, nothing else of the gateway.
@@ -36,9 +38,9 @@ const allowed = {
 };
 const dir = (layer) => `^src/${layer}/`;
 
-/** server/'s base folders, its request state, and its stages in the order of a request's path. */
-const serverBase = ['plugin-kit', 'instruments', 'shared-state', 'http'];
-const serverState = ['request-state\\.ts$', 'callers\\.ts$'];
+/** server/'s base folders, its request state and pipeline, and its policies in the order of a request's path. */
+const serverBase = ['instruments', 'shared-state', 'http'];
+const serverState = ['request-state\\.ts$', 'callers\\.ts$', 'pipeline'];
 const serverStages = ['intake', 'documents', 'guards', 'traffic', 'response-cache', 'answers', 'telemetry', 'probes', 'pages'];
 const inServer = (name) => `^src/server/${name.endsWith('$') ? name : `${name}/`}`;
 /** What each stage may use besides the base, the state and itself: stages before it in the request's path that it reads. */
@@ -66,21 +68,21 @@ module.exports = {
     })),
     {
       name: 'server-base',
-      comment: 'server/ base folders (plugin-kit, instruments, shared-state, http) use only each other: no request state, no stage, not the pipeline.',
+      comment: 'server/ base folders (instruments, shared-state, http) use only each other: no request state, no policy, not the pipeline.',
       severity: 'error',
       from: { path: serverBase.map(inServer) },
       to: { path: '^src/server/', pathNot: serverBase.map(inServer) },
     },
     {
       name: 'server-state',
-      comment: 'The request state (request-state.ts, callers.ts) uses the base folders only.',
+      comment: 'The request state and the pipeline (request-state.ts, callers.ts, pipeline/) use the base folders only.',
       severity: 'error',
       from: { path: serverState.map(inServer) },
       to: { path: '^src/server/', pathNot: [...serverBase, ...serverState].map(inServer) },
     },
     ...serverStages.map((stage) => ({
       name: `server-stage-${stage}`,
-      comment: `server/${stage}/ uses the base, the request state${stageUses[stage].length ? `, ${stageUses[stage].join(', ')}` : ''} and itself; the pipeline (gateway.ts) puts the stages together.`,
+      comment: `server/${stage}/ uses the base, the request state and pipeline${stageUses[stage].length ? `, ${stageUses[stage].join(', ')}` : ''} and itself; gateway.ts lists their steps stage by stage.`,
       severity: 'error',
       from: { path: inServer(stage) },
       to: { path: '^src/server/', pathNot: [...serverBase, ...serverState, stage, ...stageUses[stage]].map(inServer) },

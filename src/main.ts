@@ -72,9 +72,9 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // The response cache's own Redis (RESPONSE_CACHE_REDIS_URL), if it has one: its growth never takes the limits' memory.
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connect(config.responseCacheRedis);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { handler, refuseEarly, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
+  const { handler, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
   if (tracing.recording) logExportFailures(logger);
-  const server = createGatewayServer(handler, config, metrics, refuseEarly);
+  const server = createGatewayServer(handler, config, metrics);
   await listenOrExit(server, config.port, config.host);
   // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.
   const { adminPort } = config.connections;

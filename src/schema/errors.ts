@@ -34,7 +34,7 @@ function fieldPath(operation: string, loc: ValidationDetail['loc']): (string | n
 /**
  * The one place where upstream failures become what clients read: a GraphQLError with
  * `extensions.code`, a message naming the operation and never the upstream's address, body or
- * the caller's token. Anything that is not an UpstreamError is left to yoga's masking.
+ * the caller's token. Anything that is not an UpstreamError is left to the masking (`maskError`).
  */
 export function toClientError(error: UpstreamError): GraphQLError {
   const code = error.code === 'ABORTED' ? 'UPSTREAM_TIMEOUT' : error.code;
@@ -177,10 +177,10 @@ export function withoutLiterals(error: GraphQLError): GraphQLError {
 /** A syntax error quotes the token it stopped at: a string or number literal is named by its kind only. */
 const quotedLiteral = /\b(String|BlockString|Int|Float) "(?:[^"\\]|\\.)*"/g;
 
-/** What a log line may say of an error yoga reports: the gateway's own faults at error, a client's mistakes at debug, never a value. */
+/** What a log line may say of an error the masking replaced: the gateway's own faults at error, a client's mistakes at debug, never a value. */
 export type ErrorLogEntry = { level: 'error' | 'warn' | 'debug'; fields: Record<string, unknown>; message: string };
 
-/** The log line of an error yoga reports; none for a call an open breaker refused (counted, and its breaker's changes are logged). */
+/** The log line of an error the masking replaced; none for a call an open breaker refused (counted, and its breaker's changes are logged). */
 export function errorLogEntry(error: unknown): ErrorLogEntry | undefined {
   const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
   if (original instanceof UpstreamError) {
@@ -196,17 +196,11 @@ export function errorLogEntry(error: unknown): ErrorLogEntry | undefined {
   return { level: 'error', fields: { error: name }, message: original instanceof Error ? original.message : 'unexpected error' };
 }
 
-/** yoga quotes a body parameter it does not know as the client wrote it, whatever its text. */
-const unexpectedParameter = /^Unexpected parameter ".*" in the request body\.$/s;
-
-/** yoga's `maskError`: upstream errors mapped, our own GraphQLErrors kept, everything else masked. */
+/** The masking of an error (server/answers/masking.ts): upstream errors mapped, our own GraphQLErrors kept, everything else masked. */
 export function maskError(error: unknown, fallbackMessage: string): Error {
   if (error instanceof GraphQLError && error.message.startsWith('Syntax Error: ')) {
     const message = error.message.replace(quotedLiteral, '$1');
     if (message !== error.message) error.message = message;
-  }
-  if (error instanceof GraphQLError && unexpectedParameter.test(error.message)) {
-    error.message = 'The request body has a parameter the gateway does not take (it takes query, operationName, variables, extensions and documentId).';
   }
   const refusedVariable = error instanceof GraphQLError ? variableError(error) : undefined;
   if (refusedVariable) return refusedVariable;

@@ -1,6 +1,4 @@
-import type { IncomingMessage } from 'node:http';
 import { credentialKeyOf } from '../upstream/credential.js';
-import { firstHeader } from './http/paths.js';
 
 /**
  * The caller an Authorization header names, `token:<SHA-256 of its normalised credential>`, or
@@ -31,12 +29,4 @@ export function callerFrom(tokenCaller: string | undefined, forwardedFor: string
   const forwarded = trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
   const address = `address:${forwarded || peer || 'unknown'}`;
   return { key: tokenCaller ?? address, address, token: tokenCaller };
-}
-
-/** A request as the HTTP server hands it on: the caller it worked out before yoga, if it did (traffic/caller-limits.ts). */
-export type ArrivingRequest = IncomingMessage & { callerOnArrival?: Caller };
-
-/** Whom a request that arrived over HTTP is charged to, worked out once: the door, the lane and yoga's plugins read the same. */
-export function callerOnArrival(request: ArrivingRequest, trustProxy: boolean): Caller {
-  return (request.callerOnArrival ??= callerFrom(tokenCallerOf(firstHeader(request.headers.authorization)), firstHeader(request.headers['x-forwarded-for']), request.socket.remoteAddress, trustProxy));
 }

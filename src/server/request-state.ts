@@ -1,21 +1,18 @@
 import type { Context, Span } from '@opentelemetry/api';
-import type { DocumentNode } from 'graphql';
+import type { DocumentNode, ExecutionResult, GraphQLError, OperationDefinitionNode } from 'graphql';
 import type { Cache } from '@graphql-yoga/plugin-response-cache';
-import type { Plugin } from 'graphql-yoga';
+import type { Readable } from 'node:stream';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { RequestBatch } from '../loaders/request-batch.js';
-import { requestIdFrom } from '../schema/context.js';
+import { requestIdFrom, type GatewayContext } from '../schema/context.js';
 import type { ClientIdentity } from './instruments/client-awareness.js';
-import { callerFrom, tokenCallerOf, type ArrivingRequest, type Caller } from './callers.js';
-import { pathOf, servedAsGraphQL } from './http/paths.js';
+import { callerFrom, tokenCallerOf, type Caller } from './callers.js';
 
 /*
- * What the plugins know of a request and of each of its operations, in two typed objects made
- * once each: the request's on yoga's server context (`requestState`), an operation's on its
- * context (`operationState`). A batch's operations each have a context of their own whose
- * prototype is the server context (yoga's `Object.create(serverContext)`), so every operation
- * reads its request's state; a single operation's context is the server context itself. This
- * file is the one list of what passes between plugins: a field here says who writes it and who
+ * Everything the gateway knows of one request and of each of its operations, in two typed
+ * objects made once each, on every transport: a request's state (`RequestState`), made as it
+ * arrives, and an operation's (`OperationState`), made as its parameters are read (a batch has one
+ * per entry). The stages read and write nothing else: a field here says who writes it and who
  * reads it.
  */
 
@@ -24,17 +21,47 @@ export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Itera
 
 export type { Caller };
 
+/** A request's headers as every transport gives them: names in lower case, a repeated header's values joined by commas. */
+export interface RequestHeaders {
+  get(name: string): string | null;
+  has(name: string): boolean;
+  keys(): Iterable<string>;
+}
+
+/** What a transport hands the gateway of one request. */
+export interface Incoming {
+  readonly method: string;
+  /** The request target as sent: its path and query (`/graphql?query=…`). */
+  readonly target: string;
+  readonly headers: RequestHeaders;
+  /** Aborted when the client hangs up. */
+  readonly signal: AbortSignal;
+  /** The connection's peer address, where the transport has one. */
+  readonly peer: string | undefined;
+  /** The body as it streams in (null: none). Read by the intake stage, once. */
+  readonly body: Readable | null;
+}
+
+/** An answer a step makes whole, instead of going on: a refusal at the door (before the media type is agreed), a page. */
+export interface WholeAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string | null;
+}
+
 /** What the Accept header lets the gateway answer in (answers/negotiation.ts). */
 export interface Negotiated {
   /** The media types, most preferred first. */
   readonly types: readonly string[];
+  /** The Accept header the answer's type is chosen by: as sent, or with q-values, `types` in order. */
+  readonly accept: string;
   /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
   readonly alpha9: boolean;
 }
 
 /**
- * What an answer may say to HTTP caches (response-cache/plugin.ts): seconds left and its tag, or
- * not cacheable; `stale` for an answer kept past its TTL served for a read that failed.
+ * What an answer may say to HTTP caches (response-cache/): seconds left and its tag, or not
+ * cacheable; `stale` for an answer kept past its TTL served for a read that failed.
  */
 export type Cacheable = { readonly maxAge: number; readonly tag: string; readonly stale?: { readonly expiredSeconds: number } } | false;
 
@@ -59,33 +86,93 @@ export interface OperationRecord {
   readonly trace: Context;
 }
 
-/** One GraphQL operation: made in onParams (a batch has one per entry), read by every plugin after. */
+/** GraphQL's request parameters, as the intake stage read them (GraphQL over HTTP's, and `documentId`). */
+export interface OperationParams {
+  query?: string | undefined;
+  operationName?: string | null | undefined;
+  variables?: Record<string, unknown> | null | undefined;
+  extensions?: Record<string, unknown> | null | undefined;
+  /** GraphQL over HTTP's persisted document id (`sha256:<hex>`). */
+  documentId?: string | undefined;
+}
+
+/** An operation's result: one, or a stream of parts (@defer, @stream). */
+export type OperationResult = ExecutionResult | AsyncIterable<ExecutionResult>;
+
+/** What one mutation field (its response key) evicts from the response cache when it may have changed something. */
+export interface FieldEvictions {
+  readonly key: string;
+  readonly records: readonly CacheEntityRecord[];
+}
+
+/** The document an operation runs, as the document stage prepared it (documents/prepared.ts). */
+export interface PreparedDocument {
+  /** Its text (after APQ or the trusted documents named it). */
+  readonly text: string;
+  readonly document: DocumentNode;
+  /** Whether it uses @defer or @stream anywhere. */
+  readonly incremental: boolean;
+}
+
+/** Each operation by its context. */
+const contexts = new WeakMap<object, OperationState>();
+
+/** The operation a context was made for: envelop's plugins (the response cache's) are handed the context alone. */
+export const operationOf = (context: unknown): OperationState | undefined => contexts.get(context as object);
+
+/** One GraphQL operation: made as its request's parameters are read, read and written by every stage after. */
 export class OperationState {
-  /** Its span, log line and metrics; set by the telemetry in onParams. */
+  /** The operation's outcome: set by execution, or by a step that answers it instead (a refusal, a kept answer). */
+  result: OperationResult | undefined;
+  /** Its span, log line and metrics; set by the telemetry as its document stage begins. */
   record: OperationRecord | undefined;
+  /** Its document, once prepared (parsed and validated); the document it runs may differ (`document`). */
+  prepared: PreparedDocument | undefined;
+  /** The document it runs: the prepared one, or that without @defer/@stream for a client that takes one JSON answer. */
+  document: DocumentNode | undefined;
+  /** The operation the document's operationName selects. */
+  definition: OperationDefinitionNode | undefined;
+  #context: GatewayContext | undefined;
   /** Counted in flight (traffic/in-flight.ts) until its answer is out, or its last part. */
   inFlight = false;
   /** Its answer is a stream of parts: the response going out is not its end. */
   streaming = false;
   /** The caller whose in-flight slot it holds, given back once (traffic/caller-limits.ts). */
   slot: string | undefined;
-  /** Its TTL in the response cache, as the cache plugin computed it. */
+  /** Its TTL in the response cache, as the cache computed it. */
   cacheTtl: number | undefined;
   /** Its key in the response cache: set for a query the cache looked up (never a mutation). */
   cacheKey: string | undefined;
-  /** Whether its document asks for incremental delivery (@defer/@stream): never kept in the response cache. */
-  incremental = false;
+  /** Its answer came from the response cache: its JSON as kept, what a client is sent. */
+  keptJson: string | undefined;
   /** What a mutation's fields evict from the response cache, beyond the objects they return, if their outcome says they may have changed it. */
   evictions: readonly FieldEvictions[] | undefined;
   /** An APQ registration waiting for validation, then its write under way. */
   registration: Registration | undefined;
   registering: Promise<void> | undefined;
-}
 
-/** What one mutation field (its response key) evicts from the response cache when it may have changed something. */
-export interface FieldEvictions {
-  readonly key: string;
-  readonly records: readonly CacheEntityRecord[];
+  constructor(
+    /** Its parameters; the document stage may name its query (APQ, trusted documents). */
+    public params: OperationParams,
+    /** Its request: a batch's operations share one. */
+    readonly request: RequestState,
+  ) {}
+
+  /** Its context, made as it is planned: the resolvers', the loaders' and the plan's; `operationOf` finds the operation by it. */
+  get context(): GatewayContext | undefined {
+    return this.#context;
+  }
+
+  set context(context: GatewayContext | undefined) {
+    this.#context = context;
+    if (context !== undefined) contexts.set(context, this);
+  }
+
+  /** Its type, once its document named it. */
+  get type(): OperationType {
+    const operation = this.definition?.operation;
+    return operation === 'query' || operation === 'mutation' ? operation : 'unknown';
+  }
 }
 
 /** What validating a request's documents costs so far, each distinct document counted once. */
@@ -94,10 +181,20 @@ export interface ValidationSpent {
   readonly documents: Set<DocumentNode>;
 }
 
-/** One request to the GraphQL endpoint: made in onRequest, before any other plugin looks at it. */
+/** A request as library plugins read one (a fetch Request's method, URL and headers). */
+export interface RequestLike {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: RequestHeaders;
+}
+
+/** The base of the absolute URL a request target is read against. */
+const ORIGIN = 'http://gateway';
+
+/** One request to the GraphQL endpoint: made as it arrives, before any stage looks at it. */
 export class RequestState {
   readonly startedAt = performance.now();
-  /** The operations seen so far (a batch has several). */
+  /** The operations read from its parameters (a batch has several). */
   readonly operations: OperationState[] = [];
   /** Shedding's count of operations this request holds in flight (traffic/in-flight.ts). */
   held = 0;
@@ -107,20 +204,43 @@ export class RequestState {
   batch: RequestBatch | undefined;
   /** What the Accept header allows; undefined without one (anything). */
   negotiated: Negotiated | undefined;
-  /** Whom its operations are charged to (`callerOf`): load shedding's shares and the caller limits. */
-  caller: Caller | undefined;
   /** What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). */
   readonly quotas: { requests?: RateLimiterRes; address?: RateLimiterRes } = {};
-  /** The caller's trace (its traceparent) and client app, read by the telemetry in onRequest. */
+  /** The caller's trace (its traceparent) and client app, read by the telemetry as it arrives. */
   parent: Context | undefined;
   client: ClientIdentity | undefined;
   /** What its answer may say to HTTP caches; set by the response cache, read as the headers are written. */
   cacheable: Cacheable | undefined;
+  /** Why the intake stage refused it, if it did: answered instead of any operation. */
+  refusal: GraphQLError | WholeAnswer | undefined;
+  #caller: Caller | undefined;
   #validationSpent: ValidationSpent | undefined;
   #requestId: string | undefined;
   #tokenCaller: string | null | undefined;
+  #like: RequestLike | undefined;
 
-  constructor(readonly request: Request) {}
+  constructor(
+    readonly incoming: Incoming,
+    /** Whether a caller without a token is its first X-Forwarded-For hop (TRUST_PROXY). */
+    private readonly trustProxy: boolean,
+  ) {}
+
+  get method(): string {
+    return this.incoming.method;
+  }
+
+  get headers(): RequestHeaders {
+    return this.incoming.headers;
+  }
+
+  get signal(): AbortSignal {
+    return this.incoming.signal;
+  }
+
+  /** The request as library plugins read one, made on first use. */
+  get asRequest(): RequestLike {
+    return (this.#like ??= { method: this.incoming.method, url: ORIGIN + this.incoming.target, headers: this.incoming.headers });
+  }
 
   /** What validating its documents costs so far (guards/fragment-pairs.ts): a batch's documents share one budget. Made on first use. */
   get validationSpent(): ValidationSpent {
@@ -129,63 +249,21 @@ export class RequestState {
 
   /** The caller its Authorization header names (callers.ts), hashed once: the caller limits and the response cache's scope read it. */
   get tokenCaller(): string | undefined {
-    // Known already with its caller (the HTTP server's or the lane's, on a lane miss): not hashed again.
-    if (this.caller !== undefined) return this.caller.token;
-    if (this.#tokenCaller === undefined) this.#tokenCaller = tokenCallerOf(this.request.headers.get('authorization') ?? undefined) ?? null;
+    if (this.#tokenCaller === undefined) this.#tokenCaller = tokenCallerOf(this.incoming.headers.get('authorization') ?? undefined) ?? null;
     return this.#tokenCaller ?? undefined;
   }
 
-  /**
-   * Whom its operations are charged to, worked out once: as the HTTP server did before yoga
-   * (`req` is the Node request it came on), else from its headers (the gateway driven through
-   * `yoga.fetch` has no client address).
-   */
-  callerOf(req: ArrivingRequest | undefined, trustProxy: boolean): Caller {
-    return (this.caller ??= req?.callerOnArrival ?? callerFrom(this.tokenCaller, this.request.headers.get('x-forwarded-for') ?? undefined, req?.socket?.remoteAddress, trustProxy));
+  /** Whom its operations are charged to (callers.ts), worked out once: load shedding's shares and the caller limits. */
+  get caller(): Caller {
+    return (this.#caller ??= callerFrom(this.tokenCaller, this.incoming.headers.get('x-forwarded-for') ?? undefined, this.incoming.peer, this.trustProxy));
   }
 
   /** The id its log lines, upstream calls and answer carry: the incoming `x-request-id` when sane, else made once. */
   get requestId(): string {
-    return (this.#requestId ??= requestIdFrom(this.request));
+    return (this.#requestId ??= requestIdFrom(this.incoming));
   }
 
   startBatch(): void {
-    this.batch = new RequestBatch(this.request.signal);
+    this.batch = new RequestBatch(this.incoming.signal);
   }
-}
-
-/** yoga's server context and operation contexts, as the plugins see them. */
-export interface WithState {
-  requestState?: RequestState;
-  operationState?: OperationState;
-}
-
-/** The request's state (on the server context, or an operation context inheriting from it). */
-export const requestStateOf = (context: unknown): RequestState | undefined => (context as WithState).requestState;
-
-/** The operation's state, on its own context. */
-export const operationStateOf = (context: unknown): OperationState | undefined => (context as WithState).operationState;
-
-/**
- * Makes the states: a request's in onRequest, for a request yoga serves as GraphQL (the probes and
- * pages have none), and an operation's in onParams. First in the pipeline: every later hook finds them.
- */
-export function useRequestState(): Plugin {
-  let endpoint = '/graphql';
-  return {
-    onYogaInit({ yoga }) {
-      endpoint = yoga.graphqlEndpoint;
-    },
-    onRequest({ request, serverContext }) {
-      const { url } = request;
-      if (url.endsWith(endpoint) || servedAsGraphQL(url, pathOf(url), endpoint)) (serverContext as WithState).requestState = new RequestState(request);
-    },
-    onParams({ context }) {
-      const request = (context as WithState).requestState;
-      if (request === undefined) return;
-      const operation = new OperationState();
-      (context as WithState).operationState = operation;
-      request.operations.push(operation);
-    },
-  };
 }

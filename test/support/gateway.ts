@@ -42,7 +42,7 @@ export async function post(on: TestGateway, body: string | object, headers: Reco
 /** A head as the reference upstream serves it (`shape`: Get Head Ext By Id A by default), to compare answers with. */
 export const upstreamHead = (on: TestGateway, id: string, shape: HeadShape = HeadShape.A_EXT) => on.reference.store.project(on.reference.store.findHead(id)!, shape) as Record<string, any>;
 
-/** A gateway on the real reference upstream (loopback port), driven through `yoga.fetch`. */
+/** A gateway on the real reference upstream (loopback port), driven through its fetch transport (`gateway.fetch`). */
 export interface TestGateway {
   readonly reference: ReferenceUpstream;
   readonly upstream: Upstream;
@@ -90,7 +90,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
-  const { app: gateway, handler, refuseEarly, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app: gateway, handler, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
@@ -111,7 +111,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
       return (await response.json()) as GraphQLResponse<never>;
     },
     async listen() {
-      const server = createGatewayServer(handler, config, metrics, refuseEarly);
+      const server = createGatewayServer(handler, config, metrics);
       servers.push(server);
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;

@@ -1,6 +1,6 @@
-import type { Plugin } from 'graphql-yoga';
 import { privateAnswerHeaders, varyOn } from '../http/cache-headers.js';
-import { requestStateOf, type Cacheable } from '../request-state.js';
+import type { AnswerStep } from '../pipeline/stages.js';
+import type { Cacheable } from '../request-state.js';
 
 /** A JSON answer: the same operation as multipart/mixed or an event stream is another body. */
 const jsonAnswer = /^application\/(graphql-response\+)?json\b/;
@@ -39,8 +39,8 @@ export interface CacheHeaders {
  *    included) `Cache-Control: private, no-store` unless it says `private` already, and
  *    `Vary: Authorization`: without them a shared HTTP cache in between could hand one caller's
  *    answer to another.
- * The pipeline's answers get them in onResponse (useAnswerHeaders), the lane's cached answers as
- * they are written (lane.ts).
+ * Every answer gets them from useAnswerHeaders, the last step of the answer stage (the pages' and
+ * probes' too).
  */
 export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHeaders {
   const answer = facts.cacheable;
@@ -57,20 +57,16 @@ export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHe
   return headers;
 }
 
-/** The cache headers of every answer through the pipeline, in onResponse, from the request's state (`cacheHeaders`). */
-export function useAnswerHeaders(options: { readonly cors: boolean }): Plugin {
+/** The cache headers of every answer, the answer stage's last step, from the request's state (`cacheHeaders`). */
+export function useAnswerHeaders(options: { readonly cors: boolean }): AnswerStep {
   const { cors } = options;
-  return {
-    onResponse({ request, response, serverContext }) {
-      const { headers } = response;
-      const json = response.status === 304 || (response.status === 200 && jsonAnswer.test(headers.get('content-type') ?? ''));
-      const facts = { cacheable: requestStateOf(serverContext)?.cacheable, credentials: request.headers.has('authorization'), cors, json };
-      const before = { cacheControl: headers.get('cache-control'), vary: headers.get('vary') };
-      const after = cacheHeaders({ ...before }, facts);
-      if (after.etag !== undefined) headers.set('etag', after.etag);
-      if (after.age !== undefined) headers.set('age', after.age);
-      if (after.cacheControl !== null && after.cacheControl !== before.cacheControl) headers.set('cache-control', after.cacheControl);
-      if (after.vary !== null && after.vary !== before.vary) headers.set('vary', after.vary);
-    },
+  return (request, answer) => {
+    const { headers } = answer;
+    const json = answer.status === 304 || (answer.status === 200 && jsonAnswer.test(headers.get('content-type') ?? ''));
+    const after = cacheHeaders({ cacheControl: headers.get('cache-control') ?? null, vary: headers.get('vary') ?? null }, { cacheable: request.cacheable, credentials: request.headers.has('authorization'), cors, json });
+    if (after.etag !== undefined) headers.set('etag', after.etag);
+    if (after.age !== undefined) headers.set('age', after.age);
+    if (after.cacheControl !== null) headers.set('cache-control', after.cacheControl);
+    if (after.vary !== null) headers.set('vary', after.vary);
   };
 }

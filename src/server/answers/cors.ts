@@ -1,20 +1,38 @@
-import type { CORSOptions } from 'graphql-yoga';
+import { getCORSHeadersByRequestAndOptions } from '@whatwg-node/server';
+import { varyOn } from '../http/cache-headers.js';
+import type { AnswerStep } from '../pipeline/stages.js';
+import type { RequestState, WholeAnswer } from '../request-state.js';
 import { rateLimitHeaderNames } from '../traffic/rate-limit-headers.js';
 
 /** What a browser app may read of an answer besides the CORS-safelisted headers. */
 const exposedHeaders = ['x-request-id', 'retry-after', ...rateLimitHeaderNames];
 
 /**
- * Same-origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from
- * an origin not listed gets no CORS headers at all (naming another origin would leak the list).
+ * CORS, on every answer (the GraphQL endpoint's, the pages' and probes', refusals included): same
+ * origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from an
+ * origin not listed gets no CORS headers at all (naming another origin would leak the list);
+ * credentials (the Authorization header) only for origins named explicitly, never for `*`. The
+ * headers are @whatwg-node/server's (yoga's CORS); `preflight` answers an OPTIONS request, on
+ * any path, 204 with them.
  */
-export function corsPolicy(origins: readonly string[]): ((request: Request) => CORSOptions | false) | false {
-  if (origins.length === 0) return false;
+export function useCors(origins: readonly string[]): { readonly answer: AnswerStep; readonly preflight: WholeAnswer } | undefined {
+  if (origins.length === 0) return undefined;
   const anyOrigin = origins.includes('*');
-  return (request: Request) => {
+  const policyFor = (request: RequestState) => {
     const origin = request.headers.get('origin');
     if (origin === null || !(anyOrigin || origins.includes(origin))) return false;
-    // Credentials (the Authorization header) only for origins named explicitly, never for `*`.
     return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders };
+  };
+  return {
+    answer(request, answer) {
+      const headers = getCORSHeadersByRequestAndOptions(request.asRequest as unknown as Request, policyFor(request));
+      for (const [name, value] of Object.entries(headers ?? {})) {
+        const key = name.toLowerCase();
+        // Vary is a list several concerns add to (answers/answer-headers.ts): merged, never replaced.
+        answer.headers.set(key, key === 'vary' ? varyOn(answer.headers.get('vary'), value) : value);
+      }
+    },
+    // Safari (and maybe others) wait for a body on a 204 without a Content-Length of 0.
+    preflight: { status: 204, headers: { 'content-length': '0' }, body: null },
   };
 }

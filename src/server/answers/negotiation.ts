@@ -1,9 +1,10 @@
 import { BREAK, Kind, visit, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
-import { isAsyncIterable, type Plugin } from 'graphql-yoga';
+import { isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
-import { withoutIncrementalDelivery } from '../documents/incremental-delivery.js';
-import { operationStateOf, requestStateOf, type Negotiated } from '../request-state.js';
+import { wholeDocumentOf } from '../documents/prepared.js';
+import type { IntakeStep, OperationStep, ResultStep } from '../pipeline/stages.js';
+import type { Negotiated } from '../request-state.js';
 import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
 
@@ -28,7 +29,8 @@ function negotiate(accept: string): Negotiated {
   const ranges = accept.split(',');
   const kept = ranges.map((range) => range.split(';').filter((part, i) => i === 0 || keptParameter.test(part)).join(';')).join(',');
   const types = new Negotiator({ headers: { accept: kept } }).mediaTypes(mediaTypes).map((type) => type.slice(0, type.indexOf(';')));
-  return { types, alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)) };
+  // With q-values, the answer's type is chosen from the types accepted, most preferred first.
+  return { types, accept: quality.test(accept) ? types.join(', ') : accept, alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)) };
 }
 
 const noAnswerType =
@@ -50,56 +52,46 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
 }
 
 /**
- * The answer's media type, agreed before anything runs. yoga picks it after execution, by the
- * position of the types in Accept and without reading q-values: an operation a client cannot take
- * the answer of ran in full, upstream calls included, to be answered 406, and
+ * The answer's media type, agreed before anything runs, in three steps. yoga picked it after
+ * execution, by the position of the types in Accept and without reading q-values: an operation a
+ * client cannot take the answer of ran in full, upstream calls included, to be answered 406, and
  * `application/json;q=0` was answered in JSON. Here:
- * - an Accept that names no type the gateway answers in is HTTP 406 `NOT_ACCEPTABLE` before the
- *   body is read;
- * - an Accept with q-values reaches yoga as the types it accepts, most preferred first, so yoga's
- *   choice follows them; one without is left as it is (yoga's order is already the client's);
- * - an operation with @defer or @stream asked for by a client that takes no type carrying parts
- *   runs without them, and is answered whole in one JSON document;
- * - parts go out in multipart/mixed whenever the client takes it (yoga prefers it to SSE), in the
+ * - `intake`: an Accept that names no type the gateway answers in is HTTP 406 `NOT_ACCEPTABLE`
+ *   before the body is read; one with q-values is read as the types it accepts, most preferred
+ *   first (answers/answer.ts chooses among them);
+ * - `document`: an operation with @defer or @stream asked for by a client that takes no type
+ *   carrying parts runs without them, and is answered whole in one JSON document;
+ * - `execution`: parts go out in multipart/mixed whenever the client takes it (before SSE), in the
  *   2022-08-24 format unless the range says `incrementalSpec=v0.2`: then in graphql-js
  *   17.0.0-alpha.9's (`pending`, `incremental` by id, `completed`), which Apollo Client 4's
  *   `GraphQL17Alpha9Handler` and Apollo Server 5.1 speak.
  */
-export function useContentNegotiation(options: { readonly schema: GraphQLSchema }): Plugin {
+export function useContentNegotiation(options: { readonly schema: GraphQLSchema }): { readonly intake: IntakeStep; readonly document: OperationStep; readonly execution: ResultStep } {
   // Clients send a handful of distinct Accept headers: each is negotiated once.
   const known = new LRUCache<string, Negotiated>({ max: 256 });
   return {
-    onRequestParse({ request, serverContext, endResponse, fetchAPI }) {
+    intake(request) {
       const accept = request.headers.get('accept');
-      // None (or empty, as yoga reads it): anything.
-      if (!accept) return;
+      // None (or empty): anything.
+      if (!accept) return undefined;
       let negotiated = known.get(accept);
       if (negotiated === undefined) known.set(accept, (negotiated = negotiate(accept)));
-      if (negotiated.types.length === 0) {
-        endResponse(new fetchAPI.Response(refusalBody(noAnswerType, 'NOT_ACCEPTABLE'), { status: 406, headers: { 'content-type': refusalType } }));
-        return;
-      }
-      const state = requestStateOf(serverContext);
-      if (state !== undefined) state.negotiated = negotiated;
-      if (quality.test(accept)) request.headers.set('accept', negotiated.types.join(', '));
+      if (negotiated.types.length === 0) return { status: 406, headers: { 'content-type': refusalType }, body: refusalBody(noAnswerType, 'NOT_ACCEPTABLE') };
+      request.negotiated = negotiated;
+      return undefined;
     },
-    onExecute({ args }) {
-      const negotiated = requestStateOf(args.contextValue)?.negotiated;
-      if (negotiated === undefined || operationStateOf(args.contextValue)?.incremental !== true) return undefined;
-      if (!negotiated.types.some((type) => inParts.has(type))) {
-        // Read by every hook after this one and by the executor.
-        (args as { document: DocumentNode }).document = withoutIncrementalDelivery(args.document);
-        return undefined;
-      }
-      if (!negotiated.alpha9 || !answersInParts(args.document, args.variableValues)) return undefined;
-      const { document, operationName, variableValues } = args;
-      return {
-        onExecuteDone({ result }) {
-          if (!isAsyncIterable(result)) return undefined;
-          const rewrite = alpha9Payloads(options.schema, document, operationName, variableValues);
-          return { onNext: ({ result: part, setResult }) => setResult(rewrite(part as Payload2022) as ExecutionResult) };
-        },
-      };
+    document(operation) {
+      const negotiated = operation.request.negotiated;
+      if (negotiated === undefined || operation.prepared?.incremental !== true) return undefined;
+      if (!negotiated.types.some((type) => inParts.has(type))) operation.document = wholeDocumentOf(operation);
+      return undefined;
+    },
+    execution(operation) {
+      const { result, document } = operation;
+      const negotiated = operation.request.negotiated;
+      if (negotiated?.alpha9 !== true || !isAsyncIterable(result) || document === undefined || !answersInParts(document, operation.params.variables)) return;
+      const rewrite = alpha9Payloads(options.schema, document, operation.params.operationName, operation.params.variables);
+      operation.result = mapAsyncIterator(result, (part) => rewrite(part as Payload2022) as ExecutionResult);
     },
   };
 }

@@ -1,6 +1,6 @@
 import type { ExecutionResult } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
 import { retryAfterMsOf } from '../../schema/errors.js';
+import type { ResultStep } from '../pipeline/stages.js';
 
 /**
  * The `Retry-After` (whole seconds, rounded up) of an answer wholly refused by open upstream
@@ -22,24 +22,16 @@ export function retryAfterSecondsOf(result: ExecutionResult): number | undefined
 }
 
 /**
- * The result with its `Retry-After`, if it has one (`retryAfterSecondsOf`): in its
- * `extensions.http`, which yoga's result processor makes headers of and leaves out of the body.
- * The pipeline's answers get it here (useRetryAfter), the lane's as they are processed (lane.ts).
+ * `Retry-After` on an answer of one operation wholly refused by open breakers or the upstream's
+ * rate (`retryAfterSecondsOf`; a batch's answer carries none): in its `extensions.http`, which the
+ * answer's status rule makes headers of and its serialisation leaves out of the body
+ * (answers/serialisation.ts). A step of the execution stage.
  */
-export function withRetryAfter<R extends ExecutionResult>(result: R): R {
+export const retryAfter: ResultStep = (operation) => {
+  const { result } = operation;
+  if (result === undefined || operation.request.batched || Symbol.asyncIterator in result) return;
   const seconds = retryAfterSecondsOf(result);
-  if (seconds === undefined) return result;
+  if (seconds === undefined) return;
   const http = (result.extensions?.['http'] ?? {}) as { headers?: Record<string, string> };
-  return { ...result, extensions: { ...result.extensions, http: { ...http, headers: { ...http.headers, 'Retry-After': String(seconds) } } } };
-}
-
-/** `Retry-After` on an answer of one operation wholly refused by open breakers or the upstream's rate (a batch's answer carries none). */
-export function useRetryAfter(): Plugin {
-  return {
-    onExecutionResult({ result, setResult }) {
-      if (result === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
-      const answered = withRetryAfter(result);
-      if (answered !== result) setResult(answered);
-    },
-  };
-}
+  operation.result = { ...result, extensions: { ...result.extensions, http: { ...http, headers: { ...http.headers, 'Retry-After': String(seconds) } } } };
+};

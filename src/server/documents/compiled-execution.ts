@@ -1,7 +1,7 @@
 import { getDocumentString } from '@envelop/core';
-import { getOperationAST, getVariableValues, GraphQLError, Kind, print, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema, type SelectionSetNode, type Source } from 'graphql';
+import { getOperationAST, getVariableValues, GraphQLError, Kind, print, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type SelectionSetNode, type Source } from 'graphql';
 import { compileQuery, isCompiledQuery } from 'graphql-jit';
-import { makeExecute, mapMaybePromise, type Plugin, type PromiseOrValue } from 'graphql-yoga';
+import { mapMaybePromise, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import { setFlagsFromString } from 'node:v8';
 import type { CacheUse } from '../instruments/metrics.js';
@@ -27,7 +27,7 @@ export interface CompiledExecutionOptions {
  */
 const BYTES_PER_FIELD = 8 * 1024;
 
-type Compiled = { query: (root: unknown, context: unknown, variables: unknown) => unknown; stringify: (result: unknown) => string };
+type Compiled = { query: (root: unknown, context: unknown, variables: unknown) => unknown };
 
 /** Field selections of a selection set with its fragments spread out, each fragment counted once (memoised). */
 function expandedFields(selectionSet: SelectionSetNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, memo: Map<string, number>): number {
@@ -72,22 +72,13 @@ function compilableFields(document: DocumentNode, maxFields: number): number | u
   return fields <= maxFields ? fields : undefined;
 }
 
-/** A compiled query's result: its errors given back their source positions, the query's own serialiser on it. */
-function finished(result: ExecutionResult, compiled: Compiled, source: Source | undefined): ExecutionResult & { stringify: Compiled['stringify'] } {
-  // graphql-jit's errors carry their locations but no source positions, which yoga needs to keep
-  // them when it serialises; they are given theirs back from the document's source.
-  const located = source !== undefined && result.errors?.some((error) => error.locations !== undefined && error.positions === undefined);
-  return Object.assign(located ? { ...result, errors: result.errors!.map((error) => withPositions(error, source)) } : result, { stringify: compiled.stringify });
-}
-
 /**
- * Runs a compiled query on an operation's context; `ran` is told once the compiled code has run
- * (not when it was chosen: a later plugin could still replace the execute function).
+ * A compiled query's result, as the interpreter would give it: its errors given back their source
+ * positions (graphql-jit's carry their locations only, which the masking needs to keep them).
  */
-function runCompiled(compiled: Compiled, document: DocumentNode, rootValue: unknown, context: unknown, variables: unknown, ran: (() => void) | undefined): PromiseOrValue<ExecutionResult> {
-  const result = compiled.query(rootValue, context, variables) as PromiseOrValue<ExecutionResult>;
-  ran?.();
-  return mapMaybePromise(result, (done) => finished(done, compiled, document.loc?.source));
+function finished(result: ExecutionResult, source: Source | undefined): ExecutionResult {
+  const located = source !== undefined && result.errors?.some((error) => error.locations !== undefined && error.positions === undefined);
+  return located ? { ...result, errors: result.errors!.map((error) => withPositions(error, source)) } : result;
 }
 
 /**
@@ -101,40 +92,33 @@ function dropEvalSources(): void {
   setFlagsFromString('--no-compilation-cache');
 }
 
-/** A hot query, compiled: run on an operation's context (its result as the pipeline's compiled run gives it). */
-export type HotQuery = (context: unknown) => PromiseOrValue<ExecutionResult>;
-
 export interface CompiledExecution {
-  /** The pipeline's part: it runs each hot query's compiled code in place of yoga's executor. */
-  readonly plugin: Plugin;
   /**
-   * The compiled code of a query the pipeline has executed, by its parsed document (yoga's parse
-   * cache's): only a document that reached execution through the pipeline, so parsed, validated and
-   * within every limit there, and only when its code would run there (compiled, or due to be, and
-   * its variables coerce). Undefined otherwise: the pipeline takes it.
+   * Runs an operation by its compiled code, once its document is hot (compiled, or due to be, and
+   * its variables coerce); undefined when the interpreter must run it.
    */
-  hot(document: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown> | null | undefined): HotQuery | undefined;
+  run(args: ExecutionArgs): PromiseOrValue<ExecutionResult> | undefined;
 }
 
 /**
- * Compiled execution (graphql-jit): a hot query is compiled once into plain functions that
- * resolve its fields and serialise its result, which cut the executor's and the serialiser's cost
- * per request. Everything else runs on yoga's executor: a document seen fewer than
- * `afterExecutions` times, too large, with directives, a mutation, variables that do not coerce
- * (so their errors read as graphql-js words them), or one graphql-jit cannot compile.
+ * Compiled execution (graphql-jit), the execution stage's fast engine: a hot query is compiled
+ * once into plain functions that resolve its fields, which cut the executor's cost per request.
+ * Everything else runs on the interpreter: a document seen fewer than `afterExecutions` times, too
+ * large, with directives, a mutation, variables that do not coerce (so their errors read as
+ * graphql-js words them), or one graphql-jit cannot compile.
  *
  * Compiled code is held by one LRU cache by document text, bounded by count and by an estimate of
- * its heap, and by nothing else: @envelop/graphql-jit also keeps every compiled document in a
- * WeakMap by DocumentNode, which yoga's parse cache keeps alive far beyond any bound here.
+ * its heap, and by nothing else. What is kept per document (its runs so far, its size) follows the
+ * prepared documents (documents/prepared.ts) in a WeakMap and holds no compiled code. Chosen by
+ * the document it is called with: the response cache runs a document of its own (with the
+ * `__typename` and `id` of the entities it collects), kept per document too.
  */
-export function compiledExecution(schema: GraphQLSchema, options: CompiledExecutionOptions): CompiledExecution {
+export function compiledExecution(options: CompiledExecutionOptions): CompiledExecution {
   dropEvalSources();
-  // Per document: its executions so far and its size, or false when it stays interpreted.
-  // Follows yoga's parse cache (a WeakMap); holds no compiled code.
   const documents = new WeakMap<DocumentNode, { runs: number; fields: number; text: string | undefined } | false>();
   const compiled = new LRUCache<string, Compiled>({ max: options.maxEntries, maxSize: options.maxBytes });
   options.watchCache?.(() => ({ entries: compiled.size, bytes: compiled.calculatedSize }));
-  const compiledFor = (args: Pick<ExecutionArgs, 'schema' | 'document' | 'operationName' | 'variableValues'>): Compiled | undefined => {
+  const compiledFor = (args: ExecutionArgs): Compiled | undefined => {
     const operation = getOperationAST(args.document, args.operationName);
     if (operation?.operation !== 'query') return undefined;
     let state = documents.get(args.document);
@@ -144,7 +128,6 @@ export function compiledExecution(schema: GraphQLSchema, options: CompiledExecut
       documents.set(args.document, (state = fields !== undefined && fields * BYTES_PER_FIELD <= options.maxBytes ? { runs: 0, fields, text: undefined } : false));
     }
     if (state === false || ++state.runs < options.afterExecutions) return undefined;
-    // A document a plugin before execution made (the response cache's, with its __typename and id) has no text of yoga's.
     const text = (state.text ??= getDocumentString(args.document) ?? print(args.document));
     if (operation.variableDefinitions?.length && getVariableValues(args.schema, operation.variableDefinitions, args.variableValues ?? {}).errors) return undefined;
     let query = compiled.get(text);
@@ -159,24 +142,13 @@ export function compiledExecution(schema: GraphQLSchema, options: CompiledExecut
     }
     return query;
   };
-  const plugin: Plugin = {
-    onExecute({ args, executeFn, setExecuteFn }) {
-      if (getOperationAST(args.document, args.operationName)?.operation !== 'query') return;
-      // Chosen when called, by the document it is called with: the response cache, after this
-      // plugin, wraps this function and runs a document of its own (the entities it collects).
-      setExecuteFn((called) => {
-        const query = compiledFor(called);
-        return query === undefined ? executeFn(called) : makeExecute((run) => runCompiled(query, run.document, run.rootValue, run.contextValue, run.variableValues, options.onCompiledRun))(called);
-      });
-    },
-  };
   return {
-    plugin,
-    hot(document, operationName, variables) {
-      // Only a document the pipeline has run: the entry it made as it did.
-      if (!documents.has(document)) return undefined;
-      const query = compiledFor({ schema, document, operationName, variableValues: variables });
-      return query && ((context) => runCompiled(query, document, undefined, context, variables ?? {}, options.onCompiledRun));
+    run(args) {
+      const query = compiledFor(args);
+      if (query === undefined) return undefined;
+      const result = query.query(args.rootValue, args.contextValue, args.variableValues ?? {}) as PromiseOrValue<ExecutionResult>;
+      options.onCompiledRun?.();
+      return mapMaybePromise(result, (done) => finished(done, args.document.loc?.source));
     },
   };
 }

@@ -1,7 +1,8 @@
 import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
 import { Kind, OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode, type ValueNode } from 'graphql';
-import { createGraphQLError, type Plugin } from 'graphql-yoga';
-import { operationStateOf } from '../request-state.js';
+import type { Plugin as EnvelopPlugin } from '@envelop/core';
+import { createGraphQLError } from 'graphql-yoga';
+import type { OperationStep } from '../pipeline/stages.js';
 
 const seen = new WeakMap<DocumentNode, boolean>();
 
@@ -71,15 +72,12 @@ const negativeCount = () =>
   createGraphQLError('@stream(initialCount:) must be 0 or more: the number of list items sent before the rest streams.', { extensions: { code: 'BAD_USER_INPUT' } });
 
 /**
- * The one detector of incremental delivery: as an operation is validated, its state says whether
- * its document (as parsed, after APQ and trusted documents, before any rewrite) uses @defer or
- * @stream; the negotiation, the response cache and every later plugin read `incremental`.
- *
- * @defer and @stream (GraphQL over HTTP incremental delivery: multipart/mixed, or SSE): yoga's
- * executor and result processors serve them, and `schema.graphql` declares the directives
- * (src/schema/index.ts), so what yoga's plugin adds is its validation rules for them. Those are
- * added for documents that use the directives only: on every request they cost a filter and a
- * copy of the rule list (and a read of each rule's name) for nothing.
+ * @defer and @stream (GraphQL over HTTP incremental delivery: multipart/mixed, or SSE): the
+ * executor serves them and `schema.graphql` declares the directives (src/schema/index.ts), so what
+ * yoga's plugin adds is its validation rules for them, here a document policy (run as a document
+ * is validated, once: documents/prepared.ts). They are added for documents that use the
+ * directives only (`usesIncrementalDelivery`, the one detector, which the prepared document's
+ * `incremental` reads).
  *
  * The plugin also adds its own copy of graphql-js's field-merging rule (one that knows @stream),
  * but its attempt to drop graphql-js's rule does not reach envelop's rule list, so both would
@@ -87,13 +85,11 @@ const negativeCount = () =>
  * documents). The copy is taken out again, in place; graphql-js's rule stays. (A differing
  * @stream on merged fields is then not refused: execution takes the first.)
  */
-export function useIncrementalDelivery(): Plugin {
-  const deferStream = useDeferStream() as Plugin;
+export function incrementalDeliveryRules(): EnvelopPlugin {
+  const deferStream = useDeferStream() as EnvelopPlugin;
   return {
     onValidate(payload) {
       if (!usesIncrementalDelivery(payload.params.documentAST)) return;
-      const operation = operationStateOf(payload.context);
-      if (operation !== undefined) operation.incremental = true;
       // envelop's own list (the plugin's filter replaces only its view of it, its rules are pushed onto this one).
       const rules = payload.params.rules ?? [];
       void deferStream.onValidate?.(payload);
@@ -103,12 +99,15 @@ export function useIncrementalDelivery(): Plugin {
         if (rule.name === OverlappingFieldsCanBeMergedRule.name && rule !== OverlappingFieldsCanBeMergedRule) rules.splice(i, 1);
       }
     },
-    // A negative initialCount was the executor's crash (INTERNAL_SERVER_ERROR): the client's
-    // mistake, refused before the plan makes a call. Read as the operation runs, its variables
-    // known; a client answered in one JSON document runs without @stream (answers/negotiation.ts).
-    onExecute({ args, setResultAndStopExecution }) {
-      if (operationStateOf(args.contextValue)?.incremental !== true) return;
-      if (negativeInitialCount(args.document, args.variableValues)) setResultAndStopExecution({ errors: [negativeCount()] });
-    },
   };
 }
+
+/**
+ * A negative initialCount was the executor's crash (INTERNAL_SERVER_ERROR): the client's mistake,
+ * refused in the document stage, its variables known, before the plan makes a call (a client
+ * answered in one JSON document runs without @stream: answers/negotiation.ts).
+ */
+export const streamInitialCount: OperationStep = (operation) => {
+  if (operation.prepared?.incremental !== true || operation.document === undefined) return undefined;
+  return negativeInitialCount(operation.document, operation.params.variables) ? negativeCount() : undefined;
+};

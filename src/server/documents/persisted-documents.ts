@@ -1,12 +1,11 @@
 import { useAPQ } from '@graphql-yoga/plugin-apq';
 import { defaultExtractPersistedOperationId, usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
-import type { GraphQLError } from 'graphql';
-import { createGraphQLError, type GraphQLParams, type Plugin } from 'graphql-yoga';
+import { GraphQLError } from 'graphql';
+import { createGraphQLError, type GraphQLParams } from 'graphql-yoga';
 import type { PersistedQueryStore } from './apq-store.js';
 import type { TrustedDocuments } from './trusted-documents.js';
-import { composed } from '../plugin-kit/composed.js';
-import { withRecodedErrors } from '../plugin-kit/recoded-errors.js';
-import { operationStateOf, type Registration } from '../request-state.js';
+import type { MaybePromise, OperationStep, ResultStep } from '../pipeline/stages.js';
+import type { OperationParams, OperationState, Registration } from '../request-state.js';
 
 export interface PersistedDocumentsOptions {
   /** Where automatic persisted queries are registered (Apollo's APQ protocol). */
@@ -17,19 +16,11 @@ export interface PersistedDocumentsOptions {
   readonly trustedDocumentsOnly?: boolean;
 }
 
-/** Request parameters beyond GraphQL's four that these plugins read (yoga refuses unknown ones). */
-export const persistedDocumentParams = ['documentId'];
-
-type DocumentParams = GraphQLParams & { documentId?: unknown };
-
 /**
  * GraphQL over HTTP's persisted documents name a document `documentId` (`sha256:<hex>`): a body
- * parameter of a POST, a URL parameter of a GET (yoga's GET parser keeps only GraphQL's four).
+ * parameter of a POST, a URL parameter of a GET (intake/params.ts reads both).
  */
-const documentIdOf = (params: GraphQLParams, request: Request): string | null => {
-  const id = request.method === 'GET' ? (params.query === undefined ? new URL(request.url).searchParams.get('documentId') : null) : (params as DocumentParams).documentId;
-  return typeof id === 'string' ? id : null;
-};
+const documentIdOf = (params: OperationParams): string | null => (typeof params.documentId === 'string' ? params.documentId : null);
 
 /** The Apollo links retry with the query text on this message; they expect HTTP 200. */
 const notFound = () => createGraphQLError('PersistedQueryNotFound', { extensions: { code: 'PERSISTED_QUERY_NOT_FOUND', http: { status: 200 } } });
@@ -39,10 +30,7 @@ const trustedOnly = () =>
     extensions: { code: 'PERSISTED_QUERY_ONLY', http: { status: 400 } },
   });
 
-const hashMismatch = (error: GraphQLError) =>
-  error.extensions.code === 'PERSISTED_QUERY_MISMATCH'
-    ? createGraphQLError('extensions.persistedQuery.sha256Hash is not the SHA-256 of the query text.', { extensions: { code: 'BAD_USER_INPUT', http: { status: 400 } } })
-    : undefined;
+const hashMismatch = () => createGraphQLError('extensions.persistedQuery.sha256Hash is not the SHA-256 of the query text.', { extensions: { code: 'BAD_USER_INPUT', http: { status: 400 } } });
 
 /** The hash and text of an APQ registration, as useAPQ reads them (version 1, a string hash, a text). */
 function registrationOf(query: unknown, extension: unknown): Registration | undefined {
@@ -50,86 +38,106 @@ function registrationOf(query: unknown, extension: unknown): Registration | unde
   return version === 1 && typeof sha256Hash === 'string' && typeof query === 'string' ? { hash: sha256Hash, query } : undefined;
 }
 
+/** A library plugin's `onParams`, as the persisted documents' plugins have it. */
+type ParamsHook = (payload: { params: GraphQLParams; request: unknown; context: unknown; fetchAPI: unknown; setParams(params: GraphQLParams): void; setResult(): void }) => MaybePromise<unknown>;
+
 /**
- * Stores an APQ registration once yoga parsed and validated its document, with every limit
- * (tokens while parsing, nesting before it, depth, aliases and the rest while validating): junk,
- * a document over a limit or not valid for the schema is answered as the same text without a
- * hash would be, and stored nowhere. Parsed once, by yoga, its caches reused. The write runs
- * beside execution and the answer waits for it, so a client that has its answer finds the hash
- * registered at every replica.
+ * A library plugin's `onParams` as a step of the document stage: it may name the operation's query
+ * (`setParams`) or refuse it (throwing a GraphQL error, which `recode` may word otherwise).
  */
-function useRegistration(store: PersistedQueryStore): Plugin {
-  return {
-    onValidate({ context }) {
-      const operation = operationStateOf(context);
-      const registration = operation?.registration;
-      if (operation === undefined || registration === undefined) return undefined;
-      operation.registration = undefined;
-      return ({ valid }) => {
-        if (valid) operation.registering = store.set(registration.hash, registration.query);
-      };
-    },
-    // Only an operation that registered waits (a promise for every operation would cost them all).
-    onExecutionResult: ({ context }) => operationStateOf(context)?.registering,
+function paramsStep(hook: ParamsHook, recode: (error: GraphQLError) => GraphQLError = (error) => error): (operation: OperationState) => MaybePromise<GraphQLError | undefined> {
+  const refused = (error: unknown): GraphQLError => {
+    if (error instanceof GraphQLError) return recode(error);
+    throw error;
+  };
+  return (operation) => {
+    const payload = {
+      params: operation.params as GraphQLParams,
+      request: operation.request.asRequest,
+      context: operation,
+      fetchAPI: globalThis,
+      setParams: (params: GraphQLParams) => void (operation.params = { ...operation.params, ...params } as OperationParams),
+      setResult: () => undefined,
+    };
+    try {
+      const done = hook(payload);
+      return done instanceof Promise ? done.then(() => undefined, refused) : undefined;
+    } catch (error) {
+      return refused(error);
+    }
   };
 }
 
+export interface PersistedDocuments {
+  /** The document stage's step: the operation's query named by its hash or id, or refused. */
+  readonly document: OperationStep;
+  /** After validation (document stage): an APQ registration whose document validated is written. */
+  readonly registration: OperationStep;
+  /** The execution stage's step: an answer waits for its registration's write. */
+  readonly execution: ResultStep;
+}
+
 /**
- * Documents named by hash instead of sent as text, before anything else looks at the request's
- * parameters (so every later plugin sees the document's text):
+ * Documents named by hash instead of sent as text, before anything else reads the operation's
+ * query (so every later step sees the document's text):
  * - trusted documents only: `usePersistedOperations` runs the manifest's document named by
  *   `documentId` or `extensions.persistedQuery.sha256Hash`; a query text, an unknown id or no id
  *   is PERSISTED_QUERY_ONLY (HTTP 400), before execution, so with no upstream call.
  * - otherwise: Apollo's automatic persisted queries (`useAPQ`): a hash alone runs the manifest's
  *   document or a registered query, else answers PersistedQueryNotFound (HTTP 200, the links then
  *   send the text); hash and text register the text once it validated (BAD_USER_INPUT when the
- *   hash is not its SHA-256). With a manifest, `documentId` runs its document too; any query text still runs.
+ *   hash is not its SHA-256): junk, a document over a limit or not valid for the schema is stored
+ *   nowhere. The write runs beside execution and the answer waits for it, so a client that has its
+ *   answer finds the hash registered at every replica. With a manifest, `documentId` runs its
+ *   document too; any query text still runs.
  */
-export function usePersistedDocuments(options: PersistedDocumentsOptions): Plugin {
+export function usePersistedDocuments(options: PersistedDocumentsOptions): PersistedDocuments {
   const trusted = options.trustedDocuments;
   const lookUp = (id: string) => trusted?.get(id) ?? null;
+  const registration: OperationStep = (operation) => {
+    const pending = operation.registration;
+    if (pending !== undefined) {
+      operation.registration = undefined;
+      operation.registering = options.apqStore.set(pending.hash, pending.query);
+    }
+    return undefined;
+  };
+  // Only an operation that registered waits (a promise for every operation would cost them all).
+  const execution: ResultStep = (operation) => operation.registering;
   if (options.trustedDocumentsOnly === true) {
-    return usePersistedOperations({
+    const hook = usePersistedOperations({
       allowArbitraryOperations: false,
-      extractPersistedOperationId: (params, request, context) => documentIdOf(params, request) ?? defaultExtractPersistedOperationId(params, request, context),
+      extractPersistedOperationId: (params, request, context) => documentIdOf(params as OperationParams) ?? defaultExtractPersistedOperationId(params, request, context),
       getPersistedOperation: lookUp,
       customErrors: { notFound: trustedOnly, keyNotFound: trustedOnly, persistedQueryOnly: trustedOnly },
-    }) as Plugin;
+    }).onParams as unknown as ParamsHook;
+    return { document: paramsStep(hook), registration, execution };
   }
   const { apqStore } = options;
-  const apq = withRecodedErrors(
-    useAPQ({
-      // A registration is written once its document validated (useRegistration), not here.
-      store: { get: (hash) => lookUp(hash) ?? apqStore.get(hash), set: () => undefined },
-      responseConfig: { forceStatusCodeOk: true },
-    }),
-    'onParams',
-    hashMismatch,
+  // A registration is written once its document validated (`registration`), not here.
+  const apq = paramsStep(
+    useAPQ({ store: { get: (hash) => lookUp(hash) ?? apqStore.get(hash), set: () => undefined }, responseConfig: { forceStatusCodeOk: true } }).onParams as unknown as ParamsHook,
+    (error) => (error.extensions.code === 'PERSISTED_QUERY_MISMATCH' ? hashMismatch() : error),
   );
-  // useAPQ's hook is async: a plain query (no persistedQuery extension) skips it, and the promise.
-  const runApq = apq.onParams!;
-  const plugins: Plugin[] = [
-    {
-      ...apq,
-      onParams: (payload) => {
-        const extension = payload.params.extensions?.['persistedQuery'];
-        if (extension === undefined) return undefined;
-        return (async () => {
-          const registration = registrationOf(payload.params.query, extension);
-          await runApq(payload);
-          // useAPQ checked the hash; a manifest document needs no registration.
-          const operation = operationStateOf(payload.context);
-          if (registration !== undefined && operation !== undefined && lookUp(registration.hash) === null) operation.registration = registration;
-        })();
-      },
-    },
-    useRegistration(apqStore),
-  ];
-  if (trusted !== undefined) {
-    // Only requests that carry a documentId: the others are APQ's or plain queries.
-    const byDocumentId = usePersistedOperations({ allowArbitraryOperations: true, extractPersistedOperationId: documentIdOf, getPersistedOperation: lookUp, customErrors: { notFound } }) as Plugin;
-    const run = byDocumentId.onParams!;
-    plugins.push({ ...byDocumentId, onParams: (payload) => (documentIdOf(payload.params, payload.request) === null ? undefined : run(payload)) });
-  }
-  return composed(plugins);
+  const byDocumentId =
+    trusted === undefined
+      ? undefined
+      : paramsStep(usePersistedOperations({ allowArbitraryOperations: true, extractPersistedOperationId: (params) => documentIdOf(params as OperationParams), getPersistedOperation: lookUp, customErrors: { notFound } }).onParams as unknown as ParamsHook);
+  const document: OperationStep = (operation) => {
+    const { params } = operation;
+    // Only requests that carry a documentId go to the manifest by id: the others are APQ's or plain queries.
+    if (byDocumentId !== undefined && documentIdOf(params) !== null) return byDocumentId(operation);
+    const extension = params.extensions?.['persistedQuery'];
+    // useAPQ's hook is async: a plain query (no persistedQuery extension) skips it, and the promise.
+    if (extension === undefined) return undefined;
+    const pending = registrationOf(params.query, extension);
+    const checked = apq(operation);
+    const registered = (refusal: GraphQLError | undefined) => {
+      // useAPQ checked the hash; a manifest document needs no registration.
+      if (refusal === undefined && pending !== undefined && lookUp(pending.hash) === null) operation.registration = pending;
+      return refusal;
+    };
+    return checked instanceof Promise ? checked.then(registered) : registered(checked);
+  };
+  return { document, registration, execution };
 }

@@ -1,11 +1,12 @@
 import { SpanStatusCode } from '@opentelemetry/api';
 import type { DocumentNode, GraphQLError } from 'graphql';
-import { createGraphQLError, type Plugin } from 'graphql-yoga';
-import type { GatewayContext } from '../../schema/context.js';
+import { createGraphQLError } from 'graphql-yoga';
+import { createContext, type ContextOptions, type GatewayContext } from '../../schema/context.js';
 import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
 import { carriesToken } from '../../schema/inputs.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
-import { requestStateOf, type RequestState } from '../request-state.js';
+import type { OperationStep } from '../pipeline/stages.js';
+import type { RequestState } from '../request-state.js';
 
 export interface UpstreamPlanOptions {
   readonly planner: Planner;
@@ -48,8 +49,7 @@ export interface PlannedOperation {
 
 /**
  * Plans an operation on its context (`context.plan`), or refuses it: the refusal is counted and
- * its span marked, and the caller answers it as the operation's only error. The pipeline's plugin
- * (useUpstreamPlan) and the lane's hot queries (lane.ts) both plan here.
+ * its span marked, and the caller answers it as the operation's only error.
  */
 export type PlanAdmission = (context: GatewayContext, operation: PlannedOperation, batch: RequestState['batch']) => GraphQLError | undefined;
 
@@ -90,13 +90,14 @@ export function planAdmission(options: UpstreamPlanOptions): PlanAdmission {
   };
 }
 
-/** The plan in the pipeline: before execution, each operation planned or refused (planAdmission). */
-export function useUpstreamPlan(admit: PlanAdmission): Plugin {
-  return {
-    onExecute({ args, setResultAndStopExecution }) {
-      const context = args.contextValue as unknown as GatewayContext;
-      const refusal = admit(context, { document: args.document, operationName: args.operationName, variables: args.variableValues as Record<string, unknown> | undefined }, requestStateOf(context)?.batch);
-      if (refusal !== undefined) setResultAndStopExecution({ errors: [refusal] });
-    },
+/**
+ * The first step of the plan stage: the operation's context (schema/context.ts: its loaders, its
+ * guard, the upstream bound to its caller), then its plan, or its refusal (planAdmission).
+ */
+export function useUpstreamPlan(admit: PlanAdmission, contextOptions: ContextOptions): OperationStep {
+  return (operation) => {
+    const { request } = operation;
+    const context = (operation.context = createContext(request.incoming, contextOptions, { requestId: request.requestId, batch: request.batch, trace: operation.record?.trace }));
+    return admit(context, { document: operation.document!, operationName: operation.params.operationName, variables: operation.params.variables }, request.batch);
   };
 }

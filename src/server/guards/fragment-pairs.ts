@@ -1,6 +1,5 @@
 import { GraphQLError, Kind, visit, type DocumentNode, type FragmentDefinitionNode, type SelectionSetNode } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
-import { requestStateOf } from '../request-state.js';
+import type { OperationStep } from '../pipeline/stages.js';
 
 export interface FragmentPairsOptions {
   /** Pairs of fragments one request's documents may make graphql-js compare (MAX_FRAGMENT_PAIRS): a batch's documents share them. */
@@ -57,38 +56,33 @@ export function fragmentPairsOf(document: DocumentNode): number {
 }
 
 /**
- * Bounds what validation costs before it is paid: a document whose fragments make more than
- * `max` pairs to compare (fragmentPairsOf) is refused before graphql-js's rules run, and the
- * documents of one request (a batch's) share the `max`, each distinct document counted once. The
- * refusal reads as a validation error (HTTP 400, `GRAPHQL_VALIDATION_FAILED`, `extensions.limit:
- * "fragments"`, with the pairs it would cost and the limit) but is thrown, not set as the
- * validation's result: yoga keeps that result per document, and a document refused for what its
- * batch had spent is another request's to validate. Each document's count is kept beside it (it
- * follows the parse cache).
+ * Bounds what validation costs before it is paid, a step of the document stage between parsing
+ * and validation: a document whose fragments make more than `max` pairs to compare
+ * (fragmentPairsOf) is refused before graphql-js's rules run, and the documents of one request (a
+ * batch's) share the `max`, each distinct document counted once. The refusal reads as a validation
+ * error (HTTP 400, `GRAPHQL_VALIDATION_FAILED`, `extensions.limit: "fragments"`, with the pairs it
+ * would cost and the limit) but is not kept with the document: a document refused for what its
+ * batch had spent is another request's to validate. Each document's count is kept beside it.
  */
-export function useFragmentPairsLimit(options: FragmentPairsOptions): Plugin {
+export function fragmentPairsLimit(options: FragmentPairsOptions): OperationStep {
   const { max } = options;
   const counted = new WeakMap<DocumentNode, number>();
-  return {
-    onValidate({ params, context }) {
-      const document = params.documentAST;
-      let pairs = counted.get(document);
-      if (pairs === undefined) counted.set(document, (pairs = fragmentPairsOf(document)));
-      if (pairs === 0) return;
-      const spent = requestStateOf(context)?.validationSpent;
-      const before = spent === undefined ? 0 : spent.pairs;
-      if (spent !== undefined && spent.documents.has(document)) return;
-      if (before + pairs > max) {
-        const besides = before === 0 ? '' : ` (its batch's other documents already make ${before})`;
-        options.onRefused?.();
-        throw new GraphQLError(`This document makes ${pairs} pairs of fragments to compare${besides}; the limit is ${max}. Spread fewer fragments side by side in one selection.`, {
-          extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'fragments', fragmentPairs: pairs, maxFragmentPairs: max, http: { status: 400 } },
-        });
-      }
-      if (spent !== undefined) {
-        spent.pairs += pairs;
-        spent.documents.add(document);
-      }
-    },
+  return (operation) => {
+    const document = operation.prepared!.document;
+    let pairs = counted.get(document);
+    if (pairs === undefined) counted.set(document, (pairs = fragmentPairsOf(document)));
+    if (pairs === 0) return undefined;
+    const spent = operation.request.validationSpent;
+    if (spent.documents.has(document)) return undefined;
+    if (spent.pairs + pairs > max) {
+      const besides = spent.pairs === 0 ? '' : ` (its batch's other documents already make ${spent.pairs})`;
+      options.onRefused?.();
+      return new GraphQLError(`This document makes ${pairs} pairs of fragments to compare${besides}; the limit is ${max}. Spread fewer fragments side by side in one selection.`, {
+        extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'fragments', fragmentPairs: pairs, maxFragmentPairs: max, http: { status: 400 } },
+      });
+    }
+    spent.pairs += pairs;
+    spent.documents.add(document);
+    return undefined;
   };
 }

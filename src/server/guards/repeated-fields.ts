@@ -1,5 +1,5 @@
 import { BREAK, GraphQLError, Kind, visit, type DocumentNode, type SelectionSetNode } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
+import type { Plugin } from '@envelop/core';
 
 export interface RepeatedFieldsOptions {
   /** Most times one response key may appear in one selection set (inline fragments opened). */

@@ -7,7 +7,6 @@ import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
 import type { ConnectionSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import type { EarlyRefusal } from './refusal.js';
 import { privateAnswerHeaders, varyOn } from './cache-headers.js';
 import { refusalBody, refusalType } from './refusal.js';
 
@@ -97,7 +96,7 @@ function codingsFor(request: IncomingMessage, acceptEncoding: string): 'any' | '
 
 const noCoding = refusalBody('The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', 'NOT_ACCEPTABLE');
 
-/** An answer the server gives itself, before yoga: with the private headers when the request carries credentials (answers/private-answers.ts). */
+/** An answer the server gives itself, before the gateway (a coding the client refuses): with the private headers when the request carries credentials (answers/answer-headers.ts). */
 function answerAtOnce(request: IncomingMessage, response: ServerResponse, status: number, headers: Readonly<Record<string, string>>, body: string): void {
   response.writeHead(status, request.headers.authorization === undefined ? headers : { ...headers, 'cache-control': privateAnswerHeaders['cache-control'], vary: varyOn(headers.vary ?? null, privateAnswerHeaders.vary) });
   response.end(body);
@@ -112,10 +111,10 @@ function answerAtOnce(request: IncomingMessage, response: ServerResponse, status
  * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
  * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
  * (slowRequestOptions) and connections over `maxConnections` closed on arrival (capConnections),
- * counted in `metrics`. New operations while the gateway is overloaded (load-shedding.ts), and
- * callers refused a moment ago (traffic/caller-limits.ts), are refused before yoga (`refuseEarly`).
+ * counted in `metrics`. (Overload and callers refused a moment ago are refused by the gateway's
+ * intake stage, before a byte of the body is read: Node discards it once the answer is out.)
  */
-export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>, refuseEarly?: EarlyRefusal): Server {
+export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>): Server {
   const compressor = (threshold: number) =>
     compression({
       threshold,
@@ -126,12 +125,6 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   const compress = compressor(options.compressionMinBytes);
   const compressAll = compressor(0);
   const server = createDrainableServer(slowRequestOptions(options.connections), (request, response) => {
-    // Overload, or a caller refused a moment ago: refused here, without yoga. Browsers (an Origin
-    // header) go through yoga, whose answer carries the CORS headers they need to read it.
-    const early = refuseEarly !== undefined && request.headers.origin === undefined && request.url?.startsWith('/graphql') ? refuseEarly(request) : undefined;
-    // The body is never read: Node discards it once the answer is out, and the connection
-    // stays open (a reconnection per refusal cost the server more than the refusal).
-    if (early !== undefined) return answerAtOnce(request, response, early.status, early.headers, early.body);
     const acceptEncoding = request.headers['accept-encoding'];
     // A request that accepts no encoding is answered as it is, without the middleware: a cache may
     // keep that identity answer for everyone, so it needs no Vary.

@@ -1,8 +1,3 @@
-import type { IncomingMessage } from 'node:http';
-
-/** What the HTTP server asks before handing a request to yoga (the shedder, the caller limits): a refusal to answer at once, or nothing. */
-export type EarlyRefusal = (request: IncomingMessage) => { readonly status: number; readonly headers: Readonly<Record<string, string>>; readonly body: string } | undefined;
-
 /** The content type of a refusal answered at once. */
 export const refusalType = 'application/json; charset=utf-8';
 

@@ -1,5 +1,5 @@
-import { createGraphQLError, type Plugin } from 'graphql-yoga';
-import { requestStateOf } from '../request-state.js';
+import { createGraphQLError } from 'graphql-yoga';
+import type { IntakeStep } from '../pipeline/stages.js';
 
 export interface BatchingOptions {
   /** Operations one batched request may carry. */
@@ -11,30 +11,22 @@ export interface BatchingOptions {
 /**
  * Batched requests (a JSON array of operations in one POST, as Apollo's BatchHttpLink sends):
  * a batch over `maxBatch` operations (or an empty one) is HTTP 400 with code BATCH_TOO_LARGE
- * (BAD_REQUEST; `limit: "batch"`), before any operation runs. yoga's own limit, set to the same number, would answer
- * 413 with BAD_REQUEST; this check runs first. A batch of two or more gets the request's shared
- * loaders (loaders/request-batch.ts), on its request state.
+ * (BAD_REQUEST for an empty one; `limit: "batch"`), before any operation runs. A batch of two or
+ * more gets the request's shared loaders (loaders/request-batch.ts), on its request state.
  */
-export function useBatching(options: BatchingOptions): Plugin {
+export function useBatching(options: BatchingOptions): IntakeStep {
   const { maxBatch } = options;
-  return {
-    onRequestParse: ({ serverContext }) => ({
-      onRequestParseDone({ requestParserResult }) {
-        if (!Array.isArray(requestParserResult)) return;
-        if (requestParserResult.length > maxBatch) {
-          options.onRefused?.();
-          throw createGraphQLError(`A batch may carry at most ${maxBatch} operations; this one has ${requestParserResult.length}.`, {
-            extensions: { code: 'BATCH_TOO_LARGE', limit: 'batch', maxBatch, http: { status: 400 } },
-          });
-        }
-        if (requestParserResult.length === 0) {
-          throw createGraphQLError('A batch needs at least one operation.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
-        }
-        const state = requestStateOf(serverContext);
-        if (state === undefined) return;
-        state.batched = true;
-        if (requestParserResult.length > 1) state.startBatch();
-      },
-    }),
+  return (request) => {
+    if (!request.batched) return undefined;
+    const { length } = request.operations;
+    if (length > maxBatch) {
+      options.onRefused?.();
+      return createGraphQLError(`A batch may carry at most ${maxBatch} operations; this one has ${length}.`, {
+        extensions: { code: 'BATCH_TOO_LARGE', limit: 'batch', maxBatch, http: { status: 400 } },
+      });
+    }
+    if (length === 0) return createGraphQLError('A batch needs at least one operation.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
+    if (length > 1) request.startBatch();
+    return undefined;
   };
 }

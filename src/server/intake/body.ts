@@ -1,114 +1,101 @@
-import { getSupportedEncodings, useContentEncoding } from '@whatwg-node/server';
-import { createGraphQLError, type Plugin } from 'graphql-yoga';
+import { createGraphQLError } from 'graphql-yoga';
+import type { GraphQLError } from 'graphql';
+import type { Readable } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+import type { IntakeStep } from '../pipeline/stages.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
+import type { RequestHeaders } from '../request-state.js';
 
 export interface RequestBodyOptions {
-  /** Largest request body accepted (MAX_BODY_BYTES). */
+  /** Largest request body accepted, once decoded (MAX_BODY_BYTES). */
   readonly maxBytes: number;
   /** Told of every refusal, for metrics. */
   readonly onRefused?: () => void;
 }
 
-const tooLarge = (maxBytes: number) =>
-  createGraphQLError(`Request body is larger than ${maxBytes} bytes`, { extensions: { code: 'PAYLOAD_TOO_LARGE', limit: 'body', http: { status: 413 } } });
+/** The content codings a body may come in, each with its decoder (node:zlib). */
+const decoders = { gzip: createGunzip, deflate: createInflate, br: createBrotliDecompress } as const;
+type Coding = keyof typeof decoders;
+const supported = Object.keys(decoders) as Coding[];
 
 const identity = new Set(['identity', 'none']);
 
-const unsupportedEncoding = (supported: readonly string[]) =>
-  refusalBody(`The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`, 'UNSUPPORTED_MEDIA_TYPE');
+const tooLarge = (maxBytes: number) =>
+  createGraphQLError(`Request body is larger than ${maxBytes} bytes`, { extensions: { code: 'PAYLOAD_TOO_LARGE', limit: 'body', http: { status: 413 } } });
+
+const unsupportedEncoding = refusalBody(`The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`, 'UNSUPPORTED_MEDIA_TYPE');
 
 /**
- * The codings of a Content-Encoding header as HTTP means them: case-insensitive, spaces around
- * the commas allowed, `identity` meaning none, `x-gzip` being `gzip` (RFC 9110 8.4.1). undefined
- * for codings useContentEncoding cannot apply: one it does not decode, or several (it would
- * decode only the last).
+ * The coding of a Content-Encoding header as HTTP means it: case-insensitive, spaces around the
+ * commas allowed, `identity` meaning none, `x-gzip` being `gzip` (RFC 9110 8.4.1); null for none;
+ * undefined for one it does not decode, or several (a body coded twice is refused, not decoded twice).
  */
-function contentCodings(header: string, supported: readonly string[]): string[] | undefined {
+function codingOf(header: string | null): Coding | null | undefined {
+  if (header === null) return null;
   const codings = header
     .split(',')
     .map((coding) => coding.trim().toLowerCase())
     .filter((coding) => coding !== '' && !identity.has(coding))
     .map((coding) => (coding === 'x-gzip' ? 'gzip' : coding));
-  return codings.length <= 1 && codings.every((coding) => supported.includes(coding)) ? codings : undefined;
+  if (codings.length === 0) return null;
+  return codings.length === 1 && (supported as string[]).includes(codings[0]!) ? (codings[0] as Coding) : undefined;
 }
 
-/** A body sent compressed: its Content-Length is its size on the wire, not what it inflates to. */
-const isEncoded = (request: Request): boolean => {
-  const encoding = request.headers.get('content-encoding');
-  return encoding !== null && !identity.has(encoding.trim().toLowerCase());
-};
+/** What reading a body gave: its bytes, or the refusal of one over the cap. */
+export type ReadBody = Buffer | GraphQLError;
 
 /**
- * The request body, as it comes in:
+ * The request body, as it comes in, for the intake stage:
  *
- * Bodies sent with `Content-Encoding: gzip` (or deflate, br) are inflated as they stream in, by
- * @whatwg-node/server's useContentEncoding (its request half; responses are compressed by the
- * HTTP server, http/http-server.ts); a coding it cannot decode is HTTP 415
- * UNSUPPORTED_MEDIA_TYPE, answered at once (onRequest). It puts no bound on what a body inflates
- * to: the cap below counts the inflated bytes, so a decompression bomb stops at the cap (HTTP
- * 413) with at most one chunk over it in memory.
- *
- * The body is capped before yoga buffers it: a declared Content-Length over the cap is
- * refused outright; a body without one (chunked), or a compressed one (counted as it inflates),
- * is counted as it streams in. A declared length
- * within the cap needs no counting: Node's HTTP parser ends the body at the declared length, and
- * piping every body through a counter costs every request (docs/performance.md#measured-reasons). That is why yoga's own `maxRequestBodySize`, which pipes
- * every body, is turned off in gateway.ts in favour of this one. A refusal is HTTP 413 with code
- * PAYLOAD_TOO_LARGE and `limit: "body"`. (Node's HTTP parser already answers 400 to a malformed Content-Length.)
- *
- * It works while yoga parses the request (`onRequestParse`), where a thrown GraphQLError
- * becomes an HTTP answer; thrown any earlier (`onRequest`) it would escape yoga and the Node
- * adapter would answer 500 with the error's stack.
+ * - its head first (`intake`): a coding it cannot decode is HTTP 415 UNSUPPORTED_MEDIA_TYPE, a
+ *   declared Content-Length over MAX_BODY_BYTES HTTP 413, before a byte of it is read;
+ * - then its bytes (`read`, for the parameters' reader: intake/params.ts), inflated as they stream
+ *   in when it is sent with `Content-Encoding: gzip` (or deflate, br), and counted: a body without
+ *   a declared length (chunked) or a compressed one (counted as it inflates) stops at the cap
+ *   (HTTP 413, code PAYLOAD_TOO_LARGE, `limit: "body"`) with at most one chunk over it in memory,
+ *   so a decompression bomb costs its cap. A declared length within the cap needs no counting:
+ *   the HTTP parser ends the body there.
  */
-export function useRequestBody(options: RequestBodyOptions): Plugin {
-  const decompression = useContentEncoding();
+export function useRequestBody(options: RequestBodyOptions): { readonly intake: IntakeStep; read(body: Readable | null, headers: RequestHeaders): Promise<ReadBody> } {
   const { maxBytes } = options;
   const refuse = () => {
     options.onRefused?.();
     return tooLarge(maxBytes);
   };
   return {
-    onRequest(payload) {
-      const { request, fetchAPI } = payload;
-      const header = request.headers.get('content-encoding');
-      if (header === null || request.body === null) return undefined;
-      const supported = getSupportedEncodings(fetchAPI);
-      const codings = contentCodings(header, supported);
-      // useContentEncoding's own 415 was plain text quoting the header: a client's value in the body.
-      if (codings === undefined) return payload.endResponse(new fetchAPI.Response(unsupportedEncoding(supported), { status: 415, headers: { 'content-type': refusalType } }));
-      // useContentEncoding matches the names as written: it is handed them as it knows them.
-      request.headers.set('content-encoding', codings[0] ?? 'identity');
-      return decompression.onRequest!(payload as never);
+    intake(request) {
+      const { headers } = request;
+      if (codingOf(headers.get('content-encoding')) === undefined) return { status: 415, headers: { 'content-type': refusalType }, body: unsupportedEncoding };
+      const declared = headers.get('content-length');
+      return declared !== null && Number(declared) > maxBytes ? refuse() : undefined;
     },
-    onRequestParse({ request, requestParser, setRequestParser, fetchAPI }) {
-      const declared = request.headers.get('content-length');
-      if (declared !== null) {
-        if (Number(declared) > maxBytes) throw refuse();
-        if (!isEncoded(request)) return;
-      }
-      if (requestParser === undefined || request.body === null) return;
-      setRequestParser((incoming) => {
-        const body = incoming.body;
-        if (body === null) return requestParser(incoming);
-        // A native stream wants the native TransformStream, a ponyfill one the ponyfill's
-        // (graphql-yoga#4583).
-        const Transform = body instanceof ReadableStream ? globalThis.TransformStream : fetchAPI.TransformStream;
+    read(body, headers) {
+      if (body === null) return Promise.resolve(Buffer.alloc(0));
+      const coding = codingOf(headers.get('content-encoding'));
+      const counted = coding !== null || headers.get('content-length') === null;
+      const source: Readable = coding ? body.pipe(decoders[coding]()) : body;
+      return new Promise<ReadBody>((resolve, reject) => {
+        const chunks: Buffer[] = [];
         let received = 0;
-        const counted = body.pipeThrough(
-          new Transform<Uint8Array, Uint8Array>({
-            transform(chunk, controller) {
-              received += chunk.byteLength;
-              if (received > maxBytes) {
-                controller.error(refuse());
-                return;
-              }
-              controller.enqueue(chunk);
-            },
-          }),
-        );
-        return requestParser(
-          new fetchAPI.Request(incoming.url, { method: incoming.method, headers: incoming.headers, body: counted, signal: incoming.signal, duplex: 'half' } as RequestInit),
-        );
+        const onData = (chunk: Buffer) => {
+          received += chunk.byteLength;
+          if (!counted || received <= maxBytes) {
+            chunks.push(chunk);
+            return;
+          }
+          // No more is kept, nor inflated; the rest is read and dropped so the answer can go out.
+          source.off('data', onData);
+          if (source !== body) {
+            body.unpipe(source as unknown as NodeJS.WritableStream);
+            source.destroy();
+          }
+          body.resume();
+          resolve(refuse());
+        };
+        source.on('data', onData);
+        source.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+        source.once('error', reject);
+        if (source !== body) body.once('error', reject);
       });
     },
   };

@@ -1,22 +1,113 @@
+import { createGraphQLError } from 'graphql-yoga';
 import { GraphQLError } from 'graphql';
-import { createGraphQLError, type Plugin } from 'graphql-yoga';
+import type { IntakeStep, OperationStep } from '../pipeline/stages.js';
+import { OperationState, type OperationParams, type RequestState } from '../request-state.js';
+import type { ReadBody } from './body.js';
 
-const notJson = (what: string) => createGraphQLError(`${what} is not valid JSON.`, { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
+const badRequest = (message: string, http: Record<string, unknown> = {}) => createGraphQLError(message, { extensions: { code: 'BAD_REQUEST', http: { status: 400, ...http } } });
 
-/** Which URL parameter of a GET did not parse (yoga's GET parser only throws JSON.parse's SyntaxError). */
-function badUrlParameter(request: Request): string {
-  const parameters = new URL(request.url).searchParams;
-  for (const name of ['variables', 'extensions']) {
-    const value = parameters.get(name);
-    if (value === null || value === '') continue;
+const notJson = (what: string) => badRequest(`${what} is not valid JSON.`);
+
+/** The first media type of a Content-Type header (a list is not HTTP, but some clients send one). */
+const contentTypeOf = (request: RequestState): string => (request.headers.get('content-type') ?? '').split(',')[0]!.split(';')[0]!.trim().toLowerCase();
+
+/** Parameters a GET carries in its URL: GraphQL's four and `documentId`; `variables` and `extensions` are JSON. */
+function urlParams(search: URLSearchParams): OperationParams {
+  const json = (name: 'variables' | 'extensions') => {
+    const value = search.get(name);
+    if (!value) return undefined;
     try {
-      JSON.parse(value);
+      return JSON.parse(value) as Record<string, unknown>;
     } catch {
-      return `The "${name}" URL parameter`;
+      throw notJson(`The "${name}" URL parameter`);
     }
-  }
-  return 'A request parameter';
+  };
+  return {
+    query: search.get('query') || undefined,
+    operationName: search.get('operationName') || undefined,
+    variables: json('variables'),
+    extensions: json('extensions'),
+    documentId: search.get('documentId') || undefined,
+  };
 }
+
+/** A JSON body's parameters: an object (one operation), or an array of them (a batch). */
+function jsonParams(body: Buffer): unknown {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw notJson('The request body');
+  }
+  if (parsed === null || typeof parsed !== 'object') throw badRequest(`POST body is expected to be object but received ${parsed === null ? 'null' : typeof parsed}`);
+  return parsed;
+}
+
+/** How a POST's body is read, by its Content-Type (GraphQL over HTTP's JSON, and the two forms yoga also reads). */
+const bodyReaders: Readonly<Record<string, (body: Buffer) => unknown>> = {
+  'application/json': jsonParams,
+  'application/graphql+json': jsonParams,
+  'application/graphql': (body) => ({ query: body.toString('utf8') }),
+  'application/x-www-form-urlencoded': (body) => urlParams(new URLSearchParams(body.toString('utf8'))),
+};
+
+/** What reads a request's body (intake/body.ts). */
+export type BodyReader = (request: RequestState) => Promise<ReadBody>;
+
+/**
+ * The intake step that reads a request's GraphQL parameters and makes its operations: a GET's
+ * from its URL, a POST's from its body by its Content-Type (JSON, `application/graphql`, a form;
+ * anything else, multipart/form-data included (the schema takes no file), is HTTP 415 with no
+ * body read). A JSON array is a batch (`request.batched`), one operation per entry. Malformed
+ * parameters are the client's mistake, HTTP 400 BAD_REQUEST, without a word of what was sent
+ * (JSON.parse's message quotes the text). After the method's check: only GET and POST get here.
+ */
+export function useRequestParams(read: BodyReader): IntakeStep {
+  const operations = (request: RequestState, params: unknown) => {
+    request.batched = Array.isArray(params);
+    for (const entry of request.batched ? (params as unknown[]) : [params]) request.operations.push(new OperationState(entry as OperationParams, request));
+    return undefined;
+  };
+  return (request) => {
+    if (request.method === 'GET') {
+      const { target } = request.incoming;
+      const query = target.indexOf('?');
+      return operations(request, urlParams(new URLSearchParams(query < 0 ? '' : target.slice(query + 1))));
+    }
+    const reader = bodyReaders[contentTypeOf(request)];
+    if (reader === undefined) return { status: 415, headers: {}, body: null };
+    return read(request).then(
+      (body) => (body instanceof GraphQLError ? body : operations(request, reader(body))),
+      () => badRequest('The request body could not be read.'),
+    );
+  };
+}
+
+const expected = new Set(['query', 'variables', 'operationName', 'extensions', 'documentId']);
+const allow = { headers: { Allow: 'GET, POST' } };
+
+/** The JSON type of a value as the refusals name it. */
+const typeName = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
+
+/**
+ * The first step of an operation's document stage, after the persisted documents named its query:
+ * parameters GraphQL over HTTP does not allow are refused (HTTP 400, BAD_REQUEST): not an object,
+ * an unknown parameter (named by no value), no query, a query that is not a string, variables or
+ * extensions that are not objects. (yoga's checks, with its words.)
+ */
+export const checkParams: OperationStep = (operation) => {
+  const params = operation.params as unknown;
+  if (typeName(params) !== 'object') return badRequest(`Expected params to be an object but given ${typeName(params)}.`, allow);
+  for (const [name, value] of Object.entries(params as Record<string, unknown>)) {
+    if (value != null && !expected.has(name)) return badRequest('The request body has a parameter the gateway does not take (it takes query, operationName, variables, extensions and documentId).');
+  }
+  const { query, variables, extensions } = operation.params;
+  if (query == null) return badRequest('Must provide query string.', { spec: true, ...allow });
+  if (typeof query !== 'string') return badRequest(`Expected "query" param to be a string, but given ${typeName(query)}.`, allow);
+  if (variables != null && typeName(variables) !== 'object') return badRequest(`Expected "variables" param to be empty or an object, but given ${typeName(variables)}.`, allow);
+  if (extensions != null && typeName(extensions) !== 'object') return badRequest(`Expected "extensions" param to be empty or an object, but given ${typeName(extensions)}.`, allow);
+  return undefined;
+};
 
 /**
  * Whether a JSON value nests objects and lists more than `max` deep (`{"a":1}` is one deep), read
@@ -34,45 +125,23 @@ export function nestedDeeperThan(value: unknown, max: number): boolean {
   return false;
 }
 
-const tooDeep = (max: number) =>
-  createGraphQLError(`The request's variables are nested more than ${max} levels deep.`, { extensions: { code: 'BAD_REQUEST', limit: 'variables_depth', maxVariablesDepth: max, http: { status: 400 } } });
-
-export interface RequestParamsOptions {
+export interface VariablesDepthOptions {
   /** MAX_VARIABLES_DEPTH */
   readonly maxVariablesDepth: number;
-  /** Told of every request refused for its variables' depth, for metrics. */
+  /** Told of every operation refused for its variables' depth, for metrics. */
   readonly onRefused?: () => void;
 }
 
 /**
- * Malformed request parameters are the client's mistake, answered HTTP 400 with code BAD_REQUEST
- * and without a word of what was sent: yoga's JSON body parser echoes the body in
- * `extensions.originalError` (JSON.parse quotes it), and its GET parser lets JSON.parse's
- * SyntaxError out for malformed `variables`/`extensions`, which became INTERNAL_SERVER_ERROR.
- * Coded errors of the parser (the body cap's 413, yoga's own 400s) pass as they are. Variables
- * nested deeper than MAX_VARIABLES_DEPTH are refused likewise (HTTP 400, BAD_REQUEST, `limit:
- * "variables_depth"`), before any other plugin reads them.
+ * Variables nested deeper than MAX_VARIABLES_DEPTH are refused (HTTP 400, BAD_REQUEST, `limit:
+ * "variables_depth"`) before any other step reads them: the first of the document stage.
  */
-export function useStrictRequestParams(options: RequestParamsOptions): Plugin {
-  const { maxVariablesDepth } = options;
-  return {
-    onParams({ params }) {
-      if (!nestedDeeperThan(params.variables, maxVariablesDepth)) return;
-      options.onRefused?.();
-      throw tooDeep(maxVariablesDepth);
-    },
-    onRequestParse({ request, requestParser, setRequestParser }) {
-      if (requestParser === undefined) return;
-      setRequestParser(async (incoming) => {
-        try {
-          return await requestParser(incoming);
-        } catch (error) {
-          if (error instanceof GraphQLError && error.extensions.originalError === undefined) throw error;
-          if (error instanceof GraphQLError || (error instanceof SyntaxError && request.method === 'POST')) throw notJson('The request body');
-          if (error instanceof SyntaxError) throw notJson(badUrlParameter(request));
-          throw error;
-        }
-      });
-    },
+export function variablesDepth(options: VariablesDepthOptions): OperationStep {
+  const { maxVariablesDepth: max } = options;
+  return (operation) => {
+    const params = operation.params as { variables?: unknown } | null;
+    if (params === null || typeof params !== 'object' || !nestedDeeperThan(params.variables, max)) return undefined;
+    options.onRefused?.();
+    return createGraphQLError(`The request's variables are nested more than ${max} levels deep.`, { extensions: { code: 'BAD_REQUEST', limit: 'variables_depth', maxVariablesDepth: max, http: { status: 400 } } });
   };
 }

@@ -1,13 +1,15 @@
-import { shouldRenderGraphiQL, type Plugin } from 'graphql-yoga';
+import type { RequestState, WholeAnswer } from '../request-state.js';
 
 export interface FrontDoorOptions {
-  /** Whether yoga serves GraphiQL (to a browser's GET of the GraphQL endpoint). */
+  /** Whether GraphiQL is served (to a browser's GET of the GraphQL endpoint). */
   readonly graphiql: boolean;
   /** The title of the page a browser gets where GraphiQL is off. */
   readonly title: string;
+  /** The GraphQL endpoint's path. */
+  readonly endpoint: string;
 }
 
-/** Where a person looks for GraphiQL; yoga serves it at the GraphQL endpoint itself. */
+/** Where a person looks for GraphiQL; it is served at the GraphQL endpoint itself. */
 const GRAPHIQL_PATH = '/graphiql';
 
 /** Parameters that make a GET of the endpoint a GraphQL request, not a page view. */
@@ -38,43 +40,38 @@ function pages(endpoint: string, options: FrontDoorOptions): Pages {
   return { html, json };
 }
 
+/** A browser's GET, which gets a page rather than a GraphQL answer: one whose Accept names text/html (yoga's test for serving GraphiQL). */
+export const isBrowserPageView = (request: RequestState): boolean => request.method === 'GET' && (request.headers.get('accept')?.includes('text/html') ?? false);
+
 /**
  * The gateway's front door, for a person who opens it in a browser or with curl (GET only):
- * - `/`: a browser goes to GraphiQL where it is on (302 to the endpoint, where yoga serves it);
+ * - `/`: a browser goes to GraphiQL where it is on (302 to the endpoint, where GraphiQL is served);
  *   otherwise a small page (HTML for a browser, JSON for anything else) says where the endpoint
  *   and the documentation are;
  * - `/graphiql`: 302 to the endpoint where GraphiQL is on; a 404 with that page where it is off;
  * - the endpoint, where GraphiQL is off: a browser's GET without GraphQL parameters gets that page
  *   rather than a refusal it cannot read.
- * "A browser" is yoga's own test for serving GraphiQL: a GET whose Accept names text/html.
- * Every other request goes on to yoga untouched. yoga's own landing page (`landingPage`) answers
- * browsers only, on every unknown path, and names yoga; it stays off.
+ * Every other request goes on (undefined).
  */
-export function useFrontDoor(options: FrontDoorOptions): Plugin {
-  let endpoint = '/graphql';
-  let texts = pages(endpoint, options);
-  const answer = (Response: typeof globalThis.Response, request: Request, status: number) =>
-    shouldRenderGraphiQL(request)
-      ? new Response(texts.html, { status, headers: { 'content-type': 'text/html; charset=utf-8', vary: 'Accept' } })
-      : new Response(texts.json, { status, headers: { 'content-type': 'application/json; charset=utf-8', vary: 'Accept' } });
-  const toGraphiQL = (Response: typeof globalThis.Response) => new Response(null, { status: 302, headers: { location: endpoint, vary: 'Accept' } });
+export function frontDoor(options: FrontDoorOptions): (request: RequestState, path: string) => WholeAnswer | undefined {
+  const { endpoint } = options;
+  const texts = pages(endpoint, options);
+  const answer = (request: RequestState, status: number): WholeAnswer =>
+    isBrowserPageView(request)
+      ? { status, headers: { 'content-type': 'text/html; charset=utf-8', vary: 'Accept' }, body: texts.html }
+      : { status, headers: { 'content-type': 'application/json; charset=utf-8', vary: 'Accept' }, body: texts.json };
+  const toGraphiQL: WholeAnswer = { status: 302, headers: { location: endpoint, vary: 'Accept' }, body: null };
   /** A browser opening the endpoint itself; a GET with a query, documentId or extensions is GraphQL and runs. */
-  const opensEndpoint = (request: Request, url: URL) =>
-    (url.pathname === endpoint || url.pathname === `${endpoint}/`) && shouldRenderGraphiQL(request) && !graphqlParameters.some((name) => url.searchParams.has(name));
-  return {
-    onYogaInit({ yoga }) {
-      endpoint = yoga.graphqlEndpoint;
-      texts = pages(endpoint, options);
-    },
-    onRequest({ request, url, endResponse, fetchAPI }) {
-      if (request.method !== 'GET') return;
-      if (url.pathname === '/') {
-        endResponse(options.graphiql && shouldRenderGraphiQL(request) ? toGraphiQL(fetchAPI.Response) : answer(fetchAPI.Response, request, 200));
-      } else if (url.pathname === GRAPHIQL_PATH) {
-        endResponse(options.graphiql ? toGraphiQL(fetchAPI.Response) : answer(fetchAPI.Response, request, 404));
-      } else if (!options.graphiql && opensEndpoint(request, url)) {
-        endResponse(answer(fetchAPI.Response, request, 200));
-      }
-    },
+  const opensEndpoint = (request: RequestState, path: string) => {
+    if ((path !== endpoint && path !== `${endpoint}/`) || !isBrowserPageView(request)) return false;
+    const query = new URLSearchParams(request.incoming.target.slice(request.incoming.target.indexOf('?') + 1 || request.incoming.target.length));
+    return !graphqlParameters.some((name) => query.has(name));
+  };
+  return (request, path) => {
+    if (request.method !== 'GET') return undefined;
+    if (path === '/') return options.graphiql && isBrowserPageView(request) ? toGraphiQL : answer(request, 200);
+    if (path === GRAPHIQL_PATH) return options.graphiql ? toGraphiQL : answer(request, 404);
+    if (!options.graphiql && opensEndpoint(request, path)) return answer(request, 200);
+    return undefined;
   };
 }

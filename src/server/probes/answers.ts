@@ -15,8 +15,6 @@ export interface ProbeSources {
   readonly metrics: Pick<GatewayMetrics, 'scrape' | 'registry'>;
 }
 
-// A fresh headers object every time: yoga's Node adapter writes content-length into the one it
-// is given, so a shared one would carry the first body's length onto the next response.
 const json = (status: number, body: object): ProbeAnswer => ({
   status,
   headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' },
@@ -32,7 +30,7 @@ export const healthy = (): ProbeAnswer => json(200, { status: 'ok' });
  * The answers of `/health` (liveness: the process answers; never touches the upstream), `/ready`
  * (the upstream answered a probe recently) and `/metrics` (Prometheus text) to a GET or HEAD of
  * `path`, or undefined for any other path. One copy for both places they are served: the public
- * port (inside yoga, probes/routes.ts) and ADMIN_PORT (admin-server.ts).
+ * port (probes/routes.ts) and ADMIN_PORT (admin-server.ts).
  */
 export function probeAnswer(path: string, sources: ProbeSources): ProbeAnswer | Promise<ProbeAnswer> | undefined {
   switch (path) {

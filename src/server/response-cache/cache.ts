@@ -2,6 +2,7 @@ import type { Cache } from '@graphql-yoga/plugin-response-cache';
 import type { ExecutionResult } from 'graphql';
 import { isPromise, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
+import { serialise } from '../pipeline/serialisation.js';
 
 import type { CacheEntityRecord } from '../request-state.js';
 
@@ -51,14 +52,10 @@ export interface GuardedStore<Epoch extends {}> {
 }
 
 /**
- * What a store keeps of an answer, as JSON: its data and extensions (graphql-jit's `stringify`,
- * symbols and errors left out, and the `http` headers yoga's plugin adds for the transport): the
- * body a client is sent for a hit.
+ * What a store keeps of an answer, as JSON: its data and extensions, serialised as every answer
+ * is (pipeline/serialisation.ts): the body a client is sent for a hit.
  */
-export function answerJson(result: ExecutionResult): string {
-  const { http: _http, ...extensions } = result.extensions ?? {};
-  return JSON.stringify({ data: result.data, ...(Object.keys(extensions).length === 0 ? {} : { extensions }) });
-}
+export const answerJson = (result: ExecutionResult): string => serialise(result);
 
 /**
  * The scope a cache key names (`responseCacheKey`: `<scope>:<hash>`): the caller an answer is kept
@@ -87,7 +84,7 @@ export interface ResponseCacheEvents {
   failed(call: 'lookup' | 'write' | 'invalidate'): void;
 }
 
-/** Where `get` puts a hit's expiry (the answer served is a copy yoga makes with this key in it). */
+/** Where `get` puts a hit's expiry (its answer is a copy with this key in it). */
 export const expiresAtKey = Symbol('response-cache.expires-at');
 
 /** Misses remembered until their answer is stored, at most (an operation that is not stored leaves its miss behind until it expires). */
@@ -128,40 +125,35 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
     this.#pending = new LRUCache({ max: PENDING_MISSES, ttl: answerWithinMs, ttlAutopurge: false });
   }
 
-  get(key: string): PromiseOrValue<ExecutionResult | null> {
+  /**
+   * The answer kept under `key`, or undefined: on a miss (or a store that fails) the store's epoch
+   * is remembered, so the fresh answer is stored only if no invalidation came in between.
+   */
+  lookup(key: string): PromiseOrValue<CachedAnswer | undefined> {
     return guarded(
       () => this.store.lookup(key),
       ({ answer, epoch }) => {
         if (answer === undefined) {
           if (!this.#pending.has(key)) this.#pending.set(key, epoch);
           this.events.miss();
-          return null;
+          return undefined;
         }
         this.events.hit();
-        return { ...answer.result, [expiresAtKey]: answer.expiresAt };
+        return answer;
       },
       () => {
         this.events.failed('lookup');
         this.events.miss();
-        return null;
+        return undefined;
       },
     );
   }
 
-  /**
-   * A kept answer, looked up without remembering a miss (for the lane's kept answers, lane.ts,
-   * whose misses go on to the pipeline, which looks up again): a hit is counted, a
-   * miss is not. Undefined on a miss or a store that fails; a promise for a store that answers later.
-   */
-  peek(key: string): PromiseOrValue<CachedAnswer | undefined> {
-    return guarded(
-      () => this.store.lookup(key),
-      ({ answer }) => {
-        if (answer !== undefined) this.events.hit();
-        return answer;
-      },
-      () => undefined,
-    );
+  /** envelop's lookup, for a plugin that looks up itself (tests of a store through yoga's plugin). */
+  get(key: string): PromiseOrValue<ExecutionResult | null> {
+    const answer = this.lookup(key);
+    const result = (kept: CachedAnswer | undefined) => (kept === undefined ? null : { ...kept.result, [expiresAtKey]: kept.expiresAt });
+    return isPromise(answer) ? answer.then(result) : result(answer);
   }
 
   /** The answer kept under `key` past its TTL (or still fresh), for a read that failed; undefined when none, or the store fails. */
@@ -231,4 +223,4 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
 }
 
 /** What the plugin uses of a `ResponseCache`, whatever its store's epoch. */
-export type GatewayCache = Pick<ResponseCache, keyof Cache | 'alsoHolds' | 'evict' | 'settled' | 'peek' | 'stale'>;
+export type GatewayCache = Pick<ResponseCache, keyof Cache | 'lookup' | 'alsoHolds' | 'evict' | 'settled' | 'stale'>;

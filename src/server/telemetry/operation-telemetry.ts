@@ -1,15 +1,15 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
-import { getOperationAST } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
+import { GraphQLError } from 'graphql';
+import { isAsyncIterable } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import type { ClientAwareness, ClientIdentity } from '../instruments/client-awareness.js';
-import type { GatewayContext } from '../../schema/context.js';
 import { refusedByBreaker } from '../../schema/errors.js';
 import type { OperationLogSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 import { spanAttributes, type HeaderReader, type Tracing } from '../../telemetry/tracing.js';
 import { errorCodesOf, limitOf, operationLabel, outcomeOf, type OperationOutcome } from './operation-outcome.js';
-import { OperationState, operationStateOf, requestStateOf, type OperationRecord, type RequestState } from '../request-state.js';
+import type { AnswerStep, IntakeStep, OperationStep, TelemetryStep } from '../pipeline/stages.js';
+import type { OperationRecord, OperationState, RequestState } from '../request-state.js';
 
 export interface OperationTelemetryOptions {
   readonly metrics: GatewayMetrics;
@@ -63,8 +63,8 @@ export interface RecordedRequest {
 /**
  * Per GraphQL operation: its span, one observation of the operations histogram (and of the client
  * histogram, with `clients`) and, as OPERATION_LOG says, one structured log line (the in-flight
- * gauge is the shedder's count, traffic/in-flight.ts). One recorder per gateway: the pipeline's
- * plugin (useOperationTelemetry) and the lane (lane.ts) record through it.
+ * gauge is the shedder's count, traffic/in-flight.ts). One recorder per gateway, which the
+ * telemetry's steps (useOperationTelemetry) record through.
  * The log line and the span carry names, counts, error codes and the refusing limit only: never
  * headers, variables, the query text or error messages.
  */
@@ -140,90 +140,56 @@ export class OperationRecorder {
 }
 
 /**
- * The operation telemetry in the pipeline (OperationRecorder records): onRequest reads the
- * caller's traceparent and client app, onParams starts the clock and the span, onValidate reads
- * the operation's name and type from the parsed document, onExecutionResult records everything,
- * onResultProcess records a request refused before or while its parameters were read (its body,
- * a batch too large, a missing query) with its errors, and onResponse records an operation that
- * never produced a result, and writes the request's `x-request-id`. A request refused before it
- * named any operation counts as one operation. Each hook runs once per operation, never per field.
+ * The operation telemetry (OperationRecorder records), in the stages it acts in:
+ * - intake: the caller's traceparent and client app are read as the request arrives (a request
+ *   shed before this has no record);
+ * - document: each operation's clock and span start, with the operationName the client sent;
+ * - answer: every answer to a GraphQL request carries its `x-request-id`: the id its log lines and
+ *   upstream calls carry (a batch's operations share it);
+ * - telemetry: once the answer is out, each operation is recorded with its name and type as its
+ *   document says, its upstream calls and its outcome (a stream's parts count from its set-up, as
+ *   `ok`); a request refused before it named any operation (its body, a batch too large, an
+ *   encoding) counts as one, with its refusal's errors.
  */
-export function useOperationTelemetry(recorder: OperationRecorder): Plugin {
-  const begin = (request: RequestState, operation: OperationState, name: string | undefined, startedAt?: number): OperationRecord =>
-    (operation.record = recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt));
-  const finish = (request: RequestState, record: OperationRecord, upstreamCalls: number, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined) =>
-    recorder.finish(request, record, upstreamCalls, result);
-
-  /** Whether the telemetry follows this request: one it saw arrive (a request shed before it has a state, and no record). */
-  const followed = (context: unknown): RequestState | undefined => {
-    const state = requestStateOf(context);
-    return state?.parent === undefined ? undefined : state;
+export function useOperationTelemetry(recorder: OperationRecorder): { readonly intake: IntakeStep; readonly document: OperationStep; readonly answer: AnswerStep; readonly telemetry: TelemetryStep } {
+  const begin = (request: RequestState, name: string | undefined, startedAt?: number): OperationRecord => recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt);
+  const finish = (request: RequestState, operation: OperationState | undefined, record: OperationRecord, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined) => {
+    const definition = operation?.definition;
+    if (definition !== undefined) {
+      if (definition.name !== undefined) record.name = definition.name.value;
+      record.type = operation!.type;
+    }
+    recorder.finish(request, record, operation?.context?.guard.calls ?? 0, result);
   };
-
   return {
-    onRequest({ request, serverContext }) {
-      const state = requestStateOf(serverContext);
-      if (state === undefined) return;
+    intake(request) {
       const { parent, client } = recorder.arrive(request.headers);
-      state.parent = parent;
-      state.client = client;
+      request.parent = parent;
+      request.client = client;
+      return undefined;
     },
-
-    onParams({ params, context }) {
-      const state = followed(context);
-      const operation = operationStateOf(context);
-      if (state !== undefined && operation !== undefined) begin(state, operation, typeof params.operationName === 'string' ? params.operationName : undefined);
+    document(operation) {
+      if (operation.request.parent === undefined) return undefined;
+      const { operationName } = operation.params;
+      operation.record = begin(operation.request, typeof operationName === 'string' ? operationName : undefined);
+      return undefined;
     },
-
-    onValidate({ context, params }) {
-      const record = operationStateOf(context)?.record;
-      if (record === undefined) return;
-      const operation = getOperationAST(params.documentAST, record.name);
-      if (operation === null || operation === undefined) return;
-      if (operation.name !== undefined) record.name = operation.name.value;
-      record.type = operation.operation === 'query' || operation.operation === 'mutation' ? operation.operation : 'unknown';
+    answer(request, answer) {
+      answer.headers.set('x-request-id', request.requestId);
     },
-
-    onExecutionResult({ result, context }) {
-      const state = followed(context);
-      const record = operationStateOf(context)?.record;
-      if (state === undefined || record === undefined) return;
-      // An async iterable (a stream) has no single result: it counts from its set-up, as `ok`.
-      const single = result !== undefined && Symbol.asyncIterator in result ? {} : result;
-      finish(state, record, (context as Partial<GatewayContext>).guard?.calls ?? 0, single);
-    },
-
-    // A request refused before execution: before it named an operation (its body, a batch too
-    // large) or after (a missing query). Its errors say which code and which limit.
-    onResultProcess({ result, serverContext }) {
-      const state = followed(serverContext);
-      if (state === undefined || Array.isArray(result) || Symbol.asyncIterator in result) return;
-      const operation = operationStateOf(serverContext) ?? (state.operations.length === 0 ? unnamed(state) : undefined);
-      if (operation === undefined) return;
-      const record = operation.record ?? begin(state, operation, undefined, state.startedAt);
-      finish(state, record, (serverContext as Partial<GatewayContext>).guard?.calls ?? 0, result);
-    },
-
-    onResponse({ serverContext, response }) {
-      const state = followed(serverContext);
-      if (state === undefined) return;
-      // Operations that never produced a result of their own (an unsupported media type; a
-      // batch's operation with a missing query), or a request that never named one.
-      if (state.operations.length === 0) unnamed(state);
-      for (const operation of state.operations) {
-        const record = operation.record ?? begin(state, operation, undefined, state.startedAt);
-        if (!record.done) finish(state, record, (serverContext as Partial<GatewayContext>).guard?.calls ?? 0, undefined);
+    telemetry(request) {
+      // Followed since it arrived: a request shed before that has no record.
+      if (request.parent === undefined) return;
+      const { refusal } = request;
+      if (refusal !== undefined || request.operations.length === 0) {
+        finish(request, undefined, begin(request, undefined, request.startedAt), refusal instanceof GraphQLError ? { errors: [refusal] } : undefined);
+        return;
       }
-      // Every answer to a GraphQL request carries its `x-request-id`: the id its log lines and
-      // upstream calls carry (a batch's operations share it). Probes and pages carry none.
-      response.headers.set('x-request-id', state.requestId);
+      for (const operation of request.operations) {
+        const record = operation.record ?? begin(request, undefined, request.startedAt);
+        const { result } = operation;
+        finish(request, operation, record, result === undefined || isAsyncIterable(result) ? (result === undefined ? undefined : {}) : result);
+      }
     },
   };
-}
-
-/** The one operation of a request refused before it named any. */
-function unnamed(state: RequestState): OperationState {
-  const operation = new OperationState();
-  state.operations.push(operation);
-  return operation;
 }

@@ -1,9 +1,9 @@
-import { createGraphQLError, type Plugin } from 'graphql-yoga';
+import type { GraphQLError } from 'graphql';
+import { createGraphQLError } from 'graphql-yoga';
+import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { LRUCache } from 'lru-cache';
-import type { GatewayContext } from '../../schema/context.js';
-import { callerOnArrival, type ArrivingRequest } from '../callers.js';
-import type { EarlyRefusal } from '../http/refusal.js';
-import { operationStateOf, requestStateOf } from '../request-state.js';
+import type { AnswerStep, IntakeStep, OperationStep, TelemetryStep } from '../pipeline/stages.js';
+import type { RequestState } from '../request-state.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 
@@ -12,7 +12,7 @@ export type CallerLimit = 'requests' | 'upstream_calls' | 'in_flight' | 'address
 
 const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight', address: 'operations' };
 
-/** A refusal's message and extensions, as a client reads them (through yoga, or from the HTTP server before it). */
+/** A refusal's message and extensions, as a client reads them (a limiter's, or a refusal remembered). */
 function refusal(limit: CallerLimit, msBeforeNext: number) {
   const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
   return { message: `Too many ${words[limit]} from this ${limit === 'address' ? 'address' : 'caller'}: try again in ${seconds} s.`, extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds } };
@@ -31,114 +31,93 @@ export interface CallerLimitsOptions {
   readonly trustProxy: boolean;
   /** Told of every refusal, for metrics. */
   readonly onRefused?: (limit: CallerLimit) => void;
-  /** Where refusals are remembered for the HTTP server to repeat (`recentRefusalsOf`). @default one of the plugin's own: refusals are answered by yoga only */
-  readonly recent?: RecentRefusals | undefined;
+}
+
+/** The caller limits' steps, one per stage they act in; undefined where no limit set needs it (a step costs every request). */
+export interface CallerLimitSteps {
+  readonly intake: IntakeStep | undefined;
+  readonly admission: OperationStep | undefined;
+  readonly plan: OperationStep | undefined;
+  readonly answer: AnswerStep | undefined;
+  readonly telemetry: TelemetryStep | undefined;
 }
 
 /**
- * The recent refusals of `options`' limits, or undefined when none refuses at admission (the
- * upstream-calls limit alone never does): made once by the gateway, filled by useCallerLimits,
- * asked by the HTTP server (`refuseEarly`) before it hands a request to yoga.
+ * Per-caller limits, checked before an operation costs anything:
+ * - intake: a caller (or address) refused a moment ago is refused again at once, before a byte of
+ *   its body is read (a refusal that went through the whole path cost some 0.5 ms of CPU, which a
+ *   caller flooding at its limit took from everyone else);
+ * - admission: the per-address and per-caller operation counts and the in-flight slot (after the
+ *   document stage, before a kept answer is looked up, so a refusal replaces it);
+ * - plan: the upstream calls of the operation's plan charged (a kept answer is not charged);
+ * - answer: the RateLimit headers of what the limiters said;
+ * - telemetry: the in-flight slots given back once the answer is out.
+ * A refusal is HTTP 429 (200 inside a batch, as every per-operation error there) with
+ * `Retry-After` in whole seconds and a GraphQL error with code RATE_LIMITED and
+ * `extensions.limit`; it makes no upstream call. Each caller has counters of its own, so one at
+ * its limit costs another nothing but the refusals' CPU.
  */
-export function recentRefusalsOf(options: CallerLimitsOptions): RecentRefusals | undefined {
-  const { requests, inFlight, addressRequests } = options.limiters;
-  return requests === undefined && inFlight === undefined && addressRequests === undefined ? undefined : newRecentRefusals(options);
-}
-
-function newRecentRefusals(options: CallerLimitsOptions): RecentRefusals {
-  const { requests, addressRequests, windowSeconds } = options.limiters;
-  return new RecentRefusals(options.onRefused, RateLimitHeaders.of({ requests, address: addressRequests }), windowSeconds * 1_000, options.trustProxy);
-}
-
-/**
- * Per-caller limits, checked before an operation costs anything, as two plugins the pipeline
- * places apart: `admission` (onParams: the per-address and per-caller operation counts and the
- * in-flight slot; after the persisted documents' lookup and the response cache's, so that a
- * refusal replaces a cached answer) and `charge` (onExecute, after the plan, whose call count it
- * charges; a cached answer is not charged). A refusal is HTTP 429 (200 inside a batch, as every
- * per-operation error there) with `Retry-After` in whole seconds and a GraphQL error with code
- * RATE_LIMITED and `extensions.limit`; it makes no upstream call. Each caller has counters of its
- * own, so one at its limit costs another nothing but the refusals' CPU. Either is undefined when
- * no limit needs it: each hook costs every request.
- */
-export function useCallerLimits(options: CallerLimitsOptions): { readonly admission: Plugin | undefined; readonly charge: Plugin | undefined } {
-  const { requests, upstreamCalls, inFlight, addressRequests } = options.limiters;
+export function useCallerLimits(options: CallerLimitsOptions): CallerLimitSteps {
+  const { requests, upstreamCalls, inFlight, addressRequests, windowSeconds } = options.limiters;
   const admits = requests !== undefined || inFlight !== undefined || addressRequests !== undefined;
-  const recent = options.recent ?? newRecentRefusals(options);
-  const { headers } = recent;
+  const headers = RateLimitHeaders.of({ requests, address: addressRequests });
+  const recent = new RecentRefusals(options.onRefused, windowSeconds * 1_000);
   const refuse = (limit: CallerLimit, msBeforeNext: number, key: string) => {
     options.onRefused?.(limit);
     recent.remember(key, limit, msBeforeNext);
     return rateLimited(limit, msBeforeNext);
   };
-
-  const admission = {
-    async onParams({ context, setResult }) {
-      const state = requestStateOf(context);
-      const operation = operationStateOf(context);
-      if (state === undefined || operation === undefined) return undefined;
-      const { key: caller, address } = state.callerOf((context as { req?: ArrivingRequest }).req, options.trustProxy);
-      // The address first: a made-up token's fresh window does not get past its address's.
-      if (addressRequests !== undefined) {
-        const taken = await take(addressRequests, address, 1);
-        if (taken !== undefined) state.quotas.address = taken;
-        const wait = waitOf(addressRequests, taken);
-        if (wait !== undefined) return setResult({ errors: [refuse('address', wait, RecentRefusals.addressKey(address))] });
+  const admission: OperationStep = async (operation) => {
+    const state = operation.request;
+    const { key: caller, address } = state.caller;
+    // The address first: a made-up token's fresh window does not get past its address's.
+    if (addressRequests !== undefined) {
+      const taken = await take(addressRequests, address, 1);
+      if (taken !== undefined) state.quotas.address = taken;
+      const wait = waitOf(addressRequests, taken);
+      if (wait !== undefined) return refuse('address', wait, RecentRefusals.addressKey(address));
+    }
+    if (requests !== undefined) {
+      const taken = await take(requests, caller, 1);
+      if (taken !== undefined) state.quotas.requests = taken;
+      const wait = waitOf(requests, taken);
+      if (wait !== undefined) return refuse('requests', wait, caller);
+    }
+    if (inFlight !== undefined) {
+      if (waitOf(inFlight, await take(inFlight, caller, 1)) !== undefined) {
+        // The refused attempt was counted too: given back at once.
+        void inFlight.reward(caller).catch(() => undefined);
+        return refuse('in_flight', IN_FLIGHT_RETRY_MS, caller);
       }
-      if (requests !== undefined) {
-        const taken = await take(requests, caller, 1);
-        if (taken !== undefined) state.quotas.requests = taken;
-        const wait = waitOf(requests, taken);
-        if (wait !== undefined) return setResult({ errors: [refuse('requests', wait, caller)] });
-      }
-      if (inFlight !== undefined) {
-        if (waitOf(inFlight, await take(inFlight, caller, 1)) !== undefined) {
-          // The refused attempt was counted too: given back at once.
-          void inFlight.reward(caller).catch(() => undefined);
-          return setResult({ errors: [refuse('in_flight', IN_FLIGHT_RETRY_MS, caller)] });
-        }
-        // Given back once, as its operation leaves the in-flight count (traffic/in-flight.ts calls `slotBack`).
-        operation.slot = caller;
-      }
-      return undefined;
-    },
-    ...(headers === undefined
-      ? {}
-      : {
-          onResponse({ serverContext, response }) {
-            const state = requestStateOf(serverContext);
-            if (state !== undefined) headers.write(state.quotas, response.headers);
-          },
-        }),
-  } satisfies Plugin;
-  const charge = {
-    async onExecute({ args, setResultAndStopExecution }) {
-      const context = args.contextValue as unknown as GatewayContext;
-      const caller = requestStateOf(context)?.caller?.key;
-      const calls = context.plan.calls;
-      if (caller === undefined || calls === 0) return;
-      const wait = waitOf(upstreamCalls!, await take(upstreamCalls!, caller, calls));
-      // Not remembered for the HTTP server: an operation that plans no call must still pass.
-      if (wait !== undefined) {
-        options.onRefused?.('upstream_calls');
-        setResultAndStopExecution({ errors: [rateLimited('upstream_calls', wait)] });
-      }
-    },
-  } satisfies Plugin;
-  // Only the hooks a limit needs: each costs every request. The charge reads the caller that admission names.
-  return { admission: admits || upstreamCalls !== undefined ? admission : undefined, charge: upstreamCalls === undefined ? undefined : charge };
-}
-
-/**
- * What the in-flight count (traffic/in-flight.ts) tells as an operation that holds a slot leaves
- * it: the slot goes back to its caller, whose in-flight refusal no longer holds.
- */
-export function slotReturner(limiters: CallerLimiters, recent: RecentRefusals | undefined): ((caller: string) => void) | undefined {
-  const { inFlight } = limiters;
-  if (inFlight === undefined) return undefined;
-  return (caller) => {
-    recent?.slotBack(caller);
-    giveBack(inFlight, caller);
+      // Given back once, as its request leaves the in-flight count (the telemetry step below).
+      operation.slot = caller;
+    }
+    return undefined;
+  };
+  const charge: OperationStep = async (operation) => {
+    const calls = operation.context?.plan.calls ?? 0;
+    if (calls === 0) return undefined;
+    const wait = waitOf(upstreamCalls!, await take(upstreamCalls!, operation.request.caller.key, calls));
+    // Not remembered for the intake: an operation that plans no call must still pass.
+    if (wait === undefined) return undefined;
+    options.onRefused?.('upstream_calls');
+    return rateLimited('upstream_calls', wait);
+  };
+  const slotsBack: TelemetryStep = (request) => {
+    for (const operation of request.operations) {
+      const slot = operation.slot;
+      if (slot === undefined) continue;
+      operation.slot = undefined;
+      recent.slotBack(slot);
+      giveBack(inFlight!, slot);
+    }
+  };
+  return {
+    intake: admits ? recent.intake : undefined,
+    admission: admits ? admission : undefined,
+    plan: upstreamCalls === undefined ? undefined : charge,
+    answer: headers === undefined ? undefined : (request, answer) => headers.write(request.quotas, answer.headers),
+    telemetry: inFlight === undefined ? undefined : slotsBack,
   };
 }
 
@@ -147,21 +126,16 @@ const REMEMBERED_REFUSALS = 100_000;
 
 /**
  * Callers (and addresses) refused a moment ago, until their window turns or a slot of theirs
- * comes back: the HTTP server answers their next requests itself, before yoga reads a byte of
- * the body (a refusal through yoga cost some 0.5 ms of CPU, which a caller flooding at its limit
- * took from everyone else). Bounded: the oldest are forgotten first, and then only cost a yoga
- * refusal.
+ * comes back: the intake stage refuses their next requests at once, before a byte of the body is
+ * read. Bounded: the oldest are forgotten first, and then only cost a refusal by the limiter.
  */
 export class RecentRefusals {
   readonly #refused = new LRUCache<string, { limit: CallerLimit; until: number }>({ max: REMEMBERED_REFUSALS });
 
   constructor(
     private readonly onRefused: ((limit: CallerLimit) => void) | undefined,
-    /** The rate-limit headers of the limits it keeps (none without a per-caller or per-address rate). */
-    readonly headers: RateLimitHeaders | undefined,
     /** The longest a refusal holds: the limiters' window. */
     private readonly longestMs: number,
-    private readonly trustProxy: boolean,
   ) {}
 
   /** An address's own entry: a caller without a token is keyed by its address too, for its own limits. */
@@ -178,19 +152,21 @@ export class RecentRefusals {
     if (this.#refused.peek(caller)?.limit === 'in_flight') this.#refused.delete(caller);
   }
 
-  /** The HTTP server's question: a caller (or address) refused a moment ago is refused again, before yoga. */
-  readonly refuseEarly: EarlyRefusal = (request: ArrivingRequest) => {
-    const caller = callerOnArrival(request, this.trustProxy);
-    const memo = this.#current(RecentRefusals.addressKey(caller.address)) ?? this.#current(caller.key);
+  /**
+   * The intake's question: a caller (or address) refused a moment ago is refused again, at once,
+   * as the limiter refused it (its RateLimit headers say nothing is left until the window turns).
+   */
+  readonly intake = (request: RequestState): GraphQLError | undefined => {
+    const { caller } = request;
+    const byAddress = this.#current(RecentRefusals.addressKey(caller.address));
+    const memo = byAddress ?? this.#current(caller.key);
     if (memo === undefined) return undefined;
     this.onRefused?.(memo.limit);
     const wait = memo.until - Date.now();
-    const error = refusal(memo.limit, wait);
-    return {
-      status: 429,
-      headers: { 'content-type': 'application/json; charset=utf-8', 'retry-after': String(error.extensions.retryAfterSeconds), ...this.headers?.refusal(memo.limit, wait) },
-      body: JSON.stringify({ errors: [error] }),
-    };
+    const nothingLeft = { remainingPoints: 0, msBeforeNext: wait } as RateLimiterRes;
+    if (memo.limit === 'address') request.quotas.address = nothingLeft;
+    else if (memo.limit === 'requests') request.quotas.requests = nothingLeft;
+    return rateLimited(memo.limit, wait);
   };
 
   #current(key: string): { limit: CallerLimit; until: number } | undefined {

@@ -1,7 +1,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { LoadSheddingSettings } from '../../config.js';
-import { callerOnArrival, type ArrivingRequest, type Caller } from '../callers.js';
-import { refusalBody, refusalType, type EarlyRefusal } from '../http/refusal.js';
+import type { Caller } from '../callers.js';
+import { refusalBody, refusalType } from '../http/refusal.js';
 import { CallerShares } from './caller-shares.js';
 
 /** How often the event loop's delay is read (and its histogram started again). */
@@ -32,8 +32,6 @@ type Overload = Exclude<OverloadReason, 'caller_share'>;
 const CEILING_WITHOUT_CAP = 100_000;
 
 export interface LoadShedderOptions {
-  /** Whether a caller without a token is its first X-Forwarded-For hop (TRUST_PROXY), as for the caller limits. */
-  readonly trustProxy: boolean;
   /** The upstream pool's queue now (upstream.ts: `queuedCalls`). */
   readonly queuedCalls: () => number;
   /** Told of every refusal, for metrics. */
@@ -51,7 +49,7 @@ export interface LoadShedderOptions {
  * or more (of the cap, at most), so while one caller holds half the cap or more a caller with
  * nothing in flight is still served. The room those callers get past the cap ends at twice it:
  * from there every new operation is refused. The count goes up as an operation is admitted and
- * down once its answer is out (traffic/in-flight.ts for yoga's, lane.ts for the lane's); the
+ * down once its answer is out (traffic/in-flight.ts, on every transport); the
  * delay is read every DELAY_WINDOW_MS on an unref'd timer, so checking costs counters and a flag
  * per request while nothing is overloaded. The gauges are read by /metrics whatever the
  * thresholds: they are what an autoscaler watches before shedding starts.
@@ -66,25 +64,20 @@ export class LoadShedder {
   readonly #ceiling: number;
   readonly #histogram: IntervalHistogram;
   readonly #timer: NodeJS.Timeout;
-  /** The refusal as the HTTP server writes it (made once: it never changes). */
-  readonly #early: ReturnType<EarlyRefusal>;
-  /** The refusal's body, and the headers a fresh copy of which each yoga refusal gets. */
+  /** The refusal's body and headers (made once: they never change). */
   readonly body: string;
   readonly headers: Readonly<Record<string, string>>;
-  readonly trustProxy: boolean;
 
   constructor(
     readonly settings: LoadSheddingSettings,
     private readonly options: LoadShedderOptions,
   ) {
-    this.trustProxy = options.trustProxy;
     const { maxInFlight } = settings;
     this.#ceiling = maxInFlight === 0 ? CEILING_WITHOUT_CAP : 2 * maxInFlight;
     this.#cap = maxInFlight === 0 ? this.#ceiling : maxInFlight;
     const seconds = settings.retryAfterSeconds;
     this.body = refusalBody(`The gateway is overloaded: try again in ${seconds} s.`, 'OVERLOADED', { retryAfterSeconds: seconds });
     this.headers = Object.freeze({ 'content-type': refusalType, 'retry-after': String(seconds) });
-    this.#early = { status: 503, headers: this.headers, body: this.body };
     this.#histogram = monitorEventLoopDelay({ resolution: DELAY_RESOLUTION_MS });
     this.#histogram.enable();
     this.#timer = setInterval(() => this.#sample(), DELAY_WINDOW_MS).unref();
@@ -98,11 +91,6 @@ export class LoadShedder {
   /** Upstream calls waiting for a pool connection. */
   get upstreamQueued(): number {
     return this.options.queuedCalls();
-  }
-
-  /** Whom a request that arrived over HTTP is charged to (callers.ts). */
-  callerOf(request: ArrivingRequest): Caller {
-    return callerOnArrival(request, this.trustProxy);
   }
 
   /** Why a new operation of `caller` is refused now, counted; undefined when it may run. */
@@ -121,7 +109,7 @@ export class LoadShedder {
     return true;
   }
 
-  /** Counts operations of `caller` in flight, admitted already (a batch's others, the lane's after the door). */
+  /** Counts more operations of `caller` in flight, its request admitted already (a batch's others). */
   hold(caller: Caller, operations = 1): void {
     this.#inFlight += operations;
     this.#shares.hold(caller, operations);
@@ -131,9 +119,6 @@ export class LoadShedder {
     this.#inFlight -= operations;
     this.#shares.release(caller, operations);
   }
-
-  /** The HTTP server's question before yoga (http-server.ts): the caller is worked out only while overloaded. */
-  readonly refuseEarly: EarlyRefusal = (request: ArrivingRequest) => (this.#overload() !== undefined && this.refusal(this.callerOf(request)) !== undefined ? this.#early : undefined);
 
   close(): void {
     clearInterval(this.#timer);

@@ -13,7 +13,7 @@ export type AdvertisedLimit = 'requests' | 'address';
 export const rateLimitHeaderNames: readonly string[] = ['ratelimit-policy', 'ratelimit', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'];
 
 /** What the limiters last said of a request's operations (a batch's last): its request state's `quotas`. */
-type Quotas = { readonly requests?: RateLimiterRes | undefined; readonly address?: RateLimiterRes | undefined };
+type Quotas = { readonly requests?: Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'> | undefined; readonly address?: Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'> | undefined };
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
@@ -52,7 +52,7 @@ export class RateLimitHeaders {
   }
 
   /** Sets the headers of what the limiters said of a request's operations; none when no advertised limit counted them. */
-  write(quotas: Quotas, headers: Headers): void {
+  write(quotas: Quotas, headers: { set(name: string, value: string): unknown }): void {
     const requests = this.#requests && quotas.requests;
     const address = this.#address && quotas.address;
     if (requests === undefined && address === undefined) return;
@@ -66,19 +66,6 @@ export class RateLimitHeaders {
     headers.set('ratelimit-limit', String((byAddress ? this.#address! : this.#requests!).quota));
     headers.set('ratelimit-remaining', String(closest.remainingPoints));
     headers.set('ratelimit-reset', String(seconds(closest.msBeforeNext)));
-  }
-
-  /** The headers of a refusal answered without asking the limiter (the HTTP server's recent refusals): nothing left for `ms`. */
-  refusal(limit: string, ms: number): Record<string, string> {
-    const policy = limit === 'requests' ? this.#requests : limit === 'address' ? this.#address : undefined;
-    if (policy === undefined) return {};
-    return {
-      'ratelimit-policy': this.#policy,
-      ratelimit: item(policy, 0, ms),
-      'ratelimit-limit': String(policy.quota),
-      'ratelimit-remaining': '0',
-      'ratelimit-reset': String(seconds(ms)),
-    };
   }
 }
 

@@ -1,0 +1,119 @@
+import { GraphQLError, type ExecutionResult } from 'graphql';
+import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
+import type { Answer, AnswerStep } from '../pipeline/stages.js';
+import type { OperationResult, RequestState } from '../request-state.js';
+import { answerTypeFor, type AnswerType } from './media-types.js';
+import { framings, partsBody } from './parts.js';
+import { jsonKeepsSpecStatus, serialise, statusOf } from '../pipeline/serialisation.js';
+
+export interface AnswerOptions {
+  /** Largest answer one request gets, in bytes of JSON (a batch's answers together): MAX_RESPONSE_BYTES. */
+  readonly maxBytes: number;
+  /** Told of every answer the size limit replaced, for metrics. */
+  readonly onRefused?: () => void;
+  /** Told of every answer not serialised because its client had hung up, for metrics. */
+  readonly onAbandoned?: () => void;
+}
+
+const tooLarge = (maxBytes: number): string =>
+  serialise({
+    errors: [
+      createGraphQLError(`The answer is larger than ${maxBytes} bytes. Ask for smaller pages, fewer fields or fewer aliases.`, {
+        extensions: { code: 'RESULT_TOO_LARGE', limit: 'response_bytes', maxResponseBytes: maxBytes },
+      }),
+    ],
+  });
+
+/** Nobody reads it: the client hung up before its answer was written. */
+const clientGone = serialise({ errors: [createGraphQLError('The client closed the request.', { extensions: { code: 'CLIENT_CLOSED_REQUEST' } })] });
+
+/** A single result in parts (a client that takes only multipart/mixed or an event stream): one part. */
+async function* onePart(result: ExecutionResult): AsyncGenerator<ExecutionResult> {
+  yield result;
+}
+
+/**
+ * The first step of the answer stage: the answer's media type (answers/media-types.ts, from the
+ * Accept header as negotiated), its status (answers/serialisation.ts, GraphQL over HTTP's rules)
+ * and its body, each result serialised once (answers/serialisation.ts), bounded by `maxBytes`
+ * (the backstop behind the result items limit: an answer whose JSON passes it anyway is replaced
+ * by RESULT_TOO_LARGE, `limit: "response_bytes"`; a batch's answers count together, in batch
+ * order), never serialised once its client has hung up. Refusals of the intake stage are answered
+ * the same way (a whole answer of a step's as it is); parts (@defer, @stream) are framed as they
+ * come (answers/parts.ts), bounded by the items limit alone.
+ */
+export function useAnswerBody(options: AnswerOptions): { readonly answer: AnswerStep } {
+  const { maxBytes } = options;
+  /** A result's JSON, or the refusal that replaces it when it weighs more than `room` bytes. */
+  const bounded = (json: string, room: number): { json: string; bytes: number } => {
+    const bytes = Buffer.byteLength(json);
+    if (bytes <= room) return { json, bytes };
+    options.onRefused?.();
+    return { json: tooLarge(maxBytes), bytes: 0 };
+  };
+  const whole = (request: RequestState, answer: Answer, result: ExecutionResult, kept: string | undefined): void => {
+    const type = answerTypeFor(request.negotiated?.accept ?? request.headers.get('accept'), false);
+    if (type === undefined) return notAcceptable(answer);
+    if (type === 'multipart/mixed' || type === 'text/event-stream') return inParts(answer, type, onePart(result), statusOf(result, answer.headers, type === 'text/event-stream'));
+    answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
+    answer.headers.set('content-type', `${type}; charset=utf-8`);
+    answer.body = request.signal.aborted ? abandoned() : bounded(kept ?? serialise(result), maxBytes).json;
+  };
+  const abandoned = () => {
+    options.onAbandoned?.();
+    return clientGone;
+  };
+  const batch = (request: RequestState, answer: Answer, results: readonly ExecutionResult[]): void => {
+    const type = answerTypeFor(request.negotiated?.accept ?? request.headers.get('accept'), false);
+    if (type === undefined) return notAcceptable(answer);
+    answer.headers.set('content-type', `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`);
+    if (request.signal.aborted) {
+      answer.body = abandoned();
+      return;
+    }
+    let room = maxBytes;
+    const parts = results.map((result, i) => {
+      const written = bounded(request.operations[i]?.keptJson ?? serialise(result), room);
+      room -= written.bytes;
+      return written.json;
+    });
+    answer.body = `[${parts.join(',')}]`;
+  };
+  return {
+    answer(request, answer) {
+      const { refusal, operations } = request;
+      if (refusal !== undefined && !(refusal instanceof GraphQLError)) {
+        answer.status = refusal.status;
+        for (const [name, value] of Object.entries(refusal.headers)) answer.headers.set(name.toLowerCase(), value);
+        answer.body = refusal.body;
+        return;
+      }
+      if (refusal !== undefined) return whole(request, answer, { errors: [refusal] }, undefined);
+      const results = operations.map((operation) => operation.result as OperationResult);
+      if (request.batched) return batch(request, answer, results.map((result) => (isAsyncIterable(result) ? { errors: [inPartsOnly()] } : result)));
+      const [result] = results;
+      if (!isAsyncIterable(result)) return whole(request, answer, result!, operations[0]!.keptJson);
+      const type = answerTypeFor(request.negotiated?.accept ?? request.headers.get('accept'), true);
+      if (type === undefined || (type !== 'multipart/mixed' && type !== 'text/event-stream')) return notAcceptable(answer);
+      return inParts(answer, type, result, 200);
+    },
+  };
+}
+
+/** An answer in parts: framed as its type says, each part serialised as it comes. */
+function inParts(answer: Answer, type: Extract<AnswerType, 'multipart/mixed' | 'text/event-stream'>, parts: AsyncIterable<ExecutionResult>, status: number): void {
+  const framing = framings[type];
+  answer.status = status;
+  for (const [name, value] of Object.entries(framing.headers)) answer.headers.set(name, value);
+  answer.body = partsBody(parts, framing);
+}
+
+/** No media type the client takes can carry the answer (the negotiation refuses most such requests before anything runs). */
+function notAcceptable(answer: Answer): void {
+  answer.status = 406;
+  answer.headers.set('accept', 'application/json; charset=utf-8, application/graphql-response+json; charset=utf-8');
+  answer.body = null;
+}
+
+/** A batch's operation that answers in parts: a batch is one JSON array. */
+const inPartsOnly = () => createGraphQLError('An operation of a batch cannot answer in parts: send it alone to use @defer or @stream.', { extensions: { code: 'BAD_REQUEST' } });

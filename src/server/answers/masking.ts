@@ -1,0 +1,46 @@
+import { GraphQLError, type ExecutionResult } from 'graphql';
+import { isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
+import type { Logger } from 'pino';
+import { errorLogEntry, maskError } from '../../schema/errors.js';
+import type { ResultStep } from '../pipeline/stages.js';
+
+/** What a client reads of an error the gateway did not mean it to see. */
+const UNEXPECTED = 'Unexpected error.';
+
+/** Logs what an error masked was (schema/errors.ts: the gateway's own faults at error, upstream failures at warn, a caller's mistakes at debug). */
+export function logMasked(logger: Logger, error: unknown): void {
+  const entry = errorLogEntry(error);
+  if (entry !== undefined) logger[entry.level](entry.fields, entry.message);
+}
+
+/** A part of an answer in parts, as the executor writes them (2022-08-24): its own errors, and those of what it delivers. */
+type Part = ExecutionResult & { incremental?: readonly { errors?: readonly GraphQLError[] }[] };
+
+/**
+ * The one masking of errors (schema/errors.ts's `maskError`: upstream failures mapped to codes,
+ * the gateway's own GraphQL errors kept, anything else "Unexpected error." with code
+ * INTERNAL_SERVER_ERROR), each original it replaces logged once: `mask` for what a step threw (the
+ * pipeline's), `execution` for every operation's result, the first step after it ran (or a step
+ * answered it), each part of a stream as it passes.
+ */
+export function errorMasking(logger: Logger): { readonly mask: (error: unknown) => GraphQLError; readonly execution: ResultStep } {
+  const mask = (error: unknown): GraphQLError => {
+    const masked = maskError(error, UNEXPECTED);
+    if (masked !== error) logMasked(logger, error);
+    return masked instanceof GraphQLError ? masked : new GraphQLError(masked.message, { originalError: masked });
+  };
+  const maskAll = (errors: readonly GraphQLError[]) => errors.map(mask);
+  const maskPart = (part: Part): Part => {
+    const incremental = part.incremental?.some((entry) => entry.errors?.length) ? part.incremental.map((entry) => (entry.errors?.length ? { ...entry, errors: maskAll(entry.errors) } : entry)) : part.incremental;
+    return part.errors?.length || incremental !== part.incremental ? { ...part, ...(part.errors?.length ? { errors: maskAll(part.errors) } : {}), ...(incremental !== part.incremental ? { incremental } : {}) } : part;
+  };
+  return {
+    mask,
+    execution(operation) {
+      const { result } = operation;
+      if (result === undefined) return;
+      if (isAsyncIterable(result)) operation.result = mapAsyncIterator(result, maskPart);
+      else if (result.errors?.length) operation.result = { ...result, errors: maskAll(result.errors) };
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import { LRUCache } from 'lru-cache';
+
+/** The media types an answer goes out in: one JSON document, or parts (multipart/mixed, an event stream). */
+export type AnswerType = 'application/graphql-response+json' | 'application/json' | 'multipart/mixed' | 'text/event-stream';
+
+/** By the kind of answer each writes, in the order a later match wins (yoga's result processors'). */
+const writers: readonly { readonly types: readonly AnswerType[]; readonly parts: boolean }[] = [
+  { types: ['text/event-stream'], parts: true },
+  { types: ['multipart/mixed'], parts: true },
+  { types: ['application/graphql-response+json', 'application/json'], parts: false },
+];
+
+/** The media ranges of an Accept header, those with a charset other than UTF-8 left out, the least preferred first (yoga's reading). */
+function rangesOf(accept: string): string[] {
+  const ranges: string[] = [];
+  for (const entry of accept.replace(/\s/g, '').toLowerCase().split(',')) {
+    const [range, ...parameters] = entry.split(';');
+    if (range === undefined) continue;
+    const charset = parameters.find((parameter) => parameter.includes('charset=')) ?? 'charset=utf-8';
+    if (charset === 'charset=utf-8') ranges.push(range);
+  }
+  return ranges.reverse();
+}
+
+const matches = (type: string, range: string): boolean => {
+  const [rangeType, rangeSub] = range.split('/');
+  const [typeType, typeSub] = type.split('/');
+  return (rangeType === '*' || rangeType === typeType) && (rangeSub === '*' || rangeSub === typeSub);
+};
+
+/**
+ * The type an answer is written in, as yoga chose it: the client's most preferred range a writer
+ * takes (JSON for one result wherever the client takes it, then multipart/mixed, then an event
+ * stream; a result in parts never as JSON); undefined when no writer fits (406). The Accept header
+ * reaching here is the negotiated one (answers/negotiation.ts: q-values already applied).
+ */
+function typeFor(accept: string, parts: boolean): AnswerType | undefined {
+  const ranges = rangesOf(accept);
+  let chosen: AnswerType | undefined;
+  for (const writer of writers) {
+    if (parts && !writer.parts) continue;
+    for (const range of ranges) for (const type of writer.types) if (matches(type, range)) chosen = type;
+  }
+  return chosen;
+}
+
+/** Clients send a handful of distinct Accept headers: each is read once per kind of answer. */
+const chosen = new LRUCache<string, { whole: AnswerType | 'none'; parts: AnswerType | 'none' }>({ max: 256 });
+
+/** The media type of an answer to a request with `accept` (none: `*\/*`), whole or in parts; undefined: none fits. */
+export function answerTypeFor(accept: string | null | undefined, parts: boolean): AnswerType | undefined {
+  const header = accept || '*/*';
+  let known = chosen.get(header);
+  if (known === undefined) chosen.set(header, (known = { whole: typeFor(header, false) ?? 'none', parts: typeFor(header, true) ?? 'none' }));
+  const type = parts ? known.parts : known.whole;
+  return type === 'none' ? undefined : type;
+}

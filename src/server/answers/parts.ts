@@ -1,0 +1,88 @@
+import type { ExecutionResult } from 'graphql';
+import { Readable } from 'node:stream';
+import { serialise } from '../pipeline/serialisation.js';
+
+/** How one media type frames the parts of an answer (GraphQL over HTTP's incremental delivery). */
+interface Framing {
+  readonly headers: Readonly<Record<string, string>>;
+  readonly start: string;
+  part(json: string): string;
+  readonly end: string;
+  /** A keep-alive written while no part comes, or none. */
+  readonly heartbeat?: string;
+}
+
+/** multipart/mixed with the boundary `-`, as yoga, Apollo and Relay's clients read it. */
+const multipart: Framing = {
+  headers: { 'content-type': 'multipart/mixed; boundary="-"', connection: 'keep-alive' },
+  start: '\r\n---',
+  part: (json) => `\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}\r\n---`,
+  end: '--\r\n',
+};
+
+/**
+ * Server-sent events, GraphQL over SSE's distinct connections mode: `next` events, then
+ * `complete`. It starts with a comment (some browsers wait for a first byte before handing the
+ * stream over) and writes one every HEARTBEAT_MS while nothing else goes out, so proxies keep an idle
+ * stream. `Content-Encoding: none` keeps buffering compressors away (the HTTP server's flushes every
+ * write and drops the mark).
+ */
+const eventStream: Framing = {
+  headers: { 'content-type': 'text/event-stream', connection: 'keep-alive', 'cache-control': 'no-cache', 'content-encoding': 'none' },
+  start: ':\n\n',
+  part: (json) => `event: next\ndata: ${json}\n\n`,
+  end: 'event: complete\ndata:\n\n',
+  heartbeat: ':\n\n',
+};
+
+/** How often an idle event stream says it is alive. */
+const HEARTBEAT_MS = 12_000;
+
+export const framings = { 'multipart/mixed': multipart, 'text/event-stream': eventStream } as const;
+
+/**
+ * The body of an answer in parts: each result of `parts` serialised (answers/serialisation.ts) and
+ * framed as it comes. Destroying the stream (its client gone) ends the parts' iterator, which
+ * cancels what the operation still had to do.
+ */
+export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framing): Readable {
+  const iterator = parts[Symbol.asyncIterator]();
+  let heartbeat: NodeJS.Timeout | undefined;
+  // One part asked for at a time: a heartbeat's push makes the stream ask again meanwhile.
+  let pulling = false;
+  const body = new Readable({
+    encoding: 'utf8',
+    read() {
+      if (pulling) return;
+      pulling = true;
+      iterator.next().then(
+        ({ done, value }) => {
+          pulling = false;
+          if (body.destroyed) return;
+          if (value != null) body.push(framing.part(serialise(value)));
+          if (done) {
+            clearInterval(heartbeat);
+            body.push(framing.end);
+            body.push(null);
+          }
+        },
+        (error: unknown) => body.destroy(error as Error),
+      );
+    },
+    destroy(error, callback) {
+      clearInterval(heartbeat);
+      Promise.resolve(iterator.return?.()).then(
+        () => callback(error),
+        () => callback(error),
+      );
+    },
+  });
+  body.push(framing.start);
+  if (framing.heartbeat !== undefined) {
+    const beat = framing.heartbeat;
+    heartbeat = setInterval(() => {
+      if (!body.destroyed && !body.readableEnded) body.push(beat);
+    }, HEARTBEAT_MS).unref();
+  }
+  return body;
+}

@@ -1,0 +1,54 @@
+import { envelop, useEngine, useSchema, type GetEnvelopedFn, type Plugin as EnvelopPlugin } from '@envelop/core';
+import { normalizedExecutor } from '@graphql-tools/executor';
+import { parse, specifiedRules, validate, type ExecutionArgs, type GraphQLSchema } from 'graphql';
+import type { PromiseOrValue } from 'graphql-yoga';
+import type { Executor } from '../pipeline/stages.js';
+import type { OperationResult } from '../request-state.js';
+import type { CompiledExecution } from './compiled-execution.js';
+
+export interface GatewayEnvelopOptions {
+  readonly schema: GraphQLSchema;
+  /** Compiled execution (COMPILED_EXECUTION=on): hot queries run by their compiled code. */
+  readonly compiled?: CompiledExecution | undefined;
+  /**
+   * The policies that live as envelop plugins: those of documents (`onParse`, `onValidate`: run as
+   * a text is prepared, documents/prepared.ts) and those that wrap execution (`onExecute`: the
+   * response cache's, which runs a document of its own and keeps what it answers).
+   */
+  readonly plugins: readonly EnvelopPlugin[];
+}
+
+export interface GatewayEnvelop {
+  readonly getEnveloped: GetEnvelopedFn<unknown>;
+  readonly executor: Executor;
+}
+
+/**
+ * The gateway's envelop: the engine (graphql-js's parser and validator; for execution, an
+ * operation's compiled code when it has one, else graphql-tools' executor, which serves @defer
+ * and @stream), the schema, and the policies that live as envelop plugins. Its `executor` is the
+ * execution stage's: an operation without a result yet, run on its context (made as it was
+ * planned) with its request's signal, so a client that hangs up stops what is left of it (the
+ * executor checks the signal between fields; its upstream calls are cancelled through the
+ * context). Without a plugin that wraps execution it calls the engine directly.
+ */
+export function gatewayEnvelop(options: GatewayEnvelopOptions): GatewayEnvelop {
+  const { compiled, schema } = options;
+  const execute = (args: ExecutionArgs): PromiseOrValue<OperationResult> => compiled?.run(args) ?? (normalizedExecutor(args) as PromiseOrValue<OperationResult>);
+  const getEnveloped = envelop({ plugins: [useEngine({ parse, validate, specifiedRules, execute, subscribe: normalizedExecutor }), useSchema(schema), ...options.plugins] });
+  const wrapped = options.plugins.some((plugin) => plugin.onExecute !== undefined);
+  const executor: Executor = (operation) => {
+    const contextValue = operation.context!;
+    const args = {
+      schema,
+      document: operation.document!,
+      rootValue: undefined,
+      contextValue,
+      variableValues: operation.params.variables ?? undefined,
+      operationName: operation.params.operationName ?? undefined,
+      signal: operation.request.signal,
+    } as ExecutionArgs;
+    return (wrapped ? getEnveloped(contextValue).execute(args) : execute(args)) as PromiseOrValue<OperationResult>;
+  };
+  return { getEnveloped, executor };
+}

@@ -1,0 +1,188 @@
+import type { GetEnvelopedFn } from '@envelop/core';
+import { getOperationAST, GraphQLError, type DocumentNode, type OperationDefinitionNode } from 'graphql';
+import { createGraphQLError } from 'graphql-yoga';
+import { LRUCache } from 'lru-cache';
+import type { CacheBounds } from '../../config.js';
+import type { CacheUse } from '../instruments/metrics.js';
+import type { OperationStep } from '../pipeline/stages.js';
+import type { OperationState, PreparedDocument } from '../request-state.js';
+import { usesIncrementalDelivery, withoutIncrementalDelivery } from './incremental-delivery.js';
+
+/**
+ * Heap one token of a parsed document holds: its AST node, the node's name and location, and the
+ * token itself, which every location keeps reachable (measured: docs/performance.md#measured-reasons).
+ */
+const BYTES_PER_TOKEN = 512;
+/** A refusal kept instead of a document: the error and its location, beside the text it keeps. */
+const BYTES_PER_REFUSAL = 2_048;
+
+/** What the document stage keeps of one text: its document, or why it has none, and what validating it said. */
+class DocumentEntry implements PreparedDocument {
+  /** Its validation errors once validated ([]: valid). */
+  validation: readonly GraphQLError[] | undefined;
+  #incremental: boolean | undefined;
+  #whole: DocumentNode | undefined;
+  readonly #operations = new Map<string, OperationDefinitionNode | null>();
+
+  constructor(
+    readonly text: string,
+    readonly document: DocumentNode,
+  ) {}
+
+  get incremental(): boolean {
+    return (this.#incremental ??= usesIncrementalDelivery(this.document));
+  }
+
+  /** The document without @defer and @stream, for a client that takes one JSON answer. */
+  get whole(): DocumentNode {
+    return (this.#whole ??= withoutIncrementalDelivery(this.document));
+  }
+
+  /** The operation `operationName` selects (none: the only one), or null when it selects none. */
+  operation(operationName: string | null | undefined): OperationDefinitionNode | null {
+    const key = operationName ?? '';
+    let found = this.#operations.get(key);
+    if (found === undefined) this.#operations.set(key, (found = getOperationAST(this.document, operationName) ?? null));
+    return found;
+  }
+}
+
+/** A text refused before it was a document (nested too deep, too many tokens, a syntax error), and the limit it passed, if one. */
+interface Refused {
+  readonly refusal: GraphQLError;
+  readonly limit: string | undefined;
+}
+
+function tokensOf(document: DocumentNode): number {
+  let count = 0;
+  for (let token = document.loc?.startToken; token; token = token.next ?? undefined) count++;
+  return count;
+}
+
+/** Estimated heap of one entry: the text (two bytes a character at most) and what parsing made of it. */
+const entryBytes = (entry: DocumentEntry | Refused, text: string): number => 2 * text.length + (entry instanceof DocumentEntry ? BYTES_PER_TOKEN * Math.max(1, tokensOf(entry.document)) : BYTES_PER_REFUSAL);
+
+/** Nesting beyond the selection depth limit that lists, objects, arguments and inline fragments may add. */
+const EXTRA_NESTING = 96;
+const BLOCK_QUOTE = '"""';
+
+/**
+ * Whether a document nests `{`, `[` and `(` (outside strings and comments) more than `limit`
+ * deep. graphql-js parses recursively: some 2,000 nested lists overflow its stack before Armor's
+ * token count stops it. One pass over the text.
+ */
+export function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 123 /* { */ || c === 91 /* [ */ || c === 40 /* ( */) {
+      if (++depth > limit) return true;
+    } else if (c === 125 || c === 93 || c === 41) depth--;
+    else if (c === 35 /* # */) {
+      while (i + 1 < text.length && text.charCodeAt(i + 1) !== 10 && text.charCodeAt(i + 1) !== 13) i++;
+    } else if (c === 34 /* " */) {
+      if (text.startsWith(BLOCK_QUOTE, i)) {
+        // A block string ends at the first triple quote not escaped with a backslash.
+        let end = text.indexOf(BLOCK_QUOTE, i + 3);
+        while (end > 0 && text.charCodeAt(end - 1) === 92) end = text.indexOf(BLOCK_QUOTE, end + 3);
+        if (end < 0) return false;
+        i = end + 2;
+      } else {
+        for (i++; i < text.length && text.charCodeAt(i) !== 34 && text.charCodeAt(i) !== 10; i++) if (text.charCodeAt(i) === 92) i++;
+      }
+    }
+  }
+  return false;
+}
+
+/** A parse refusal as clients read it: GRAPHQL_PARSE_FAILED, HTTP 400 (the spec's status for a request error). */
+function parseRefusal(error: unknown): GraphQLError {
+  const refusal = error instanceof GraphQLError ? error : createGraphQLError('Could not parse the document.');
+  const extensions = refusal.extensions as Record<string, unknown>;
+  extensions['code'] ??= 'GRAPHQL_PARSE_FAILED';
+  extensions['http'] = { spec: true, status: 400, ...(extensions['http'] as object | undefined) };
+  return refusal;
+}
+
+export interface PreparedDocumentsOptions {
+  /** The envelop whose parse and validate run the document policies (guards/operation-limits.ts): once per text. */
+  readonly envelop: GetEnvelopedFn<unknown>;
+  /** The documents kept (DOCUMENT_CACHE_MAX_ENTRIES, DOCUMENT_CACHE_MAX_BYTES). */
+  readonly bounds: CacheBounds;
+  /** MAX_DEPTH: nesting past it plus what arguments may add is refused before parsing. */
+  readonly maxDepth: number;
+  /** Told of each refusal, with its limit (`extensions.limit`), each time it is answered. */
+  readonly onRefused: (limit: string) => void;
+}
+
+/**
+ * The document stage's own work, done once per text and kept (the prepared document): the text
+ * checked for nesting (before graphql-js's recursive parser meets it), parsed (Armor's token limit
+ * while parsing), then validated (graphql-js's rules and the document policies: Armor's depth,
+ * aliases and directives, repeated fields, introspection, @defer/@stream), refusals included.
+ * A hot operation costs a lookup; each refusal is counted every time it is answered. Everything
+ * else kept per document (the plan's shapes, compiled code, the response cache's facts) follows
+ * these entries: in WeakMaps keyed by their documents, bounded by this cache.
+ *
+ * Two steps, with the request's validation budget between them (guards/fragment-pairs.ts):
+ * `parse` names the operation's prepared document and the operation its operationName selects
+ * (HTTP 400 OPERATION_RESOLUTION_FAILURE when none; a mutation over GET is HTTP 405), `validate`
+ * refuses an invalid one (HTTP 400, GRAPHQL_VALIDATION_FAILED, `extensions.limit` for a limit).
+ */
+export function preparedDocuments(options: PreparedDocumentsOptions): { readonly parse: OperationStep; readonly validate: OperationStep; readonly use: () => CacheUse } {
+  const { bounds, onRefused } = options;
+  const kept = new LRUCache<string, DocumentEntry | Refused>({ max: bounds.maxEntries, maxSize: bounds.maxBytes, sizeCalculation: entryBytes });
+  const nesting = options.maxDepth + EXTRA_NESTING;
+  const prepare = (text: string): DocumentEntry | Refused => {
+    if (nestsDeeperThan(text, nesting)) {
+      return { refusal: createGraphQLError(`Document nested more than ${nesting} levels deep`, { extensions: { code: 'GRAPHQL_PARSE_FAILED', limit: 'nesting', http: { status: 400 } } }), limit: 'nesting' };
+    }
+    try {
+      return new DocumentEntry(text, options.envelop({}).parse(text));
+    } catch (error) {
+      const refusal = parseRefusal(error);
+      return { refusal, limit: typeof refusal.extensions['limit'] === 'string' ? refusal.extensions['limit'] : undefined };
+    }
+  };
+  const validate = (entry: DocumentEntry): readonly GraphQLError[] => {
+    const enveloped = options.envelop({});
+    return (entry.validation ??= (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map((error) => {
+      const extensions = error.extensions as Record<string, unknown>;
+      extensions['code'] ??= 'GRAPHQL_VALIDATION_FAILED';
+      extensions['http'] = { spec: true, status: 400, ...(extensions['http'] as object | undefined) };
+      return error;
+    }));
+  };
+  return {
+    parse(operation) {
+      const text = operation.params.query!;
+      let entry = kept.get(text);
+      if (entry === undefined) kept.set(text, (entry = prepare(text)));
+      if (!(entry instanceof DocumentEntry)) {
+        if (entry.limit !== undefined) onRefused(entry.limit);
+        return entry.refusal;
+      }
+      const definition = entry.operation(operation.params.operationName);
+      if (definition === null) return createGraphQLError('Could not determine what operation to execute.', { extensions: { code: 'OPERATION_RESOLUTION_FAILURE', http: { status: 400 } } });
+      if (definition.operation === 'mutation' && operation.request.method === 'GET') {
+        return createGraphQLError('Can only perform a mutation operation from a POST request.', { extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'POST' } } } });
+      }
+      operation.prepared = entry;
+      operation.document = entry.document;
+      operation.definition = definition;
+      return undefined;
+    },
+    validate(operation) {
+      const errors = validate(operation.prepared as DocumentEntry);
+      if (errors.length === 0) return undefined;
+      for (const error of errors) if (typeof error.extensions['limit'] === 'string') onRefused(error.extensions['limit']);
+      return errors;
+    },
+    use: () => ({ entries: kept.size, bytes: kept.calculatedSize }),
+  };
+}
+
+/** The document an operation runs for a client that takes no answer in parts: without @defer and @stream. */
+export function wholeDocumentOf(operation: OperationState): DocumentNode | undefined {
+  return (operation.prepared as DocumentEntry | undefined)?.whole;
+}

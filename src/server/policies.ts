@@ -1,0 +1,165 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { Planner } from '../plan/operation-plan.js';
+import type { ContextOptions } from '../schema/context.js';
+import { schema } from '../schema/index.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import type { Upstream } from '../upstream/upstream.js';
+import { useAnswerBody } from './answers/answer.js';
+import { useAnswerHeaders } from './answers/answer-headers.js';
+import { useCors } from './answers/cors.js';
+import { errorMasking } from './answers/masking.js';
+import { useContentNegotiation } from './answers/negotiation.js';
+import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
+import { compiledExecution } from './documents/compiled-execution.js';
+import { gatewayEnvelop } from './documents/execution.js';
+import { incrementalDeliveryRules } from './documents/incremental-delivery.js';
+import { usePersistedDocuments } from './documents/persisted-documents.js';
+import { preparedDocuments } from './documents/prepared.js';
+import { operationNamesOf } from './documents/trusted-documents.js';
+import { planAdmission, useUpstreamPlan } from './documents/upstream-plan.js';
+import { fragmentPairsLimit } from './guards/fragment-pairs.js';
+import { csrfCheck, documentPolicies, hiddenExecutionSuggestions } from './guards/operation-limits.js';
+import { ClientAwareness } from './instruments/client-awareness.js';
+import type { GatewayMetrics } from './instruments/metrics.js';
+import { useBatching } from './intake/batching.js';
+import { useRequestBody } from './intake/body.js';
+import { useRequestParams, variablesDepth } from './intake/params.js';
+import { responseCachePlugin } from './response-cache/plugin.js';
+import type { SharedRedis } from './shared-state/shared-redis.js';
+import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
+import { useCallerLimits } from './traffic/caller-limits.js';
+import { useInFlight } from './traffic/in-flight.js';
+import { createCallerLimiters } from './traffic/limiters.js';
+import { LoadShedder, overloadReasons } from './traffic/load-shedder.js';
+
+/** The part of the configuration the gateway's policies use. */
+export type GatewaySettings = Pick<
+  Config,
+  | 'upstreamFanout'
+  | 'upstreamCallBudget'
+  | 'maxResultItems'
+  | 'maxResponseBytes'
+  | 'operationTimeoutMs'
+  | 'introspection'
+  | 'planner'
+  | 'compiledExecution'
+  | 'compiledQueries'
+  | 'compiledDocuments'
+  | 'documentCache'
+  | 'corsOrigins'
+  | 'csrfPrevention'
+  | 'limits'
+  | 'maxBatch'
+  | 'persistedDocuments'
+  | 'callerLimits'
+  | 'loadShedding'
+  | 'responseCache'
+  | 'metricsOperations'
+  | 'metricsClients'
+  | 'operationLog'
+  | 'production'
+>;
+
+export interface PolicyOptions {
+  readonly upstream: Upstream;
+  readonly logger: Logger;
+  readonly settings: GatewaySettings;
+  readonly metrics: GatewayMetrics;
+  readonly tracing: Tracing;
+  /** Where automatic persisted queries are registered. @default in Redis with `redis`, else in this process's memory, bounded by the settings */
+  readonly apqStore?: PersistedQueryStore | undefined;
+  /** Redis (REDIS_URL) for the limit counters, APQ registrations and response cache shared by every process. @default none: process memory */
+  readonly redis?: SharedRedis | undefined;
+  /** The response cache's own Redis (RESPONSE_CACHE_REDIS_URL). @default `redis` */
+  readonly cacheRedis?: SharedRedis | undefined;
+}
+
+/** The shedder, its refusals counted and its load watched by the metrics. */
+function loadShedder(options: PolicyOptions): LoadShedder {
+  const { metrics } = options;
+  const overloaded = metrics.refusals.labels({ limit: 'overloaded' });
+  const shedder = new LoadShedder(options.settings.loadShedding, {
+    queuedCalls: options.upstream.queuedCalls,
+    onRefused: (reason) => {
+      overloaded.inc();
+      metrics.overloadRefusals.inc({ reason });
+    },
+  });
+  metrics.watchLoad(shedder);
+  // Every reason's series exists from the start (at 0), so a rate over it has a beginning.
+  for (const reason of overloadReasons) metrics.overloadRefusals.inc({ reason }, 0);
+  return shedder;
+}
+
+/** The operation recorder: the manifest's names and the operator's kept apart in metrics, the others sharing the bounded pool. */
+function operationRecorder(options: PolicyOptions): OperationRecorder {
+  const { settings } = options;
+  const { trustedDocuments } = settings.persistedDocuments;
+  return new OperationRecorder({
+    metrics: options.metrics,
+    logger: options.logger,
+    log: settings.operationLog,
+    tracing: options.tracing,
+    clients: new ClientAwareness(settings.metricsClients),
+    operationNames: new Set([...(trustedDocuments ? operationNamesOf(trustedDocuments) : []), ...settings.metricsOperations.known]),
+    maxOperationNames: settings.metricsOperations.max,
+  });
+}
+
+/** Where APQ registrations go: given, or Redis in front of this process's memory, or memory alone. */
+function apqStoreOf(options: PolicyOptions): PersistedQueryStore {
+  const { persistedDocuments } = options.settings;
+  const bounds = { maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes };
+  const local = createMemoryQueryStore(bounds);
+  return options.apqStore ?? (options.redis ? createRedisQueryStore({ redis: options.redis, local, ttlSeconds: persistedDocuments.apqTtlSeconds, ...bounds }) : local);
+}
+
+/** Execution's engine (compiled or interpreted) and the envelop that runs the document policies and the response cache's. */
+function execution(options: PolicyOptions, responseCache: ReturnType<typeof responseCachePlugin> | undefined) {
+  const { settings, metrics } = options;
+  const compiled = settings.compiledExecution
+    ? compiledExecution({ ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
+    : undefined;
+  const documents = documentPolicies({ limits: settings.limits, introspection: settings.introspection, hideSuggestions: settings.production });
+  return gatewayEnvelop({ schema, compiled, plugins: [...documents, incrementalDeliveryRules(), ...(responseCache?.envelop ?? [])] });
+}
+
+/** Every policy of the gateway, made once from its settings: the steps gateway.ts lists, stage by stage. */
+export function gatewayPolicies(options: PolicyOptions) {
+  const { settings, metrics } = options;
+  const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
+  const refused = (limit: string) => () => countRefusal(limit);
+  const limiters = createCallerLimiters(settings.callerLimits, { redis: options.redis, inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000) });
+  const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, schema, settings.operationTimeoutMs, metrics, options.cacheRedis ?? options.redis);
+  const engine = execution(options, responseCache);
+  const documents = preparedDocuments({ envelop: engine.getEnveloped, bounds: settings.documentCache, maxDepth: settings.limits.maxDepth, onRefused: countRefusal });
+  metrics.watchDocumentCache('parsed', documents.use);
+  const contextOptions: ContextOptions = { upstream: options.upstream, logger: options.logger, fanout: settings.upstreamFanout, budget: settings.upstreamCallBudget, deadlineMs: settings.operationTimeoutMs, strategy: settings.planner };
+  const planner = new Planner({ schema, strategy: settings.planner });
+  const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
+  const shedder = loadShedder(options);
+  return {
+    shedder,
+    inFlight: useInFlight(shedder),
+    telemetry: useOperationTelemetry(operationRecorder(options)),
+    negotiation: useContentNegotiation({ schema }),
+    callerLimits: useCallerLimits({ limiters, trustProxy: settings.callerLimits.trustProxy, onRefused: countRefusal }),
+    body,
+    csrf: settings.csrfPrevention ? csrfCheck() : undefined,
+    params: useRequestParams((request) => body.read(request.incoming.body, request.headers)),
+    batching: useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
+    variablesDepth: variablesDepth({ maxVariablesDepth: settings.limits.maxVariablesDepth, onRefused: refused('variables_depth') }),
+    persisted: usePersistedDocuments({ apqStore: apqStoreOf(options), trustedDocuments: settings.persistedDocuments.trustedDocuments, trustedDocumentsOnly: settings.persistedDocuments.trustedDocumentsOnly }),
+    documents,
+    fragmentPairs: fragmentPairsLimit({ max: settings.limits.maxFragmentPairs, onRefused: () => countRefusal('fragments') }),
+    responseCache,
+    plan: useUpstreamPlan(planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing: options.tracing }), contextOptions),
+    executor: engine.executor,
+    masking: errorMasking(options.logger),
+    hiddenSuggestions: settings.production ? hiddenExecutionSuggestions : undefined,
+    answerBody: useAnswerBody({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),
+    cors: useCors(settings.corsOrigins),
+    answerHeaders: useAnswerHeaders({ cors: settings.corsOrigins.length > 0 }),
+  };
+}

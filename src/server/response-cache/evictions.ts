@@ -1,0 +1,135 @@
+import { encodeGlobalID } from '@pothos/plugin-relay';
+import { collectFields } from '@graphql-tools/utils';
+import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLError, type GraphQLSchema } from 'graphql';
+import { headIdFrom } from '../../domain/ids.js';
+import { factsOf } from '../../plan/facts.js';
+import type { CacheEntityRecord, FieldEvictions } from '../request-state.js';
+
+/*
+ * What the response cache reads of an operation and its result: what a mutation evicts, and
+ * whether a read failed upstream (so a stale answer may stand in for it). Pure rules over the
+ * document, the schema's facts and a result; plugin.ts applies them.
+ */
+
+/** The codes of an upstream fault: what a stale answer may stand in for (never a refusal or an answer of the upstream's). */
+const faultCodes = new Set(['UPSTREAM_UNAVAILABLE', 'UPSTREAM_TIMEOUT', 'UPSTREAM_ERROR']);
+
+/**
+ * The fault a read's answer failed with, if every one of its errors is an upstream fault (the
+ * breaker's refusal, no connection, a timeout, a 5xx or an answer it could not read): a stale
+ * answer may stand in for it. Undefined for an answer without errors, or with any other error (a
+ * 404, a refused input, a limit): that is an answer, not a failure.
+ */
+export function upstreamFaultOf(result: ExecutionResult): string | undefined {
+  const codes = (result.errors ?? []).map((error) => {
+    const status = upstreamStatusOf(error);
+    return status !== undefined && status < 500 ? undefined : error.extensions.code;
+  });
+  return codes.length > 0 && codes.every((code) => typeof code === 'string' && faultCodes.has(code)) ? (codes[0] as string) : undefined;
+}
+
+/**
+ * What a mutation changes beyond the objects it returns, as its field declares it (`changes`,
+ * plan/facts.ts), by its arguments (so whether the client selected anything does not matter):
+ * `updateHead` and `deleteHead` the head they name (`Head:<global ID>`, as answers hold it) and
+ * every head listing, and `updateHead` with a hair (`hairId`, `hairColor`) every answer holding a
+ * hair. `deleteHead` returns no Head for the plugin to find; `updateSubscription`
+ * returns the subscription, which the plugin finds. By response key: whether each is done depends
+ * on its field's outcome (`evictionsAfter`).
+ */
+export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
+  const operation = getOperationAST(args.document, args.operationName);
+  const mutationType = args.schema.getMutationType();
+  if (operation?.operation !== 'mutation' || mutationType == null) return [];
+  const fragments: Record<string, FragmentDefinitionNode> = {};
+  for (const definition of args.document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments[definition.name.value] = definition;
+  // The variables as execution sees them: their defaults filled in (args.variableValues is what the client sent).
+  const coerced = getVariableValues(args.schema, operation.variableDefinitions ?? [], args.variableValues ?? {});
+  // Variables that do not coerce fail the mutation too: nothing changes.
+  if (coerced.errors !== undefined) return [];
+  const variables = coerced.coerced;
+  const evictions: FieldEvictions[] = [];
+  const { fields } = collectFields(args.schema, fragments, variables, mutationType, operation.selectionSet);
+  for (const [key, [node]] of fields) {
+    const field = node === undefined ? undefined : mutationType.getFields()[node.name.value];
+    const changes = field === undefined ? undefined : factsOf(field).changes;
+    if (node === undefined || field === undefined || changes === undefined) continue;
+    const records: CacheEntityRecord[] = [];
+    if (changes.head !== undefined) {
+      let input: { id?: unknown } | undefined;
+      try {
+        input = getArgumentValues(field, node, variables)[changes.head] as { id?: unknown } | undefined;
+      } catch {
+        // Arguments that do not coerce fail the mutation too: nothing changes.
+        continue;
+      }
+      const uuid = headIdFrom(input?.id);
+      if (uuid !== undefined) records.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
+      for (const [name, types] of Object.entries(changes.given ?? {})) {
+        if ((input as Record<string, unknown> | undefined)?.[name] !== undefined) for (const typename of types) records.push({ typename });
+      }
+    }
+    for (const typename of changes.types ?? []) records.push({ typename });
+    if (records.length > 0) evictions.push({ key, records });
+  }
+  return evictions;
+}
+
+/**
+ * Whether a mutation field may have changed what it names, by its error (none: it succeeded). It
+ * may have when the upstream took the change: a success, an answer lost after sending
+ * (`UPSTREAM_OUTCOME_UNKNOWN`), a 5xx (the upstream may have applied it before failing) or a 2xx
+ * it could not read. It has not when it was refused before sending (the gateway's own checks, a
+ * limit, an open breaker: no upstream status) or answered 4xx.
+ */
+function mayHaveChanged(error: GraphQLError | undefined): boolean {
+  if (error === undefined) return true;
+  const code = error.extensions.code ?? (error.originalError as { code?: unknown } | undefined)?.code;
+  if (code === 'UPSTREAM_OUTCOME_UNKNOWN') return true;
+  const status = upstreamStatusOf(error);
+  return status !== undefined && (status < 400 || status >= 500);
+}
+
+/** The HTTP status the upstream answered a field's call with, as its error says (schema/errors.ts), if it answered. */
+function upstreamStatusOf(error: GraphQLError): number | undefined {
+  const status = (error.extensions.upstream as { status?: unknown } | undefined)?.status ?? (error.originalError as { status?: unknown } | undefined)?.status;
+  return typeof status === 'number' ? status : undefined;
+}
+
+/** The evictions of the mutation fields that may have changed something, by their outcome in `result`. */
+export function evictionsAfter(fields: readonly FieldEvictions[], result: ExecutionResult | undefined): CacheEntityRecord[] {
+  // A field's own error (its path that field alone) is its outcome; one below it (a read of what
+  // it answered) says the field itself resolved: it changed what it names.
+  const errors = new Map<unknown, GraphQLError>();
+  for (const error of result?.errors ?? []) if (error.path?.length === 1 && !errors.has(error.path[0])) errors.set(error.path[0], error);
+  // An error of no field (a refusal of the whole operation) changed nothing.
+  if (result === undefined || result.errors?.some((error) => error.path === undefined)) return [];
+  return fields.filter((field) => mayHaveChanged(errors.get(field.key))).flatMap((field) => field.records);
+}
+
+const idlessTypes = new WeakMap<DocumentNode, readonly CacheEntityRecord[]>();
+
+/**
+ * The object types without an `id` an operation selects (a connection, its edges, its page
+ * info), each as a whole type (kept per document): the plugin reports only objects with an id, so
+ * without these an answer such as `heads { totalCount }` could not be evicted with its listing.
+ */
+export function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): readonly CacheEntityRecord[] {
+  let types = idlessTypes.get(document);
+  if (types === undefined) {
+    const names = new Set<string>();
+    const typeInfo = new TypeInfo(schema);
+    visit(
+      document,
+      visitWithTypeInfo(typeInfo, {
+        Field() {
+          const type = getNamedType(typeInfo.getType());
+          if (isObjectType(type) && type.getFields()['id'] === undefined && type !== schema.getQueryType()) names.add(type.name);
+        },
+      }),
+    );
+    idlessTypes.set(document, (types = [...names].map((typename) => ({ typename }))));
+  }
+  return types;
+}
+

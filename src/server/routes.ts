@@ -1,0 +1,69 @@
+import { pathOf, servedAsGraphQL } from './http/paths.js';
+import type { Pipeline } from './pipeline/pipeline.js';
+import type { Answer, AnswerStep, MaybePromise } from './pipeline/stages.js';
+import { RequestState, type Incoming, type WholeAnswer } from './request-state.js';
+
+/** An answer ready to go out, and what its transport calls once it is out (the telemetry stage, for the GraphQL endpoint's). */
+export interface Served {
+  readonly answer: Answer;
+  done(): void;
+}
+
+/** What every transport hands each request to. */
+export type Serve = (incoming: Incoming) => MaybePromise<Served>;
+
+/** A route beside the GraphQL endpoint: its answer to a request of `path`, or undefined when it is not its. */
+export type Route = (request: RequestState, path: string) => MaybePromise<WholeAnswer> | undefined;
+
+export interface RoutesOptions {
+  /** The GraphQL endpoint's path. */
+  readonly endpoint: string;
+  /** The one path of every GraphQL request. */
+  readonly pipeline: Pipeline;
+  /** TRUST_PROXY: a caller without a token is its first X-Forwarded-For hop. */
+  readonly trustProxy: boolean;
+  /** A page a browser's view of the endpoint gets instead of a GraphQL answer: GraphiQL where it is on, else the front door's. */
+  readonly endpointPage: Route;
+  /** The answer to a CORS preflight (OPTIONS, any path), where CORS is on. */
+  readonly preflight: WholeAnswer | undefined;
+  /** The pages (pages/front-door.ts) and probes (probes/routes.ts), in turn. */
+  readonly routes: readonly Route[];
+  /** What every answer says, the pipeline's or a route's (CORS, the cache headers): the answer stage's last steps. */
+  readonly everyAnswer: readonly AnswerStep[];
+}
+
+const notFound: WholeAnswer = { status: 404, headers: {}, body: null };
+
+/**
+ * Every request, whatever its transport: the GraphQL endpoint's through the one path (the
+ * pipeline's stages), the rest (a CORS preflight, GraphiQL, the front door's pages, the probes,
+ * anything else 404) answered beside it, each with the headers every answer carries.
+ */
+export function routes(options: RoutesOptions): Serve {
+  const { endpoint, pipeline, trustProxy } = options;
+  const nothingToDo = () => undefined;
+  const whole = (request: RequestState, made: WholeAnswer): MaybePromise<Served> => {
+    const answer: Answer = { status: made.status, headers: new Map(Object.entries(made.headers).map(([name, value]) => [name.toLowerCase(), value])), body: made.body };
+    let written: Promise<void> | undefined;
+    for (const step of options.everyAnswer) written = written !== undefined ? written.then(() => step(request, answer)) : (step(request, answer) ?? undefined);
+    return written !== undefined ? written.then(() => ({ answer, done: nothingToDo })) : { answer, done: nothingToDo };
+  };
+  const beside = (request: RequestState, path: string): MaybePromise<Served> => {
+    if (request.method === 'OPTIONS' && options.preflight !== undefined) return whole(request, options.preflight);
+    for (const route of options.routes) {
+      const made = route(request, path);
+      if (made !== undefined) return made instanceof Promise ? made.then((ready) => whole(request, ready)) : whole(request, made);
+    }
+    return whole(request, notFound);
+  };
+  return (incoming) => {
+    const request = new RequestState(incoming, trustProxy);
+    const path = pathOf(incoming.target);
+    if (!servedAsGraphQL(incoming.target, path, endpoint) || (request.method === 'OPTIONS' && options.preflight !== undefined)) return beside(request, path);
+    const page = options.endpointPage(request, path);
+    if (page !== undefined) return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
+    const answer = pipeline.run(request);
+    const served = (ready: Answer): Served => ({ answer: ready, done: () => pipeline.finish(request, ready) });
+    return answer instanceof Promise ? answer.then(served) : served(answer);
+  };
+}

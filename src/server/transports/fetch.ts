@@ -1,0 +1,27 @@
+import { Readable } from 'node:stream';
+import type { Serve } from '../routes.js';
+
+/** Statuses whose answer has no body (a Response refuses one). */
+const withoutBody = new Set([101, 204, 205, 304]);
+
+/**
+ * The fetch transport: a WHATWG Request as the gateway's, its answer as a Response (a stream's
+ * parts as a ReadableStream). What the tests and the in-process bench drive the gateway through,
+ * on the same one path as the HTTP transport (`serve`); the request's signal is the client's.
+ */
+export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: RequestInit) => Promise<Response> {
+  return async (input, init) => {
+    const request = input instanceof Request && init === undefined ? input : new Request(input, init);
+    const url = new URL(request.url);
+    const body = request.body === null ? null : Readable.fromWeb(request.body as import('node:stream/web').ReadableStream);
+    const { answer, done } = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal: request.signal, peer: undefined, body });
+    const headers = new Headers([...answer.headers]);
+    if (answer.body instanceof Readable) {
+      answer.body.once('close', done);
+      return new Response(Readable.toWeb(answer.body) as ReadableStream, { status: answer.status, headers });
+    }
+    const response = new Response(withoutBody.has(answer.status) || request.method === 'HEAD' ? null : answer.body, { status: answer.status, headers });
+    done();
+    return response;
+  };
+}

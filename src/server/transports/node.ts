@@ -1,0 +1,69 @@
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import type { MaybePromise } from '../pipeline/stages.js';
+import type { RequestHeaders } from '../request-state.js';
+import type { Serve, Served } from '../routes.js';
+
+/** Node's request handler (what http/http-server.ts serves). */
+export type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** Node's headers as every transport gives them: a repeated header's values joined as fetch's Headers joins them. */
+class NodeHeaders implements RequestHeaders {
+  constructor(private readonly raw: IncomingHttpHeaders) {}
+
+  get(name: string): string | null {
+    const value = this.raw[name.toLowerCase()];
+    return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
+  }
+
+  has(name: string): boolean {
+    return this.raw[name.toLowerCase()] !== undefined;
+  }
+
+  keys(): Iterable<string> {
+    return Object.keys(this.raw);
+  }
+}
+
+/** Writes an answer; `done` once it is out: at once for a whole one, when a stream ends or its client goes. */
+function send(response: ServerResponse, { answer, done }: Served): void {
+  const { body } = answer;
+  const headers = Object.fromEntries(answer.headers);
+  if (body instanceof Readable) {
+    response.writeHead(answer.status, headers);
+    response.once('close', () => {
+      // A client gone mid-stream: what is left of the operation stops.
+      body.destroy();
+      done();
+    });
+    body.pipe(response);
+    return;
+  }
+  if (body !== null) headers['content-length'] = String(Buffer.byteLength(body));
+  response.writeHead(answer.status, headers);
+  response.end(body);
+  done();
+}
+
+/**
+ * The HTTP transport: Node's request as the gateway's (its head, its body as it streams in, a
+ * signal aborted when the client hangs up before its answer is out), and the answer written
+ * back, a stream's parts as they come. Every request takes the gateway's one path (`serve`).
+ */
+export function nodeTransport(serve: Serve): Handler {
+  return (request, response) => {
+    const hangUp = new AbortController();
+    response.once('close', () => {
+      if (!response.writableFinished) hangUp.abort();
+    });
+    let served: MaybePromise<Served>;
+    try {
+      served = serve({ method: request.method ?? 'GET', target: request.url ?? '/', headers: new NodeHeaders(request.headers), signal: hangUp.signal, peer: request.socket.remoteAddress, body: request });
+    } catch {
+      response.destroy();
+      return;
+    }
+    if (served instanceof Promise) served.then((ready) => send(response, ready), () => response.destroy());
+    else send(response, served);
+  };
+}
