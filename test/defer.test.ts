@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createYoga, type Plugin } from 'graphql-yoga';
-import { OverlappingFieldsCanBeMergedRule, type ValidationRule } from 'graphql';
-import { useIncrementalDelivery } from '../src/server/documents/incremental-delivery.js';
+import { envelop, useEngine, useSchema, type Plugin } from '@envelop/core';
+import { OverlappingFieldsCanBeMergedRule, parse, specifiedRules, validate, type ValidationRule } from 'graphql';
+import { incrementalDeliveryRules } from '../src/server/documents/incremental-delivery.js';
 import { schema } from '../src/schema/index.js';
 import { planOf } from './support/plan.js';
 import { startTestGateway, upstreamHead, type TestGateway } from './support/gateway.js';
@@ -212,10 +212,13 @@ describe('validation of @defer and @stream', () => {
   it("validates a document that uses them with graphql-js's field-merging rule alone; the others get no extra rule", async () => {
     const seen: string[][] = [];
     const spy: Plugin = { onValidate: ({ params }) => void seen.push((params.rules ?? []).filter((rule: ValidationRule) => rule.name.startsWith('Overlapping') || rule.name.startsWith('Stream') || rule.name.startsWith('Defer')).map((rule: ValidationRule) => (rule === OverlappingFieldsCanBeMergedRule ? 'graphql-js overlap' : rule.name))) };
-    const yoga = createYoga({ schema, plugins: [useIncrementalDelivery(), spy], logging: false });
-    const post = (query: string) => yoga.fetch('http://yoga/graphql', { method: 'POST', headers: { 'content-type': 'application/json', accept: 'multipart/mixed' }, body: JSON.stringify({ query }) });
-    await post(`{ heads(first: 1) { nodes { name ... @defer { headMetadata } } } }`);
-    await post(`{ heads(first: 1) { nodes { name } } }`);
+    const getEnveloped = envelop({ plugins: [useEngine({ parse, validate, specifiedRules }), useSchema(schema), incrementalDeliveryRules(), spy] });
+    const check = (query: string) => {
+      const enveloped = getEnveloped({});
+      enveloped.validate(enveloped.schema, enveloped.parse(query));
+    };
+    check(`{ heads(first: 1) { nodes { name ... @defer { headMetadata } } } }`);
+    check(`{ heads(first: 1) { nodes { name } } }`);
     expect(seen).toEqual([['graphql-js overlap', 'DeferStreamDirectiveLabelRule', 'DeferStreamDirectiveOnRootFieldRule', 'StreamDirectiveOnListFieldRule'], ['graphql-js overlap']]);
   });
 });

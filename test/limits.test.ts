@@ -230,7 +230,7 @@ describe('body cap (MAX_BODY_BYTES, default 100000)', () => {
   });
 
   it('answers 413 as JSON over real HTTP too, both ways, without a stack trace', async () => {
-    const server: Server = createServer(t.gateway);
+    const server: Server = createServer(t.handler);
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;

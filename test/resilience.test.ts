@@ -122,7 +122,7 @@ describe('a client that disconnects', () => {
     // Longer than any test may run: only the gateway cancelling a call can end it early.
     // Every operation logged: its line says when the operation has ended.
     t = await startTestGateway({ env: { OPERATION_TIMEOUT_MS: '120000', UPSTREAM_TIMEOUT_MS: '60000', OPERATION_LOG: 'all' } });
-    server = createServer(t.gateway);
+    server = createServer(t.handler);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
   });

@@ -383,7 +383,7 @@ describe('stopGatewayServer, on a fake clock', () => {
 
   it('cuts a request still in flight when the grace runs out, and not a millisecond before', async () => {
     const graceMs = 500;
-    const server = createGatewayServer(t.gateway, loadConfig({}), t.metrics);
+    const server = createGatewayServer(t.handler, loadConfig({}), t.metrics);
     const sockets: Socket[] = [];
     server.on('connection', (socket: Socket) => sockets.push(socket));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

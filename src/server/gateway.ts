@@ -33,7 +33,7 @@ const ENDPOINT = '/graphql';
 
 /** The gateway as tests and the in-process bench drive it: the fetch transport. */
 export interface Gateway {
-  fetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response>;
+  fetch: ReturnType<typeof fetchTransport>;
 }
 
 interface GatewayOptions extends PolicyOptions {
@@ -64,8 +64,9 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
     admission: set(callerLimits.admission, responseCache?.admission),
     // The caller's upstream calls charged once the plan counted them.
     plan: set(policies.plan, callerLimits.plan),
-    // Masking first: every step after it, and the telemetry, read the errors clients read.
-    execution: { executor: policies.executor, result: set(policies.masking.execution, policies.hiddenSuggestions, persisted.execution, responseCache?.execution, retryAfter, negotiation.execution) },
+    // Suggestions cut before the masking rewrites a refused variable's error from them; masking
+    // before the rest: every step after it, and the telemetry, read the errors clients read.
+    execution: { executor: policies.executor, result: set(policies.hiddenSuggestions, policies.masking.execution, persisted.execution, responseCache?.execution, retryAfter, negotiation.execution) },
     // The body first (its status and type), a revalidation's 304 on it; then each header's writer.
     answer: set(policies.answerBody.answer, responseCache?.answer, callerLimits.answer, telemetry.answer, policies.cors?.answer, policies.answerHeaders),
     telemetry: set(telemetry.telemetry, inFlight.telemetry, callerLimits.telemetry),

@@ -143,8 +143,8 @@ export class OperationState {
   cacheTtl: number | undefined;
   /** Its key in the response cache: set for a query the cache looked up (never a mutation). */
   cacheKey: string | undefined;
-  /** Its answer came from the response cache: its JSON as kept, what a client is sent. */
-  keptJson: string | undefined;
+  /** Its answer came from the response cache: with its JSON as kept, when the store has it (what a client is sent). */
+  kept: { readonly json?: string | undefined } | undefined;
   /** What a mutation's fields evict from the response cache, beyond the objects they return, if their outcome says they may have changed it. */
   evictions: readonly FieldEvictions[] | undefined;
   /** An APQ registration waiting for validation, then its write under way. */

@@ -48,18 +48,22 @@ export function routes(options: RoutesOptions): Serve {
     for (const step of options.everyAnswer) written = written !== undefined ? written.then(() => step(request, answer)) : (step(request, answer) ?? undefined);
     return written !== undefined ? written.then(() => ({ answer, done: nothingToDo })) : { answer, done: nothingToDo };
   };
-  const beside = (request: RequestState, path: string): MaybePromise<Served> => {
+  /** A route's answer to the request, or undefined when none takes it. */
+  const routed = (request: RequestState, path: string): MaybePromise<Served> | undefined => {
     if (request.method === 'OPTIONS' && options.preflight !== undefined) return whole(request, options.preflight);
     for (const route of options.routes) {
       const made = route(request, path);
       if (made !== undefined) return made instanceof Promise ? made.then((ready) => whole(request, ready)) : whole(request, made);
     }
-    return whole(request, notFound);
+    return undefined;
   };
   return (incoming) => {
     const request = new RequestState(incoming, trustProxy);
     const path = pathOf(incoming.target);
-    if (!servedAsGraphQL(incoming.target, path, endpoint) || (request.method === 'OPTIONS' && options.preflight !== undefined)) return beside(request, path);
+    // The routes first, as their paths say (a probe's query string may end in the endpoint's path).
+    const answered = routed(request, path);
+    if (answered !== undefined) return answered;
+    if (!servedAsGraphQL(incoming.target, path, endpoint)) return whole(request, notFound);
     const page = options.endpointPage(request, path);
     if (page !== undefined) return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
     const answer = pipeline.run(request);

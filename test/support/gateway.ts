@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { loadConfig } from '../../src/config.js';
 import { buildGateway, type Gateway } from '../../src/server/gateway.js';
 import { createGatewayServer } from '../../src/server/http/http-server.js';
+import type { Handler } from '../../src/server/transports/node.js';
 import { createLogger } from '../../src/server/instruments/logger.js';
 import { GatewayMetrics } from '../../src/server/instruments/metrics.js';
 import { connectSharedState, type SharedRedis } from '../../src/server/shared-state/shared-redis.js';
@@ -47,6 +48,8 @@ export interface TestGateway {
   readonly reference: ReferenceUpstream;
   readonly upstream: Upstream;
   readonly gateway: Gateway;
+  /** The same gateway on the HTTP transport: what Node's server serves (`listen` puts it behind the production server). */
+  readonly handler: Handler;
   /** Its tracing (OTEL_* in `env`): `flush` exports the spans still in the batch. */
   readonly tracing: Tracing;
   /** The gateway's own metrics registry (without Node's process metrics). */
@@ -97,6 +100,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
     reference,
     upstream,
     gateway,
+    handler,
     tracing,
     metrics,
     redis,

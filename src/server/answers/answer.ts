@@ -68,12 +68,13 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
     if (type === undefined) return notAcceptable(answer);
     answer.headers.set('content-type', `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`);
     if (request.signal.aborted) {
+      for (let i = 1; i < results.length; i++) options.onAbandoned?.();
       answer.body = abandoned();
       return;
     }
     let room = maxBytes;
     const parts = results.map((result, i) => {
-      const written = bounded(request.operations[i]?.keptJson ?? serialise(result), room);
+      const written = bounded(request.operations[i]?.kept?.json ?? serialise(result), room);
       room -= written.bytes;
       return written.json;
     });
@@ -92,7 +93,7 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
       const results = operations.map((operation) => operation.result as OperationResult);
       if (request.batched) return batch(request, answer, results.map((result) => (isAsyncIterable(result) ? { errors: [inPartsOnly()] } : result)));
       const [result] = results;
-      if (!isAsyncIterable(result)) return whole(request, answer, result!, operations[0]!.keptJson);
+      if (!isAsyncIterable(result)) return whole(request, answer, result!, operations[0]!.kept?.json);
       const type = answerTypeFor(request.negotiated?.accept ?? request.headers.get('accept'), true);
       if (type === undefined || (type !== 'multipart/mixed' && type !== 'text/event-stream')) return notAcceptable(answer);
       return inParts(answer, type, result, 200);

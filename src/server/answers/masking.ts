@@ -13,6 +13,11 @@ export function logMasked(logger: Logger, error: unknown): void {
   if (entry !== undefined) logger[entry.level](entry.fields, entry.message);
 }
 
+/** The error execution stops with once its client hung up (its request's signal aborted). */
+const isAbort = (error: unknown): boolean => error instanceof Error && (error.name === 'AbortError' || error.name === 'TimeoutError') && !(error instanceof GraphQLError);
+
+const clientGone = () => new GraphQLError('The client closed the request.', { extensions: { code: 'CLIENT_CLOSED_REQUEST' } });
+
 /** A part of an answer in parts, as the executor writes them (2022-08-24): its own errors, and those of what it delivers. */
 type Part = ExecutionResult & { incremental?: readonly { errors?: readonly GraphQLError[] }[] };
 
@@ -25,6 +30,8 @@ type Part = ExecutionResult & { incremental?: readonly { errors?: readonly Graph
  */
 export function errorMasking(logger: Logger): { readonly mask: (error: unknown) => GraphQLError; readonly execution: ResultStep } {
   const mask = (error: unknown): GraphQLError => {
+    // What an operation whose client hung up stopped with: nothing of ours failed, and nobody reads it.
+    if (isAbort(error)) return clientGone();
     const masked = maskError(error, UNEXPECTED);
     if (masked !== error) logMasked(logger, error);
     return masked instanceof GraphQLError ? masked : new GraphQLError(masked.message, { originalError: masked });

@@ -51,7 +51,6 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
   // One part asked for at a time: a heartbeat's push makes the stream ask again meanwhile.
   let pulling = false;
   const body = new Readable({
-    encoding: 'utf8',
     read() {
       if (pulling) return;
       pulling = true;

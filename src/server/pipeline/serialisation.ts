@@ -21,13 +21,16 @@ function publicExtensions(extensions: Record<string, unknown> | undefined): Reco
 }
 
 /**
- * A result as JSON: `errors` before `data` (as the GraphQL spec suggests: a client reading the
- * answer in order learns first that it is partial), then `extensions`.
+ * A result as JSON: `errors` before everything else (as the GraphQL spec suggests: a client
+ * reading the answer in order learns first that it is partial), then `data` and whatever else a
+ * result holds (a part's `hasNext`, `incremental`, `pending`, `completed`), then `extensions`.
  */
 export function serialise(result: ExecutionResult): string {
-  const extensions = publicExtensions(result.extensions as Record<string, unknown> | undefined);
-  if (!result.errors?.length) return JSON.stringify(extensions === undefined ? { data: result.data } : { data: result.data, extensions });
-  return JSON.stringify({ errors: result.errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error)), data: result.data, extensions });
+  const { errors, extensions, ...rest } = result as ExecutionResult & Record<string, unknown>;
+  const answer: Record<string, unknown> = errors?.length ? { errors: errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error)), ...rest } : rest;
+  const shown = publicExtensions(extensions as Record<string, unknown> | undefined);
+  if (shown !== undefined) answer['extensions'] = shown;
+  return JSON.stringify(answer);
 }
 
 type HttpExtensions = { status?: number; headers?: Record<string, string>; spec?: boolean };

@@ -122,7 +122,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
       const hit = (answer: CachedAnswer | undefined) => {
         if (answer === undefined || answer.result.data == null) return;
         operation.result = answer.result;
-        operation.keptJson = answer.json;
+        operation.kept = answer;
         cacheableFrom(operation, freshFor(answer.result.data, answer.expiresAt - Date.now()));
       };
       const looked = cache.lookup(key);
@@ -158,7 +158,7 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
   const { cache } = options;
   const { result, cacheKey: key } = operation;
   if (result === undefined || isAsyncIterable(result)) return undefined;
-  const fault = options.staleIfErrorMs > 0 && key !== undefined && operation.keptJson === undefined ? upstreamFaultOf(result) : undefined;
+  const fault = options.staleIfErrorMs > 0 && key !== undefined && operation.kept === undefined ? upstreamFaultOf(result) : undefined;
   if (fault !== undefined) {
     // A read that failed upstream: its answer kept for this caller (the key holds the caller), expired less than RESPONSE_CACHE_STALE_IF_ERROR_MS ago.
     const serve = (kept: CachedAnswer | undefined) => {
@@ -172,7 +172,7 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
     const kept = cache.stale(key!);
     return isPromise(kept) ? kept.then(serve) : (serve(kept), undefined);
   }
-  if (operation.keptJson === undefined) {
+  if (operation.kept === undefined) {
     const ttl = operation.cacheTtl ?? 0;
     cacheableFrom(operation, stored.has(result) && ttl > 0 && result.data != null ? freshFor(result.data, ttl) : false);
   }

@@ -4,14 +4,17 @@ import type { Serve } from '../routes.js';
 /** Statuses whose answer has no body (a Response refuses one). */
 const withoutBody = new Set([101, 204, 205, 304]);
 
+/** A request's init as Node's fetch takes it: a body may be any byte array. */
+type Init = Omit<RequestInit, 'body'> & { body?: BodyInit | Uint8Array | null };
+
 /**
  * The fetch transport: a WHATWG Request as the gateway's, its answer as a Response (a stream's
  * parts as a ReadableStream). What the tests and the in-process bench drive the gateway through,
  * on the same one path as the HTTP transport (`serve`); the request's signal is the client's.
  */
-export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: RequestInit) => Promise<Response> {
+export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: Init) => Promise<Response> {
   return async (input, init) => {
-    const request = input instanceof Request && init === undefined ? input : new Request(input, init);
+    const request = input instanceof Request && init === undefined ? input : new Request(input, init as RequestInit);
     const url = new URL(request.url);
     const body = request.body === null ? null : Readable.fromWeb(request.body as import('node:stream/web').ReadableStream);
     const { answer, done } = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal: request.signal, peer: undefined, body });

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { Readable } from 'node:stream';
+import { pipeline, Readable } from 'node:stream';
 import type { MaybePromise } from '../pipeline/stages.js';
 import type { RequestHeaders } from '../request-state.js';
 import type { Serve, Served } from '../routes.js';
@@ -31,12 +31,8 @@ function send(response: ServerResponse, { answer, done }: Served): void {
   const headers = Object.fromEntries(answer.headers);
   if (body instanceof Readable) {
     response.writeHead(answer.status, headers);
-    response.once('close', () => {
-      // A client gone mid-stream: what is left of the operation stops.
-      body.destroy();
-      done();
-    });
-    body.pipe(response);
+    // Its end, its failure (the response cut), or its client gone (what is left of the operation stops).
+    pipeline(body, response, () => done());
     return;
   }
   if (body !== null) headers['content-length'] = String(Buffer.byteLength(body));
