@@ -29,7 +29,11 @@ builder.queryFields((t) => ({
         const id = nodeIdFrom(raw);
         // One bad ID is that item's error, not the whole field's: its siblings still resolve.
         if (id === undefined) return invalidNodeIdAt(['ids', index]);
-        return id === null ? null : loadHead(ctx, id);
+        if (id === null) return null;
+        // An item's failure is its value, never a rejection: graphql-jit 0.8 would put the null of a
+        // rejected item at the end of the list (graphql-js completes an Error item as it would a rejection).
+        const head = loadHead(ctx, id);
+        return head instanceof Promise ? head.catch((error: unknown) => (error instanceof Error ? error : Promise.reject(error))) : head;
       }),
   }),
 }));

@@ -43,38 +43,77 @@ interface GatewayOptions extends PolicyOptions {
   readonly notReadyBecause?: () => string | undefined;
 }
 
-/** A list of the steps that are set: a policy that is off has none (a step costs every request). */
-const set = <T>(...steps: (T | undefined)[]): T[] => steps.filter((step): step is T => step !== undefined);
-
 /**
  * The one path of every GraphQL request, stage by stage (pipeline/stages.ts), each stage's steps
- * in the order they run, the reason beside each placement that matters.
+ * named in the order they run, the reason beside each placement that matters. A policy that is
+ * off has no step.
  */
 function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
-  const { inFlight, telemetry, negotiation, callerLimits, body, responseCache, persisted, documents } = policies;
+  const { inFlight, telemetry, negotiation, callerLimits, body, responseCache, persisted, documents, masking } = policies;
   return {
-    // Overload first: a request refused for it costs no more than its refusal. Then everything
-    // that can refuse on the head alone, before a byte of the body is read; the parameters last.
-    intake: set(inFlight.intake, telemetry.intake, negotiation.intake, callerLimits.intake, body.intake, policies.csrf, graphqlMethods, policies.params, policies.batching),
-    // The span first (it times the rest); the variables' depth before anything reads them; the
-    // query named (APQ, trusted documents) before anything reads its text; then parsed, the
-    // request's validation budget spent, validated, all once per text.
-    document: set(telemetry.document, inFlight.document, policies.variablesDepth, persisted.document, checkParams, documents.parse, policies.fragmentPairs, documents.validate, persisted.registration, negotiation.document, streamInitialCount),
+    intake: {
+      // First: a request refused for overload costs no more than its refusal.
+      'in flight': inFlight.intake,
+      telemetry: telemetry.intake,
+      // Then what refuses on the head alone, before a byte of the body is read.
+      negotiation: negotiation.intake,
+      'caller limits': callerLimits.intake,
+      body: body.intake,
+      csrf: policies.csrf,
+      method: graphqlMethods,
+      // Last: the body read, its operations made.
+      params: policies.params,
+      batching: policies.batching,
+    },
+    document: {
+      // First: the span times the rest.
+      telemetry: telemetry.document,
+      'in flight': inFlight.document,
+      // Before anything reads the variables.
+      'variables depth': policies.variablesDepth,
+      // Before anything reads the query text: APQ and trusted documents name it.
+      'persisted documents': persisted.document,
+      params: checkParams,
+      // Parsed, the request's validation budget spent, validated: once per text (the prepared document).
+      parse: documents.parse,
+      'fragment pairs': policies.fragmentPairs,
+      validate: documents.validate,
+      'apq registration': persisted.registration,
+      negotiation: negotiation.document,
+      'stream initial count': streamInitialCount,
+    },
     // The caller's limits before a kept answer: a refusal replaces it.
-    admission: set(callerLimits.admission, responseCache?.admission),
-    // The caller's upstream calls charged once the plan counted them.
-    plan: set(policies.plan, callerLimits.plan),
-    // Suggestions cut before the masking rewrites a refused variable's error from them; masking
-    // before the rest: every step after it, and the telemetry, read the errors clients read.
-    execution: { executor: policies.executor, result: set(policies.hiddenSuggestions, policies.masking.execution, persisted.execution, responseCache?.execution, retryAfter, negotiation.execution) },
-    // The body first (its status and type), a revalidation's 304 on it; then each header's writer.
-    answer: set(policies.answerBody.answer, responseCache?.answer, callerLimits.answer, telemetry.answer, policies.cors?.answer, policies.answerHeaders),
-    telemetry: set(telemetry.telemetry, inFlight.telemetry, callerLimits.telemetry),
+    admission: { 'caller limits': callerLimits.admission, 'response cache': responseCache?.admission },
+    // The context and plan first; the caller's upstream calls charged once the plan counted them.
+    plan: { 'upstream plan': policies.plan, 'caller limits': callerLimits.plan },
+    execution: {
+      executor: policies.executor,
+      result: {
+        // Before the masking, which rewrites a refused variable's error from what they leave.
+        'hidden suggestions': policies.hiddenSuggestions,
+        // Then every step after it, and the telemetry, read the errors clients read.
+        masking: masking.execution,
+        'apq registration': persisted.execution,
+        'response cache': responseCache?.execution,
+        'retry after': retryAfter,
+        negotiation: negotiation.execution,
+      },
+    },
+    answer: {
+      // First: its status, type and body; a revalidation's 304 on them; then each header's one writer.
+      body: policies.answerBody.answer,
+      'response cache': responseCache?.answer,
+      'caller limits': callerLimits.answer,
+      telemetry: telemetry.answer,
+      cors: policies.cors?.answer,
+      'cache headers': policies.answerHeaders,
+    },
+    telemetry: { telemetry: telemetry.telemetry, 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
   };
 }
 
 /** The gateway over an upstream, on every transport; `buildGateway` makes it as the configuration says. */
-function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder } {
+function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder; pipeline: Pipeline } {
   const { settings } = options;
   const policies = gatewayPolicies(options);
   const pipeline = new Pipeline({ stages: stagesOf(policies), mask: policies.masking.mask });
@@ -91,9 +130,9 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     endpointPage,
     preflight: policies.cors?.preflight,
     routes: [door, probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics })],
-    everyAnswer: set(policies.cors?.answer, policies.answerHeaders),
+    everyAnswer: [policies.cors?.answer, policies.answerHeaders].filter((step) => step !== undefined),
   });
-  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder };
+  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder, pipeline };
 }
 
 /** One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the rest at info. */
@@ -133,6 +172,8 @@ export interface BuiltGateway {
   readonly app: Gateway;
   /** The gateway on the HTTP transport: what an HTTP server serves (`main.ts` on its port). */
   readonly handler: Handler;
+  /** The one path of its GraphQL requests: its stages' steps by name (`pipeline.stages`). */
+  readonly pipeline: Pipeline;
   /** Its load shedding: closed (its event-loop timer stopped) by whoever stops the gateway. */
   readonly shedder: LoadShedder;
   /** Its upstream pool, closed by whoever stops the gateway. */
@@ -190,6 +231,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
-  const { app, handler, shedder } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
-  return { app, handler, shedder, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
+  const { app, handler, shedder, pipeline } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
+  return { app, handler, shedder, pipeline, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

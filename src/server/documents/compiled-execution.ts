@@ -1,5 +1,5 @@
 import { getDocumentString } from '@envelop/core';
-import { getOperationAST, getVariableValues, GraphQLError, Kind, print, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type SelectionSetNode, type Source } from 'graphql';
+import { getOperationAST, getVariableValues, GraphQLError, isNonNullType, Kind, print, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema, type SelectionSetNode, type Source } from 'graphql';
 import { compileQuery, isCompiledQuery } from 'graphql-jit';
 import { mapMaybePromise, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
@@ -48,26 +48,54 @@ function expandedFields(selectionSet: SelectionSetNode, fragments: ReadonlyMap<s
   return count;
 }
 
+/** The root fields an operation selects, by response key (`__typename` left out), with its fragments spread out. */
+function rootFields(selectionSet: SelectionSetNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, into: Map<string, string>, spread: Set<string>): Map<string, string> {
+  for (const selection of selectionSet.selections) {
+    if (selection.kind === Kind.FIELD) {
+      if (selection.name.value !== '__typename') into.set(selection.alias?.value ?? selection.name.value, selection.name.value);
+    } else if (selection.kind === Kind.INLINE_FRAGMENT) rootFields(selection.selectionSet, fragments, into, spread);
+    else if (!spread.has(selection.name.value)) {
+      spread.add(selection.name.value);
+      const fragment = fragments.get(selection.name.value);
+      if (fragment) rootFields(fragment.selectionSet, fragments, into, spread);
+    }
+  }
+  return into;
+}
+
 /**
  * The field selections of a document that may be compiled, or undefined: one operation (the
  * compiled code is the operation's, and its text the cache key), no directives anywhere
  * (graphql-jit 0.8 mishandles an @include nested in a skipped fragment, and @defer/@stream are the
  * interpreter's), and small: compiling costs tens of milliseconds for a document of a thousand
- * field selections, and a fragment spread a hundred times is compiled a hundred times.
+ * field selections, and a fragment spread a hundred times is compiled a hundred times. Nor a
+ * document whose answer graphql-jit 0.8 could make otherwise than graphql-js (the differential
+ * test holds the two to the same bytes):
+ * - a non-null root field beside other root fields (`__typename` aside): its failure nulls the
+ *   whole answer and graphql-js stops there (a synchronous failure starts no later root field, an
+ *   asynchronous one answers without the errors still to come), where graphql-jit runs every root
+ *   field to its end and reports every error. Below the root, a non-null field of this schema
+ *   fails only where nothing beside it is left to run (Permission.role and totalCount read a page
+ *   already answered; Head's and Hair's fields passed the upstream body check);
+ * - an alias `__proto__`: graphql-jit writes each object as a literal, where that key sets the
+ *   prototype instead of making the field.
  */
-function compilableFields(document: DocumentNode, maxFields: number): number | undefined {
+function compilableFields(document: DocumentNode, maxFields: number, schema: GraphQLSchema): number | undefined {
   const fragments = new Map<string, FragmentDefinitionNode>();
   const operations = document.definitions.filter((definition) => definition.kind === Kind.OPERATION_DEFINITION);
-  let directives = false;
-  const scan = (node: { directives?: readonly unknown[]; selectionSet?: SelectionSetNode }): void => {
-    if (node.directives?.length) directives = true;
+  let refused = false;
+  const scan = (node: { directives?: readonly unknown[]; alias?: { value: string }; selectionSet?: SelectionSetNode }): void => {
+    if (node.directives?.length || node.alias?.value === '__proto__') refused = true;
     for (const selection of node.selectionSet?.selections ?? []) scan(selection as never);
   };
   for (const definition of document.definitions) {
     if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
     if (definition.kind === Kind.FRAGMENT_DEFINITION || definition.kind === Kind.OPERATION_DEFINITION) scan(definition);
   }
-  if (directives || operations.length !== 1) return undefined;
+  if (refused || operations.length !== 1) return undefined;
+  const roots = [...rootFields(operations[0]!.selectionSet, fragments, new Map(), new Set()).values()];
+  const queryFields = schema.getQueryType()?.getFields() ?? {};
+  if (roots.length > 1 && roots.some((name) => isNonNullType(queryFields[name]?.type))) return undefined;
   const fields = expandedFields(operations[0]!.selectionSet, fragments, new Map());
   return fields <= maxFields ? fields : undefined;
 }
@@ -123,7 +151,7 @@ export function compiledExecution(options: CompiledExecutionOptions): CompiledEx
     if (operation?.operation !== 'query') return undefined;
     let state = documents.get(args.document);
     if (state === undefined) {
-      const fields = compilableFields(args.document, options.maxFields);
+      const fields = compilableFields(args.document, options.maxFields, args.schema);
       // One larger than the whole budget would be compiled again on every request.
       documents.set(args.document, (state = fields !== undefined && fields * BYTES_PER_FIELD <= options.maxBytes ? { runs: 0, fields, text: undefined } : false));
     }

@@ -1,6 +1,6 @@
 import { GraphQLError } from 'graphql';
 import type { OperationState, RequestState } from '../request-state.js';
-import type { Answer, IntakeStep, MaybePromise, OperationStep, OperationVerdict, RequestVerdict, ResultStep, Stages } from './stages.js';
+import { stageNames, type Answer, type AnswerStep, type Executor, type IntakeStep, type MaybePromise, type OperationStep, type OperationVerdict, type RequestVerdict, type ResultStep, type Stages, type Steps, type TelemetryStep } from './stages.js';
 
 /** A step's promise: only a step that waits (Redis, an upstream call) makes one; the others run in the same turn. */
 const isPromise = <T>(value: MaybePromise<T>): value is Promise<T> => value instanceof Promise;
@@ -37,6 +37,12 @@ function runAll<S>(steps: readonly ((subject: S) => MaybePromise<void>)[], subje
   return undefined;
 }
 
+/** The steps that are set, in order. */
+const listed = <T>(steps: Steps<T>): T[] => Object.values(steps).filter((step): step is T => step !== undefined);
+
+/** The names of the steps that are set, in order. */
+const named = (steps: Steps<unknown>): string[] => Object.entries(steps).flatMap(([name, step]) => (step === undefined ? [] : [name]));
+
 export interface PipelineOptions {
   readonly stages: Stages;
   /**
@@ -53,50 +59,67 @@ export interface PipelineOptions {
  * for the telemetry stage.
  */
 export class Pipeline {
-  readonly #stages: Stages;
+  readonly #intake: readonly IntakeStep[];
+  readonly #operations: readonly (readonly OperationStep[])[];
+  readonly #executor: Executor;
+  readonly #result: readonly ResultStep[];
+  readonly #answer: readonly AnswerStep[];
+  readonly #telemetry: readonly TelemetryStep[];
   readonly #refusal: (error: unknown) => GraphQLError;
+  /** Each stage's steps by name, in order: what docs/architecture.md draws and a test holds. */
+  readonly stages: Readonly<Record<(typeof stageNames)[number], readonly string[]>>;
 
   constructor(options: PipelineOptions) {
-    this.#stages = options.stages;
-    const { mask } = options;
+    const { stages, mask } = options;
+    this.#intake = listed(stages.intake);
+    this.#operations = [listed(stages.document), listed(stages.admission), listed(stages.plan)];
+    this.#executor = stages.execution.executor;
+    this.#result = listed(stages.execution.result);
+    this.#answer = listed(stages.answer);
+    this.#telemetry = listed(stages.telemetry);
     this.#refusal = (error) => (error instanceof GraphQLError ? error : mask(error));
+    const { execution, ...rest } = stages;
+    this.stages = Object.freeze(Object.fromEntries(stageNames.map((stage) => [stage, stage === 'execution' ? ['executor', ...named(execution.result)] : named(rest[stage])]))) as unknown as Pipeline['stages'];
   }
 
   /** The request's answer, made by the answer stage once every operation has its result. */
   run(request: RequestState): MaybePromise<Answer> {
-    const intake = runSteps<RequestState, RequestVerdict>(this.#stages.intake as readonly IntakeStep[], request, this.#refusal);
+    const intake = runSteps<RequestState, RequestVerdict>(this.#intake, request, this.#refusal);
     return then(intake, (refusal) => {
       if (refusal !== undefined) {
         request.refusal = refusal;
-        return this.#answer(request);
+        return this.#answered(request);
       }
       const { operations } = request;
       const ran = operations.length === 1 ? this.#operation(operations[0]!) : Promise.all(operations.map((operation) => this.#operation(operation))).then(() => undefined);
-      return then(ran, () => this.#answer(request));
+      return then(ran, () => this.#answered(request));
     });
   }
 
   /** The telemetry stage, once the answer is out: its transport calls it once. */
   finish(request: RequestState, answer: Answer): void {
-    for (const step of this.#stages.telemetry) step(request, answer);
+    for (const step of this.#telemetry) step(request, answer);
   }
 
-  /** One operation through the document, admission, plan and execution stages. */
-  #operation(operation: OperationState): MaybePromise<void> {
-    const { document, admission, plan, execution } = this.#stages;
-    const refuse = (verdict: OperationVerdict) => {
-      if (verdict !== undefined) operation.result = { errors: verdict instanceof GraphQLError ? [verdict] : verdict };
-    };
-    // Each stage after the document concerns the operations without a result yet: not refused, not answered.
-    const stage = (steps: readonly OperationStep[]) => () => (operation.result === undefined ? then(runSteps<OperationState, OperationVerdict>(steps, operation, this.#refusal), refuse) : undefined);
-    const executed = then(then(then(stage(document)(), stage(admission)), stage(plan)), () => (operation.result === undefined ? this.#execute(operation, execution.executor) : undefined));
-    return then(executed, () => runAll<OperationState>(execution.result as readonly ResultStep[], operation));
+  /**
+   * One operation through the document, admission and plan stages, then execution: each stage
+   * after the document concerns the operations without a result yet (not refused, not answered),
+   * and the execution's result steps every operation, whatever gave it its result.
+   */
+  #operation(operation: OperationState, stage = 0): MaybePromise<void> {
+    if (stage === this.#operations.length) return then(operation.result === undefined ? this.#execute(operation) : undefined, () => runAll(this.#result, operation));
+    if (operation.result !== undefined) return this.#operation(operation, this.#operations.length);
+    const verdict = runSteps<OperationState, OperationVerdict>(this.#operations[stage]!, operation, this.#refusal);
+    return then(verdict, (refusal) => {
+      if (refusal !== undefined) operation.result = { errors: refusal instanceof GraphQLError ? [refusal] : refusal };
+      return this.#operation(operation, stage + 1);
+    });
   }
 
-  #execute(operation: OperationState, executor: Stages['execution']['executor']): MaybePromise<void> {
+  #execute(operation: OperationState): MaybePromise<void> {
     let result;
     try {
-      result = executor(operation);
+      result = this.#executor(operation);
     } catch (error) {
       operation.result = { errors: [this.#refusal(error)] };
       return undefined;
@@ -109,11 +132,11 @@ export class Pipeline {
       : void (operation.result = result);
   }
 
-  #answer(request: RequestState, answer: Answer = { status: 200, headers: new Map(), body: null }, from = 0): MaybePromise<Answer> {
-    const steps = this.#stages.answer;
+  #answered(request: RequestState, answer: Answer = { status: 200, headers: new Map(), body: null }, from = 0): MaybePromise<Answer> {
+    const steps = this.#answer;
     for (let i = from; i < steps.length; i++) {
       const done = steps[i]!(request, answer);
-      if (isPromise(done)) return done.then(() => this.#answer(request, answer, i + 1));
+      if (isPromise(done)) return done.then(() => this.#answered(request, answer, i + 1));
     }
     return answer;
   }

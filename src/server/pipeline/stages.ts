@@ -51,6 +51,12 @@ export type AnswerStep = (request: RequestState, answer: Answer) => MaybePromise
 export type TelemetryStep = (request: RequestState, answer: Answer) => void;
 
 /**
+ * A stage's steps, named, in the order they run (an object's keys keep theirs): a policy that is
+ * off leaves its step undefined, and the stage has no such step.
+ */
+export type Steps<T> = Readonly<Record<string, T | undefined>>;
+
+/**
  * The stages, in the order a request meets them, each stating which requests it concerns:
  * - intake: every request to the GraphQL endpoint, its head, then its parameters read;
  * - document: every operation its parameters name: the text named (APQ, trusted documents), parsed
@@ -63,13 +69,13 @@ export type TelemetryStep = (request: RequestState, answer: Answer) => void;
  * - telemetry: every request, once its answer is out.
  */
 export interface Stages {
-  readonly intake: readonly IntakeStep[];
-  readonly document: readonly OperationStep[];
-  readonly admission: readonly OperationStep[];
-  readonly plan: readonly OperationStep[];
-  readonly execution: { readonly executor: Executor; readonly result: readonly ResultStep[] };
-  readonly answer: readonly AnswerStep[];
-  readonly telemetry: readonly TelemetryStep[];
+  readonly intake: Steps<IntakeStep>;
+  readonly document: Steps<OperationStep>;
+  readonly admission: Steps<OperationStep>;
+  readonly plan: Steps<OperationStep>;
+  readonly execution: { readonly executor: Executor; readonly result: Steps<ResultStep> };
+  readonly answer: Steps<AnswerStep>;
+  readonly telemetry: Steps<TelemetryStep>;
 }
 
 /** The names of the stages, in order: what docs/architecture.md draws and a test holds. */
