@@ -11,7 +11,10 @@
  *   schema      Pothos types and resolvers, the per-request context
  *   server      yoga and its plugins, HTTP and admin servers, metrics, probes
  *   config.ts, config/, main.ts   the edge: configuration read once (config/environment.ts: every
- *               variable, its default and description) and passed down
+ *               variable, its default and description; config/ also holds what reading it needs,
+ *               the descriptor budget and the trusted-documents manifest) and passed down.
+ *               config.ts and config/ import nothing of server/: the server takes its settings'
+ *               types (and the manifest's) from config.ts alone
  *
  * Inside server/, folders by concern, in three tiers (docs/architecture.md):
  *   base        plugin-kit, instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
@@ -98,6 +101,13 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/', pathNot: ['^src/main\\.ts$', '^src/server/', '^src/config(\\.ts$|/)'] },
       to: { path: '^src/config(\\.ts$|/)' },
+    },
+    {
+      name: 'config-below-server',
+      comment: 'Configuration is read before the server exists: config.ts and config/ import nothing of server/ (the server imports config.ts).',
+      severity: 'error',
+      from: { path: '^src/config(\\.ts$|/)' },
+      to: { path: '^src/server/' },
     },
     {
       name: 'environment-read-by-config',

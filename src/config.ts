@@ -1,15 +1,16 @@
 import { isObjectType } from 'graphql';
 import { environment, type Environment } from './config/environment.js';
-import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './server/http/descriptors.js';
+import { ADMIN_MAX_CONNECTIONS, descriptorLimit, descriptorsForClients, RESERVED_DESCRIPTORS } from './config/descriptors.js';
+import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './config/trusted-documents.js';
 import type { Strategy } from './domain/needs.js';
 import { schema } from './schema/index.js';
-import { loadTrustedDocuments, TrustedDocumentsError, type TrustedDocuments } from './server/documents/trusted-documents.js';
 import { loadRouteTable, RouteConfigError, type RouteTable } from './upstream/routes.js';
 import type { TracingSettings } from './telemetry/tracing.js';
 import type { CircuitSettings } from './upstream/circuit.js';
 import type { RetryBudgetSettings } from './upstream/retry-budget.js';
 
 export type { RedisCredentials, RedisNode, RedisTopology } from './config/values.js';
+export type { TrustedDocuments } from './config/trusted-documents.js';
 
 /**
  * What the gateway runs with, read once from the environment and handed down, grouped as the
@@ -238,7 +239,7 @@ function tracingSettings(e: Environment): TracingSettings {
   });
 }
 
-/** MAX_CONNECTIONS's default: what `limit` leaves for client connections (server/http/descriptors.ts); refused when that is nothing. */
+/** MAX_CONNECTIONS's default: what `limit` leaves for client connections (config/descriptors.ts); refused when that is nothing. */
 export function maxConnectionsFor(limit: number, upstreamConnections: number, embeddedUpstream: boolean): number {
   const left = descriptorsForClients(limit, upstreamConnections, embeddedUpstream);
   if (left < 1) {
@@ -264,7 +265,7 @@ function connectionSettings(e: Environment, env: NodeJS.ProcessEnv) {
     maxConnections: e.MAX_CONNECTIONS ?? maxConnectionsFor(descriptorLimit(), e.UPSTREAM_CONNECTIONS, e.UPSTREAM_URL === undefined),
     /** undefined: /health, /ready and /metrics on the public port only. */
     adminPort: e.ADMIN_PORT,
-    /** Connections open at once on the admin port: probes and scrapes need a few (server/http/descriptors.ts). */
+    /** Connections open at once on the admin port: probes and scrapes need a few (config/descriptors.ts). */
     adminMaxConnections: ADMIN_MAX_CONNECTIONS,
   });
 }

@@ -9,7 +9,7 @@ import { acceptedBy, configRows, readmeTableProblem } from '../scripts/config-ta
 import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
 import { environment } from '../src/config/environment.js';
 import { variableDocs } from '../src/config/values.js';
-import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/server/http/descriptors.js';
+import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/config/descriptors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
 const jsonDir = mkdtempSync(join(tmpdir(), 'config-'));

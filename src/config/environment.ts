@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { RESERVED_DESCRIPTORS } from '../server/http/descriptors.js';
 import { samplerNames } from '../telemetry/tracing.js';
+import { RESERVED_DESCRIPTORS } from './descriptors.js';
 import { expecting, flag, httpUrl, integer, names, oneOf, openRatio, origins, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
 
 /*
