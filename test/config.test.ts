@@ -4,11 +4,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
+import { z } from 'zod';
 import { acceptedBy, configRows, readmeTableProblem } from '../scripts/config-table.js';
 import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
 import { environment } from '../src/config/environment.js';
-import { variableDocs } from '../src/config/values.js';
+import { placedSettings, setting } from '../src/config/places.js';
+import { flag, integer, text, variableDocs } from '../src/config/values.js';
 import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/config/descriptors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
@@ -367,6 +369,27 @@ describe('the environment schema, the one place of every default', () => {
     expect(rows.get('COMPILED_EXECUTION_MAX_BYTES')?.defaultValue).toBe('50331648 (48 MiB)');
     expect(rows.get('RATE_LIMIT_IN_FLIGHT')?.defaultValue).toBe('unset: off');
     expect(readmeTableProblem('# no table here\n')).toMatch(/needs one `<!-- config-table:begin/);
+  });
+});
+
+describe('settings at the places their variables declare (config/places.ts)', () => {
+  const shape = z.object({
+    DEPTH: setting('limits.maxDepth', integer(1, 10).default(5)),
+    ON: setting('on', flag().optional()),
+    OTHER: text('any text').optional(),
+  }).shape;
+
+  it('groups the variables by their places, typed and frozen, and leaves the others out', () => {
+    const settings = placedSettings(shape, { DEPTH: 7, ON: undefined, OTHER: 'x' });
+    expectTypeOf(settings).toEqualTypeOf<{ readonly limits: { readonly maxDepth: number }; readonly on: boolean | undefined }>();
+    expect(settings).toEqual({ limits: { maxDepth: 7 }, on: undefined });
+    expect(Object.isFrozen(settings) && Object.isFrozen(settings.limits)).toBe(true);
+  });
+
+  it('refuses two variables at one place, and a place that is a setting and a group at once', () => {
+    expect(() => placedSettings({ A: setting('x.y', text('t')), B: setting('x.y', text('t')) }, { A: 'a', B: 'b' })).toThrow('B: its place x.y is taken already');
+    expect(() => placedSettings({ A: setting('x', text('t')), B: setting('x.y', text('t')) }, { A: 'a', B: 'b' })).toThrow('B: its place x.y is taken already');
+    expect(() => placedSettings({ A: setting('x.y', text('t')), B: setting('x', text('t')) }, { A: 'a', B: 'b' })).toThrow('B: its place x is taken already');
   });
 });
 
