@@ -11,10 +11,10 @@
  *   schema      Pothos types and resolvers, the per-request context
  *   server      yoga and its plugins, HTTP and admin servers, metrics, probes
  *   config.ts, config/, main.ts   the edge: configuration read once (config/environment.ts: every
- *               variable, its default and description; config/ also holds what reading it needs,
- *               the descriptor budget and the trusted-documents manifest) and passed down.
- *               config.ts and config/ import nothing of server/: the server takes its settings'
- *               types (and the manifest's) from config.ts alone
+ *               variable, its default, description and place in the settings; config/ also holds
+ *               what reading it needs, the descriptor budget and the trusted-documents manifest)
+ *               and passed down. config.ts and config/ import nothing of server/: the server takes
+ *               its settings' types (and the manifest's) from config.ts alone
  *
  * Inside server/, folders by concern, in three tiers (docs/architecture.md):
  *   base        plugin-kit, instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)

@@ -4,12 +4,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import { acceptedBy, configRows, readmeTableProblem } from '../scripts/config-table.js';
 import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
 import { environment } from '../src/config/environment.js';
-import { placedSettings, setting } from '../src/config/places.js';
+import { placedSettings, placeOf, setting } from '../src/config/places.js';
 import { flag, integer, text, variableDocs } from '../src/config/values.js';
 import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/config/descriptors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
@@ -370,7 +371,45 @@ describe('the environment schema, the one place of every default', () => {
     expect(rows.get('RATE_LIMIT_IN_FLIGHT')?.defaultValue).toBe('unset: off');
     expect(readmeTableProblem('# no table here\n')).toMatch(/needs one `<!-- config-table:begin/);
   });
+
+  it('puts every variable that declares a place in the settings there, as parsed, whatever its value, in frozen groups', () => {
+    // The response cache's group is there only with a TTL; TRUSTED_DOCUMENTS_ONLY needs a manifest.
+    const base = { RESPONSE_CACHE_TTL_MS: '60000', TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' };
+    const parsed = (env: Record<string, string>): Record<string, unknown> => environment.parse(env);
+    let placed = 0;
+    for (const [name, schema] of variables) {
+      const path = placeOf(schema)?.split('.');
+      if (path === undefined) continue;
+      placed++;
+      const value = otherValue(schema, parsed(base)[name]);
+      expect(value, name).toBeDefined();
+      const env = { ...base, [name]: value! };
+      // The settings, then each group on the way to the variable's place.
+      const groups: Record<string, unknown>[] = [loadConfig(env)];
+      for (const group of path.slice(0, -1)) groups.push(groups.at(-1)![group] as Record<string, unknown>);
+      expect(groups.at(-1)![path.at(-1)!], name).toEqual(parsed(env)[name]);
+      for (const group of groups) expect(Object.isFrozen(group), `${name}: ${path.join('.')}`).toBe(true);
+    }
+    expect(placed).toBeGreaterThan(50);
+  });
 });
+
+/** A value of a variable, as the environment carries it, that parses to something other than `current`. */
+function otherValue(schema: z.ZodType, current: unknown): string | undefined {
+  const candidates = typeof current === 'number' ? [current + 1, current - 1, current / 2].map(String) : [String(!current), `${String(current)}-other`, ...optionsOf(schema), '1000', 'http://upstream.test/v2'];
+  return candidates.find((candidate) => {
+    const parsed = schema.safeParse(candidate);
+    return parsed.success && !isDeepStrictEqual(parsed.data, current);
+  });
+}
+
+/** The words an enum variable takes, inside its default, optional and transforms. */
+function optionsOf(schema: z.ZodType): readonly string[] {
+  if (schema instanceof z.ZodEnum) return schema.options.map(String);
+  if (schema instanceof z.ZodDefault || schema instanceof z.ZodOptional) return optionsOf(schema.unwrap() as z.ZodType);
+  if (schema instanceof z.ZodPipe) return optionsOf(schema.in as z.ZodType);
+  return [];
+}
 
 describe('settings at the places their variables declare (config/places.ts)', () => {
   const shape = z.object({
