@@ -97,7 +97,7 @@ module.exports = {
     },
     {
       name: 'config-at-the-edge',
-      comment: 'config.ts is read at the edge and passed down: only main and the server (its settings types) import it; config/ (the environment) only config.ts.',
+      comment: 'config.ts is read at the edge and passed down: only main and the server (its settings types) import it; config/ only config.ts.',
       severity: 'error',
       from: { path: '^src/', pathNot: ['^src/main\\.ts$', '^src/server/', '^src/config(\\.ts$|/)'] },
       to: { path: '^src/config(\\.ts$|/)' },
@@ -111,7 +111,7 @@ module.exports = {
     },
     {
       name: 'environment-read-by-config',
-      comment: 'The environment (config/) is parsed by config.ts alone: the rest take the settings it makes.',
+      comment: 'config/ (the environment, the places of its settings, the descriptor budget, the manifest\'s reader) is read by config.ts alone: the rest take the settings it makes.',
       severity: 'error',
       from: { path: '^src/', pathNot: '^src/config(\\.ts$|/)' },
       to: { path: '^src/config/' },
