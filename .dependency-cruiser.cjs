@@ -11,7 +11,10 @@
  *   schema      Pothos types and resolvers, the per-request context
  *   server      yoga and its plugins, HTTP and admin servers, metrics, probes
  *   config.ts, config/, main.ts   the edge: configuration read once (config/environment.ts: every
- *               variable, its default and description) and passed down
+ *               variable, its default, description and place in the settings; config/ also holds
+ *               what reading it needs, the descriptor budget and the trusted-documents manifest)
+ *               and passed down. config.ts and config/ import nothing of server/: the server takes
+ *               its settings' types (and the manifest's) from config.ts alone
  *
  * Inside server/, folders by concern, in four tiers (docs/architecture.md):
  *   base        instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
@@ -96,14 +99,21 @@ module.exports = {
     },
     {
       name: 'config-at-the-edge',
-      comment: 'config.ts is read at the edge and passed down: only main and the server (its settings types) import it; config/ (the environment) only config.ts.',
+      comment: 'config.ts is read at the edge and passed down: only main and the server (its settings types) import it; config/ only config.ts.',
       severity: 'error',
       from: { path: '^src/', pathNot: ['^src/main\\.ts$', '^src/server/', '^src/config(\\.ts$|/)'] },
       to: { path: '^src/config(\\.ts$|/)' },
     },
     {
+      name: 'config-below-server',
+      comment: 'Configuration is read before the server exists: config.ts and config/ import nothing of server/ (the server imports config.ts).',
+      severity: 'error',
+      from: { path: '^src/config(\\.ts$|/)' },
+      to: { path: '^src/server/' },
+    },
+    {
       name: 'environment-read-by-config',
-      comment: 'The environment (config/) is parsed by config.ts alone: the rest take the settings it makes.',
+      comment: 'config/ (the environment, the places of its settings, the descriptor budget, the manifest\'s reader) is read by config.ts alone: the rest take the settings it makes.',
       severity: 'error',
       from: { path: '^src/', pathNot: '^src/config(\\.ts$|/)' },
       to: { path: '^src/config/' },

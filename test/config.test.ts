@@ -1,15 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acceptedBy, configRows, readmeTableProblem } from '../scripts/config-table.js';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, maxConnectionsFor } from '../src/config.js';
-import { environment } from '../src/config/environment.js';
-import { variableDocs } from '../src/config/values.js';
-import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/server/http/descriptors.js';
+import { descriptorLimit, FALLBACK_DESCRIPTOR_LIMIT } from '../src/config/descriptors.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 
 const jsonDir = mkdtempSync(join(tmpdir(), 'config-'));
@@ -331,94 +325,5 @@ describe('loadConfig', () => {
   ])('refuses %o with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
-  });
-});
-
-describe('the environment schema, the one place of every default', () => {
-  const variables = Object.entries(environment.shape);
-
-  it('describes every variable, says what it accepts, and what holds while one without a default is unset', () => {
-    expect(variables.length).toBeGreaterThan(50);
-    for (const [name, schema] of variables) {
-      const doc = variableDocs.get(schema);
-      expect(doc?.description, name).toMatch(/\w{3}/);
-      expect(acceptedBy(schema), name).toMatch(/\w{3}/);
-      if (schema.safeParse(undefined).data === undefined) expect(doc?.unset, name).toMatch(/\w{3}/);
-    }
-  });
-
-  it('says what a variable accepts in the very words its refusal uses', () => {
-    let refused = 0;
-    for (const [name, schema] of variables) {
-      // Any text passes a name or a path here (a file is read later): nothing to compare.
-      if (schema.safeParse('not valid').success) continue;
-      refused++;
-      const got = name === 'REDIS_URL' ? 'something else' : '"not valid"';
-      expect(() => loadConfig({ [name]: 'not valid' }), name).toThrow(`${name}: expected ${acceptedBy(schema)}, got ${got}`);
-    }
-    expect(refused).toBeGreaterThan(45);
-  });
-
-  it("is what the README's configuration table says: a row per variable, its default as the gateway reads it", () => {
-    expect(readmeTableProblem()).toBeUndefined();
-    const rows = new Map(configRows().map((row) => [row.name, row]));
-    expect([...rows.keys()]).toEqual(variables.map(([name]) => name));
-    expect(rows.get('PORT')?.defaultValue).toBe(String(loadConfig({}).port));
-    expect(rows.get('COMPILED_EXECUTION_MAX_BYTES')?.defaultValue).toBe('50331648 (48 MiB)');
-    expect(rows.get('RATE_LIMIT_IN_FLIGHT')?.defaultValue).toBe('unset: off');
-    expect(readmeTableProblem('# no table here\n')).toMatch(/needs one `<!-- config-table:begin/);
-  });
-});
-
-describe('the gateway process', () => {
-  it('exits 1 with one line on stderr and no stack trace for a bad value', () => {
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: { ...process.env, PORT: 'not-a-port' },
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
-    expect(result.status).toBe(1);
-    const lines = result.stderr.trim().split('\n');
-    expect(lines).toEqual(['Configuration error: PORT: expected an integer from 0 to 65535, got "not-a-port"']);
-    expect(result.stdout).toBe('');
-  });
-
-  describe('on a port it cannot have', () => {
-    let held: Server;
-    beforeAll(async () => {
-      held = createServer();
-      held.listen(0, '127.0.0.1');
-      await once(held, 'listening');
-    });
-    afterAll(() => held.close());
-    const port = () => String((held.address() as AddressInfo).port);
-
-    it.each([
-      ['PORT', {}],
-      ['ADMIN_PORT', { PORT: '0' }],
-      ['PORT, with WORKERS=2', { WORKERS: '2' }],
-    ])('held already (%s): exits 1 with one line on stderr per process that tried, no stack trace', (variable, env) => {
-      const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-        env: { ...process.env, [variable.split(',')[0]!]: port(), ...env },
-        encoding: 'utf8',
-        timeout: 20_000,
-      });
-      expect(result.status).toBe(1);
-      const lines = result.stderr.trim().split('\n');
-      expect(lines.length).toBeGreaterThanOrEqual(1);
-      for (const line of lines) expect(line).toBe(`Cannot listen on 127.0.0.1:${port()}: the port is in use (another process holds it, a gateway still draining?)`);
-      expect(result.stdout).not.toMatch(/Gateway listening/);
-    });
-  });
-
-  it('refuses to start the embedded reference upstream with NODE_ENV=production', () => {
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: { ...process.env, NODE_ENV: 'production', UPSTREAM_URL: '' },
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
-    expect(result.status).toBe(1);
-    expect(result.stderr.trim().split('\n')).toHaveLength(1);
-    expect(result.stderr).toMatch(/^Configuration error: UPSTREAM_URL/);
   });
 });

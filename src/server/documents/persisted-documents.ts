@@ -2,8 +2,8 @@ import { useAPQ } from '@graphql-yoga/plugin-apq';
 import { defaultExtractPersistedOperationId, usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { GraphQLError } from 'graphql';
 import { createGraphQLError, type GraphQLParams } from 'graphql-yoga';
+import type { TrustedDocuments } from '../../config.js';
 import type { PersistedQueryStore } from './apq-store.js';
-import type { TrustedDocuments } from './trusted-documents.js';
 import type { MaybePromise, OperationStep, ResultStep } from '../pipeline/stages.js';
 import type { OperationParams, OperationState, Registration } from '../request-state.js';
 

@@ -133,7 +133,7 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
     if (coded === 'none') return answerAtOnce(request, response, 406, { 'content-type': refusalType, vary: 'Accept-Encoding' }, noCoding);
     return (coded === 'any' ? compress : compressAll)(request, response, () => handler(request, response));
   });
-  // The descriptors over the cap stay for the upstream pool, Redis and files (descriptors.ts).
+  // The descriptors over the cap stay for the upstream pool, Redis and files (config/descriptors.ts).
   capConnections(server, options.connections.maxConnections, metrics.watchConnections(server, 'public'));
   return server;
 }
