@@ -2,16 +2,7 @@ import type { ExecutionResult } from 'graphql';
 import { LRUCache } from 'lru-cache';
 import type { ResponseCacheSettings } from '../../config.js';
 import { answerJson, scopeOfKey, type ByteBound, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
-
-/** `Type` and `Type:id`: the keys an answer is found by when an entity, or its whole type, is invalidated. */
-function indexKeysOf(entities: Iterable<CacheEntityRecord>): Set<string> {
-  const keys = new Set<string>();
-  for (const { typename, id } of entities) {
-    keys.add(typename);
-    if (id !== undefined && id !== null) keys.add(`${typename}:${id}`);
-  }
-  return keys;
-}
+import { indexNamesOf, invalidatedNameOf } from './index-names.js';
 
 /** The store in memory: synchronous, and it can say what it holds. Its epoch is a number raised by every invalidation. */
 export interface MemoryResponseCache extends GuardedStore<number> {
@@ -117,7 +108,7 @@ export function createMemoryResponseCache(
     if (since !== epoch || !(ttlMs > 0)) return false;
     const json = answerJson(result);
     if (Buffer.byteLength(json) > maxEntryBytes) return false;
-    const index = indexKeysOf(entities);
+    const index = indexNamesOf(entities);
     const size = weightOf(json.length, index.size);
     if (size > answers.maxEntrySize) return false;
     if (size > bounds.callerBytes) {
@@ -153,9 +144,8 @@ export function createMemoryResponseCache(
   const invalidate = (entities: Iterable<CacheEntityRecord>): number => {
     epoch++;
     let evicted = 0;
-    for (const { typename, id } of entities) {
-      // `Type:id`: the answers holding that entity; `Type` alone: every answer holding the type.
-      const keys = byIndexKey.get(id === undefined || id === null ? typename : `${typename}:${id}`);
+    for (const entity of entities) {
+      const keys = byIndexKey.get(invalidatedNameOf(entity));
       for (const key of keys === undefined ? [] : [...keys]) if (answers.delete(key)) evicted++;
     }
     return evicted;

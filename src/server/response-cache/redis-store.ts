@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { ExecutionResult } from 'graphql';
 import { answerJson, scopeOfKey, type ByteBound, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
 import { EvictionJournal, type Evictions } from './eviction-journal.js';
+import { indexNamesOf, invalidatedNameOf } from './index-names.js';
 import { readStamped, stamped, type SharedRedis } from '../shared-state/shared-redis.js';
 
 /**
@@ -180,21 +181,6 @@ interface ResponseCacheCommands {
   unlink(...keys: string[]): Promise<number>;
 }
 
-/** The index names of an answer's entities: each entity's type, and the entity itself when it has an id. */
-function indexNames(entities: Iterable<CacheEntityRecord>): string[] {
-  const names = new Set<string>();
-  for (const { typename, id } of entities) {
-    names.add(typename);
-    if (id != null) names.add(`${typename}:${id}`);
-  }
-  return [...names];
-}
-
-/** The index names an invalidation empties: the entity's own, or its type's when it names no id. */
-function invalidatedNames(entities: Iterable<CacheEntityRecord>): string[] {
-  return [...new Set(Array.from(entities, ({ typename, id }) => (id == null ? typename : `${typename}:${id}`)))];
-}
-
 /**
  * The response cache in Redis (REDIS_URL), shared by every process and replica, on one node, a
  * Sentinel-watched master or a Cluster: an answer is found by any of them, and an invalidation
@@ -341,7 +327,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       const json = answerJson(result);
       if (Buffer.byteLength(json) > maxEntryBytes) return false;
       const value = stamped(Date.now() + ttl, json);
-      const names = indexNames(entities);
+      const names = [...indexNamesOf(entities)];
       const weight = Math.ceil(Buffer.byteLength(answerKey(key)) + BYTES_PER_VALUE_BYTE * Buffer.byteLength(value) + BYTES_PER_ANSWER + names.length * BYTES_PER_INDEX);
       return attempt(async () => {
         const charged = await charge(scopeOfKey(key), weight);
@@ -354,7 +340,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     },
 
     async invalidate(entities) {
-      const names = invalidatedNames(entities);
+      const names = [...new Set(Array.from(entities, invalidatedNameOf))];
       const at = Date.now();
       const pending = new Set<string>();
       try {
