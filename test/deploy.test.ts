@@ -539,7 +539,7 @@ describe('deploy/kubernetes', () => {
     const example = commentedMetric(read(k8s('hpa.yaml')));
     expect(example).toMatchObject({ type: 'Pods', pods: { target: { type: 'AverageValue' } } });
     const gauge = new GatewayMetrics({ defaultMetrics: false }).registry.getSingleMetric(example.pods.metric.name);
-    expect(gauge, `${example.pods.metric.name} is a gauge of src/server/instruments/metrics.ts`).toBeInstanceOf(Gauge);
+    expect(gauge, `${example.pods.metric.name} is a gauge in GatewayMetrics's registry (src/server/instruments/)`).toBeInstanceOf(Gauge);
     const cap = loadConfig(env).loadShedding.maxInFlight;
     expect(Number(example.pods.target.averageValue)).toBeLessThan(cap || Infinity);
   });

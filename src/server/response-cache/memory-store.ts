@@ -1,17 +1,8 @@
 import type { ExecutionResult } from 'graphql';
-import { LRUCache } from 'lru-cache';
 import type { ResponseCacheSettings } from '../../config.js';
-import { answerJson, scopeOfKey, type ByteBound, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
-
-/** `Type` and `Type:id`: the keys an answer is found by when an entity, or its whole type, is invalidated. */
-function indexKeysOf(entities: Iterable<CacheEntityRecord>): Set<string> {
-  const keys = new Set<string>();
-  for (const { typename, id } of entities) {
-    keys.add(typename);
-    if (id !== undefined && id !== null) keys.add(`${typename}:${id}`);
-  }
-  return keys;
-}
+import { answerJson, type ByteBound, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
+import { indexNamesOf, invalidatedNameOf } from './index-names.js';
+import { MemoryAnswers, type Entry } from './memory-answers.js';
 
 /** The store in memory: synchronous, and it can say what it holds. Its epoch is a number raised by every invalidation. */
 export interface MemoryResponseCache extends GuardedStore<number> {
@@ -22,16 +13,11 @@ export interface MemoryResponseCache extends GuardedStore<number> {
   use(): { entries: number; bytes: number };
 }
 
-interface Entry extends CachedAnswer {
-  readonly index: Set<string>;
-  /** What it weighs (`weightOf`), charged to its caller's scope. */
-  readonly weight: number;
-}
-
-/** A caller's answers kept (their keys, oldest stored first) and what they weigh together. */
-interface Scope {
-  bytes: number;
-  readonly keys: Set<string>;
+export interface MemoryResponseCacheOptions {
+  /** Called with the bound an answer met as it was stored (a caller's share). */
+  readonly overBudget?: (bound: ByteBound) => void;
+  /** How long past its TTL an answer is kept for `stale` (RESPONSE_CACHE_STALE_IF_ERROR_MS). @default 0 */
+  readonly keepExpiredMs?: number;
 }
 
 /**
@@ -52,63 +38,21 @@ const weightOf = (jsonBytes: number, indexKeys: number) => Math.ceil(BYTES_PER_J
  * one answer cannot empty the cache. A caller's answers (`scopeOfKey`) weigh at most
  * `callerBytes` together (RESPONSE_CACHE_CALLER_SHARE): past it, its own oldest answers make room,
  * so one caller cannot push every other's answers out. With an index from `Type` and `Type:id` to
- * the answers that hold them.
+ * the answers that hold them (memory-answers.ts).
  * @envelop/response-cache's own in-memory cache bounds the count only and cannot tell what is
  * left of an entry's TTL; the index here is the same as its.
  *
  * An answer is kept as a copy made from its JSON: nothing a later plugin does to the answer it
  * served (graphql-jit's serialiser, the size limit's wrapper) is kept with it.
  */
-export function createMemoryResponseCache(
-  bounds: ResponseCacheSettings['bounds'],
-  maxEntryBytes: number,
-  options: {
-    /** Called with the bound an answer met as it was stored (a caller's share). */
-    readonly overBudget?: (bound: ByteBound) => void;
-    /** How long past its TTL an answer is kept for `stale` (RESPONSE_CACHE_STALE_IF_ERROR_MS). @default 0 */
-    readonly keepExpiredMs?: number;
-  } = {},
-): MemoryResponseCache {
+export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'], maxEntryBytes: number, options: MemoryResponseCacheOptions = {}): MemoryResponseCache {
   const { overBudget, keepExpiredMs = 0 } = options;
-  const byIndexKey = new Map<string, Set<string>>();
-  // One per caller with answers kept: as many as the entries at most.
-  const scopes = new Map<string, Scope>();
-  const forget = (key: string, entry: Entry) => {
-    for (const indexKey of entry.index) {
-      const keys = byIndexKey.get(indexKey);
-      keys?.delete(key);
-      if (keys?.size === 0) byIndexKey.delete(indexKey);
-    }
-    const scope = scopes.get(scopeOfKey(key));
-    if (scope === undefined) return;
-    scope.bytes -= entry.weight;
-    scope.keys.delete(key);
-    if (scope.keys.size === 0) scopes.delete(scopeOfKey(key));
-  };
-  const answers = new LRUCache<string, Entry>({
-    max: bounds.maxEntries,
-    maxSize: bounds.maxBytes,
-    maxEntrySize: Math.max(1, Math.floor(bounds.maxBytes / 8)),
-    // Set by `write` from the JSON it made anyway.
-    sizeCalculation: () => 1,
-    dispose: (entry, key) => forget(key, entry),
-  });
+  const answers = new MemoryAnswers(bounds, keepExpiredMs);
   // Raised by every invalidation: a write of an answer read before it is refused.
   let epoch = 0;
 
-  /** The entry under `key`, dropped (and undefined) once past its TTL and the time it is kept past it. */
-  const kept = (key: string, read: 'get' | 'peek'): Entry | undefined => {
-    const entry = answers[read](key);
-    // Checked here, lazily: an entry past its time is dropped as it is read.
-    if (entry !== undefined && entry.expiresAt + keepExpiredMs <= Date.now()) {
-      answers.delete(key);
-      return undefined;
-    }
-    return entry;
-  };
-
   const lookup = (key: string): Lookup<number> => {
-    const entry = kept(key, 'get');
+    const entry = answers.find(key, 'get');
     // Past its TTL, an answer is kept for `stale` only.
     return entry === undefined || entry.expiresAt <= Date.now() ? { epoch } : { answer: entry };
   };
@@ -117,56 +61,31 @@ export function createMemoryResponseCache(
     if (since !== epoch || !(ttlMs > 0)) return false;
     const json = answerJson(result);
     if (Buffer.byteLength(json) > maxEntryBytes) return false;
-    const index = indexKeysOf(entities);
+    const index = indexNamesOf(entities);
     const size = weightOf(json.length, index.size);
     if (size > answers.maxEntrySize) return false;
     if (size > bounds.callerBytes) {
       overBudget?.('caller');
       return false;
     }
-    // What it replaces, then its caller's oldest answers, until it fits in the caller's share.
-    answers.delete(key);
-    const name = scopeOfKey(key);
-    const mine = scopes.get(name);
-    if (mine !== undefined && mine.bytes + size > bounds.callerBytes) {
-      overBudget?.('caller');
-      for (const oldest of mine.keys) {
-        if (mine.bytes + size <= bounds.callerBytes) break;
-        answers.delete(oldest);
-      }
-    }
     const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, expiresAt: Date.now() + ttlMs, index, weight: size };
-    answers.set(key, entry, { size });
-    const scope = scopes.get(name) ?? { bytes: 0, keys: new Set<string>() };
-    scopes.set(name, scope);
-    scope.bytes += size;
-    scope.keys.add(key);
-    // A replaced entry was unindexed by `dispose` (noDisposeOnSet is off).
-    for (const indexKey of entry.index) {
-      let keys = byIndexKey.get(indexKey);
-      if (keys === undefined) byIndexKey.set(indexKey, (keys = new Set()));
-      keys.add(key);
-    }
+    if (answers.keep(key, entry)) overBudget?.('caller');
     return true;
   };
 
   const invalidate = (entities: Iterable<CacheEntityRecord>): number => {
     epoch++;
     let evicted = 0;
-    for (const { typename, id } of entities) {
-      // `Type:id`: the answers holding that entity; `Type` alone: every answer holding the type.
-      const keys = byIndexKey.get(id === undefined || id === null ? typename : `${typename}:${id}`);
-      for (const key of keys === undefined ? [] : [...keys]) if (answers.delete(key)) evicted++;
-    }
+    for (const entity of entities) evicted += answers.evict(invalidatedNameOf(entity));
     return evicted;
   };
 
   return {
     lookup,
     // Not a use: it does not make the answer recently used.
-    stale: (key) => kept(key, 'peek'),
+    stale: (key) => answers.find(key, 'peek'),
     write,
     invalidate,
-    use: () => ({ entries: answers.size, bytes: answers.calculatedSize }),
+    use: () => answers.use(),
   };
 }

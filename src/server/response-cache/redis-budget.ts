@@ -1,0 +1,83 @@
+import type { ByteBound } from './cache.js';
+import { CLOCK_SKEW_MS } from './redis-answers.js';
+import type { SharedRedis } from '../shared-state/shared-redis.js';
+
+/**
+ * What an answer weighs in Redis, beyond its key's bytes: its value, rounded up to the allocator's
+ * size class (up to a quarter more), the key's own entry and expiry, and each index it is added to
+ * counted as an index of its own (a sorted set key: some 1,050 bytes; a member of an index others
+ * share costs a fifth of it). Measured with INFO's used_memory, answers of 300 bytes to 750 kB
+ * each with indexes of their own: 73 to 99 % of this weight (docs/response-cache.md#redis-memory).
+ */
+const BYTES_PER_VALUE_BYTE = 1.25;
+const BYTES_PER_ANSWER = 500;
+const BYTES_PER_INDEX = 1_100;
+
+/** What an answer kept under the Redis key `answerKey` as `value`, in `indexes` indexes, weighs in Redis, estimated. */
+export const weightOf = (answerKey: string, value: string, indexes: number): number =>
+  Math.ceil(Buffer.byteLength(answerKey) + BYTES_PER_VALUE_BYTE * Buffer.byteLength(value) + BYTES_PER_ANSWER + indexes * BYTES_PER_INDEX);
+
+/**
+ * The budget's time buckets per longest TTL: what was stored in the last TTL (and a clock skew) is
+ * the most Redis can hold, so the bytes charged to the buckets that span it bound what is kept.
+ */
+const BUDGET_BUCKETS = 8;
+
+/*
+ * Keys, after the prefix: `{budget}:all:<n>` and `{budget}:caller:<scope>:<n>` the bytes charged
+ * in the budget's bucket `n`, all in one slot (a write's one extra script; reads never touch them).
+ */
+
+/**
+ * KEYS: the whole cache's budget buckets, then the caller's, newest first, as many each. ARGV: an
+ * answer's weight, the budget and the caller's share (bytes), how long a bucket is kept (ms).
+ * Refused (0, or -1 for the caller's share) when the buckets and the weight go past a bound;
+ * otherwise charged to the newest bucket of both: 1.
+ */
+const chargeScript = `local weight, budget, share, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local n = #KEYS / 2
+local function spent(first)
+  local total = 0
+  for _, bytes in ipairs(redis.call('MGET', unpack(KEYS, first, first + n - 1))) do
+    if bytes then total = total + tonumber(bytes) end
+  end
+  return total
+end
+if spent(1) + weight > budget then return 0 end
+if spent(n + 1) + weight > share then return -1 end
+for _, i in ipairs({1, n + 1}) do
+  redis.call('INCRBY', KEYS[i], weight)
+  redis.call('PEXPIRE', KEYS[i], keep)
+end
+return 1`;
+
+/** The script takes its number of keys first (ioredis's form for a script whose keys vary), then the keys, then ARGV. */
+interface BudgetCommands {
+  gwRcCharge(...keysThenArgs: (number | string)[]): Promise<number>;
+}
+
+/**
+ * The Redis store's byte budget, kept in Redis for every process and replica: what its answers
+ * weigh (`weightOf`), charged to the whole cache (`budget.maxBytes`) and to the answer's caller
+ * (`budget.callerBytes`) in time buckets. What was charged in the last `heldMs` (the longest an
+ * answer is kept) and a clock skew is all Redis may still hold. Returns the charge: true, or the
+ * bound the answer would go past (then nothing is charged).
+ */
+export function redisBudget(
+  redis: SharedRedis,
+  prefix: string,
+  heldMs: number,
+  budget: { readonly maxBytes: number; readonly callerBytes: number },
+): (scope: string, weight: number) => Promise<true | ByteBound> {
+  redis.client.defineCommand('gwRcCharge', { lua: chargeScript });
+  const client = redis.client as unknown as BudgetCommands;
+  const bucketMs = Math.max(1_000, Math.ceil(heldMs / BUDGET_BUCKETS));
+  const bucketsCounted = Math.ceil((heldMs + CLOCK_SKEW_MS) / bucketMs) + 1;
+  return async (scope, weight) => {
+    const newest = Math.floor(Date.now() / bucketMs);
+    const buckets = (owner: string) => Array.from({ length: bucketsCounted }, (_, i) => `${prefix}{budget}:${owner}:${newest - i}`);
+    const keys = [...buckets('all'), ...buckets(`caller:${scope}`)];
+    const charged = await client.gwRcCharge(keys.length, ...keys, weight, budget.maxBytes, budget.callerBytes, bucketsCounted * bucketMs + CLOCK_SKEW_MS);
+    return charged === 1 ? true : charged === 0 ? 'total' : 'caller';
+  };
+}
