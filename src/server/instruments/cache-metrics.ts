@@ -12,7 +12,7 @@ export class DocumentCacheMetrics extends MetricGroup {
   /** Readers of the caches kept per distinct document, by cache (`parsed`, `compiled`), read at each scrape. */
   readonly #caches = new Map<string, () => CacheUse>();
 
-  readonly entries = this.#gauge('gateway_document_cache_entries', 'Entries of the caches kept per distinct document: parsed (yoga parse cache), compiled (COMPILED_EXECUTION).', (use) => use.entries);
+  readonly entries = this.#gauge('gateway_document_cache_entries', 'Entries of the caches kept per distinct document: parsed (the prepared documents: parsed and validated), compiled (COMPILED_EXECUTION).', (use) => use.entries);
   readonly bytes = this.#gauge('gateway_document_cache_bytes', 'Estimated heap bytes of the caches kept per distinct document, by cache.', (use) => use.bytes);
 
   /** Reports a per-document cache in gateway_document_cache_entries and _bytes. */

@@ -6,7 +6,7 @@ import { ConnectionMetrics, LoadMetrics, type ConnectionPort, type ProcessLoad }
 import { QueuedObservations } from './queued-observations.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
 
-// What a bounded cache holds (cache-metrics.ts), as documents/parse-cache.ts and compiled-execution.ts import it.
+// What a bounded cache holds (cache-metrics.ts), as documents/prepared.ts and compiled-execution.ts import it.
 export type { CacheUse };
 
 /** An operation's duration buckets (seconds), by name and by client alike, so the two compare. */
@@ -85,18 +85,6 @@ export class GatewayMetrics {
   readonly compiledExecutions = new Counter({
     name: 'gateway_compiled_executions_total',
     help: 'Operations run by their compiled code (COMPILED_EXECUTION) rather than the interpreter.',
-    registers: [this.registry],
-  });
-
-  readonly cachedAnswersEarly = new Counter({
-    name: 'gateway_response_cache_early_answers_total',
-    help: 'Hits answered before yoga, by the lane (server/lane.ts); each is a hit of gateway_response_cache_lookups_total too.',
-    registers: [this.registry],
-  });
-
-  readonly compiledAnswersEarly = new Counter({
-    name: 'gateway_compiled_early_answers_total',
-    help: 'Hot queries answered before yoga, by the lane (server/lane.ts) with their compiled code; each is one of gateway_compiled_executions_total too.',
     registers: [this.registry],
   });
 
