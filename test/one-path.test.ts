@@ -1,0 +1,197 @@
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { buildGateway } from '../src/server/gateway.js';
+import { createLogger } from '../src/server/instruments/logger.js';
+import { GatewayMetrics } from '../src/server/instruments/metrics.js';
+import { stageNames } from '../src/server/pipeline/stages.js';
+import { sampleOf } from './support/metrics.js';
+import { startRedis, type RedisProcess } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
+import { startTestGateway, type TestGateway } from './support/gateway.js';
+
+/*
+ * The one path (docs/architecture.md): every GraphQL request meets the same stages in the same
+ * order, on every transport and in every configuration; what makes a hot query fast is work done
+ * once per document (its prepared document, plan shape and compiled code), never a second path.
+ */
+
+const stagesWith = (env: Record<string, string>) =>
+  buildGateway(loadConfig({ UPSTREAM_URL: 'http://upstream.invalid/v2', ...env }), 'http://upstream.invalid/v2', { logger: createLogger({ level: 'silent' }), metrics: new GatewayMetrics({ defaultMetrics: false }) }).pipeline.stages;
+
+describe('the stages, in order', () => {
+  it('every policy on: each step in its stage, in the order the architecture gives', () => {
+    const stages = stagesWith({
+      RATE_LIMIT_REQUESTS_PER_SECOND: '10',
+      RATE_LIMIT_IN_FLIGHT: '5',
+      RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '100',
+      RESPONSE_CACHE_TTL_MS: '1000',
+      CORS_ORIGINS: 'https://app.example.com',
+      CSRF_PREVENTION: 'true',
+      NODE_ENV: 'production',
+    });
+    expect(Object.keys(stages)).toEqual([...stageNames]);
+    expect(stages).toEqual({
+      // Overload before anything (a refusal costs no more than itself); what refuses on the head before the body is read.
+      intake: ['in flight', 'telemetry', 'negotiation', 'caller limits', 'body', 'csrf', 'method', 'params', 'batching'],
+      // The query named before it is read; parsed, the batch's validation budget spent, then validated.
+      document: ['telemetry', 'in flight', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
+      // A caller refused never gets a kept answer.
+      admission: ['caller limits', 'response cache'],
+      // The upstream calls charged once the plan counted them.
+      plan: ['upstream plan', 'caller limits'],
+      // Suggestions cut before the masking; every later step reads masked errors.
+      execution: ['executor', 'hidden suggestions', 'masking', 'apq registration', 'response cache', 'retry after', 'negotiation'],
+      // The body (status, type) first, a revalidation's 304 on it, then each header's writer.
+      answer: ['body', 'response cache', 'caller limits', 'telemetry', 'cors', 'cache headers'],
+      telemetry: ['telemetry', 'in flight', 'caller limits'],
+    });
+  });
+
+  it('the defaults: the same stages, less the steps of the policies that are off', () => {
+    expect(stagesWith({})).toEqual({
+      intake: ['in flight', 'telemetry', 'negotiation', 'body', 'method', 'params', 'batching'],
+      document: ['telemetry', 'in flight', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
+      admission: [],
+      plan: ['upstream plan'],
+      execution: ['executor', 'masking', 'apq registration', 'retry after', 'negotiation'],
+      answer: ['body', 'telemetry', 'cache headers'],
+      telemetry: ['telemetry', 'in flight'],
+    });
+  });
+});
+
+/**
+ * What belongs to a transport, not to the answer, left out when transports are compared: the
+ * framing headers, and HTTP's compression (it varies on Accept-Encoding, which fetch has none
+ * of); and what a clock says (a kept answer's seconds left, which tick between two sends).
+ */
+const framing = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding']);
+const transportFree = ([name, value]: [string, string]): [string, string] => [
+  name,
+  name === 'vary' ? value.replace(/,?\s*Accept-Encoding/, '') : name === 'cache-control' ? value.replace(/max-age=\d+/, 'max-age=N') : value,
+];
+
+interface Seen {
+  readonly status: number;
+  readonly headers: [string, string][];
+  readonly body: string;
+}
+
+const seen = async (response: Response): Promise<Seen> => ({ status: response.status, headers: [...response.headers].filter(([name]) => !framing.has(name)).map(transportFree).filter(([, value]) => value !== ''), body: await response.text() });
+
+/** A request of the kinds a client sends, with an id of its own so both transports echo the same. */
+type Sent = { readonly method: 'GET' | 'POST'; readonly query?: string; readonly body?: string; readonly headers?: Record<string, string> };
+
+describe('every transport, the same answer', () => {
+  let t: TestGateway;
+  let url: string;
+  let ids: string[];
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: '60000', COMPILED_EXECUTION_AT_RUN: '1' } });
+    url = await t.listen();
+    ids = t.reference.store.headIds();
+  });
+  afterAll(() => t.close());
+
+  const send = async (to: 'http' | 'fetch', sent: Sent, requestId: string): Promise<Seen> => {
+    const headers = { 'content-type': 'application/json', 'accept-encoding': 'identity', 'x-request-id': requestId, ...sent.headers };
+    const target = sent.method === 'GET' ? `${url}?query=${encodeURIComponent(sent.query!)}` : url;
+    const init = { method: sent.method, headers, ...(sent.body === undefined ? {} : { body: sent.body }) };
+    return seen(to === 'http' ? await fetch(target, init) : await t.gateway.fetch(target.replace(/^http:\/\/[^/]+/, 'http://gateway'), init));
+  };
+
+  it('HTTP and fetch answer alike, a kept answer and a hot query, a refusal, an answer with errors, a batch, a GET, parts', async () => {
+    const head = (id: string) => `query OnePath { head(id: "${id}") { name hair { name } } }`;
+    const requests: [string, Sent][] = [
+      ['a query (missed, then kept)', { method: 'POST', body: JSON.stringify({ query: head(ids[0]!) }), headers: { authorization: 'Bearer one-path' } }],
+      ['a query with errors (compiled, not kept)', { method: 'POST', body: JSON.stringify({ query: head('00000000-0000-4000-8000-000000000000') }) }],
+      ['a refusal at intake', { method: 'POST', body: '{ not json' }],
+      ['a refusal at validation', { method: 'POST', body: JSON.stringify({ query: '{ head(id: 1) { nope } }' }) }],
+      ['a batch', { method: 'POST', body: JSON.stringify([{ query: head(ids[1]!) }, { query: '{ __typename }' }]) }],
+      ['a GET', { method: 'GET', query: head(ids[2]!), headers: { 'x-graphql-csrf': '1' } }],
+      ['an answer in parts', { method: 'POST', body: JSON.stringify({ query: `{ head(id: "${ids[3]}") { name ... @defer { headMetadata } } }` }), headers: { accept: 'multipart/mixed' } }],
+      ['a browser (CORS off)', { method: 'POST', body: JSON.stringify({ query: '{ __typename }' }), headers: { origin: 'https://app.example.com' } }],
+    ];
+    for (const [what, sent] of requests) {
+      // Three rounds each: a miss then kept answers, an interpreted run then compiled ones.
+      for (let round = 0; round < 3; round++) {
+        const requestId = `${what.replace(/\W+/g, '-')}-${round}`;
+        const overHttp = await send('http', sent, requestId);
+        const overFetch = await send('fetch', sent, requestId);
+        expect(overFetch, `${what}, round ${round}`).toEqual(overHttp);
+      }
+    }
+  });
+
+  it("writes each header of an answer once (a client reads the raw head): a kept answer's, one with errors", async () => {
+    const rawHeadersOf = (body: string) =>
+      new Promise<string[]>((resolve, reject) => {
+        const request = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer raw' } }, (response) => {
+          response.resume();
+          resolve(response.rawHeaders.filter((_, i) => i % 2 === 0).map((name) => name.toLowerCase()));
+        });
+        request.once('error', reject);
+        request.end(body);
+      });
+    for (const body of [JSON.stringify({ query: `{ head(id: "${ids[4]}") { name } }` }), JSON.stringify({ query: `{ head(id: "${ids[4]}") { name } }` }), JSON.stringify({ query: '{ head(id: "00000000-0000-4000-8000-000000000000") { name } }' })]) {
+      const names = await rawHeadersOf(body);
+      expect(names.length, names.join(', ')).toBe(new Set(names).size);
+      expect(names).toEqual(expect.arrayContaining(['content-type', 'x-request-id', 'cache-control', 'vary']));
+    }
+  });
+});
+
+/** Runs of the operations that ran by their compiled code so far. */
+const compiledRuns = async (t: TestGateway) => sampleOf(await t.metrics.registry.metrics(), 'gateway_compiled_executions_total') ?? 0;
+
+/** A manifest's document by its id, with its variables (the app's way with trusted documents). */
+const byId = (t: TestGateway, documentId: string, variables: Record<string, unknown>, headers: Record<string, string> = {}) =>
+  t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ documentId, variables }) });
+
+/** The manifest's HeadWithHair, by its id. */
+const headWithHair = (manifest: ReadonlyMap<string, string>) => [...manifest.keys()].find((id) => id.startsWith('sha256:') && manifest.get(id)!.startsWith('query HeadWithHair'))!;
+
+describe('fast in production configurations: hot queries run compiled there too', () => {
+  const production = { RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RATE_LIMIT_IN_FLIGHT: '1000', TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json', TRUSTED_DOCUMENTS_ONLY: 'true' };
+
+  it('with caller limits in memory and trusted documents only', async () => {
+    const t = await startTestGateway({ env: production });
+    try {
+      const documentId = headWithHair(loadConfig(production).persistedDocuments.trustedDocuments!);
+      const id = t.reference.store.headIds()[0]!;
+      const answers = [];
+      for (let i = 0; i < 5; i++) answers.push(await byId(t, documentId, { id }, { authorization: 'Bearer a-real-user' }));
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200]);
+      // Its second run onwards by compiled code (COMPILED_EXECUTION_AT_RUN=2), each charged to its caller.
+      expect(await compiledRuns(t)).toBe(4);
+      expect(answers[4]!.headers.get('ratelimit-remaining')).toBe(String(2 * 100_000 - 5));
+    } finally {
+      await t.close();
+    }
+  });
+
+  describeWithRedis('with the limits and the response cache in Redis', () => {
+    let redis: RedisProcess;
+    beforeAll(async () => {
+      redis = await startRedis();
+    });
+    afterAll(() => redis.stop());
+
+    it('misses run compiled (each head a miss), hits need no execution', async () => {
+      const t = await startTestGateway({ env: { ...production, REDIS_URL: redis.url, RESPONSE_CACHE_TTL_MS: '60000' } });
+      try {
+        const documentId = headWithHair(loadConfig(production).persistedDocuments.trustedDocuments!);
+        const heads = t.reference.store.headIds().slice(0, 4);
+        for (const id of heads) expect((await byId(t, documentId, { id })).status).toBe(200);
+        expect(await compiledRuns(t)).toBe(3);
+        t.reset();
+        for (const id of heads) expect((await byId(t, documentId, { id })).status).toBe(200);
+        expect(t.calls()).toEqual([]);
+        expect(await compiledRuns(t)).toBe(3);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+});
