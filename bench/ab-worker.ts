@@ -1,13 +1,18 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
+import { Pool } from 'undici';
 import { builtModule } from './processes.js';
 
 /*
  * One pass of `npm run bench:ab` (bench/ab.ts starts it pinned to CPU 0, with `npm start`'s node
  * flags): loads two builds of the gateway into this process, in the order given, and drives them
- * in turns through `app.fetch` (no sockets: what is measured is the gateway's own work on a
- * request, its upstream calls included). Each round measures this process's CPU time over `ops`
- * operations of one build, then of the other (which goes first alternates), and the CPU µs per
- * operation of every round goes back to the parent over IPC.
+ * in turns, over HTTP (`--transport http`: each build served by its own HTTP server on a loopback
+ * port, as `main.ts` serves it, and asked by an undici pool in this process, whose own work is the
+ * same for both) or through `app.fetch` (`--transport fetch`: no sockets). What is measured is
+ * the gateway's own work on a request, its upstream calls included. Each round measures this
+ * process's CPU time over `ops` operations of one build, then of the other (which goes first
+ * alternates), and the CPU µs per operation of every round goes back to the parent over IPC.
  */
 
 export interface WorkerTask {
@@ -17,6 +22,8 @@ export interface WorkerTask {
   readonly rounds: number;
   readonly ops: number;
   readonly concurrency: number;
+  /** How each build is driven: over HTTP (its server on a loopback port), or through `app.fetch`. */
+  readonly transport: 'http' | 'fetch';
 }
 
 export interface WorkerResult {
@@ -27,24 +34,44 @@ export interface WorkerResult {
 interface BuiltGateway {
   app: { fetch(url: string, init: RequestInit): Promise<Response> };
   upstream: { close(): Promise<void> };
+  /** The build on its HTTP server, with `--transport http`. */
+  http?: { readonly server: Server; readonly pool: Pool };
 }
 
-/** A build's gateway as `main.ts` makes it, from the environment (UPSTREAM_URL, NODE_ENV, LOG_LEVEL). */
-async function load(checkout: string): Promise<BuiltGateway> {
+/** A build's gateway as `main.ts` makes it, from the environment (UPSTREAM_URL, NODE_ENV, LOG_LEVEL), on its own HTTP server with `--transport http`. */
+async function load(checkout: string, task: WorkerTask): Promise<BuiltGateway> {
   // Server modules sit in dist/server/ by concern since issue 32, in dist/server/ since the layers (issue 24), in dist/ before (builtModule).
   const module = (file: string) => import(pathToFileURL(builtModule(checkout, file)).href);
-  const [{ loadConfig }, { buildGateway }, { createLogger }, { GatewayMetrics }] = await Promise.all([module('config.js'), module('gateway.js'), module('logger.js'), module('metrics.js')]);
+  const [{ loadConfig }, { buildGateway }, { createLogger }, { GatewayMetrics }, { createGatewayServer }] = await Promise.all([module('config.js'), module('gateway.js'), module('logger.js'), module('metrics.js'), module('http-server.js')]);
   const config = loadConfig();
-  return buildGateway(config, config.upstreamUrl, { logger: createLogger({ level: config.logLevel }), metrics: new GatewayMetrics({ clusterWorker: false }) });
+  const metrics = new GatewayMetrics({ clusterWorker: false });
+  const built = buildGateway(config, config.upstreamUrl, { logger: createLogger({ level: config.logLevel }), metrics });
+  if (task.transport === 'fetch') return built;
+  // As main.ts serves it (a build of before issue 40 also took its refusals before yoga).
+  const server: Server = createGatewayServer(built.handler, config, metrics, built.refuseEarly);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connections: task.concurrency, pipelining: 1 });
+  return { ...built, http: { server, pool } };
 }
 
 async function main(task: WorkerTask): Promise<WorkerResult> {
   const gateways: BuiltGateway[] = [];
-  for (const build of task.builds) gateways.push(await load(build));
-  const operation = (gateway: BuiltGateway) => async () => {
-    const response = await gateway.app.fetch('http://gateway/graphql', { method: 'POST', headers: task.request.headers, body: task.request.body });
-    const text = await response.text();
-    if (response.status !== 200 || text.includes('"errors"')) throw new Error(`HTTP ${response.status}: ${text.slice(0, 300)}`);
+  for (const build of task.builds) gateways.push(await load(build, task));
+  const checked = (status: number, text: string) => {
+    if (status !== 200 || text.includes('"errors"')) throw new Error(`HTTP ${status}: ${text.slice(0, 300)}`);
+  };
+  const operation = (gateway: BuiltGateway) => {
+    const { http } = gateway;
+    if (http !== undefined) {
+      return async () => {
+        const response = await http.pool.request({ method: 'POST', path: '/graphql', headers: task.request.headers, body: task.request.body });
+        checked(response.statusCode, await response.body.text());
+      };
+    }
+    return async () => {
+      const response = await gateway.app.fetch('http://gateway/graphql', { method: 'POST', headers: task.request.headers, body: task.request.body });
+      checked(response.status, await response.text());
+    };
   };
   const run = async (one: () => Promise<void>, ops: number) => {
     let started = 0;
@@ -66,7 +93,12 @@ async function main(task: WorkerTask): Promise<WorkerResult> {
     const order = round % 2 === 0 ? [0, 1] : [1, 0];
     for (const i of order) perOperation[i]!.push(await cpuPerOperation(operations[i]!));
   }
-  await Promise.all(gateways.map((gateway) => gateway.upstream.close()));
+  await Promise.all(gateways.map(async (gateway) => {
+    await gateway.http?.pool.close();
+    gateway.http?.server.closeAllConnections();
+    gateway.http?.server.close();
+    await gateway.upstream.close();
+  }));
   return { perOperation };
 }
 

@@ -19,7 +19,7 @@ import { scenarios, type Scenario } from './scenarios.js';
  * `app.fetch`, and they carry no Content-Length, so the body cap counts every body.
  */
 
-const usage = `Usage: npm run bench:ab -- <checkout A> <checkout B> [--only Q1 | --query <document>] [--rounds 30] [--ops 2000] [--connections 16]
+const usage = `Usage: npm run bench:ab -- <checkout A> <checkout B> [--only Q1 | --query <document>] [--rounds 30] [--ops 2000] [--connections 16] [--transport http]
   Each checkout needs a node_modules and a build; when the dependencies are the same, give both
   the same node_modules (two copies of every package in one process run slower and less evenly):
     git worktree add ../gw-before HEAD~1 && ln -s "$PWD/node_modules" ../gw-before/ && (cd ../gw-before && npm run build)
@@ -27,7 +27,8 @@ const usage = `Usage: npm run bench:ab -- <checkout A> <checkout B> [--only Q1 |
   --query        a GraphQL document to send instead, e.g. '{ heads(first: 50) { nodes { url hair { url } } } }'
   --rounds       paired rounds per pass (two passes: A loaded first, then B)
   --ops          operations per build per round
-  --connections  operations in flight at once`;
+  --connections  operations in flight at once
+  --transport    http (each build on its own HTTP server on a loopback port, as main.ts serves it) or fetch (app.fetch, no sockets)`;
 
 function options() {
   const { values, positionals } = parseArgs({
@@ -38,6 +39,7 @@ function options() {
       rounds: { type: 'string', default: '30' },
       ops: { type: 'string', default: '2000' },
       connections: { type: 'string', default: '16' },
+      transport: { type: 'string', default: 'http' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -54,7 +56,9 @@ function options() {
       ? scenarios.find((s) => s.name !== 'direct' && s.name.toLowerCase() === values.only.toLowerCase())
       : { name: 'the --query document', description: query, request: () => ({ target: 'gateway', method: 'POST', path: '', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) }) };
   if (scenario === undefined) throw new UsageError(`--only: unknown scenario ${JSON.stringify(values.only)}`);
-  return { checkouts, scenario, rounds: integerOption('rounds', values.rounds, 2, 1_000), ops: integerOption('ops', values.ops, 100, 1_000_000), concurrency: integerOption('connections', values.connections, 1, 1_000) };
+  const transport = values.transport as WorkerTask['transport'];
+  if (transport !== 'http' && transport !== 'fetch') throw new UsageError(`--transport: http or fetch, not ${JSON.stringify(values.transport)}`);
+  return { checkouts, scenario, transport, rounds: integerOption('rounds', values.rounds, 2, 1_000), ops: integerOption('ops', values.ops, 100, 1_000_000), concurrency: integerOption('connections', values.connections, 1, 1_000) };
 }
 
 /**
@@ -93,8 +97,9 @@ async function main(): Promise<void> {
     rounds: opts.rounds,
     ops: opts.ops,
     concurrency: opts.concurrency,
+    transport: opts.transport,
   });
-  console.log(`${opts.scenario.name}: ${opts.rounds} rounds × ${opts.ops} operations per build, ${opts.concurrency} at a time, each build loaded first once`);
+  console.log(`${opts.scenario.name}: ${opts.rounds} rounds × ${opts.ops} operations per build, ${opts.concurrency} at a time over ${opts.transport}, each build loaded first once`);
   const passes: OrderedComparison[] = [];
   for (const aFirst of [true, false]) {
     const { perOperation } = await pass(task(aFirst ? [a, b] : [b, a]), upstream.url);

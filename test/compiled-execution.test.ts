@@ -44,20 +44,42 @@ async function repeated(times: number, query: string, variables?: Record<string,
   return { answers, calls };
 }
 
-const HOT = `query Hot($a: ID!, $b: ID!) { a: head(id: $a) { name updatedAt hair { name gender } } b: head(id: $b) { name } heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } nodes { uuid } } }`;
+/** Nullable root fields only (a non-null one beside others is never compiled): compiled at its second run. */
+const HOT = `query Hot($a: ID!, $b: ID!, $c: ID!) { a: head(id: $a) { name updatedAt hair { name gender } } b: head(id: $b) { name } c: node(id: $c) { id ... on Head { uuid name } } }`;
 const MISSING = '00000000-0000-4000-8000-000000000000';
+/** HOT's variables: a head, one that does not exist (an error at `b`), another head by `node`. */
+const hotVariables = () => ({ a: ids[0], b: MISSING, c: ids[1] });
 
 describe('compiled execution', () => {
   it('a hot query answers the same compiled as interpreted: data, errors with their paths and locations, calls', async () => {
     const before = await compiledOf(t);
-    const { answers, calls } = await repeated(4, HOT, { a: ids[0], b: MISSING });
+    const { answers, calls } = await repeated(4, HOT, hotVariables());
     // Interpreted once, then compiled: three runs of compiled code, one more document kept.
     expect(await compiledOf(t)).toMatchObject({ runs: before.runs + 3, entries: before.entries! + 1 });
     expect(answers[0]!.data!.a).toEqual({ name: headA(ids[0]!).name, updatedAt: new Date(headA(ids[0]!).updated_at).toISOString(), hair: headA(ids[0]!).hair ? { name: headA(ids[0]!).hair.name, gender: headA(ids[0]!).hair.gender.toUpperCase() } : null });
-    expect(answers[0]!.errors).toEqual([expect.objectContaining({ path: ['b'], locations: [{ line: 1, column: 87 }], extensions: expect.objectContaining({ code: 'NOT_FOUND' }) })]);
-    expect(answers[0]!.data!.heads.pageInfo).toEqual({ startCursor: answers[0]!.data!.heads.edges[0].cursor, endCursor: answers[0]!.data!.heads.edges[2].cursor, hasNextPage: true });
+    expect(answers[0]!.data!.b).toBeNull();
+    expect(answers[0]!.errors).toEqual([expect.objectContaining({ path: ['b'], locations: [{ line: 1, column: 96 }], extensions: expect.objectContaining({ code: 'NOT_FOUND' }) })]);
+    expect(answers[0]!.data!.c).toEqual({ id: expect.any(String), uuid: ids[1], name: headA(ids[1]!).name });
     for (const answer of answers.slice(1)) expect(answer).toEqual(answers[0]);
-    for (const made of calls) expect(made.sort()).toEqual(['getHeadById', 'getHeadExt', 'listHeads']);
+    for (const made of calls) expect(made.sort()).toEqual(['getHeadById', 'getHeadById', 'getHeadExt']);
+  });
+
+  it('a non-null root beside other roots stays interpreted, and answers as before', async () => {
+    // Its failure nulls the whole answer: graphql-js stops there, graphql-jit 0.8 runs every root to its end.
+    const query = `query Beside($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { name } heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } } }`;
+    const before = await compiledOf(t);
+    const { answers, calls } = await repeated(4, query, { a: ids[0], b: MISSING });
+    expect(await compiledOf(t)).toEqual(before);
+    expect(answers[0]!.data!.a).toEqual({ name: headA(ids[0]!).name });
+    expect(answers[0]!.errors).toEqual([expect.objectContaining({ path: ['b'], locations: [{ line: 1, column: 59 }], extensions: expect.objectContaining({ code: 'NOT_FOUND' }) })]);
+    const { heads } = answers[0]!.data!;
+    expect(heads).toMatchObject({ totalCount: ids.length, pageInfo: { startCursor: heads.edges[0].cursor, endCursor: heads.edges[2].cursor, hasNextPage: true } });
+    for (const answer of answers.slice(1)) expect(answer).toEqual(answers[0]);
+    for (const made of calls) expect(made.sort()).toEqual(['getHeadById', 'getHeadById', 'listHeads']);
+    // Its non-null root alone is compiled: it is the roots beside it that kept it out.
+    const { answers: alone } = await repeated(3, `query Alone { heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } } }`);
+    expect(alone.at(-1)).toEqual({ data: { heads } });
+    expect(await compiledOf(t)).toMatchObject({ runs: before.runs + 2, entries: before.entries! + 1 });
   });
 
   it('a query with directives stays interpreted (graphql-jit 0.8 returns fields of an @include nested in a skipped fragment)', async () => {
@@ -105,14 +127,14 @@ describe('COMPILED_EXECUTION=off', () => {
   afterAll(() => off.close());
 
   it('compiles nothing: a hot query runs interpreted every time, and answers as compiled code does', async () => {
-    const { answers, calls } = await repeated(4, HOT, { a: ids[0], b: MISSING }, off);
+    const { answers, calls } = await repeated(4, HOT, hotVariables(), off);
     expect(await compiledOf(off)).toEqual({ runs: 0, entries: undefined, bytes: undefined });
     // The compiled answers from a default gateway of its own: on the shared one, HOT's first runs
     // (interpreted once, then compiled) are the hot-query test's to count, in whatever order they run.
     const on = await startTestGateway();
     try {
-      await repeated(2, HOT, { a: ids[0], b: MISSING }, on);
-      const compiled = await repeated(4, HOT, { a: ids[0], b: MISSING }, on);
+      await repeated(2, HOT, hotVariables(), on);
+      const compiled = await repeated(4, HOT, hotVariables(), on);
       // Compiled at its second run: the four compared here all ran compiled code.
       expect(await compiledOf(on)).toMatchObject({ runs: 5, entries: 1 });
       expect(answers).toEqual(compiled.answers);
@@ -125,8 +147,8 @@ describe('COMPILED_EXECUTION=off', () => {
 
 describe('the compiled documents kept', () => {
   const HEAD = 'id uuid name url arUrl outputFormat style version lod headMetadata createdAt updatedAt hair { id name url thumbnailUrl style createdAt sourceType gender objMetadata payableData { price description } updatedAt hairMetadata userId }';
-  /** Distinct query `n`: `aliases` × 31 field selections. */
-  const wide = (n: number, aliases: number) => `query Wide${n} { ${Array.from({ length: aliases }, (_, k) => `a${k}: heads(first: 1) { totalCount nodes { ${HEAD} } }`).join(' ')} }`;
+  /** Distinct query `n`: `aliases` × 29 field selections, each alias a nullable root (so it may be compiled). */
+  const wide = (n: number, aliases: number) => `query Wide${n} { ${Array.from({ length: aliases }, (_, k) => `a${k}: head(id: "${ids[0]}") { ${HEAD} }`).join(' ')} }`;
   const twice = async (on: TestGateway, query: string) => {
     for (let i = 0; i < 2; i++) expect((await on.execute(query)).errors).toBeUndefined();
   };
@@ -150,6 +172,8 @@ describe('the compiled documents kept', () => {
     try {
       await twice(small, wide(0, 2));
       const one = (await compiledOf(small)).bytes!;
+      // Kept, so weighed: the loop below counts on it.
+      expect(one).toBeGreaterThan(0);
       const fit = Math.floor(budget / one);
       expect(fit).toBeGreaterThanOrEqual(1);
       for (let n = 1; n <= fit; n++) await twice(small, wide(n, 2));

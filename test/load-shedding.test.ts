@@ -1,8 +1,19 @@
-import type { ExecutionResult } from 'graphql';
+import { GraphQLError, type ExecutionResult } from 'graphql';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { OperationState, RequestState } from '../src/server/request-state.js';
+import { loadConfig } from '../src/config.js';
+import { useAnswerBody } from '../src/server/answers/answer.js';
+import { Pipeline } from '../src/server/pipeline/pipeline.js';
+import type { Stages } from '../src/server/pipeline/stages.js';
+import { OperationState } from '../src/server/request-state.js';
+import { routes, type Serve } from '../src/server/routes.js';
+import { useCallerLimits } from '../src/server/traffic/caller-limits.js';
 import { useInFlight } from '../src/server/traffic/in-flight.js';
+import { createCallerLimiters, take, waitOf } from '../src/server/traffic/limiters.js';
 import { LoadShedder } from '../src/server/traffic/load-shedder.js';
+import { fetchTransport } from '../src/server/transports/fetch.js';
+import { nodeTransport } from '../src/server/transports/node.js';
 import { answer, jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { ok, refusals } from './support/limits.js';
 import { sampleOf } from './support/metrics.js';
@@ -56,7 +67,7 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
   beforeAll(async () => {
     // The event loop is not watched here: only the cap refuses. Identical operations held at the
     // upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE). One client
-    // address for every request, over HTTP and through yoga.fetch alike (TRUST_PROXY): one caller.
+    // address for every request, over HTTP and through the fetch transport alike (TRUST_PROXY): one caller.
     t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
     url = await t.listen();
   });
@@ -72,12 +83,12 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     await until(() => t.reference.inFlight() === 2, 'two listings held at the upstream');
     const refusedBefore = await refusals(t, 'overloaded');
 
-    // Over HTTP, refused by the server before yoga: not even a body that would not parse is read.
+    // Over HTTP, refused at the intake's first step: not even a body that would not parse is read.
     expectOverloaded(await send(JSON.stringify({ query: oneCall })));
     expectOverloaded(await send('{ not json'));
-    // A browser's request goes through yoga (for its CORS headers): refused there the same way.
+    // A browser's request, the same way.
     expectOverloaded(await send(JSON.stringify({ query: oneCall }), { origin: 'http://elsewhere.example' }));
-    // Through yoga.fetch, a single operation and a batch.
+    // Through the fetch transport, a single operation and a batch.
     expectOverloaded(await post(t, { query: oneCall }, oneCaller));
     const batch = await post(t, [{ query: oneCall }, { query: oneCall }], oneCaller);
     expect(batch.status).toBe(503);
@@ -175,40 +186,104 @@ describe('SHED_EVENT_LOOP_DELAY_MS=50', () => {
 });
 
 describe('a stream whose next() rejects', () => {
-  it("gives back its unit in flight and its caller's in-flight slot, though its consumer never cancels it", async () => {
-    // The plugin's own hooks, in yoga's order, around a stream that fails after its first part: a
-    // consumer that follows the streams spec (an errored stream is not cancelled) never calls its
-    // return(). (yoga's result processors on @whatwg-node/node-fetch's streams happen to.)
-    const shedder = new LoadShedder({ maxInFlight: 1, eventLoopDelayMs: 0, maxUpstreamQueued: 0, retryAfterSeconds: 1 }, { trustProxy: false, queuedCalls: () => 0, onRefused: () => undefined });
-    try {
-      const slotsBack: string[] = [];
-      const plugin = useInFlight(shedder, (caller) => slotsBack.push(caller));
-      const request = new RequestState(new Request('http://gateway/graphql', { method: 'POST', headers: { authorization: 'Bearer streaming' } }));
-      const operation = new OperationState();
-      request.operations.push(operation);
-      const context = { requestState: request, operationState: operation };
-      const refused = { response: undefined as Response | undefined };
-      plugin.onRequest!({ serverContext: context, fetchAPI: { Response }, endResponse: (response: Response) => (refused.response = response) } as never);
-      plugin.onParams!({ context } as never);
-      // What the caller limits' admission does with RATE_LIMIT_IN_FLIGHT.
-      operation.slot = request.caller!.key;
-      async function* parts(): AsyncGenerator<ExecutionResult> {
-        yield { data: { first: true } };
-        throw new Error('a part failed');
-      }
-      let stream: AsyncIterable<ExecutionResult> = parts();
-      plugin.onExecutionResult!({ result: stream, setResult: (wrapped: AsyncIterable<ExecutionResult>) => (stream = wrapped), context } as never);
-      plugin.onResponse!({ serverContext: context } as never);
-      expect([refused.response, shedder.inFlight, slotsBack]).toEqual([undefined, 1, []]);
+  /**
+   * The one path with the steps that count a request in flight (the shedder's, RATE_LIMIT_IN_FLIGHT's),
+   * both at one, around an executor whose parts fail after the first, once `fail` is called: what
+   * it serves, and the operation it streamed.
+   */
+  function failingStream() {
+    const config = loadConfig({ SHED_MAX_IN_FLIGHT: '1', SHED_EVENT_LOOP_DELAY_MS: '0', RATE_LIMIT_IN_FLIGHT: '1' });
+    const shedder = new LoadShedder(config.loadShedding, { queuedCalls: () => 0, onRefused: () => undefined });
+    const limiters = createCallerLimiters(config.callerLimits, { inFlightTtlSeconds: 60 });
+    const inFlight = useInFlight(shedder);
+    const callerLimits = useCallerLimits({ limiters, trustProxy: false });
+    const streamed: OperationState[] = [];
+    let fail!: () => void;
+    const failing = new Promise<void>((resolve) => (fail = resolve));
+    async function* parts(): AsyncGenerator<ExecutionResult> {
+      yield { data: { first: true } };
+      await failing;
+      throw new Error('a part failed');
+    }
+    const stages: Stages = {
+      intake: {
+        'in flight': inFlight.intake,
+        // What intake/params.ts makes of a request's parameters: one operation.
+        params: (request) => void request.operations.push(new OperationState({ query: '{ first }' }, request)),
+      },
+      document: { 'in flight': inFlight.document },
+      admission: { 'caller limits': callerLimits.admission },
+      plan: {},
+      execution: {
+        executor: (operation) => {
+          streamed.push(operation);
+          return parts();
+        },
+        result: {},
+      },
+      answer: { body: useAnswerBody({ maxBytes: 1_000_000 }).answer },
+      telemetry: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
+    };
+    const pipeline = new Pipeline({ stages, mask: () => new GraphQLError('Unexpected error.') });
+    const serve = routes({ endpoint: '/graphql', pipeline, trustProxy: false, endpointPage: () => undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    return { shedder, inFlightSlots: limiters.inFlight!, serve, streamed, fail };
+  }
 
-      const iterator = stream[Symbol.asyncIterator]();
-      expect(await iterator.next()).toEqual({ done: false, value: { data: { first: true } } });
-      await expect(iterator.next()).rejects.toThrow('a part failed');
+  /** Each transport's request for the stream, and what its client reads once the stream failed. */
+  const transports: Record<string, { failure: string; send(serve: Serve, init: RequestInit): Promise<{ response: Response; close(): Promise<void> }> }> = {
+    fetch: { failure: 'a part failed', send: async (serve, init) => ({ response: await fetchTransport(serve)('http://gateway/graphql', init), close: async () => undefined }) },
+    // Over a real port the client sees the response cut.
+    HTTP: {
+      failure: 'terminated',
+      async send(serve, init) {
+        const server = createServer(nodeTransport(serve));
+        await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+        const response = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`, init);
+        return { response, close: () => new Promise<void>((resolve) => server.close(() => resolve()).closeAllConnections()) };
+      },
+    },
+  };
+
+  /** The first chunks of a body until `text` is among them: what a client reading the stream has seen. */
+  async function readUntil(reader: ReadableStreamDefaultReader<Uint8Array>, text: string): Promise<string> {
+    const decoder = new TextDecoder();
+    let seen = '';
+    while (!seen.includes(text)) {
+      const { done, value } = await reader.read();
+      if (done) throw new Error(`the body ended before ${text}`);
+      seen += decoder.decode(value, { stream: true });
+    }
+    return seen;
+  }
+
+  it.each(Object.keys(transports))("gives back its unit in flight and its caller's in-flight slot, though its consumer never cancels it (the %s transport)", async (name) => {
+    // A consumer that follows the streams spec (an errored stream is not cancelled) never calls the
+    // parts' return(): what gives the counts back is the telemetry stage, which the transport runs
+    // once the body has failed.
+    const transport = transports[name]!;
+    const { shedder, inFlightSlots, serve, streamed, fail } = failingStream();
+    const { response, close } = await transport.send(serve, { method: 'POST', headers: { accept: 'multipart/mixed', authorization: 'Bearer streaming' } });
+    try {
+      expect([response.status, response.headers.get('content-type')]).toEqual([200, 'multipart/mixed; boundary="-"']);
+      const reader = response.body!.getReader();
+      expect(await readUntil(reader, '{"data":{"first":true}}')).toContain('Content-Type: application/json');
+      const [operation] = streamed;
+      const caller = operation!.request.caller;
+      // Its first part is out: its unit and its caller's slot are held until its last.
+      expect([shedder.inFlight, operation!.slot]).toEqual([1, caller.key]);
+
+      fail();
+      await expect(reader.read()).rejects.toThrow(transport.failure);
       expect(shedder.inFlight).toBe(0);
-      expect(slotsBack).toEqual([request.caller!.key]);
+      expect(operation!.slot).toBeUndefined();
+      // Its caller's slot is back in the limiter: the limit of one takes it again.
+      expect(waitOf(inFlightSlots, await take(inFlightSlots, caller.key, 1))).toBeUndefined();
       // Its caller's share is back too: the cap of one takes it again.
-      expect(shedder.admit(request.caller!)).toBe(true);
+      expect(shedder.admit(caller)).toBe(true);
     } finally {
+      // A test that failed early leaves no part waiting.
+      fail();
+      await close();
       shedder.close();
     }
   });

@@ -80,8 +80,6 @@ export interface ResponseCacheSteps {
  */
 export function useGatewayResponseCache(options: GatewayResponseCacheOptions): ResponseCacheSteps {
   const { cache } = options;
-  // Answers the library kept, to say `max-age` of.
-  const stored = new WeakSet<ExecutionResult>();
   const keeps = (operation: OperationState | undefined) => operation !== undefined && operation.prepared?.incremental !== true;
   const library = useResponseCache({
     // Looked up at admission: execution only stores and evicts.
@@ -96,11 +94,8 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
       if (operation !== undefined) operation.cacheTtl = ttl;
       return ttl;
     },
-    shouldCacheResult: ({ result }) => {
-      const keep = !result.errors?.length;
-      if (keep) stored.add(result);
-      return keep;
-    },
+    // An answer with errors (a partial one too) is never kept: what `afterExecution` reads as kept.
+    shouldCacheResult: ({ result }) => !result.errors?.length,
     includeExtensionMetadata: false,
   }) as EnvelopPlugin;
   // Before the library's own onExecuteDone, which stores the answer.
@@ -129,7 +124,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
       return isPromise(looked) ? looked.then(hit) : hit(looked);
     },
     envelop: [evictions, library],
-    execution: (operation) => afterExecution(operation, options, stored),
+    execution: (operation) => afterExecution(operation, options),
     answer(request, answer) {
       const kept = request.cacheable;
       if (!kept || (request.method !== 'GET' && request.method !== 'HEAD')) return;
@@ -154,7 +149,7 @@ function cacheableFrom(operation: OperationState, cacheable: Cacheable): void {
  * kept now says its TTL; a mutation's evictions are made by its outcome, and its answer waits for
  * every eviction under way (a read that follows it finds no stale answer).
  */
-function afterExecution(operation: OperationState, options: GatewayResponseCacheOptions, stored: WeakSet<ExecutionResult>): Promise<void> | undefined {
+function afterExecution(operation: OperationState, options: GatewayResponseCacheOptions): Promise<void> | undefined {
   const { cache } = options;
   const { result, cacheKey: key } = operation;
   if (result === undefined || isAsyncIterable(result)) return undefined;
@@ -173,8 +168,9 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
     return isPromise(kept) ? kept.then(serve) : (serve(kept), undefined);
   }
   if (operation.kept === undefined) {
+    // Kept by the library: it worked its TTL out (`onTtl`), and keeps an answer without errors for a TTL above 0.
     const ttl = operation.cacheTtl ?? 0;
-    cacheableFrom(operation, stored.has(result) && ttl > 0 && result.data != null ? freshFor(result.data, ttl) : false);
+    cacheableFrom(operation, ttl > 0 && !result.errors?.length && result.data != null ? freshFor(result.data, ttl) : false);
   }
   // After the mutation's upstream call, before its answer. Only what the mutation may have changed: not when it was refused before its call, or answered 4xx.
   const fields = operation.evictions;
