@@ -21,7 +21,7 @@ export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Itera
 
 export type { Caller };
 
-/** A request's headers as every transport gives them: names in lower case, a repeated header's values joined by commas. */
+/** A request's headers as every transport gives them, asked by their names in lower case: a repeated header's values joined by commas. */
 export interface RequestHeaders {
   get(name: string): string | null;
   has(name: string): boolean;

@@ -150,7 +150,10 @@ const answering = Symbol('http-server.answering');
 type AnsweredSocket = Socket & { [answering]?: number };
 
 /** The request asked to close its connection after the answer (`Connection: close`). */
-const askedToClose = (request: IncomingMessage): boolean => request.headers.connection?.split(',').some((option) => option.trim().toLowerCase() === 'close') === true;
+function askedToClose(request: IncomingMessage): boolean {
+  const { connection } = request.headers;
+  return connection !== undefined && connection !== 'keep-alive' && connection.split(',').some((option) => option.trim().toLowerCase() === 'close');
+}
 
 /** Headers given to writeHead as an object, their `Connection` made `close` (yoga's streamed answers say `keep-alive`). */
 function closing(headers: unknown): unknown {

@@ -37,6 +37,11 @@ function runAll<S>(steps: readonly ((subject: S) => MaybePromise<void>)[], subje
   return undefined;
 }
 
+/** An operation refused by a step: its refusal is its result. */
+function refuse(operation: OperationState, refusal: OperationVerdict): void {
+  if (refusal !== undefined) operation.result = { errors: refusal instanceof GraphQLError ? [refusal] : refusal };
+}
+
 /** The steps that are set, in order. */
 const listed = <T>(steps: Steps<T>): T[] => Object.values(steps).filter((step): step is T => step !== undefined);
 
@@ -106,14 +111,19 @@ export class Pipeline {
    * after the document concerns the operations without a result yet (not refused, not answered),
    * and the execution's result steps every operation, whatever gave it its result.
    */
-  #operation(operation: OperationState, stage = 0): MaybePromise<void> {
-    if (stage === this.#operations.length) return then(operation.result === undefined ? this.#execute(operation) : undefined, () => runAll(this.#result, operation));
-    if (operation.result !== undefined) return this.#operation(operation, this.#operations.length);
-    const verdict = runSteps<OperationState, OperationVerdict>(this.#operations[stage]!, operation, this.#refusal);
-    return then(verdict, (refusal) => {
-      if (refusal !== undefined) operation.result = { errors: refusal instanceof GraphQLError ? [refusal] : refusal };
-      return this.#operation(operation, stage + 1);
-    });
+  #operation(operation: OperationState, from = 0): MaybePromise<void> {
+    for (let stage = from; stage < this.#operations.length && operation.result === undefined; stage++) {
+      const verdict = runSteps<OperationState, OperationVerdict>(this.#operations[stage]!, operation, this.#refusal);
+      if (isPromise(verdict)) {
+        return verdict.then((refusal) => {
+          refuse(operation, refusal);
+          return this.#operation(operation, stage + 1);
+        });
+      }
+      refuse(operation, verdict);
+    }
+    const executed = operation.result === undefined ? this.#execute(operation) : undefined;
+    return isPromise(executed) ? executed.then(() => runAll(this.#result, operation)) : runAll(this.#result, operation);
   }
 
   #execute(operation: OperationState): MaybePromise<void> {

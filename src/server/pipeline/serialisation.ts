@@ -26,6 +26,8 @@ function publicExtensions(extensions: Record<string, unknown> | undefined): Reco
  * result holds (a part's `hasNext`, `incremental`, `pending`, `completed`), then `extensions`.
  */
 export function serialise(result: ExecutionResult): string {
+  // Most answers: nothing to put first, nothing to take out.
+  if (result.errors === undefined && result.extensions === undefined) return JSON.stringify(result);
   const { errors, extensions, ...rest } = result as ExecutionResult & Record<string, unknown>;
   const answer: Record<string, unknown> = errors?.length ? { errors: errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error)), ...rest } : rest;
   const shown = publicExtensions(extensions as Record<string, unknown> | undefined);

@@ -7,17 +7,17 @@ import type { Serve, Served } from '../routes.js';
 /** Node's request handler (what http/http-server.ts serves). */
 export type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/** Node's headers as every transport gives them: a repeated header's values joined as fetch's Headers joins them. */
+/** Node's headers as every transport gives them (asked by their lower-case names): a repeated header's values joined as fetch's Headers joins them. */
 class NodeHeaders implements RequestHeaders {
   constructor(private readonly raw: IncomingHttpHeaders) {}
 
   get(name: string): string | null {
-    const value = this.raw[name.toLowerCase()];
+    const value = this.raw[name];
     return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
   }
 
   has(name: string): boolean {
-    return this.raw[name.toLowerCase()] !== undefined;
+    return this.raw[name] !== undefined;
   }
 
   keys(): Iterable<string> {
