@@ -99,7 +99,7 @@ describe('only Get Heads Ext answering 503 (the issue\'s case)', () => {
 });
 
 describe('Retry-After goes only on an answer wholly refused by open breakers', () => {
-  // A query run again is run by its compiled code, answered before yoga (server/lane.ts): both ways.
+  // A query run again is run by its compiled code (documents/compiled-execution.ts): both ways.
   it.each(['on', 'off'])("is on a head(id) read Get Head By Id's breaker refuses, not on one whose other field is served (COMPILED_EXECUTION=%s)", async (compiled) => {
     const { t, post } = await serve({ COMPILED_EXECUTION: compiled });
     const [a, b] = t.reference.store.headIds();

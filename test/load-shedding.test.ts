@@ -20,7 +20,7 @@ import { sampleOf } from './support/metrics.js';
 import { until } from './support/until.js';
 
 /*
- * Load shedding (server/traffic/load-shedder.ts, traffic/load-shedding.ts): over the in-flight cap, or
+ * Load shedding (server/traffic/load-shedder.ts, traffic/in-flight.ts): over the in-flight cap, or
  * while the event loop lags, a new operation is refused at once with 503, Retry-After and
  * OVERLOADED, and makes no upstream call; probes and the operations already running go on.
  * Operations are held at the reference upstream by a latency fault and released by the test, so

@@ -219,7 +219,7 @@ export const environment = z.object({
     }),
   COMPILED_EXECUTION: oneOf(['on', 'off'])
     .default('on')
-    .register(variableDocs, { description: "compile hot queries with graphql-jit (see [compiled execution](docs/performance.md#compiled-execution)); `off` runs every operation on yoga's executor" }),
+    .register(variableDocs, { description: "compile hot queries with graphql-jit, those it answers exactly as graphql-js does (see [compiled execution](docs/performance.md#compiled-execution)); `off` runs every operation on the interpreter (graphql-tools' executor)" }),
   COMPILED_EXECUTION_AT_RUN: setting('compiledQueries.afterExecutions', integer(1, 1_000).default(2))
     .register(variableDocs, {
       description: 'the run of a query at which it is compiled, and from which it runs compiled: at its second, a one-off document never pays for a compilation; 1 compiles every query at once',
@@ -235,8 +235,11 @@ export const environment = z.object({
         'estimated heap the compiled queries kept may hold together (about 8 KB a field selection; a query larger than this stays interpreted). See [memory](docs/operations.md#memory)',
     }),
   DOCUMENT_CACHE_MAX_ENTRIES: setting('documentCache.maxEntries', integer(1, 1_000_000).default(1_000))
-    .register(variableDocs, { description: "document texts whose parse is kept (yoga's parse cache); what is kept per document (validation, plan) goes with them" }),
-  DOCUMENT_CACHE_MAX_BYTES: setting('documentCache.maxBytes', integer(mib, 16 * 1024 * mib).default(32 * mib)).register(variableDocs, { description: 'estimated heap those parses may hold together (about 0.5 KB a token)' }),
+    .register(variableDocs, {
+      description:
+        "query texts whose prepared document is kept (parsed and validated with every document policy, or the refusal it met), the least recently used dropped first; what else is kept per document (its plan's shape, compiled execution's count of its runs) goes with it",
+    }),
+  DOCUMENT_CACHE_MAX_BYTES: setting('documentCache.maxBytes', integer(mib, 16 * 1024 * mib).default(32 * mib)).register(variableDocs, { description: 'estimated heap those prepared documents may hold together (about 0.5 KB a token, besides the text)' }),
   WORKERS: setting('workers', workers().default(1).transform((value) => (value === 'auto' ? availableParallelism() : value)))
     .register(variableDocs, { description: 'gateway processes behind one port (`node:cluster`); `auto`: one per CPU' }),
   SHUTDOWN_DELAY_MS: setting('shutdown.delayMs', integer(0, 600_000).default(5_000))

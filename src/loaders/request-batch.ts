@@ -20,18 +20,6 @@ export class RequestBatch implements CallGuard {
    * call budget and one result items limit (documents/upstream-plan.ts charges them).
    */
   readonly planned = { calls: 0, items: 0 };
-  /** Bytes of JSON the batch's answers written so far weigh (answers/size-limit.ts). */
-  answeredBytes = 0;
-  readonly #signal: AbortSignal;
-
-  constructor(signal: AbortSignal) {
-    this.#signal = signal;
-  }
-
-  /** Whether the client has hung up. */
-  aborted(): boolean {
-    return this.#signal.aborted;
-  }
   readonly #guards: OperationGuard[] = [];
   #loaders: RequestLoaders | undefined;
 

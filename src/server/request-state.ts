@@ -268,6 +268,6 @@ export class RequestState {
   }
 
   startBatch(): void {
-    this.batch = new RequestBatch(this.incoming.signal);
+    this.batch = new RequestBatch();
   }
 }

@@ -311,9 +311,9 @@ function damaged(g: Gen, text: string): string {
 const accepts = [undefined, 'application/json', 'application/graphql-response+json', 'application/graphql-response+json, application/json', 'application/json;q=0.9, application/graphql-response+json', 'text/html'] as const;
 
 /**
- * Requests generated from the schema, over the heads `ids` names (and others). About three in four
- * could be answered by the compiled gateway's lane (server/lane.ts); the others go to its pipeline
- * (a GET, an Accept with q-values or none it answers in, an Origin, extensions).
+ * Requests generated from the schema, over the heads `ids` names (and others), in the shapes clients
+ * send them: POST and GET, Accept headers with q-values or none the gateway answers in, an Origin,
+ * extensions.
  */
 export const generatedRequests = (ids: readonly string[]): fc.Arbitrary<GeneratedRequest> =>
   fc.gen().map((g): GeneratedRequest => {

@@ -30,7 +30,7 @@ export type IntakeStep = (request: RequestState) => MaybePromise<RequestVerdict 
 /** A step of the document, admission or plan stage: on one operation. */
 export type OperationStep = (operation: OperationState) => MaybePromise<OperationVerdict | void>;
 
-/** Runs an operation that has no result yet: its compiled code or the interpreter (execution/engine.ts). */
+/** Runs an operation that has no result yet: its compiled code or the interpreter (documents/execution.ts). */
 export type Executor = (operation: OperationState) => MaybePromise<OperationResult>;
 
 /** A step of the execution stage once its result is there (or a step before it answered it): it may replace `operation.result`. */

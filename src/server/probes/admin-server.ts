@@ -11,7 +11,7 @@ const notFound = JSON.stringify({ status: 'not found' });
  * The admin port (ADMIN_PORT): `/health`, `/ready` and `/metrics` on a server of their own, as
  * Apollo Router and Envoy serve theirs, so that probes and scrapes are still answered while the
  * public port has all the connections MAX_CONNECTIONS allows. The answers are the public port's
- * (probes.ts); nothing else is served. Its connections have a small cap of their own and the same
+ * (probes/answers.ts); nothing else is served. Its connections have a small cap of their own and the same
  * slow-request timeouts, so a flood of this port cannot take the descriptors either.
  */
 export function createAdminServer(sources: ProbeSources & { readonly metrics: Pick<GatewayMetrics, 'watchConnections'> }, connections: ConnectionSettings): Server {
