@@ -20,10 +20,10 @@ export interface GatewayContext {
   /** The operation's upstream budget, deadline and call count. */
   readonly guard: OperationGuard;
   /**
-   * The operation's upstream plan, set before execution (documents/upstream-plan.ts): what each
-   * head and connection reads. Without one, fields load what they need as they run.
+   * The operation's upstream plan, made before execution (server/documents/upstream-plan.ts): what
+   * each head and connection reads. An empty one: fields load what they need as they run.
    */
-  plan: OperationPlan;
+  readonly plan: OperationPlan;
   /** The operation's span (server/telemetry/operation-telemetry.ts): the parent of its plan's and upstream calls' spans. */
   readonly trace: Context;
   /**
@@ -58,6 +58,8 @@ export interface RequestFacts {
   readonly batch: RequestBatch | undefined;
   /** The operation's span context. */
   readonly trace: Context | undefined;
+  /** The operation's upstream plan. @default an empty one: fields load what they need */
+  readonly plan?: OperationPlan | undefined;
 }
 
 /** What the context reads of its request: the caller's headers and the signal of its hanging up. */
@@ -73,8 +75,8 @@ export function createContext(request: ContextRequest, options: ContextOptions, 
   let logger: Logger | undefined;
   const guard = new OperationGuard({ budget: options.budget, deadlineMs: options.deadlineMs });
   // The client's signal cancels calls; the guard's deadline reaches them through remainingMs.
-  // (The transport only listens to it: wrapping it in AbortSignal.any would hide its `aborted`,
-  // @whatwg-node/server's stand-in signal stops updating once a composite takes it as a source.)
+  // (The transport only listens to it: wrapping it in AbortSignal.any would cost every request a
+  // composite signal, for a deadline the guard already keeps.)
   const upstream = options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard, trace });
   const loaderOptions = { fanout: options.fanout, strategy: options.strategy };
   return {
@@ -87,7 +89,7 @@ export function createContext(request: ContextRequest, options: ContextOptions, 
         : // Reads the batch shares hang under the span of the operation that made its loaders (the first).
           batch.loadersFor(guard, (batchGuard) => new RequestLoaders(options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard: batchGuard, trace }), loaderOptions)),
     guard,
-    plan: EMPTY_PLAN,
+    plan: facts.plan ?? EMPTY_PLAN,
     trace,
     // A pino child per request is not free (it compiles the redaction of its bindings).
     logger: () => (logger ??= options.logger.child({ requestId })),

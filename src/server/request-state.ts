@@ -4,6 +4,7 @@ import type { Cache } from '@graphql-yoga/plugin-response-cache';
 import type { Readable } from 'node:stream';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { RequestBatch } from '../loaders/request-batch.js';
+import type { OperationPlan } from '../plan/operation-plan.js';
 import { requestIdFrom, type GatewayContext } from '../schema/context.js';
 import type { ClientIdentity } from './instruments/client-awareness.js';
 import { callerFrom, tokenCallerOf, type Caller } from './callers.js';
@@ -136,6 +137,8 @@ export class OperationState {
   document: DocumentNode | undefined;
   /** The operation the document's operationName selects. */
   definition: OperationDefinitionNode | undefined;
+  /** Its upstream plan, made in the plan stage (documents/upstream-plan.ts); its context hands it to the resolvers. */
+  plan: OperationPlan | undefined;
   #context: GatewayContext | undefined;
   /** Counted in flight (traffic/in-flight.ts) until its answer is out, or its last part. */
   inFlight = false;

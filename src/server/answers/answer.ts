@@ -4,7 +4,7 @@ import type { Answer, AnswerStep } from '../pipeline/stages.js';
 import type { OperationResult, RequestState } from '../request-state.js';
 import { answerTypeFor, type AnswerType } from './media-types.js';
 import { framings, partsBody } from './parts.js';
-import { jsonKeepsSpecStatus, serialise, statusOf } from '../pipeline/serialisation.js';
+import { jsonKeepsSpecStatus, serialise, statusOf } from '../http/serialisation.js';
 
 export interface AnswerOptions {
   /** Largest answer one request gets, in bytes of JSON (a batch's answers together): MAX_RESPONSE_BYTES. */
@@ -34,8 +34,8 @@ async function* onePart(result: ExecutionResult): AsyncGenerator<ExecutionResult
 
 /**
  * The first step of the answer stage: the answer's media type (answers/media-types.ts, from the
- * Accept header as negotiated), its status (pipeline/serialisation.ts, GraphQL over HTTP's rules)
- * and its body, each result serialised once (pipeline/serialisation.ts), bounded by `maxBytes`
+ * Accept header as negotiated), its status (http/serialisation.ts, GraphQL over HTTP's rules)
+ * and its body, each result serialised once (http/serialisation.ts), bounded by `maxBytes`
  * (the backstop behind the result items limit: an answer whose JSON passes it anyway is replaced
  * by RESULT_TOO_LARGE, `limit: "response_bytes"`; a batch's answers count together, in batch
  * order), never serialised once its client has hung up. Refusals of the intake stage are answered

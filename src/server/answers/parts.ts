@@ -1,6 +1,6 @@
 import type { ExecutionResult } from 'graphql';
 import { Readable } from 'node:stream';
-import { serialise } from '../pipeline/serialisation.js';
+import { serialise } from '../http/serialisation.js';
 
 /** How one media type frames the parts of an answer (GraphQL over HTTP's incremental delivery). */
 interface Framing {
@@ -41,7 +41,7 @@ const HEARTBEAT_MS = 12_000;
 export const framings = { 'multipart/mixed': multipart, 'text/event-stream': eventStream } as const;
 
 /**
- * The body of an answer in parts: each result of `parts` serialised (pipeline/serialisation.ts) and
+ * The body of an answer in parts: each result of `parts` serialised (http/serialisation.ts) and
  * framed as it comes. Destroying the stream (its client gone) ends the parts' iterator, which
  * cancels what the operation still had to do.
  */

@@ -25,7 +25,7 @@ export function retryAfterSecondsOf(result: ExecutionResult): number | undefined
  * `Retry-After` on an answer of one operation wholly refused by open breakers or the upstream's
  * rate (`retryAfterSecondsOf`; a batch's answer carries none): in its `extensions.http`, which the
  * answer's status rule makes headers of and its serialisation leaves out of the body
- * (pipeline/serialisation.ts). A step of the execution stage.
+ * (http/serialisation.ts). A step of the execution stage.
  */
 export const retryAfter: ResultStep = (operation) => {
   const { result } = operation;

@@ -1,9 +1,9 @@
 import { SpanStatusCode } from '@opentelemetry/api';
-import type { DocumentNode, GraphQLError } from 'graphql';
+import type { Context } from '@opentelemetry/api';
+import { GraphQLError, type DocumentNode } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
-import { createContext, type ContextOptions, type GatewayContext } from '../../schema/context.js';
+import { createContext, type ContextOptions } from '../../schema/context.js';
 import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
-import { carriesToken } from '../../schema/inputs.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 import type { OperationStep } from '../pipeline/stages.js';
 import type { RequestState } from '../request-state.js';
@@ -45,13 +45,17 @@ export interface PlannedOperation {
   readonly document: DocumentNode;
   readonly operationName: string | null | undefined;
   readonly variables: Record<string, unknown> | null | undefined;
+  /** Its request carries a token: calls that need one are planned. */
+  readonly authorized: boolean;
+  /** Its span's context: the plan's span hangs under it. */
+  readonly trace: Context | undefined;
 }
 
 /**
- * Plans an operation on its context (`context.plan`), or refuses it: the refusal is counted and
- * its span marked, and the caller answers it as the operation's only error.
+ * Plans an operation, or refuses it: the refusal is counted and its span marked, and the caller
+ * answers it as the operation's only error.
  */
-export type PlanAdmission = (context: GatewayContext, operation: PlannedOperation, batch: RequestState['batch']) => GraphQLError | undefined;
+export type PlanAdmission = (operation: PlannedOperation, batch: RequestState['batch']) => OperationPlan | GraphQLError;
 
 /**
  * Plans the operation's upstream calls before execution (`plan/operation-plan.ts`) and hands the
@@ -67,9 +71,9 @@ export type PlanAdmission = (context: GatewayContext, operation: PlannedOperatio
 export function planAdmission(options: UpstreamPlanOptions): PlanAdmission {
   const { planner, budget, maxItems } = options;
   const tracer = options.tracing?.recording === true ? options.tracing.tracer : undefined;
-  return (context, operation, batch) => {
-    const span = tracer?.startSpan('upstream plan', undefined, context.trace);
-    const plan = planner.plan({ document: operation.document, operationName: operation.operationName, variables: operation.variables ?? undefined, authorized: carriesToken(context) });
+  return (operation, batch) => {
+    const span = tracer?.startSpan('upstream plan', undefined, operation.trace);
+    const plan = planner.plan({ document: operation.document, operationName: operation.operationName, variables: operation.variables ?? undefined, authorized: operation.authorized });
     const refusal = refusalOf(plan, batch?.planned ?? NOTHING_PLANNED, budget, maxItems);
     if (span !== undefined) {
       span.setAttribute(spanAttributes.planCalls, plan.calls);
@@ -78,12 +82,11 @@ export function planAdmission(options: UpstreamPlanOptions): PlanAdmission {
       span.end();
     }
     if (refusal === undefined) {
-      context.plan = plan;
       if (batch !== undefined) {
         batch.planned.calls += plan.calls;
         batch.planned.items += plan.items;
       }
-      return undefined;
+      return plan;
     }
     options.onRefused?.(refusal.extensions.limit as 'budget' | 'items');
     return refusal;
@@ -91,13 +94,19 @@ export function planAdmission(options: UpstreamPlanOptions): PlanAdmission {
 }
 
 /**
- * The first step of the plan stage: the operation's context (schema/context.ts: its loaders, its
- * guard, the upstream bound to its caller), then its plan, or its refusal (planAdmission).
+ * The first step of the plan stage: the operation's plan, or its refusal (planAdmission); then its
+ * context (schema/context.ts: its loaders, its guard, the upstream bound to its caller), which
+ * hands the plan to its resolvers.
  */
 export function useUpstreamPlan(admit: PlanAdmission, contextOptions: ContextOptions): OperationStep {
   return (operation) => {
-    const { request } = operation;
-    const context = (operation.context = createContext(request.incoming, contextOptions, { requestId: request.requestId, batch: request.batch, trace: operation.record?.trace }));
-    return admit(context, { document: operation.document!, operationName: operation.params.operationName, variables: operation.params.variables }, request.batch);
+    const { request, params } = operation;
+    const trace = operation.record?.trace;
+    const authorization = request.headers.get('authorization');
+    const plan = admit({ document: operation.document!, operationName: params.operationName, variables: params.variables, authorized: authorization !== null && authorization.trim() !== '', trace }, request.batch);
+    if (plan instanceof GraphQLError) return plan;
+    operation.plan = plan;
+    operation.context = createContext(request.incoming, contextOptions, { requestId: request.requestId, batch: request.batch, trace, plan });
+    return undefined;
   };
 }

@@ -3,7 +3,6 @@ import type { GraphQLError } from 'graphql';
 import type { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { IntakeStep } from '../pipeline/stages.js';
-import { refusalBody, refusalType } from '../http/refusal.js';
 import type { RequestHeaders } from '../request-state.js';
 
 export interface RequestBodyOptions {
@@ -23,7 +22,8 @@ const identity = new Set(['identity', 'none']);
 const tooLarge = (maxBytes: number) =>
   createGraphQLError(`Request body is larger than ${maxBytes} bytes`, { extensions: { code: 'PAYLOAD_TOO_LARGE', limit: 'body', http: { status: 413 } } });
 
-const unsupportedEncoding = refusalBody(`The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`, 'UNSUPPORTED_MEDIA_TYPE');
+const unsupportedEncoding = () =>
+  createGraphQLError(`The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`, { extensions: { code: 'UNSUPPORTED_MEDIA_TYPE', http: { status: 415 } } });
 
 /**
  * The coding of a Content-Encoding header as HTTP means it: case-insensitive, spaces around the
@@ -65,7 +65,7 @@ export function useRequestBody(options: RequestBodyOptions): { readonly intake: 
   return {
     intake(request) {
       const { headers } = request;
-      if (codingOf(headers.get('content-encoding')) === undefined) return { status: 415, headers: { 'content-type': refusalType }, body: unsupportedEncoding };
+      if (codingOf(headers.get('content-encoding')) === undefined) return unsupportedEncoding();
       const declared = headers.get('content-length');
       return declared !== null && Number(declared) > maxBytes ? refuse() : undefined;
     },

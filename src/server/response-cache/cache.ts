@@ -2,7 +2,7 @@ import type { Cache } from '@graphql-yoga/plugin-response-cache';
 import type { ExecutionResult } from 'graphql';
 import { isPromise, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import { serialise } from '../pipeline/serialisation.js';
+import { serialise } from '../http/serialisation.js';
 
 import type { CacheEntityRecord } from '../request-state.js';
 
@@ -53,7 +53,7 @@ export interface GuardedStore<Epoch extends {}> {
 
 /**
  * What a store keeps of an answer, as JSON: its data and extensions, serialised as every answer
- * is (pipeline/serialisation.ts): the body a client is sent for a hit.
+ * is (http/serialisation.ts): the body a client is sent for a hit.
  */
 export const answerJson = (result: ExecutionResult): string => serialise(result);
 

@@ -95,7 +95,7 @@ export function useCallerLimits(options: CallerLimitsOptions): CallerLimitSteps 
     return undefined;
   };
   const charge: OperationStep = async (operation) => {
-    const calls = operation.context?.plan.calls ?? 0;
+    const calls = operation.plan?.calls ?? 0;
     if (calls === 0) return undefined;
     const wait = waitOf(upstreamCalls!, await take(upstreamCalls!, operation.request.caller.key, calls));
     // Not remembered for the intake: an operation that plans no call must still pass.

@@ -9,13 +9,12 @@ import type { LoadShedder } from './load-shedder.js';
  * then, on every transport).
  *
  * Overload is refused here, the intake stage's first step, before the body is read or anything
- * runs: 503, `Retry-After` and code OVERLOADED, in plain JSON (the media type is not agreed yet).
+ * runs: 503, `Retry-After` and code OVERLOADED.
  */
 export function useInFlight(shedder: LoadShedder): { readonly intake: IntakeStep; readonly document: OperationStep; readonly telemetry: TelemetryStep } {
-  const overloaded = { status: 503, headers: shedder.headers, body: shedder.body };
   return {
     intake(request) {
-      if (!shedder.admit(request.caller)) return overloaded;
+      if (!shedder.admit(request.caller)) return shedder.overloaded();
       request.held = 1;
       return undefined;
     },

@@ -1,7 +1,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { LoadSheddingSettings } from '../../config.js';
 import type { Caller } from '../callers.js';
-import { refusalBody, refusalType } from '../http/refusal.js';
+import { GraphQLError } from 'graphql';
 import { CallerShares } from './caller-shares.js';
 
 /** How often the event loop's delay is read (and its histogram started again). */
@@ -64,9 +64,7 @@ export class LoadShedder {
   readonly #ceiling: number;
   readonly #histogram: IntervalHistogram;
   readonly #timer: NodeJS.Timeout;
-  /** The refusal's body and headers (made once: they never change). */
-  readonly body: string;
-  readonly headers: Readonly<Record<string, string>>;
+  readonly #retryAfterSeconds: number;
 
   constructor(
     readonly settings: LoadSheddingSettings,
@@ -75,9 +73,7 @@ export class LoadShedder {
     const { maxInFlight } = settings;
     this.#ceiling = maxInFlight === 0 ? CEILING_WITHOUT_CAP : 2 * maxInFlight;
     this.#cap = maxInFlight === 0 ? this.#ceiling : maxInFlight;
-    const seconds = settings.retryAfterSeconds;
-    this.body = refusalBody(`The gateway is overloaded: try again in ${seconds} s.`, 'OVERLOADED', { retryAfterSeconds: seconds });
-    this.headers = Object.freeze({ 'content-type': refusalType, 'retry-after': String(seconds) });
+    this.#retryAfterSeconds = settings.retryAfterSeconds;
     this.#histogram = monitorEventLoopDelay({ resolution: DELAY_RESOLUTION_MS });
     this.#histogram.enable();
     this.#timer = setInterval(() => this.#sample(), DELAY_WINDOW_MS).unref();
@@ -86,6 +82,14 @@ export class LoadShedder {
   /** Operations admitted whose answer is not yet out (an @defer/@stream one until its last part): the one count. */
   get inFlight(): number {
     return this.#inFlight;
+  }
+
+  /** The refusal of an operation refused for overload: HTTP 503, code OVERLOADED, and when to try again (`Retry-After`). */
+  overloaded(): GraphQLError {
+    const seconds = this.#retryAfterSeconds;
+    return new GraphQLError(`The gateway is overloaded: try again in ${seconds} s.`, {
+      extensions: { code: 'OVERLOADED', retryAfterSeconds: seconds, http: { status: 503, headers: { 'Retry-After': String(seconds) } } },
+    });
   }
 
   /** Upstream calls waiting for a pool connection. */
