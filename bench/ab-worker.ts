@@ -47,7 +47,7 @@ async function load(checkout: string, task: WorkerTask): Promise<BuiltGateway> {
   const metrics = new GatewayMetrics({ clusterWorker: false });
   const built = buildGateway(config, config.upstreamUrl, { logger: createLogger({ level: config.logLevel }), metrics });
   if (task.transport === 'fetch') return built;
-  // As main.ts serves it (a build of before issue 40 also took its refusals before yoga).
+  // As main.ts serves it (a build of before issue 40 also took refusals of its own at the HTTP server).
   const server: Server = createGatewayServer(built.handler, config, metrics, built.refuseEarly);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connections: task.concurrency, pipelining: 1 });

@@ -15,8 +15,8 @@ import { scenarios, type Scenario } from './scenarios.js';
  * measures them in turns, so the machine's drift hits both alike and a difference of a few µs
  * an operation shows. It does it twice, each build loaded first once, and averages: the build
  * loaded second runs a few µs faster for the same code. The reference upstream runs on CPU 1.
- * It cannot see what happens before yoga (the HTTP server, compression): requests go through
- * `app.fetch`, and they carry no Content-Length, so the body cap counts every body.
+ * Over HTTP (the default) it sees the whole path as served, the HTTP server and compression
+ * included; with `--transport fetch` requests go through `app.fetch`, without the server.
  */
 
 const usage = `Usage: npm run bench:ab -- <checkout A> <checkout B> [--only Q1 | --query <document>] [--rounds 30] [--ops 2000] [--connections 16] [--transport http]

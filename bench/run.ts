@@ -173,7 +173,7 @@ async function main(): Promise<void> {
   const upstreamUrl = upstream.url;
   const admin = new URL('/__reference/', upstreamUrl).href;
   const fx = await fixtures(upstreamUrl);
-  // NODE_ENV=production as deployed (graphql-js and yoga skip development-only checks).
+  // NODE_ENV=production as deployed (graphql-js skips development-only checks).
   const gatewayEnv: Record<string, string> = { PORT: '0', HOST, UPSTREAM_URL: upstreamUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production' };
   if (opts.workers !== undefined) gatewayEnv.WORKERS = String(opts.workers);
   Object.assign(gatewayEnv, opts.env);

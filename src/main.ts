@@ -51,8 +51,8 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
 }
 
 /**
- * One gateway process: the yoga app on an HTTP server, stopped gracefully by `stop`. Its modules
- * load here, not at the top: a cluster primary only forks, and the whole graph (yoga, the schema,
+ * One gateway process: the gateway on an HTTP server, stopped gracefully by `stop`. Its modules
+ * load here, not at the top: a cluster primary only forks, and the whole graph (the pipeline, the schema,
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
 async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; adminPort: number | undefined; stop: Stop }> {

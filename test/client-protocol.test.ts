@@ -7,7 +7,7 @@ import { HeadShape } from '../src/reference-upstream/store.js';
 import { answer, jsonHeaders, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
- * The client protocol over yoga.fetch (no port): automatic persisted queries, trusted documents,
+ * The client protocol over gateway.fetch (no port): automatic persisted queries, trusted documents,
  * batches, GET (and the CSRF check of CSRF_PREVENTION), compressed request bodies. Every refusal is checked for its
  * code, its status and for making no upstream call. The real client libraries are driven over a
  * port in clients.test.ts.

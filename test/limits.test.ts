@@ -454,7 +454,7 @@ describe('variables depth (MAX_VARIABLES_DEPTH, default 100)', () => {
     expect(answers[1]!.data).toEqual({ head: { name: expect.any(String) } });
   });
 
-  it('a hot query through the lane (a real port) is refused the same, and the gateway goes on serving', async () => {
+  it('a hot query run by its compiled code (a real port) is refused the same, and the gateway goes on serving', async () => {
     const endpoint = await t.listen();
     const over = (text: string) => fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
     for (let i = 0; i < 3; i++) expect((await over(body(2, ids[1]!))).status).toBe(200);

@@ -51,7 +51,7 @@ describe('the fragment fan-out with MAX_REPEATED_FIELDS=1000', () => {
 
   it('costs about what a plain document of its length does, and does not hold up a concurrent { __typename }', async () => {
     const length = fanOut().length;
-    // Warm both paths (JIT, yoga's plugins), then alternate fresh documents (no parse cache hit).
+    // Warm both paths (JIT, the steps), then alternate fresh documents (no prepared document to reuse).
     await timed(fanOut());
     await timed(plainOfLength(length));
     const craftedRuns: { own: number; typename: number }[] = [];

@@ -95,8 +95,8 @@ export interface PlanRequest {
 }
 
 /**
- * Plans operations. Documents come from yoga's parse cache, so the same text is the same
- * DocumentNode: what is derived from one is kept in a WeakMap beside yoga's own validation cache,
+ * Plans operations. Documents come from the gateway's prepared documents, so the same text is the
+ * same DocumentNode: what is derived from one is kept in a WeakMap beside them,
  * bounded by it, and a hot operation costs its variables' binding, never a selection analysis.
  */
 export class Planner {

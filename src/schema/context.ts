@@ -28,7 +28,7 @@ export interface GatewayContext {
   readonly trace: Context;
   /**
    * The request's logger (its request id bound), made on first use: most operations never log.
-   * A method, not a getter: yoga copies the context with Object.assign, which calls getters.
+   * A method, not a getter: a copy of the context (`{ ...context }`) would call a getter, and make one.
    */
   readonly logger: () => Logger;
 }

@@ -15,6 +15,7 @@ const built = builder.toSchema({ sortSchema: false });
 /**
  * The schema, with the incremental delivery directives (@defer, @stream) declared in it, so that
  * schema.graphql states them for clients and their compilers (relay-compiler refuses @defer
- * against a schema without it). yoga's defer-stream plugin serves them.
+ * against a schema without it). graphql-tools' executor serves them, with the validation rules of
+ * yoga's defer-stream plugin (server/documents/incremental-delivery.ts).
  */
 export const schema = new GraphQLSchema({ ...built.toConfig(), directives: [...built.getDirectives(), GraphQLDeferDirective, GraphQLStreamDirective] });

@@ -35,8 +35,10 @@ export interface Incoming {
   /** The request target as sent: its path and query (`/graphql?query=…`). */
   readonly target: string;
   readonly headers: RequestHeaders;
-  /** Aborted when the client hangs up. */
+  /** Aborted when the client hangs up: made when first asked for (a kept answer needs none). */
   readonly signal: AbortSignal;
+  /** Whether the client has hung up, asked without making the signal. */
+  readonly gone: boolean;
   /** The connection's peer address, where the transport has one. */
   readonly peer: string | undefined;
   /** The body as it streams in (null: none). Read by the intake stage, once. */
@@ -242,6 +244,11 @@ export class RequestState {
 
   get signal(): AbortSignal {
     return this.incoming.signal;
+  }
+
+  /** Whether its client has hung up. */
+  get gone(): boolean {
+    return this.incoming.gone;
   }
 
   /** The request as library plugins read one, made on first use. */

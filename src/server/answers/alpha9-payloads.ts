@@ -18,7 +18,7 @@ import {
 
 /*
  * Incremental delivery in the format of graphql-js 17.0.0-alpha.9 (Apollo's `incrementalSpec=v0.2`),
- * from the parts yoga's executor writes in the format of 2022-08-24:
+ * from the parts graphql-tools' executor writes in the format of 2022-08-24:
  *
  *   2022-08-24                                    alpha.9
  *   { data, hasNext }                             { data, pending: [{ id, path, label }], hasNext }
@@ -63,7 +63,7 @@ interface IncrementalEntry {
   readonly extensions?: Record<string, unknown>;
 }
 
-/** A part as yoga's executor writes it (2022-08-24). */
+/** A part as graphql-tools' executor writes it (2022-08-24). */
 export interface Payload2022 {
   readonly data?: Record<string, unknown> | null;
   readonly errors?: readonly unknown[];

@@ -57,7 +57,7 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
     if (type === 'multipart/mixed' || type === 'text/event-stream') return inParts(answer, type, onePart(result), statusOf(result, answer.headers, type === 'text/event-stream'));
     answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
     answer.headers.set('content-type', `${type}; charset=utf-8`);
-    answer.body = request.signal.aborted ? abandoned() : bounded(kept ?? serialise(result), maxBytes).json;
+    answer.body = request.gone ? abandoned() : bounded(kept ?? serialise(result), maxBytes).json;
   };
   const abandoned = () => {
     options.onAbandoned?.();
@@ -67,7 +67,7 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
     const type = answerTypeFor(request.negotiated?.accept ?? request.headers.get('accept'), false);
     if (type === undefined) return notAcceptable(answer);
     answer.headers.set('content-type', `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`);
-    if (request.signal.aborted) {
+    if (request.gone) {
       for (let i = 1; i < results.length; i++) options.onAbandoned?.();
       answer.body = abandoned();
       return;

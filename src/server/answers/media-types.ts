@@ -1,5 +1,3 @@
-import { LRUCache } from 'lru-cache';
-
 /** The media types an answer goes out in: one JSON document, or parts (multipart/mixed, an event stream). */
 export type AnswerType = 'application/graphql-response+json' | 'application/json' | 'multipart/mixed' | 'text/event-stream';
 
@@ -44,14 +42,25 @@ function typeFor(accept: string, parts: boolean): AnswerType | undefined {
   return chosen;
 }
 
-/** Clients send a handful of distinct Accept headers: each is read once per kind of answer. */
-const chosen = new LRUCache<string, { whole: AnswerType | 'none'; parts: AnswerType | 'none' }>({ max: 256 });
+type Chosen = { readonly whole: AnswerType | undefined; readonly parts: AnswerType | undefined };
+
+/**
+ * Clients send a handful of distinct Accept headers: each is read once per kind of answer. At most
+ * 256 kept, each at most 256 characters (a longer one is read each time): a few kB whatever clients send.
+ */
+const chosen = new Map<string, Chosen>();
+const KEPT = 256;
 
 /** The media type of an answer to a request with `accept` (none: `*\/*`), whole or in parts; undefined: none fits. */
 export function answerTypeFor(accept: string | null | undefined, parts: boolean): AnswerType | undefined {
   const header = accept || '*/*';
   let known = chosen.get(header);
-  if (known === undefined) chosen.set(header, (known = { whole: typeFor(header, false) ?? 'none', parts: typeFor(header, true) ?? 'none' }));
-  const type = parts ? known.parts : known.whole;
-  return type === 'none' ? undefined : type;
+  if (known === undefined) {
+    known = { whole: typeFor(header, false), parts: typeFor(header, true) };
+    if (header.length <= KEPT) {
+      if (chosen.size >= KEPT) chosen.clear();
+      chosen.set(header, known);
+    }
+  }
+  return parts ? known.parts : known.whole;
 }

@@ -8,7 +8,7 @@ import type { Negotiated } from '../request-state.js';
 import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
 
-/** The media types yoga answers in, each with the only charset it writes. */
+/** The media types the gateway answers in, each with the only charset it writes. */
 const mediaTypes = ['application/json', 'application/graphql-response+json', 'multipart/mixed', 'text/event-stream'].map((type) => `${type};charset=utf-8`);
 
 /** The types that carry an answer in parts (@defer, @stream). */
@@ -67,7 +67,8 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  *   `GraphQL17Alpha9Handler` and Apollo Server 5.1 speak.
  */
 export function useContentNegotiation(options: { readonly schema: GraphQLSchema }): { readonly intake: IntakeStep; readonly document: OperationStep; readonly execution: ResultStep } {
-  // Clients send a handful of distinct Accept headers: each is negotiated once.
+  // Clients send a handful of distinct Accept headers: each is negotiated once (256 at most, of 256
+  // characters at most: a longer one is negotiated each time).
   const known = new LRUCache<string, Negotiated>({ max: 256 });
   return {
     intake(request) {
@@ -75,7 +76,10 @@ export function useContentNegotiation(options: { readonly schema: GraphQLSchema 
       // None (or empty): anything.
       if (!accept) return undefined;
       let negotiated = known.get(accept);
-      if (negotiated === undefined) known.set(accept, (negotiated = negotiate(accept)));
+      if (negotiated === undefined) {
+        negotiated = negotiate(accept);
+        if (accept.length <= 256) known.set(accept, negotiated);
+      }
       if (negotiated.types.length === 0) return { status: 406, headers: { 'content-type': refusalType }, body: refusalBody(noAnswerType, 'NOT_ACCEPTABLE') };
       request.negotiated = negotiated;
       return undefined;

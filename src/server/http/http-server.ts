@@ -68,8 +68,9 @@ const multipart = /^multipart\/mixed\b/i;
 
 /**
  * Which responses to compress: compressible types (JSON, HTML, text/event-stream) and multipart.
- * yoga marks its event streams `Content-Encoding: none` to keep compressors that buffer away;
- * ours flushes every write, so the mark (not a registered coding) is dropped and they are compressed.
+ * An event stream is marked `Content-Encoding: none` (answers/parts.ts) to keep compressors that
+ * buffer away; ours flushes every write, so the mark (not a registered coding) is dropped and they
+ * are compressed.
  */
 function compressible(...[request, response]: Parameters<typeof compression.filter>): boolean {
   if (response.getHeader('content-encoding') === 'none') response.removeHeader('content-encoding');
@@ -155,7 +156,7 @@ function askedToClose(request: IncomingMessage): boolean {
   return connection !== undefined && connection !== 'keep-alive' && connection.split(',').some((option) => option.trim().toLowerCase() === 'close');
 }
 
-/** Headers given to writeHead as an object, their `Connection` made `close` (yoga's streamed answers say `keep-alive`). */
+/** Headers given to writeHead as an object, their `Connection` made `close` (a streamed answer says `keep-alive`: answers/parts.ts). */
 function closing(headers: unknown): unknown {
   if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) return headers;
   return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, name.toLowerCase() === 'connection' ? 'close' : value]));
@@ -163,7 +164,7 @@ function closing(headers: unknown): unknown {
 
 /**
  * Responses that say `Connection: close` once their server is draining, or when their request
- * asked for it (a multipart or event-stream answer of yoga's says `keep-alive` otherwise, in
+ * asked for it (a multipart or event-stream answer says `keep-alive` otherwise, in
  * headers given or set): decided as their headers go out, so an answer in flight when the stop
  * began closes its connection after it, and no response is tracked (a long-lived set of them
  * costs every request a promotion: docs/performance.md#measured-reasons). Each also counts itself

@@ -15,7 +15,7 @@ export function pathOf(url: string): string {
 }
 
 /**
- * Whether yoga serves a request as GraphQL rather than as an unknown route: its rule
+ * Whether the gateway serves a request as GraphQL rather than as an unknown route (yoga's rule):
  * (use-unhandled-route), the endpoint's path with or without a trailing slash, or a URL that ends
  * in it.
  */

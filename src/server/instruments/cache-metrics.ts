@@ -7,7 +7,7 @@ export interface CacheUse {
   readonly bytes: number;
 }
 
-/** The caches kept per distinct document (yoga's parse cache, compiled queries): their entries and bytes by cache, read at each scrape. */
+/** The caches kept per distinct document (the prepared documents, compiled queries): their entries and bytes by cache, read at each scrape. */
 export class DocumentCacheMetrics extends MetricGroup {
   /** Readers of the caches kept per distinct document, by cache (`parsed`, `compiled`), read at each scrape. */
   readonly #caches = new Map<string, () => CacheUse>();

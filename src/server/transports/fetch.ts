@@ -17,7 +17,8 @@ export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: 
     const request = input instanceof Request && init === undefined ? input : new Request(input, init as RequestInit);
     const url = new URL(request.url);
     const body = request.body === null ? null : Readable.fromWeb(request.body as import('node:stream/web').ReadableStream);
-    const { answer, done } = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal: request.signal, peer: undefined, body });
+    const { signal } = request;
+    const { answer, done } = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal, get gone() { return signal.aborted; }, peer: undefined, body });
     const headers = new Headers([...answer.headers]);
     if (answer.body instanceof Readable) {
       answer.body.once('close', done);
