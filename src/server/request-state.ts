@@ -142,10 +142,6 @@ export class OperationState {
   /** Its upstream plan, made in the plan stage (documents/upstream-plan.ts); its context hands it to the resolvers. */
   plan: OperationPlan | undefined;
   #context: GatewayContext | undefined;
-  /** Counted in flight (traffic/in-flight.ts) until its answer is out, or its last part. */
-  inFlight = false;
-  /** Its answer is a stream of parts: the response going out is not its end. */
-  streaming = false;
   /** The caller whose in-flight slot it holds, given back once (traffic/caller-limits.ts). */
   slot: string | undefined;
   /** Its TTL in the response cache, as the cache computed it. */
