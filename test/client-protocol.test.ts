@@ -221,6 +221,31 @@ describe('batches (a JSON array of operations in one POST)', () => {
     expect(got.headers.get('x-request-id')).toBe('batch-1');
     expect(t.calls().map((call) => call.headers['x-request-id'])).toEqual(['batch-1', 'batch-1']);
   });
+
+  it('an entry that is no object (null, a number, a list) is that entry refused, HTTP 400 BAD_REQUEST; the others run', async () => {
+    const got: Batch = await post([null, { query: headQuery(ids[0]!) }, 7, []]);
+    expect(got.status).toBe(200);
+    expect(got.body).toHaveLength(4);
+    expect(got.body.map((entry) => entry.errors?.[0]?.message)).toEqual([
+      'Expected params to be an object but given null.',
+      undefined,
+      'Expected params to be an object but given number.',
+      'Expected params to be an object but given array.',
+    ]);
+    expect([0, 2, 3].map((i) => codes(got.body[i]!))).toEqual([['BAD_REQUEST'], ['BAD_REQUEST'], ['BAD_REQUEST']]);
+    expect(got.body[1]).toEqual({ data: { head: { name: upstreamHead(ids[0]!).name } } });
+    expect(t.calls()).toHaveLength(1);
+  });
+
+  it('an operation with @defer in a batch (one JSON array) is answered whole, whatever the client takes', async () => {
+    const deferred = `{ head(id: "${ids[2]}") { name ... @defer { url } } }`;
+    for (const accept of ['application/json', 'multipart/mixed, application/json']) {
+      const got: Batch = await post([{ query: deferred }, { query: '{ __typename }' }], t, { accept });
+      expect(got.status, accept).toBe(200);
+      expect(got.headers.get('content-type'), accept).toMatch(/^application\/json/);
+      expect(got.body, accept).toEqual([{ data: { head: { name: upstreamHead(ids[2]!).name, url: upstreamHead(ids[2]!).url } } }, { data: { __typename: 'Query' } }]);
+    }
+  });
 });
 
 describe('GET queries', () => {

@@ -225,7 +225,7 @@ describe('a stream whose next() rejects', () => {
       telemetry: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
     };
     const pipeline = new Pipeline({ stages, mask: () => new GraphQLError('Unexpected error.') });
-    const serve = routes({ endpoint: '/graphql', pipeline, trustProxy: false, endpointPage: () => undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    const serve = routes({ endpoint: '/graphql', pipeline, trustProxy: false, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { shedder, inFlightSlots: limiters.inFlight!, serve, streamed, fail };
   }
 

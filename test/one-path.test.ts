@@ -1,14 +1,25 @@
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
+import { useAnswerBody } from '../src/server/answers/answer.js';
+import { errorMasking } from '../src/server/answers/masking.js';
 import { buildGateway } from '../src/server/gateway.js';
 import { createLogger } from '../src/server/instruments/logger.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
-import { stageNames } from '../src/server/pipeline/stages.js';
+import { Pipeline } from '../src/server/pipeline/pipeline.js';
+import { stageNames, type Stages } from '../src/server/pipeline/stages.js';
+import { OperationState } from '../src/server/request-state.js';
+import { routes } from '../src/server/routes.js';
+import { useInFlight } from '../src/server/traffic/in-flight.js';
+import { LoadShedder } from '../src/server/traffic/load-shedder.js';
+import { fetchTransport } from '../src/server/transports/fetch.js';
+import { nodeTransport } from '../src/server/transports/node.js';
 import { sampleOf } from './support/metrics.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { until } from './support/until.js';
 
 /*
  * The one path (docs/architecture.md): every GraphQL request meets the same stages in the same
@@ -193,5 +204,100 @@ describe('fast in production configurations: hot queries run compiled there too'
         await t.close();
       }
     });
+  });
+});
+
+describe('a step that fails never loses an answer, nor the telemetry stage', () => {
+  /** Where the failure is, and how: thrown, or a promise that rejects. */
+  type Fault = { readonly stage: 'result' | 'answer'; readonly how: 'throws' | 'rejects' } | undefined;
+
+  /**
+   * The one path with the in-flight count, the one masking and the answer body, a step after each
+   * that fails as `fault` says, and a telemetry step that counts the requests it saw out.
+   */
+  function faulty() {
+    const config = loadConfig({ SHED_MAX_IN_FLIGHT: '10', SHED_EVENT_LOOP_DELAY_MS: '0' });
+    const shedder = new LoadShedder(config.loadShedding, { queuedCalls: () => 0, onRefused: () => undefined });
+    const inFlight = useInFlight(shedder);
+    const masking = errorMasking(createLogger({ level: 'silent' }));
+    const state = { fault: undefined as Fault, finished: 0, header: 'a-value' };
+    const fail = (stage: 'result' | 'answer') => {
+      if (state.fault?.stage !== stage) return undefined;
+      const failure = new Error(`the ${stage} step failed at upstream.internal:8080`);
+      if (state.fault.how === 'throws') throw failure;
+      return Promise.reject(failure);
+    };
+    const stages: Stages = {
+      intake: { 'in flight': inFlight.intake, params: (request) => void request.operations.push(new OperationState({ query: '{ ok }' }, request)) },
+      document: { 'in flight': inFlight.document },
+      admission: {},
+      plan: {},
+      execution: { executor: () => ({ data: { ok: true } }), result: { masking: masking.execution, faulty: () => fail('result') } },
+      answer: {
+        body: useAnswerBody({ maxBytes: 1_000_000 }).answer,
+        faulty: (_request, answer) => {
+          answer.headers.set('x-made-by', state.header);
+          return fail('answer');
+        },
+      },
+      telemetry: { 'in flight': inFlight.telemetry, counted: () => void state.finished++ },
+    };
+    const pipeline = new Pipeline({ stages, mask: masking.mask });
+    const serve = routes({ endpoint: '/graphql', pipeline, trustProxy: false, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    return { state, shedder, serve };
+  }
+
+  it.each([
+    ['result', 'throws'],
+    ['result', 'rejects'],
+    ['answer', 'throws'],
+    ['answer', 'rejects'],
+  ] as const)('a %s step that %s: HTTP 500, its error masked (no address, no stack), the request out of flight and its telemetry run', async (stage, how) => {
+    const { state, shedder, serve } = faulty();
+    try {
+      const gateway = fetchTransport(serve);
+      state.fault = { stage, how };
+      const failed = await gateway('http://gateway/graphql', { method: 'POST' });
+      expect(failed.status).toBe(500);
+      expect(await failed.json()).toEqual({ errors: [{ message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } }] });
+      expect([shedder.inFlight, state.finished]).toEqual([0, 1]);
+      // The next request, without the fault, goes through.
+      state.fault = undefined;
+      const next = await gateway('http://gateway/graphql', { method: 'POST' });
+      expect([next.status, await next.json()]).toEqual([200, { data: { ok: true } }]);
+      expect([shedder.inFlight, state.finished]).toEqual([0, 2]);
+    } finally {
+      shedder.close();
+    }
+  });
+
+  it('an answer HTTP cannot write (a header Node refuses): the response cut, the telemetry run', async () => {
+    const { state, shedder, serve } = faulty();
+    const server = createServer(nodeTransport(serve));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
+      state.header = 'a\nsplit';
+      await expect(fetch(url, { method: 'POST' })).rejects.toThrow();
+      await until(async () => state.finished === 1, 'the telemetry stage');
+      expect(shedder.inFlight).toBe(0);
+      state.header = 'a-value';
+      const next = await fetch(url, { method: 'POST' });
+      expect([next.status, await next.json()]).toEqual([200, { data: { ok: true } }]);
+    } finally {
+      shedder.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()).closeAllConnections());
+    }
+  });
+});
+
+describe('the one masking', () => {
+  const { mask } = errorMasking(createLogger({ level: 'silent' }));
+  it("an abort or a timeout is the client's CLIENT_CLOSED_REQUEST only once its client is gone; else our fault, masked", () => {
+    for (const name of ['AbortError', 'TimeoutError']) {
+      const failure = new DOMException('stopped', name);
+      expect(mask(failure, true).extensions['code'], name).toBe('CLIENT_CLOSED_REQUEST');
+      expect([mask(failure, false).message, mask(failure, false).extensions['code']], name).toEqual(['Unexpected error.', 'INTERNAL_SERVER_ERROR']);
+    }
   });
 });

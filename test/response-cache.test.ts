@@ -225,6 +225,19 @@ describe('HTTP revalidation', () => {
     expect(again.headers.get('etag')).not.toBe(etag);
   });
 
+  it('a matching tag is 304 only for a JSON answer: asked for as an event stream or multipart/mixed, the answer is sent in full', async () => {
+    const url = `http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 4) { totalCount } }')}`;
+    const first = await t.gateway.fetch(url);
+    await first.text();
+    const etag = first.headers.get('etag')!;
+    for (const accept of ['text/event-stream', 'multipart/mixed']) {
+      const response = await t.gateway.fetch(url, { headers: { accept, 'if-none-match': etag } });
+      expect(response.status, accept).toBe(200);
+      expect(response.headers.get('content-type'), accept).toContain(accept);
+      expect(await response.text(), accept).toContain(`"totalCount":${headIds().length}`);
+    }
+  });
+
   it('an If-None-Match that matches nothing kept is answered in full', async () => {
     const response = await t.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 1) { totalCount } }')}`, { headers: { 'if-none-match': 'f'.repeat(64) } });
     expect(response.status).toBe(200);

@@ -196,7 +196,11 @@ export function errorLogEntry(error: unknown): ErrorLogEntry | undefined {
   return { level: 'error', fields: { error: name }, message: original instanceof Error ? original.message : 'unexpected error' };
 }
 
-/** The masking of an error (server/answers/masking.ts): upstream errors mapped, our own GraphQLErrors kept, everything else masked. */
+/**
+ * The masking of an error (server/answers/masking.ts): upstream errors mapped, our own GraphQLErrors
+ * kept, everything else masked as the gateway's fault: `extensions.unexpected`, which the answer's
+ * status rule reads (HTTP 500 when nothing was answered) and its serialisation leaves out.
+ */
 export function maskError(error: unknown, fallbackMessage: string): Error {
   if (error instanceof GraphQLError && error.message.startsWith('Syntax Error: ')) {
     const message = error.message.replace(quotedLiteral, '$1');
@@ -213,7 +217,7 @@ export function maskError(error: unknown, fallbackMessage: string): Error {
   }
   if (original instanceof GraphQLError) return error as GraphQLError;
   return new GraphQLError(fallbackMessage, {
-    extensions: { code: 'INTERNAL_SERVER_ERROR' },
+    extensions: { code: 'INTERNAL_SERVER_ERROR', unexpected: true },
     ...(error instanceof GraphQLError ? { nodes: error.nodes, path: error.path, positions: error.positions, source: error.source } : {}),
   });
 }

@@ -19,7 +19,7 @@ import type { Stages } from './pipeline/stages.js';
 import { gatewayPolicies, type PolicyOptions } from './policies.js';
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { probes } from './probes/routes.js';
-import { routes, type Route, type Serve } from './routes.js';
+import { routes, type Serve } from './routes.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { fetchTransport } from './transports/fetch.js';
 import { nodeTransport, type Handler } from './transports/node.js';
@@ -116,21 +116,22 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
 function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder; pipeline: Pipeline } {
   const { settings } = options;
   const policies = gatewayPolicies(options);
-  const pipeline = new Pipeline({ stages: stagesOf(policies), mask: policies.masking.mask });
+  const stages = stagesOf(policies);
+  const pipeline = new Pipeline({ stages, mask: policies.masking.mask });
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
   const graphiql = settings.introspection
     ? graphiQLPage(renderGraphiQLPage, { title: TITLE, defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' })
     : undefined;
   const door = frontDoor({ graphiql: graphiql !== undefined, title: TITLE, endpoint: ENDPOINT });
-  const endpointPage: Route = graphiql === undefined ? door : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined);
   const serve: Serve = routes({
     endpoint: ENDPOINT,
     pipeline,
     trustProxy: settings.callerLimits.trustProxy,
-    endpointPage,
+    graphiql: graphiql === undefined ? undefined : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined),
     preflight: policies.cors?.preflight,
     routes: [door, probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics })],
-    everyAnswer: [policies.cors?.answer, policies.answerHeaders].filter((step) => step !== undefined),
+    // The answer stage's writers of what every answer says, the routes' too.
+    everyAnswer: [stages.answer['cors'], stages.answer['cache headers']].filter((step) => step !== undefined),
   });
   return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder, pipeline };
 }

@@ -1,6 +1,6 @@
 import type { Context, Span } from '@opentelemetry/api';
 import type { DocumentNode, ExecutionResult, GraphQLError, OperationDefinitionNode } from 'graphql';
-import type { Cache } from '@graphql-yoga/plugin-response-cache';
+import type { Cache } from '@envelop/response-cache';
 import type { Readable } from 'node:stream';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { RequestBatch } from '../loaders/request-batch.js';
@@ -53,11 +53,15 @@ export interface WholeAnswer {
 }
 
 /** What the Accept header lets the gateway answer in (answers/negotiation.ts). */
+/** The media types an answer goes out in: one JSON document, or parts (multipart/mixed, an event stream). */
+export type AnswerType = 'application/graphql-response+json' | 'application/json' | 'multipart/mixed' | 'text/event-stream';
+
 export interface Negotiated {
   /** The media types, most preferred first. */
   readonly types: readonly string[];
-  /** The Accept header the answer's type is chosen by: as sent, or with q-values, `types` in order. */
-  readonly accept: string;
+  /** The type a whole answer goes out in (one result's, a batch's), and an answer in parts; undefined: none the client takes. */
+  readonly whole: AnswerType | undefined;
+  readonly parts: AnswerType | undefined;
   /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
   readonly alpha9: boolean;
 }
@@ -157,10 +161,12 @@ export class OperationState {
   registering: Promise<void> | undefined;
 
   constructor(
-    /** Its parameters; the document stage may name its query (APQ, trusted documents). */
+    /** Its parameters, an object always; the document stage may name its query (APQ, trusted documents). */
     public params: OperationParams,
     /** Its request: a batch's operations share one. */
     readonly request: RequestState,
+    /** The JSON type of what the client sent as its parameters: `object`, or what checkParams refuses (params then empty). */
+    readonly sent: string = 'object',
   ) {}
 
   /** Its context, made as it is planned: the resolvers', the loaders' and the plan's; `operationOf` finds the operation by it. */

@@ -22,8 +22,8 @@ export interface RoutesOptions {
   readonly pipeline: Pipeline;
   /** TRUST_PROXY: a caller without a token is its first X-Forwarded-For hop. */
   readonly trustProxy: boolean;
-  /** A page a browser's view of the endpoint gets instead of a GraphQL answer: GraphiQL where it is on, else the front door's. */
-  readonly endpointPage: Route;
+  /** GraphiQL, where it is on: the page a browser's view of the endpoint gets instead of a GraphQL answer. */
+  readonly graphiql: Route | undefined;
   /** The answer to a CORS preflight (OPTIONS, any path), where CORS is on. */
   readonly preflight: WholeAnswer | undefined;
   /** The pages (pages/front-door.ts) and probes (probes/routes.ts), in turn. */
@@ -64,7 +64,7 @@ export function routes(options: RoutesOptions): Serve {
     const answered = routed(request, path);
     if (answered !== undefined) return answered;
     if (!servedAsGraphQL(incoming.target, path, endpoint)) return whole(request, notFound);
-    const page = options.endpointPage(request, path);
+    const page = options.graphiql?.(request, path);
     if (page !== undefined) return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
     const answer = pipeline.run(request);
     const served = (ready: Answer): Served => ({ answer: ready, done: () => pipeline.finish(request, ready) });

@@ -16,6 +16,8 @@ export interface AnswerFacts {
   readonly cors: boolean;
   /** A 200 JSON answer, or a 304: what a cacheable answer's headers go on. */
   readonly json: boolean;
+  /** An event stream: its parts are this request's alone. */
+  readonly events: boolean;
 }
 
 /** The cache headers an answer has, and what they become. */
@@ -33,9 +35,11 @@ export interface CacheHeaders {
  *    `Cache-Control: private|public, max-age=<seconds left>` (private with a token) and
  *    `Vary: Authorization, Accept`; a stale one (served past its TTL for a failed read)
  *    `max-age=0` and `Age: <seconds since it expired>`;
- * 2. with CORS on, every answer `Vary: Origin`: an answer depends on the request's Origin (allowed
+ * 2. an event stream `Cache-Control: no-cache` (the SSE spec's advice: no cache or proxy keeps
+ *    the parts of one request for another);
+ * 3. with CORS on, every answer `Vary: Origin`: an answer depends on the request's Origin (allowed
  *    or not, and which one is echoed), or a shared cache could hand one origin's answer to another;
- * 3. every answer to a request that carries `Authorization` (a GET's as much as a POST's, refusals
+ * 4. every answer to a request that carries `Authorization` (a GET's as much as a POST's, refusals
  *    included) `Cache-Control: private, no-store` unless it says `private` already, and
  *    `Vary: Authorization`: without them a shared HTTP cache in between could hand one caller's
  *    answer to another.
@@ -50,6 +54,7 @@ export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHe
     headers.cacheControl = `${facts.credentials ? 'private' : 'public'}, max-age=${answer.maxAge}`;
     headers.vary = varyOn(varyOn(headers.vary, 'Authorization'), 'Accept');
   }
+  if (facts.events) headers.cacheControl ??= 'no-cache';
   if (facts.cors) headers.vary = varyOn(headers.vary, 'Origin');
   if (!facts.credentials) return headers;
   if (headers.cacheControl === null || !privateDirective.test(headers.cacheControl)) headers.cacheControl = privateAnswerHeaders['cache-control'];
@@ -62,8 +67,10 @@ export function useAnswerHeaders(options: { readonly cors: boolean }): AnswerSte
   const { cors } = options;
   return (request, answer) => {
     const { headers } = answer;
-    const json = answer.status === 304 || (answer.status === 200 && jsonAnswer.test(headers.get('content-type') ?? ''));
-    const after = cacheHeaders({ cacheControl: headers.get('cache-control') ?? null, vary: headers.get('vary') ?? null }, { cacheable: request.cacheable, credentials: request.headers.has('authorization'), cors, json });
+    const type = headers.get('content-type') ?? '';
+    const json = answer.status === 304 || (answer.status === 200 && jsonAnswer.test(type));
+    const facts = { cacheable: request.cacheable, credentials: request.headers.has('authorization'), cors, json, events: type.startsWith('text/event-stream') };
+    const after = cacheHeaders({ cacheControl: headers.get('cache-control') ?? null, vary: headers.get('vary') ?? null }, facts);
     if (after.etag !== undefined) headers.set('etag', after.etag);
     if (after.age !== undefined) headers.set('age', after.age);
     if (after.cacheControl !== null) headers.set('cache-control', after.cacheControl);

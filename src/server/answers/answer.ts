@@ -1,8 +1,8 @@
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { Answer, AnswerStep } from '../pipeline/stages.js';
-import type { OperationResult, RequestState } from '../request-state.js';
-import { answerTypeFor, type AnswerType } from './media-types.js';
+import type { AnswerType, OperationResult, RequestState } from '../request-state.js';
+import { negotiationOf, notAcceptable } from './negotiation.js';
 import { framings, partsBody } from './parts.js';
 import { jsonKeepsSpecStatus, serialise, statusOf } from '../http/serialisation.js';
 
@@ -52,7 +52,7 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
     return { json: tooLarge(maxBytes), bytes: 0 };
   };
   const whole = (request: RequestState, answer: Answer, result: ExecutionResult, kept: string | undefined): void => {
-    const type = answerTypeFor(request.negotiated?.accept ?? request.headers.get('accept'), false);
+    const type = negotiationOf(request).whole;
     if (type === undefined) return notAcceptable(answer);
     if (type === 'multipart/mixed' || type === 'text/event-stream') return inParts(answer, type, onePart(result), statusOf(result, answer.headers, type === 'text/event-stream'));
     answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
@@ -64,7 +64,7 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
     return clientGone;
   };
   const batch = (request: RequestState, answer: Answer, results: readonly ExecutionResult[]): void => {
-    const type = answerTypeFor(request.negotiated?.accept ?? request.headers.get('accept'), false);
+    const type = negotiationOf(request).whole;
     if (type === undefined) return notAcceptable(answer);
     answer.headers.set('content-type', `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`);
     if (request.gone) {
@@ -91,11 +91,12 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
       }
       if (refusal !== undefined) return whole(request, answer, { errors: [refusal] }, undefined);
       const results = operations.map((operation) => operation.result as OperationResult);
-      if (request.batched) return batch(request, answer, results.map((result) => (isAsyncIterable(result) ? { errors: [inPartsOnly()] } : result)));
+      // A batch's operations run without @defer and @stream (answers/negotiation.ts): each result is whole.
+      if (request.batched) return batch(request, answer, results as ExecutionResult[]);
       const [result] = results;
       if (!isAsyncIterable(result)) return whole(request, answer, result!, operations[0]!.kept?.json);
-      const type = answerTypeFor(request.negotiated?.accept ?? request.headers.get('accept'), true);
-      if (type === undefined || (type !== 'multipart/mixed' && type !== 'text/event-stream')) return notAcceptable(answer);
+      const type = negotiationOf(request).parts;
+      if (type !== 'multipart/mixed' && type !== 'text/event-stream') return notAcceptable(answer);
       return inParts(answer, type, result, 200);
     },
   };
@@ -108,13 +109,3 @@ function inParts(answer: Answer, type: Extract<AnswerType, 'multipart/mixed' | '
   for (const [name, value] of Object.entries(framing.headers)) answer.headers.set(name, value);
   answer.body = partsBody(parts, framing);
 }
-
-/** No media type the client takes can carry the answer (the negotiation refuses most such requests before anything runs). */
-function notAcceptable(answer: Answer): void {
-  answer.status = 406;
-  answer.headers.set('accept', 'application/json; charset=utf-8, application/graphql-response+json; charset=utf-8');
-  answer.body = null;
-}
-
-/** A batch's operation that answers in parts: a batch is one JSON array. */
-const inPartsOnly = () => createGraphQLError('An operation of a batch cannot answer in parts: send it alone to use @defer or @stream.', { extensions: { code: 'BAD_REQUEST' } });

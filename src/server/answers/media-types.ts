@@ -1,5 +1,4 @@
-/** The media types an answer goes out in: one JSON document, or parts (multipart/mixed, an event stream). */
-export type AnswerType = 'application/graphql-response+json' | 'application/json' | 'multipart/mixed' | 'text/event-stream';
+import type { AnswerType } from '../request-state.js';
 
 /** By the kind of answer each writes, in the order a later match wins (yoga's result processors'). */
 const writers: readonly { readonly types: readonly AnswerType[]; readonly parts: boolean }[] = [
@@ -30,9 +29,10 @@ const matches = (type: string, range: string): boolean => {
  * The type an answer is written in, as yoga chose it: the client's most preferred range a writer
  * takes (JSON for one result wherever the client takes it, then multipart/mixed, then an event
  * stream; a result in parts never as JSON); undefined when no writer fits (406). The Accept header
- * reaching here is the negotiated one (answers/negotiation.ts: q-values already applied).
+ * reaching here is the negotiated one (answers/negotiation.ts: q-values already applied, and
+ * read once per distinct header).
  */
-function typeFor(accept: string, parts: boolean): AnswerType | undefined {
+export function answerTypeFor(accept: string, parts: boolean): AnswerType | undefined {
   const ranges = rangesOf(accept);
   let chosen: AnswerType | undefined;
   for (const writer of writers) {
@@ -40,27 +40,4 @@ function typeFor(accept: string, parts: boolean): AnswerType | undefined {
     for (const range of ranges) for (const type of writer.types) if (matches(type, range)) chosen = type;
   }
   return chosen;
-}
-
-type Chosen = { readonly whole: AnswerType | undefined; readonly parts: AnswerType | undefined };
-
-/**
- * Clients send a handful of distinct Accept headers: each is read once per kind of answer. At most
- * 256 kept, each at most 256 characters (a longer one is read each time): a few kB whatever clients send.
- */
-const chosen = new Map<string, Chosen>();
-const KEPT = 256;
-
-/** The media type of an answer to a request with `accept` (none: `*\/*`), whole or in parts; undefined: none fits. */
-export function answerTypeFor(accept: string | null | undefined, parts: boolean): AnswerType | undefined {
-  const header = accept || '*/*';
-  let known = chosen.get(header);
-  if (known === undefined) {
-    known = { whole: typeFor(header, false), parts: typeFor(header, true) };
-    if (header.length <= KEPT) {
-      if (chosen.size >= KEPT) chosen.clear();
-      chosen.set(header, known);
-    }
-  }
-  return parts ? known.parts : known.whole;
 }

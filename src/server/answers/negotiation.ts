@@ -3,16 +3,14 @@ import { isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
 import { wholeDocumentOf } from '../documents/prepared.js';
-import type { IntakeStep, OperationStep, ResultStep } from '../pipeline/stages.js';
-import type { Negotiated } from '../request-state.js';
+import type { Answer, IntakeStep, OperationStep, ResultStep } from '../pipeline/stages.js';
+import type { Negotiated, RequestState, WholeAnswer } from '../request-state.js';
+import { answerTypeFor } from './media-types.js';
 import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
 
 /** The media types the gateway answers in, each with the only charset it writes. */
 const mediaTypes = ['application/json', 'application/graphql-response+json', 'multipart/mixed', 'text/event-stream'].map((type) => `${type};charset=utf-8`);
-
-/** The types that carry an answer in parts (@defer, @stream). */
-const inParts = new Set(['multipart/mixed', 'text/event-stream']);
 
 const quality = /;\s*q\s*=/i;
 const keptParameter = /^\s*(q|charset)\s*=/i;
@@ -30,11 +28,50 @@ function negotiate(accept: string): Negotiated {
   const kept = ranges.map((range) => range.split(';').filter((part, i) => i === 0 || keptParameter.test(part)).join(';')).join(',');
   const types = new Negotiator({ headers: { accept: kept } }).mediaTypes(mediaTypes).map((type) => type.slice(0, type.indexOf(';')));
   // With q-values, the answer's type is chosen from the types accepted, most preferred first.
-  return { types, accept: quality.test(accept) ? types.join(', ') : accept, alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)) };
+  const chosenBy = quality.test(accept) ? types.join(', ') : accept;
+  return {
+    types,
+    whole: answerTypeFor(chosenBy, false),
+    parts: answerTypeFor(chosenBy, true),
+    alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)),
+  };
 }
 
-const noAnswerType =
-  'The Accept header names no media type the gateway answers in: application/graphql-response+json or application/json, and multipart/mixed or text/event-stream for @defer and @stream.';
+/**
+ * Clients send a handful of distinct Accept headers: each is negotiated once (256 kept at most, of
+ * 256 characters at most: a longer one is negotiated each time).
+ */
+const known = new LRUCache<string, Negotiated>({ max: 256 });
+const KEPT_LENGTH = 256;
+
+/** What a request's Accept header allows (none, or empty: anything), negotiated when first asked. */
+export function negotiationOf(request: RequestState): Negotiated {
+  if (request.negotiated !== undefined) return request.negotiated;
+  const accept = request.headers.get('accept') || '*/*';
+  let negotiated = known.get(accept);
+  if (negotiated === undefined) {
+    negotiated = negotiate(accept);
+    if (accept.length <= KEPT_LENGTH) known.set(accept, negotiated);
+  }
+  return (request.negotiated = negotiated);
+}
+
+/** The one answer to a client that takes no media type the gateway answers in (HTTP 406): plain JSON every client reads, with its code. */
+const notAcceptableAnswer: WholeAnswer = {
+  status: 406,
+  headers: { 'content-type': refusalType, accept: 'application/graphql-response+json; charset=utf-8, application/json; charset=utf-8' },
+  body: refusalBody(
+    'The Accept header names no media type the gateway answers in: application/graphql-response+json or application/json, and multipart/mixed or text/event-stream for @defer and @stream.',
+    'NOT_ACCEPTABLE',
+  ),
+};
+
+/** Makes `answer` the 406 (answers/answer.ts: a request refused before its negotiation whose client takes none of the types). */
+export function notAcceptable(answer: Answer): void {
+  answer.status = notAcceptableAnswer.status;
+  for (const [name, value] of Object.entries(notAcceptableAnswer.headers)) answer.headers.set(name, value);
+  answer.body = notAcceptableAnswer.body;
+}
 /** Whether an operation that uses @defer or @stream answers in parts: one its `if` does not turn off. */
 function answersInParts(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
   let parts = false;
@@ -60,34 +97,20 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  *   before the body is read; one with q-values is read as the types it accepts, most preferred
  *   first (answers/answer.ts chooses among them);
  * - `document`: an operation with @defer or @stream asked for by a client that takes no type
- *   carrying parts runs without them, and is answered whole in one JSON document;
+ *   carrying parts, or in a batch (one JSON array), runs without them, and is answered whole;
  * - `execution`: parts go out in multipart/mixed whenever the client takes it (before SSE), in the
  *   2022-08-24 format unless the range says `incrementalSpec=v0.2`: then in graphql-js
  *   17.0.0-alpha.9's (`pending`, `incremental` by id, `completed`), which Apollo Client 4's
  *   `GraphQL17Alpha9Handler` and Apollo Server 5.1 speak.
  */
 export function useContentNegotiation(options: { readonly schema: GraphQLSchema }): { readonly intake: IntakeStep; readonly document: OperationStep; readonly execution: ResultStep } {
-  // Clients send a handful of distinct Accept headers: each is negotiated once (256 at most, of 256
-  // characters at most: a longer one is negotiated each time).
-  const known = new LRUCache<string, Negotiated>({ max: 256 });
   return {
-    intake(request) {
-      const accept = request.headers.get('accept');
-      // None (or empty): anything.
-      if (!accept) return undefined;
-      let negotiated = known.get(accept);
-      if (negotiated === undefined) {
-        negotiated = negotiate(accept);
-        if (accept.length <= 256) known.set(accept, negotiated);
-      }
-      if (negotiated.types.length === 0) return { status: 406, headers: { 'content-type': refusalType }, body: refusalBody(noAnswerType, 'NOT_ACCEPTABLE') };
-      request.negotiated = negotiated;
-      return undefined;
-    },
+    intake: (request) => (negotiationOf(request).types.length === 0 ? notAcceptableAnswer : undefined),
     document(operation) {
-      const negotiated = operation.request.negotiated;
-      if (negotiated === undefined || operation.prepared?.incremental !== true) return undefined;
-      if (!negotiated.types.some((type) => inParts.has(type))) operation.document = wholeDocumentOf(operation);
+      const { request } = operation;
+      if (operation.prepared?.incremental !== true) return undefined;
+      // A batch is one JSON array: its operations answer whole too.
+      if (request.batched || negotiationOf(request).parts === undefined) operation.document = wholeDocumentOf(operation);
       return undefined;
     },
     execution(operation) {

@@ -28,7 +28,7 @@ const multipart: Framing = {
  * write and drops the mark).
  */
 const eventStream: Framing = {
-  headers: { 'content-type': 'text/event-stream', connection: 'keep-alive', 'cache-control': 'no-cache', 'content-encoding': 'none' },
+  headers: { 'content-type': 'text/event-stream', connection: 'keep-alive', 'content-encoding': 'none' },
   start: ':\n\n',
   part: (json) => `event: next\ndata: ${json}\n\n`,
   end: 'event: complete\ndata:\n\n',

@@ -1,4 +1,5 @@
 import type { ExecutionResult } from 'graphql';
+import { isAsyncIterable } from 'graphql-yoga';
 import { retryAfterMsOf } from '../../schema/errors.js';
 import type { ResultStep } from '../pipeline/stages.js';
 
@@ -29,7 +30,7 @@ export function retryAfterSecondsOf(result: ExecutionResult): number | undefined
  */
 export const retryAfter: ResultStep = (operation) => {
   const { result } = operation;
-  if (result === undefined || operation.request.batched || Symbol.asyncIterator in result) return;
+  if (result === undefined || operation.request.batched || isAsyncIterable(result)) return;
   const seconds = retryAfterSecondsOf(result);
   if (seconds === undefined) return;
   const http = (result.extensions?.['http'] ?? {}) as { headers?: Record<string, string> };

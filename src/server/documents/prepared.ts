@@ -1,5 +1,5 @@
 import type { GetEnvelopedFn } from '@envelop/core';
-import { getOperationAST, GraphQLError, type DocumentNode, type OperationDefinitionNode } from 'graphql';
+import { GraphQLError, Kind, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { CacheBounds } from '../../config.js';
@@ -22,12 +22,24 @@ class DocumentEntry implements PreparedDocument {
   validation: readonly GraphQLError[] | undefined;
   #incremental: boolean | undefined;
   #whole: DocumentNode | undefined;
-  readonly #operations = new Map<string, OperationDefinitionNode | null>();
+  /** The document's named operations, indexed once: a client's operationName never adds to them. */
+  readonly #named = new Map<string, OperationDefinitionNode>();
+  /** Its operation when it has exactly one (what no operationName selects). */
+  readonly #only: OperationDefinitionNode | null = null;
 
   constructor(
     readonly text: string,
     readonly document: DocumentNode,
-  ) {}
+  ) {
+    let count = 0;
+    for (const definition of document.definitions) {
+      if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+      if (count++ === 0) this.#only = definition;
+      // The first of a name, as getOperationAST; validation refuses a repeated one.
+      if (definition.name !== undefined && !this.#named.has(definition.name.value)) this.#named.set(definition.name.value, definition);
+    }
+    if (count !== 1) this.#only = null;
+  }
 
   get incremental(): boolean {
     return (this.#incremental ??= usesIncrementalDelivery(this.document));
@@ -38,12 +50,9 @@ class DocumentEntry implements PreparedDocument {
     return (this.#whole ??= withoutIncrementalDelivery(this.document));
   }
 
-  /** The operation `operationName` selects (none: the only one), or null when it selects none. */
+  /** The operation `operationName` selects (none: the only one), or null when it selects none, as graphql-js's getOperationAST. */
   operation(operationName: string | null | undefined): OperationDefinitionNode | null {
-    const key = operationName ?? '';
-    let found = this.#operations.get(key);
-    if (found === undefined) this.#operations.set(key, (found = getOperationAST(this.document, operationName) ?? null));
-    return found;
+    return operationName == null ? this.#only : (this.#named.get(operationName) ?? null);
   }
 }
 
@@ -145,8 +154,9 @@ export function preparedDocuments(options: PreparedDocumentsOptions): { readonly
     }
   };
   const validate = (entry: DocumentEntry): readonly GraphQLError[] => {
+    if (entry.validation !== undefined) return entry.validation;
     const enveloped = options.envelop({});
-    return (entry.validation ??= (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map((error) => {
+    return (entry.validation = (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map((error) => {
       const extensions = error.extensions as Record<string, unknown>;
       extensions['code'] ??= 'GRAPHQL_VALIDATION_FAILED';
       extensions['http'] = { spec: true, status: 400, ...(extensions['http'] as object | undefined) };

@@ -22,6 +22,3 @@ export function pathOf(url: string): string {
 export function servedAsGraphQL(url: string, path: string, endpoint: string): boolean {
   return path === endpoint || path === `${endpoint}/` || url.endsWith(endpoint) || url.endsWith(`${endpoint}/`);
 }
-
-/** A Node request header's value, the first of a repeated one. */
-export const firstHeader = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value);

@@ -95,7 +95,13 @@ export function useRequestBody(options: RequestBodyOptions): { readonly intake: 
         source.on('data', onData);
         source.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
         source.once('error', reject);
-        if (source !== body) body.once('error', reject);
+        // pipe() leaves the decoder open when the body fails (its client gone): it is closed here.
+        if (source !== body) {
+          body.once('error', (error) => {
+            source.destroy();
+            reject(error);
+          });
+        }
       });
     },
   };

@@ -6,6 +6,9 @@ import type { ReadBody } from './body.js';
 
 const badRequest = (message: string, http: Record<string, unknown> = {}) => createGraphQLError(message, { extensions: { code: 'BAD_REQUEST', http: { status: 400, ...http } } });
 
+/** The JSON type of a value as the refusals name it. */
+const typeName = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
+
 const notJson = (what: string) => badRequest(`${what} is not valid JSON.`);
 
 /** The first media type of a Content-Type header (a list is not HTTP, but some clients send one). */
@@ -70,7 +73,11 @@ export type BodyReader = (request: RequestState) => Promise<ReadBody>;
 export function useRequestParams(read: BodyReader): IntakeStep {
   const operations = (request: RequestState, params: unknown) => {
     request.batched = Array.isArray(params);
-    for (const entry of request.batched ? (params as unknown[]) : [params]) request.operations.push(new OperationState(entry as OperationParams, request));
+    for (const entry of request.batched ? (params as unknown[]) : [params]) {
+      const sent = typeName(entry);
+      // What is not an object (a batch's null, a number) has no parameters: checkParams refuses it by what was sent.
+      request.operations.push(sent === 'object' ? new OperationState(entry as OperationParams, request) : new OperationState({}, request, sent));
+    }
     return undefined;
   };
   return (request) => {
@@ -91,9 +98,6 @@ export function useRequestParams(read: BodyReader): IntakeStep {
 const expected = new Set(['query', 'variables', 'operationName', 'extensions', 'documentId']);
 const allow = { headers: { Allow: 'GET, POST' } };
 
-/** The JSON type of a value as the refusals name it. */
-const typeName = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
-
 /**
  * The first step of an operation's document stage, after the persisted documents named its query:
  * parameters GraphQL over HTTP does not allow are refused (HTTP 400, BAD_REQUEST): not an object,
@@ -101,10 +105,10 @@ const typeName = (value: unknown): string => (value === null ? 'null' : Array.is
  * extensions that are not objects. (yoga's checks, with its words.)
  */
 export const checkParams: OperationStep = (operation) => {
-  const params = operation.params as unknown;
-  if (typeName(params) !== 'object') return badRequest(`Expected params to be an object but given ${typeName(params)}.`, allow);
-  for (const name in params as Record<string, unknown>) {
-    if ((params as Record<string, unknown>)[name] != null && !expected.has(name)) return badRequest('The request body has a parameter the gateway does not take (it takes query, operationName, variables, extensions and documentId).');
+  if (operation.sent !== 'object') return badRequest(`Expected params to be an object but given ${operation.sent}.`, allow);
+  const params = operation.params as Record<string, unknown>;
+  for (const name in params) {
+    if (params[name] != null && !expected.has(name)) return badRequest('The request body has a parameter the gateway does not take (it takes query, operationName, variables, extensions and documentId).');
   }
   const { query, variables, extensions } = operation.params;
   if (query == null) return badRequest('Must provide query string.', { spec: true, ...allow });
@@ -144,8 +148,7 @@ export interface VariablesDepthOptions {
 export function variablesDepth(options: VariablesDepthOptions): OperationStep {
   const { maxVariablesDepth: max } = options;
   return (operation) => {
-    const params = operation.params as { variables?: unknown } | null;
-    if (params === null || typeof params !== 'object' || !nestedDeeperThan(params.variables, max)) return undefined;
+    if (!nestedDeeperThan(operation.params.variables, max)) return undefined;
     options.onRefused?.();
     return createGraphQLError(`The request's variables are nested more than ${max} levels deep.`, { extensions: { code: 'BAD_REQUEST', limit: 'variables_depth', maxVariablesDepth: max, http: { status: 400 } } });
   };

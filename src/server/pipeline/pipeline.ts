@@ -1,4 +1,6 @@
 import { GraphQLError } from 'graphql';
+import { Readable } from 'node:stream';
+import { serialise } from '../http/serialisation.js';
 import type { OperationState, RequestState } from '../request-state.js';
 import { stageNames, type Answer, type AnswerStep, type Executor, type IntakeStep, type MaybePromise, type OperationStep, type OperationVerdict, type RequestVerdict, type ResultStep, type Stages, type Steps, type TelemetryStep } from './stages.js';
 
@@ -14,25 +16,43 @@ function then<T, U>(value: MaybePromise<T>, next: (value: T) => MaybePromise<U>)
  * Runs `steps` on `subject` in order, from `from`, until one gives a verdict (or throws one):
  * synchronously while the steps are, so a request that waits on nothing makes no promise.
  */
-function runSteps<S, V>(steps: readonly ((subject: S) => MaybePromise<V | void>)[], subject: S, refusal: (error: unknown) => V, from = 0): MaybePromise<V | undefined> {
+function runSteps<S, V>(steps: readonly ((subject: S) => MaybePromise<V | void>)[], subject: S, refusal: (error: unknown, subject: S) => V, from = 0): MaybePromise<V | undefined> {
   for (let i = from; i < steps.length; i++) {
     let verdict: MaybePromise<V | void>;
     try {
       verdict = steps[i]!(subject);
     } catch (error) {
-      return refusal(error);
+      return refusal(error, subject);
     }
-    if (isPromise(verdict)) return verdict.then((settled) => (settled === undefined ? runSteps(steps, subject, refusal, i + 1) : settled), refusal);
+    if (isPromise(verdict)) return verdict.then((settled) => (settled === undefined ? runSteps(steps, subject, refusal, i + 1) : settled), (error: unknown) => refusal(error, subject));
     if (verdict !== undefined) return verdict;
   }
   return undefined;
 }
 
-/** Runs steps that give no verdict, in order, waiting for each that waits. */
-function runAll<S>(steps: readonly ((subject: S) => MaybePromise<void>)[], subject: S, from = 0): MaybePromise<void> {
+/**
+ * Runs an operation's result steps in order, waiting for each that waits. A step that fails
+ * (throws, or its promise rejects) leaves the operation that failure, masked, as its result, and
+ * the steps after it still run.
+ */
+function runResults(steps: readonly ResultStep[], operation: OperationState, failed: (error: unknown, operation: OperationState) => GraphQLError, from = 0): MaybePromise<void> {
   for (let i = from; i < steps.length; i++) {
-    const done = steps[i]!(subject);
-    if (isPromise(done)) return done.then(() => runAll(steps, subject, i + 1));
+    let done: MaybePromise<void>;
+    try {
+      done = steps[i]!(operation);
+    } catch (error) {
+      operation.result = { errors: [failed(error, operation)] };
+      continue;
+    }
+    if (isPromise(done)) {
+      return done.then(
+        () => runResults(steps, operation, failed, i + 1),
+        (error: unknown) => {
+          operation.result = { errors: [failed(error, operation)] };
+          return runResults(steps, operation, failed, i + 1);
+        },
+      );
+    }
   }
   return undefined;
 }
@@ -54,7 +74,7 @@ export interface PipelineOptions {
    * The one masking of errors (answers/masking.ts): a step that throws anything but a GraphQL
    * error is answered with what this makes of it.
    */
-  readonly mask: (error: unknown) => GraphQLError;
+  readonly mask: (error: unknown, gone: boolean) => GraphQLError;
 }
 
 /**
@@ -70,7 +90,10 @@ export class Pipeline {
   readonly #result: readonly ResultStep[];
   readonly #answer: readonly AnswerStep[];
   readonly #telemetry: readonly TelemetryStep[];
-  readonly #refusal: (error: unknown) => GraphQLError;
+  readonly #mask: (error: unknown, gone: boolean) => GraphQLError;
+  /** What a step that failed, for a request or one of its operations, is answered with: the failure masked (by whether its client is gone). */
+  readonly #refuseRequest = (error: unknown, request: RequestState): GraphQLError => this.#mask(error, request.gone);
+  readonly #refuseOperation = (error: unknown, operation: OperationState): GraphQLError => this.#mask(error, operation.request.gone);
   /** Each stage's steps by name, in order: what docs/architecture.md draws and a test holds. */
   readonly stages: Readonly<Record<(typeof stageNames)[number], readonly string[]>>;
 
@@ -82,14 +105,18 @@ export class Pipeline {
     this.#result = listed(stages.execution.result);
     this.#answer = listed(stages.answer);
     this.#telemetry = listed(stages.telemetry);
-    this.#refusal = (error) => (error instanceof GraphQLError ? error : mask(error));
+    this.#mask = (error, gone) => (error instanceof GraphQLError ? error : mask(error, gone));
     const { execution, ...rest } = stages;
     this.stages = Object.freeze(Object.fromEntries(stageNames.map((stage) => [stage, stage === 'execution' ? ['executor', ...named(execution.result)] : named(rest[stage])]))) as unknown as Pipeline['stages'];
   }
 
-  /** The request's answer, made by the answer stage once every operation has its result. */
+  /**
+   * The request's answer, made by the answer stage once every operation has its result. It is
+   * always given (never a rejection): a step's failure is a masked error, in the operation's result
+   * or, in the answer stage, the answer.
+   */
   run(request: RequestState): MaybePromise<Answer> {
-    const intake = runSteps<RequestState, RequestVerdict>(this.#intake, request, this.#refusal);
+    const intake = runSteps<RequestState, RequestVerdict>(this.#intake, request, this.#refuseRequest);
     return then(intake, (refusal) => {
       if (refusal !== undefined) {
         request.refusal = refusal;
@@ -113,7 +140,7 @@ export class Pipeline {
    */
   #operation(operation: OperationState, from = 0): MaybePromise<void> {
     for (let stage = from; stage < this.#operations.length && operation.result === undefined; stage++) {
-      const verdict = runSteps<OperationState, OperationVerdict>(this.#operations[stage]!, operation, this.#refusal);
+      const verdict = runSteps<OperationState, OperationVerdict>(this.#operations[stage]!, operation, this.#refuseOperation);
       if (isPromise(verdict)) {
         return verdict.then((refusal) => {
           refuse(operation, refusal);
@@ -123,7 +150,7 @@ export class Pipeline {
       refuse(operation, verdict);
     }
     const executed = operation.result === undefined ? this.#execute(operation) : undefined;
-    return isPromise(executed) ? executed.then(() => runAll(this.#result, operation)) : runAll(this.#result, operation);
+    return isPromise(executed) ? executed.then(() => runResults(this.#result, operation, this.#refuseOperation)) : runResults(this.#result, operation, this.#refuseOperation);
   }
 
   #execute(operation: OperationState): MaybePromise<void> {
@@ -131,13 +158,13 @@ export class Pipeline {
     try {
       result = this.#executor(operation);
     } catch (error) {
-      operation.result = { errors: [this.#refusal(error)] };
+      operation.result = { errors: [this.#refuseOperation(error, operation)] };
       return undefined;
     }
     return isPromise(result)
       ? result.then(
           (done) => void (operation.result = done),
-          (error: unknown) => void (operation.result = { errors: [this.#refusal(error)] }),
+          (error: unknown) => void (operation.result = { errors: [this.#refuseOperation(error, operation)] }),
         )
       : void (operation.result = result);
   }
@@ -145,9 +172,20 @@ export class Pipeline {
   #answered(request: RequestState, answer: Answer = { status: 200, headers: new Map(), body: null }, from = 0): MaybePromise<Answer> {
     const steps = this.#answer;
     for (let i = from; i < steps.length; i++) {
-      const done = steps[i]!(request, answer);
-      if (isPromise(done)) return done.then(() => this.#answered(request, answer, i + 1));
+      let done: MaybePromise<void>;
+      try {
+        done = steps[i]!(request, answer);
+      } catch (error) {
+        return this.#failed(error, request, answer);
+      }
+      if (isPromise(done)) return done.then(() => this.#answered(request, answer, i + 1), (error: unknown) => this.#failed(error, request, answer));
     }
     return answer;
+  }
+
+  /** What a request is answered when its answer stage fails: the failure masked (and logged), HTTP 500, in JSON; the parts made so far stopped. */
+  #failed(error: unknown, request: RequestState, made: Answer): Answer {
+    if (made.body instanceof Readable) made.body.destroy();
+    return { status: 500, headers: new Map([['content-type', 'application/json; charset=utf-8']]), body: serialise({ errors: [this.#refuseRequest(error, request)] }) };
   }
 }

@@ -1,4 +1,4 @@
-import type { Cache } from '@graphql-yoga/plugin-response-cache';
+import type { Cache } from '@envelop/response-cache';
 import type { ExecutionResult } from 'graphql';
 import { isPromise, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';

@@ -127,7 +127,8 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
     execution: (operation) => afterExecution(operation, options),
     answer(request, answer) {
       const kept = request.cacheable;
-      if (!kept || (request.method !== 'GET' && request.method !== 'HEAD')) return;
+      // A whole JSON answer to a GET (only a query's is cacheable; never one in parts, whose stream would be left running).
+      if (!kept || request.method !== 'GET' || answer.status !== 200 || typeof answer.body !== 'string') return;
       const ifNoneMatch = request.headers.get('if-none-match');
       if (ifNoneMatch === null || !fresh({ 'if-none-match': ifNoneMatch }, { etag: kept.tag })) return;
       answer.status = 304;
@@ -176,7 +177,8 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
   const fields = operation.evictions;
   const evictions = fields === undefined ? [] : evictionsAfter(fields, result);
   const evicting = evictions.length === 0 ? undefined : cache.evict(evictions);
-  const settled = cache.settled();
+  // A mutation's answer waits for the evictions of the objects it returned too (the library's, under way); a query's waits for none.
+  const settled = operation.definition?.operation === 'mutation' ? cache.settled() : undefined;
   if (evicting === undefined) return settled;
   return settled === undefined ? evicting : Promise.all([evicting, settled]).then(() => undefined);
 }

@@ -9,8 +9,9 @@ type Init = Omit<RequestInit, 'body'> & { body?: BodyInit | Uint8Array | null };
 
 /**
  * The fetch transport: a WHATWG Request as the gateway's, its answer as a Response (a stream's
- * parts as a ReadableStream). What the tests and the in-process bench drive the gateway through,
- * on the same one path as the HTTP transport (`serve`); the request's signal is the client's.
+ * parts as a ReadableStream), `done` once it is out. What the tests and the in-process bench drive
+ * the gateway through, on the same one path as the HTTP transport (`serve`); the request's signal
+ * is the client's.
  */
 export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: Init) => Promise<Response> {
   return async (input, init) => {
@@ -18,14 +19,29 @@ export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: 
     const url = new URL(request.url);
     const body = request.body === null ? null : Readable.fromWeb(request.body as import('node:stream/web').ReadableStream);
     const { signal } = request;
-    const { answer, done } = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal, get gone() { return signal.aborted; }, peer: undefined, body });
-    const headers = new Headers([...answer.headers]);
-    if (answer.body instanceof Readable) {
-      answer.body.once('close', done);
-      return new Response(Readable.toWeb(answer.body) as ReadableStream, { status: answer.status, headers });
+    const served = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal, get gone() { return signal.aborted; }, peer: undefined, body });
+    // What the answer did not need of the body (a refusal at the door) is not read.
+    body?.destroy();
+    const { answer } = served;
+    const stream = answer.body instanceof Readable ? answer.body : undefined;
+    let out = false;
+    const done = () => {
+      if (out) return;
+      out = true;
+      served.done();
+    };
+    try {
+      const headers = new Headers([...answer.headers]);
+      if (stream !== undefined) {
+        stream.once('close', done);
+        return new Response(Readable.toWeb(stream) as ReadableStream, { status: answer.status, headers });
+      }
+      return new Response(withoutBody.has(answer.status) || request.method === 'HEAD' ? null : (answer.body as string | null), { status: answer.status, headers });
+    } catch (error) {
+      stream?.destroy();
+      throw error;
+    } finally {
+      if (stream === undefined || stream.destroyed) done();
     }
-    const response = new Response(withoutBody.has(answer.status) || request.method === 'HEAD' ? null : answer.body, { status: answer.status, headers });
-    done();
-    return response;
   };
 }

@@ -61,20 +61,34 @@ class NodeIncoming implements Incoming {
   }
 }
 
-/** Writes an answer; `done` once it is out: at once for a whole one, when a stream ends or its client goes. */
-function send(response: ServerResponse, { answer, done }: Served): void {
-  const { body } = answer;
-  const headers: Record<string, string> = {};
-  for (const [name, value] of answer.headers) headers[name] = value;
-  if (body instanceof Readable) {
+/**
+ * Writes an answer; `done` once it is out, once: at once for a whole one, when a stream ends or its
+ * client goes, or when writing it failed (the response is then cut).
+ */
+function send(response: ServerResponse, served: Served): void {
+  const { answer } = served;
+  let out = false;
+  const done = () => {
+    if (out) return;
+    out = true;
+    served.done();
+  };
+  try {
+    const { body } = answer;
+    const headers: Record<string, string> = {};
+    for (const [name, value] of answer.headers) headers[name] = value;
+    if (body instanceof Readable) {
+      response.writeHead(answer.status, headers);
+      // Its end, its failure (the response cut), or its client gone (what is left of the operation stops).
+      pipeline(body, response, done);
+      return;
+    }
+    if (body !== null) headers['content-length'] = String(Buffer.byteLength(body));
     response.writeHead(answer.status, headers);
-    // Its end, its failure (the response cut), or its client gone (what is left of the operation stops).
-    pipeline(body, response, () => done());
-    return;
+    response.end(body);
+  } catch {
+    response.destroy();
   }
-  if (body !== null) headers['content-length'] = String(Buffer.byteLength(body));
-  response.writeHead(answer.status, headers);
-  response.end(body);
   done();
 }
 
