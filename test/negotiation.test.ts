@@ -35,6 +35,7 @@ describe('Accept', () => {
     ['application/graphql-response+json;q=0.5, application/json', 'application/json'],
     ['*/*;q=0.5, application/json;q=0', 'application/graphql-response+json'],
     ['application/json; charset=UTF-8', 'application/json'],
+    ['application/json; charset="utf-8"', 'application/json'],
   ])('honours q-values: %s is answered as %s', async (accept, type) => {
     const a = await send(oneCall, { accept });
     expect(a.status).toBe(200);
@@ -42,7 +43,7 @@ describe('Accept', () => {
     expect(a.body).toEqual({ data: { heads: { totalCount: expect.any(Number) } } });
   });
 
-  it.each(['application/json;q=0', 'text/html', '*/*;q=0', 'application/json; charset=latin1'])(
+  it.each(['application/json;q=0', 'text/html', '*/*;q=0', 'application/json; charset=latin1', 'application/json; charset="latin1"'])(
     'refuses %s, which names nothing the gateway answers in, with 406 NOT_ACCEPTABLE before any upstream call',
     async (accept) => {
       const a = await send(oneCall, { accept });

@@ -1,3 +1,4 @@
+import { GraphQLError, type ExecutionResult } from 'graphql';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,6 +7,7 @@ import { useAnswerBody } from '../src/server/answers/answer.js';
 import { errorMasking } from '../src/server/answers/masking.js';
 import { buildGateway } from '../src/server/gateway.js';
 import { createLogger } from '../src/server/instruments/logger.js';
+import { serialise } from '../src/server/http/serialisation.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { Pipeline } from '../src/server/pipeline/pipeline.js';
 import { stageNames, type Stages } from '../src/server/pipeline/stages.js';
@@ -209,11 +211,14 @@ describe('fast in production configurations: hot queries run compiled there too'
 
 describe('a step that fails never loses an answer, nor the telemetry stage', () => {
   /** Where the failure is, and how: thrown, or a promise that rejects. */
-  type Fault = { readonly stage: 'result' | 'answer'; readonly how: 'throws' | 'rejects' } | undefined;
+  type Where = 'result' | 'body' | 'headers' | 'telemetry';
+  type Fault = { readonly where: Where; readonly how: 'throws' | 'rejects' } | undefined;
 
   /**
-   * The one path with the in-flight count, the one masking and the answer body, a step after each
-   * that fails as `fault` says, and a telemetry step that counts the requests it saw out.
+   * The one path with the in-flight count, the one masking and the answer body, a step that fails
+   * as `fault` says in the execution's results, in the answer stage (before the body is made, or
+   * after it, writing headers) or in the telemetry stage (first), a last answer step that writes
+   * a header, and a telemetry step that counts the requests it saw out.
    */
   function faulty() {
     const config = loadConfig({ SHED_MAX_IN_FLIGHT: '10', SHED_EVENT_LOOP_DELAY_MS: '0' });
@@ -221,12 +226,13 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
     const inFlight = useInFlight(shedder);
     const masking = errorMasking(createLogger({ level: 'silent' }));
     const state = { fault: undefined as Fault, finished: 0, header: 'a-value' };
-    const fail = (stage: 'result' | 'answer') => {
-      if (state.fault?.stage !== stage) return undefined;
-      const failure = new Error(`the ${stage} step failed at upstream.internal:8080`);
+    const fail = (where: Where): Promise<void> | undefined => {
+      if (state.fault?.where !== where) return undefined;
+      const failure = new Error(`the ${where} step failed at upstream.internal:8080`);
       if (state.fault.how === 'throws') throw failure;
       return Promise.reject(failure);
     };
+    const body = useAnswerBody({ maxBytes: 1_000_000 }).answer;
     const stages: Stages = {
       intake: { 'in flight': inFlight.intake, params: (request) => void request.operations.push(new OperationState({ query: '{ ok }' }, request)) },
       document: { 'in flight': inFlight.document },
@@ -234,42 +240,54 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
       plan: {},
       execution: { executor: () => ({ data: { ok: true } }), result: { masking: masking.execution, faulty: () => fail('result') } },
       answer: {
-        body: useAnswerBody({ maxBytes: 1_000_000 }).answer,
-        faulty: (_request, answer) => {
+        body: (request, answer) => fail('body') ?? body(request, answer),
+        headers: (_request, answer) => {
           answer.headers.set('x-made-by', state.header);
-          return fail('answer');
+          return fail('headers');
         },
+        last: (_request, answer) => void answer.headers.set('x-last', 'written'),
       },
-      telemetry: { 'in flight': inFlight.telemetry, counted: () => void state.finished++ },
+      telemetry: { faulty: () => void fail('telemetry'), 'in flight': inFlight.telemetry, counted: () => void state.finished++ },
     };
     const pipeline = new Pipeline({ stages, mask: masking.mask });
     const serve = routes({ endpoint: '/graphql', pipeline, trustProxy: false, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { state, shedder, serve };
   }
 
-  it.each([
-    ['result', 'throws'],
-    ['result', 'rejects'],
-    ['answer', 'throws'],
-    ['answer', 'rejects'],
-  ] as const)('a %s step that %s: HTTP 500, its error masked (no address, no stack), the request out of flight and its telemetry run', async (stage, how) => {
-    const { state, shedder, serve } = faulty();
-    try {
-      const gateway = fetchTransport(serve);
-      state.fault = { stage, how };
-      const failed = await gateway('http://gateway/graphql', { method: 'POST' });
-      expect(failed.status).toBe(500);
-      expect(await failed.json()).toEqual({ errors: [{ message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } }] });
-      expect([shedder.inFlight, state.finished]).toEqual([0, 1]);
-      // The next request, without the fault, goes through.
-      state.fault = undefined;
-      const next = await gateway('http://gateway/graphql', { method: 'POST' });
-      expect([next.status, await next.json()]).toEqual([200, { data: { ok: true } }]);
-      expect([shedder.inFlight, state.finished]).toEqual([0, 2]);
-    } finally {
-      shedder.close();
-    }
-  });
+  const unexpected = { message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+  /** What each failure is answered: the failure masked (no address, no stack), beside the data it has. */
+  const answered: Record<Where, { status: number; body: unknown }> = {
+    // The data stands (a mutation's says it was applied), the failure among its errors.
+    result: { status: 200, body: { errors: [unexpected], data: { ok: true } } },
+    // No answer made: a 500, on which the later steps still write their headers.
+    body: { status: 500, body: { errors: [unexpected] } },
+    // The answer made stands; the failed step's headers are what it wrote before it failed.
+    headers: { status: 200, body: { data: { ok: true } } },
+    telemetry: { status: 200, body: { data: { ok: true } } },
+  };
+
+  // A telemetry step is synchronous: it can only throw.
+  it.each([...(['result', 'body', 'headers'] as const).flatMap((where) => (['throws', 'rejects'] as const).map((how) => [where, how] as const)), ['telemetry', 'throws'] as const])(
+    'a %s step that %s: its answer as said, the request out of flight and its telemetry run',
+    async (where, how) => {
+      const { state, shedder, serve } = faulty();
+      try {
+        const gateway = fetchTransport(serve);
+        state.fault = { where, how };
+        const failed = await gateway('http://gateway/graphql', { method: 'POST' });
+        expect({ status: failed.status, body: await failed.json() }).toEqual(answered[where]);
+        expect(failed.headers.get('x-last')).toBe('written');
+        expect([shedder.inFlight, state.finished]).toEqual([0, 1]);
+        // The next request, without the fault, goes through.
+        state.fault = undefined;
+        const next = await gateway('http://gateway/graphql', { method: 'POST' });
+        expect([next.status, await next.json()]).toEqual([200, { data: { ok: true } }]);
+        expect([shedder.inFlight, state.finished]).toEqual([0, 2]);
+      } finally {
+        shedder.close();
+      }
+    },
+  );
 
   it('an answer HTTP cannot write (a header Node refuses): the response cut, the telemetry run', async () => {
     const { state, shedder, serve } = faulty();
@@ -299,5 +317,15 @@ describe('the one masking', () => {
       expect(mask(failure, true).extensions['code'], name).toBe('CLIENT_CLOSED_REQUEST');
       expect([mask(failure, false).message, mask(failure, false).extensions['code']], name).toEqual(['Unexpected error.', 'INTERNAL_SERVER_ERROR']);
     }
+  });
+});
+
+describe('the one serialisation', () => {
+  it("writes a part's errors as a result's: without the extensions meant for the server (`http`, `unexpected`)", () => {
+    const failure = () => new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR', unexpected: true, http: { status: 500 } } });
+    const part = { incremental: [{ data: null, path: ['head'], errors: [failure()] }], completed: [{ id: '0', errors: [failure()] }], hasNext: false };
+    const shown = { message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+    expect(JSON.parse(serialise(part as ExecutionResult))).toEqual({ incremental: [{ data: null, path: ['head'], errors: [shown] }], completed: [{ id: '0', errors: [shown] }], hasNext: false });
+    expect(JSON.parse(serialise({ errors: [failure()], data: null }))).toEqual({ errors: [shown], data: null });
   });
 });

@@ -15,7 +15,7 @@ import { frontDoor, isBrowserPageView } from './pages/front-door.js';
 import { graphiQLPage } from './pages/graphiql-cache.js';
 import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
 import { Pipeline } from './pipeline/pipeline.js';
-import type { Stages } from './pipeline/stages.js';
+import type { AnswerStep, Stages, Steps } from './pipeline/stages.js';
 import { gatewayPolicies, type PolicyOptions } from './policies.js';
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { probes } from './probes/routes.js';
@@ -42,6 +42,9 @@ interface GatewayOptions extends PolicyOptions {
   /** Why /ready says "not ready" whatever the upstream answered (the breaker open). */
   readonly notReadyBecause?: () => string | undefined;
 }
+
+/** The answer stage's last steps, what every answer carries (the routes' too): CORS, then the cache headers' one rule. */
+const everyAnswerOf = (policies: ReturnType<typeof gatewayPolicies>): Steps<AnswerStep> => ({ cors: policies.cors?.answer, 'cache headers': policies.answerHeaders });
 
 /**
  * The one path of every GraphQL request, stage by stage (pipeline/stages.ts), each stage's steps
@@ -105,8 +108,7 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
       'response cache': responseCache?.answer,
       'caller limits': callerLimits.answer,
       telemetry: telemetry.answer,
-      cors: policies.cors?.answer,
-      'cache headers': policies.answerHeaders,
+      ...everyAnswerOf(policies),
     },
     telemetry: { telemetry: telemetry.telemetry, 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
   };
@@ -116,8 +118,7 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
 function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder; pipeline: Pipeline } {
   const { settings } = options;
   const policies = gatewayPolicies(options);
-  const stages = stagesOf(policies);
-  const pipeline = new Pipeline({ stages, mask: policies.masking.mask });
+  const pipeline = new Pipeline({ stages: stagesOf(policies), mask: policies.masking.mask });
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
   const graphiql = settings.introspection
     ? graphiQLPage(renderGraphiQLPage, { title: TITLE, defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' })
@@ -131,7 +132,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     preflight: policies.cors?.preflight,
     routes: [door, probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics })],
     // The answer stage's writers of what every answer says, the routes' too.
-    everyAnswer: [stages.answer['cors'], stages.answer['cache headers']].filter((step) => step !== undefined),
+    everyAnswer: Object.values(everyAnswerOf(policies)).filter((step) => step !== undefined),
   });
   return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder, pipeline };
 }

@@ -52,15 +52,14 @@ export interface WholeAnswer {
   readonly body: string | null;
 }
 
-/** What the Accept header lets the gateway answer in (answers/negotiation.ts). */
 /** The media types an answer goes out in: one JSON document, or parts (multipart/mixed, an event stream). */
 export type AnswerType = 'application/graphql-response+json' | 'application/json' | 'multipart/mixed' | 'text/event-stream';
 
+/** What the Accept header lets the gateway answer in (answers/negotiation.ts). */
 export interface Negotiated {
-  /** The media types, most preferred first. */
-  readonly types: readonly string[];
-  /** The type a whole answer goes out in (one result's, a batch's), and an answer in parts; undefined: none the client takes. */
+  /** The type a whole answer goes out in (one result's, a batch's); undefined: none the client takes (406). */
   readonly whole: AnswerType | undefined;
+  /** The type an answer in parts goes out in; undefined: the client takes none (@defer and @stream are then left out). */
   readonly parts: AnswerType | undefined;
   /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
   readonly alpha9: boolean;
@@ -105,6 +104,11 @@ export interface OperationParams {
 
 /** An operation's result: one, or a stream of parts (@defer, @stream). */
 export type OperationResult = ExecutionResult | AsyncIterable<ExecutionResult>;
+
+/** Stops an answer in parts that will not be sent: what its operation still had to do is cancelled. */
+export function stopParts(parts: AsyncIterable<ExecutionResult>): void {
+  void Promise.resolve((parts as AsyncGenerator).return?.(undefined)).catch(() => undefined);
+}
 
 /** What one mutation field (its response key) evicts from the response cache when it may have changed something. */
 export interface FieldEvictions {

@@ -3,7 +3,7 @@ import type { Pipeline } from './pipeline/pipeline.js';
 import type { Answer, AnswerStep, MaybePromise } from './pipeline/stages.js';
 import { RequestState, type Incoming, type WholeAnswer } from './request-state.js';
 
-/** An answer ready to go out, and what its transport calls once it is out (the telemetry stage, for the GraphQL endpoint's). */
+/** An answer ready to go out, and what its transport calls once it is out (the telemetry stage, for the GraphQL endpoint's): a second call does nothing. */
 export interface Served {
   readonly answer: Answer;
   done(): void;
@@ -67,7 +67,15 @@ export function routes(options: RoutesOptions): Serve {
     const page = options.graphiql?.(request, path);
     if (page !== undefined) return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
     const answer = pipeline.run(request);
-    const served = (ready: Answer): Served => ({ answer: ready, done: () => pipeline.finish(request, ready) });
+    const served = (ready: Answer): Served => {
+      let out = false;
+      const done = () => {
+        if (out) return;
+        out = true;
+        pipeline.finish(request, ready);
+      };
+      return { answer: ready, done };
+    };
     return answer instanceof Promise ? answer.then(served) : served(answer);
   };
 }

@@ -1,7 +1,7 @@
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { Answer, AnswerStep } from '../pipeline/stages.js';
-import type { AnswerType, OperationResult, RequestState } from '../request-state.js';
+import { stopParts, type AnswerType, type OperationResult, type RequestState } from '../request-state.js';
 import { negotiationOf, notAcceptable } from './negotiation.js';
 import { framings, partsBody } from './parts.js';
 import { jsonKeepsSpecStatus, serialise, statusOf } from '../http/serialisation.js';
@@ -33,8 +33,8 @@ async function* onePart(result: ExecutionResult): AsyncGenerator<ExecutionResult
 }
 
 /**
- * The first step of the answer stage: the answer's media type (answers/media-types.ts, from the
- * Accept header as negotiated), its status (http/serialisation.ts, GraphQL over HTTP's rules)
+ * The first step of the answer stage: the answer's media type (as the Accept header was
+ * negotiated: answers/negotiation.ts), its status (http/serialisation.ts, GraphQL over HTTP's rules)
  * and its body, each result serialised once (http/serialisation.ts), bounded by `maxBytes`
  * (the backstop behind the result items limit: an answer whose JSON passes it anyway is replaced
  * by RESULT_TOO_LARGE, `limit: "response_bytes"`; a batch's answers count together, in batch
@@ -96,7 +96,11 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
       const [result] = results;
       if (!isAsyncIterable(result)) return whole(request, answer, result!, operations[0]!.kept?.json);
       const type = negotiationOf(request).parts;
-      if (type !== 'multipart/mixed' && type !== 'text/event-stream') return notAcceptable(answer);
+      if (type !== 'multipart/mixed' && type !== 'text/event-stream') {
+        // Not reached while the negotiation leaves @defer and @stream out for such a client: stopped all the same.
+        stopParts(result);
+        return notAcceptable(answer);
+      }
       return inParts(answer, type, result, 200);
     },
   };

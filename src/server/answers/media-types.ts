@@ -10,7 +10,8 @@ const writers: readonly { readonly types: readonly AnswerType[]; readonly parts:
 /** The media ranges of an Accept header, those with a charset other than UTF-8 left out, the least preferred first (yoga's reading). */
 function rangesOf(accept: string): string[] {
   const ranges: string[] = [];
-  for (const entry of accept.replace(/\s/g, '').toLowerCase().split(',')) {
+  // A quoted charset (`charset="utf-8"`) is the same charset.
+  for (const entry of accept.replace(/[\s"]/g, '').toLowerCase().split(',')) {
     const [range, ...parameters] = entry.split(';');
     if (range === undefined) continue;
     const charset = parameters.find((parameter) => parameter.includes('charset=')) ?? 'charset=utf-8';

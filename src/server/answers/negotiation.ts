@@ -30,7 +30,6 @@ function negotiate(accept: string): Negotiated {
   // With q-values, the answer's type is chosen from the types accepted, most preferred first.
   const chosenBy = quality.test(accept) ? types.join(', ') : accept;
   return {
-    types,
     whole: answerTypeFor(chosenBy, false),
     parts: answerTypeFor(chosenBy, true),
     alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)),
@@ -66,12 +65,16 @@ const notAcceptableAnswer: WholeAnswer = {
   ),
 };
 
-/** Makes `answer` the 406 (answers/answer.ts: a request refused before its negotiation whose client takes none of the types). */
+/**
+ * Makes `answer` the 406, when its result has no type the client takes (answers/answer.ts): a
+ * request refused before its negotiation (overloaded, say) whose client takes none.
+ */
 export function notAcceptable(answer: Answer): void {
   answer.status = notAcceptableAnswer.status;
   for (const [name, value] of Object.entries(notAcceptableAnswer.headers)) answer.headers.set(name, value);
   answer.body = notAcceptableAnswer.body;
 }
+
 /** Whether an operation that uses @defer or @stream answers in parts: one its `if` does not turn off. */
 function answersInParts(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
   let parts = false;
@@ -94,8 +97,9 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  * client cannot take the answer of ran in full, upstream calls included, to be answered 406, and
  * `application/json;q=0` was answered in JSON. Here:
  * - `intake`: an Accept that names no type the gateway answers in is HTTP 406 `NOT_ACCEPTABLE`
- *   before the body is read; one with q-values is read as the types it accepts, most preferred
- *   first (answers/answer.ts chooses among them);
+ *   before the body is read; else the types a whole answer and one in parts go out in are chosen
+ *   (yoga's choice, answers/media-types.ts, over the types accepted most preferred first when the
+ *   header has q-values), once per distinct header;
  * - `document`: an operation with @defer or @stream asked for by a client that takes no type
  *   carrying parts, or in a batch (one JSON array), runs without them, and is answered whole;
  * - `execution`: parts go out in multipart/mixed whenever the client takes it (before SSE), in the
@@ -105,7 +109,7 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  */
 export function useContentNegotiation(options: { readonly schema: GraphQLSchema }): { readonly intake: IntakeStep; readonly document: OperationStep; readonly execution: ResultStep } {
   return {
-    intake: (request) => (negotiationOf(request).types.length === 0 ? notAcceptableAnswer : undefined),
+    intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : undefined),
     document(operation) {
       const { request } = operation;
       if (operation.prepared?.incremental !== true) return undefined;

@@ -51,6 +51,8 @@ function paramsStep(hook: ParamsHook, recode: (error: GraphQLError) => GraphQLEr
     throw error;
   };
   return (operation) => {
+    // Parameters that are no object (a batch's null) are checkParams' to refuse, by what was sent.
+    if (operation.sent !== 'object') return undefined;
     const payload = {
       params: operation.params as GraphQLParams,
       request: operation.request.asRequest,

@@ -20,16 +20,27 @@ function publicExtensions(extensions: Record<string, unknown> | undefined): Reco
   return Object.keys(rest).length > 0 ? rest : undefined;
 }
 
+const errorsJson = (errors: readonly unknown[]): unknown[] => errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error));
+
+/** A part's entries (`incremental`, `completed`) with their errors as clients read them. */
+function entriesJson(entries: unknown): unknown {
+  if (!Array.isArray(entries) || !entries.some((entry: { errors?: unknown }) => Array.isArray(entry?.errors))) return entries;
+  return entries.map((entry: { errors?: unknown }) => (Array.isArray(entry?.errors) ? { ...entry, errors: errorsJson(entry.errors) } : entry));
+}
+
 /**
  * A result as JSON: `errors` before everything else (as the GraphQL spec suggests: a client
  * reading the answer in order learns first that it is partial), then `data` and whatever else a
- * result holds (a part's `hasNext`, `incremental`, `pending`, `completed`), then `extensions`.
+ * result holds (a part's `hasNext`, `incremental`, `pending`, `completed`, their errors as the
+ * result's), then `extensions`.
  */
 export function serialise(result: ExecutionResult): string {
   // Most answers: nothing to put first, nothing to take out.
-  if (result.errors === undefined && result.extensions === undefined) return JSON.stringify(result);
+  if (result.errors === undefined && result.extensions === undefined && !('incremental' in result) && !('completed' in result)) return JSON.stringify(result);
   const { errors, extensions, ...rest } = result as ExecutionResult & Record<string, unknown>;
-  const answer: Record<string, unknown> = errors?.length ? { errors: errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error)), ...rest } : rest;
+  if (rest['incremental'] !== undefined) rest['incremental'] = entriesJson(rest['incremental']);
+  if (rest['completed'] !== undefined) rest['completed'] = entriesJson(rest['completed']);
+  const answer: Record<string, unknown> = errors?.length ? { errors: errorsJson(errors), ...rest } : rest;
   const shown = publicExtensions(extensions as Record<string, unknown> | undefined);
   if (shown !== undefined) answer['extensions'] = shown;
   return JSON.stringify(answer);

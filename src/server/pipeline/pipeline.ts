@@ -1,7 +1,7 @@
 import { GraphQLError } from 'graphql';
-import { Readable } from 'node:stream';
+import { refusalType } from '../http/refusal.js';
 import { serialise } from '../http/serialisation.js';
-import type { OperationState, RequestState } from '../request-state.js';
+import { stopParts, type OperationState, type RequestState } from '../request-state.js';
 import { stageNames, type Answer, type AnswerStep, type Executor, type IntakeStep, type MaybePromise, type OperationStep, type OperationVerdict, type RequestVerdict, type ResultStep, type Stages, type Steps, type TelemetryStep } from './stages.js';
 
 /** A step's promise: only a step that waits (Redis, an upstream call) makes one; the others run in the same turn. */
@@ -32,8 +32,8 @@ function runSteps<S, V>(steps: readonly ((subject: S) => MaybePromise<V | void>)
 
 /**
  * Runs an operation's result steps in order, waiting for each that waits. A step that fails
- * (throws, or its promise rejects) leaves the operation that failure, masked, as its result, and
- * the steps after it still run.
+ * (throws, or its promise rejects) adds its failure, masked, to the operation's result
+ * (`failedStep`), and the steps after it still run.
  */
 function runResults(steps: readonly ResultStep[], operation: OperationState, failed: (error: unknown, operation: OperationState) => GraphQLError, from = 0): MaybePromise<void> {
   for (let i = from; i < steps.length; i++) {
@@ -41,20 +41,36 @@ function runResults(steps: readonly ResultStep[], operation: OperationState, fai
     try {
       done = steps[i]!(operation);
     } catch (error) {
-      operation.result = { errors: [failed(error, operation)] };
+      failedStep(operation, failed(error, operation));
       continue;
     }
     if (isPromise(done)) {
       return done.then(
         () => runResults(steps, operation, failed, i + 1),
         (error: unknown) => {
-          operation.result = { errors: [failed(error, operation)] };
+          failedStep(operation, failed(error, operation));
           return runResults(steps, operation, failed, i + 1);
         },
       );
     }
   }
   return undefined;
+}
+
+/**
+ * An operation whose result step failed: a whole result keeps its data (a mutation's says it was
+ * applied) with the failure among its errors, and is serialised afresh (not as kept); parts stop
+ * (what the operation still had to do is cancelled) and the failure is its result.
+ */
+function failedStep(operation: OperationState, failure: GraphQLError): void {
+  const { result } = operation;
+  operation.kept = undefined;
+  if (result !== undefined && Symbol.asyncIterator in result) {
+    stopParts(result);
+    operation.result = { errors: [failure] };
+    return;
+  }
+  operation.result = { ...result, errors: [...(result?.errors ?? []), failure] };
 }
 
 /** An operation refused by a step: its refusal is its result. */
@@ -128,9 +144,15 @@ export class Pipeline {
     });
   }
 
-  /** The telemetry stage, once the answer is out: its transport calls it once. */
+  /** The telemetry stage, once the answer is out: its transport calls it once. Every step runs: one that fails is logged (by the masking) and the next runs. */
   finish(request: RequestState, answer: Answer): void {
-    for (const step of this.#telemetry) step(request, answer);
+    for (const step of this.#telemetry) {
+      try {
+        step(request, answer);
+      } catch (error) {
+        this.#mask(error, request.gone);
+      }
+    }
   }
 
   /**
@@ -169,6 +191,12 @@ export class Pipeline {
       : void (operation.result = result);
   }
 
+  /**
+   * The answer stage: its first step makes the answer (status, type, body), each after it writes
+   * headers. A step that fails before there is an answer makes it a 500 (the failure masked and
+   * logged, in JSON), on which the steps after it still write their headers; one that fails after
+   * is logged and its headers left out: the answer made stands.
+   */
   #answered(request: RequestState, answer: Answer = { status: 200, headers: new Map(), body: null }, from = 0): MaybePromise<Answer> {
     const steps = this.#answer;
     for (let i = from; i < steps.length; i++) {
@@ -176,16 +204,29 @@ export class Pipeline {
       try {
         done = steps[i]!(request, answer);
       } catch (error) {
-        return this.#failed(error, request, answer);
+        this.#failed(error, request, answer);
+        continue;
       }
-      if (isPromise(done)) return done.then(() => this.#answered(request, answer, i + 1), (error: unknown) => this.#failed(error, request, answer));
+      if (isPromise(done)) {
+        return done.then(
+          () => this.#answered(request, answer, i + 1),
+          (error: unknown) => {
+            this.#failed(error, request, answer);
+            return this.#answered(request, answer, i + 1);
+          },
+        );
+      }
     }
     return answer;
   }
 
-  /** What a request is answered when its answer stage fails: the failure masked (and logged), HTTP 500, in JSON; the parts made so far stopped. */
-  #failed(error: unknown, request: RequestState, made: Answer): Answer {
-    if (made.body instanceof Readable) made.body.destroy();
-    return { status: 500, headers: new Map([['content-type', 'application/json; charset=utf-8']]), body: serialise({ errors: [this.#refuseRequest(error, request)] }) };
+  /** A step of the answer stage failed: logged (by the masking); an answer not made yet is made a 500. */
+  #failed(error: unknown, request: RequestState, answer: Answer): void {
+    const failure = this.#refuseRequest(error, request);
+    // Made: a body, or a status of its own (a 304, a refusal without a body).
+    if (answer.body !== null || answer.status !== 200) return;
+    answer.status = 500;
+    answer.headers.set('content-type', refusalType);
+    answer.body = serialise({ errors: [failure] });
   }
 }

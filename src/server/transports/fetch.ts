@@ -19,17 +19,10 @@ export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: 
     const url = new URL(request.url);
     const body = request.body === null ? null : Readable.fromWeb(request.body as import('node:stream/web').ReadableStream);
     const { signal } = request;
-    const served = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal, get gone() { return signal.aborted; }, peer: undefined, body });
+    const { answer, done } = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal, get gone() { return signal.aborted; }, peer: undefined, body });
     // What the answer did not need of the body (a refusal at the door) is not read.
     body?.destroy();
-    const { answer } = served;
     const stream = answer.body instanceof Readable ? answer.body : undefined;
-    let out = false;
-    const done = () => {
-      if (out) return;
-      out = true;
-      served.done();
-    };
     try {
       const headers = new Headers([...answer.headers]);
       if (stream !== undefined) {

@@ -62,31 +62,25 @@ class NodeIncoming implements Incoming {
 }
 
 /**
- * Writes an answer; `done` once it is out, once: at once for a whole one, when a stream ends or its
- * client goes, or when writing it failed (the response is then cut).
+ * Writes an answer; `done` once it is out: at once for a whole one, when a stream ends or its
+ * client goes, or when writing it failed (the response cut, a stream's parts stopped).
  */
-function send(response: ServerResponse, served: Served): void {
-  const { answer } = served;
-  let out = false;
-  const done = () => {
-    if (out) return;
-    out = true;
-    served.done();
-  };
+function send(response: ServerResponse, { answer, done }: Served): void {
+  const { body } = answer;
   try {
-    const { body } = answer;
     const headers: Record<string, string> = {};
     for (const [name, value] of answer.headers) headers[name] = value;
     if (body instanceof Readable) {
       response.writeHead(answer.status, headers);
       // Its end, its failure (the response cut), or its client gone (what is left of the operation stops).
-      pipeline(body, response, done);
+      pipeline(body, response, () => done());
       return;
     }
     if (body !== null) headers['content-length'] = String(Buffer.byteLength(body));
     response.writeHead(answer.status, headers);
     response.end(body);
   } catch {
+    if (body instanceof Readable) body.destroy();
     response.destroy();
   }
   done();
