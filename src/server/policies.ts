@@ -147,7 +147,7 @@ export function gatewayPolicies(options: PolicyOptions) {
     callerLimits: useCallerLimits({ limiters, trustProxy: settings.callerLimits.trustProxy, onRefused: countRefusal }),
     body,
     csrf: settings.csrfPrevention ? csrfCheck() : undefined,
-    params: useRequestParams((request) => body.read(request.incoming.body, request.headers)),
+    params: useRequestParams((request, use) => body.read(request.incoming.body, request.headers, use)),
     batching: useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
     variablesDepth: variablesDepth({ maxVariablesDepth: settings.limits.maxVariablesDepth, onRefused: refused('variables_depth') }),
     persisted: usePersistedDocuments({ apqStore: apqStoreOf(options), trustedDocuments: settings.persistedDocuments.trustedDocuments, trustedDocumentsOnly: settings.persistedDocuments.trustedDocumentsOnly }),

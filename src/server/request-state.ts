@@ -217,10 +217,8 @@ export class RequestState {
   batched = false;
   /** A batch of two or more: the loaders, the call budget and the answer bytes its operations share. */
   batch: RequestBatch | undefined;
-  /** What the Accept header allows; undefined without one (anything). */
+  /** What its Accept header allows, once negotiated (answers/negotiation.ts: `negotiationOf`). */
   negotiated: Negotiated | undefined;
-  /** What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). */
-  readonly quotas: { requests?: RateLimiterRes; address?: RateLimiterRes } = {};
   /** The caller's trace (its traceparent) and client app, read by the telemetry as it arrives. */
   parent: Context | undefined;
   client: ClientIdentity | undefined;
@@ -233,6 +231,7 @@ export class RequestState {
   #requestId: string | undefined;
   #tokenCaller: string | null | undefined;
   #like: RequestLike | undefined;
+  #quotas: { requests?: RateLimiterRes; address?: RateLimiterRes } | undefined;
 
   constructor(
     readonly incoming: Incoming,
@@ -260,6 +259,11 @@ export class RequestState {
   /** The request as library plugins read one, made on first use. */
   get asRequest(): RequestLike {
     return (this.#like ??= { method: this.incoming.method, url: ORIGIN + this.incoming.target, headers: this.incoming.headers });
+  }
+
+  /** What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). Made on first use. */
+  get quotas(): { requests?: RateLimiterRes; address?: RateLimiterRes } {
+    return (this.#quotas ??= {});
   }
 
   /** What validating its documents costs so far (guards/fragment-pairs.ts): a batch's documents share one budget. Made on first use. */

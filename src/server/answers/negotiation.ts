@@ -43,10 +43,14 @@ function negotiate(accept: string): Negotiated {
 const known = new LRUCache<string, Negotiated>({ max: 256 });
 const KEPT_LENGTH = 256;
 
-/** What a request's Accept header allows (none, or empty: anything), negotiated when first asked. */
+/** What no Accept header (or an empty one) allows: anything. */
+const anything = negotiate('*/*');
+
+/** What a request's Accept header allows, negotiated when first asked. */
 export function negotiationOf(request: RequestState): Negotiated {
   if (request.negotiated !== undefined) return request.negotiated;
-  const accept = request.headers.get('accept') || '*/*';
+  const accept = request.headers.get('accept');
+  if (!accept) return (request.negotiated = anything);
   let negotiated = known.get(accept);
   if (negotiated === undefined) {
     negotiated = negotiate(accept);

@@ -156,10 +156,15 @@ function askedToClose(request: IncomingMessage): boolean {
   return connection !== undefined && connection !== 'keep-alive' && connection.split(',').some((option) => option.trim().toLowerCase() === 'close');
 }
 
-/** Headers given to writeHead as an object, their `Connection` made `close` (a streamed answer says `keep-alive`: answers/parts.ts). */
+/**
+ * Headers given to writeHead (an object, or names and values in one list), their `Connection`
+ * made `close` (a streamed answer says `keep-alive`: answers/parts.ts).
+ */
 function closing(headers: unknown): unknown {
-  if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) return headers;
-  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, name.toLowerCase() === 'connection' ? 'close' : value]));
+  const close = (name: unknown, value: unknown): unknown => (typeof name === 'string' && name.toLowerCase() === 'connection' ? 'close' : value);
+  if (Array.isArray(headers)) return headers.map((item: unknown, at) => (at % 2 === 1 ? close(headers[at - 1], item) : item));
+  if (headers === null || typeof headers !== 'object') return headers;
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, close(name, value)]));
 }
 
 /**

@@ -41,22 +41,24 @@ function codingOf(header: string | null): Coding | null | undefined {
   return codings.length === 1 && (supported as string[]).includes(codings[0]!) ? (codings[0] as Coding) : undefined;
 }
 
-/** What reading a body gave: its bytes, or the refusal of one over the cap. */
-export type ReadBody = Buffer | GraphQLError;
+const unreadable = () => createGraphQLError('The request body could not be read.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
+
+/** Reads a request's body and hands its bytes to `use` (the parameters' reader); resolves with what that made, or with the refusal of a body over the cap or one that could not be read. */
+export type ReadBody = <T>(body: Readable | null, headers: RequestHeaders, use: (bytes: Buffer) => T) => Promise<T | GraphQLError>;
 
 /**
  * The request body, as it comes in, for the intake stage:
  *
  * - its head first (`intake`): a coding it cannot decode is HTTP 415 UNSUPPORTED_MEDIA_TYPE, a
  *   declared Content-Length over MAX_BODY_BYTES HTTP 413, before a byte of it is read;
- * - then its bytes (`read`, for the parameters' reader: intake/params.ts), inflated as they stream
+ * - then its bytes (`read`, handed to the parameters' reader: intake/params.ts), inflated as they stream
  *   in when it is sent with `Content-Encoding: gzip` (or deflate, br), and counted: a body without
  *   a declared length (chunked) or a compressed one (counted as it inflates) stops at the cap
  *   (HTTP 413, code PAYLOAD_TOO_LARGE, `limit: "body"`) with at most one chunk over it in memory,
  *   so a decompression bomb costs its cap. A declared length within the cap needs no counting:
  *   the HTTP parser ends the body there.
  */
-export function useRequestBody(options: RequestBodyOptions): { readonly intake: IntakeStep; read(body: Readable | null, headers: RequestHeaders): Promise<ReadBody> } {
+export function useRequestBody(options: RequestBodyOptions): { readonly intake: IntakeStep; readonly read: ReadBody } {
   const { maxBytes } = options;
   const refuse = () => {
     options.onRefused?.();
@@ -69,14 +71,23 @@ export function useRequestBody(options: RequestBodyOptions): { readonly intake: 
       const declared = headers.get('content-length');
       return declared !== null && Number(declared) > maxBytes ? refuse() : undefined;
     },
-    read(body, headers) {
-      if (body === null) return Promise.resolve(Buffer.alloc(0));
+    read(body, headers, use) {
+      // What the bytes make, in the same turn they end (one promise for the whole read); what `use` throws is the read's failure.
+      if (body === null) {
+        try {
+          return Promise.resolve(use(Buffer.alloc(0)));
+        } catch (error) {
+          return Promise.reject(error as Error);
+        }
+      }
       const coding = codingOf(headers.get('content-encoding'));
       const counted = coding !== null || headers.get('content-length') === null;
       const source: Readable = coding ? body.pipe(decoders[coding]()) : body;
-      return new Promise<ReadBody>((resolve, reject) => {
+      return new Promise((resolve, reject) => {
         const chunks: Buffer[] = [];
         let received = 0;
+        // Refused over the cap: what is left of the body is dropped, and its end makes nothing.
+        let refused = false;
         const onData = (chunk: Buffer) => {
           received += chunk.byteLength;
           if (!counted || received <= maxBytes) {
@@ -90,16 +101,24 @@ export function useRequestBody(options: RequestBodyOptions): { readonly intake: 
             source.destroy();
           }
           body.resume();
+          refused = true;
           resolve(refuse());
         };
         source.on('data', onData);
-        source.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-        source.once('error', reject);
+        source.once('end', () => {
+          if (refused) return;
+          try {
+            resolve(use(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+          } catch (error) {
+            reject(error as Error);
+          }
+        });
+        source.once('error', () => resolve(unreadable()));
         // pipe() leaves the decoder open when the body fails (its client gone): it is closed here.
         if (source !== body) {
-          body.once('error', (error) => {
+          body.once('error', () => {
             source.destroy();
-            reject(error);
+            resolve(unreadable());
           });
         }
       });

@@ -2,7 +2,6 @@ import { createGraphQLError } from 'graphql-yoga';
 import { GraphQLError } from 'graphql';
 import type { IntakeStep, OperationStep } from '../pipeline/stages.js';
 import { OperationState, type OperationParams, type RequestState } from '../request-state.js';
-import type { ReadBody } from './body.js';
 
 const badRequest = (message: string, http: Record<string, unknown> = {}) => createGraphQLError(message, { extensions: { code: 'BAD_REQUEST', http: { status: 400, ...http } } });
 
@@ -59,8 +58,8 @@ const bodyReaders: Readonly<Record<string, (body: Buffer) => unknown>> = {
   'application/x-www-form-urlencoded': (body) => urlParams(new URLSearchParams(body.toString('utf8'))),
 };
 
-/** What reads a request's body (intake/body.ts). */
-export type BodyReader = (request: RequestState) => Promise<ReadBody>;
+/** What reads a request's body (intake/body.ts) and hands its bytes to `use`. */
+export type BodyReader = <T>(request: RequestState, use: (bytes: Buffer) => T) => Promise<T | GraphQLError>;
 
 /**
  * The intake step that reads a request's GraphQL parameters and makes its operations: a GET's
@@ -88,10 +87,7 @@ export function useRequestParams(read: BodyReader): IntakeStep {
     }
     const reader = bodyReaders[contentTypeOf(request)];
     if (reader === undefined) return { status: 415, headers: {}, body: null };
-    return read(request).then(
-      (body) => (body instanceof GraphQLError ? body : operations(request, reader(body))),
-      () => badRequest('The request body could not be read.'),
-    );
+    return read(request, (body) => operations(request, reader(body)));
   };
 }
 

@@ -7,27 +7,32 @@ import { stageNames, type Answer, type AnswerStep, type Executor, type IntakeSte
 /** A step's promise: only a step that waits (Redis, an upstream call) makes one; the others run in the same turn. */
 const isPromise = <T>(value: MaybePromise<T>): value is Promise<T> => value instanceof Promise;
 
-/** Then `next`, at once when `value` is no promise. */
-function then<T, U>(value: MaybePromise<T>, next: (value: T) => MaybePromise<U>): MaybePromise<U> {
-  return isPromise(value) ? value.then(next) : next(value);
-}
+/** What `runSteps` hands on when it has no continuation: the verdict itself. */
+const verdictOf = <V>(verdict: V | undefined): V | undefined => verdict;
 
 /**
- * Runs `steps` on `subject` in order, from `from`, until one gives a verdict (or throws one):
- * synchronously while the steps are, so a request that waits on nothing makes no promise.
+ * Runs `steps` on `subject` in order, from `from`, until one gives a verdict (or throws one), then
+ * `next` with it (or with undefined): synchronously while the steps are, so a request that waits
+ * on nothing makes no promise, and one that waits makes one promise a wait (`next` runs in it).
  */
-function runSteps<S, V>(steps: readonly ((subject: S) => MaybePromise<V | void>)[], subject: S, refusal: (error: unknown, subject: S) => V, from = 0): MaybePromise<V | undefined> {
+function runSteps<S, V, R = V | undefined>(
+  steps: readonly ((subject: S) => MaybePromise<V | void>)[],
+  subject: S,
+  refusal: (error: unknown, subject: S) => V,
+  next: (verdict: V | undefined) => MaybePromise<R> = verdictOf as (verdict: V | undefined) => R,
+  from = 0,
+): MaybePromise<R> {
   for (let i = from; i < steps.length; i++) {
     let verdict: MaybePromise<V | void>;
     try {
       verdict = steps[i]!(subject);
     } catch (error) {
-      return refusal(error, subject);
+      return next(refusal(error, subject));
     }
-    if (isPromise(verdict)) return verdict.then((settled) => (settled === undefined ? runSteps(steps, subject, refusal, i + 1) : settled), (error: unknown) => refusal(error, subject));
-    if (verdict !== undefined) return verdict;
+    if (isPromise(verdict)) return verdict.then((settled) => (settled === undefined ? runSteps(steps, subject, refusal, next, i + 1) : next(settled)), (error: unknown) => next(refusal(error, subject)));
+    if (verdict !== undefined) return next(verdict);
   }
-  return undefined;
+  return next(undefined);
 }
 
 /**
@@ -132,15 +137,14 @@ export class Pipeline {
    * or, in the answer stage, the answer.
    */
   run(request: RequestState): MaybePromise<Answer> {
-    const intake = runSteps<RequestState, RequestVerdict>(this.#intake, request, this.#refuseRequest);
-    return then(intake, (refusal) => {
+    return runSteps<RequestState, RequestVerdict, Answer>(this.#intake, request, this.#refuseRequest, (refusal) => {
       if (refusal !== undefined) {
         request.refusal = refusal;
         return this.#answered(request);
       }
       const { operations } = request;
       const ran = operations.length === 1 ? this.#operation(operations[0]!) : Promise.all(operations.map((operation) => this.#operation(operation))).then(() => undefined);
-      return then(ran, () => this.#answered(request));
+      return isPromise(ran) ? ran.then(() => this.#answered(request)) : this.#answered(request);
     });
   }
 

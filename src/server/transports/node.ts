@@ -68,15 +68,16 @@ class NodeIncoming implements Incoming {
 function send(response: ServerResponse, { answer, done }: Served): void {
   const { body } = answer;
   try {
-    const headers: Record<string, string> = {};
-    for (const [name, value] of answer.headers) headers[name] = value;
+    // Names and values in one list: what Node writes without an object made of them.
+    const headers: string[] = [];
+    for (const [name, value] of answer.headers) headers.push(name, value);
     if (body instanceof Readable) {
       response.writeHead(answer.status, headers);
       // Its end, its failure (the response cut), or its client gone (what is left of the operation stops).
       pipeline(body, response, () => done());
       return;
     }
-    if (body !== null) headers['content-length'] = String(Buffer.byteLength(body));
+    if (body !== null) headers.push('content-length', String(Buffer.byteLength(body)));
     response.writeHead(answer.status, headers);
     response.end(body);
   } catch {
