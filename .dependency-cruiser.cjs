@@ -9,7 +9,8 @@
  *   plan        the operation plan (pure: a document and variables in, reads out)
  *   loaders     per-request DataLoaders that carry the reads out
  *   schema      Pothos types and resolvers, the per-request context
- *   server      yoga and its plugins, HTTP and admin servers, metrics, probes
+ *   server      the one path (pipeline, stages, policies), transports, HTTP and admin servers,
+ *               metrics, probes
  *   config.ts, config/, main.ts   the edge: configuration read once (config/environment.ts: every
  *               variable, its default, description and place in the settings; config/ also holds
  *               what reading it needs, the descriptor budget and the trusted-documents manifest)
@@ -18,8 +19,8 @@
  *
  * Inside server/, folders by concern, in four tiers (docs/architecture.md):
  *   base        instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
- *   state       request-state.ts, callers.ts: what the steps pass each other; pipeline/: the stages,
- *               their runner and the one serialisation of an answer
+ *   state       request-state.ts, callers.ts: what the steps pass each other; pipeline/: the stages
+ *               and their runner
  *   policies    intake, documents, guards, traffic, response-cache, answers, telemetry, probes, pages:
  *               one concern each, each a set of steps; one may use those before it in the request's
  *               path, never one after

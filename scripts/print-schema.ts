@@ -1,7 +1,7 @@
 /**
  * `npm run schema`: writes schema.graphql (the SDL of the Pothos schema, in builder order) at the
  * repo root (`npm run check:generated` tells when it is stale).
- * Codegen reads schema.graphql rather than the .ts schema (STACK-NOTES), so the two must agree.
+ * Codegen reads schema.graphql rather than the .ts schema (../shared/STACK-NOTES.md), so the two must agree.
  */
 import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -152,7 +152,7 @@ describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=5 (a burst of 10), with TRUST_P
     };
     const statuses = await Promise.all(Array.from({ length: 11 }, (_, i) => send(from('198.51.100.9', `door-${i}`))));
     expect(statuses.map((a) => a.status).sort()).toEqual([...Array.from({ length: 10 }, () => 200), 429]);
-    // A body that would not parse never reaches yoga: the door answers.
+    // A body that would not parse is never read: the intake stage refuses it first.
     const door = await send(from('198.51.100.9', 'door-new'), '{ not json');
     expect(door).toEqual({ status: 429, body: { errors: [{ message: expect.stringMatching(/^Too many operations from this address/), extensions: { code: 'RATE_LIMITED', limit: 'address', retryAfterSeconds: expect.any(Number) } }] } });
     expect(t.calls('listHeads')).toHaveLength(10);

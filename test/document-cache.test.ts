@@ -3,8 +3,8 @@ import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 
 /*
- * yoga's parse cache (and with it whatever is kept per document in WeakMaps: validation results,
- * plans) is bounded by count and by an estimate of its heap, which /metrics reports.
+ * The prepared documents (documents/prepared.ts: parse and validation per text, and whatever is
+ * kept per document in WeakMaps beside them: plan shapes, compiled-run counts) are bounded by count and by an estimate of its heap, which /metrics reports.
  */
 
 const HEAD = 'id uuid name url arUrl outputFormat style version lod headMetadata createdAt updatedAt hair { id name url thumbnailUrl style createdAt sourceType gender objMetadata payableData { price description } updatedAt hairMetadata userId }';

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const skipped = new Set(['node_modules', 'dist', 'results', 'generated', '.git', '.scratch']);
+const skipped = new Set(['node_modules', 'dist', 'results', 'generated', '.git']);
 
 function filesUnder(dir: string, into: string[] = []): string[] {
   for (const entry of readdirSync(join(root, dir))) {

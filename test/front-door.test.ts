@@ -63,7 +63,7 @@ describe('GraphiQL on (the default outside production)', () => {
     expect(t.calls()).toEqual([]);
   });
 
-  it('leaves GraphQL requests and unknown paths to yoga: a GET query runs, /nope is 404', async () => {
+  it('leaves GraphQL requests to the pipeline and unknown paths to the 404 route: a GET query runs, /nope is 404', async () => {
     const query = await answer(await open(t, `/graphql?query=${encodeURIComponent('{ __typename }')}`, 'application/json'));
     expect(query).toMatchObject({ status: 200, body: { data: { __typename: 'Query' } } });
     expect((await open(t, '/nope', BROWSER)).status).toBe(404);
@@ -131,7 +131,7 @@ describe('GraphiQL off (NODE_ENV=production)', () => {
 });
 
 describe('no stacks in error answers', () => {
-  it('NODE_ENV=development (where yoga would add one to a masked error): syntax, validation and upstream errors carry their code and message only', async () => {
+  it('NODE_ENV=development (where a server often adds one to a masked error): syntax, validation and upstream errors carry their code and message only', async () => {
     const t = await startTestGateway({ env: { NODE_ENV: 'development' } });
     try {
       const ids = t.reference.store.headIds();

@@ -159,7 +159,7 @@ describeWithChromium('GraphiQL in Chromium', { shuffle: false }, () => {
     // Chromium asks for brotli; the page comes compressed, with a validator for its next visit.
     expect(response?.headers()['content-encoding']).toBe('br');
     expect(response?.headers()['etag']).toMatch(/^W\//);
-    // A normal navigation asks for HTML; that is what makes yoga answer with GraphiQL.
+    // A normal navigation asks for HTML; that is what makes the gateway answer with GraphiQL (pages/front-door.ts).
     expect((await response!.request().allHeaders())['accept']).toContain('text/html');
     expect(await page.title()).toBe('Avatar Head gateway');
 

@@ -463,7 +463,7 @@ describe('one log line per operation', () => {
     expect(syntax).toHaveLength(1);
     expect(syntax[0]).toMatchObject({ operationName: 'anonymous', operationType: 'unknown', outcome: 'refused', upstreamCalls: 0 });
 
-    // A request without a query is refused by yoga's parameter check, after our clock started.
+    // A request without a query is refused by the parameters' check (intake/params.ts), after our clock started.
     let missing: Response | undefined;
     const noQuery = await logsOf(async () => {
       missing = await post({ variables: {} }, { 'x-request-id': 'no-query' });
@@ -475,7 +475,7 @@ describe('one log line per operation', () => {
     expect(sampleValue(await scrape(), 'gateway_operations_in_flight')).toBe(0);
   });
 
-  it('treats /graphql/, which yoga serves as the endpoint too, as /graphql: the caller\'s trace, a refused body', async () => {
+  it('treats /graphql/, which is served as the endpoint too (http/paths.ts), as /graphql: the caller\'s trace, a refused body', async () => {
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
     const postSlash = (body: string, headers: Record<string, string>) => f.gateway.fetch('http://gateway/graphql/', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
     const served = await logsOf(() => postSlash(JSON.stringify({ query: '{ __typename }' }), { traceparent: `00-${traceId}-00f067aa0ba902b7-01` }));

@@ -7,7 +7,7 @@ import { fanOut, plainOfLength } from './support/attacks.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
- * The planner's own guarantees: plans are cached per document beside yoga's caches, so a hot
+ * The planner's own guarantees: plans are cached per document beside the prepared documents, so a hot
  * operation costs no selection analysis; and analysis is linear in the document, so a document
  * built to make a naive fragment walk explode costs what any document of its size costs, counted
  * in selection sets read, not timed (its wall-clock twin is a bench check: bench/checks/).
@@ -53,7 +53,7 @@ describe('plans cached per document', () => {
     expect(planner.plan({ document, authorized: true })).not.toBe(first);
   });
 
-  it('through the gateway: the same query text twice is analysed once (yoga parses it once)', async () => {
+  it('through the gateway: the same query text twice is analysed once (prepared once)', async () => {
     const analyses = vi.spyOn(SelectionAnalysis.prototype, 'rootFields');
     const query = `query Cached($id: ID!) { head(id: $id) { name hair { name } } }`;
     const ids = t.reference.store.headIds();

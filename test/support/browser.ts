@@ -14,7 +14,7 @@ const CHROMIUM_ARGS = [
 
 /**
  * Launches Debian's Chromium (the `chromium` package: `npx playwright install` cannot download
- * here, STACK-NOTES) headless; playwright gives every launch a fresh temporary profile.
+ * here, ../shared/STACK-NOTES.md) headless; playwright gives every launch a fresh temporary profile.
  */
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: requireProgram('chromium'), args: CHROMIUM_ARGS, headless: true, timeout: 15_000 });
