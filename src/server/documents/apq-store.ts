@@ -54,7 +54,8 @@ const MIN_SHARD_BYTES = 128 * 1024;
  * divided evenly: SHA-256 spreads registrations evenly) in three keys sharing one hash tag, so
  * that a registration and its bound are one script in one slot of a Cluster:
  * `gw:apq:{apq-<n>}:texts` (a hash: hash -> the text `stamped` with its expiry), `…:index` (a sorted set
- * of the hashes by expiry time, which is also registration order: one TTL for all) and
+ * of the hashes by expiry time, which is also registration order: one TTL for all, and one
+ * registered in the same millisecond as the newest scored just after it) and
  * `…:bytes` (the texts' total).
  */
 function shardsFor(maxEntries: number, maxBytes: number): { count: number; maxEntries: number; maxBytes: number } {
@@ -97,7 +98,11 @@ while total + size > maxBytes or redis.call('ZCARD', index) >= maxEntries do
   if not oldest then break end
   forget(oldest)
 end
-redis.call('ZADD', index, now + ttl, hash)
+-- Scored by expiry, after every other: two registrations in one millisecond keep their order.
+local score = now + ttl
+local newest = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2]
+if newest and tonumber(newest) >= score then score = tonumber(newest) + 0.001 end
+redis.call('ZADD', index, score, hash)
 redis.call('SET', bytes, total + size, 'PX', ttl)
 redis.call('PEXPIRE', index, ttl)
 redis.call('PEXPIRE', texts, ttl)
