@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, expect, it, vi } from 'vitest';
+import { createMemoryQueryStore, createRedisQueryStore } from '../src/server/documents/apq-store.js';
+import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { connectRedis, startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 
 /*
@@ -162,5 +164,25 @@ describeWithRedis('registrations in Redis are bounded across gateways', () => {
     expect(texts.size).toBe(160);
     expect(indexed).toBe(160);
     expect(await runsByHash(queries[299]!)).toBe(true);
+  });
+});
+
+describeWithRedis('registrations in Redis made in one millisecond', () => {
+  it('leave in the order Redis took them: four at one instant, with room for three, leave the last three', async () => {
+    await client.flushall();
+    const shared = await connectRedis(redis.url, new GatewayMetrics({ defaultMetrics: false }));
+    // The largest hash first: were the four told apart by hash (their expiry one and the same), the last would go.
+    const queries = Array.from({ length: 4 }, (_, i) => paddedQuery(i)).sort((x, y) => sha256(y).localeCompare(sha256(x)));
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
+    try {
+      const store = createRedisQueryStore({ redis: shared, local: createMemoryQueryStore({ maxEntries: 10, maxBytes: 10_000 }), ttlSeconds: 600, maxEntries: 3, maxBytes: 10_000 });
+      for (const query of queries) await store.set(sha256(query), query);
+      const { texts, indexed } = await apqKeys();
+      expect(indexed).toBe(3);
+      expect([...texts.keys()].sort()).toEqual(queries.slice(1).map(sha256).sort());
+    } finally {
+      vi.useRealTimers();
+      await shared.close();
+    }
   });
 });
