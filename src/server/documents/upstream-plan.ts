@@ -3,6 +3,7 @@ import type { Context } from '@opentelemetry/api';
 import { GraphQLError, type DocumentNode } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import { createContext, type ContextOptions } from '../../schema/context.js';
+import { carriesToken } from '../../schema/inputs.js';
 import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 import type { OperationStep } from '../pipeline/stages.js';
@@ -102,8 +103,8 @@ export function useUpstreamPlan(admit: PlanAdmission, contextOptions: ContextOpt
   return (operation) => {
     const { request, params } = operation;
     const trace = operation.record?.trace;
-    const authorization = request.headers.get('authorization');
-    const plan = admit({ document: operation.document!, operationName: params.operationName, variables: params.variables, authorized: authorization !== null && authorization.trim() !== '', trace }, request.batch);
+    const authorized = carriesToken({ authorization: request.headers.get('authorization') ?? undefined });
+    const plan = admit({ document: operation.document!, operationName: params.operationName, variables: params.variables, authorized, trace }, request.batch);
     if (plan instanceof GraphQLError) return plan;
     operation.plan = plan;
     operation.context = createContext(request.incoming, contextOptions, { requestId: request.requestId, batch: request.batch, trace, plan });

@@ -36,25 +36,24 @@ function runSteps<S, V, R = V | undefined>(
 }
 
 /**
- * Runs an operation's result steps in order, waiting for each that waits. A step that fails
- * (throws, or its promise rejects) adds its failure, masked, to the operation's result
- * (`failedStep`), and the steps after it still run.
+ * Runs every step in order (`call` runs one), waiting for each that waits. A step that fails
+ * (throws, or its promise rejects) is handed to `failed`, and the steps after it still run.
  */
-function runResults(steps: readonly ResultStep[], operation: OperationState, failed: (error: unknown, operation: OperationState) => GraphQLError, from = 0): MaybePromise<void> {
+function runEach<T>(steps: readonly T[], call: (step: T) => MaybePromise<void>, failed: (error: unknown) => void, from = 0): MaybePromise<void> {
   for (let i = from; i < steps.length; i++) {
     let done: MaybePromise<void>;
     try {
-      done = steps[i]!(operation);
+      done = call(steps[i]!);
     } catch (error) {
-      failedStep(operation, failed(error, operation));
+      failed(error);
       continue;
     }
     if (isPromise(done)) {
       return done.then(
-        () => runResults(steps, operation, failed, i + 1),
+        () => runEach(steps, call, failed, i + 1),
         (error: unknown) => {
-          failedStep(operation, failed(error, operation));
-          return runResults(steps, operation, failed, i + 1);
+          failed(error);
+          return runEach(steps, call, failed, i + 1);
         },
       );
     }
@@ -176,7 +175,16 @@ export class Pipeline {
       refuse(operation, verdict);
     }
     const executed = operation.result === undefined ? this.#execute(operation) : undefined;
-    return isPromise(executed) ? executed.then(() => runResults(this.#result, operation, this.#refuseOperation)) : runResults(this.#result, operation, this.#refuseOperation);
+    return isPromise(executed) ? executed.then(() => this.#results(operation)) : this.#results(operation);
+  }
+
+  /** The execution's result steps: one that fails adds its failure, masked, to the operation's result (`failedStep`). */
+  #results(operation: OperationState): MaybePromise<void> {
+    return runEach(
+      this.#result,
+      (step) => step(operation),
+      (error) => failedStep(operation, this.#refuseOperation(error, operation)),
+    );
   }
 
   #execute(operation: OperationState): MaybePromise<void> {
@@ -201,27 +209,14 @@ export class Pipeline {
    * logged, in JSON), on which the steps after it still write their headers; one that fails after
    * is logged and its headers left out: the answer made stands.
    */
-  #answered(request: RequestState, answer: Answer = { status: 200, headers: new Map(), body: null }, from = 0): MaybePromise<Answer> {
-    const steps = this.#answer;
-    for (let i = from; i < steps.length; i++) {
-      let done: MaybePromise<void>;
-      try {
-        done = steps[i]!(request, answer);
-      } catch (error) {
-        this.#failed(error, request, answer);
-        continue;
-      }
-      if (isPromise(done)) {
-        return done.then(
-          () => this.#answered(request, answer, i + 1),
-          (error: unknown) => {
-            this.#failed(error, request, answer);
-            return this.#answered(request, answer, i + 1);
-          },
-        );
-      }
-    }
-    return answer;
+  #answered(request: RequestState): MaybePromise<Answer> {
+    const answer: Answer = { status: 200, headers: new Map(), body: null };
+    const done = runEach(
+      this.#answer,
+      (step) => step(request, answer),
+      (error) => this.#failed(error, request, answer),
+    );
+    return isPromise(done) ? done.then(() => answer) : answer;
   }
 
   /** A step of the answer stage failed: logged (by the masking); an answer not made yet is made a 500. */

@@ -1,7 +1,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { GraphQLError } from 'graphql';
 import type { LoadSheddingSettings } from '../../config.js';
 import type { Caller } from '../callers.js';
-import { GraphQLError } from 'graphql';
 import { CallerShares } from './caller-shares.js';
 
 /** How often the event loop's delay is read (and its histogram started again). */
