@@ -15,6 +15,7 @@ import { sampleOf } from './support/metrics.js';
 import { startRedisCluster, type RedisClusterProcess } from './support/redis-cluster.js';
 import { startRedisSentinel, type RedisSentinelProcess } from './support/redis-sentinel.js';
 import { describeWithRedis } from './support/services.js';
+import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 import { until } from './support/until.js';
 
 /*
@@ -218,5 +219,34 @@ describeWithRedis('REDIS_URL=redis-sentinel://…: the shared stores follow a fa
     await until(async () => Promise.resolve(a.lookup('x')).then(() => true, () => false), 'a answers again');
     expect(await get(a, 'held')).toBeUndefined();
     expect(sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="limits",reason="unreachable"}')).toBeGreaterThan(0);
+  }, 60_000);
+});
+
+describeWithRedis('REDIS_URL=redis-sentinel://…: a failover announced while a connection asks the Sentinels for the master', () => {
+  let sentinel: RedisSentinelProcess;
+  let slowLinks: TcpProxy[];
+  const replicas: SharedRedis[] = [];
+
+  beforeAll(async () => {
+    sentinel = await startRedisSentinel();
+    // Each question to a Sentinel takes 400 ms or more: the news of the failover comes while one is asked.
+    slowLinks = await Promise.all(sentinel.sentinelPorts.map((port) => startTcpProxy({ host: '127.0.0.1', port }, { delayMs: 200 })));
+    const url = `redis-sentinel://${slowLinks.map(({ port }) => `127.0.0.1:${port}`).join(',')}/${sentinel.masterName}`;
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
+    for (let i = 0; i < 3; i++) replicas.push(await connectRedis(url, metrics));
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(replicas.map((replica) => replica.close()));
+    await Promise.all(slowLinks?.map((link) => link.close()) ?? []);
+    await sentinel?.stop();
+  });
+
+  it('keeps looking (ioredis gives such a connection up for good), and every connection writes to the promoted replica', async () => {
+    expect(replicas.every((replica) => replica.ready())).toBe(true);
+    await sentinel.killMaster();
+    const promoted = await sentinel.waitForFailover();
+    await until(() => replicas.every((replica) => replica.ready()), 'every connection on the new master', 20_000);
+    await Promise.all(replicas.map((replica, i) => replica.client.set(`after-failover-${i}`, '1')));
+    expect(await sentinel.client(promoted).exists('after-failover-0', 'after-failover-1', 'after-failover-2')).toBe(3);
   }, 60_000);
 });

@@ -15,6 +15,8 @@ export interface RedisSentinelProcess {
   /** `redis-sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/gwmaster`: the gateway's REDIS_URL. */
   readonly url: string;
   readonly masterName: string;
+  /** The Sentinels' ports. */
+  readonly sentinelPorts: readonly number[];
   /** The master's port as of the last failover this object saw (the first master before any). */
   readonly masterPort: number;
   /** The replica's port (the master-to-be of a failover). */
@@ -103,6 +105,7 @@ export async function startRedisSentinel(): Promise<RedisSentinelProcess> {
   return {
     url: `redis-sentinel://${sentinelPorts.map((port) => `127.0.0.1:${port}`).join(',')}/${MASTER_NAME}`,
     masterName: MASTER_NAME,
+    sentinelPorts: sentinelPorts as number[],
     get masterPort() {
       return currentMaster;
     },

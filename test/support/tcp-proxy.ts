@@ -12,7 +12,8 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(first: { host: string; port: number }): Promise<TcpProxy> {
+/** `delayMs`: each chunk is passed on this much later, either way (a slow link; order kept). */
+export async function startTcpProxy(first: { host: string; port: number }, { delayMs = 0 } = {}): Promise<TcpProxy> {
   const open = new Set<Socket>();
   let cut = false;
   let target = first;
@@ -24,11 +25,12 @@ export async function startTcpProxy(first: { host: string; port: number }): Prom
       [upstream, client],
     ] as const) {
       open.add(from);
-      from.pipe(to);
+      if (delayMs === 0) from.pipe(to);
+      else from.on('data', (chunk) => setTimeout(() => to.write(chunk), delayMs));
       from.on('error', () => to.destroy());
       from.once('close', () => {
         open.delete(from);
-        to.destroy();
+        setTimeout(() => to.destroy(), delayMs);
       });
     }
   });

@@ -4,7 +4,7 @@ import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { SharedStateSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import { COMMAND_TIMEOUT_MS, redisClientOf } from './redis-client.js';
+import { COMMAND_TIMEOUT_MS, quitRedis, redisClientOf } from './redis-client.js';
 import { RedisOutages, type SharedStore } from './redis-outages.js';
 
 /** One Redis connection per process (one client per topology), shared by the limiters, the APQ store and the response cache. */
@@ -119,7 +119,7 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
       client.removeAllListeners('error');
       client.removeAllListeners('close');
       client.on('error', () => {});
-      await client.quit().catch(() => client.disconnect());
+      await quitRedis(client);
     },
   };
 }
