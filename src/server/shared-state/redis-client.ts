@@ -71,17 +71,25 @@ const nodeOptions = (credentials: RedisCredentials, tls: boolean): RedisOptions 
   ...(tls ? { tls: {} } : {}),
 });
 
+/**
+ * What a client is for: `commands` (the stores': never waited on), or `events` (pub/sub: a
+ * subscription asked for while the connection is down waits for it, and a Cluster's channels are
+ * sharded, SSUBSCRIBE on the master of their slot).
+ */
+export type RedisClientPurpose = 'commands' | 'events';
+
 /** The ioredis client of a topology: ioredis has no URL form for Sentinels or a Cluster. */
-export function redisClientOf(settings: SharedStateSettings): Redis | Cluster {
+export function redisClientOf(settings: SharedStateSettings, purpose: RedisClientPurpose = 'commands'): Redis | Cluster {
   const { topology } = settings;
+  const options = purpose === 'events' ? { ...commandOptions, enableOfflineQueue: true } : commandOptions;
   switch (topology.kind) {
     case 'node':
       // A managed endpoint that fails over behind one name may leave a connection on the demoted node.
-      return neverGiveUp(new Redis(topology.url, { ...commandOptions, reconnectOnError: reconnectWhenDemoted(), retryStrategy: reconnectDelay }));
+      return neverGiveUp(new Redis(topology.url, { ...options, reconnectOnError: reconnectWhenDemoted(), retryStrategy: reconnectDelay }));
     case 'sentinel':
       return neverGiveUp(
         new Redis({
-          ...commandOptions,
+          ...options,
           ...nodeOptions(topology.credentials, topology.tls),
           sentinels: topology.sentinels.map(({ host, port }) => ({ host, port })),
           name: topology.masterName,
@@ -98,7 +106,8 @@ export function redisClientOf(settings: SharedStateSettings): Redis | Cluster {
       return new Cluster(
         topology.nodes.map(({ host, port }) => ({ host, port })),
         {
-          enableOfflineQueue: false,
+          enableOfflineQueue: purpose === 'events',
+          shardedSubscribers: purpose === 'events',
           clusterRetryStrategy: reconnectDelay,
           // Writes and reads to masters only: a replica's answer may be behind its master's.
           scaleReads: 'master',
@@ -108,7 +117,7 @@ export function redisClientOf(settings: SharedStateSettings): Redis | Cluster {
           retryDelayOnFailover: 100,
           retryDelayOnClusterDown: 100,
           slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
-          redisOptions: { ...commandOptions, ...nodeOptions(topology.credentials, topology.tls), reconnectOnError: reconnectWhenDemoted() },
+          redisOptions: { ...options, ...nodeOptions(topology.credentials, topology.tls), reconnectOnError: reconnectWhenDemoted() },
         },
       );
   }
