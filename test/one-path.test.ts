@@ -54,7 +54,7 @@ describe('the stages, in order', () => {
       // The upstream calls charged once the plan counted them.
       plan: ['upstream plan', 'caller limits'],
       // Suggestions cut before the masking; every later step reads masked errors.
-      execution: ['executor', 'hidden suggestions', 'masking', 'apq registration', 'response cache', 'retry after', 'negotiation'],
+      execution: ['executor', 'hidden suggestions', 'masking', 'apq registration', 'response cache', 'head events', 'retry after', 'negotiation'],
       // The body (status, type) first, a revalidation's 304 on it, then each header's writer.
       answer: ['body', 'response cache', 'caller limits', 'telemetry', 'cors', 'cache headers'],
       telemetry: ['telemetry', 'in flight', 'caller limits'],
@@ -67,7 +67,7 @@ describe('the stages, in order', () => {
       document: ['telemetry', 'in flight', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
       admission: [],
       plan: ['upstream plan'],
-      execution: ['executor', 'masking', 'apq registration', 'retry after', 'negotiation'],
+      execution: ['executor', 'masking', 'apq registration', 'head events', 'retry after', 'negotiation'],
       answer: ['body', 'telemetry', 'cache headers'],
       telemetry: ['telemetry', 'in flight'],
     });

@@ -20,6 +20,7 @@ import { gatewayPolicies, type PolicyOptions } from './policies.js';
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { probes } from './probes/routes.js';
 import { routes, type Serve } from './routes.js';
+import type { HeadEvents } from './real-time/head-events.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { fetchTransport } from './transports/fetch.js';
 import { nodeTransport, type Handler } from './transports/node.js';
@@ -98,6 +99,8 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
         masking: masking.execution,
         'apq registration': persisted.execution,
         'response cache': responseCache?.execution,
+        // A mutation's heads told to their watchers, by the outcome the cache's evictions read.
+        'head events': policies.headEvents.result,
         'retry after': retryAfter,
         negotiation: negotiation.execution,
       },
@@ -115,7 +118,7 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
 }
 
 /** The gateway over an upstream, on every transport; `buildGateway` makes it as the configuration says. */
-function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder; pipeline: Pipeline } {
+function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder; pipeline: Pipeline; headEvents: HeadEvents } {
   const { settings } = options;
   const policies = gatewayPolicies(options);
   const pipeline = new Pipeline({ stages: stagesOf(policies), mask: policies.masking.mask });
@@ -134,7 +137,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // The answer stage's writers of what every answer says, the routes' too.
     everyAnswer: Object.values(everyAnswerOf(policies)).filter((step) => step !== undefined),
   });
-  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder, pipeline };
+  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder, pipeline, headEvents: policies.headEvents };
 }
 
 /** One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the rest at info. */
@@ -178,6 +181,8 @@ export interface BuiltGateway {
   readonly pipeline: Pipeline;
   /** Its load shedding: closed (its event-loop timer stopped) by whoever stops the gateway. */
   readonly shedder: LoadShedder;
+  /** The heads writes may have changed, told to their watchers (closed by whoever stops the gateway, before Redis). */
+  readonly headEvents: HeadEvents;
   /** Its upstream pool, closed by whoever stops the gateway. */
   readonly upstream: Upstream;
   /** Its spans: shut down (the last batch exported) by whoever stops the gateway. */
@@ -233,6 +238,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
-  const { app, handler, shedder, pipeline } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
-  return { app, handler, shedder, pipeline, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
+  const { app, handler, shedder, pipeline, headEvents } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
+  return { app, handler, shedder, pipeline, headEvents, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

@@ -25,6 +25,7 @@ import type { GatewayMetrics } from './instruments/metrics.js';
 import { useBatching } from './intake/batching.js';
 import { useRequestBody } from './intake/body.js';
 import { useRequestParams, variablesDepth } from './intake/params.js';
+import { useHeadEvents } from './real-time/head-events.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
@@ -154,6 +155,7 @@ export function gatewayPolicies(options: PolicyOptions) {
     documents,
     fragmentPairs: fragmentPairsLimit({ max: settings.limits.maxFragmentPairs, onRefused: () => countRefusal('fragments') }),
     responseCache,
+    headEvents: useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error) }),
     plan: useUpstreamPlan(planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing: options.tracing }), contextOptions),
     executor: engine.executor,
     masking: errorMasking(options.logger),

@@ -110,10 +110,22 @@ export function stopParts(parts: AsyncIterable<ExecutionResult>): void {
   void Promise.resolve((parts as AsyncGenerator).return?.(undefined)).catch(() => undefined);
 }
 
-/** What one mutation field (its response key) evicts from the response cache when it may have changed something. */
+/**
+ * A head a write may have changed, by its UUID: an id, never data (each watcher reads the head
+ * with its own token, and finds it gone if it was deleted).
+ */
+export interface HeadChange {
+  readonly id: string;
+}
+
+/**
+ * What one mutation field (its response key) evicts from the response cache when it may have
+ * changed something, and the head it names, whose watchers are told.
+ */
 export interface FieldEvictions {
   readonly key: string;
   readonly records: readonly CacheEntityRecord[];
+  readonly head?: HeadChange | undefined;
 }
 
 /** The document an operation runs, as the document stage prepared it (documents/prepared.ts). */

@@ -14,6 +14,7 @@ import { HeadShape } from '../../src/reference-upstream/store.js';
 import type { Tracing } from '../../src/telemetry/tracing.js';
 import type { UpstreamAttempt } from '../../src/upstream/transport.js';
 import type { Upstream } from '../../src/upstream/upstream.js';
+import type { HeadEvents } from '../../src/server/real-time/head-events.js';
 
 export interface GraphQLResponse<T = Record<string, unknown>> {
   data?: T | null;
@@ -56,6 +57,8 @@ export interface TestGateway {
   readonly metrics: GatewayMetrics;
   /** Its Redis connection, as main.ts makes it, when `env` sets REDIS_URL. */
   readonly redis: SharedRedis | undefined;
+  /** The heads its writes may have changed, as their watchers hear of them. */
+  readonly headEvents: HeadEvents;
   /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
   readonly logLines: string[];
   /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
@@ -93,7 +96,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
-  const { app: gateway, handler, shedder, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app: gateway, handler, shedder, headEvents, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
@@ -104,6 +107,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
     tracing,
     metrics,
     redis,
+    headEvents,
     logLines,
     attempts,
     async execute(query, variables, headers = {}) {
@@ -135,6 +139,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
         }),
       );
       shedder.close();
+      headEvents.close();
       await upstream.close();
       await Promise.all([redis?.close(), cacheRedis?.close()]);
       await tracing.shutdown();

@@ -73,7 +73,7 @@ export class GatewayMetrics {
 
   readonly sharedStateFallbacks = new Counter({
     name: 'gateway_shared_state_fallbacks_total',
-    help: 'Redis (REDIS_URL) commands of the rate limits, the APQ store or the response cache (store="response_cache": a miss, or nothing stored or evicted) served from process memory instead, by store and reason (unreachable, out_of_memory, read_only, error).',
+    help: 'Redis (REDIS_URL) commands of the rate limits, the APQ store, the response cache (store="response_cache": a miss, or nothing stored or evicted) or head events (store="events": an event told to this process only) served from process memory instead, by store and reason (unreachable, out_of_memory, read_only, error).',
     labelNames: ['store', 'reason'] as const,
     registers: [this.registry],
   });

@@ -3,7 +3,7 @@ import { collectFields } from '@graphql-tools/utils';
 import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLError, type GraphQLSchema } from 'graphql';
 import { headIdFrom } from '../../domain/ids.js';
 import { factsOf } from '../../plan/facts.js';
-import type { CacheEntityRecord, FieldEvictions } from '../request-state.js';
+import type { CacheEntityRecord, FieldEvictions, HeadChange } from '../request-state.js';
 
 /*
  * What the response cache reads of an operation and its result: what a mutation evicts, and
@@ -55,6 +55,7 @@ export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
     const changes = field === undefined ? undefined : factsOf(field).changes;
     if (node === undefined || field === undefined || changes === undefined) continue;
     const records: CacheEntityRecord[] = [];
+    let head: HeadChange | undefined;
     if (changes.head !== undefined) {
       let input: { id?: unknown } | undefined;
       try {
@@ -64,13 +65,16 @@ export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
         continue;
       }
       const uuid = headIdFrom(input?.id);
-      if (uuid !== undefined) records.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
+      if (uuid !== undefined) {
+        records.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
+        head = { id: uuid };
+      }
       for (const [name, types] of Object.entries(changes.given ?? {})) {
         if ((input as Record<string, unknown> | undefined)?.[name] !== undefined) for (const typename of types) records.push({ typename });
       }
     }
     for (const typename of changes.types ?? []) records.push({ typename });
-    if (records.length > 0) evictions.push({ key, records });
+    if (records.length > 0) evictions.push({ key, records, head });
   }
   return evictions;
 }
@@ -98,13 +102,18 @@ function upstreamStatusOf(error: GraphQLError): number | undefined {
 
 /** The evictions of the mutation fields that may have changed something, by their outcome in `result`. */
 export function evictionsAfter(fields: readonly FieldEvictions[], result: ExecutionResult | undefined): CacheEntityRecord[] {
+  return changedFields(fields, result).flatMap((field) => field.records);
+}
+
+/** The mutation fields of `fields` that may have changed what they name, by their outcome in `result`. */
+export function changedFields(fields: readonly FieldEvictions[], result: ExecutionResult | undefined): FieldEvictions[] {
   // A field's own error (its path that field alone) is its outcome; one below it (a read of what
   // it answered) says the field itself resolved: it changed what it names.
   const errors = new Map<unknown, GraphQLError>();
   for (const error of result?.errors ?? []) if (error.path?.length === 1 && !errors.has(error.path[0])) errors.set(error.path[0], error);
   // An error of no field (a refusal of the whole operation) changed nothing.
   if (result === undefined || result.errors?.some((error) => error.path === undefined)) return [];
-  return fields.filter((field) => mayHaveChanged(errors.get(field.key))).flatMap((field) => field.records);
+  return fields.filter((field) => mayHaveChanged(errors.get(field.key)));
 }
 
 const idlessTypes = new WeakMap<DocumentNode, readonly CacheEntityRecord[]>();

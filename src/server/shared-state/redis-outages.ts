@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 
 /** What a process keeps in Redis when REDIS_URL is set: the limiters' counters, the APQ registrations and the response cache. */
-export type SharedStore = 'limits' | 'apq' | 'response_cache';
+export type SharedStore = 'limits' | 'apq' | 'response_cache' | 'events';
 
 /**
  * Why Redis did not serve a store, as `gateway_shared_state_fallbacks_total{reason}` names it:

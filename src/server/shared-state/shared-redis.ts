@@ -30,6 +30,12 @@ export interface SharedRedis {
    * none when it was not sent): counted by reason, and warned about.
    */
   fellBack(store: SharedStore, error?: unknown): void;
+  /**
+   * The connection in subscriber mode for events across processes (made when first asked for,
+   * closed with the rest): pub/sub cannot share the commands' connection; on a Cluster its
+   * channels are sharded.
+   */
+  subscriber(): Redis | Cluster;
   close(): Promise<void>;
 }
 
@@ -89,6 +95,7 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
   const outages = new RedisOutages(logger, metrics);
   const comeBack = new Set<() => void>();
   const lastWords = new Set<() => Promise<unknown>>();
+  let subscriber: Redis | Cluster | undefined;
   const back = () => {
     outages.back();
     for (const listener of comeBack) listener();
@@ -111,6 +118,14 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
     fellBack(store, error) {
       outages.fellBack(store, error, client.status === 'ready');
     },
+    subscriber() {
+      if (subscriber === undefined) {
+        subscriber = redisClientOf(settings, 'events');
+        // Its outages are the commands' connection's to tell: it reconnects on its own.
+        subscriber.on('error', () => {});
+      }
+      return subscriber;
+    },
     async close() {
       // What the stores still owe Redis (an eviction a cut held back), for as long as a command may take.
       if (lastWords.size > 0) await Promise.race([Promise.allSettled([...lastWords].map((task) => task())), sleep(LAST_WORDS_MS, undefined, { ref: false })]);
@@ -119,7 +134,7 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
       client.removeAllListeners('error');
       client.removeAllListeners('close');
       client.on('error', () => {});
-      await quitRedis(client);
+      await Promise.all([quitRedis(client), subscriber === undefined ? undefined : quitRedis(subscriber)]);
     },
   };
 }

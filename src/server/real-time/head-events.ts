@@ -1,0 +1,54 @@
+import { createPubSub, type PubSub } from '@graphql-yoga/subscription';
+import type { ExecutionArgs, GraphQLSchema } from 'graphql';
+import { isAsyncIterable } from 'graphql-yoga';
+import type { ResultStep } from '../pipeline/stages.js';
+import type { HeadChange } from '../request-state.js';
+import { changedFields, evictionsOf } from '../response-cache/evictions.js';
+import { redisEventTarget } from '../shared-state/redis-events.js';
+import type { SharedRedis } from '../shared-state/shared-redis.js';
+
+/** The topics of head events: `headChanged` by the head's UUID. */
+export type HeadTopics = { headChanged: [id: string, change: HeadChange] };
+
+export interface HeadEventsOptions {
+  readonly schema: GraphQLSchema;
+  /** REDIS_URL's connection: events reach every replica; without it, this process's watchers only. */
+  readonly redis?: SharedRedis | undefined;
+  /** An event Redis did not take (its own process's watchers have it all the same). */
+  readonly onPublishFailed?: (error: unknown) => void;
+}
+
+export interface HeadEvents {
+  /** Where watchers listen: `pubsub.subscribe('headChanged', id)`. */
+  readonly pubsub: PubSub<HeadTopics>;
+  /** The execution stage's result step: a mutation's heads published once it may have changed them. */
+  readonly result: ResultStep;
+  close(): void;
+}
+
+/**
+ * The heads that writes may have changed, told to whoever watches them, in this process and (with
+ * REDIS_URL) every other (shared-state/redis-events.ts). A mutation field that names a head tells
+ * it by the outcomes that evict the response cache (response-cache/evictions.ts: sent, and
+ * succeeded or may have; not refused before its call, nor answered 4xx). An event is the head's
+ * id alone: each watcher reads the head with its own token, and finds it gone if it was deleted.
+ * A mutation answered in parts (`@defer`) tells nothing.
+ */
+export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
+  const { schema, redis } = options;
+  const target = redis === undefined ? undefined : redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), onPublishFailed: options.onPublishFailed });
+  const pubsub = createPubSub<HeadTopics>(target === undefined ? undefined : { eventTarget: target as never });
+  return {
+    pubsub,
+    result(operation) {
+      const { result, params } = operation;
+      if (operation.definition?.operation !== 'mutation' || result === undefined || isAsyncIterable(result)) return;
+      // What the response cache read of it as it ran, if it is on; else read here, mutations only.
+      const fields = operation.evictions ?? evictionsOf({ schema, document: operation.document!, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs);
+      for (const field of changedFields(fields, result)) if (field.head !== undefined) pubsub.publish('headChanged', field.head.id, field.head);
+    },
+    close() {
+      target?.close();
+    },
+  };
+}
