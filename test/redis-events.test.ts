@@ -2,7 +2,7 @@ import { createPubSub } from '@graphql-yoga/subscription';
 import { Redis, type Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { redisClientOf } from '../src/server/shared-state/redis-client.js';
+import { quitRedis, redisClientOf } from '../src/server/shared-state/redis-client.js';
 import { redisEventTarget } from '../src/server/shared-state/redis-events.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { startRedisCluster, type RedisClusterProcess } from './support/redis-cluster.js';
@@ -39,7 +39,7 @@ function replica(url: string): Replica {
     failures,
     close() {
       target.close();
-      for (const client of clients) client.disconnect();
+      for (const client of clients) void quitRedis(client);
     },
   };
 }
