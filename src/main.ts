@@ -72,7 +72,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // The response cache's own Redis (RESPONSE_CACHE_REDIS_URL), if it has one: its growth never takes the limits' memory.
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connect(config.responseCacheRedis);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { handler, shedder, headEvents, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
+  const { handler, shedder, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(handler, config, metrics);
   await listenOrExit(server, config.port, config.host);
@@ -93,6 +93,8 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       const delay = signal === 'SIGTERM' ? delayMs : 0;
       logger.info({ signal, delayMs: delay, graceMs }, 'shutting down');
       if (delay > 0 && !hurried.aborted) await setTimeout(delay, undefined, { signal: hurried }).catch(() => undefined);
+      // Every stream completed, its client reconnecting to a replica in rotation, before the drain.
+      subscriptions.completeAll();
       await Promise.all([stopGatewayServer(server, graceMs), admin === undefined ? undefined : stopGatewayServer(admin, graceMs)]);
       shedder.close();
       headEvents.close();

@@ -222,7 +222,8 @@ describe('a stream whose next() rejects', () => {
         result: {},
       },
       answer: { body: useAnswerBody({ maxBytes: 1_000_000 }).answer },
-      telemetry: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
+      telemetry: {},
+      release: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
     };
     const pipeline = new Pipeline({ stages, mask: () => new GraphQLError('Unexpected error.') });
     const serve = routes({ endpoint: '/graphql', pipeline, trustProxy: false, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });

@@ -57,7 +57,9 @@ describe('the stages, in order', () => {
       execution: ['executor', 'hidden suggestions', 'masking', 'apq registration', 'response cache', 'head events', 'retry after', 'negotiation'],
       // The body (status, type) first, a revalidation's 304 on it, then each header's writer.
       answer: ['body', 'response cache', 'caller limits', 'telemetry', 'cors', 'cache headers'],
-      telemetry: ['telemetry', 'in flight', 'caller limits'],
+      telemetry: ['telemetry'],
+      // Given back once the answer is out, or as a subscription's stream begins.
+      release: ['in flight', 'caller limits'],
     });
   });
 
@@ -69,7 +71,8 @@ describe('the stages, in order', () => {
       plan: ['upstream plan'],
       execution: ['executor', 'masking', 'apq registration', 'head events', 'retry after', 'negotiation'],
       answer: ['body', 'telemetry', 'cache headers'],
-      telemetry: ['telemetry', 'in flight'],
+      telemetry: ['telemetry'],
+      release: ['in flight'],
     });
   });
 });
@@ -247,7 +250,8 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
         },
         last: (_request, answer) => void answer.headers.set('x-last', 'written'),
       },
-      telemetry: { faulty: () => void fail('telemetry'), 'in flight': inFlight.telemetry, counted: () => void state.finished++ },
+      telemetry: { faulty: () => void fail('telemetry'), counted: () => void state.finished++ },
+      release: { 'in flight': inFlight.telemetry },
     };
     const pipeline = new Pipeline({ stages, mask: masking.mask });
     const serve = routes({ endpoint: '/graphql', pipeline, trustProxy: false, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });

@@ -242,6 +242,10 @@ export const environment = z.object({
   DOCUMENT_CACHE_MAX_BYTES: setting('documentCache.maxBytes', integer(mib, 16 * 1024 * mib).default(32 * mib)).register(variableDocs, { description: 'estimated heap those prepared documents may hold together (about 0.5 KB a token, besides the text)' }),
   WORKERS: setting('workers', workers().default(1).transform((value) => (value === 'auto' ? availableParallelism() : value)))
     .register(variableDocs, { description: 'gateway processes behind one port (`node:cluster`); `auto`: one per CPU' }),
+  SUBSCRIPTIONS_PER_CALLER: setting('subscriptions.perCaller', integer(1, 100_000).default(100))
+    .register(variableDocs, { description: 'subscriptions one caller (its token, or its address without one) may hold open in one process, over every transport; one more is refused `SUBSCRIPTION_LIMIT` (see [real time](docs/operations.md#real-time))' }),
+  SUBSCRIPTIONS_MAX: setting('subscriptions.max', integer(1, 1_000_000).default(20_000))
+    .register(variableDocs, { description: 'subscriptions one process holds open for every caller together; one more is refused `SUBSCRIPTION_LIMIT`' }),
   SHUTDOWN_DELAY_MS: setting('shutdown.delayMs', integer(0, 600_000).default(5_000))
     .register(variableDocs, {
       description:

@@ -37,6 +37,8 @@ export type ItemsFact = { readonly arg: string } | 'window';
  */
 export interface ChangesFact {
   readonly head?: string;
+  /** The field deletes that head: once it succeeded, its watchers are told it is gone. */
+  readonly deletes?: true;
   readonly types?: readonly string[];
   readonly given?: Readonly<Record<string, readonly string[]>>;
 }

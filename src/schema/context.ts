@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
+import type { HeadChange } from '../domain/head-changes.js';
 import { RequestLoaders } from '../loaders/request-loaders.js';
 import type { Strategy } from '../domain/needs.js';
 import { EMPTY_PLAN, type OperationPlan } from '../plan/operation-plan.js';
@@ -31,7 +32,17 @@ export interface GatewayContext {
    * A method, not a getter: a copy of the context (`{ ...context }`) would call a getter, and make one.
    */
   readonly logger: () => Logger;
+  /** The changes to one head (by UUID) as they come: what `Subscription.headChanged` streams. */
+  readonly headChanges: HeadChangeSource;
 }
+
+/** The changes to one head (by UUID) as they come, until the iteration is ended (server/real-time/). */
+export type HeadChangeSource = (id: string) => AsyncIterable<HeadChange>;
+
+/** Where no process serves subscriptions (a context made outside the gateway's pipeline). */
+const noHeadChanges: HeadChangeSource = () => {
+  throw new Error('No source of head changes: subscriptions run in the gateway');
+};
 
 export interface ContextOptions {
   readonly upstream: Upstream;
@@ -40,6 +51,8 @@ export interface ContextOptions {
   readonly budget: number;
   readonly deadlineMs: number;
   readonly strategy: Strategy;
+  /** Where subscriptions listen for head changes. @default none: a subscription fails */
+  readonly headChanges?: HeadChangeSource | undefined;
 }
 
 const requestIdPattern = /^[\w.:-]{1,128}$/;
@@ -93,5 +106,6 @@ export function createContext(request: ContextRequest, options: ContextOptions, 
     trace,
     // A pino child per request is not free (it compiles the redaction of its bindings).
     logger: () => (logger ??= options.logger.child({ requestId })),
+    headChanges: options.headChanges ?? noHeadChanges,
   };
 }

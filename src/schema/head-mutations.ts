@@ -75,7 +75,7 @@ builder.mutationFields((t) => ({
     description: 'Deletes a head (Delete Head). Needs a bearer token. Sent once, never retried.',
     args: { input: t.arg({ type: DeleteHeadInput, required: true, description: 'The head to delete.' }) },
     // It answers no Head for the cache to find: the head is named by its argument.
-    ...plan({ kind: 'call', operation: 'deleteHead', needsToken: true }, { head: 'input', types: ['HeadConnection'] }),
+    ...plan({ kind: 'call', operation: 'deleteHead', needsToken: true }, { head: 'input', deletes: true, types: ['HeadConnection'] }),
     resolve: async (_, { input }, ctx) => {
       requireAuthorization(ctx);
       const id = String(input.id);

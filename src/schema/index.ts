@@ -6,6 +6,7 @@ import './hair.js';
 import './head.js';
 import './node.js';
 import './head-mutations.js';
+import './head-changes.js';
 import './permission.js';
 import './subscription.js';
 import './login.js';

@@ -21,6 +21,7 @@ import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { probes } from './probes/routes.js';
 import { routes, type Serve } from './routes.js';
 import type { HeadEvents } from './real-time/head-events.js';
+import type { Subscriptions } from './real-time/subscriptions.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { fetchTransport } from './transports/fetch.js';
 import { nodeTransport, type Handler } from './transports/node.js';
@@ -113,12 +114,14 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
       telemetry: telemetry.answer,
       ...everyAnswerOf(policies),
     },
-    telemetry: { telemetry: telemetry.telemetry, 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
+    telemetry: { telemetry: telemetry.telemetry },
+    // Also as a subscription's stream begins: an open stream holds neither.
+    release: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
   };
 }
 
 /** The gateway over an upstream, on every transport; `buildGateway` makes it as the configuration says. */
-function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder; pipeline: Pipeline; headEvents: HeadEvents } {
+function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder; pipeline: Pipeline; headEvents: HeadEvents; subscriptions: Subscriptions } {
   const { settings } = options;
   const policies = gatewayPolicies(options);
   const pipeline = new Pipeline({ stages: stagesOf(policies), mask: policies.masking.mask });
@@ -137,7 +140,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // The answer stage's writers of what every answer says, the routes' too.
     everyAnswer: Object.values(everyAnswerOf(policies)).filter((step) => step !== undefined),
   });
-  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder, pipeline, headEvents: policies.headEvents };
+  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder, pipeline, headEvents: policies.headEvents, subscriptions: policies.subscriptions };
 }
 
 /** One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the rest at info. */
@@ -183,6 +186,8 @@ export interface BuiltGateway {
   readonly shedder: LoadShedder;
   /** The heads writes may have changed, told to their watchers (closed by whoever stops the gateway, before Redis). */
   readonly headEvents: HeadEvents;
+  /** Its open subscriptions: completed by whoever stops the gateway, once it is out of rotation. */
+  readonly subscriptions: Subscriptions;
   /** Its upstream pool, closed by whoever stops the gateway. */
   readonly upstream: Upstream;
   /** Its spans: shut down (the last batch exported) by whoever stops the gateway. */
@@ -238,6 +243,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
-  const { app, handler, shedder, pipeline, headEvents } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
-  return { app, handler, shedder, pipeline, headEvents, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
+  const { app, handler, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
+  return { app, handler, shedder, pipeline, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

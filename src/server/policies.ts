@@ -26,6 +26,8 @@ import { useBatching } from './intake/batching.js';
 import { useRequestBody } from './intake/body.js';
 import { useRequestParams, variablesDepth } from './intake/params.js';
 import { useHeadEvents } from './real-time/head-events.js';
+import { useSubscriptions } from './real-time/subscriptions.js';
+import type { OperationState } from './request-state.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
@@ -60,6 +62,7 @@ export type GatewaySettings = Pick<
   | 'metricsClients'
   | 'operationLog'
   | 'production'
+  | 'subscriptions'
 >;
 
 export interface PolicyOptions {
@@ -137,6 +140,8 @@ export function gatewayPolicies(options: PolicyOptions) {
   const documents = preparedDocuments({ envelop: engine.getEnveloped, bounds: settings.documentCache, maxDepth: settings.limits.maxDepth, onRefused: countRefusal });
   metrics.watchDocumentCache('parsed', documents.use);
   const contextOptions: ContextOptions = { upstream: options.upstream, logger: options.logger, fanout: settings.upstreamFanout, budget: settings.upstreamCallBudget, deadlineMs: settings.operationTimeoutMs, strategy: settings.planner };
+  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error) });
+  const subscriptions = useSubscriptions({ schema, pubsub: headEvents.pubsub, contextOptions, limits: settings.subscriptions, onRefused: refused('subscriptions') });
   const planner = new Planner({ schema, strategy: settings.planner });
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);
@@ -155,9 +160,11 @@ export function gatewayPolicies(options: PolicyOptions) {
     documents,
     fragmentPairs: fragmentPairsLimit({ max: settings.limits.maxFragmentPairs, onRefused: () => countRefusal('fragments') }),
     responseCache,
-    headEvents: useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error) }),
-    plan: useUpstreamPlan(planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing: options.tracing }), contextOptions),
-    executor: engine.executor,
+    headEvents,
+    subscriptions,
+    plan: useUpstreamPlan(planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing: options.tracing }), { ...contextOptions, headChanges: subscriptions.headChanges }),
+    // A subscription's stream (real-time/subscriptions.ts), else the engine's run.
+    executor: (operation: OperationState) => (operation.definition?.operation === 'subscription' ? subscriptions.execute(operation) : engine.executor(operation)),
     masking: errorMasking(options.logger),
     hiddenSuggestions: settings.production ? hiddenExecutionSuggestions : undefined,
     answerBody: useAnswerBody({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),

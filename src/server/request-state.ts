@@ -3,6 +3,7 @@ import type { DocumentNode, ExecutionResult, GraphQLError, OperationDefinitionNo
 import type { Cache } from '@envelop/response-cache';
 import type { Readable } from 'node:stream';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
+import type { HeadChange } from '../domain/head-changes.js';
 import { RequestBatch } from '../loaders/request-batch.js';
 import type { OperationPlan } from '../plan/operation-plan.js';
 import { requestIdFrom, type GatewayContext } from '../schema/context.js';
@@ -63,6 +64,8 @@ export interface Negotiated {
   readonly parts: AnswerType | undefined;
   /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
   readonly alpha9: boolean;
+  /** Whether a subscription's parts, in multipart/mixed, are in Apollo's subscription format (`{"payload": …}`, heartbeats). */
+  readonly subscriptionSpec: boolean;
 }
 
 /**
@@ -110,13 +113,7 @@ export function stopParts(parts: AsyncIterable<ExecutionResult>): void {
   void Promise.resolve((parts as AsyncGenerator).return?.(undefined)).catch(() => undefined);
 }
 
-/**
- * A head a write may have changed, by its UUID: an id, never data (each watcher reads the head
- * with its own token, and finds it gone if it was deleted).
- */
-export interface HeadChange {
-  readonly id: string;
-}
+export type { HeadChange };
 
 /**
  * What one mutation field (its response key) evicts from the response cache when it may have
@@ -125,7 +122,8 @@ export interface HeadChange {
 export interface FieldEvictions {
   readonly key: string;
   readonly records: readonly CacheEntityRecord[];
-  readonly head?: HeadChange | undefined;
+  /** The head it names (its UUID), and whether the field deletes it (plan/facts.ts: `ChangesFact.deletes`). */
+  readonly head?: { readonly id: string; readonly deletes: boolean } | undefined;
 }
 
 /** The document an operation runs, as the document stage prepared it (documents/prepared.ts). */

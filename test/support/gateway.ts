@@ -15,6 +15,7 @@ import type { Tracing } from '../../src/telemetry/tracing.js';
 import type { UpstreamAttempt } from '../../src/upstream/transport.js';
 import type { Upstream } from '../../src/upstream/upstream.js';
 import type { HeadEvents } from '../../src/server/real-time/head-events.js';
+import type { Subscriptions } from '../../src/server/real-time/subscriptions.js';
 
 export interface GraphQLResponse<T = Record<string, unknown>> {
   data?: T | null;
@@ -59,6 +60,7 @@ export interface TestGateway {
   readonly redis: SharedRedis | undefined;
   /** The heads its writes may have changed, as their watchers hear of them. */
   readonly headEvents: HeadEvents;
+  readonly subscriptions: Subscriptions;
   /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
   readonly logLines: string[];
   /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
@@ -96,7 +98,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
-  const { app: gateway, handler, shedder, headEvents, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app: gateway, handler, shedder, headEvents, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
@@ -108,6 +110,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
     metrics,
     redis,
     headEvents,
+    subscriptions,
     logLines,
     attempts,
     async execute(query, variables, headers = {}) {
@@ -139,6 +142,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
         }),
       );
       shedder.close();
+      subscriptions.completeAll();
       headEvents.close();
       await upstream.close();
       await Promise.all([redis?.close(), cacheRedis?.close()]);

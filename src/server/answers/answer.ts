@@ -1,7 +1,7 @@
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { Answer, AnswerStep } from '../pipeline/stages.js';
-import { stopParts, type AnswerType, type OperationResult, type RequestState } from '../request-state.js';
+import { stopParts, type OperationResult, type RequestState } from '../request-state.js';
 import { negotiationOf, notAcceptable } from './negotiation.js';
 import { framings, partsBody } from './parts.js';
 import { jsonKeepsSpecStatus, serialise, statusOf } from '../http/serialisation.js';
@@ -13,6 +13,8 @@ export interface AnswerOptions {
   readonly onRefused?: () => void;
   /** Told of every answer not serialised because its client had hung up, for metrics. */
   readonly onAbandoned?: () => void;
+  /** Told of every stream cut because its client read nothing for a while, for metrics. */
+  readonly onStalled?: () => void;
 }
 
 const tooLarge = (maxBytes: number): string =>
@@ -101,15 +103,17 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
         stopParts(result);
         return notAcceptable(answer);
       }
-      return inParts(answer, type, result, 200);
+      // A subscription to a client that speaks Apollo's multipart subscriptions: in their format.
+      const apollo = type === 'multipart/mixed' && request.negotiated?.subscriptionSpec === true && operations[0]!.definition?.operation === 'subscription';
+      return inParts(answer, apollo ? 'apollo subscription' : type, result, 200, options.onStalled);
     },
   };
 }
 
 /** An answer in parts: framed as its type says, each part serialised as it comes. */
-function inParts(answer: Answer, type: Extract<AnswerType, 'multipart/mixed' | 'text/event-stream'>, parts: AsyncIterable<ExecutionResult>, status: number): void {
+function inParts(answer: Answer, type: keyof typeof framings, parts: AsyncIterable<ExecutionResult>, status: number, onStalled?: () => void): void {
   const framing = framings[type];
   answer.status = status;
   for (const [name, value] of Object.entries(framing.headers)) answer.headers.set(name, value);
-  answer.body = partsBody(parts, framing);
+  answer.body = partsBody(parts, framing, onStalled);
 }

@@ -1,5 +1,5 @@
 import { BREAK, Kind, visit, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
-import { isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
+import { createGraphQLError, isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
 import { wholeDocumentOf } from '../documents/prepared.js';
@@ -16,6 +16,8 @@ const quality = /;\s*q\s*=/i;
 const keptParameter = /^\s*(q|charset)\s*=/i;
 /** Apollo's name for graphql-js 17.0.0-alpha.9's incremental format (https://specs.apollo.dev/incremental/v0.2/). */
 const alpha9Format = /^\s*multipart\/mixed\s*;(?:.*;)?\s*incrementalSpec\s*=\s*"?v0\.2"?\s*(?:;|$)/i;
+/** Apollo's multipart subscriptions (Apollo Client's HttpLink, Apollo Kotlin and iOS; Apollo Router's protocol). */
+const apolloSubscriptions = /^\s*multipart\/mixed\s*;(?:.*;)?\s*subscriptionSpec\s*=\s*"?1\.0"?\s*(?:;|$)/i;
 
 /**
  * The media types of `accept` the gateway can answer in, most preferred first (negotiator: q-values,
@@ -33,6 +35,7 @@ function negotiate(accept: string): Negotiated {
     whole: answerTypeFor(chosenBy, false),
     parts: answerTypeFor(chosenBy, true),
     alpha9: types.includes('multipart/mixed') && ranges.some((range) => alpha9Format.test(range)),
+    subscriptionSpec: types.includes('multipart/mixed') && ranges.some((range) => apolloSubscriptions.test(range)),
   };
 }
 
@@ -79,6 +82,16 @@ export function notAcceptable(answer: Answer): void {
   answer.body = notAcceptableAnswer.body;
 }
 
+/** A subscription's answer is a stream: one asked for in a batch, or by a client that takes no stream, is refused before it runs. */
+function subscriptionRefusal(request: RequestState) {
+  if (request.batched) return createGraphQLError('A subscription cannot be sent in a batch: send it alone.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
+  if (negotiationOf(request).parts !== undefined) return undefined;
+  return createGraphQLError(
+    'A subscription is answered as a stream: send it with Accept: text/event-stream (GraphQL over SSE) or multipart/mixed (Apollo’s subscriptionSpec="1.0"), or over WebSocket (graphql-transport-ws) on this path.',
+    { extensions: { code: 'NOT_ACCEPTABLE', http: { status: 406 } } },
+  );
+}
+
 /** Whether an operation that uses @defer or @stream answers in parts: one its `if` does not turn off. */
 function answersInParts(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
   let parts = false;
@@ -116,6 +129,7 @@ export function useContentNegotiation(options: { readonly schema: GraphQLSchema 
     intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : undefined),
     document(operation) {
       const { request } = operation;
+      if (operation.definition?.operation === 'subscription') return subscriptionRefusal(request);
       if (operation.prepared?.incremental !== true) return undefined;
       // A batch is one JSON array: its operations answer whole too.
       if (request.batched || negotiationOf(request).parts === undefined) operation.document = wholeDocumentOf(operation);

@@ -35,17 +35,34 @@ const eventStream: Framing = {
   heartbeat: ':\n\n',
 };
 
-/** How often an idle event stream says it is alive. */
-const HEARTBEAT_MS = 12_000;
+/**
+ * Apollo's multipart subscriptions (Apollo Client, Kotlin and iOS; Apollo Router's protocol): the
+ * boundary `graphql`, each result as `{"payload": …}`, and an empty part `{}` as the heartbeat.
+ */
+const apolloSubscription: Framing = {
+  headers: { 'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"', connection: 'keep-alive' },
+  start: '\r\n--graphql',
+  part: (json) => `\r\nContent-Type: application/json; charset=utf-8\r\n\r\n{"payload":${json}}\r\n--graphql`,
+  end: '--\r\n',
+  heartbeat: '\r\nContent-Type: application/json; charset=utf-8\r\n\r\n{}\r\n--graphql',
+};
 
-export const framings = { 'multipart/mixed': multipart, 'text/event-stream': eventStream } as const;
+/** How often an idle stream with heartbeats says it is alive: within the 10 s proxies are told to wait (docs/deploy.md). */
+const HEARTBEAT_MS = 8_000;
+
+/** Heartbeats in a row that find the client has read nothing since the last (its buffer still full): the stream is cut. */
+const STALLED_HEARTBEATS = 3;
+
+export const framings = { 'multipart/mixed': multipart, 'text/event-stream': eventStream, 'apollo subscription': apolloSubscription } as const;
 
 /**
  * The body of an answer in parts: each result of `parts` serialised (http/serialisation.ts) and
- * framed as it comes. Destroying the stream (its client gone) ends the parts' iterator, which
- * cancels what the operation still had to do.
+ * framed as it comes, asked for only as the client reads (what waits is bounded by the stream's
+ * buffer; a subscription folds the changes it has not taken). Destroying the stream (its client
+ * gone) ends the parts' iterator, which cancels what the operation still had to do. A client that
+ * reads nothing for STALLED_HEARTBEATS heartbeats with its buffer full is cut (`onStalled`).
  */
-export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framing): Readable {
+export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framing, onStalled?: () => void): Readable {
   const iterator = parts[Symbol.asyncIterator]();
   let heartbeat: NodeJS.Timeout | undefined;
   // One part asked for at a time: a heartbeat's push makes the stream ask again meanwhile.
@@ -79,8 +96,13 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
   body.push(framing.start);
   if (framing.heartbeat !== undefined) {
     const beat = framing.heartbeat;
+    let stalled = 0;
     heartbeat = setInterval(() => {
-      if (!body.destroyed && !body.readableEnded) body.push(beat);
+      if (body.destroyed || body.readableEnded) return;
+      stalled = body.readableLength >= body.readableHighWaterMark ? stalled + 1 : 0;
+      if (stalled < STALLED_HEARTBEATS) return void body.push(beat);
+      onStalled?.();
+      body.destroy();
     }, HEARTBEAT_MS).unref();
   }
   return body;

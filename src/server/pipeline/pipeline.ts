@@ -110,6 +110,7 @@ export class Pipeline {
   readonly #result: readonly ResultStep[];
   readonly #answer: readonly AnswerStep[];
   readonly #telemetry: readonly TelemetryStep[];
+  readonly #release: readonly TelemetryStep[];
   readonly #mask: (error: unknown, gone: boolean) => GraphQLError;
   /** What a step that failed, for a request or one of its operations, is answered with: the failure masked (by whether its client is gone). */
   readonly #refuseRequest = (error: unknown, request: RequestState): GraphQLError => this.#mask(error, request.gone);
@@ -125,6 +126,7 @@ export class Pipeline {
     this.#result = listed(stages.execution.result);
     this.#answer = listed(stages.answer);
     this.#telemetry = listed(stages.telemetry);
+    this.#release = listed(stages.release);
     this.#mask = (error, gone) => (error instanceof GraphQLError ? error : mask(error, gone));
     const { execution, ...rest } = stages;
     this.stages = Object.freeze(Object.fromEntries(stageNames.map((stage) => [stage, stage === 'execution' ? ['executor', ...named(execution.result)] : named(rest[stage])]))) as unknown as Pipeline['stages'];
@@ -147,9 +149,14 @@ export class Pipeline {
     });
   }
 
-  /** The telemetry stage, once the answer is out: its transport calls it once. Every step runs: one that fails is logged (by the masking) and the next runs. */
+  /** The telemetry and release stages, once the answer is out: its transport calls it once. Every step runs: one that fails is logged (by the masking) and the next runs. */
   finish(request: RequestState, answer: Answer): void {
-    for (const step of this.#telemetry) {
+    this.#each(this.#telemetry, request, answer);
+    this.#each(this.#release, request, answer);
+  }
+
+  #each(steps: readonly TelemetryStep[], request: RequestState, answer: Answer): void {
+    for (const step of steps) {
       try {
         step(request, answer);
       } catch (error) {
@@ -178,6 +185,13 @@ export class Pipeline {
     return isPromise(executed) ? executed.then(() => this.#results(operation)) : this.#results(operation);
   }
 
+  /** A subscription's stream holds no in-flight unit nor caller slot while it is open: the release stage runs as it begins (and again, harmlessly, at the end). */
+  #streaming(operation: OperationState): void {
+    if (operation.definition?.operation === 'subscription' && operation.result !== undefined && Symbol.asyncIterator in operation.result) {
+      this.#each(this.#release, operation.request, { status: 200, headers: new Map(), body: null });
+    }
+  }
+
   /** The execution's result steps: one that fails adds its failure, masked, to the operation's result (`failedStep`). */
   #results(operation: OperationState): MaybePromise<void> {
     return runEach(
@@ -197,7 +211,10 @@ export class Pipeline {
     }
     return isPromise(result)
       ? result.then(
-          (done) => void (operation.result = done),
+          (done) => {
+            operation.result = done;
+            this.#streaming(operation);
+          },
           (error: unknown) => void (operation.result = { errors: [this.#refuseOperation(error, operation)] }),
         )
       : void (operation.result = result);

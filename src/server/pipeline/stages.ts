@@ -66,7 +66,9 @@ export type Steps<T> = Readonly<Record<string, T | undefined>>;
  * - execution: operations without a result are run (`executor`); then `result` steps see every
  *   operation's result, however it came (run, refused, kept);
  * - answer: every request: its media type, status, serialisation, then each header's one writer;
- * - telemetry: every request, once its answer is out.
+ * - telemetry: every request, once its answer is out;
+ * - release: what the request holds (its in-flight unit, its caller's slots) given back, once its
+ *   answer is out, or as soon as it is a subscription's stream (which holds none of them open).
  */
 export interface Stages {
   readonly intake: Steps<IntakeStep>;
@@ -76,7 +78,8 @@ export interface Stages {
   readonly execution: { readonly executor: Executor; readonly result: Steps<ResultStep> };
   readonly answer: Steps<AnswerStep>;
   readonly telemetry: Steps<TelemetryStep>;
+  readonly release: Steps<TelemetryStep>;
 }
 
 /** The names of the stages, in order: what docs/architecture.md draws and a test holds. */
-export const stageNames = ['intake', 'document', 'admission', 'plan', 'execution', 'answer', 'telemetry'] as const satisfies readonly (keyof Stages)[];
+export const stageNames = ['intake', 'document', 'admission', 'plan', 'execution', 'answer', 'telemetry', 'release'] as const satisfies readonly (keyof Stages)[];

@@ -45,7 +45,12 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       if (operation.definition?.operation !== 'mutation' || result === undefined || isAsyncIterable(result)) return;
       // What the response cache read of it as it ran, if it is on; else read here, mutations only.
       const fields = operation.evictions ?? evictionsOf({ schema, document: operation.document!, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs);
-      for (const field of changedFields(fields, result)) if (field.head !== undefined) pubsub.publish('headChanged', field.head.id, field.head);
+      const failed = new Set(result.errors?.map((error) => error.path?.[0]));
+      for (const { key, head } of changedFields(fields, result)) {
+        if (head === undefined) continue;
+        // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each watcher's read settles.
+        pubsub.publish('headChanged', head.id, head.deletes && !failed.has(key) ? { id: head.id, deleted: true } : { id: head.id });
+      }
     },
     close() {
       target?.close();

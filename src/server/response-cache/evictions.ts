@@ -3,7 +3,7 @@ import { collectFields } from '@graphql-tools/utils';
 import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLError, type GraphQLSchema } from 'graphql';
 import { headIdFrom } from '../../domain/ids.js';
 import { factsOf } from '../../plan/facts.js';
-import type { CacheEntityRecord, FieldEvictions, HeadChange } from '../request-state.js';
+import type { CacheEntityRecord, FieldEvictions } from '../request-state.js';
 
 /*
  * What the response cache reads of an operation and its result: what a mutation evicts, and
@@ -55,7 +55,7 @@ export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
     const changes = field === undefined ? undefined : factsOf(field).changes;
     if (node === undefined || field === undefined || changes === undefined) continue;
     const records: CacheEntityRecord[] = [];
-    let head: HeadChange | undefined;
+    let head: FieldEvictions['head'];
     if (changes.head !== undefined) {
       let input: { id?: unknown } | undefined;
       try {
@@ -67,7 +67,7 @@ export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
       const uuid = headIdFrom(input?.id);
       if (uuid !== undefined) {
         records.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
-        head = { id: uuid };
+        head = { id: uuid, deletes: changes.deletes === true };
       }
       for (const [name, types] of Object.entries(changes.given ?? {})) {
         if ((input as Record<string, unknown> | undefined)?.[name] !== undefined) for (const typename of types) records.push({ typename });

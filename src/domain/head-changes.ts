@@ -1,0 +1,11 @@
+/**
+ * A change to one head, as the gateway learns of it: a write through any replica, or a read of
+ * the upstream that found the head changed or gone. It names the head and never carries its data:
+ * each watcher reads the head with its own token.
+ */
+export interface HeadChange {
+  /** The head's UUID. */
+  readonly id: string;
+  /** The head is gone (a deletion answered 2xx, or a read answered 404): a watcher's stream ends after this change. */
+  readonly deleted?: true | undefined;
+}

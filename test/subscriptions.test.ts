@@ -1,0 +1,184 @@
+import { encodeGlobalID } from '@pothos/plugin-relay';
+import { createClient, type Client } from 'graphql-sse';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { until } from './support/until.js';
+
+/*
+ * Subscriptions (server/real-time/subscriptions.ts) on the one path: `headChanged(id:)` over GraphQL
+ * over SSE (the graphql-sse client, distinct connections) and Apollo's multipart protocol, an event
+ * per change resolved with the subscriber's own token, shared by subscribers with the same token,
+ * document and variables; refused for clients that take no stream, in batches, over the limits.
+ */
+
+const globalId = (id: string) => encodeGlobalID('Head', id);
+const UPDATE = 'mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id name } } }';
+const DELETE = 'mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadUuid } }';
+const WATCH = 'subscription Watch($id: ID!) { headChanged(id: $id) { id head { name } } }';
+
+type Change = { headChanged: { id: string; head: { name: string } | null } };
+
+/** A subscription through `client`, its results gathered as they come, `ended` once the stream is over. */
+function subscribe(client: Client, query: string, variables: Record<string, unknown>) {
+  const results: { data?: Change; errors?: { message: string; extensions?: { code?: string } }[] }[] = [];
+  let ended = false;
+  const iterator = client.iterate({ query, variables });
+  const running = (async () => {
+    try {
+      for await (const result of iterator) results.push(result as never);
+    } finally {
+      ended = true;
+    }
+  })();
+  return {
+    results,
+    get ended() {
+      return ended;
+    },
+    running: running.catch((error: unknown) => error),
+    stop: () => iterator.return?.(),
+  };
+}
+
+describe('Subscription.headChanged over SSE and multipart (the defaults)', () => {
+  let t: TestGateway;
+  let url: string;
+  let ids: string[];
+  let token: string;
+  const clients: Client[] = [];
+  const sse = (headers: Record<string, string> = {}) => {
+    const client = createClient({ url, headers, retryAttempts: 0 });
+    clients.push(client);
+    return client;
+  };
+  beforeAll(async () => {
+    t = await startTestGateway();
+    url = await t.listen();
+    ids = t.reference.store.headIds();
+    const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+    token = login.data!.login.accessToken;
+  });
+  afterAll(async () => {
+    for (const client of clients) client.dispose();
+    await t.close();
+  });
+
+  it('sends each change with the head as it is now, one upstream read per change for subscribers that share token, document and variables', async () => {
+    const id = ids[20]!;
+    const subscribers = [sse(), sse(), sse()].map((client) => subscribe(client, WATCH, { id: globalId(id) }));
+    await until(() => t.subscriptions.open() === 3, 'three subscriptions open');
+    t.reset();
+    expect((await t.execute(UPDATE, { input: { id: globalId(id), name: 'Seen by three' } })).errors).toBeUndefined();
+    await until(() => subscribers.every((s) => s.results.length === 1), 'the change sent to each');
+    for (const s of subscribers) expect(s.results[0]).toEqual({ data: { headChanged: { id: globalId(id), head: { name: 'Seen by three' } } } });
+    // The update itself, then one read of the head for the three.
+    expect(t.calls().map((call) => call.operation)).toEqual(['updateHead', 'getHeadById']);
+    await Promise.all(subscribers.map((s) => s.stop()));
+    await until(() => t.subscriptions.open() === 0, 'every subscription closed with its client');
+  });
+
+  it('reads the head with each subscriber’s own token: two tokens, two reads, each with its own', async () => {
+    const id = ids[21]!;
+    const withToken = subscribe(sse({ authorization: `Bearer ${token}` }), WATCH, { id });
+    const without = subscribe(sse(), WATCH, { id });
+    await until(() => t.subscriptions.open() === 2, 'both open');
+    t.reset();
+    await t.execute(UPDATE, { input: { id: globalId(id), name: 'Two tokens' } });
+    await until(() => withToken.results.length === 1 && without.results.length === 1, 'both sent');
+    const reads = t.calls('getHeadById');
+    expect(reads.map((read) => read.headers.authorization ?? null).sort()).toEqual([`Bearer ${token}`, null].sort());
+    await Promise.all([withToken.stop(), without.stop()]);
+  });
+
+  it('ends the stream after the head is deleted, its last event saying so without a read', async () => {
+    const id = ids[22]!;
+    const s = subscribe(sse({ authorization: `Bearer ${token}` }), WATCH, { id });
+    await until(() => t.subscriptions.open() === 1, 'open');
+    t.reset();
+    expect((await t.execute(DELETE, { input: { id: globalId(id) } }, { authorization: `Bearer ${token}` })).errors).toBeUndefined();
+    await until(() => s.ended, 'the stream ended');
+    expect(s.results).toEqual([{ data: { headChanged: { id: globalId(id), head: null } } }]);
+    expect(t.calls('getHeadById')).toEqual([]);
+    expect(t.subscriptions.open()).toBe(0);
+  });
+
+  it('refuses an invalid id before it listens, with the input error of head(id:)', async () => {
+    const s = subscribe(sse(), WATCH, { id: 'not-a-head' });
+    await until(() => s.ended, 'the stream ended');
+    expect(s.results[0]?.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+    expect(t.subscriptions.open()).toBe(0);
+  });
+
+  it('answers a client that takes no stream 406 NOT_ACCEPTABLE, and a batched subscription 400, before anything runs', async () => {
+    const asJson = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify({ query: WATCH, variables: { id: ids[0] } }) });
+    expect(asJson.status).toBe(406);
+    expect(((await asJson.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('NOT_ACCEPTABLE');
+    const batched = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify([{ query: WATCH, variables: { id: ids[0] } }]) });
+    expect(((await batched.json()) as { errors: { extensions: { code: string } }[] }[])[0]!.errors[0]!.extensions.code).toBe('BAD_REQUEST');
+    expect(t.subscriptions.open()).toBe(0);
+  });
+
+  it("speaks Apollo's multipart subscriptions: each event a {\"payload\": …} part, the stream ended as the process stops", async () => {
+    const id = ids[23]!;
+    const controller = new AbortController();
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'multipart/mixed;boundary="graphql";subscriptionSpec=1.0,application/json' },
+      body: JSON.stringify({ query: WATCH, variables: { id } }),
+      signal: controller.signal,
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"');
+    let text = '';
+    const reading = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of response.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
+    })();
+    await until(() => t.subscriptions.open() === 1, 'open');
+    await t.execute(UPDATE, { input: { id: globalId(id), name: 'Multipart' } });
+    await until(() => text.includes('"payload"'), 'the event');
+    t.subscriptions.completeAll();
+    await reading;
+    const parts = text.split('\r\n--graphql').map((part) => part.split('\r\n\r\n')[1]).filter((body) => body !== undefined);
+    expect(parts.map((body) => JSON.parse(body))).toEqual([{ payload: { data: { headChanged: { id: globalId(id), head: { name: 'Multipart' } } } } }]);
+    expect(text.endsWith('\r\n--graphql--\r\n')).toBe(true);
+  });
+});
+
+describe('SUBSCRIPTIONS_PER_CALLER=2, SHED_MAX_IN_FLIGHT=1', () => {
+  let t: TestGateway;
+  let url: string;
+  let ids: string[];
+  const clients: Client[] = [];
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { SUBSCRIPTIONS_PER_CALLER: '2', SHED_MAX_IN_FLIGHT: '1' } });
+    url = await t.listen();
+    ids = t.reference.store.headIds();
+  });
+  afterAll(async () => {
+    for (const client of clients) client.dispose();
+    await t.close();
+  });
+
+  it('refuses a caller’s third subscription SUBSCRIPTION_LIMIT; open streams hold no in-flight slot, so a query is still answered', async () => {
+    const client = (authorization: string) => {
+      const made = createClient({ url, headers: { authorization }, retryAttempts: 0 });
+      clients.push(made);
+      return made;
+    };
+    const open = [subscribe(client('Bearer one'), WATCH, { id: ids[0] }), subscribe(client('Bearer one'), WATCH, { id: ids[1] })];
+    await until(() => t.subscriptions.open() === 2, 'two open');
+    const third = subscribe(client('Bearer one'), WATCH, { id: ids[2] });
+    await until(() => third.ended, 'the third refused');
+    // Refused before its stream began: HTTP 429, the error in its one event (graphql-sse's client throws with the response).
+    const refused = (await third.running) as { response: Response };
+    expect(refused.response.status).toBe(429);
+    expect(await refused.response.text()).toContain('"code":"SUBSCRIPTION_LIMIT"');
+    // Another caller has its own count.
+    const other = subscribe(client('Bearer two'), WATCH, { id: ids[2] });
+    await until(() => t.subscriptions.open() === 3, 'another caller’s open');
+    expect((await t.execute('{ heads(first: 1) { totalCount } }')).errors).toBeUndefined();
+    await Promise.all([...open, other].map((s) => s.stop()));
+  });
+});
