@@ -54,7 +54,7 @@ const stageUses = {
   guards: [],
   traffic: [],
   'response-cache': [],
-  'real-time': ['response-cache'],
+  'real-time': ['response-cache', 'documents'],
   answers: ['documents', 'traffic'],
   telemetry: [],
   probes: ['http'],

@@ -72,9 +72,10 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // The response cache's own Redis (RESPONSE_CACHE_REDIS_URL), if it has one: its growth never takes the limits' memory.
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connect(config.responseCacheRedis);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { handler, shedder, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
+  const { handler, websocket, shedder, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(handler, config, metrics);
+  websocket.attach(server);
   await listenOrExit(server, config.port, config.host);
   // Listens after the public port: a cluster primary takes a worker's first 'listening' for the public port.
   const { adminPort } = config.connections;
@@ -95,6 +96,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       if (delay > 0 && !hurried.aborted) await setTimeout(delay, undefined, { signal: hurried }).catch(() => undefined);
       // Every stream completed, its client reconnecting to a replica in rotation, before the drain.
       subscriptions.completeAll();
+      websocket.close();
       await Promise.all([stopGatewayServer(server, graceMs), admin === undefined ? undefined : stopGatewayServer(admin, graceMs)]);
       shedder.close();
       headEvents.close();

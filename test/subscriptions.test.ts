@@ -133,7 +133,8 @@ describe('Subscription.headChanged over SSE and multipart (the defaults)', () =>
     let text = '';
     const reading = (async () => {
       const decoder = new TextDecoder();
-      for await (const chunk of response.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
+      const reader = response.body!.getReader();
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += decoder.decode(chunk.value, { stream: true });
     })();
     await until(() => t.subscriptions.open() === 1, 'open');
     await t.execute(UPDATE, { input: { id: globalId(id), name: 'Multipart' } });

@@ -25,6 +25,9 @@ import type { Subscriptions } from './real-time/subscriptions.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { fetchTransport } from './transports/fetch.js';
 import { nodeTransport, type Handler } from './transports/node.js';
+import { websocketTransport, type WebSocketTransport } from './transports/websocket.js';
+import { HEARTBEAT_MS } from './answers/parts.js';
+import { schema } from '../schema/index.js';
 import type { LoadShedder } from './traffic/load-shedder.js';
 
 export type { GatewaySettings } from './policies.js';
@@ -121,7 +124,7 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
 }
 
 /** The gateway over an upstream, on every transport; `buildGateway` makes it as the configuration says. */
-function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; shedder: LoadShedder; pipeline: Pipeline; headEvents: HeadEvents; subscriptions: Subscriptions } {
+function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; websocket: WebSocketTransport; shedder: LoadShedder; pipeline: Pipeline; headEvents: HeadEvents; subscriptions: Subscriptions } {
   const { settings } = options;
   const policies = gatewayPolicies(options);
   const pipeline = new Pipeline({ stages: stagesOf(policies), mask: policies.masking.mask });
@@ -140,7 +143,8 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // The answer stage's writers of what every answer says, the routes' too.
     everyAnswer: Object.values(everyAnswerOf(policies)).filter((step) => step !== undefined),
   });
-  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), shedder: policies.shedder, pipeline, headEvents: policies.headEvents, subscriptions: policies.subscriptions };
+  const websocket = websocketTransport(serve, { schema, endpoint: ENDPOINT, maxMessageBytes: settings.limits.maxBodyBytes, heartbeatMs: HEARTBEAT_MS });
+  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), websocket, shedder: policies.shedder, pipeline, headEvents: policies.headEvents, subscriptions: policies.subscriptions };
 }
 
 /** One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the rest at info. */
@@ -180,6 +184,8 @@ export interface BuiltGateway {
   readonly app: Gateway;
   /** The gateway on the HTTP transport: what an HTTP server serves (`main.ts` on its port). */
   readonly handler: Handler;
+  /** The gateway on WebSocket (graphql-transport-ws): attached to that server's upgrades, closed (1001) by whoever stops the gateway. */
+  readonly websocket: WebSocketTransport;
   /** The one path of its GraphQL requests: its stages' steps by name (`pipeline.stages`). */
   readonly pipeline: Pipeline;
   /** Its load shedding: closed (its event-loop timer stopped) by whoever stops the gateway. */
@@ -243,6 +249,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
-  const { app, handler, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
-  return { app, handler, shedder, pipeline, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
+  const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
+  return { app, handler, websocket, shedder, pipeline, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

@@ -44,6 +44,8 @@ export interface Incoming {
   readonly peer: string | undefined;
   /** The body as it streams in (null: none). Read by the intake stage, once. */
   readonly body: Readable | null;
+  /** The transport sends its operations' results itself (WebSocket's messages): the answer stage writes no body. */
+  readonly takesResults?: boolean;
 }
 
 /** An answer a step makes whole, instead of going on: a refusal at the door (before the media type is agreed), a page. */

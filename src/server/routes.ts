@@ -7,6 +7,8 @@ import { RequestState, type Incoming, type WholeAnswer } from './request-state.j
 export interface Served {
   readonly answer: Answer;
   done(): void;
+  /** The GraphQL endpoint's request, its operations' results read by a transport that sends them itself (WebSocket). */
+  readonly request?: RequestState | undefined;
 }
 
 /** What every transport hands each request to. */
@@ -74,7 +76,7 @@ export function routes(options: RoutesOptions): Serve {
         out = true;
         pipeline.finish(request, ready);
       };
-      return { answer: ready, done };
+      return { answer: ready, done, request };
     };
     return answer instanceof Promise ? answer.then(served) : served(answer);
   };

@@ -16,6 +16,7 @@ import type { UpstreamAttempt } from '../../src/upstream/transport.js';
 import type { Upstream } from '../../src/upstream/upstream.js';
 import type { HeadEvents } from '../../src/server/real-time/head-events.js';
 import type { Subscriptions } from '../../src/server/real-time/subscriptions.js';
+import type { WebSocketTransport } from '../../src/server/transports/websocket.js';
 
 export interface GraphQLResponse<T = Record<string, unknown>> {
   data?: T | null;
@@ -61,6 +62,7 @@ export interface TestGateway {
   /** The heads its writes may have changed, as their watchers hear of them. */
   readonly headEvents: HeadEvents;
   readonly subscriptions: Subscriptions;
+  readonly websocket: WebSocketTransport;
   /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
   readonly logLines: string[];
   /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
@@ -98,7 +100,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
-  const { app: gateway, handler, shedder, headEvents, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app: gateway, handler, websocket, shedder, headEvents, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
@@ -111,6 +113,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
     redis,
     headEvents,
     subscriptions,
+    websocket,
     logLines,
     attempts,
     async execute(query, variables, headers = {}) {
@@ -123,6 +126,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
     },
     async listen() {
       const server = createGatewayServer(handler, config, metrics);
+      websocket.attach(server);
       servers.push(server);
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
@@ -143,6 +147,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
       );
       shedder.close();
       subscriptions.completeAll();
+      websocket.close();
       headEvents.close();
       await upstream.close();
       await Promise.all([redis?.close(), cacheRedis?.close()]);

@@ -84,6 +84,8 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
   };
   return {
     answer(request, answer) {
+      // Its transport sends the results as they are (WebSocket's messages).
+      if (request.incoming.takesResults === true) return;
       const { refusal, operations } = request;
       if (refusal !== undefined && !(refusal instanceof GraphQLError)) {
         answer.status = refusal.status;

@@ -47,8 +47,8 @@ const apolloSubscription: Framing = {
   heartbeat: '\r\nContent-Type: application/json; charset=utf-8\r\n\r\n{}\r\n--graphql',
 };
 
-/** How often an idle stream with heartbeats says it is alive: within the 10 s proxies are told to wait (docs/deploy.md). */
-const HEARTBEAT_MS = 8_000;
+/** How often an idle stream with heartbeats says it is alive (a WebSocket is pinged): within the 10 s proxies are told to wait (docs/deploy.md). */
+export const HEARTBEAT_MS = 8_000;
 
 /** Heartbeats in a row that find the client has read nothing since the last (its buffer still full): the stream is cut. */
 const STALLED_HEARTBEATS = 3;
