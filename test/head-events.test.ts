@@ -51,7 +51,7 @@ describe('head events in one process (the defaults)', () => {
     expect(answer.errors).toBeUndefined();
     await until(() => named.events.length === 1, 'the update told');
     await settle();
-    expect(named.events).toEqual([{ id }]);
+    expect(named.events).toEqual([{ id, at: expect.any(Number) }]);
     expect(unnamed.events).toEqual([]);
     await Promise.all([named.stop(), unnamed.stop()]);
   });
@@ -65,7 +65,7 @@ describe('head events in one process (the defaults)', () => {
     const again = await t.execute(DELETE, { input: { id: globalId(id) } }, { authorization: `Bearer ${token}` });
     expect(again.errors?.[0]?.extensions?.['code']).toBe('NOT_FOUND');
     await settle();
-    expect(watcher.events).toEqual([{ id, deleted: true }]);
+    expect(watcher.events).toEqual([{ id, at: expect.any(Number), deleted: true }]);
     await watcher.stop();
   });
 
@@ -84,7 +84,7 @@ describe('head events in one process (the defaults)', () => {
     t.reference.clearFaults();
     expect(failed.errors?.length).toBeGreaterThan(0);
     await until(() => watcher.events.length === 1, 'the 5xx told');
-    expect(watcher.events).toEqual([{ id }]);
+    expect(watcher.events).toEqual([{ id, at: expect.any(Number) }]);
     await watcher.stop();
   });
 
@@ -123,8 +123,8 @@ describeWithRedis('head events across replicas (REDIS_URL)', () => {
     expect((await a.execute(UPDATE, { input: { id: globalId(id), name: 'Seen elsewhere' } })).errors).toBeUndefined();
     await until(() => there.events.length === 1 && here.events.length === 1, 'told on both');
     await settle();
-    expect(there.events).toEqual([{ id }]);
-    expect(here.events).toEqual([{ id }]);
+    expect(there.events).toEqual([{ id, at: expect.any(Number) }]);
+    expect(here.events).toEqual([{ id, at: expect.any(Number) }]);
     await Promise.all([there.stop(), here.stop()]);
   });
 });

@@ -221,7 +221,7 @@ describe('a stream whose next() rejects', () => {
         },
         result: {},
       },
-      answer: { body: useAnswerBody({ maxBytes: 1_000_000 }).answer },
+      answer: { body: useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }).answer },
       telemetry: {},
       release: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
     };

@@ -235,7 +235,7 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
       if (state.fault.how === 'throws') throw failure;
       return Promise.reject(failure);
     };
-    const body = useAnswerBody({ maxBytes: 1_000_000 }).answer;
+    const body = useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }).answer;
     const stages: Stages = {
       intake: { 'in flight': inFlight.intake, params: (request) => void request.operations.push(new OperationState({ query: '{ ok }' }, request)) },
       document: { 'in flight': inFlight.document },

@@ -246,6 +246,14 @@ export const environment = z.object({
     .register(variableDocs, { description: 'subscriptions one caller (its token, or its address without one) may hold open in one process, over every transport; one more is refused `SUBSCRIPTION_LIMIT` (see [real time](docs/operations.md#real-time))' }),
   SUBSCRIPTIONS_MAX: setting('subscriptions.max', integer(1, 1_000_000).default(20_000))
     .register(variableDocs, { description: 'subscriptions one process holds open for every caller together; one more is refused `SUBSCRIPTION_LIMIT`' }),
+  SUBSCRIPTION_POLL_MS: setting('subscriptions.pollMs', integer(0, 3_600_000).default(5_000))
+    .register(variableDocs, {
+      description:
+        'how often each head a subscription or live query watches is read for changes made outside the gateway: one read per head per interval for the whole fleet (a lease in Redis with `REDIS_URL`); 0: never (only writes through the gateway are seen)',
+    }),
+  SUBSCRIPTION_POLL_CONCURRENCY: setting('subscriptions.pollConcurrency', integer(1, 256).default(4)).register(variableDocs, { description: "polling's reads under way at once at most, per process: its share of the upstream pool" }),
+  SUBSCRIPTION_HEARTBEAT_MS: setting('subscriptions.heartbeatMs', integer(100, 10_000).default(8_000))
+    .register(variableDocs, { description: 'how often an idle stream gets a heartbeat (an SSE comment, an empty multipart part, a WebSocket ping): at most 10 s, so proxies keep idle streams' }),
   SHUTDOWN_DELAY_MS: setting('shutdown.delayMs', integer(0, 600_000).default(5_000))
     .register(variableDocs, {
       description:

@@ -6,6 +6,10 @@
 export interface HeadChange {
   /** The head's UUID. */
   readonly id: string;
+  /** When it was published (ms since 1970, the publisher's clock): what a subscriber's delivery time counts from. */
+  readonly at: number;
   /** The head is gone (a deletion answered 2xx, or a read answered 404): a watcher's stream ends after this change. */
   readonly deleted?: true | undefined;
+  /** Found by polling the upstream (a change made outside the gateway), not told by a write through it. */
+  readonly polled?: true | undefined;
 }

@@ -26,7 +26,6 @@ import type { SharedRedis } from './shared-state/shared-redis.js';
 import { fetchTransport } from './transports/fetch.js';
 import { nodeTransport, type Handler } from './transports/node.js';
 import { websocketTransport, type WebSocketTransport } from './transports/websocket.js';
-import { HEARTBEAT_MS } from './answers/parts.js';
 import { schema } from '../schema/index.js';
 import type { LoadShedder } from './traffic/load-shedder.js';
 
@@ -143,7 +142,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // The answer stage's writers of what every answer says, the routes' too.
     everyAnswer: Object.values(everyAnswerOf(policies)).filter((step) => step !== undefined),
   });
-  const websocket = websocketTransport(serve, { schema, endpoint: ENDPOINT, maxMessageBytes: settings.limits.maxBodyBytes, heartbeatMs: HEARTBEAT_MS });
+  const websocket = websocketTransport(serve, { schema, endpoint: ENDPOINT, maxMessageBytes: settings.limits.maxBodyBytes, heartbeatMs: settings.subscriptions.heartbeatMs });
   return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), websocket, shedder: policies.shedder, pipeline, headEvents: policies.headEvents, subscriptions: policies.subscriptions };
 }
 

@@ -26,6 +26,7 @@ import { useBatching } from './intake/batching.js';
 import { useRequestBody } from './intake/body.js';
 import { useRequestParams, variablesDepth } from './intake/params.js';
 import { useHeadEvents } from './real-time/head-events.js';
+import { headPolling } from './real-time/head-polling.js';
 import { useSubscriptions } from './real-time/subscriptions.js';
 import type { OperationState } from './request-state.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
@@ -140,8 +141,20 @@ export function gatewayPolicies(options: PolicyOptions) {
   const documents = preparedDocuments({ envelop: engine.getEnveloped, bounds: settings.documentCache, maxDepth: settings.limits.maxDepth, onRefused: countRefusal });
   metrics.watchDocumentCache('parsed', documents.use);
   const contextOptions: ContextOptions = { upstream: options.upstream, logger: options.logger, fanout: settings.upstreamFanout, budget: settings.upstreamCallBudget, deadlineMs: settings.operationTimeoutMs, strategy: settings.planner };
-  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error) });
-  const subscriptions = useSubscriptions({ schema, pubsub: headEvents.pubsub, contextOptions, limits: settings.subscriptions, onRefused: refused('subscriptions') });
+  const { realTime } = metrics;
+  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error), onPublished: () => realTime.published.inc({ source: 'write' }) });
+  const polling = headPolling({
+    upstream: options.upstream,
+    pubsub: headEvents.pubsub,
+    intervalMs: settings.subscriptions.pollMs,
+    concurrency: settings.subscriptions.pollConcurrency,
+    redis: options.redis,
+    onRead: (outcome) => {
+      realTime.pollReads.inc({ outcome });
+      if (outcome === 'changed' || outcome === 'deleted') realTime.published.inc({ source: 'poll' });
+    },
+  });
+  const subscriptions = useSubscriptions({ schema, pubsub: headEvents.pubsub, contextOptions, limits: settings.subscriptions, polling, metrics: realTime, onRefused: refused('subscriptions') });
   const planner = new Planner({ schema, strategy: settings.planner });
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);
@@ -167,7 +180,12 @@ export function gatewayPolicies(options: PolicyOptions) {
     executor: (operation: OperationState) => (operation.definition?.operation === 'subscription' ? subscriptions.execute(operation) : engine.executor(operation)),
     masking: errorMasking(options.logger),
     hiddenSuggestions: settings.production ? hiddenExecutionSuggestions : undefined,
-    answerBody: useAnswerBody({ maxBytes: settings.maxResponseBytes, onRefused: refused('response_bytes'), onAbandoned: () => metrics.abandonedAnswers.inc() }),
+    answerBody: useAnswerBody({
+      maxBytes: settings.maxResponseBytes,
+      onRefused: refused('response_bytes'),
+      onAbandoned: () => metrics.abandonedAnswers.inc(),
+      stream: { heartbeatMs: settings.subscriptions.heartbeatMs, onStalled: () => metrics.realTime.streamsCut.inc({ reason: 'stalled' }) },
+    }),
     cors: useCors(settings.corsOrigins),
     answerHeaders: useAnswerHeaders({ cors: settings.corsOrigins.length > 0 }),
   };

@@ -3,7 +3,7 @@ import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { Answer, AnswerStep } from '../pipeline/stages.js';
 import { stopParts, type OperationResult, type RequestState } from '../request-state.js';
 import { negotiationOf, notAcceptable } from './negotiation.js';
-import { framings, partsBody } from './parts.js';
+import { framings, partsBody, type StreamOptions } from './parts.js';
 import { jsonKeepsSpecStatus, serialise, statusOf } from '../http/serialisation.js';
 
 export interface AnswerOptions {
@@ -13,8 +13,8 @@ export interface AnswerOptions {
   readonly onRefused?: () => void;
   /** Told of every answer not serialised because its client had hung up, for metrics. */
   readonly onAbandoned?: () => void;
-  /** Told of every stream cut because its client read nothing for a while, for metrics. */
-  readonly onStalled?: () => void;
+  /** How often a stream gets a heartbeat, and who is told of one cut because its client read nothing for a while (metrics). */
+  readonly stream: StreamOptions;
 }
 
 const tooLarge = (maxBytes: number): string =>
@@ -56,7 +56,7 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
   const whole = (request: RequestState, answer: Answer, result: ExecutionResult, kept: string | undefined): void => {
     const type = negotiationOf(request).whole;
     if (type === undefined) return notAcceptable(answer);
-    if (type === 'multipart/mixed' || type === 'text/event-stream') return inParts(answer, type, onePart(result), statusOf(result, answer.headers, type === 'text/event-stream'));
+    if (type === 'multipart/mixed' || type === 'text/event-stream') return inParts(answer, type, onePart(result), statusOf(result, answer.headers, type === 'text/event-stream'), options.stream);
     answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
     answer.headers.set('content-type', `${type}; charset=utf-8`);
     answer.body = request.gone ? abandoned() : bounded(kept ?? serialise(result), maxBytes).json;
@@ -107,15 +107,15 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
       }
       // A subscription to a client that speaks Apollo's multipart subscriptions: in their format.
       const apollo = type === 'multipart/mixed' && request.negotiated?.subscriptionSpec === true && operations[0]!.definition?.operation === 'subscription';
-      return inParts(answer, apollo ? 'apollo subscription' : type, result, 200, options.onStalled);
+      return inParts(answer, apollo ? 'apollo subscription' : type, result, 200, options.stream);
     },
   };
 }
 
 /** An answer in parts: framed as its type says, each part serialised as it comes. */
-function inParts(answer: Answer, type: keyof typeof framings, parts: AsyncIterable<ExecutionResult>, status: number, onStalled?: () => void): void {
+function inParts(answer: Answer, type: keyof typeof framings, parts: AsyncIterable<ExecutionResult>, status: number, stream: StreamOptions): void {
   const framing = framings[type];
   answer.status = status;
   for (const [name, value] of Object.entries(framing.headers)) answer.headers.set(name, value);
-  answer.body = partsBody(parts, framing, onStalled);
+  answer.body = partsBody(parts, framing, stream);
 }

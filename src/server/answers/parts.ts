@@ -23,7 +23,7 @@ const multipart: Framing = {
 /**
  * Server-sent events, GraphQL over SSE's distinct connections mode: `next` events, then
  * `complete`. It starts with a comment (some browsers wait for a first byte before handing the
- * stream over) and writes one every HEARTBEAT_MS while nothing else goes out, so proxies keep an idle
+ * stream over) and writes one every SUBSCRIPTION_HEARTBEAT_MS while nothing else goes out, so proxies keep an idle
  * stream. `Content-Encoding: none` keeps buffering compressors away (the HTTP server's flushes every
  * write and drops the mark).
  */
@@ -47,9 +47,6 @@ const apolloSubscription: Framing = {
   heartbeat: '\r\nContent-Type: application/json; charset=utf-8\r\n\r\n{}\r\n--graphql',
 };
 
-/** How often an idle stream with heartbeats says it is alive (a WebSocket is pinged): within the 10 s proxies are told to wait (docs/deploy.md). */
-export const HEARTBEAT_MS = 8_000;
-
 /** Heartbeats in a row that find the client has read nothing since the last (its buffer still full): the stream is cut. */
 const STALLED_HEARTBEATS = 3;
 
@@ -62,7 +59,14 @@ export const framings = { 'multipart/mixed': multipart, 'text/event-stream': eve
  * gone) ends the parts' iterator, which cancels what the operation still had to do. A client that
  * reads nothing for STALLED_HEARTBEATS heartbeats with its buffer full is cut (`onStalled`).
  */
-export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framing, onStalled?: () => void): Readable {
+export interface StreamOptions {
+  /** SUBSCRIPTION_HEARTBEAT_MS: how often an idle stream with heartbeats says it is alive. */
+  readonly heartbeatMs: number;
+  /** Told of each stream cut because its client read nothing for STALLED_HEARTBEATS heartbeats. */
+  readonly onStalled?: (() => void) | undefined;
+}
+
+export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framing, stream: StreamOptions): Readable {
   const iterator = parts[Symbol.asyncIterator]();
   let heartbeat: NodeJS.Timeout | undefined;
   // One part asked for at a time: a heartbeat's push makes the stream ask again meanwhile.
@@ -101,9 +105,9 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
       if (body.destroyed || body.readableEnded) return;
       stalled = body.readableLength >= body.readableHighWaterMark ? stalled + 1 : 0;
       if (stalled < STALLED_HEARTBEATS) return void body.push(beat);
-      onStalled?.();
+      stream.onStalled?.();
       body.destroy();
-    }, HEARTBEAT_MS).unref();
+    }, stream.heartbeatMs).unref();
   }
   return body;
 }

@@ -4,6 +4,7 @@ import { DocumentCacheMetrics, ResponseCacheMetrics, type CacheUse } from './cac
 import { scrapeWorkerGroup } from './cluster-metrics.js';
 import { ConnectionMetrics, LoadMetrics, type ConnectionPort, type ProcessLoad } from './load-metrics.js';
 import { QueuedObservations } from './queued-observations.js';
+import { RealTimeMetrics } from './real-time-metrics.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
 
 // What a bounded cache holds (cache-metrics.ts), as documents/prepared.ts and compiled-execution.ts import it.
@@ -93,6 +94,9 @@ export class GatewayMetrics {
   readonly responseCacheOverBudget = this.#responseCache.overBudget;
 
   readonly #load = new LoadMetrics(this.registry);
+
+  /** Subscriptions, head changes, poll reads (server/real-time/). */
+  readonly realTime = new RealTimeMetrics(this.registry);
 
   /** Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops over its cap. */
   watchConnections(server: Server, port: ConnectionPort): () => void {

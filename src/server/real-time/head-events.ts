@@ -16,6 +16,8 @@ export interface HeadEventsOptions {
   readonly redis?: SharedRedis | undefined;
   /** An event Redis did not take (its own process's watchers have it all the same). */
   readonly onPublishFailed?: (error: unknown) => void;
+  /** Told of each change a write published, for metrics. */
+  readonly onPublished?: () => void;
 }
 
 export interface HeadEvents {
@@ -49,7 +51,9 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       for (const { key, head } of changedFields(fields, result)) {
         if (head === undefined) continue;
         // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each watcher's read settles.
-        pubsub.publish('headChanged', head.id, head.deletes && !failed.has(key) ? { id: head.id, deleted: true } : { id: head.id });
+        const at = Date.now();
+        pubsub.publish('headChanged', head.id, head.deletes && !failed.has(key) ? { id: head.id, at, deleted: true } : { id: head.id, at });
+        options.onPublished?.();
       }
     },
     close() {

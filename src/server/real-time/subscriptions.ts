@@ -1,13 +1,15 @@
-import { execute } from '@graphql-tools/executor';
 import type { PubSub } from '@graphql-yoga/subscription';
-import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { createSourceEventStream, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { HeadChange } from '../../domain/head-changes.js';
-import { createContext, type ContextOptions, type HeadChangeSource } from '../../schema/context.js';
-import { wholeDocumentOf } from '../documents/prepared.js';
+import type { ContextOptions, HeadChangeSource } from '../../schema/context.js';
+import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { MaybePromise } from '../pipeline/stages.js';
 import type { OperationResult, OperationState } from '../request-state.js';
+import { changeQueue, type ChangeQueue } from './change-queue.js';
 import type { HeadTopics } from './head-events.js';
+import type { HeadPolling } from './head-polling.js';
+import { EventResolutions, subscriberStream } from './subscriber-stream.js';
 
 export interface SubscriptionLimits {
   /** Open subscriptions one caller (its token, or its address without one) may hold in this process. */
@@ -22,6 +24,9 @@ export interface SubscriptionsOptions {
   /** What each event's resolution is given: a context of its own, as an operation's (its own subscribe runs on the operation's). */
   readonly contextOptions: ContextOptions;
   readonly limits: SubscriptionLimits;
+  /** The heads subscribers watch, read for changes made outside the gateway. */
+  readonly polling: HeadPolling;
+  readonly metrics: RealTimeMetrics;
   /** Told of each subscription refused for a limit, for metrics. */
   readonly onRefused?: () => void;
 }
@@ -37,163 +42,22 @@ export interface Subscriptions {
   completeAll(): void;
 }
 
-/** A subscriber's end of a head's changes: those not yet taken folded into one (the latest; a deletion kept). */
-interface ChangeQueue extends AsyncIterableIterator<HeadChange> {
-  finish(): void;
-}
+const refusal = (message: string): ExecutionResult => ({ errors: [createGraphQLError(message, { extensions: { code: 'SUBSCRIPTION_LIMIT', http: { status: 429 } } })] });
 
-const done: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
-
-/**
- * The changes to head `id`, as a subscriber takes them. A subscriber that takes them slower than
- * they come has one waiting at most: the latest (a deletion stays), since each event only says
- * "read it again". So no subscriber's queue grows, however slow.
- */
-function changeQueue(pubsub: PubSub<HeadTopics>, id: string, onFinish: (queue: ChangeQueue) => void): ChangeQueue {
-  const events = pubsub.subscribe('headChanged', id)[Symbol.asyncIterator]();
-  let pending: HeadChange | undefined;
-  let waiting: ((step: IteratorResult<HeadChange, undefined>) => void) | undefined;
-  let finished = false;
-  const deliver = () => {
-    if (waiting === undefined || (pending === undefined && !finished)) return;
-    const resolve = waiting;
-    waiting = undefined;
-    if (pending === undefined) return resolve(done);
-    const change = pending;
-    pending = undefined;
-    resolve({ done: false, value: change });
-  };
-  const queue: ChangeQueue = {
-    [Symbol.asyncIterator]: () => queue,
-    next: () =>
-      new Promise((resolve) => {
-        waiting = resolve;
-        deliver();
-      }),
-    return: () => {
-      queue.finish();
-      return Promise.resolve(done);
-    },
-    finish() {
-      if (finished) return;
-      finished = true;
-      pending = undefined;
-      void events.return?.();
-      onFinish(queue);
-      deliver();
-    },
-  };
-  void (async () => {
-    for (let step = await events.next(); !step.done && !finished; step = await events.next()) {
-      pending = pending?.deleted === true ? pending : step.value;
-      deliver();
-    }
-  })();
-  return queue;
-}
-
-/** Whether a result says the subscriber's token is refused now: its stream ends. */
-const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
-
-/** What subscribers share one resolution of an event by: the same token, document and variables read the same. */
-function sharingKey(operation: OperationState): string {
-  const { request, params } = operation;
-  return `${request.tokenCaller ?? ''}\n${params.operationName ?? ''}\n${JSON.stringify(params.variables ?? {})}\n${operation.prepared!.text}`;
-}
-
-/** A signal never aborted: an event's resolution is bounded by its operation's deadline, and shared, so no one subscriber's hang-up stops it. */
-const unaborted = new AbortController().signal;
-
-/**
- * Subscriptions on the one path: a subscription operation is documented, admitted and planned as
- * any other, and its result is a stream of parts (as @defer's are), so every transport that
- * carries parts carries it, with the same result steps (masking) on each part. What is its own:
- * - its source: graphql-js's `createSourceEventStream` runs the root field's `subscribe` (its
- *   arguments validated as any field's) on the head's changes (`headChanges`);
- * - each event is resolved as an operation of its own: a fresh context (loaders, call budget,
- *   deadline) with the operation's plan, the event as the root value. Subscribers that share
- *   token, document and variables share that resolution (one upstream read per event for all);
- * - the stream ends after a deletion, when the token is refused, when the client leaves, and when
- *   the process stops (`completeAll`);
- * - limits: SUBSCRIPTIONS_PER_CALLER and SUBSCRIPTIONS_MAX, refused `SUBSCRIPTION_LIMIT`.
- */
-export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
-  const { schema, pubsub, contextOptions, limits } = options;
-  const queues = new Set<ChangeQueue>();
+/** The open subscriptions' count, per caller and for the process: a place taken, or the refusal of one over a limit. */
+function placesOf(limits: SubscriptionLimits) {
   const perCaller = new Map<string, number>();
   let open = 0;
-  /** Each event's resolution per sharing key, while the event is held by a subscriber's queue or stream. */
-  const resolutions = new WeakMap<HeadChange, Map<string, MaybePromise<ExecutionResult>>>();
-
-  const refusal = (message: string) => ({ errors: [createGraphQLError(message, { extensions: { code: 'SUBSCRIPTION_LIMIT', http: { status: 429 } } })] });
-
-  /** An event resolved for `operation`: as an operation of its own, once per sharing key. */
-  const resolution = (change: HeadChange, operation: OperationState, key: string, document: DocumentNode): MaybePromise<ExecutionResult> => {
-    let byKey = resolutions.get(change);
-    if (byKey === undefined) resolutions.set(change, (byKey = new Map()));
-    let resolved = byKey.get(key);
-    if (resolved === undefined) {
-      const { request, params } = operation;
-      const contextValue = createContext({ headers: request.headers, signal: unaborted }, contextOptions, { requestId: request.requestId, batch: undefined, trace: operation.record?.trace, plan: operation.plan });
-      const args = { schema, document, rootValue: change, contextValue, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
-      resolved = execute(args) as MaybePromise<ExecutionResult>;
-      byKey.set(key, resolved);
-    }
-    return resolved;
-  };
-
-  /** The results of `source`'s events for `operation`, until one ends it; `release` once it ends. */
-  const stream = (operation: OperationState, source: AsyncIterator<HeadChange>, release: () => void): AsyncIterableIterator<ExecutionResult> => {
-    const key = sharingKey(operation);
-    // Without @defer and @stream: an event's result is one part.
-    const document = wholeDocumentOf(operation) ?? operation.document!;
-    let ended = false;
-    const end = () => {
-      if (ended) return;
-      ended = true;
-      release();
-      void source.return?.();
-    };
-    const results: AsyncIterableIterator<ExecutionResult> = {
-      [Symbol.asyncIterator]: () => results,
-      async next() {
-        if (ended) return done;
-        const step = await source.next();
-        if (step.done || ended) {
-          end();
-          return done;
-        }
-        const result = await resolution(step.value, operation, key, document);
-        if (step.value.deleted === true || refusedToken(result)) end();
-        return { done: false, value: result };
-      },
-      return() {
-        end();
-        return Promise.resolve(done);
-      },
-    };
-    return results;
-  };
-
   return {
-    headChanges: (id) => {
-      const queue = changeQueue(pubsub, id, (finished) => queues.delete(finished));
-      queues.add(queue);
-      return queue;
-    },
-    async execute(operation) {
-      const caller = operation.request.caller.key;
+    open: () => open,
+    take(caller: string): (() => void) | ExecutionResult {
       const held = perCaller.get(caller) ?? 0;
-      if (open >= limits.max || held >= limits.perCaller) {
-        options.onRefused?.();
-        return open >= limits.max
-          ? refusal(`This gateway holds ${limits.max} subscriptions, its most; try again later or another replica.`)
-          : refusal(`You hold ${limits.perCaller} subscriptions open, the most one caller may; end one first.`);
-      }
+      if (open >= limits.max) return refusal(`This gateway holds ${limits.max} subscriptions, its most; try again later or another replica.`);
+      if (held >= limits.perCaller) return refusal(`You hold ${limits.perCaller} subscriptions open, the most one caller may; end one first.`);
       open++;
       perCaller.set(caller, held + 1);
       let released = false;
-      const release = () => {
+      return () => {
         if (released) return;
         released = true;
         open--;
@@ -201,22 +65,58 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
         if (left === 0) perCaller.delete(caller);
         else perCaller.set(caller, left);
       };
+    },
+  };
+}
+
+/**
+ * Subscriptions on the one path: a subscription operation is documented, admitted and planned as
+ * any other, and its result is a stream of parts (as @defer's are), so every transport that
+ * carries parts carries it, with the same result steps (masking) on each part. What is its own:
+ * - its source: graphql-js's `createSourceEventStream` runs the root field's `subscribe` (its
+ *   arguments validated as any field's) on the head's changes (`headChanges`: a queue per
+ *   subscriber that folds what it has not taken, and a watch on the head for polling);
+ * - each event is resolved as an operation of its own, shared by subscribers with the same
+ *   token, document and variables (subscriber-stream.ts);
+ * - the stream ends after a deletion, when the token is refused, when the client leaves, and when
+ *   the process stops (`completeAll`);
+ * - limits: SUBSCRIPTIONS_PER_CALLER and SUBSCRIPTIONS_MAX, refused `SUBSCRIPTION_LIMIT` (429).
+ */
+export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
+  const { schema, pubsub, polling, metrics } = options;
+  const queues = new Set<ChangeQueue>();
+  const places = placesOf(options.limits);
+  const resolutions = new EventResolutions(schema, options.contextOptions);
+  let stopping = false;
+  return {
+    headChanges: (id) => {
+      const unwatch = polling.watch(id);
+      const finished = (queue: ChangeQueue) => {
+        queues.delete(queue);
+        unwatch();
+      };
+      const queue = changeQueue(pubsub, id, finished, () => metrics.dropped.inc({ reason: 'folded' }));
+      queues.add(queue);
+      return queue;
+    },
+    async execute(operation) {
+      const release = places.take(operation.request.caller.key);
+      if (typeof release !== 'function') {
+        options.onRefused?.();
+        return release;
+      }
       const { params } = operation;
-      const source = await createSourceEventStream({
-        schema,
-        document: operation.document!,
-        contextValue: operation.context,
-        variableValues: params.variables ?? undefined,
-        operationName: params.operationName ?? undefined,
-      } as ExecutionArgs);
+      const args = { schema, document: operation.document!, contextValue: operation.context, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
+      const source = await createSourceEventStream(args);
       if (!isAsyncIterable(source)) {
         release();
         return source;
       }
-      return stream(operation, (source as AsyncIterable<HeadChange>)[Symbol.asyncIterator](), release);
+      return subscriberStream(operation, (source as AsyncIterable<HeadChange>)[Symbol.asyncIterator](), { resolutions, metrics, release, stopping: () => stopping });
     },
-    open: () => open,
+    open: places.open,
     completeAll() {
+      stopping = true;
       for (const queue of [...queues]) queue.finish();
     },
   };

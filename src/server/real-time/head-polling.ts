@@ -1,0 +1,161 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { ROOT_CONTEXT } from '@opentelemetry/api';
+import type { PubSub } from '@graphql-yoga/subscription';
+import { getHeadById } from '../../upstream/heads.js';
+import { UpstreamError } from '../../upstream/errors.js';
+import { OperationGuard } from '../../upstream/operation-guard.js';
+import type { Upstream } from '../../upstream/upstream.js';
+import type { SharedRedis } from '../shared-state/shared-redis.js';
+import type { HeadTopics } from './head-events.js';
+
+export interface HeadPollingOptions {
+  readonly upstream: Upstream;
+  readonly pubsub: PubSub<HeadTopics>;
+  /** SUBSCRIPTION_POLL_MS: how often each watched head is read; 0: never (only writes through the gateway are seen). */
+  readonly intervalMs: number;
+  /** Reads under way at once at most: polling's share of the upstream pool. */
+  readonly concurrency: number;
+  /** REDIS_URL's connection: one replica of the fleet reads each head per interval (a lease), the last read's digest shared. */
+  readonly redis?: SharedRedis | undefined;
+  /** Told of each read: what it found. */
+  readonly onRead?: (outcome: PollOutcome) => void;
+}
+
+/** What a poll read found: the head as before, changed, gone (404), or nothing (the read failed: neither a change nor a deletion). */
+export type PollOutcome = 'unchanged' | 'changed' | 'deleted' | 'failed';
+
+export interface HeadPolling {
+  /** Watches head `id` until the returned function is called: read every interval while anyone watches it. */
+  watch(id: string): () => void;
+  /** Heads watched in this process. */
+  watched(): number;
+}
+
+/** A read that failed puts its head's next read off by twice the last wait, up to this many intervals. */
+const MAX_BACKOFF_INTERVALS = 8;
+
+/** How long a head's last digest is kept once nobody reads it (in intervals). */
+const DIGEST_INTERVALS = 20;
+
+interface Watched {
+  watchers: number;
+  /** The last read's digest, where Redis does not keep it. */
+  digest: string | undefined;
+  /** No read before this (a failed one backs off). */
+  notBefore: number;
+  backoff: number;
+}
+
+const digestOf = (body: unknown) => createHash('sha256').update(JSON.stringify(body)).digest('base64url');
+
+/**
+ * What replicas share of polling through Redis (REDIS_URL): a lease per head per interval (the
+ * replica that takes it reads), and the last read's digest. Without Redis, or while it does not
+ * answer, the process reads each head itself and keeps the digest in memory.
+ */
+function pollState(redis: SharedRedis | undefined, intervalMs: number) {
+  const replica = randomUUID();
+  const live = () => redis !== undefined && redis.ready();
+  return {
+    /** Whether this replica reads `id` this interval. */
+    async leased(id: string): Promise<boolean> {
+      if (!live()) return true;
+      // Redis did not answer: this replica reads (every replica may, until Redis is back).
+      return (await redis!.client.set(`gw:poll:{${id}}`, replica, 'PX', Math.max(intervalMs - 50, 1), 'NX').catch(() => 'OK')) === 'OK';
+    },
+    async lastDigest(id: string, head: Watched): Promise<string | undefined> {
+      if (!live()) return head.digest;
+      return (await redis!.client.get(`gw:poll:{${id}}:digest`).catch(() => null)) ?? head.digest;
+    },
+    keep(id: string, head: Watched, digest: string): void {
+      head.digest = digest;
+      if (live()) void redis!.client.set(`gw:poll:{${id}}:digest`, digest, 'PX', intervalMs * DIGEST_INTERVALS).catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Changes made outside the gateway, found by reading each watched head every `intervalMs`: one
+ * read per head per interval for the whole fleet (with REDIS_URL, the replica that takes the
+ * head's lease for the interval reads it; alone, the process), however many subscribers and
+ * replicas. A read whose answer differs from the last one's (a digest of it, shared in Redis) is
+ * a change; a 404 a deletion; a failed read neither (the head's next read backs off, up to
+ * MAX_BACKOFF_INTERVALS). What it finds is published as a write's change is, marked `polled`.
+ * At background priority: without a caller's token (Get Head by ID declares no scheme), nobody's
+ * budget or limit, `concurrency` reads at once at most; its timer stops with the last watcher
+ * (the process's stop completes every stream, and so ends it).
+ */
+export function headPolling(options: HeadPollingOptions): HeadPolling {
+  const { upstream, pubsub, intervalMs, redis } = options;
+  const heads = new Map<string, Watched>();
+  let timer: NodeJS.Timeout | undefined;
+  let running = false;
+
+  const shared = pollState(redis, intervalMs);
+
+  const read = async (id: string, head: Watched): Promise<PollOutcome> => {
+    const guard = new OperationGuard({ budget: 2, deadlineMs: intervalMs });
+    const caller = upstream.forRequest({ requestId: `poll:${id}`, authorization: undefined, signal: new AbortController().signal, guard, trace: ROOT_CONTEXT });
+    let digest: string;
+    try {
+      digest = digestOf(await getHeadById(caller, id));
+    } catch (error) {
+      if (error instanceof UpstreamError && error.code === 'NOT_FOUND') {
+        pubsub.publish('headChanged', id, { id, at: Date.now(), deleted: true, polled: true });
+        return 'deleted';
+      }
+      return 'failed';
+    }
+    const before = await shared.lastDigest(id, head);
+    shared.keep(id, head, digest);
+    if (before === undefined || before === digest) return 'unchanged';
+    pubsub.publish('headChanged', id, { id, at: Date.now(), polled: true });
+    return 'changed';
+  };
+
+  const poll = async (id: string, head: Watched) => {
+    if (head.notBefore > performance.now() || !(await shared.leased(id))) return;
+    const outcome = await read(id, head);
+    options.onRead?.(outcome);
+    head.backoff = outcome === 'failed' ? Math.min(Math.max(head.backoff * 2, 1), MAX_BACKOFF_INTERVALS) : 0;
+    head.notBefore = performance.now() + head.backoff * intervalMs - intervalMs / 2;
+  };
+
+  /** One interval's reads, `concurrency` at a time; a tick that finds the last still running is skipped. */
+  const tick = async () => {
+    if (running) return;
+    running = true;
+    try {
+      const due = [...heads.entries()];
+      const workers = Array.from({ length: Math.min(options.concurrency, due.length) }, async () => {
+        for (let next = due.pop(); next !== undefined; next = due.pop()) await poll(...next).catch(() => undefined);
+      });
+      await Promise.all(workers);
+    } finally {
+      running = false;
+    }
+  };
+
+  return {
+    watch(id) {
+      if (intervalMs === 0) return () => undefined;
+      const head = heads.get(id);
+      if (head !== undefined) head.watchers++;
+      else heads.set(id, { watchers: 1, digest: undefined, notBefore: 0, backoff: 0 });
+      timer ??= setInterval(() => void tick(), intervalMs).unref();
+      let unwatched = false;
+      return () => {
+        if (unwatched) return;
+        unwatched = true;
+        const watched = heads.get(id);
+        if (watched === undefined || --watched.watchers > 0) return;
+        heads.delete(id);
+        if (heads.size === 0) {
+          clearInterval(timer);
+          timer = undefined;
+        }
+      };
+    },
+    watched: () => heads.size,
+  };
+}

@@ -1,0 +1,142 @@
+import { execute } from '@graphql-tools/executor';
+import type { DocumentNode, ExecutionArgs, ExecutionResult, GraphQLSchema } from 'graphql';
+import type { HeadChange } from '../../domain/head-changes.js';
+import { createContext, type ContextOptions } from '../../schema/context.js';
+import { wholeDocumentOf } from '../documents/prepared.js';
+import type { CutReason, RealTimeMetrics, StreamTransport } from '../instruments/real-time-metrics.js';
+import type { MaybePromise } from '../pipeline/stages.js';
+import type { OperationState } from '../request-state.js';
+import { done } from './change-queue.js';
+
+/** A signal never aborted: an event's resolution is bounded by its operation's deadline, and shared, so no one subscriber's hang-up stops it. */
+const unaborted = new AbortController().signal;
+
+/** Whether a result says the subscriber's token is refused now: its stream ends. */
+const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
+
+/** What subscribers share one resolution of an event by: the same token, document and variables read the same. */
+function sharingKey(operation: OperationState): string {
+  const { request, params } = operation;
+  return `${request.tokenCaller ?? ''}\n${params.operationName ?? ''}\n${JSON.stringify(params.variables ?? {})}\n${operation.prepared!.text}`;
+}
+
+/** The transport a request's stream goes out on. */
+function transportOf(operation: OperationState): StreamTransport {
+  const { request } = operation;
+  if (request.incoming.takesResults === true) return 'websocket';
+  return request.negotiated?.parts === 'text/event-stream' ? 'sse' : 'multipart';
+}
+
+/** Subscribers that share token, document and variables: how many, and the last result they were sent (a polled change that reads the same is not sent). */
+interface Group {
+  subscribers: number;
+  last: string | undefined;
+}
+
+/**
+ * Each event resolved as an operation of its own: a fresh context (loaders, call budget,
+ * deadline) with the subscription's plan, the event as the root value; once per sharing key
+ * (token, document, variables), so N subscribers sharing one cost one upstream read per event.
+ * Subscribers sharing a key form a group, which remembers what it was last sent.
+ */
+export class EventResolutions {
+  /** Each event's resolution per sharing key, while the event is held by a subscriber's queue or stream. */
+  readonly #resolved = new WeakMap<HeadChange, Map<string, MaybePromise<ExecutionResult>>>();
+  readonly #groups = new Map<string, Group>();
+
+  constructor(
+    private readonly schema: GraphQLSchema,
+    private readonly contextOptions: ContextOptions,
+  ) {}
+
+  /** The result of `change` for `operation`'s subscribers (sharing `key`). */
+  of(change: HeadChange, operation: OperationState, key: string, document: DocumentNode): MaybePromise<ExecutionResult> {
+    let byKey = this.#resolved.get(change);
+    if (byKey === undefined) this.#resolved.set(change, (byKey = new Map()));
+    let resolved = byKey.get(key);
+    if (resolved === undefined) {
+      const { request, params } = operation;
+      const contextValue = createContext({ headers: request.headers, signal: unaborted }, this.contextOptions, { requestId: request.requestId, batch: undefined, trace: operation.record?.trace, plan: operation.plan });
+      const args = { schema: this.schema, document, rootValue: change, contextValue, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
+      resolved = execute(args) as MaybePromise<ExecutionResult>;
+      byKey.set(key, resolved);
+    }
+    return resolved;
+  }
+
+  /** The group of subscribers sharing `key`, joined; the returned function leaves it. */
+  join(key: string): [Group, () => void] {
+    let group = this.#groups.get(key);
+    if (group === undefined) this.#groups.set(key, (group = { subscribers: 0, last: undefined }));
+    group.subscribers++;
+    const joined = group;
+    return [joined, () => void (--joined.subscribers === 0 && this.#groups.get(key) === joined && this.#groups.delete(key))];
+  }
+}
+
+export interface SubscriberStreamOptions {
+  readonly resolutions: EventResolutions;
+  readonly metrics: RealTimeMetrics;
+  /** Gives back the subscription's place in the limits, once it ends. */
+  readonly release: () => void;
+  /** Whether the process is stopping: a stream ended then is cut for that reason. */
+  readonly stopping: () => boolean;
+}
+
+/**
+ * One subscriber's results: each change of `source` resolved (shared with its group), until the
+ * head is deleted (after that event), the token is refused (after that event), the client leaves
+ * or the process stops. A polled change whose result is what the group was last sent is not sent.
+ * Not an async generator: its `return` must end it at once, not after the pending `next`.
+ */
+export function subscriberStream(operation: OperationState, source: AsyncIterator<HeadChange>, options: SubscriberStreamOptions): AsyncIterableIterator<ExecutionResult> {
+  const { resolutions, metrics } = options;
+  const key = sharingKey(operation);
+  const [group, leave] = resolutions.join(key);
+  const closed = metrics.opened(transportOf(operation));
+  // Without @defer and @stream: an event's result is one part.
+  const document = wholeDocumentOf(operation) ?? operation.document!;
+  let ended = false;
+  const end = (cut?: CutReason) => {
+    if (ended) return;
+    ended = true;
+    if (cut !== undefined) metrics.streamsCut.inc({ reason: cut });
+    leave();
+    closed();
+    options.release();
+    void source.return?.();
+  };
+  const next = async (): Promise<IteratorResult<ExecutionResult, undefined>> => {
+    for (;;) {
+      const step = await source.next();
+      if (step.done === true || ended) return done;
+      const change = step.value;
+      const result = await resolutions.of(change, operation, key, document);
+      const json = JSON.stringify(result);
+      if (change.polled === true && change.deleted !== true && json === group.last) {
+        metrics.dropped.inc({ reason: 'unchanged' });
+        continue;
+      }
+      group.last = json;
+      metrics.delivered.inc();
+      metrics.delivery.observe(Math.max(0, Date.now() - change.at) / 1000);
+      if (change.deleted === true) end('deleted');
+      else if (refusedToken(result)) end('unauthenticated');
+      return { done: false, value: result };
+    }
+  };
+  const results: AsyncIterableIterator<ExecutionResult> = {
+    [Symbol.asyncIterator]: () => results,
+    async next() {
+      if (ended) return done;
+      const step = await next();
+      if (step.done === true) end(options.stopping() ? 'stopping' : undefined);
+      return step;
+    },
+    return() {
+      end();
+      return Promise.resolve(done);
+    },
+  };
+  return results;
+}
