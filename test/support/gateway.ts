@@ -92,9 +92,10 @@ function capturingLogger(): { logger: Logger; lines: string[] } {
  * The gateway as `main.ts` builds it (`buildGateway`), configured by `env` as the process
  * environment would configure it (defaults for the rest), on a reference upstream of its own.
  */
-export async function startTestGateway(options: { env?: Record<string, string> } = {}): Promise<TestGateway> {
+/** `reference`: another gateway's reference upstream, shared (two replicas in front of one upstream); closed by its own gateway. */
+export async function startTestGateway(options: { env?: Record<string, string>; reference?: ReferenceUpstream } = {}): Promise<TestGateway> {
   const config = loadConfig(options.env ?? {});
-  const reference = await startReferenceUpstream();
+  const reference = options.reference ?? (await startReferenceUpstream());
   const attempts: UpstreamAttempt[] = [];
   const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { logger, lines: logLines } = capturingLogger();
@@ -152,7 +153,7 @@ export async function startTestGateway(options: { env?: Record<string, string> }
       await upstream.close();
       await Promise.all([redis?.close(), cacheRedis?.close()]);
       await tracing.shutdown();
-      await reference.close();
+      if (options.reference === undefined) await reference.close();
     },
   };
 }

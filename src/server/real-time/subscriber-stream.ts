@@ -27,22 +27,20 @@ function transportOf(operation: OperationState): StreamTransport {
   return request.negotiated?.parts === 'text/event-stream' ? 'sse' : 'multipart';
 }
 
-/** Subscribers that share token, document and variables: how many, and the last result they were sent (a polled change that reads the same is not sent). */
-interface Group {
-  subscribers: number;
-  last: string | undefined;
+/** An event's result for a sharing key, and its JSON (what a polled change is compared by). */
+interface Resolved {
+  readonly result: ExecutionResult;
+  readonly json: string;
 }
 
 /**
  * Each event resolved as an operation of its own: a fresh context (loaders, call budget,
  * deadline) with the subscription's plan, the event as the root value; once per sharing key
  * (token, document, variables), so N subscribers sharing one cost one upstream read per event.
- * Subscribers sharing a key form a group, which remembers what it was last sent.
  */
 export class EventResolutions {
   /** Each event's resolution per sharing key, while the event is held by a subscriber's queue or stream. */
-  readonly #resolved = new WeakMap<HeadChange, Map<string, MaybePromise<ExecutionResult>>>();
-  readonly #groups = new Map<string, Group>();
+  readonly #resolved = new WeakMap<HeadChange, Map<string, Promise<Resolved>>>();
 
   constructor(
     private readonly schema: GraphQLSchema,
@@ -50,7 +48,7 @@ export class EventResolutions {
   ) {}
 
   /** The result of `change` for `operation`'s subscribers (sharing `key`). */
-  of(change: HeadChange, operation: OperationState, key: string, document: DocumentNode): MaybePromise<ExecutionResult> {
+  of(change: HeadChange, operation: OperationState, key: string, document: DocumentNode): Promise<Resolved> {
     let byKey = this.#resolved.get(change);
     if (byKey === undefined) this.#resolved.set(change, (byKey = new Map()));
     let resolved = byKey.get(key);
@@ -58,20 +56,12 @@ export class EventResolutions {
       const { request, params } = operation;
       const contextValue = createContext({ headers: request.headers, signal: unaborted }, this.contextOptions, { requestId: request.requestId, batch: undefined, trace: operation.record?.trace, plan: operation.plan });
       const args = { schema: this.schema, document, rootValue: change, contextValue, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
-      resolved = execute(args) as MaybePromise<ExecutionResult>;
+      resolved = Promise.resolve(execute(args) as MaybePromise<ExecutionResult>).then((result) => ({ result, json: JSON.stringify(result) }));
       byKey.set(key, resolved);
     }
     return resolved;
   }
 
-  /** The group of subscribers sharing `key`, joined; the returned function leaves it. */
-  join(key: string): [Group, () => void] {
-    let group = this.#groups.get(key);
-    if (group === undefined) this.#groups.set(key, (group = { subscribers: 0, last: undefined }));
-    group.subscribers++;
-    const joined = group;
-    return [joined, () => void (--joined.subscribers === 0 && this.#groups.get(key) === joined && this.#groups.delete(key))];
-  }
 }
 
 export interface SubscriberStreamOptions {
@@ -86,13 +76,14 @@ export interface SubscriberStreamOptions {
 /**
  * One subscriber's results: each change of `source` resolved (shared with its group), until the
  * head is deleted (after that event), the token is refused (after that event), the client leaves
- * or the process stops. A polled change whose result is what the group was last sent is not sent.
+ * or the process stops. A polled change whose result is what the subscriber was last sent is not sent.
  * Not an async generator: its `return` must end it at once, not after the pending `next`.
  */
 export function subscriberStream(operation: OperationState, source: AsyncIterator<HeadChange>, options: SubscriberStreamOptions): AsyncIterableIterator<ExecutionResult> {
   const { resolutions, metrics } = options;
   const key = sharingKey(operation);
-  const [group, leave] = resolutions.join(key);
+  /** What this subscriber was last sent: a polled change that reads the same is not sent. */
+  let last: string | undefined;
   const closed = metrics.opened(transportOf(operation));
   // Without @defer and @stream: an event's result is one part.
   const document = wholeDocumentOf(operation) ?? operation.document!;
@@ -101,7 +92,6 @@ export function subscriberStream(operation: OperationState, source: AsyncIterato
     if (ended) return;
     ended = true;
     if (cut !== undefined) metrics.streamsCut.inc({ reason: cut });
-    leave();
     closed();
     options.release();
     void source.return?.();
@@ -111,13 +101,12 @@ export function subscriberStream(operation: OperationState, source: AsyncIterato
       const step = await source.next();
       if (step.done === true || ended) return done;
       const change = step.value;
-      const result = await resolutions.of(change, operation, key, document);
-      const json = JSON.stringify(result);
-      if (change.polled === true && change.deleted !== true && json === group.last) {
+      const { result, json } = await resolutions.of(change, operation, key, document);
+      if (change.polled === true && change.deleted !== true && json === last) {
         metrics.dropped.inc({ reason: 'unchanged' });
         continue;
       }
-      group.last = json;
+      last = json;
       metrics.delivered.inc();
       metrics.delivery.observe(Math.max(0, Date.now() - change.at) / 1000);
       if (change.deleted === true) end('deleted');
