@@ -252,6 +252,11 @@ export const environment = z.object({
         'how often each head a subscription or live query watches is read for changes made outside the gateway: one read per head per interval for the whole fleet (a lease in Redis with `REDIS_URL`); 0: never (only writes through the gateway are seen)',
     }),
   SUBSCRIPTION_POLL_CONCURRENCY: setting('subscriptions.pollConcurrency', integer(1, 256).default(4)).register(variableDocs, { description: "polling's reads under way at once at most, per process: its share of the upstream pool" }),
+  SUBSCRIPTION_REPLAY_MS: setting('subscriptions.replayMs', integer(0, 3_600_000).default(60_000))
+    .register(variableDocs, {
+      description:
+        'how long the changes of each head are kept (in Redis with `REDIS_URL`) for an SSE client that reconnects with `Last-Event-ID`: it is sent what it missed, from any replica; 0: none kept (a reconnecting client is sent the head as it is now)',
+    }),
   SUBSCRIPTION_HEARTBEAT_MS: setting('subscriptions.heartbeatMs', integer(100, 10_000).default(8_000))
     .register(variableDocs, { description: 'how often an idle stream gets a heartbeat (an SSE comment, an empty multipart part, a WebSocket ping): at most 10 s, so proxies keep idle streams' }),
   SHUTDOWN_DELAY_MS: setting('shutdown.delayMs', integer(0, 600_000).default(5_000))

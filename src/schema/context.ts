@@ -36,8 +36,8 @@ export interface GatewayContext {
   readonly headChanges: HeadChangeSource;
 }
 
-/** The changes to one head (by UUID) as they come, until the iteration is ended (server/real-time/). */
-export type HeadChangeSource = (id: string) => AsyncIterable<HeadChange>;
+/** The changes to one head (by UUID) as they come to the operation of `context`, until the iteration is ended (server/real-time/). */
+export type HeadChangeSource = (id: string, context: GatewayContext) => AsyncIterable<HeadChange>;
 
 /** Where no process serves subscriptions (a context made outside the gateway's pipeline). */
 const noHeadChanges: HeadChangeSource = () => {

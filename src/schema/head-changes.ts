@@ -44,7 +44,7 @@ builder.subscriptionFields((t) => ({
       'Each change to one head, made through any replica of the gateway or elsewhere (found by polling the upstream): an event per change, none at the start. The stream ends after the head is deleted.',
     args: { id: t.arg.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }) },
     ...plan({ kind: 'head', arg: 'id', ids: 'head' }),
-    subscribe: (_, args, context) => context.headChanges(String(args.id)),
+    subscribe: (_, args, context) => context.headChanges(String(args.id), context),
     resolve: (change) => change,
   }),
 }));

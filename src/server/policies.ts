@@ -142,10 +142,10 @@ export function gatewayPolicies(options: PolicyOptions) {
   metrics.watchDocumentCache('parsed', documents.use);
   const contextOptions: ContextOptions = { upstream: options.upstream, logger: options.logger, fanout: settings.upstreamFanout, budget: settings.upstreamCallBudget, deadlineMs: settings.operationTimeoutMs, strategy: settings.planner };
   const { realTime } = metrics;
-  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error), onPublished: () => realTime.published.inc({ source: 'write' }) });
+  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error), onPublished: () => realTime.published.inc({ source: 'write' }), replayMs: settings.subscriptions.replayMs });
   const polling = headPolling({
     upstream: options.upstream,
-    pubsub: headEvents.pubsub,
+    publish: headEvents.publish,
     intervalMs: settings.subscriptions.pollMs,
     concurrency: settings.subscriptions.pollConcurrency,
     redis: options.redis,
@@ -154,7 +154,7 @@ export function gatewayPolicies(options: PolicyOptions) {
       if (outcome === 'changed' || outcome === 'deleted') realTime.published.inc({ source: 'poll' });
     },
   });
-  const subscriptions = useSubscriptions({ schema, pubsub: headEvents.pubsub, contextOptions, limits: settings.subscriptions, polling, metrics: realTime, onRefused: refused('subscriptions') });
+  const subscriptions = useSubscriptions({ schema, events: headEvents, contextOptions, limits: settings.subscriptions, polling, metrics: realTime, onRefused: refused('subscriptions') });
   const planner = new Planner({ schema, strategy: settings.planner });
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);

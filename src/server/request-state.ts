@@ -107,6 +107,9 @@ export interface OperationParams {
   documentId?: string | undefined;
 }
 
+/** Where a subscription's part says the id of the change it answers: an SSE event's `id` (answers/parts.ts), what `Last-Event-ID` names on reconnecting. */
+export const eventIdOf = Symbol('event id');
+
 /** An operation's result: one, or a stream of parts (@defer, @stream). */
 export type OperationResult = ExecutionResult | AsyncIterable<ExecutionResult>;
 

@@ -1,12 +1,14 @@
 import type { ExecutionResult } from 'graphql';
 import { Readable } from 'node:stream';
 import { serialise } from '../http/serialisation.js';
+import { eventIdOf } from '../request-state.js';
 
 /** How one media type frames the parts of an answer (GraphQL over HTTP's incremental delivery). */
 interface Framing {
   readonly headers: Readonly<Record<string, string>>;
   readonly start: string;
-  part(json: string): string;
+  /** A part; `id`: the id of the change it answers (a subscription's), where the framing carries one. */
+  part(json: string, id?: string): string;
   readonly end: string;
   /** A keep-alive written while no part comes, or none. */
   readonly heartbeat?: string;
@@ -30,7 +32,7 @@ const multipart: Framing = {
 const eventStream: Framing = {
   headers: { 'content-type': 'text/event-stream', connection: 'keep-alive', 'content-encoding': 'none' },
   start: ':\n\n',
-  part: (json) => `event: next\ndata: ${json}\n\n`,
+  part: (json, id) => `${id === undefined ? '' : `id: ${id}\n`}event: next\ndata: ${json}\n\n`,
   end: 'event: complete\ndata:\n\n',
   heartbeat: ':\n\n',
 };
@@ -79,7 +81,7 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
         ({ done, value }) => {
           pulling = false;
           if (body.destroyed) return;
-          if (value != null) body.push(framing.part(serialise(value)));
+          if (value != null) body.push(framing.part(serialise(value), (value as { [eventIdOf]?: string })[eventIdOf]));
           if (done) {
             clearInterval(heartbeat);
             body.push(framing.end);

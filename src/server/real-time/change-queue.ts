@@ -15,7 +15,15 @@ export interface ChangeQueue extends AsyncIterableIterator<HeadChange> {
  * they come has one waiting at most: the latest (a deletion stays), since each event only says
  * "read it again". So no subscriber's queue grows, however slow.
  */
-export function changeQueue(pubsub: PubSub<HeadTopics>, id: string, onFinish: (queue: ChangeQueue) => void, onFolded: () => void): ChangeQueue {
+export interface ChangeQueueOptions {
+  /** What the subscriber missed before it subscribed (a reconnecting SSE client's): taken first. */
+  readonly missed?: Promise<HeadChange | undefined> | undefined;
+  readonly onFinish: (queue: ChangeQueue) => void;
+  /** Told of each change folded into one still waiting, for metrics. */
+  readonly onFolded: () => void;
+}
+
+export function changeQueue(pubsub: PubSub<HeadTopics>, id: string, options: ChangeQueueOptions): ChangeQueue {
   const events = pubsub.subscribe('headChanged', id)[Symbol.asyncIterator]();
   let pending: HeadChange | undefined;
   let waiting: ((step: IteratorResult<HeadChange, undefined>) => void) | undefined;
@@ -45,16 +53,19 @@ export function changeQueue(pubsub: PubSub<HeadTopics>, id: string, onFinish: (q
       finished = true;
       pending = undefined;
       void events.return?.();
-      onFinish(queue);
+      options.onFinish(queue);
       deliver();
     },
   };
+  const take = (change: HeadChange) => {
+    if (finished) return;
+    if (pending !== undefined) options.onFolded();
+    pending = pending?.deleted === true ? pending : change;
+    deliver();
+  };
+  void options.missed?.then((change) => change !== undefined && take(change));
   void (async () => {
-    for (let step = await events.next(); !step.done && !finished; step = await events.next()) {
-      if (pending !== undefined) onFolded();
-      pending = pending?.deleted === true ? pending : step.value;
-      deliver();
-    }
+    for (let step = await events.next(); !step.done && !finished; step = await events.next()) take(step.value);
   })();
   return queue;
 }

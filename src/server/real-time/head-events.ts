@@ -3,6 +3,7 @@ import type { ExecutionArgs, GraphQLSchema } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
 import type { ResultStep } from '../pipeline/stages.js';
 import type { HeadChange } from '../request-state.js';
+import { changeLog } from './change-log.js';
 import { changedFields, evictionsOf } from '../response-cache/evictions.js';
 import { redisEventTarget } from '../shared-state/redis-events.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
@@ -18,11 +19,17 @@ export interface HeadEventsOptions {
   readonly onPublishFailed?: (error: unknown) => void;
   /** Told of each change a write published, for metrics. */
   readonly onPublished?: () => void;
+  /** SUBSCRIPTION_REPLAY_MS: how long changes are kept for SSE clients that reconnect; 0: none. */
+  readonly replayMs: number;
 }
 
 export interface HeadEvents {
   /** Where watchers listen: `pubsub.subscribe('headChanged', id)`. */
   readonly pubsub: PubSub<HeadTopics>;
+  /** Tells a change to every watcher, in this process and (with REDIS_URL) every other, and keeps it for SUBSCRIPTION_REPLAY_MS. */
+  publish(change: HeadChange): void;
+  /** What a subscriber that last saw the change of `after` missed of head `id` (change-log.ts). */
+  missed(id: string, after: number): Promise<HeadChange | undefined>;
   /** The execution stage's result step: a mutation's heads published once it may have changed them. */
   readonly result: ResultStep;
   close(): void;
@@ -40,8 +47,15 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
   const { schema, redis } = options;
   const target = redis === undefined ? undefined : redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), onPublishFailed: options.onPublishFailed });
   const pubsub = createPubSub<HeadTopics>(target === undefined ? undefined : { eventTarget: target as never });
+  const log = changeLog({ replayMs: options.replayMs, redis });
+  const publish = (change: HeadChange) => {
+    pubsub.publish('headChanged', change.id, change);
+    log.append(change);
+  };
   return {
     pubsub,
+    publish,
+    missed: log.missed,
     result(operation) {
       const { result, params } = operation;
       if (operation.definition?.operation !== 'mutation' || result === undefined || isAsyncIterable(result)) return;
@@ -52,7 +66,7 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
         if (head === undefined) continue;
         // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each watcher's read settles.
         const at = Date.now();
-        pubsub.publish('headChanged', head.id, head.deletes && !failed.has(key) ? { id: head.id, at, deleted: true } : { id: head.id, at });
+        publish(head.deletes && !failed.has(key) ? { id: head.id, at, deleted: true } : { id: head.id, at });
         options.onPublished?.();
       }
     },

@@ -1,16 +1,16 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { ROOT_CONTEXT } from '@opentelemetry/api';
-import type { PubSub } from '@graphql-yoga/subscription';
+import type { HeadChange } from '../../domain/head-changes.js';
 import { getHeadById } from '../../upstream/heads.js';
 import { UpstreamError } from '../../upstream/errors.js';
 import { OperationGuard } from '../../upstream/operation-guard.js';
 import type { Upstream } from '../../upstream/upstream.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
-import type { HeadTopics } from './head-events.js';
 
 export interface HeadPollingOptions {
   readonly upstream: Upstream;
-  readonly pubsub: PubSub<HeadTopics>;
+  /** Where a change found is told (head-events.ts: to every watcher, and kept for replay). */
+  readonly publish: (change: HeadChange) => void;
   /** SUBSCRIPTION_POLL_MS: how often each watched head is read; 0: never (only writes through the gateway are seen). */
   readonly intervalMs: number;
   /** Reads under way at once at most: polling's share of the upstream pool. */
@@ -86,7 +86,7 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
  * (the process's stop completes every stream, and so ends it).
  */
 export function headPolling(options: HeadPollingOptions): HeadPolling {
-  const { upstream, pubsub, intervalMs, redis } = options;
+  const { upstream, publish, intervalMs, redis } = options;
   const heads = new Map<string, Watched>();
   let timer: NodeJS.Timeout | undefined;
   let running = false;
@@ -101,7 +101,7 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
       digest = digestOf(await getHeadById(caller, id));
     } catch (error) {
       if (error instanceof UpstreamError && error.code === 'NOT_FOUND') {
-        pubsub.publish('headChanged', id, { id, at: Date.now(), deleted: true, polled: true });
+        publish({ id, at: Date.now(), deleted: true, polled: true });
         return 'deleted';
       }
       return 'failed';
@@ -109,7 +109,7 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
     const before = await shared.lastDigest(id, head);
     shared.keep(id, head, digest);
     if (before === undefined || before === digest) return 'unchanged';
-    pubsub.publish('headChanged', id, { id, at: Date.now(), polled: true });
+    publish({ id, at: Date.now(), polled: true });
     return 'changed';
   };
 

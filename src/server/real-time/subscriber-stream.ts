@@ -5,7 +5,7 @@ import { createContext, type ContextOptions } from '../../schema/context.js';
 import { wholeDocumentOf } from '../documents/prepared.js';
 import type { CutReason, RealTimeMetrics, StreamTransport } from '../instruments/real-time-metrics.js';
 import type { MaybePromise } from '../pipeline/stages.js';
-import type { OperationState } from '../request-state.js';
+import { eventIdOf, type OperationState } from '../request-state.js';
 import { done } from './change-queue.js';
 
 /** A signal never aborted: an event's resolution is bounded by its operation's deadline, and shared, so no one subscriber's hang-up stops it. */
@@ -111,7 +111,7 @@ export function subscriberStream(operation: OperationState, source: AsyncIterato
       metrics.delivery.observe(Math.max(0, Date.now() - change.at) / 1000);
       if (change.deleted === true) end('deleted');
       else if (refusedToken(result)) end('unauthenticated');
-      return { done: false, value: result };
+      return { done: false, value: { ...result, [eventIdOf]: String(change.at) } as ExecutionResult };
     }
   };
   const results: AsyncIterableIterator<ExecutionResult> = {

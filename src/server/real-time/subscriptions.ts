@@ -1,13 +1,12 @@
-import type { PubSub } from '@graphql-yoga/subscription';
 import { createSourceEventStream, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { ContextOptions, HeadChangeSource } from '../../schema/context.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { MaybePromise } from '../pipeline/stages.js';
-import type { OperationResult, OperationState } from '../request-state.js';
+import { operationOf, type OperationResult, type OperationState } from '../request-state.js';
 import { changeQueue, type ChangeQueue } from './change-queue.js';
-import type { HeadTopics } from './head-events.js';
+import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
 import { EventResolutions, subscriberStream } from './subscriber-stream.js';
 
@@ -20,7 +19,8 @@ export interface SubscriptionLimits {
 
 export interface SubscriptionsOptions {
   readonly schema: GraphQLSchema;
-  readonly pubsub: PubSub<HeadTopics>;
+  /** Where head changes are listened to, and what a reconnecting SSE client missed is found. */
+  readonly events: Pick<HeadEvents, 'pubsub' | 'missed'>;
   /** What each event's resolution is given: a context of its own, as an operation's (its own subscribe runs on the operation's). */
   readonly contextOptions: ContextOptions;
   readonly limits: SubscriptionLimits;
@@ -83,19 +83,22 @@ function placesOf(limits: SubscriptionLimits) {
  * - limits: SUBSCRIPTIONS_PER_CALLER and SUBSCRIPTIONS_MAX, refused `SUBSCRIPTION_LIMIT` (429).
  */
 export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
-  const { schema, pubsub, polling, metrics } = options;
+  const { schema, events, polling, metrics } = options;
   const queues = new Set<ChangeQueue>();
   const places = placesOf(options.limits);
   const resolutions = new EventResolutions(schema, options.contextOptions);
   let stopping = false;
   return {
-    headChanges: (id) => {
+    headChanges: (id, context) => {
       const unwatch = polling.watch(id);
       const finished = (queue: ChangeQueue) => {
         queues.delete(queue);
         unwatch();
       };
-      const queue = changeQueue(pubsub, id, finished, () => metrics.dropped.inc({ reason: 'folded' }));
+      // An SSE client reconnecting (Last-Event-ID: the `at` of the last change it was sent) first gets what it missed.
+      const after = Number(operationOf(context)?.request.headers.get('last-event-id') ?? Number.NaN);
+      const missed = Number.isSafeInteger(after) ? events.missed(id, after) : undefined;
+      const queue = changeQueue(events.pubsub, id, { missed, onFinish: finished, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
       queues.add(queue);
       return queue;
     },
