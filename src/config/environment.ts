@@ -257,6 +257,8 @@ export const environment = z.object({
       description:
         'how long the changes of each head are kept (in Redis with `REDIS_URL`) for an SSE client that reconnects with `Last-Event-ID`: it is sent what it missed, from any replica; 0: none kept (a reconnecting client is sent the head as it is now)',
     }),
+  SUBSCRIPTION_LIVE_THROTTLE_MS: setting('subscriptions.liveThrottleMs', integer(0, 600_000).default(1_000))
+    .register(variableDocs, { description: 'a live query (`@live`) is sent again at most this often: the changes that come meanwhile are sent together, as the result after them' }),
   SUBSCRIPTION_HEARTBEAT_MS: setting('subscriptions.heartbeatMs', integer(100, 10_000).default(8_000))
     .register(variableDocs, { description: 'how often an idle stream gets a heartbeat (an SSE comment, an empty multipart part, a WebSocket ping): at most 10 s, so proxies keep idle streams' }),
   SHUTDOWN_DELAY_MS: setting('shutdown.delayMs', integer(0, 600_000).default(5_000))

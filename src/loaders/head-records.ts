@@ -231,6 +231,11 @@ export class HeadLoader {
   }
 
   /** After an update or a delete: nothing read of the head earlier in the request holds now. */
+  /** The heads this request has records of: every head it read, by id or in a listing (what a live query watches). */
+  ids(): string[] {
+    return [...this.#records.keys()];
+  }
+
   forget(id: string): void {
     this.#records.delete(id);
   }

@@ -198,6 +198,12 @@ export class OperationState {
     if (context !== undefined) (context as { [operationKey]?: OperationState })[operationKey] = this;
   }
 
+  /** A query marked `@live` (schema.graphql): answered as a stream, sent again as the heads it read change (real-time/live-queries.ts). */
+  get live(): boolean {
+    const { definition } = this;
+    return definition?.operation === 'query' && definition.directives !== undefined && definition.directives.some((directive) => directive.name.value === 'live');
+  }
+
   /** Its type, once its document named it. */
   get type(): OperationType {
     const operation = this.definition?.operation;

@@ -82,12 +82,12 @@ export function notAcceptable(answer: Answer): void {
   answer.body = notAcceptableAnswer.body;
 }
 
-/** A subscription's answer is a stream: one asked for in a batch, or by a client that takes no stream, is refused before it runs. */
+/** A subscription's answer (a live query's) is a stream: one asked for in a batch, or by a client that takes no stream, is refused before it runs. */
 function subscriptionRefusal(request: RequestState) {
   if (request.batched) return createGraphQLError('A subscription cannot be sent in a batch: send it alone.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
   if (negotiationOf(request).parts !== undefined) return undefined;
   return createGraphQLError(
-    'A subscription is answered as a stream: send it with Accept: text/event-stream (GraphQL over SSE) or multipart/mixed (Apollo’s subscriptionSpec="1.0"), or over WebSocket (graphql-transport-ws) on this path.',
+    'A subscription or live query is answered as a stream: send it with Accept: text/event-stream (GraphQL over SSE) or multipart/mixed (Apollo’s subscriptionSpec="1.0"), or over WebSocket (graphql-transport-ws) on this path.',
     { extensions: { code: 'NOT_ACCEPTABLE', http: { status: 406 } } },
   );
 }
@@ -129,7 +129,7 @@ export function useContentNegotiation(options: { readonly schema: GraphQLSchema 
     intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : undefined),
     document(operation) {
       const { request } = operation;
-      if (operation.definition?.operation === 'subscription') return subscriptionRefusal(request);
+      if (operation.definition?.operation === 'subscription' || operation.live) return subscriptionRefusal(request);
       if (operation.prepared?.incremental !== true) return undefined;
       // A batch is one JSON array: its operations answer whole too.
       if (request.batched || negotiationOf(request).parts === undefined) operation.document = wholeDocumentOf(operation);

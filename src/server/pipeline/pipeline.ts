@@ -185,9 +185,9 @@ export class Pipeline {
     return isPromise(executed) ? executed.then(() => this.#results(operation)) : this.#results(operation);
   }
 
-  /** A subscription's stream holds no in-flight unit nor caller slot while it is open: the release stage runs as it begins (and again, harmlessly, at the end). */
+  /** A subscription's (or live query's) stream holds no in-flight unit nor caller slot while it is open: the release stage runs as it begins (and again, harmlessly, at the end). */
   #streaming(operation: OperationState): void {
-    if (operation.definition?.operation === 'subscription' && operation.result !== undefined && Symbol.asyncIterator in operation.result) {
+    if ((operation.definition?.operation === 'subscription' || operation.live) && operation.result !== undefined && Symbol.asyncIterator in operation.result) {
       this.#each(this.#release, operation.request, { status: 200, headers: new Map(), body: null });
     }
   }

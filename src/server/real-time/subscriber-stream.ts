@@ -12,25 +12,26 @@ import { done } from './change-queue.js';
 const unaborted = new AbortController().signal;
 
 /** Whether a result says the subscriber's token is refused now: its stream ends. */
-const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
+export const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
 
 /** What subscribers share one resolution of an event by: the same token, document and variables read the same. */
-function sharingKey(operation: OperationState): string {
+export function sharingKey(operation: OperationState): string {
   const { request, params } = operation;
   return `${request.tokenCaller ?? ''}\n${params.operationName ?? ''}\n${JSON.stringify(params.variables ?? {})}\n${operation.prepared!.text}`;
 }
 
 /** The transport a request's stream goes out on. */
-function transportOf(operation: OperationState): StreamTransport {
+export function transportOf(operation: OperationState): StreamTransport {
   const { request } = operation;
   if (request.incoming.takesResults === true) return 'websocket';
   return request.negotiated?.parts === 'text/event-stream' ? 'sse' : 'multipart';
 }
 
-/** An event's result for a sharing key, and its JSON (what a polled change is compared by). */
-interface Resolved {
+/** An event's result for a sharing key, its JSON (what a polled change is compared by), and the heads it read (what a live query watches). */
+export interface Resolved {
   readonly result: ExecutionResult;
   readonly json: string;
+  readonly heads: readonly string[];
 }
 
 /**
@@ -56,7 +57,7 @@ export class EventResolutions {
       const { request, params } = operation;
       const contextValue = createContext({ headers: request.headers, signal: unaborted }, this.contextOptions, { requestId: request.requestId, batch: undefined, trace: operation.record?.trace, plan: operation.plan });
       const args = { schema: this.schema, document, rootValue: change, contextValue, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
-      resolved = Promise.resolve(execute(args) as MaybePromise<ExecutionResult>).then((result) => ({ result, json: JSON.stringify(result) }));
+      resolved = Promise.resolve(execute(args) as MaybePromise<ExecutionResult>).then((result) => ({ result, json: JSON.stringify(result), heads: contextValue.loaders.heads.ids() }));
       byKey.set(key, resolved);
     }
     return resolved;

@@ -8,6 +8,7 @@ import { operationOf, type OperationResult, type OperationState } from '../reque
 import { changeQueue, type ChangeQueue } from './change-queue.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
+import { liveQuery } from './live-queries.js';
 import { EventResolutions, subscriberStream } from './subscriber-stream.js';
 
 export interface SubscriptionLimits {
@@ -27,6 +28,8 @@ export interface SubscriptionsOptions {
   /** The heads subscribers watch, read for changes made outside the gateway. */
   readonly polling: HeadPolling;
   readonly metrics: RealTimeMetrics;
+  /** SUBSCRIPTION_LIVE_THROTTLE_MS: the least time between two results of a live query. */
+  readonly liveThrottleMs: number;
   /** Told of each subscription refused for a limit, for metrics. */
   readonly onRefused?: () => void;
 }
@@ -80,11 +83,13 @@ function placesOf(limits: SubscriptionLimits) {
  *   token, document and variables (subscriber-stream.ts);
  * - the stream ends after a deletion, when the token is refused, when the client leaves, and when
  *   the process stops (`completeAll`);
+ * - a live query (`@live`) is a stream too (live-queries.ts), counted as a subscription;
  * - limits: SUBSCRIPTIONS_PER_CALLER and SUBSCRIPTIONS_MAX, refused `SUBSCRIPTION_LIMIT` (429).
  */
 export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
   const { schema, events, polling, metrics } = options;
-  const queues = new Set<ChangeQueue>();
+  /** What the process's stop ends: each subscriber's queue of changes, each live query. */
+  const open = new Set<{ finish(): void }>();
   const places = placesOf(options.limits);
   const resolutions = new EventResolutions(schema, options.contextOptions);
   let stopping = false;
@@ -92,14 +97,14 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     headChanges: (id, context) => {
       const unwatch = polling.watch(id);
       const finished = (queue: ChangeQueue) => {
-        queues.delete(queue);
+        open.delete(queue);
         unwatch();
       };
       // An SSE client reconnecting (Last-Event-ID: the `at` of the last change it was sent) first gets what it missed.
       const after = Number(operationOf(context)?.request.headers.get('last-event-id') ?? Number.NaN);
       const missed = Number.isSafeInteger(after) ? events.missed(id, after) : undefined;
       const queue = changeQueue(events.pubsub, id, { missed, onFinish: finished, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
-      queues.add(queue);
+      open.add(queue);
       return queue;
     },
     async execute(operation) {
@@ -107,6 +112,11 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       if (typeof release !== 'function') {
         options.onRefused?.();
         return release;
+      }
+      if (operation.live) {
+        const live = liveQuery(operation, { pubsub: events.pubsub, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: () => stopping, release: () => (open.delete(live), release()) });
+        open.add(live);
+        return live;
       }
       const { params } = operation;
       const args = { schema, document: operation.document!, contextValue: operation.context, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
@@ -120,7 +130,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     open: places.open,
     completeAll() {
       stopping = true;
-      for (const queue of [...queues]) queue.finish();
+      for (const stream of [...open]) stream.finish();
     },
   };
 }

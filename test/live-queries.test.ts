@@ -1,0 +1,76 @@
+import { encodeGlobalID } from '@pothos/plugin-relay';
+import { createClient, type Client } from 'graphql-sse';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { until } from './support/until.js';
+
+/*
+ * Live queries (server/real-time/live-queries.ts): a query marked @live is answered as a stream,
+ * its first result at once, then sent again whenever a head it read changes, at most once per
+ * SUBSCRIPTION_LIVE_THROTTLE_MS; a live heads(first:) is a list view that stays current.
+ */
+
+const globalId = (id: string) => encodeGlobalID('Head', id);
+const UPDATE = 'mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }';
+const LIST = 'query Heads @live { heads(first: 3) { nodes { id name } } }';
+
+type Result = { data?: { heads: { nodes: { id: string; name: string }[] } }; errors?: { extensions?: { code?: string } }[] };
+
+function live(client: Client, query: string) {
+  const results: Result[] = [];
+  const iterator = client.iterate({ query });
+  void (async () => {
+    try {
+      for await (const result of iterator) results.push(result as Result);
+    } catch {
+      // ended
+    }
+  })();
+  return { results, stop: () => iterator.return?.() };
+}
+
+describe('@live queries (SUBSCRIPTION_LIVE_THROTTLE_MS=2000)', () => {
+  let t: TestGateway;
+  let url: string;
+  const clients: Client[] = [];
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { SUBSCRIPTION_LIVE_THROTTLE_MS: '2000' } });
+    url = await t.listen();
+  });
+  afterAll(async () => {
+    for (const client of clients) client.dispose();
+    await t.close();
+  });
+  const sse = () => {
+    const client = createClient({ url, retryAttempts: 0 });
+    clients.push(client);
+    return client;
+  };
+
+  it('a live list view: its first page at once, then again when a head on it changes, not when another does; changes within the throttle sent together', async () => {
+    const view = live(sse(), LIST);
+    await until(() => view.results.length === 1, 'the first result');
+    const listed = view.results[0]!.data!.heads.nodes;
+    expect(listed).toHaveLength(3);
+    const [first, second] = listed.map((node) => node.id);
+    const elsewhere = t.reference.store.headIds().find((id) => !listed.some((node) => node.id === globalId(id)))!;
+    await t.execute(UPDATE, { input: { id: elsewhere, name: 'Not on the page' } });
+    await t.execute(UPDATE, { input: { id: first, name: 'Renamed once' } });
+    await t.execute(UPDATE, { input: { id: second, name: 'Renamed too' } });
+    await until(() => view.results.length >= 2, 'the page sent again');
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    // The two changes to the page within the throttle: one result with both.
+    expect(view.results).toHaveLength(2);
+    expect(view.results[1]!.data!.heads.nodes.map((node) => node.name).slice(0, 2)).toEqual(['Renamed once', 'Renamed too']);
+    expect(t.subscriptions.open()).toBe(1);
+    await view.stop();
+    await until(() => t.subscriptions.open() === 0, 'closed with its client');
+  });
+
+  it('is refused for a client that takes no stream (406), and @live is declared on queries only', async () => {
+    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify({ query: LIST }) });
+    expect(response.status).toBe(406);
+    const onMutation = await t.execute('mutation @live { login(input: { username: "x", password: "y" }) { accessToken } }');
+    expect(onMutation.errors?.[0]?.message).toMatch(/Directive "@live" may not be used on MUTATION/);
+  });
+});
