@@ -2,6 +2,7 @@ import { execute } from '@graphql-tools/executor';
 import type { DocumentNode, ExecutionArgs, ExecutionResult, GraphQLSchema } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import { createContext, type ContextOptions } from '../../schema/context.js';
+import { UpstreamError } from '../../upstream/errors.js';
 import { wholeDocumentOf } from '../documents/prepared.js';
 import type { CutReason, RealTimeMetrics, StreamTransport } from '../instruments/real-time-metrics.js';
 import type { MaybePromise } from '../pipeline/stages.js';
@@ -11,8 +12,8 @@ import { done } from './change-queue.js';
 /** A signal never aborted: an event's resolution is bounded by its operation's deadline, and shared, so no one subscriber's hang-up stops it. */
 const unaborted = new AbortController().signal;
 
-/** Whether a result says the subscriber's token is refused now: its stream ends. */
-export const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
+/** Whether a result says the subscriber's token is refused now (an upstream 401, before the masking names it): its stream ends. */
+export const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.originalError instanceof UpstreamError && error.originalError.code === 'UNAUTHENTICATED') === true;
 
 /** What subscribers share one resolution of an event by: the same token, document and variables read the same. */
 export function sharingKey(operation: OperationState): string {
