@@ -339,6 +339,16 @@ describe('compose.yaml', () => {
     const fall = Number(setting('fall') ?? 3);
     for (const [name, service] of gateways) expect(effective(composeEnv(service)).SHUTDOWN_DELAY_MS, name).toBeGreaterThan(inter * fall);
   });
+
+  it('keeps idle streams and upgraded WebSockets: every idle timeout outlasts the heartbeat, a tunnel timeout of its own', () => {
+    const lines = haproxyLines();
+    const timeout = (name: string) => lines.map((line) => new RegExp(`^timeout\\s+${name}\\s+(\\S+)$`).exec(line)?.[1]).find(Boolean);
+    for (const [name, service] of gateways) {
+      const heartbeatMs = effective(composeEnv(service)).SUBSCRIPTION_HEARTBEAT_MS;
+      for (const idle of ['client', 'server', 'tunnel']) expect(durationMs(timeout(idle)!), `${name}: timeout ${idle}`).toBeGreaterThan(heartbeatMs);
+    }
+    expect(durationMs(timeout('tunnel')!)).toBeGreaterThanOrEqual(3_600_000);
+  });
 });
 
 // ---------------------------------------------------------------- deploy/kubernetes
@@ -448,6 +458,19 @@ describe('deploy/kubernetes', () => {
   const selects = (selector: Record<string, string> | undefined) => selector !== undefined && Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => podLabels[k] === v);
   /** The containerPort a probe's or a Service's port names (by name or number). */
   const portNumber = (port: string | number | undefined) => (typeof port === 'number' ? port : container.ports.find((p) => p.name === port)?.containerPort);
+
+  it('has an Ingress example for streams beside the base: no buffering, timeouts past the heartbeat, to the Service\'s public port', () => {
+    const ingress = yamlOf<{ kind: string; metadata: { annotations: Record<string, string> }; spec: { rules: { http: { paths: { backend: { service: { name: string; port: { name: string } } } }[] } }[] } }>('deploy/kubernetes/ingress.example.yaml');
+    expect(ingress.kind).toBe('Ingress');
+    const { annotations } = ingress.metadata;
+    expect(annotations['nginx.ingress.kubernetes.io/proxy-buffering']).toBe('off');
+    for (const name of ['proxy-read-timeout', 'proxy-send-timeout']) expect(Number(annotations[`nginx.ingress.kubernetes.io/${name}`]) * 1000, name).toBeGreaterThan(settings().SUBSCRIPTION_HEARTBEAT_MS);
+    const service = only<{ metadata: { name: string }; spec: { ports: { name: string }[] } }>('Service');
+    for (const path of ingress.spec.rules.flatMap((rule) => rule.http.paths)) {
+      expect(path.backend.service.name).toBe(service.metadata.name);
+      expect(service.spec.ports.map((port) => port.name)).toContain(path.backend.service.port.name);
+    }
+  });
 
   it('is a kustomize base of a Deployment, a Service, an autoscaler and a disruption budget, in their stable API versions', () => {
     expect(kustomization).toMatchObject({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization' });

@@ -16,7 +16,7 @@ interface Framing {
 
 /** multipart/mixed with the boundary `-`, as yoga, Apollo and Relay's clients read it. */
 const multipart: Framing = {
-  headers: { 'content-type': 'multipart/mixed; boundary="-"', connection: 'keep-alive' },
+  headers: { 'content-type': 'multipart/mixed; boundary="-"', connection: 'keep-alive', 'x-accel-buffering': 'no' },
   start: '\r\n---',
   part: (json) => `\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}\r\n---`,
   end: '--\r\n',
@@ -27,10 +27,10 @@ const multipart: Framing = {
  * `complete`. It starts with a comment (some browsers wait for a first byte before handing the
  * stream over) and writes one every SUBSCRIPTION_HEARTBEAT_MS while nothing else goes out, so proxies keep an idle
  * stream. `Content-Encoding: none` keeps buffering compressors away (the HTTP server's flushes every
- * write and drops the mark).
+ * write and drops the mark). Every stream says `X-Accel-Buffering: no`: nginx in front passes its parts as they come.
  */
 const eventStream: Framing = {
-  headers: { 'content-type': 'text/event-stream', connection: 'keep-alive', 'content-encoding': 'none' },
+  headers: { 'content-type': 'text/event-stream', connection: 'keep-alive', 'content-encoding': 'none', 'x-accel-buffering': 'no' },
   start: ':\n\n',
   part: (json, id) => `${id === undefined ? '' : `id: ${id}\n`}event: next\ndata: ${json}\n\n`,
   end: 'event: complete\ndata:\n\n',
@@ -42,7 +42,7 @@ const eventStream: Framing = {
  * boundary `graphql`, each result as `{"payload": …}`, and an empty part `{}` as the heartbeat.
  */
 const apolloSubscription: Framing = {
-  headers: { 'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"', connection: 'keep-alive' },
+  headers: { 'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"', connection: 'keep-alive', 'x-accel-buffering': 'no' },
   start: '\r\n--graphql',
   part: (json) => `\r\nContent-Type: application/json; charset=utf-8\r\n\r\n{"payload":${json}}\r\n--graphql`,
   end: '--\r\n',
