@@ -465,7 +465,7 @@ describe('deploy/kubernetes', () => {
     const { annotations } = ingress.metadata;
     expect(annotations['nginx.ingress.kubernetes.io/proxy-buffering']).toBe('off');
     for (const name of ['proxy-read-timeout', 'proxy-send-timeout']) expect(Number(annotations[`nginx.ingress.kubernetes.io/${name}`]) * 1000, name).toBeGreaterThan(settings().SUBSCRIPTION_HEARTBEAT_MS);
-    const service = only<{ metadata: { name: string }; spec: { ports: { name: string }[] } }>('Service');
+    const service = only<Kubernetes & { spec: { ports: { name: string }[] } }>('Service');
     for (const path of ingress.spec.rules.flatMap((rule) => rule.http.paths)) {
       expect(path.backend.service.name).toBe(service.metadata.name);
       expect(service.spec.ports.map((port) => port.name)).toContain(path.backend.service.port.name);
