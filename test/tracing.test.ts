@@ -16,6 +16,7 @@ interface ExportedSpan {
   kind: number;
   attributes: Record<string, unknown>;
   status: { code?: number };
+  links?: { traceId: string; spanId: string }[];
 }
 
 /** What an OTLP/HTTP receiver got: one entry per export request. */
@@ -149,6 +150,27 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
 
     // The operation's log line names the same span.
     expect(operationLine(t)).toMatchObject({ traceId: operation.traceId, spanId: operation.spanId });
+  });
+
+  it("gives a subscription's event a span of its own, linked to the write that caused it, with the event's upstream read under it", async () => {
+    const controller = new AbortController();
+    const response = await t.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: 'subscription Traced($id: ID!) { headChanged(id: $id) { head { name } } }', variables: { id: headId } }),
+      signal: controller.signal,
+    });
+    const reader = response.body!.getReader();
+    let text = '';
+    await t.execute('mutation Rename($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }', { input: { id: headId, name: 'Traced' } });
+    while (!text.includes('event: next')) text += new TextDecoder().decode((await reader.read()).value);
+    controller.abort();
+    const spans = await exported();
+    const write = spans.find((span) => span.kind === SERVER && span.name === 'mutation Rename')!;
+    const event = spans.find((span) => span.name === 'subscription event')!;
+    expect(event.links).toEqual([expect.objectContaining({ traceId: write.traceId, spanId: write.spanId })]);
+    const reads = spans.filter((span) => span.kind === CLIENT && span.parentSpanId === event.spanId);
+    expect(reads.map((read) => read.attributes)).toEqual([expect.objectContaining({ 'http.request.method': 'GET', 'http.response.status_code': 200 })]);
   });
 
   it('continues the trace of an incoming traceparent, and follows its sampling decision', async () => {

@@ -12,4 +12,6 @@ export interface HeadChange {
   readonly deleted?: true | undefined;
   /** Found by polling the upstream (a change made outside the gateway), not told by a write through it. */
   readonly polled?: true | undefined;
+  /** The span of the write that made it (W3C trace context ids): each resolution's span links to it. */
+  readonly cause?: { readonly traceId: string; readonly spanId: string; readonly traceFlags: number } | undefined;
 }

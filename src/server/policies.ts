@@ -154,7 +154,7 @@ export function gatewayPolicies(options: PolicyOptions) {
       if (outcome === 'changed' || outcome === 'deleted') realTime.published.inc({ source: 'poll' });
     },
   });
-  const subscriptions = useSubscriptions({ schema, events: headEvents, contextOptions, limits: settings.subscriptions, liveThrottleMs: settings.subscriptions.liveThrottleMs, polling, metrics: realTime, onRefused: refused('subscriptions') });
+  const subscriptions = useSubscriptions({ schema, events: headEvents, contextOptions, limits: settings.subscriptions, liveThrottleMs: settings.subscriptions.liveThrottleMs, polling, metrics: realTime, onRefused: refused('subscriptions'), tracing: options.tracing });
   const planner = new Planner({ schema, strategy: settings.planner });
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);

@@ -66,7 +66,9 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
         if (head === undefined) continue;
         // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each watcher's read settles.
         const at = Date.now();
-        publish(head.deletes && !failed.has(key) ? { id: head.id, at, deleted: true } : { id: head.id, at });
+        const span = operation.record?.span.spanContext();
+        const cause = span === undefined ? undefined : { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags };
+        publish({ id: head.id, at, ...(head.deletes && !failed.has(key) ? { deleted: true } : {}), ...(cause === undefined ? {} : { cause }) });
         options.onPublished?.();
       }
     },

@@ -1,7 +1,9 @@
 import { execute } from '@graphql-tools/executor';
 import type { DocumentNode, ExecutionArgs, ExecutionResult, GraphQLSchema } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
+import { ROOT_CONTEXT, trace, type Context } from '@opentelemetry/api';
 import { createContext, type ContextOptions } from '../../schema/context.js';
+import type { Tracing } from '../../telemetry/tracing.js';
 import { UpstreamError } from '../../upstream/errors.js';
 import { wholeDocumentOf } from '../documents/prepared.js';
 import type { CutReason, RealTimeMetrics, StreamTransport } from '../instruments/real-time-metrics.js';
@@ -47,7 +49,18 @@ export class EventResolutions {
   constructor(
     private readonly schema: GraphQLSchema,
     private readonly contextOptions: ContextOptions,
+    /** Where each resolution's span goes (when spans are recorded): under its subscription's, linked to the write that caused it. */
+    private readonly tracing?: Tracing,
   ) {}
+
+  /** The span of one resolution, when spans are recorded: the trace context its upstream calls hang under. */
+  #span(change: HeadChange, operation: OperationState): { trace: Context | undefined; end(): void } {
+    const parent = operation.record?.trace;
+    if (this.tracing?.recording !== true) return { trace: parent, end: () => undefined };
+    const links = change.cause === undefined ? [] : [{ context: change.cause }];
+    const span = this.tracing.tracer.startSpan('subscription event', { links, attributes: { 'gateway.event.polled': change.polled === true } }, parent);
+    return { trace: trace.setSpan(parent ?? ROOT_CONTEXT, span), end: () => span.end() };
+  }
 
   /** The result of `change` for `operation`'s subscribers (sharing `key`). */
   of(change: HeadChange, operation: OperationState, key: string, document: DocumentNode): Promise<Resolved> {
@@ -56,9 +69,12 @@ export class EventResolutions {
     let resolved = byKey.get(key);
     if (resolved === undefined) {
       const { request, params } = operation;
-      const contextValue = createContext({ headers: request.headers, signal: unaborted }, this.contextOptions, { requestId: request.requestId, batch: undefined, trace: operation.record?.trace, plan: operation.plan });
+      const span = this.#span(change, operation);
+      const contextValue = createContext({ headers: request.headers, signal: unaborted }, this.contextOptions, { requestId: request.requestId, batch: undefined, trace: span.trace, plan: operation.plan });
       const args = { schema: this.schema, document, rootValue: change, contextValue, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
-      resolved = Promise.resolve(execute(args) as MaybePromise<ExecutionResult>).then((result) => ({ result, json: JSON.stringify(result), heads: contextValue.loaders.heads.ids() }));
+      resolved = Promise.resolve(execute(args) as MaybePromise<ExecutionResult>)
+        .then((result) => ({ result, json: JSON.stringify(result), heads: contextValue.loaders.heads.ids() }))
+        .finally(span.end);
       byKey.set(key, resolved);
     }
     return resolved;

@@ -2,6 +2,7 @@ import { createSourceEventStream, type ExecutionArgs, type ExecutionResult, type
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { ContextOptions, HeadChangeSource } from '../../schema/context.js';
+import type { Tracing } from '../../telemetry/tracing.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { MaybePromise } from '../pipeline/stages.js';
 import { operationOf, type OperationResult, type OperationState } from '../request-state.js';
@@ -32,6 +33,8 @@ export interface SubscriptionsOptions {
   readonly liveThrottleMs: number;
   /** Told of each subscription refused for a limit, for metrics. */
   readonly onRefused?: () => void;
+  /** Each event's resolution a span of its own, linked to the write that caused it. */
+  readonly tracing?: Tracing | undefined;
 }
 
 export interface Subscriptions {
@@ -91,7 +94,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
   /** What the process's stop ends: each subscriber's queue of changes, each live query. */
   const open = new Set<{ finish(): void }>();
   const places = placesOf(options.limits);
-  const resolutions = new EventResolutions(schema, options.contextOptions);
+  const resolutions = new EventResolutions(schema, options.contextOptions, options.tracing);
   let stopping = false;
   return {
     headChanges: (id, context) => {
