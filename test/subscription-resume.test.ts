@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
+import { subscribeSse, type SseEvent } from './support/sse.js';
 import { until } from './support/until.js';
 
 /*
@@ -15,46 +16,19 @@ const globalId = (id: string) => encodeGlobalID('Head', id);
 const UPDATE = 'mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }';
 const WATCH = 'subscription Watch($id: ID!) { headChanged(id: $id) { head { name } } }';
 
-interface Event {
-  readonly id: string | undefined;
-  readonly event: string;
-  readonly data: string;
-}
-
-/** A subscription over SSE by hand (an EventSource's requests): its events as they come, parsed. */
+/** A subscription over SSE by hand (an EventSource's requests), answered at `url`, its `next` events gathered. */
 async function sse(url: string, id: string, lastEventId?: string) {
-  const controller = new AbortController();
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }) },
-    body: JSON.stringify({ query: WATCH, variables: { id } }),
-    signal: controller.signal,
-  });
-  expect(response.status).toBe(200);
-  const events: Event[] = [];
-  let text = '';
-  void (async () => {
-    const reader = response.body!.getReader();
-    const decoder = new TextDecoder();
-    try {
-      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
-        text += decoder.decode(chunk.value, { stream: true });
-        let end: number;
-        while ((end = text.indexOf('\n\n')) !== -1) {
-          const block = text.slice(0, end);
-          text = text.slice(end + 2);
-          const field = (name: string) => new RegExp(`^${name}: ?(.*)$`, 'm').exec(block)?.[1];
-          if (field('event') !== undefined) events.push({ id: field('id'), event: field('event')!, data: field('data') ?? '' });
-        }
-      }
-    } catch {
-      // Aborted: the client hung up.
-    }
-  })();
-  return { events, close: () => controller.abort() };
+  const subscription = subscribeSse({ url, query: WATCH, variables: { id }, ...(lastEventId === undefined ? {} : { lastEventId }) });
+  const events = subscription.events;
+  return {
+    get events() {
+      return events.filter((event) => event.event === 'next');
+    },
+    close: () => subscription.close(),
+  };
 }
 
-const nameIn = (event: Event | undefined) => (JSON.parse(event!.data) as { data: { headChanged: { head: { name: string } } } }).data.headChanged.head.name;
+const nameIn = (event: SseEvent | undefined) => (JSON.parse(event!.data) as { data: { headChanged: { head: { name: string } } } }).data.headChanged.head.name;
 
 describe('SSE resume in one process (the defaults)', () => {
   let t: TestGateway;

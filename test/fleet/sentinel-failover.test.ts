@@ -1,18 +1,20 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startRedisSentinel, type RedisSentinelProcess } from '../support/redis-sentinel.js';
 import { describeWithFleet } from '../support/services.js';
+import { subscribeSse } from '../support/sse.js';
 import { until } from '../support/until.js';
 import { recordFigures } from './figures.js';
 import { metricTotal, startFleet, type Fleet, type FleetGateway } from './fleet.js';
 import { describeTally, LOAD_CONNECTIONS, startLoad, type Tally } from './load.js';
-import { demoToken, readsAndWrites } from './operations.js';
+import { demoToken, readsAndWrites, updateHead } from './operations.js';
 import { persisted, post, writesReach } from './shared-state.js';
 
 /*
  * Scenario c: the gateways share Redis through Sentinel (REDIS_URL=redis-sentinel://…), and the
  * master is killed (SIGKILL) under read load through HAProxy. No read fails (the stores answer
  * from process memory while there is no master); once the Sentinels have promoted the replica,
- * every gateway writes its shared state there again, with no restart.
+ * every gateway writes its shared state there again, with no restart, and its events reach the
+ * subscribers of the others.
  */
 
 const seconds = (ms: number) => Math.round(ms / 100) / 10;
@@ -76,6 +78,24 @@ describeWithFleet('a Sentinel failover under read load', () => {
     const caller = { authorization: 'Bearer apq-after-failover' };
     expect((await post(fleet.gateways[0]!.endpoint, persisted(query, true), caller)).body.errors).toBeUndefined();
     for (const gateway of fleet.gateways.slice(1)) expect((await post(gateway.endpoint, persisted(query, false), caller)).body, gateway.name).toMatchObject({ data: { failover: { totalCount: expect.any(Number) } } });
+
+    // Events too: a write through one gateway reaches a subscriber at another, through the promoted master.
+    const id = fleet.reference.store.headIds()[9]!;
+    const subscriber = subscribeSse({ url: fleet.gateways[2]!.endpoint, query: 'subscription($id: ID!) { headChanged(id: $id) { head { name } } }', variables: { id } });
+    try {
+      let n = 0;
+      await until(
+        async () => {
+          await post(fleet.gateways[0]!.endpoint, { query: updateHead, variables: { i: { id, name: `after the failover ${n++}` } } });
+          return subscriber.events.some((event) => event.event === 'next');
+        },
+        'a write at gateway-1 told to a subscriber at gateway-3',
+        20_000,
+        200,
+      );
+    } finally {
+      subscriber.close();
+    }
 
     const fallbacks = await Promise.all(fleet.gateways.map(async (gateway, i) => (await metricTotal(gateway, 'gateway_shared_state_fallbacks_total')) - fallbacksBefore[i]!));
     recordFigures('sentinel failover', {
