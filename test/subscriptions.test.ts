@@ -2,7 +2,12 @@ import { encodeGlobalID } from '@pothos/plugin-relay';
 import { createClient, type Client } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { startGatewayProcess, type GatewayProcess } from './support/process.js';
+import { startRedis, type RedisProcess } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
+import { subscribeSse } from './support/sse.js';
 import { until } from './support/until.js';
 
 /*
@@ -182,4 +187,47 @@ describe('SUBSCRIPTIONS_PER_CALLER=2, SHED_MAX_IN_FLIGHT=1', () => {
     expect((await t.execute('{ heads(first: 1) { totalCount } }')).errors).toBeUndefined();
     await Promise.all([...open, other].map((s) => s.stop()));
   });
+});
+
+describeWithRedis('two gateway processes over one Redis', () => {
+  let redis: RedisProcess;
+  let reference: ReferenceUpstream;
+  const processes: GatewayProcess[] = [];
+  beforeAll(async () => {
+    redis = await startRedis();
+    reference = await startReferenceUpstream();
+    for (let i = 0; i < 2; i++) processes.push(await startGatewayProcess({ UPSTREAM_URL: reference.url, REDIS_URL: redis.url, LOG_LEVEL: 'warn' }));
+  }, 60_000);
+  afterAll(async () => {
+    for (const gateway of processes) gateway.kill();
+    await reference?.close();
+    await redis?.stop();
+  });
+
+  it('a write through one process is an event at the other’s subscriber, read once there', async () => {
+    const [a, b] = processes as [GatewayProcess, GatewayProcess];
+    const id = reference.store.headIds()[24]!;
+    const subscriber = subscribeSse({ url: b.endpoint, query: WATCH, variables: { id } });
+    try {
+      // Subscribed at b once a write through a reaches it.
+      let n = 0;
+      const post = (name: string) => fetch(a.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: UPDATE, variables: { input: { id: globalId(id), name } } }) });
+      await until(async () => (await post(`warm-up ${n++}`), subscriber.events.some((event) => event.event === 'next')), 'b subscribed', 20_000, 200);
+      const events = () => subscriber.events.filter((event) => event.event === 'next');
+      // The warm-up's last events read and sent: nothing of theirs is left in flight.
+      let settled = -1;
+      await until(async () => {
+        const seen = events().length;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        return seen === events().length && seen === (settled = seen);
+      }, 'the warm-up settled');
+      const before = settled;
+      reference.resetRecording();
+      await post('Across processes');
+      await until(() => events().length > before && events().at(-1)!.data.includes('Across processes'), 'the event at b');
+      expect(reference.requests.map((request) => request.operation)).toEqual(['updateHead', 'getHeadById']);
+    } finally {
+      subscriber.close();
+    }
+  }, 60_000);
 });

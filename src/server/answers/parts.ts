@@ -54,6 +54,20 @@ const STALLED_HEARTBEATS = 3;
 
 export const framings = { 'multipart/mixed': multipart, 'text/event-stream': eventStream, 'apollo subscription': apolloSubscription } as const;
 
+/** A subscription's event as framed, per object: subscribers that share it (the same token, document and variables) share the bytes. */
+const framedEvents = new WeakMap<object, { readonly framing: Framing; readonly bytes: Buffer }>();
+
+/** A part as its framing writes it: an event (it carries its id) serialised and framed once however many subscribers it goes to. */
+function framedPart(value: ExecutionResult, framing: Framing): string | Buffer {
+  const id = (value as { [eventIdOf]?: string })[eventIdOf];
+  if (id === undefined) return framing.part(serialise(value));
+  const known = framedEvents.get(value);
+  if (known?.framing === framing) return known.bytes;
+  const bytes = Buffer.from(framing.part(serialise(value), id));
+  framedEvents.set(value, { framing, bytes });
+  return bytes;
+}
+
 /**
  * The body of an answer in parts: each result of `parts` serialised (http/serialisation.ts) and
  * framed as it comes, asked for only as the client reads (what waits is bounded by the stream's
@@ -81,7 +95,7 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
         ({ done, value }) => {
           pulling = false;
           if (body.destroyed) return;
-          if (value != null) body.push(framing.part(serialise(value), (value as { [eventIdOf]?: string })[eventIdOf]));
+          if (value != null) body.push(framedPart(value, framing));
           if (done) {
             clearInterval(heartbeat);
             body.push(framing.end);

@@ -1,6 +1,5 @@
-import type { PubSub } from '@graphql-yoga/subscription';
 import type { HeadChange } from '../../domain/head-changes.js';
-import type { HeadTopics } from './head-events.js';
+import type { HeadEvents } from './head-events.js';
 
 /** An iteration's end. */
 export const done: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
@@ -23,8 +22,8 @@ export interface ChangeQueueOptions {
   readonly onFolded: () => void;
 }
 
-export function changeQueue(pubsub: PubSub<HeadTopics>, id: string, options: ChangeQueueOptions): ChangeQueue {
-  const events = pubsub.subscribe('headChanged', id)[Symbol.asyncIterator]();
+export function changeQueue(listen: HeadEvents['listen'], id: string, options: ChangeQueueOptions): ChangeQueue {
+  let unlisten: () => void = () => undefined;
   let pending: HeadChange | undefined;
   let waiting: ((step: IteratorResult<HeadChange, undefined>) => void) | undefined;
   let finished = false;
@@ -52,7 +51,7 @@ export function changeQueue(pubsub: PubSub<HeadTopics>, id: string, options: Cha
       if (finished) return;
       finished = true;
       pending = undefined;
-      void events.return?.();
+      unlisten();
       options.onFinish(queue);
       deliver();
     },
@@ -64,8 +63,6 @@ export function changeQueue(pubsub: PubSub<HeadTopics>, id: string, options: Cha
     deliver();
   };
   void options.missed?.then((change) => change !== undefined && take(change));
-  void (async () => {
-    for (let step = await events.next(); !step.done && !finished; step = await events.next()) take(step.value);
-  })();
+  unlisten = listen(id, take);
   return queue;
 }

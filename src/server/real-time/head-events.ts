@@ -26,6 +26,8 @@ export interface HeadEventsOptions {
 export interface HeadEvents {
   /** Where watchers listen: `pubsub.subscribe('headChanged', id)`. */
   readonly pubsub: PubSub<HeadTopics>;
+  /** Calls `onChange` with each change to head `id`, until the returned function is called: a listener on the event target, no queue of its own. */
+  listen(id: string, onChange: (change: HeadChange) => void): () => void;
   /** Tells a change to every watcher, in this process and (with REDIS_URL) every other, and keeps it for SUBSCRIPTION_REPLAY_MS. */
   publish(change: HeadChange): void;
   /** What a subscriber that last saw the change of `after` missed of head `id` (change-log.ts). */
@@ -45,16 +47,27 @@ export interface HeadEvents {
  */
 export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
   const { schema, redis } = options;
-  const target = redis === undefined ? undefined : redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), onPublishFailed: options.onPublishFailed });
-  const pubsub = createPubSub<HeadTopics>(target === undefined ? undefined : { eventTarget: target as never });
+  const shared = redis === undefined ? undefined : redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), onPublishFailed: options.onPublishFailed });
+  const target = (shared ?? new EventTarget()) as EventTarget;
+  const pubsub = createPubSub<HeadTopics>({ eventTarget: target as never });
   const log = changeLog({ replayMs: options.replayMs, redis });
+  let lastAt = 0;
   const publish = (change: HeadChange) => {
     pubsub.publish('headChanged', change.id, change);
     log.append(change);
   };
+  /** A change's time, a millisecond past this process's last if it came in the same one: its SSE id, which a reconnecting client names, is its own. */
+  const now = () => (lastAt = Math.max(Date.now(), lastAt + 1));
   return {
     pubsub,
-    publish,
+    listen(id, onChange) {
+      // createPubSub's topic for `headChanged` and an id; its event's detail is the change.
+      const topic = `headChanged:${id}`;
+      const listener = (event: Event) => onChange((event as CustomEvent<HeadChange>).detail);
+      target.addEventListener(topic, listener);
+      return () => target.removeEventListener(topic, listener);
+    },
+    publish: (change) => publish({ ...change, at: now() }),
     missed: log.missed,
     result(operation) {
       const { result, params } = operation;
@@ -65,7 +78,7 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       for (const { key, head } of changedFields(fields, result)) {
         if (head === undefined) continue;
         // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each watcher's read settles.
-        const at = Date.now();
+        const at = now();
         const span = operation.record?.span.spanContext();
         const cause = span === undefined ? undefined : { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags };
         publish({ id: head.id, at, ...(head.deletes && !failed.has(key) ? { deleted: true } : {}), ...(cause === undefined ? {} : { cause }) });
@@ -73,7 +86,7 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       }
     },
     close() {
-      target?.close();
+      shared?.close();
     },
   };
 }

@@ -1,17 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { PubSub } from '@graphql-yoga/subscription';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import { wholeDocumentOf } from '../documents/prepared.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
-import { eventIdOf, type OperationState } from '../request-state.js';
+import type { OperationState } from '../request-state.js';
 import { done } from './change-queue.js';
-import type { HeadTopics } from './head-events.js';
+import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
 import { sharingKey, transportOf, type EventResolutions, type Resolved } from './subscriber-stream.js';
 
 export interface LiveQueryOptions {
-  readonly pubsub: PubSub<HeadTopics>;
+  readonly listen: HeadEvents['listen'];
   readonly polling: HeadPolling;
   readonly resolutions: EventResolutions;
   readonly metrics: RealTimeMetrics;
@@ -28,29 +27,25 @@ export interface LiveQuery extends AsyncIterableIterator<ExecutionResult> {
   finish(): void;
 }
 
-/** One head a live query watches: its changes as they come, and its watch for polling. */
+/** One head a live query watches: its listener, and its watch for polling. */
 interface Watch {
-  readonly events: AsyncIterator<HeadChange>;
+  readonly unlisten: () => void;
   readonly unwatch: () => void;
 }
 
 /** The heads a live query watches, made the set it read last (`watch(heads)`): each one's changes go to `changed`, and it is polled while watched. */
-function headWatches(pubsub: PubSub<HeadTopics>, polling: HeadPolling, changed: (change: HeadChange) => void, finished: () => boolean): (heads: readonly string[]) => void {
+function headWatches(listen: HeadEvents['listen'], polling: HeadPolling, changed: (change: HeadChange) => void): (heads: readonly string[]) => void {
   const watched = new Map<string, Watch>();
   return (heads) => {
     const now = new Set(heads);
     for (const id of now) {
       if (watched.has(id)) continue;
-      const events = pubsub.subscribe('headChanged', id)[Symbol.asyncIterator]();
-      watched.set(id, { events, unwatch: polling.watch(id) });
-      void (async () => {
-        for (let step = await events.next(); !step.done && !finished(); step = await events.next()) changed(step.value);
-      })();
+      watched.set(id, { unlisten: listen(id, changed), unwatch: polling.watch(id) });
     }
     for (const [id, gone] of watched) {
       if (now.has(id)) continue;
       gone.unwatch();
-      void gone.events.return?.();
+      gone.unlisten();
       watched.delete(id);
     }
   };
@@ -66,7 +61,7 @@ function headWatches(pubsub: PubSub<HeadTopics>, polling: HeadPolling, changed: 
  * ends when its client leaves or the process stops.
  */
 export function liveQuery(operation: OperationState, options: LiveQueryOptions): LiveQuery {
-  const { resolutions, metrics, pubsub, polling } = options;
+  const { resolutions, metrics, listen, polling } = options;
   const key = sharingKey(operation);
   const document = wholeDocumentOf(operation) ?? operation.document!;
   const closed = metrics.opened(transportOf(operation));
@@ -84,13 +79,13 @@ export function liveQuery(operation: OperationState, options: LiveQueryOptions):
     pending = change;
     wake?.();
   };
-  const watch = headWatches(pubsub, polling, changed, () => finished);
-  const sent = ({ result, json, heads }: Resolved, at: number): IteratorResult<ExecutionResult, undefined> => {
+  const watch = headWatches(listen, polling, changed);
+  const sent = ({ result, json, heads }: Resolved): IteratorResult<ExecutionResult, undefined> => {
     watch(heads);
     last = json;
     sentAt = performance.now();
     metrics.delivered.inc();
-    return { done: false, value: { ...result, [eventIdOf]: String(at) } as ExecutionResult };
+    return { done: false, value: result };
   };
   const finish = () => {
     if (finished) return;
@@ -117,7 +112,7 @@ export function liveQuery(operation: OperationState, options: LiveQueryOptions):
       if (!started) {
         started = true;
         const first: HeadChange = { id: '', at: Date.now() };
-        return sent(await resolutions.of(first, operation, key, document), first.at);
+        return sent(await resolutions.of(first, operation, key, document));
       }
       for (let change = await nextChange(); change !== undefined; change = await nextChange()) {
         const resolved = await resolutions.of(change, operation, key, document);
@@ -127,7 +122,7 @@ export function liveQuery(operation: OperationState, options: LiveQueryOptions):
           continue;
         }
         metrics.delivery.observe(Math.max(0, Date.now() - change.at) / 1000);
-        return sent(resolved, change.at);
+        return sent(resolved);
       }
       if (options.stopping()) metrics.streamsCut.inc({ reason: 'stopping' });
       return done;

@@ -73,7 +73,12 @@ export class EventResolutions {
       const contextValue = createContext({ headers: request.headers, signal: unaborted }, this.contextOptions, { requestId: request.requestId, batch: undefined, trace: span.trace, plan: operation.plan });
       const args = { schema: this.schema, document, rootValue: change, contextValue, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
       resolved = Promise.resolve(execute(args) as MaybePromise<ExecutionResult>)
-        .then((result) => ({ result, json: JSON.stringify(result), heads: contextValue.loaders.heads.ids() }))
+        .then((result) => {
+          const json = JSON.stringify(result);
+          // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport (answers/parts.ts).
+          (result as { [eventIdOf]?: string })[eventIdOf] = String(change.at);
+          return { result, json, heads: contextValue.loaders.heads.ids() };
+        })
         .finally(span.end);
       byKey.set(key, resolved);
     }
@@ -129,7 +134,7 @@ export function subscriberStream(operation: OperationState, source: AsyncIterato
       metrics.delivery.observe(Math.max(0, Date.now() - change.at) / 1000);
       if (change.deleted === true) end('deleted');
       else if (refusedToken(result)) end('unauthenticated');
-      return { done: false, value: { ...result, [eventIdOf]: String(change.at) } as ExecutionResult };
+      return { done: false, value: result };
     }
   };
   const results: AsyncIterableIterator<ExecutionResult> = {

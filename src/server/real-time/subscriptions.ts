@@ -22,7 +22,7 @@ export interface SubscriptionLimits {
 export interface SubscriptionsOptions {
   readonly schema: GraphQLSchema;
   /** Where head changes are listened to, and what a reconnecting SSE client missed is found. */
-  readonly events: Pick<HeadEvents, 'pubsub' | 'missed'>;
+  readonly events: Pick<HeadEvents, 'listen' | 'missed'>;
   /** What each event's resolution is given: a context of its own, as an operation's (its own subscribe runs on the operation's). */
   readonly contextOptions: ContextOptions;
   readonly limits: SubscriptionLimits;
@@ -106,7 +106,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       // An SSE client reconnecting (Last-Event-ID: the `at` of the last change it was sent) first gets what it missed.
       const after = Number(operationOf(context)?.request.headers.get('last-event-id') ?? Number.NaN);
       const missed = Number.isSafeInteger(after) ? events.missed(id, after) : undefined;
-      const queue = changeQueue(events.pubsub, id, { missed, onFinish: finished, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
+      const queue = changeQueue(events.listen, id, { missed, onFinish: finished, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
       open.add(queue);
       return queue;
     },
@@ -117,7 +117,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
         return release;
       }
       if (operation.live) {
-        const live = liveQuery(operation, { pubsub: events.pubsub, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: () => stopping, release: () => (open.delete(live), release()) });
+        const live = liveQuery(operation, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: () => stopping, release: () => (open.delete(live), release()) });
         open.add(live);
         return live;
       }
