@@ -18,20 +18,24 @@ type Documents = {
     "query HeadWithHair($id: ID!) {\n  head(id: $id) {\n    id\n    uuid\n    name\n    url\n    createdAt\n    updatedAt\n    hair {\n      id\n      name\n      url\n      style\n      gender\n    }\n  }\n}": typeof types.HeadWithHairDocument,
     "query HeadsPage($first: Int, $after: String, $search: String) {\n  heads(first: $first, after: $after, search: $search) {\n    totalCount\n    pageInfo {\n      hasNextPage\n      endCursor\n    }\n    edges {\n      cursor\n      node {\n        id\n        name\n        hair {\n          name\n        }\n      }\n    }\n  }\n}": typeof types.HeadsPageDocument,
     "query HeadsWithMetadata($first: Int) {\n  heads(first: $first) {\n    nodes {\n      id\n      name\n      headMetadata\n    }\n  }\n}": typeof types.HeadsWithMetadataDocument,
+    "query LiveHeads($first: Int!) @live {\n  heads(first: $first) {\n    nodes {\n      id\n      name\n    }\n  }\n}": typeof types.LiveHeadsDocument,
     "mutation Login($input: LoginInput!) {\n  login(input: $input) {\n    accessToken\n    tokenType\n  }\n}": typeof types.LoginDocument,
     "query Permissions($first: Int) {\n  permissions(first: $first) {\n    totalCount\n    nodes {\n      id\n      role\n    }\n  }\n}": typeof types.PermissionsDocument,
     "mutation UpdateHead($input: UpdateHeadInput!) {\n  updateHead(input: $input) {\n    head {\n      id\n      name\n      updatedAt\n    }\n  }\n}": typeof types.UpdateHeadDocument,
     "mutation UpdateSubscription($input: UpdateSubscriptionInput!) {\n  updateSubscription(input: $input) {\n    subscription {\n      id\n      active\n      platformType\n      subscriptionType {\n        name\n        paymentCycle\n      }\n    }\n  }\n}": typeof types.UpdateSubscriptionDocument,
+    "subscription WatchHead($id: ID!) {\n  headChanged(id: $id) {\n    id\n    head {\n      id\n      name\n      url\n      hair {\n        name\n      }\n    }\n  }\n}": typeof types.WatchHeadDocument,
 };
 const documents: Documents = {
     "mutation DeleteHead($input: DeleteHeadInput!) {\n  deleteHead(input: $input) {\n    deletedHeadId\n    deletedHeadUuid\n  }\n}": types.DeleteHeadDocument,
     "query HeadWithHair($id: ID!) {\n  head(id: $id) {\n    id\n    uuid\n    name\n    url\n    createdAt\n    updatedAt\n    hair {\n      id\n      name\n      url\n      style\n      gender\n    }\n  }\n}": types.HeadWithHairDocument,
     "query HeadsPage($first: Int, $after: String, $search: String) {\n  heads(first: $first, after: $after, search: $search) {\n    totalCount\n    pageInfo {\n      hasNextPage\n      endCursor\n    }\n    edges {\n      cursor\n      node {\n        id\n        name\n        hair {\n          name\n        }\n      }\n    }\n  }\n}": types.HeadsPageDocument,
     "query HeadsWithMetadata($first: Int) {\n  heads(first: $first) {\n    nodes {\n      id\n      name\n      headMetadata\n    }\n  }\n}": types.HeadsWithMetadataDocument,
+    "query LiveHeads($first: Int!) @live {\n  heads(first: $first) {\n    nodes {\n      id\n      name\n    }\n  }\n}": types.LiveHeadsDocument,
     "mutation Login($input: LoginInput!) {\n  login(input: $input) {\n    accessToken\n    tokenType\n  }\n}": types.LoginDocument,
     "query Permissions($first: Int) {\n  permissions(first: $first) {\n    totalCount\n    nodes {\n      id\n      role\n    }\n  }\n}": types.PermissionsDocument,
     "mutation UpdateHead($input: UpdateHeadInput!) {\n  updateHead(input: $input) {\n    head {\n      id\n      name\n      updatedAt\n    }\n  }\n}": types.UpdateHeadDocument,
     "mutation UpdateSubscription($input: UpdateSubscriptionInput!) {\n  updateSubscription(input: $input) {\n    subscription {\n      id\n      active\n      platformType\n      subscriptionType {\n        name\n        paymentCycle\n      }\n    }\n  }\n}": types.UpdateSubscriptionDocument,
+    "subscription WatchHead($id: ID!) {\n  headChanged(id: $id) {\n    id\n    head {\n      id\n      name\n      url\n      hair {\n        name\n      }\n    }\n  }\n}": types.WatchHeadDocument,
 };
 
 /**
@@ -67,6 +71,10 @@ export function graphql(source: "query HeadsWithMetadata($first: Int) {\n  heads
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
+export function graphql(source: "query LiveHeads($first: Int!) @live {\n  heads(first: $first) {\n    nodes {\n      id\n      name\n    }\n  }\n}"): (typeof documents)["query LiveHeads($first: Int!) @live {\n  heads(first: $first) {\n    nodes {\n      id\n      name\n    }\n  }\n}"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
 export function graphql(source: "mutation Login($input: LoginInput!) {\n  login(input: $input) {\n    accessToken\n    tokenType\n  }\n}"): (typeof documents)["mutation Login($input: LoginInput!) {\n  login(input: $input) {\n    accessToken\n    tokenType\n  }\n}"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
@@ -80,6 +88,10 @@ export function graphql(source: "mutation UpdateHead($input: UpdateHeadInput!) {
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "mutation UpdateSubscription($input: UpdateSubscriptionInput!) {\n  updateSubscription(input: $input) {\n    subscription {\n      id\n      active\n      platformType\n      subscriptionType {\n        name\n        paymentCycle\n      }\n    }\n  }\n}"): (typeof documents)["mutation UpdateSubscription($input: UpdateSubscriptionInput!) {\n  updateSubscription(input: $input) {\n    subscription {\n      id\n      active\n      platformType\n      subscriptionType {\n        name\n        paymentCycle\n      }\n    }\n  }\n}"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "subscription WatchHead($id: ID!) {\n  headChanged(id: $id) {\n    id\n    head {\n      id\n      name\n      url\n      hair {\n        name\n      }\n    }\n  }\n}"): (typeof documents)["subscription WatchHead($id: ID!) {\n  headChanged(id: $id) {\n    id\n    head {\n      id\n      name\n      url\n      hair {\n        name\n      }\n    }\n  }\n}"];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};
