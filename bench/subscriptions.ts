@@ -1,7 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request, type ClientRequest } from 'node:http';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -20,8 +19,6 @@ at --subscribers and --many), a change delivered to --subscribers subscribers sh
 (upstream reads per change, p50/p99 from the write's answer to the last event), the same across
 two processes and Redis, and Q1's throughput with --subscribers subscriptions open beside it.
 A benchmark, not a test: figures, printed and written to bench/results/subscriptions-<time>.json.`;
-
-const autocannon = createRequire(import.meta.url)('autocannon') as (options: object, done: (error: Error | null, result: { requests: { average: number } }) => void) => unknown;
 
 type Server = { readonly name: string; readonly child: Child; readonly url: string };
 type Kind = 'gateway' | 'yoga';
@@ -153,11 +150,16 @@ async function delivery(kind: Kind, targets: readonly Server[], upstream: string
   return { 'upstream reads per change': Math.round((reads / writes) * 10) / 10, 'p50 ms to the last event': Math.round(percentile(lasts, 50)), 'p99 ms to the last event': Math.round(percentile(lasts, 99)) };
 }
 
-/** Q1 for `seconds` (autocannon, 16 connections). */
+/** Q1 for `seconds` (autocannon, 16 connections), from a process of its own: the bench's own heap (ten thousand sockets opened and closed) would slow it. */
 function q1(url: string, id: string, seconds: number): Promise<number> {
-  return new Promise((resolve, reject) =>
-    autocannon({ url, method: 'POST', headers: { 'content-type': 'application/json' }, body: Q1(id), connections: 16, duration: seconds }, (error, result) => (error ? reject(error) : resolve(result.requests.average))),
-  );
+  const cli = join(root, 'node_modules/autocannon/autocannon.js');
+  const args = [cli, '--json', '-c', '16', '-d', String(seconds), '-m', 'POST', '-H', 'content-type=application/json', '-b', Q1(id), url];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += String(chunk)));
+    child.once('exit', (code) => (code === 0 ? resolve((JSON.parse(out) as { requests: { average: number } }).requests.average) : reject(new Error(`autocannon exited ${code}`))));
+  });
 }
 
 function startRedis(): { url: string; stop(): void } {

@@ -9,11 +9,6 @@ export interface ChangeQueue extends AsyncIterableIterator<HeadChange> {
   finish(): void;
 }
 
-/**
- * The changes to head `id`, as a subscriber takes them. A subscriber that takes them slower than
- * they come has one waiting at most: the latest (a deletion stays), since each event only says
- * "read it again". So no subscriber's queue grows, however slow.
- */
 export interface ChangeQueueOptions {
   /** What the subscriber missed before it subscribed (a reconnecting SSE client's): taken first. */
   readonly missed?: Promise<HeadChange | undefined> | undefined;
@@ -22,8 +17,12 @@ export interface ChangeQueueOptions {
   readonly onFolded: () => void;
 }
 
+/**
+ * The changes to head `id`, as a subscriber takes them. A subscriber that takes them slower than
+ * they come has one waiting at most: the latest (a deletion stays), since each event only says
+ * "read it again". So no subscriber's queue grows, however slow.
+ */
 export function changeQueue(listen: HeadEvents['listen'], id: string, options: ChangeQueueOptions): ChangeQueue {
-  let unlisten: () => void = () => undefined;
   let pending: HeadChange | undefined;
   let waiting: ((step: IteratorResult<HeadChange, undefined>) => void) | undefined;
   let finished = false;
@@ -36,6 +35,13 @@ export function changeQueue(listen: HeadEvents['listen'], id: string, options: C
     pending = undefined;
     resolve({ done: false, value: change });
   };
+  const take = (change: HeadChange) => {
+    if (finished) return;
+    if (pending !== undefined) options.onFolded();
+    pending = pending?.deleted === true ? pending : change;
+    deliver();
+  };
+  const unlisten = listen(id, take);
   const queue: ChangeQueue = {
     [Symbol.asyncIterator]: () => queue,
     next: () =>
@@ -56,13 +62,6 @@ export function changeQueue(listen: HeadEvents['listen'], id: string, options: C
       deliver();
     },
   };
-  const take = (change: HeadChange) => {
-    if (finished) return;
-    if (pending !== undefined) options.onFolded();
-    pending = pending?.deleted === true ? pending : change;
-    deliver();
-  };
   void options.missed?.then((change) => change !== undefined && take(change));
-  unlisten = listen(id, take);
   return queue;
 }

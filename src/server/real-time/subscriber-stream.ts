@@ -1,7 +1,7 @@
 import { execute } from '@graphql-tools/executor';
+import { ROOT_CONTEXT, trace, type Context } from '@opentelemetry/api';
 import type { DocumentNode, ExecutionArgs, ExecutionResult, GraphQLSchema } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
-import { ROOT_CONTEXT, trace, type Context } from '@opentelemetry/api';
 import { createContext, type ContextOptions } from '../../schema/context.js';
 import type { Tracing } from '../../telemetry/tracing.js';
 import { UpstreamError } from '../../upstream/errors.js';
@@ -84,7 +84,6 @@ export class EventResolutions {
     }
     return resolved;
   }
-
 }
 
 export interface SubscriberStreamOptions {
@@ -97,7 +96,7 @@ export interface SubscriberStreamOptions {
 }
 
 /**
- * One subscriber's results: each change of `source` resolved (shared with its group), until the
+ * One subscriber's results: each change of `source` resolved (once for the subscribers of the same token, document and variables), until the
  * head is deleted (after that event), the token is refused (after that event), the client leaves
  * or the process stops. A polled change whose result is what the subscriber was last sent is not sent.
  * Not an async generator: its `return` must end it at once, not after the pending `next`.
