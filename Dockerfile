@@ -31,4 +31,4 @@ USER node
 EXPOSE 4000 9090
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # `npm start`'s flags (docs/operations.md#memory), without npm in between to swallow signals.
-CMD ["node", "--max-semi-space-size=16", "--heap-growing-percent=30", "dist/main.js"]
+CMD ["node", "--max-semi-space-size=16", "--heap-growing-percent=30", "--no-allocation-site-pretenuring", "dist/main.js"]
