@@ -6,10 +6,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { exitWithHelp, integerOption, runBench, UsageError } from './cli.js';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HOST, root, startFlags, startServer, stop, type Child } from './processes.js';
 
 /** What a run measures: memory per subscription, one process's delivery, Q1 beside open subscriptions, delivery across two processes over Redis. */
-const PHASES = ['memory', 'delivery', 'q1', 'redis'] as const;
+const PHASES = ['memory', 'delivery', 'q1', 'redis', 'polling'] as const;
 
 const USAGE = `npm run bench:subscriptions [-- --subscribers 1000 --many 10000 --writes 50 --seconds 10 --phases memory,delivery,q1,redis --targets gateway,yoga]
 
@@ -34,9 +35,9 @@ async function startUpstream(): Promise<string> {
 }
 
 async function startTarget(kind: Kind, upstream: string, env: Record<string, string> = {}): Promise<Server> {
-  const common = { PORT: '0', HOST, UPSTREAM_URL: upstream, LOG_LEVEL: 'warn', ...env };
+  const common = { PORT: '0', HOST, UPSTREAM_URL: upstream, LOG_LEVEL: 'warn' };
   const args = kind === 'gateway' ? [...startFlags(), 'dist/main.js'] : ['--import', 'tsx', 'bench/subscriptions/yoga-server.ts'];
-  const started = await startServer(kind, args, 0, kind === 'gateway' ? { ...common, WORKERS: '1', SUBSCRIPTIONS_MAX: '100000', SUBSCRIPTIONS_PER_CALLER: '100000', SUBSCRIPTION_POLL_MS: '0' } : common, 20_000);
+  const started = await startServer(kind, args, 0, kind === 'gateway' ? { ...common, WORKERS: '1', SUBSCRIPTIONS_MAX: '100000', SUBSCRIPTIONS_PER_CALLER: '100000', SUBSCRIPTION_POLL_MS: '0', ...env } : { ...common, ...env }, 20_000);
   return { name: kind, ...started };
 }
 
@@ -162,6 +163,44 @@ function q1(url: string, id: string, seconds: number): Promise<number> {
   });
 }
 
+/**
+ * Changes made outside the gateway (the reference upstream's own Update Head), found by polling
+ * (`pollMs`) at two processes over Redis, `subscribers` split between them: ms from each change to
+ * the last subscriber's event, and the poll reads per interval for the whole fleet (Get Head By Id
+ * reads, less the one per change each process makes for its subscribers).
+ */
+async function polling(upstream: string, id: string, subscribers: number, changes: number, pollMs: number): Promise<Record<string, number>> {
+  const redis = startRedis();
+  await sleep(300);
+  const pair = [await startTarget('gateway', upstream, { REDIS_URL: redis.url, SUBSCRIPTION_POLL_MS: String(pollMs) }), await startTarget('gateway', upstream, { REDIS_URL: redis.url, SUBSCRIPTION_POLL_MS: String(pollMs) })];
+  const holders = await Promise.all(pair.map((target) => holder(target.url, id, Math.ceil(subscribers / 2))));
+  const login = (await (await fetch(new URL('login', `${upstream}/`), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(DEMO_CREDENTIALS) })).json()) as { access_token?: string };
+  const counts = async () => ((await (await fetch(new URL('/__reference/stats', upstream))).json()) as { counts: Record<string, number> }).counts.getHeadById ?? 0;
+  await sleep(pollMs * 2);
+  const readsBefore = await counts();
+  const startedAt = performance.now();
+  const seen: number[] = [];
+  for (let n = 0; n < changes; n++) {
+    const response = await fetch(`${upstream}/heads/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/json', authorization: `Bearer ${login.access_token ?? ''}` }, body: JSON.stringify({ name: `outside ${n}` }) });
+    if (!response.ok) throw new Error(`outside change: ${response.status}`);
+    const changedAt = performance.timeOrigin + performance.now();
+    while (!holders.every((held) => held.rounds()[n] !== undefined)) await sleep(5);
+    seen.push(Math.max(...holders.map((held) => held.rounds()[n]!)) - changedAt);
+    await sleep(pollMs / 3);
+  }
+  const intervals = (performance.now() - startedAt) / pollMs;
+  const reads = (await counts()) - readsBefore;
+  await Promise.all(holders.map((held) => held.stop()));
+  for (const server of pair) await stop(server.child.process);
+  redis.stop();
+  return {
+    [`SUBSCRIPTION_POLL_MS=${pollMs}: max ms from an outside change to the last event`]: Math.round(Math.max(...seen)),
+    [`SUBSCRIPTION_POLL_MS=${pollMs}: p50 ms from an outside change to the last event`]: Math.round(percentile(seen, 50)),
+    // Each change is read once more by each process for its subscribers (they share a token): the rest are the polls.
+    [`SUBSCRIPTION_POLL_MS=${pollMs}: poll reads of the head per interval, two processes`]: Math.round(((reads - changes * pair.length) / intervals) * 100) / 100,
+  };
+}
+
 function startRedis(): { url: string; stop(): void } {
   const port = 20_000 + Math.floor(Math.random() * 20_000);
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
@@ -226,6 +265,7 @@ async function main(): Promise<void> {
       for (const server of pair) await stop(server.child.process);
       redis.stop();
     }
+    if (kind === 'gateway' && phases.has('polling')) Object.assign(row, await polling(upstream, id, subscribers, 10, 1_000));
     figures[kind] = row;
     console.table({ [kind]: row });
   }
