@@ -6,6 +6,7 @@ import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
+import { gather } from './support/gather.js';
 import { until } from './support/until.js';
 
 /*
@@ -21,27 +22,7 @@ const WATCH = 'subscription Watch($id: ID!) { headChanged(id: $id) { id head { n
 
 type Result = { data?: { headChanged: { id: string; head: { name: string } | null } }; errors?: { extensions?: { code?: string } }[] };
 
-function subscribe(client: Client, id: string) {
-  const results: Result[] = [];
-  let ended = false;
-  const iterator = client.iterate({ query: WATCH, variables: { id } });
-  void (async () => {
-    try {
-      for await (const result of iterator) results.push(result as Result);
-    } catch {
-      // A refused stream: `ended` says it.
-    } finally {
-      ended = true;
-    }
-  })();
-  return {
-    results,
-    get ended() {
-      return ended;
-    },
-    stop: () => iterator.return?.(),
-  };
-}
+const subscribe = (client: Client, id: string) => gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
 
 /** A change past the gateway: the reference upstream's own Update Head, or Delete Head with the demo user's token. */
 async function outside(t: TestGateway, method: 'PATCH' | 'DELETE', id: string, body?: object) {

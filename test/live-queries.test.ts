@@ -2,6 +2,7 @@ import { encodeGlobalID } from '@pothos/plugin-relay';
 import { createClient, type Client } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { gather } from './support/gather.js';
 import { until } from './support/until.js';
 
 /*
@@ -16,18 +17,7 @@ const LIST = 'query Heads @live { heads(first: 3) { nodes { id name } } }';
 
 type Result = { data?: { heads: { nodes: { id: string; name: string }[] } }; errors?: { extensions?: { code?: string } }[] };
 
-function live(client: Client, query: string) {
-  const results: Result[] = [];
-  const iterator = client.iterate({ query });
-  void (async () => {
-    try {
-      for await (const result of iterator) results.push(result as Result);
-    } catch {
-      // ended
-    }
-  })();
-  return { results, stop: () => iterator.return?.() };
-}
+const live = (client: Client, query: string) => gather(client.iterate({ query }) as AsyncIterableIterator<Result>);
 
 describe('@live queries (SUBSCRIPTION_LIVE_THROTTLE_MS=2000)', () => {
   let t: TestGateway;

@@ -7,6 +7,7 @@ import WebSocket from 'ws';
 import { framings, partsBody } from '../src/server/answers/parts.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
+import { gather } from './support/gather.js';
 import { until } from './support/until.js';
 
 /*
@@ -39,19 +40,7 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
   const subscribe = (id: string, authorization?: string) => {
     const client = createSseClient({ url, retryAttempts: 0, headers: authorization === undefined ? {} : { authorization } });
     clients.push(client);
-    const results: Result[] = [];
-    let ended = false;
-    const iterator = client.iterate({ query: WATCH, variables: { id } });
-    void (async () => {
-      try {
-        for await (const result of iterator) results.push(result as Result);
-      } catch {
-        // refused
-      } finally {
-        ended = true;
-      }
-    })();
-    return { results, ended: () => ended, stop: () => iterator.return?.() };
+    return gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
   };
 
   /** What an idle stream of `accept` writes in five heartbeats. */
@@ -102,7 +91,7 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
     await t.execute(UPDATE, { input: { id: globalId(id), name: 'During the outage' } });
     await until(() => s.results.length === 1, 'the error event');
     expect(s.results[0]!.errors?.[0]?.extensions?.code).toMatch(/^UPSTREAM_/);
-    expect(s.ended()).toBe(false);
+    expect(s.ended).toBe(false);
     t.reference.clearFaults();
     await t.execute(UPDATE, { input: { id: globalId(id), name: 'After the outage' } });
     await until(() => s.results.length === 2, 'the next event');
@@ -117,7 +106,7 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
     await until(() => t.subscriptions.open() === 1, 'open');
     t.reference.injectFault('getHeadById', { kind: 'status', status: 401, body: { detail: 'Not authenticated' } }, 1);
     await t.execute(UPDATE, { input: { id: globalId(id), name: 'Not for a revoked token' } });
-    await until(() => s.ended(), 'the stream ended');
+    await until(() => s.ended, 'the stream ended');
     expect(s.results.map((result) => result.errors?.[0]?.extensions?.code)).toEqual(['UNAUTHENTICATED']);
     expect(sampleOf(await t.metrics.registry.metrics(), 'gateway_streams_cut_total{reason="unauthenticated"}')).toBe(1);
     expect(t.subscriptions.open()).toBe(0);
@@ -127,7 +116,7 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
     const open = [subscribe(ids[73]!, 'Bearer a'), subscribe(ids[74]!, 'Bearer b'), subscribe(ids[75]!, 'Bearer c')];
     await until(() => t.subscriptions.open() === 3, 'three open');
     const fourth = subscribe(ids[76]!, 'Bearer d');
-    await until(() => fourth.ended(), 'the fourth refused');
+    await until(() => fourth.ended, 'the fourth refused');
     expect(t.subscriptions.open()).toBe(3);
     expect(sampleOf(await t.metrics.registry.metrics(), 'gateway_refusals_total{limit="subscriptions"}')).toBeGreaterThanOrEqual(1);
     await Promise.all(open.map((s) => s.stop()));

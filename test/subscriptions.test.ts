@@ -8,6 +8,7 @@ import { startGatewayProcess, type GatewayProcess } from './support/process.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 import { subscribeSse } from './support/sse.js';
+import { gather } from './support/gather.js';
 import { until } from './support/until.js';
 
 /*
@@ -24,27 +25,10 @@ const WATCH = 'subscription Watch($id: ID!) { headChanged(id: $id) { id head { n
 
 type Change = { headChanged: { id: string; head: { name: string } | null } };
 
-/** A subscription through `client`, its results gathered as they come, `ended` once the stream is over. */
-function subscribe(client: Client, query: string, variables: Record<string, unknown>) {
-  const results: { data?: Change; errors?: { message: string; extensions?: { code?: string } }[] }[] = [];
-  let ended = false;
-  const iterator = client.iterate({ query, variables });
-  const running = (async () => {
-    try {
-      for await (const result of iterator) results.push(result as never);
-    } finally {
-      ended = true;
-    }
-  })();
-  return {
-    results,
-    get ended() {
-      return ended;
-    },
-    running: running.catch((error: unknown) => error),
-    stop: () => iterator.return?.(),
-  };
-}
+type Result = { data?: Change; errors?: { message: string; extensions?: { code?: string } }[] };
+
+/** A subscription through `client`, its results gathered as they come. */
+const subscribe = (client: Client, query: string, variables: Record<string, unknown>) => gather(client.iterate<Change>({ query, variables }) as AsyncIterableIterator<Result>);
 
 describe('Subscription.headChanged over SSE and multipart (the defaults)', () => {
   let t: TestGateway;
@@ -178,7 +162,7 @@ describe('SUBSCRIPTIONS_PER_CALLER=2, SHED_MAX_IN_FLIGHT=1', () => {
     const third = subscribe(client('Bearer one'), WATCH, { id: ids[2] });
     await until(() => third.ended, 'the third refused');
     // Refused before its stream began: HTTP 429, the error in its one event (graphql-sse's client throws with the response).
-    const refused = (await third.running) as { response: Response };
+    const refused = (await third.failure) as { response: Response };
     expect(refused.response.status).toBe(429);
     expect(await refused.response.text()).toContain('"code":"SUBSCRIPTION_LIMIT"');
     // Another caller has its own count.
