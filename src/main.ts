@@ -72,7 +72,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // The response cache's own Redis (RESPONSE_CACHE_REDIS_URL), if it has one: its growth never takes the limits' memory.
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connect(config.responseCacheRedis);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { handler, websocket, shedder, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis });
+  const { handler, websocket, shedder, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis, clusterWorker: cluster.isWorker });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(handler, config, metrics);
   websocket.attach(server);
@@ -219,10 +219,12 @@ async function main(): Promise<void> {
   }
 
   // Several workers share the port (node:cluster hands connections round); the primary only
-  // forks them, relays the stop signal, sums their metrics for /metrics, and owns the embedded
-  // upstream if there is one.
-  const { aggregateWorkerMetrics } = await import('./server/instruments/cluster-metrics.js');
+  // forks them, relays the stop signal and head events, sums their metrics for /metrics, and owns
+  // the embedded upstream if there is one.
+  const [{ aggregateWorkerMetrics }, { relayWorkerEvents }] = await Promise.all([import('./server/instruments/cluster-metrics.js'), import('./server/shared-state/cluster-events.js')]);
   aggregateWorkerMetrics();
+  // Without Redis, the workers' head events reach each other through here.
+  relayWorkerEvents();
   const workers = Array.from({ length: config.workers }, () => cluster.fork({ UPSTREAM_URL: upstreamUrl }));
   // Each worker is handed the stop, and a second signal: each leaves the rotation and drains itself.
   onStopSignal(async (signal, hurried) => {

@@ -215,3 +215,33 @@ describeWithRedis('two gateway processes over one Redis', () => {
     }
   }, 60_000);
 });
+
+describe('WORKERS=2 without Redis', () => {
+  let reference: ReferenceUpstream;
+  let gateway: GatewayProcess;
+  beforeAll(async () => {
+    reference = await startReferenceUpstream();
+    gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, WORKERS: '2', SUBSCRIPTION_POLL_MS: '0', LOG_LEVEL: 'warn' });
+  }, 60_000);
+  afterAll(async () => {
+    gateway?.kill();
+    await reference?.close();
+  });
+
+  it('a write through one worker is an event at the subscribers of both (through the primary)', async () => {
+    const id = reference.store.headIds()[25]!;
+    // Connections go round the workers: six subscribers are at both.
+    const subscribers = Array.from({ length: 6 }, () => subscribeSse({ url: gateway.endpoint, query: WATCH, variables: { id } }));
+    try {
+      const events = (subscriber: (typeof subscribers)[number]) => subscriber.events.filter((event) => event.event === 'next');
+      // Subscribed: each has its first stream open (its heartbeat comment came).
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const write = await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: UPDATE, variables: { input: { id: globalId(id), name: 'Through one worker' } } }) });
+      expect(((await write.json()) as { errors?: unknown }).errors).toBeUndefined();
+      await until(() => subscribers.every((subscriber) => events(subscriber).length === 1), 'the event at every subscriber');
+      for (const subscriber of subscribers) expect(events(subscriber)[0]!.data).toContain('Through one worker');
+    } finally {
+      for (const subscriber of subscribers) subscriber.close();
+    }
+  }, 60_000);
+});

@@ -176,6 +176,8 @@ export interface BuildGatewayOptions {
   readonly redis?: SharedRedis | undefined;
   /** The response cache's own Redis connection (RESPONSE_CACHE_REDIS_URL), if any; else it uses `redis`. */
   readonly cacheRedis?: SharedRedis | undefined;
+  /** This process is one of several workers behind one port (WORKERS>1): without Redis, events go to the others through the primary. */
+  readonly clusterWorker?: boolean | undefined;
 }
 
 export interface BuiltGateway {
@@ -248,6 +250,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
-  const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis });
+  const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis, clusterWorker: options.clusterWorker });
   return { app, handler, websocket, shedder, pipeline, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

@@ -78,6 +78,8 @@ export interface PolicyOptions {
   readonly redis?: SharedRedis | undefined;
   /** The response cache's own Redis (RESPONSE_CACHE_REDIS_URL). @default `redis` */
   readonly cacheRedis?: SharedRedis | undefined;
+  /** One of several workers behind one port (WORKERS>1): without Redis, head events go to the other workers through the primary. @default false */
+  readonly clusterWorker?: boolean | undefined;
 }
 
 /** The shedder, its refusals counted and its load watched by the metrics. */
@@ -142,7 +144,7 @@ export function gatewayPolicies(options: PolicyOptions) {
   metrics.watchDocumentCache('parsed', documents.use);
   const contextOptions: ContextOptions = { upstream: options.upstream, logger: options.logger, fanout: settings.upstreamFanout, budget: settings.upstreamCallBudget, deadlineMs: settings.operationTimeoutMs, strategy: settings.planner };
   const { realTime } = metrics;
-  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error), onPublished: () => realTime.published.inc({ source: 'write' }), replayMs: settings.subscriptions.replayMs });
+  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error), onPublished: () => realTime.published.inc({ source: 'write' }), replayMs: settings.subscriptions.replayMs, workers: options.clusterWorker });
   const polling = headPolling({
     upstream: options.upstream,
     publish: headEvents.publish,

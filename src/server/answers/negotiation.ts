@@ -84,7 +84,7 @@ export function notAcceptable(answer: Answer): void {
 
 /** A subscription's answer (a live query's) is a stream: one asked for in a batch, or by a client that takes no stream, is refused before it runs. */
 function subscriptionRefusal(request: RequestState) {
-  if (request.batched) return createGraphQLError('A subscription cannot be sent in a batch: send it alone.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
+  if (request.batched) return createGraphQLError('A subscription or live query cannot be sent in a batch: send it alone.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
   if (negotiationOf(request).parts !== undefined) return undefined;
   return createGraphQLError(
     'A subscription or live query is answered as a stream: send it with Accept: text/event-stream (GraphQL over SSE) or multipart/mixed (Apollo’s subscriptionSpec="1.0"), or over WebSocket (graphql-transport-ws) on this path.',

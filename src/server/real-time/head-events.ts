@@ -5,6 +5,7 @@ import type { ResultStep } from '../pipeline/stages.js';
 import type { HeadChange } from '../request-state.js';
 import { changeLog } from './change-log.js';
 import { changedFields, evictionsOf } from '../response-cache/evictions.js';
+import { clusterEventTarget } from '../shared-state/cluster-events.js';
 import { redisEventTarget } from '../shared-state/redis-events.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 
@@ -21,6 +22,8 @@ export interface HeadEventsOptions {
   readonly onPublished?: () => void;
   /** SUBSCRIPTION_REPLAY_MS: how long changes are kept for SSE clients that reconnect; 0: none. */
   readonly replayMs: number;
+  /** This process is a worker of several behind one port (WORKERS>1): without Redis, events go to the other workers through the primary. */
+  readonly workers?: boolean | undefined;
 }
 
 export interface HeadEvents {
@@ -47,10 +50,17 @@ export interface HeadEvents {
  */
 export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
   const { schema, redis } = options;
-  const shared = redis === undefined ? undefined : redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), onPublishFailed: options.onPublishFailed });
+  const log = changeLog({ replayMs: options.replayMs, redis });
+  // With REDIS_URL, Redis carries the events to every process; without it, workers of one process
+  // group (WORKERS>1) pass them through the primary (each keeping what it hears for replay); alone, memory.
+  const shared =
+    redis !== undefined
+      ? redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), onPublishFailed: options.onPublishFailed })
+      : options.workers === true
+        ? clusterEventTarget((detail) => log.append(detail as HeadChange))
+        : undefined;
   const target = (shared ?? new EventTarget()) as EventTarget;
   const pubsub = createPubSub<HeadTopics>({ eventTarget: target as never });
-  const log = changeLog({ replayMs: options.replayMs, redis });
   let lastAt = 0;
   const publish = (change: HeadChange) => {
     pubsub.publish('headChanged', change.id, change);
