@@ -77,6 +77,26 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
   const oneCaller = { 'x-forwarded-for': '203.0.113.20' };
   const send = async (body: string, headers: Record<string, string> = {}) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...oneCaller, ...headers }, body }));
 
+  it('an OVERLOADED answer carries its x-request-id, and the refusals are logged: one line per reason a second, with their count and the last one’s id', async () => {
+    t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 2);
+    const running = [send(JSON.stringify({ query: oneCall })), send(JSON.stringify({ query: oneCall }))];
+    await until(() => t.reference.inFlight() === 2, 'two listings held at the upstream');
+    t.logLines.length = 0;
+    const refused = [];
+    for (let i = 0; i < 3; i++) refused.push(await send(JSON.stringify({ query: oneCall }), { 'x-request-id': `shed-${i}` }));
+    for (const [i, a] of refused.entries()) {
+      expectOverloaded(a);
+      expect(a.headers.get('x-request-id')).toBe(`shed-${i}`);
+    }
+    const lines = () => t.logLines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'operations refused: the gateway is overloaded');
+    await until(() => lines().length > 0, 'the refusals logged');
+    // One line (pino's warn is 40) for the three, and for any refusal of a test before this one still in its second.
+    expect(lines()).toEqual([expect.objectContaining({ level: 40, reason: 'caller_share', requestId: 'shed-2' })]);
+    expect(lines()[0]!.refused).toBeGreaterThanOrEqual(3);
+    t.reference.releaseHeld();
+    await Promise.all(running);
+  });
+
   it('refuses the caller that holds the cap a new operation before any work, answers probes, finishes the running ones, and takes new ones once they are done', async () => {
     t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 2);
     const running = [send(JSON.stringify({ query: oneCall })), send(JSON.stringify({ query: oneCall }))];

@@ -34,6 +34,7 @@ import type { SharedRedis } from './shared-state/shared-redis.js';
 import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
 import { useCallerLimits } from './traffic/caller-limits.js';
 import { useInFlight } from './traffic/in-flight.js';
+import { overloadLog } from './traffic/overload-log.js';
 import { createCallerLimiters } from './traffic/limiters.js';
 import { LoadShedder, overloadReasons } from './traffic/load-shedder.js';
 
@@ -162,7 +163,7 @@ export function gatewayPolicies(options: PolicyOptions) {
   const shedder = loadShedder(options);
   return {
     shedder,
-    inFlight: useInFlight(shedder),
+    inFlight: useInFlight(shedder, overloadLog(options.logger)),
     telemetry: useOperationTelemetry(operationRecorder(options)),
     negotiation: useContentNegotiation({ schema }),
     callerLimits: useCallerLimits({ limiters, trustProxy: settings.callerLimits.trustProxy, onRefused: countRefusal }),

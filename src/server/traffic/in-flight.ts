@@ -1,5 +1,5 @@
 import type { IntakeStep, OperationStep, TelemetryStep } from '../pipeline/stages.js';
-import type { LoadShedder } from './load-shedder.js';
+import type { LoadShedder, OverloadReason } from './load-shedder.js';
 
 /**
  * The one count of operations in flight, process-wide (`LoadShedder.inFlight`, with who holds
@@ -9,12 +9,18 @@ import type { LoadShedder } from './load-shedder.js';
  * then, on every transport).
  *
  * Overload is refused here, the intake stage's first step, before the body is read or anything
- * runs: 503, `Retry-After` and code OVERLOADED.
+ * runs: 503, `Retry-After` and code OVERLOADED (its `x-request-id` written by the answer stage as
+ * every answer's), told to `onRefused` with the reason and the request's id (the log: overload-log.ts).
  */
-export function useInFlight(shedder: LoadShedder): { readonly intake: IntakeStep; readonly document: OperationStep; readonly telemetry: TelemetryStep } {
+export function useInFlight(shedder: LoadShedder, onRefused?: (reason: OverloadReason, requestId: string) => void): { readonly intake: IntakeStep; readonly document: OperationStep; readonly telemetry: TelemetryStep } {
   return {
     intake(request) {
-      if (!shedder.admit(request.caller)) return shedder.overloaded();
+      const reason = shedder.refusal(request.caller);
+      if (reason !== undefined) {
+        onRefused?.(reason, request.requestId);
+        return shedder.overloaded();
+      }
+      shedder.hold(request.caller);
       request.held = 1;
       return undefined;
     },
