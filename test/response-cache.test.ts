@@ -646,6 +646,20 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
     expect((await read(old)).body.errors?.[0]?.extensions?.code).toMatch(/^UPSTREAM_(ERROR|UNAVAILABLE)$/);
   });
 
+  it('never a head a read found gone (404): the read evicts its kept answers, so a later failed read gets its error', async () => {
+    const id = headIds()[47]!;
+    expect((await read(id)).body.errors).toBeUndefined();
+    await expired();
+    // Deleted elsewhere: the next read is answered 404.
+    failHeadReads({ kind: 'status', status: 404 });
+    expect((await read(id)).body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+    g.reset();
+    failHeadReads({ kind: 'status', status: 503 });
+    const after = await read(id);
+    expect(after.body.errors?.[0]?.extensions?.code).toBe('UPSTREAM_ERROR');
+    expect(after.body).not.toHaveProperty('extensions');
+  });
+
   it("nor for the upstream's 429: it refused the read for its rate, an answer, not a fault", async () => {
     const id = headIds()[46]!;
     expect((await read(id)).body.errors).toBeUndefined();

@@ -1,6 +1,7 @@
 import DataLoader from 'dataloader';
 import { carries, chooseHeadReads, HEAD_NEEDS, headParts, Need, type HeadPart, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../domain/needs.js';
 import type { HeadReads } from '../plan/reads.js';
+import { UpstreamError } from '../upstream/errors.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 
 export type HeadDto = HeadADto | HeadBDto;
@@ -150,10 +151,23 @@ export class HeadLoader {
   readonly #read: (read: HeadRead, id: string) => Promise<HeadAnswer>;
   readonly #strategy: Strategy;
   #batches: DataLoader<HeadLoad, HeadRecord> | undefined;
+  /** The heads a read of this request found gone (the upstream answered 404), made on the first. */
+  #gone: Set<string> | undefined;
 
   constructor(read: (read: HeadRead, id: string) => Promise<HeadAnswer>, strategy: Strategy) {
-    this.#read = read;
+    this.#read = (head, id) => {
+      const answer = read(head, id);
+      answer.then(undefined, (error: unknown) => {
+        if (error instanceof UpstreamError && error.code === 'NOT_FOUND') (this.#gone ??= new Set()).add(id);
+      });
+      return answer;
+    };
     this.#strategy = strategy;
+  }
+
+  /** The heads a read of this request found gone: what the response cache evicts, as a deletion's write would. */
+  gone(): readonly string[] {
+    return this.#gone === undefined ? [] : [...this.#gone];
   }
 
   /**

@@ -100,6 +100,15 @@ function upstreamStatusOf(error: GraphQLError): number | undefined {
   return typeof status === 'number' ? status : undefined;
 }
 
+/**
+ * What a read that found heads gone (404) evicts: every kept answer holding one of them (a
+ * listing that held it too). Not every listing, as a deletion does: a read of a made-up id would
+ * then empty them all for everyone.
+ */
+export function goneHeadRecords(ids: readonly string[]): CacheEntityRecord[] {
+  return ids.map((id) => ({ typename: 'Head', id: encodeGlobalID('Head', id) }));
+}
+
 /** The evictions of the mutation fields that may have changed something, by their outcome in `result`. */
 export function evictionsAfter(fields: readonly FieldEvictions[], result: ExecutionResult | undefined): CacheEntityRecord[] {
   return changedFields(fields, result).flatMap((field) => field.records);

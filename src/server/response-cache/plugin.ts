@@ -11,7 +11,7 @@ import type { AnswerStep, OperationStep, ResultStep } from '../pipeline/stages.j
 import { operationOf, type Cacheable, type OperationState } from '../request-state.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 import { ResponseCache, type CachedAnswer, type GatewayCache } from './cache.js';
-import { evictionsAfter, evictionsOf, typesWithoutIds, upstreamFaultOf } from './evictions.js';
+import { evictionsAfter, evictionsOf, goneHeadRecords, typesWithoutIds, upstreamFaultOf } from './evictions.js';
 import { createMemoryResponseCache } from './memory-store.js';
 import { createRedisResponseCache } from './redis-store.js';
 
@@ -176,7 +176,10 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
   }
   // After the mutation's upstream call, before its answer. Only what the mutation may have changed: not when it was refused before its call, or answered 4xx.
   const fields = operation.evictions;
-  const evictions = fields === undefined ? [] : evictionsAfter(fields, result);
+  // And a head a read found gone (404): its kept answers, as its deletion's would (never served stale again).
+  const gone = operation.context?.loaders.heads.gone();
+  const written = fields === undefined ? [] : evictionsAfter(fields, result);
+  const evictions = gone === undefined || gone.length === 0 ? written : [...written, ...goneHeadRecords(gone)];
   const evicting = evictions.length === 0 ? undefined : cache.evict(evictions);
   // A mutation's answer waits for the evictions of the objects it returned too (the library's, under way); a query's waits for none.
   const settled = operation.definition?.operation === 'mutation' ? cache.settled() : undefined;
