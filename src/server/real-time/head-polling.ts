@@ -27,8 +27,6 @@ export type PollOutcome = 'unchanged' | 'changed' | 'deleted' | 'failed';
 export interface HeadPolling {
   /** Watches head `id` until the returned function is called: read every interval while anyone watches it. */
   watch(id: string): () => void;
-  /** Heads watched in this process. */
-  watched(): number;
 }
 
 /** A read that failed puts its head's next read off by twice the last wait, up to this many intervals. */
@@ -156,6 +154,5 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
         }
       };
     },
-    watched: () => heads.size,
   };
 }
