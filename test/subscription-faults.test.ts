@@ -144,3 +144,97 @@ describe('a client that reads nothing', () => {
     expect(stopped).toBe(true);
   });
 });
+
+/*
+ * An open subscription holds nothing of the limits, but each event it is sent is resolved as an
+ * operation of its own, on its subscriber's behalf: charged to its caller's limits, counted in
+ * flight, refused as an error event (the stream kept), logged and measured as any operation.
+ */
+describe("an event's resolution is an operation of its subscriber's", () => {
+  /** A change of `id` told to its watchers, as a write through the gateway tells it. */
+  const change = (t: TestGateway, id: string) => t.headEvents.publish({ id, at: Date.now() });
+  const watcherReads = (t: TestGateway) => t.calls('getHeadById').filter((call) => call.headers.authorization === 'Bearer watcher').length;
+
+  describe('RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND=1, RATE_LIMIT_WINDOW_SECONDS=5 (five calls a window)', () => {
+    let t: TestGateway;
+    let url: string;
+    beforeAll(async () => {
+      t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '1', RATE_LIMIT_WINDOW_SECONDS: '5', UPSTREAM_CALL_BUDGET: '5' } });
+      url = await t.listen();
+    });
+    afterAll(() => t.close());
+
+    it('charges each event its upstream reads; past the limit an event is RATE_LIMITED with no call, the stream kept, logged as the subscription’s', async () => {
+      const id = t.reference.store.headIds()[80]!;
+      const client = createSseClient({ url, retryAttempts: 0, headers: { authorization: 'Bearer watcher', 'x-request-id': 'watch-1' } });
+      const s = gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
+      await until(() => t.subscriptions.open() === 1, 'open');
+      t.reset();
+      for (let sent = 1; sent <= 7; sent++) {
+        change(t, id);
+        await until(() => s.results.length === sent, `event ${sent}`);
+      }
+      const codes = s.results.map((result) => result.errors?.[0]?.extensions?.code ?? 'ok');
+      const served = codes.filter((code) => code === 'ok').length;
+      // What the window held went to reads, one an event; the rest refused before any call.
+      expect(served).toBeGreaterThanOrEqual(1);
+      expect(served).toBeLessThanOrEqual(5);
+      expect(codes.slice(served)).toEqual(Array(7 - served).fill('RATE_LIMITED'));
+      expect(s.results[served]!.errors![0]!.extensions).toMatchObject({ limit: 'upstream_calls' });
+      expect(watcherReads(t)).toBe(served);
+      expect(s.ended).toBe(false);
+      // Each refused event is a failed operation's log line, under the subscription's request id.
+      const refused = t.logLines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line['msg'] === 'graphql operation' && line['requestId'] === 'watch-1' && line['outcome'] === 'refused');
+      expect(refused).toHaveLength(7 - served);
+      expect(refused[0]).toMatchObject({ operationName: 'Watch', operationType: 'subscription', errorCodes: ['RATE_LIMITED'], upstreamCalls: 0 });
+      expect(sampleOf(await t.metrics.registry.metrics(), 'gateway_operation_duration_seconds_count{operation="Watch",type="subscription",outcome="ok"}')).toBe(served);
+      client.dispose();
+      await until(() => t.subscriptions.open() === 0, 'closed');
+    });
+  });
+
+  describe('SHED_MAX_IN_FLIGHT=1', () => {
+    let t: TestGateway;
+    let url: string;
+    const inFlight = async () => sampleOf(await t.metrics.registry.metrics(), 'gateway_operations_in_flight');
+    const read = (id: string) => t.execute<{ head: { name: string } | null }>('query($id: ID!) { head(id: $id) { name } }', { id: globalId(id) }, { authorization: 'Bearer watcher' });
+    beforeAll(async () => {
+      t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '1' } });
+      url = await t.listen();
+    });
+    afterAll(() => t.close());
+
+    it('counts an event in flight while it reads, for its caller; an event while its caller holds its share is refused OVERLOADED, the stream kept', async () => {
+      const id = t.reference.store.headIds()[81]!;
+      const client = createSseClient({ url, retryAttempts: 0, headers: { authorization: 'Bearer watcher' } });
+      const s = gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
+      await until(() => t.subscriptions.open() === 1, 'open');
+      // The open stream holds nothing.
+      expect(await inFlight()).toBe(0);
+
+      // An event reading slowly is the caller's operation in flight: its own read is refused meanwhile.
+      t.reference.injectFault('getHeadById', { kind: 'latency', ms: 300 }, 1);
+      change(t, id);
+      await until(async () => (await inFlight()) === 1, 'the event in flight');
+      expect((await read(id)).errors?.[0]?.extensions?.code).toBe('OVERLOADED');
+      await until(() => s.results.length === 1, 'the event');
+      expect(s.results[0]!.data).toBeDefined();
+      await until(async () => (await inFlight()) === 0, 'nothing in flight');
+
+      // A read of the caller's in flight: an event meanwhile is refused, as an error event.
+      t.reference.injectFault('getHeadById', { kind: 'latency', ms: 300 }, 1);
+      const slow = read(id);
+      await until(async () => (await inFlight()) === 1, 'the read in flight');
+      change(t, id);
+      await until(() => s.results.length === 2, 'the refused event');
+      expect(s.results[1]!.errors?.[0]?.extensions?.code).toBe('OVERLOADED');
+      expect((await slow).data?.head).not.toBeNull();
+      change(t, id);
+      await until(() => s.results.length === 3, 'the next event');
+      expect(s.results[2]!.data).toBeDefined();
+      expect(s.ended).toBe(false);
+      client.dispose();
+      await until(() => t.subscriptions.open() === 0, 'closed');
+    });
+  });
+});

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { encodeGlobalID } from '@pothos/plugin-relay';
 import { createClient, type Client } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -170,6 +172,28 @@ describe('SUBSCRIPTIONS_PER_CALLER=2, SHED_MAX_IN_FLIGHT=1', () => {
     await until(() => t.subscriptions.open() === 3, 'another caller’s open');
     expect((await t.execute('{ heads(first: 1) { totalCount } }')).errors).toBeUndefined();
     await Promise.all([...open, other].map((s) => s.stop()));
+  });
+});
+
+describe('TRUSTED_DOCUMENTS_ONLY=true (the committed manifest)', () => {
+  it('streams a subscription named by its documentId: each event runs the document its request named, never refused as a query text', async () => {
+    const manifest = fileURLToPath(new URL('../src/generated/persisted-documents.json', import.meta.url));
+    const t = await startTestGateway({ env: { TRUSTED_DOCUMENTS_FILE: manifest, TRUSTED_DOCUMENTS_ONLY: 'true' } });
+    try {
+      const url = await t.listen();
+      const id = t.reference.store.headIds()[5]!;
+      const documentId = Object.entries(JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, string>).find(([, text]) => text.startsWith('subscription WatchHead'))![0];
+      const s = subscribeSse({ url, documentId, variables: { id: globalId(id) } });
+      await until(() => t.subscriptions.open() === 1, 'open');
+      t.headEvents.publish({ id, at: Date.now() });
+      await until(() => s.events.length === 1, 'the event');
+      const event = JSON.parse(s.events[0]!.data) as { data?: { headChanged: { head: { name: string } } }; errors?: unknown };
+      expect(event.errors).toBeUndefined();
+      expect(event.data?.headChanged.head.name).toBe(t.reference.store.findHead(id)?.head.name);
+      s.close();
+    } finally {
+      await t.close();
+    }
   });
 });
 

@@ -2,7 +2,7 @@ import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { startGatewayProcess } from './support/process.js';
@@ -152,7 +152,7 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     expect(operationLine(t)).toMatchObject({ traceId: operation.traceId, spanId: operation.spanId });
   });
 
-  it("gives a subscription's event a span of its own, linked to the write that caused it, with the event's upstream read under it", async () => {
+  it("gives a subscription's event an operation span of its own, under its subscription's, linked to the write that caused it, with the event's upstream read under it", async () => {
     const controller = new AbortController();
     const response = await t.gateway.fetch('http://gateway/graphql', {
       method: 'POST',
@@ -164,11 +164,21 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     let text = '';
     await t.execute('mutation Rename($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }', { input: { id: headId, name: 'Traced' } });
     while (!text.includes('event: next')) text += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
     controller.abort();
-    const spans = await exported();
+    // The subscription's own span ends once its stream does.
+    const spans = await vi.waitFor(async () => {
+      const all = await exported();
+      expect(all.filter((span) => span.name === 'subscription Traced')).toHaveLength(2);
+      return all;
+    });
     const write = spans.find((span) => span.kind === SERVER && span.name === 'mutation Rename')!;
-    const event = spans.find((span) => span.name === 'subscription event')!;
+    // The event is an operation of its own: its span a server span, under its subscription's, linked to the write.
+    const event = spans.find((span) => (span.links ?? []).length > 0)!;
+    expect(event).toMatchObject({ name: 'subscription Traced', kind: SERVER });
     expect(event.links).toEqual([expect.objectContaining({ traceId: write.traceId, spanId: write.spanId })]);
+    const subscription = spans.find((span) => span.name === 'subscription Traced' && span !== event);
+    expect(event.parentSpanId).toBe(subscription?.spanId);
     const reads = spans.filter((span) => span.kind === CLIENT && span.parentSpanId === event.spanId);
     expect(reads.map((read) => read.attributes)).toEqual([expect.objectContaining({ 'http.request.method': 'GET', 'http.response.status_code': 200 })]);
   });

@@ -15,11 +15,11 @@ import { frontDoor, isBrowserPageView } from './pages/front-door.js';
 import { graphiQLPage } from './pages/graphiql-cache.js';
 import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
 import { Pipeline } from './pipeline/pipeline.js';
-import type { AnswerStep, Stages, Steps } from './pipeline/stages.js';
+import type { AnswerStep, Serve, Stages, Steps } from './pipeline/stages.js';
 import { gatewayPolicies, type PolicyOptions } from './policies.js';
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { probes } from './probes/routes.js';
-import { routes, type Serve } from './routes.js';
+import { routes } from './routes.js';
 import type { HeadEvents } from './real-time/head-events.js';
 import type { Subscriptions } from './real-time/subscriptions.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
@@ -142,6 +142,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
     // The answer stage's writers of what every answer says, the routes' too.
     everyAnswer: Object.values(everyAnswerOf(policies)).filter((step) => step !== undefined),
   });
+  policies.subscriptions.serveEventsThrough(serve);
   const websocket = websocketTransport(serve, { schema, endpoint: ENDPOINT, maxMessageBytes: settings.limits.maxBodyBytes, heartbeatMs: settings.subscriptions.heartbeatMs });
   return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), websocket, shedder: policies.shedder, pipeline, headEvents: policies.headEvents, subscriptions: policies.subscriptions };
 }

@@ -157,7 +157,7 @@ export function gatewayPolicies(options: PolicyOptions) {
       if (outcome === 'changed' || outcome === 'deleted') realTime.published.inc({ source: 'poll' });
     },
   });
-  const subscriptions = useSubscriptions({ schema, events: headEvents, contextOptions, limits: settings.subscriptions, liveThrottleMs: settings.subscriptions.liveThrottleMs, polling, metrics: realTime, onRefused: refused('subscriptions'), tracing: options.tracing });
+  const subscriptions = useSubscriptions({ schema, events: headEvents, limits: settings.subscriptions, liveThrottleMs: settings.subscriptions.liveThrottleMs, polling, metrics: realTime, onRefused: refused('subscriptions') });
   const planner = new Planner({ schema, strategy: settings.planner });
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);
@@ -179,8 +179,8 @@ export function gatewayPolicies(options: PolicyOptions) {
     headEvents,
     subscriptions,
     plan: useUpstreamPlan(planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing: options.tracing }), { ...contextOptions, headChanges: subscriptions.headChanges }),
-    // A subscription's or live query's stream (real-time/subscriptions.ts), else the engine's run.
-    executor: (operation: OperationState) => (operation.definition?.operation === 'subscription' || operation.live ? subscriptions.execute(operation) : engine.executor(operation)),
+    // A subscription's or live query's stream (real-time/subscriptions.ts), else the engine's run (an event of one's too: on its change).
+    executor: (operation: OperationState) => ((operation.definition?.operation === 'subscription' || operation.live) && operation.request.incoming.event === undefined ? subscriptions.execute(operation) : engine.executor(operation)),
     masking: errorMasking(options.logger),
     hiddenSuggestions: settings.production ? hiddenExecutionSuggestions : undefined,
     answerBody: useAnswerBody({

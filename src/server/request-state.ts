@@ -46,6 +46,14 @@ export interface Incoming {
   readonly body: Readable | null;
   /** The transport sends its operations' results itself (WebSocket's messages): the answer stage writes no body. */
   readonly takesResults?: boolean;
+  /** The request resolves a subscription's event on its subscriber's behalf (real-time/event-requests.ts): its operation runs on the change. */
+  readonly event?: SubscriptionEvent | undefined;
+}
+
+/** What a subscription's event request carries: the change its operation runs on, and the trace of the subscription it hangs under. */
+export interface SubscriptionEvent {
+  readonly change: HeadChange;
+  readonly trace: Context | undefined;
 }
 
 /** An answer a step makes whole, instead of going on: a refusal at the door (before the media type is agreed), a page. */
@@ -82,7 +90,7 @@ export interface Registration {
   readonly query: string;
 }
 
-export type OperationType = 'query' | 'mutation' | 'unknown';
+export type OperationType = 'query' | 'mutation' | 'subscription' | 'unknown';
 
 /** What the operation's span, log line and metrics say of it (telemetry/operation-telemetry.ts). */
 export interface OperationRecord {
@@ -207,7 +215,7 @@ export class OperationState {
   /** Its type, once its document named it. */
   get type(): OperationType {
     const operation = this.definition?.operation;
-    return operation === 'query' || operation === 'mutation' ? operation : 'unknown';
+    return operation ?? 'unknown';
   }
 }
 

@@ -1,18 +1,7 @@
 import { pathOf, servedAsGraphQL } from './http/paths.js';
 import type { Pipeline } from './pipeline/pipeline.js';
-import type { Answer, AnswerStep, MaybePromise } from './pipeline/stages.js';
-import { RequestState, type Incoming, type WholeAnswer } from './request-state.js';
-
-/** An answer ready to go out, and what its transport calls once it is out (the telemetry stage, for the GraphQL endpoint's): a second call does nothing. */
-export interface Served {
-  readonly answer: Answer;
-  done(): void;
-  /** The GraphQL endpoint's request, its operations' results read by a transport that sends them itself (WebSocket). */
-  readonly request?: RequestState | undefined;
-}
-
-/** What every transport hands each request to. */
-export type Serve = (incoming: Incoming) => MaybePromise<Served>;
+import type { Answer, AnswerStep, MaybePromise, Serve, Served } from './pipeline/stages.js';
+import { RequestState, type WholeAnswer } from './request-state.js';
 
 /** A route beside the GraphQL endpoint: its answer to a request of `path`, or undefined when it is not its. */
 export type Route = (request: RequestState, path: string) => MaybePromise<WholeAnswer> | undefined;

@@ -38,7 +38,9 @@ export interface SseSubscription {
 
 export interface SseOptions {
   readonly url: string;
-  readonly query: string;
+  /** The document, as text or (a trusted document's) by its id. */
+  readonly query?: string;
+  readonly documentId?: string;
   readonly variables?: Record<string, unknown>;
   readonly headers?: Record<string, string>;
   /** Sent on the first request: a client that resumes a stream of before. */
@@ -61,7 +63,7 @@ export function subscribeSse(options: SseOptions): SseSubscription {
     const response = await fetch(options.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...options.headers, ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }) },
-      body: JSON.stringify({ query: options.query, variables: options.variables }),
+      body: JSON.stringify({ query: options.query, documentId: options.documentId, variables: options.variables }),
       signal: controller.signal,
     });
     const parse = eventParser(onEvent);

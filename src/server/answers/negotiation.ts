@@ -129,10 +129,12 @@ export function useContentNegotiation(options: { readonly schema: GraphQLSchema 
     intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : undefined),
     document(operation) {
       const { request } = operation;
-      if (operation.definition?.operation === 'subscription' || operation.live) return subscriptionRefusal(request);
+      // An event's request (real-time/event-requests.ts) is answered whole: its result is one part of its subscription's stream.
+      const event = request.incoming.event !== undefined;
+      if ((operation.definition?.operation === 'subscription' || operation.live) && !event) return subscriptionRefusal(request);
       if (operation.prepared?.incremental !== true) return undefined;
       // A batch is one JSON array: its operations answer whole too.
-      if (request.batched || negotiationOf(request).parts === undefined) operation.document = wholeDocumentOf(operation);
+      if (event || request.batched || negotiationOf(request).parts === undefined) operation.document = wholeDocumentOf(operation);
       return undefined;
     },
     execution(operation) {

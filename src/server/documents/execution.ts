@@ -1,5 +1,5 @@
 import { envelop, useEngine, useSchema, type GetEnvelopedFn, type Plugin as EnvelopPlugin } from '@envelop/core';
-import { normalizedExecutor } from '@graphql-tools/executor';
+import { execute as executeEvent, normalizedExecutor } from '@graphql-tools/executor';
 import { parse, specifiedRules, validate, type ExecutionArgs, type GraphQLSchema } from 'graphql';
 import type { PromiseOrValue } from 'graphql-yoga';
 import type { Executor } from '../pipeline/stages.js';
@@ -30,7 +30,7 @@ export interface GatewayEnvelop {
  * execution stage's: an operation without a result yet, run on its context (made as it was
  * planned) with its request's signal, so a client that hangs up stops what is left of it (the
  * executor checks the signal between fields; its upstream calls are cancelled through the
- * context). Without a plugin that wraps execution it calls the engine directly.
+ * context); a subscription's event request runs its operation on the change. Without a plugin that wraps execution it calls the engine directly.
  */
 export function gatewayEnvelop(options: GatewayEnvelopOptions): GatewayEnvelop {
   const { compiled, schema } = options;
@@ -39,15 +39,19 @@ export function gatewayEnvelop(options: GatewayEnvelopOptions): GatewayEnvelop {
   const wrapped = options.plugins.some((plugin) => plugin.onExecute !== undefined);
   const executor: Executor = (operation) => {
     const contextValue = operation.context!;
+    const event = operation.request.incoming.event;
     const args = {
       schema,
       document: operation.document!,
-      rootValue: undefined,
+      // A subscription's event (or a live query's): its change.
+      rootValue: event?.change,
       contextValue,
       variableValues: operation.params.variables ?? undefined,
       operationName: operation.params.operationName ?? undefined,
       signal: operation.request.signal,
     } as ExecutionArgs;
+    // A subscription's event: its selection run on the change, as graphql-js maps a source event to a response (no plugin wraps it: nothing of it is kept).
+    if (event !== undefined && operation.definition?.operation === 'subscription') return executeEvent(args) as PromiseOrValue<OperationResult>;
     return (wrapped ? getEnveloped(contextValue).execute(args) : execute(args)) as PromiseOrValue<OperationResult>;
   };
   return { getEnveloped, executor };

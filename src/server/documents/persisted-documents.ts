@@ -129,7 +129,9 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Persi
       getPersistedOperation: lookUp,
       customErrors: { notFound: trustedOnly, keyNotFound: trustedOnly, persistedQueryOnly: trustedOnly },
     }).onParams as unknown as ParamsHook;
-    return { document: paramsStep(hook), registration, execution };
+    const named = paramsStep(hook);
+    // A subscription's event request sends its document as text: its subscription's request named it from the manifest.
+    return { document: (operation) => (operation.request.incoming.event === undefined ? named(operation) : undefined), registration, execution };
   }
   const { apqStore } = options;
   // A registration is written once its document validated (`registration`), not here.

@@ -1,6 +1,6 @@
 import type { GraphQLError } from 'graphql';
 import type { Readable } from 'node:stream';
-import type { OperationResult, OperationState, RequestState, WholeAnswer } from '../request-state.js';
+import type { Incoming, OperationResult, OperationState, RequestState, WholeAnswer } from '../request-state.js';
 
 export type { WholeAnswer };
 
@@ -83,3 +83,14 @@ export interface Stages {
 
 /** The names of the stages, in order: what docs/architecture.md draws and a test holds. */
 export const stageNames = ['intake', 'document', 'admission', 'plan', 'execution', 'answer', 'telemetry', 'release'] as const satisfies readonly (keyof Stages)[];
+
+/** An answer ready to go out, and what its transport calls once it is out (the telemetry stage, for the GraphQL endpoint's): a second call does nothing. */
+export interface Served {
+  readonly answer: Answer;
+  done(): void;
+  /** The GraphQL endpoint's request, its operations' results read by a transport that sends them itself (WebSocket, a subscription's events). */
+  readonly request?: RequestState | undefined;
+}
+
+/** What every transport hands each request to: the gateway's one door (routes.ts). */
+export type Serve = (incoming: Incoming) => MaybePromise<Served>;

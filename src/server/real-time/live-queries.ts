@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
-import { wholeDocumentOf } from '../documents/prepared.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { OperationState } from '../request-state.js';
 import { done } from './change-queue.js';
@@ -63,7 +62,6 @@ function headWatches(listen: HeadEvents['listen'], polling: HeadPolling, changed
 export function liveQuery(operation: OperationState, options: LiveQueryOptions): LiveQuery {
   const { resolutions, metrics, listen, polling } = options;
   const key = sharingKey(operation);
-  const document = wholeDocumentOf(operation) ?? operation.document!;
   const closed = metrics.opened(transportOf(operation));
   let pending: HeadChange | undefined;
   let wake: (() => void) | undefined;
@@ -112,10 +110,10 @@ export function liveQuery(operation: OperationState, options: LiveQueryOptions):
       if (!started) {
         started = true;
         const first: HeadChange = { id: '', at: Date.now() };
-        return sent(await resolutions.of(first, operation, key, document));
+        return sent(await resolutions.of(first, operation, key));
       }
       for (let change = await nextChange(); change !== undefined; change = await nextChange()) {
-        const resolved = await resolutions.of(change, operation, key, document);
+        const resolved = await resolutions.of(change, operation, key);
         if (change.polled === true && resolved.json === last) {
           metrics.dropped.inc({ reason: 'unchanged' });
           watch(resolved.heads);

@@ -1,21 +1,17 @@
-import { execute } from '@graphql-tools/executor';
-import { ROOT_CONTEXT, trace, type Context } from '@opentelemetry/api';
-import type { DocumentNode, ExecutionArgs, ExecutionResult, GraphQLSchema } from 'graphql';
+import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
-import { createContext, type ContextOptions } from '../../schema/context.js';
-import type { Tracing } from '../../telemetry/tracing.js';
-import { UpstreamError } from '../../upstream/errors.js';
-import { wholeDocumentOf } from '../documents/prepared.js';
 import type { CutReason, RealTimeMetrics, StreamTransport } from '../instruments/real-time-metrics.js';
-import type { MaybePromise } from '../pipeline/stages.js';
+import type { Serve } from '../pipeline/stages.js';
 import { eventIdOf, type OperationState } from '../request-state.js';
 import { done } from './change-queue.js';
+import { resolveEvent } from './event-requests.js';
 
-/** A signal never aborted: an event's resolution is bounded by its operation's deadline, and shared, so no one subscriber's hang-up stops it. */
-const unaborted = new AbortController().signal;
-
-/** Whether a result says the subscriber's token is refused now (an upstream 401, before the masking names it): its stream ends. */
-export const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.originalError instanceof UpstreamError && error.originalError.code === 'UNAUTHENTICATED') === true;
+/**
+ * Whether a result says the subscriber's token is refused now (an upstream 401, masked as
+ * UNAUTHENTICATED; or no token where the selection needs one): its stream ends, as no later event
+ * could be read.
+ */
+export const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.['code'] === 'UNAUTHENTICATED') === true;
 
 /** What subscribers share one resolution of an event by: the same token, document and variables read the same. */
 export function sharingKey(operation: OperationState): string {
@@ -38,48 +34,33 @@ export interface Resolved {
 }
 
 /**
- * Each event resolved as an operation of its own: a fresh context (loaders, call budget,
- * deadline) with the subscription's plan, the event as the root value; once per sharing key
- * (token, document, variables), so N subscribers sharing one cost one upstream read per event.
+ * Each event resolved as an operation of its own, a request through the gateway's one door
+ * (event-requests.ts: admitted, planned, charged and recorded as any, on the subscriber's behalf),
+ * once per sharing key (token, document, variables): N subscribers sharing one cost one
+ * upstream read per event, charged to the subscriber whose stream asked first.
  */
 export class EventResolutions {
   /** Each event's resolution per sharing key, while the event is held by a subscriber's queue or stream. */
   readonly #resolved = new WeakMap<HeadChange, Map<string, Promise<Resolved>>>();
+  #serve: Serve | undefined;
 
-  constructor(
-    private readonly schema: GraphQLSchema,
-    private readonly contextOptions: ContextOptions,
-    /** Where each resolution's span goes (when spans are recorded): under its subscription's, linked to the write that caused it. */
-    private readonly tracing?: Tracing,
-  ) {}
-
-  /** The span of one resolution, when spans are recorded: the trace context its upstream calls hang under. */
-  #span(change: HeadChange, operation: OperationState): { trace: Context | undefined; end(): void } {
-    const parent = operation.record?.trace;
-    if (this.tracing?.recording !== true) return { trace: parent, end: () => undefined };
-    const links = change.cause === undefined ? [] : [{ context: change.cause }];
-    const span = this.tracing.tracer.startSpan('subscription event', { links, attributes: { 'gateway.event.polled': change.polled === true } }, parent);
-    return { trace: trace.setSpan(parent ?? ROOT_CONTEXT, span), end: () => span.end() };
+  /** Where the events' requests go: the gateway's door, made once the policies that hold this are (gateway.ts). */
+  serveThrough(serve: Serve): void {
+    this.#serve = serve;
   }
 
   /** The result of `change` for `operation`'s subscribers (sharing `key`). */
-  of(change: HeadChange, operation: OperationState, key: string, document: DocumentNode): Promise<Resolved> {
+  of(change: HeadChange, operation: OperationState, key: string): Promise<Resolved> {
     let byKey = this.#resolved.get(change);
     if (byKey === undefined) this.#resolved.set(change, (byKey = new Map()));
     let resolved = byKey.get(key);
     if (resolved === undefined) {
-      const { request, params } = operation;
-      const span = this.#span(change, operation);
-      const contextValue = createContext({ headers: request.headers, signal: unaborted }, this.contextOptions, { requestId: request.requestId, batch: undefined, trace: span.trace, plan: operation.plan });
-      const args = { schema: this.schema, document, rootValue: change, contextValue, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
-      resolved = Promise.resolve(execute(args) as MaybePromise<ExecutionResult>)
-        .then((result) => {
-          const json = JSON.stringify(result);
-          // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport (answers/parts.ts).
-          (result as { [eventIdOf]?: string })[eventIdOf] = String(change.at);
-          return { result, json, heads: contextValue.loaders.heads.ids() };
-        })
-        .finally(span.end);
+      resolved = resolveEvent(this.#serve!, operation, change).then(({ result, heads }) => {
+        const json = JSON.stringify(result);
+        // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport (answers/parts.ts).
+        (result as { [eventIdOf]?: string })[eventIdOf] = String(change.at);
+        return { result, json, heads };
+      });
       byKey.set(key, resolved);
     }
     return resolved;
@@ -107,8 +88,6 @@ export function subscriberStream(operation: OperationState, source: AsyncIterato
   /** What this subscriber was last sent: a polled change that reads the same is not sent. */
   let last: string | undefined;
   const closed = metrics.opened(transportOf(operation));
-  // Without @defer and @stream: an event's result is one part.
-  const document = wholeDocumentOf(operation) ?? operation.document!;
   let ended = false;
   const end = (cut?: CutReason) => {
     if (ended) return;
@@ -123,7 +102,7 @@ export function subscriberStream(operation: OperationState, source: AsyncIterato
       const step = await source.next();
       if (step.done === true || ended) return done;
       const change = step.value;
-      const { result, json } = await resolutions.of(change, operation, key, document);
+      const { result, json } = await resolutions.of(change, operation, key);
       if (change.polled === true && change.deleted !== true && json === last) {
         metrics.dropped.inc({ reason: 'unchanged' });
         continue;

@@ -1,10 +1,9 @@
 import { createSourceEventStream, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { HeadChange } from '../../domain/head-changes.js';
-import type { ContextOptions, HeadChangeSource } from '../../schema/context.js';
-import type { Tracing } from '../../telemetry/tracing.js';
+import type { HeadChangeSource } from '../../schema/context.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
-import type { MaybePromise } from '../pipeline/stages.js';
+import type { MaybePromise, Serve } from '../pipeline/stages.js';
 import { operationOf, type OperationResult, type OperationState } from '../request-state.js';
 import { changeQueue, type ChangeQueue } from './change-queue.js';
 import type { HeadEvents } from './head-events.js';
@@ -23,8 +22,6 @@ export interface SubscriptionsOptions {
   readonly schema: GraphQLSchema;
   /** Where head changes are listened to, and what a reconnecting SSE client missed is found. */
   readonly events: Pick<HeadEvents, 'listen' | 'missed'>;
-  /** What each event's resolution is given: a context of its own, as an operation's (its own subscribe runs on the operation's). */
-  readonly contextOptions: ContextOptions;
   readonly limits: SubscriptionLimits;
   /** The heads subscribers watch, read for changes made outside the gateway. */
   readonly polling: HeadPolling;
@@ -33,8 +30,6 @@ export interface SubscriptionsOptions {
   readonly liveThrottleMs: number;
   /** Told of each subscription refused for a limit, for metrics. */
   readonly onRefused?: () => void;
-  /** Each event's resolution a span of its own, linked to the write that caused it. */
-  readonly tracing?: Tracing | undefined;
 }
 
 export interface Subscriptions {
@@ -44,6 +39,8 @@ export interface Subscriptions {
   readonly execute: (operation: OperationState) => MaybePromise<OperationResult>;
   /** Open subscriptions in this process. */
   open(): number;
+  /** Where its events' resolutions go, each a request (real-time/event-requests.ts): the gateway's door, once it is made of the policies that hold this. */
+  serveEventsThrough(serve: Serve): void;
   /** Ends every open stream (the process stops): each completes, so its client reconnects, to another replica. */
   completeAll(): void;
 }
@@ -82,8 +79,10 @@ function placesOf(limits: SubscriptionLimits) {
  * - its source: graphql-js's `createSourceEventStream` runs the root field's `subscribe` (its
  *   arguments validated as any field's) on the head's changes (`headChanges`: a queue per
  *   subscriber that folds what it has not taken, and a watch on the head for polling);
- * - each event is resolved as an operation of its own, shared by subscribers with the same
- *   token, document and variables (subscriber-stream.ts);
+ * - each event is resolved as an operation of its own, a request on the one path on the
+ *   subscriber's behalf (event-requests.ts: counted in flight and by the caller's limits, refused
+ *   as an error event, logged and measured), shared by subscribers with the same token, document
+ *   and variables (subscriber-stream.ts);
  * - the stream ends after a deletion, when the token is refused, when the client leaves, and when
  *   the process stops (`completeAll`);
  * - a live query (`@live`) is a stream too (live-queries.ts), counted as a subscription;
@@ -94,7 +93,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
   /** What the process's stop ends: each subscriber's queue of changes, each live query. */
   const open = new Set<{ finish(): void }>();
   const places = placesOf(options.limits);
-  const resolutions = new EventResolutions(schema, options.contextOptions, options.tracing);
+  const resolutions = new EventResolutions();
   let stopping = false;
   return {
     headChanges: (id, context) => {
@@ -131,6 +130,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       return subscriberStream(operation, (source as AsyncIterable<HeadChange>)[Symbol.asyncIterator](), { resolutions, metrics, release, stopping: () => stopping });
     },
     open: places.open,
+    serveEventsThrough: (serve) => resolutions.serveThrough(serve),
     completeAll() {
       stopping = true;
       for (const stream of [...open]) stream.finish();

@@ -80,8 +80,8 @@ export interface ResponseCacheSteps {
  */
 export function useGatewayResponseCache(options: GatewayResponseCacheOptions): ResponseCacheSteps {
   const { cache } = options;
-  // Neither parts nor a live query's stream (its first result read with loaders that learn what it watches).
-  const keeps = (operation: OperationState | undefined) => operation !== undefined && operation.prepared?.incremental !== true && !operation.live;
+  // Neither parts, nor a live query's results (read with loaders that learn what it watches), nor a subscription's events.
+  const keeps = (operation: OperationState | undefined) => operation !== undefined && operation.prepared?.incremental !== true && !operation.live && operation.definition?.operation !== 'subscription';
   const library = useResponseCache({
     // Looked up at admission: execution only stores and evicts.
     cache: { get: () => null, set: (key, result, entities, ttl) => cache.set(key, result, entities, ttl), invalidate: (entities) => cache.invalidate(entities) } satisfies Cache,

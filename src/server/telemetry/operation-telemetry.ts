@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type SpanContext, type SpanOptions } from '@opentelemetry/api';
 import { GraphQLError } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
 import type { Logger } from 'pino';
@@ -92,9 +92,10 @@ export class OperationRecorder {
     return { parent: this.#options.tracing.extract(headers), client: this.#options.clients?.identify(headers) };
   }
 
-  /** An operation begins (at `startedAt`, for one refused before its parameters were read). */
-  begin(parent: Context, name: string | undefined, startedAt?: number): OperationRecord {
-    const span = this.#options.tracing.tracer.startSpan('GraphQL Operation', startedAt === undefined ? serverSpan : { ...serverSpan, startTime: startedAt }, parent);
+  /** An operation begins (at `startedAt`, for one refused before its parameters were read), its span linked to `cause` (what caused a subscription's event). */
+  begin(parent: Context, name: string | undefined, startedAt?: number, cause?: SpanContext): OperationRecord {
+    const options = startedAt === undefined && cause === undefined ? serverSpan : { ...serverSpan, startTime: startedAt, links: cause === undefined ? [] : [{ context: cause }] };
+    const span = this.#options.tracing.tracer.startSpan('GraphQL Operation', options, parent);
     return { startedAt: startedAt ?? performance.now(), name, type: 'unknown', done: false, span, trace: trace.setSpan(parent, span) };
   }
 
@@ -146,13 +147,15 @@ export class OperationRecorder {
  * - document: each operation's clock and span start, with the operationName the client sent;
  * - answer: every answer to a GraphQL request carries its `x-request-id`: the id its log lines and
  *   upstream calls carry (a batch's operations share it);
+ * - a subscription's event request (real-time/event-requests.ts) is an operation of its own, its
+ *   span under its subscription's and linked to the write or poll that caused it;
  * - telemetry: once the answer is out, each operation is recorded with its name and type as its
  *   document says, its upstream calls and its outcome (a stream's parts count from its set-up, as
  *   `ok`); a request refused before it named any operation (its body, a batch too large, an
  *   encoding) counts as one, with its refusal's errors.
  */
 export function useOperationTelemetry(recorder: OperationRecorder): { readonly intake: IntakeStep; readonly document: OperationStep; readonly answer: AnswerStep; readonly telemetry: TelemetryStep } {
-  const begin = (request: RequestState, name: string | undefined, startedAt?: number): OperationRecord => recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt);
+  const begin = (request: RequestState, name: string | undefined, startedAt?: number): OperationRecord => recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt, request.incoming.event?.change.cause);
   const finish = (request: RequestState, operation: OperationState | undefined, record: OperationRecord, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined) => {
     const definition = operation?.definition;
     if (definition !== undefined) {
@@ -164,7 +167,8 @@ export function useOperationTelemetry(recorder: OperationRecorder): { readonly i
   return {
     intake(request) {
       const { parent, client } = recorder.arrive(request.headers);
-      request.parent = parent;
+      // A subscription's event hangs under its subscription's span (as its request id is the subscription's).
+      request.parent = request.incoming.event?.trace ?? parent;
       request.client = client;
       return undefined;
     },

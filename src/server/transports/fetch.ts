@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { Serve } from '../routes.js';
+import type { Serve } from '../pipeline/stages.js';
 
 /** Statuses whose answer has no body (a Response refuses one). */
 const withoutBody = new Set([101, 204, 205, 304]);

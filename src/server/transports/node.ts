@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { pipeline, Readable } from 'node:stream';
 import type { MaybePromise } from '../pipeline/stages.js';
 import type { Incoming, RequestHeaders } from '../request-state.js';
-import type { Serve, Served } from '../routes.js';
+import type { Serve, Served } from '../pipeline/stages.js';
 
 /** Node's request handler (what http/http-server.ts serves). */
 export type Handler = (request: IncomingMessage, response: ServerResponse) => void;

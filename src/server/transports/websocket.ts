@@ -4,8 +4,9 @@ import { GraphQLError, type ExecutionArgs, type ExecutionResult, type GraphQLSch
 import { useServer, type Extra } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { pathOf } from '../http/paths.js';
-import type { Incoming, OperationResult, RequestHeaders, RequestState } from '../request-state.js';
-import type { Serve } from '../routes.js';
+import { refusalErrors } from '../http/refusal.js';
+import type { Incoming, OperationResult, RequestHeaders } from '../request-state.js';
+import type { Serve } from '../pipeline/stages.js';
 
 export interface WebSocketOptions {
   readonly schema: GraphQLSchema;
@@ -84,14 +85,6 @@ function socketIncoming(upgrade: IncomingMessage, endpoint: string, payload: unk
   };
 }
 
-/** The errors of a refusal (a step's whole answer: its JSON body's errors). */
-function refusalErrors(request: RequestState): readonly GraphQLError[] {
-  const { refusal } = request;
-  if (refusal instanceof GraphQLError) return [refusal];
-  const errors = (JSON.parse(refusal?.body ?? '{"errors":[]}') as { errors?: { message: string; extensions?: Record<string, unknown> }[] }).errors ?? [];
-  return errors.map((error) => new GraphQLError(error.message, { extensions: error.extensions }));
-}
-
 /** A result that ends before execution (no `data`): its errors are the subscribe message's `error`. */
 const refusedBeforeExecution = (result: OperationResult): result is ExecutionResult => !(Symbol.asyncIterator in result) && !('data' in result);
 
@@ -137,7 +130,7 @@ export function websocketTransport(serve: Serve, options: WebSocketOptions): Web
       const result = operation?.result;
       if (request.refusal !== undefined || operation === undefined || result === undefined || refusedBeforeExecution(result)) {
         answer.done();
-        return request.refusal !== undefined || result === undefined ? refusalErrors(request) : ((result as ExecutionResult).errors ?? []);
+        return request.refusal !== undefined || result === undefined ? refusalErrors(request.refusal) : ((result as ExecutionResult).errors ?? []);
       }
       const args = { schema: options.schema, document: operation.document!, operationName: operation.params.operationName ?? undefined, variableValues: operation.params.variables ?? undefined } as ExecutionArgs;
       served.set(args, Symbol.asyncIterator in result ? until(result, answer.done) : (answer.done(), result));
