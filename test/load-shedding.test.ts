@@ -1,6 +1,6 @@
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { useAnswerBody } from '../src/server/answers/answer.js';
@@ -58,6 +58,42 @@ describe('load shedding with the defaults', () => {
     expect(ok(await held)).toBe(true);
     expect(await inFlight(t)).toBe(0);
     expect(sampleOf(await scrape(t), 'gateway_shedding_event_loop_delay_seconds')).toBeGreaterThanOrEqual(0);
+    expect(await refusals(t, 'overloaded')).toBe(0);
+  });
+});
+
+describe('half-sent bodies (SHED_MAX_IN_FLIGHT=4)', () => {
+  let t: TestGateway;
+  let url: URL;
+  const sockets: Socket[] = [];
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '4', SHED_EVENT_LOOP_DELAY_MS: '0' } });
+    url = new URL(await t.listen());
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy();
+    await t.close();
+  });
+
+  /** A connection from `address` that sends a chunked POST's head and five bytes of its body, then nothing. */
+  const halfSent = (address: string) =>
+    new Promise<void>((resolve, reject) => {
+      const socket = connect({ host: url.hostname, port: Number(url.port), localAddress: address }, () => {
+        socket.write(`POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"que\r\n`, () => resolve());
+      });
+      socket.on('error', reject);
+      sockets.push(socket);
+    });
+
+  it('hold no place in flight: 40 of them from four addresses, and every other caller is still served', async () => {
+    for (let i = 0; i < 40; i++) await halfSent(`127.0.0.${2 + (i % 4)}`);
+    // Each has reached the gateway, its head read (a request made, its body awaited).
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await inFlight(t)).toBe(0);
+    for (const authorization of [undefined, 'Bearer innocent']) {
+      const read = answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...(authorization === undefined ? {} : { authorization }) }, body: JSON.stringify({ query: oneCall }) }));
+      expect((await read).status).toBe(200);
+    }
     expect(await refusals(t, 'overloaded')).toBe(0);
   });
 });
@@ -231,8 +267,9 @@ describe('a stream whose next() rejects', () => {
         'in flight': inFlight.intake,
         // What intake/params.ts makes of a request's parameters: one operation.
         params: (request) => void request.operations.push(new OperationState({ query: '{ first }' }, request)),
+        'in flight, sent': inFlight.sent,
       },
-      document: { 'in flight': inFlight.document },
+      document: {},
       admission: { 'caller limits': callerLimits.admission },
       plan: {},
       execution: {

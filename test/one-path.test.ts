@@ -46,9 +46,9 @@ describe('the stages, in order', () => {
     expect(Object.keys(stages)).toEqual([...stageNames]);
     expect(stages).toEqual({
       // Overload before anything (a refusal costs no more than itself); what refuses on the head before the body is read.
-      intake: ['in flight', 'telemetry', 'negotiation', 'caller limits', 'body', 'csrf', 'method', 'params', 'batching'],
+      intake: ['in flight', 'telemetry', 'negotiation', 'caller limits', 'body', 'csrf', 'method', 'params', 'batching', 'in flight, sent'],
       // The query named before it is read; parsed, the batch's validation budget spent, then validated.
-      document: ['telemetry', 'in flight', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
+      document: ['telemetry', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
       // A caller refused never gets a kept answer.
       admission: ['caller limits', 'response cache'],
       // The upstream calls charged once the plan counted them.
@@ -65,8 +65,8 @@ describe('the stages, in order', () => {
 
   it('the defaults: the same stages, less the steps of the policies that are off', () => {
     expect(stagesWith({})).toEqual({
-      intake: ['in flight', 'telemetry', 'negotiation', 'body', 'method', 'params', 'batching'],
-      document: ['telemetry', 'in flight', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
+      intake: ['in flight', 'telemetry', 'negotiation', 'body', 'method', 'params', 'batching', 'in flight, sent'],
+      document: ['telemetry', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
       admission: [],
       plan: ['upstream plan'],
       execution: ['executor', 'masking', 'apq registration', 'head events', 'retry after', 'negotiation'],
@@ -237,8 +237,8 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
     };
     const body = useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }).answer;
     const stages: Stages = {
-      intake: { 'in flight': inFlight.intake, params: (request) => void request.operations.push(new OperationState({ query: '{ ok }' }, request)) },
-      document: { 'in flight': inFlight.document },
+      intake: { 'in flight': inFlight.intake, params: (request) => void request.operations.push(new OperationState({ query: '{ ok }' }, request)), 'in flight, sent': inFlight.sent },
+      document: {},
       admission: {},
       plan: {},
       execution: { executor: () => ({ data: { ok: true } }), result: { masking: masking.execution, faulty: () => fail('result') } },

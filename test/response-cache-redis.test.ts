@@ -215,7 +215,7 @@ describeWithRedis('the response cache in Redis', () => {
     await sleep(300);
     // Past its TTL: a miss to a lookup, from either replica; there for `stale`, with when it expired.
     expect((await y.lookup('kept')).answer).toBeUndefined();
-    expect(await y.stale('kept')).toEqual({ result: answer('kept'), expiresAt: expect.any(Number) });
+    expect(await y.stale('kept')).toEqual({ result: answer('kept'), expiresAt: expect.any(Number), storedAt: expect.any(Number) });
     expect((await y.stale('kept'))!.expiresAt).toBeLessThan(Date.now());
     expect(await inspector.pttl(`${prefix}a:kept`)).toBeGreaterThan(50_000);
     await y.invalidate([head('2')]);

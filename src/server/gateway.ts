@@ -68,14 +68,15 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
       body: body.intake,
       csrf: policies.csrf,
       method: graphqlMethods,
-      // Last: the body read, its operations made.
+      // Then the body read, its operations made.
       params: policies.params,
       batching: policies.batching,
+      // Last: counted in flight once sent whole (a half-sent body holds no place).
+      'in flight, sent': inFlight.sent,
     },
     document: {
       // First: the span times the rest.
       telemetry: telemetry.document,
-      'in flight': inFlight.document,
       // Before anything reads the variables.
       'variables depth': policies.variablesDepth,
       // Before anything reads the query text: APQ and trusted documents name it.

@@ -80,9 +80,9 @@ export interface Negotiated {
 
 /**
  * What an answer may say to HTTP caches (response-cache/): seconds left and its tag, or not
- * cacheable; `stale` for an answer kept past its TTL served for a read that failed.
+ * cacheable; `stale` for an answer kept past its TTL served for a read that failed (its age: since it was stored).
  */
-export type Cacheable = { readonly maxAge: number; readonly tag: string; readonly stale?: { readonly expiredSeconds: number } } | false;
+export type Cacheable = { readonly maxAge: number; readonly tag: string; readonly stale?: { readonly ageSeconds: number } } | false;
 
 /** An APQ registration waiting for its document to validate (documents/persisted-documents.ts). */
 export interface Registration {

@@ -23,7 +23,7 @@ export interface AnswerFacts {
 /** The cache headers an answer has, and what they become. */
 export interface CacheHeaders {
   etag?: string;
-  /** Set for a stale answer: seconds since it expired (RFC 9111 5.1; with `max-age=0`, a cache sees it stale). */
+  /** Set for a stale answer: seconds since it was stored (RFC 9111 5.1 and 4.2.3; with `max-age=0`, a cache sees it stale). */
   age?: string;
   cacheControl: string | null;
   vary: string | null;
@@ -34,7 +34,7 @@ export interface CacheHeaders {
  * 1. a cacheable JSON answer of the response cache (a 304 too): its `ETag`,
  *    `Cache-Control: private|public, max-age=<seconds left>` (private with a token) and
  *    `Vary: Authorization, Accept`; a stale one (served past its TTL for a failed read)
- *    `max-age=0` and `Age: <seconds since it expired>`;
+ *    `max-age=0` and `Age: <seconds since it was stored>`;
  * 2. an event stream `Cache-Control: no-cache` (the SSE spec's advice: no cache or proxy keeps
  *    the parts of one request for another);
  * 3. with CORS on, every answer `Vary: Origin`: an answer depends on the request's Origin (allowed
@@ -50,7 +50,7 @@ export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHe
   const answer = facts.cacheable;
   if (answer && facts.json) {
     headers.etag = answer.tag;
-    if (answer.stale !== undefined) headers.age = String(answer.stale.expiredSeconds);
+    if (answer.stale !== undefined) headers.age = String(answer.stale.ageSeconds);
     headers.cacheControl = `${facts.credentials ? 'private' : 'public'}, max-age=${answer.maxAge}`;
     headers.vary = varyOn(varyOn(headers.vary, 'Authorization'), 'Accept');
   }

@@ -12,6 +12,8 @@ export type { CacheEntityRecord };
 export interface CachedAnswer {
   readonly result: ExecutionResult;
   readonly expiresAt: number;
+  /** When it was stored (ms since 1970), what its `Age` counts from; undefined for one an older build kept. */
+  readonly storedAt?: number | undefined;
   /** Its JSON as kept (`answerJson`), when the store has it: what a client is sent. */
   readonly json?: string;
 }

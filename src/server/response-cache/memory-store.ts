@@ -68,7 +68,8 @@ export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'
       overBudget?.('caller');
       return false;
     }
-    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, expiresAt: Date.now() + ttlMs, index, weight: size };
+    const storedAt = Date.now();
+    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, storedAt, expiresAt: storedAt + ttlMs, index, weight: size };
     if (answers.keep(key, entry)) overBudget?.('caller');
     return true;
   };

@@ -164,7 +164,9 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
       const stale = left > 0 ? undefined : { reason: fault, expiredMs: -left };
       operation.result = { data: kept.result.data, extensions: { ...kept.result.extensions, ...(stale === undefined ? {} : { stale }) } };
       const tag = tagOf(kept.result.data);
-      cacheableFrom(operation, stale === undefined ? { maxAge: Math.floor(left / 1000), tag } : { maxAge: 0, tag, stale: { expiredSeconds: Math.ceil(stale.expiredMs / 1000) } });
+      // Its Age counts from when it was stored (RFC 9111 §4.2.3); one an older build kept, from its expiry.
+      const ageMs = kept.storedAt === undefined ? -left : Date.now() - kept.storedAt;
+      cacheableFrom(operation, stale === undefined ? { maxAge: Math.floor(left / 1000), tag } : { maxAge: 0, tag, stale: { ageSeconds: Math.ceil(ageMs / 1000) } });
     };
     const kept = cache.stale(key!);
     return isPromise(kept) ? kept.then(serve) : (serve(kept), undefined);

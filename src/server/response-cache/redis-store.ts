@@ -100,7 +100,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
    */
   async function read(key: string): Promise<CachedAnswer | undefined> {
     const kept = readStamped(await attempt(() => answers.get(key)));
-    return kept === undefined ? undefined : { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt };
+    return kept === undefined ? undefined : { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt, storedAt: kept.storedAt };
   }
 
   return {
@@ -118,7 +118,8 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       if (!(ttl >= 1) || performance.now() - since.at > raceWindowMs) return false;
       const json = answerJson(result);
       if (Buffer.byteLength(json) > maxEntryBytes) return false;
-      const value = stamped(Date.now() + ttl, json);
+      const now = Date.now();
+      const value = stamped(now + ttl, now, json);
       const names = [...indexNamesOf(entities)];
       const weight = weightOf(answers.keyOf(key), value, names.length);
       return attempt(async () => {

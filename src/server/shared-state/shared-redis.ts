@@ -140,17 +140,21 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
 }
 
 /**
- * A value the stores keep with its expiry in front (`<ms since 1970>:<text>`), so that one read
- * says both: what `stamped` writes, or undefined for anything else (a write's placeholder, a
- * value an older build kept).
+ * A value the stores keep with its expiry and the time it was stored in front
+ * (`<expiry ms>:<stored ms>:<text>`), so that one read says all three: what `stamped` writes, or
+ * undefined for anything else (a write's placeholder). A value an older build kept
+ * (`<expiry ms>:<text>`, its text JSON) reads without its time stored.
  */
-export function readStamped(value: string | null): { readonly expiresAt: number; readonly text: string } | undefined {
+export function readStamped(value: string | null): { readonly expiresAt: number; readonly storedAt: number | undefined; readonly text: string } | undefined {
   const colon = value === null ? -1 : value.indexOf(':');
   const expiresAt = Number(value?.slice(0, colon));
-  return colon === -1 || !Number.isSafeInteger(expiresAt) ? undefined : { expiresAt, text: value!.slice(colon + 1) };
+  if (colon === -1 || !Number.isSafeInteger(expiresAt)) return undefined;
+  const second = value!.indexOf(':', colon + 1);
+  const storedAt = second === -1 ? Number.NaN : Number(value!.slice(colon + 1, second));
+  return Number.isSafeInteger(storedAt) ? { expiresAt, storedAt, text: value!.slice(second + 1) } : { expiresAt, storedAt: undefined, text: value!.slice(colon + 1) };
 }
 
-export const stamped = (expiresAt: number, text: string): string => `${expiresAt}:${text}`;
+export const stamped = (expiresAt: number, storedAt: number, text: string): string => `${expiresAt}:${storedAt}:${text}`;
 
 /** How long a starting process waits for Redis before it serves from process memory. */
 const START_WAIT_MS = 2_000;
