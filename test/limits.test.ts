@@ -1,10 +1,13 @@
 import { once } from 'node:events';
+import { setImmediate } from 'node:timers/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getIntrospectionQuery, Lexer, Source, TokenKind } from 'graphql';
 import { Agent, fetch as httpFetch } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { fragmentPairsFloor } from '../src/server/guards/fragment-pairs.js';
 import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { sampleOf } from './support/metrics.js';
 
 /*
  * One limit at a time: just under passes, just over is refused before execution with a code and
@@ -487,11 +490,38 @@ describe('fragment pairs (MAX_FRAGMENT_PAIRS, default 5000): what validation cos
     expectPassed(await post(spreadDocument(100, 'b')));
   });
 
-  it("the attack's batch (ten such documents) is refused whole, before any validation: no upstream call", async () => {
+  it("the attack's batch (ten such documents) is refused whole, before any is parsed: no upstream call, nothing kept", async () => {
+    const parsed = async () => sampleOf(await t.metrics.scrape(), 'gateway_document_cache_entries{cache="parsed"}');
+    const before = await parsed();
     const { answers } = await batch(Array.from({ length: 10 }, (_, i) => spreadDocument(135, `batch${i}`)));
     expect(answers).toHaveLength(10);
     for (const body of answers) refusedForFragments(body);
+    // Counted from the lexer's tokens: each refused before the parser built anything (a parsed document would be kept).
+    expect(answers[0]!.errors?.[0]?.message).toContain('at least 9045 pairs');
+    expect(await parsed()).toBe(before);
     expect(t.calls()).toEqual([]);
+  });
+
+  it("parses and validates a batch's new documents one a turn of the event loop, so other requests are served between them", async () => {
+    const parsed = async () => sampleOf(await t.metrics.scrape(), 'gateway_document_cache_entries{cache="parsed"}')!;
+    const before = await parsed();
+    const answered = batch(Array.from({ length: 10 }, (_, i) => spreadDocument(32, `turns${i}`)));
+    // Read between turns: the kept documents grow one at a time, not ten in one turn.
+    const seen = new Set<number>();
+    for (let kept = before; kept < before + 10; kept = await parsed()) {
+      seen.add(kept - before);
+      await setImmediate();
+    }
+    expect([...seen].filter((count) => count > 0 && count < 10).length).toBeGreaterThanOrEqual(5);
+    for (const body of (await answered).answers) expect(body.errors).toBeUndefined();
+  });
+
+  it('counts no pair the lexer cannot see: spreads in separate selections, inline fragments and object values are not pairs', () => {
+    expect(fragmentPairsFloor('{ a { ...A ...B ...C } b { ...A ...B } }')).toBe(4);
+    expect(fragmentPairsFloor('{ a(input: { x: 1 }) { ... on T { ...A } ...B } ...A ...A }')).toBe(0);
+    // A selection never closed is the parser's to refuse.
+    expect(fragmentPairsFloor('{ a { ...A ...B')).toBe(0);
+    expect(fragmentPairsFloor('{ a { ...A ...B } } "unterminated')).toBe(0);
   });
 
   it("a batch's documents share the budget: 60 fragments each (1,770 pairs), the third is refused; the same document twice counts once; a refusal is not the document's for another request", async () => {

@@ -70,7 +70,7 @@ export const environment = z.object({
   MAX_FRAGMENT_PAIRS: setting('limits.maxFragmentPairs', integer(1, 1_000_000).default(5_000))
     .register(variableDocs, {
       description:
-        "pairs of fragments one request's documents may make validation compare (every two fragments merged into one selection set; a batch's documents share them); checked before validation, whose cost grows with their square",
+        "pairs of fragments one request's documents may make validation compare (every two fragments merged into one selection set; a batch's documents share them); checked before validation, whose cost grows with their square, and for a document not yet kept first from its lexer tokens, before it is parsed",
     }),
   MAX_VARIABLES_DEPTH: setting('limits.maxVariablesDepth', integer(1, 10_000).default(100))
     .register(variableDocs, { description: "deepest nesting of a request's variables (objects and lists); deeper is refused before anything reads them" }),

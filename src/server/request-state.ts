@@ -244,6 +244,8 @@ export class RequestState {
   held = 0;
   /** The body was a JSON array (intake/batching.ts): its answer is an array too. */
   batched = false;
+  /** A batch's document being parsed and validated (documents/prepared.ts): the next not kept yet waits for it, and a turn of the event loop. */
+  preparing: Promise<unknown> | undefined;
   /** A batch of two or more: the loaders, the call budget and the answer bytes its operations share. */
   batch: RequestBatch | undefined;
   /** What its Accept header allows, once negotiated (answers/negotiation.ts: `negotiationOf`). */

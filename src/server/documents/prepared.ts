@@ -2,6 +2,7 @@ import type { GetEnvelopedFn } from '@envelop/core';
 import { GraphQLError, Kind, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { CacheBounds } from '../../config.js';
 import type { CacheUse } from '../instruments/metrics.js';
 import type { OperationStep } from '../pipeline/stages.js';
@@ -122,6 +123,11 @@ export interface PreparedDocumentsOptions {
   readonly maxDepth: number;
   /** Told of each refusal, with its limit (`extensions.limit`), each time it is answered. */
   readonly onRefused: (limit: string) => void;
+  /**
+   * A check of a text not yet prepared, before it is parsed: what a refusal saves is the parse
+   * (guards/fragment-pairs.ts, against its request's budget). Its refusal is not kept.
+   */
+  readonly beforeParse?: ((operation: OperationState, text: string) => GraphQLError | undefined) | undefined;
 }
 
 /**
@@ -163,24 +169,40 @@ export function preparedDocuments(options: PreparedDocumentsOptions): { readonly
       return error;
     }));
   };
+  const parse = (operation: OperationState, text: string, entry: DocumentEntry | Refused | undefined): GraphQLError | undefined => {
+    if (entry === undefined) {
+      const refusal = options.beforeParse?.(operation, text);
+      if (refusal !== undefined) return refusal;
+      kept.set(text, (entry = prepare(text)));
+    }
+    if (!(entry instanceof DocumentEntry)) {
+      if (entry.limit !== undefined) onRefused(entry.limit);
+      return entry.refusal;
+    }
+    const definition = entry.operation(operation.params.operationName);
+    if (definition === null) return createGraphQLError('Could not determine what operation to execute.', { extensions: { code: 'OPERATION_RESOLUTION_FAILURE', http: { status: 400 } } });
+    if (definition.operation === 'mutation' && operation.request.method === 'GET') {
+      return createGraphQLError('Can only perform a mutation operation from a POST request.', { extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'POST' } } } });
+    }
+    operation.prepared = entry;
+    operation.document = entry.document;
+    operation.definition = definition;
+    return undefined;
+  };
   return {
     parse(operation) {
       const text = operation.params.query!;
-      let entry = kept.get(text);
-      if (entry === undefined) kept.set(text, (entry = prepare(text)));
-      if (!(entry instanceof DocumentEntry)) {
-        if (entry.limit !== undefined) onRefused(entry.limit);
-        return entry.refusal;
+      const entry = kept.get(text);
+      const { request } = operation;
+      // A batch's documents not kept yet are parsed and validated one a turn of the event loop, after the one before (its
+      // pairs counted): other requests are served between them. A hot document, or a request's first, waits for nothing.
+      if (entry !== undefined || !request.batched || request.preparing === undefined) {
+        if (entry === undefined && request.batched) request.preparing = Promise.resolve();
+        return parse(operation, text, entry);
       }
-      const definition = entry.operation(operation.params.operationName);
-      if (definition === null) return createGraphQLError('Could not determine what operation to execute.', { extensions: { code: 'OPERATION_RESOLUTION_FAILURE', http: { status: 400 } } });
-      if (definition.operation === 'mutation' && operation.request.method === 'GET') {
-        return createGraphQLError('Can only perform a mutation operation from a POST request.', { extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'POST' } } } });
-      }
-      operation.prepared = entry;
-      operation.document = entry.document;
-      operation.definition = definition;
-      return undefined;
+      const turn = request.preparing.then(nextTurn).then(() => parse(operation, text, kept.get(text)));
+      request.preparing = turn;
+      return turn;
     },
     validate(operation) {
       const errors = validate(operation.prepared as DocumentEntry);

@@ -1,5 +1,6 @@
-import { GraphQLError, Kind, visit, type DocumentNode, type FragmentDefinitionNode, type SelectionSetNode } from 'graphql';
+import { GraphQLError, Kind, Lexer, Source, TokenKind, visit, type DocumentNode, type FragmentDefinitionNode, type SelectionSetNode } from 'graphql';
 import type { OperationStep } from '../pipeline/stages.js';
+import type { OperationState } from '../request-state.js';
 
 export interface FragmentPairsOptions {
   /** Pairs of fragments one request's documents may make graphql-js compare (MAX_FRAGMENT_PAIRS): a batch's documents share them. */
@@ -55,6 +56,59 @@ export function fragmentPairsOf(document: DocumentNode): number {
   return pairs;
 }
 
+/** How many times `...` is in `text`: each fragment spread is one (an inline fragment too), so pairs need two. */
+function spreadMarks(text: string): number {
+  let marks = 0;
+  for (let at = text.indexOf('...'); at !== -1; at = text.indexOf('...', at + 3)) marks++;
+  return marks;
+}
+
+/**
+ * A floor of `fragmentPairsOf(parse(text))`, from graphql-js's lexer alone (no AST built): in
+ * each selection set, every two distinct fragments spread in it directly are a pair the rule
+ * compares (what those fragments spread in turn, and inline fragments, only add). A `{` that opens
+ * an object value holds no spread, so it adds nothing. Linear in the text; a text the lexer
+ * refuses gives 0 (the parser words the refusal).
+ */
+export function fragmentPairsFloor(text: string): number {
+  const lexer = new Lexer(new Source(text));
+  const open: Set<string>[] = [];
+  let pairs = 0;
+  try {
+    for (let token = lexer.advance(); token.kind !== TokenKind.EOF; token = lexer.advance()) {
+      if (token.kind === TokenKind.BRACE_L) open.push(new Set());
+      else if (token.kind === TokenKind.BRACE_R) {
+        const spread = open.pop()?.size ?? 0;
+        pairs += (spread * (spread - 1)) / 2;
+      } else if (token.kind === TokenKind.SPREAD) {
+        const next = lexer.lookahead();
+        if (next.kind === TokenKind.NAME && next.value !== 'on') open.at(-1)?.add(next.value);
+      }
+    }
+  } catch {
+    return 0;
+  }
+  return pairs;
+}
+
+const overLimit = (pairs: number, spent: number, max: number, atLeast: boolean) => {
+  const besides = spent === 0 ? '' : ` (its batch's other documents already make ${spent})`;
+  return new GraphQLError(`This document makes ${atLeast ? 'at least ' : ''}${pairs} pairs of fragments to compare${besides}; the limit is ${max}. Spread fewer fragments side by side in one selection.`, {
+    extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'fragments', fragmentPairs: pairs, maxFragmentPairs: max, http: { status: 400 } },
+  });
+};
+
+export interface FragmentPairsLimit {
+  /**
+   * Before a text not yet prepared is parsed (documents/prepared.ts): one whose floor of pairs
+   * (`fragmentPairsFloor`) is over what its request has left is refused at once, for the cost of
+   * lexing it, not of parsing it (not kept: another request has its own budget).
+   */
+  readonly beforeParse: (operation: OperationState, text: string) => GraphQLError | undefined;
+  /** The document stage's step, between parsing and validation: the exact count. */
+  readonly step: OperationStep;
+}
+
 /**
  * Bounds what validation costs before it is paid, a step of the document stage between parsing
  * and validation: a document whose fragments make more than `max` pairs to compare
@@ -64,10 +118,20 @@ export function fragmentPairsOf(document: DocumentNode): number {
  * would cost and the limit) but is not kept with the document: a document refused for what its
  * batch had spent is another request's to validate. Each document's count is kept beside it.
  */
-export function fragmentPairsLimit(options: FragmentPairsOptions): OperationStep {
+export function fragmentPairsLimit(options: FragmentPairsOptions): FragmentPairsLimit {
   const { max } = options;
   const counted = new WeakMap<DocumentNode, number>();
-  return (operation) => {
+  const beforeParse = (operation: OperationState, text: string): GraphQLError | undefined => {
+    const left = max - operation.request.validationSpent.pairs;
+    const marks = spreadMarks(text);
+    // Too few spreads to pass what is left, however they are placed: nothing to lex.
+    if ((marks * (marks - 1)) / 2 <= left) return undefined;
+    const floor = fragmentPairsFloor(text);
+    if (floor <= left) return undefined;
+    options.onRefused?.();
+    return overLimit(floor, max - left, max, true);
+  };
+  const step: OperationStep = (operation) => {
     const document = operation.prepared!.document;
     let pairs = counted.get(document);
     if (pairs === undefined) counted.set(document, (pairs = fragmentPairsOf(document)));
@@ -75,14 +139,12 @@ export function fragmentPairsLimit(options: FragmentPairsOptions): OperationStep
     const spent = operation.request.validationSpent;
     if (spent.documents.has(document)) return undefined;
     if (spent.pairs + pairs > max) {
-      const besides = spent.pairs === 0 ? '' : ` (its batch's other documents already make ${spent.pairs})`;
       options.onRefused?.();
-      return new GraphQLError(`This document makes ${pairs} pairs of fragments to compare${besides}; the limit is ${max}. Spread fewer fragments side by side in one selection.`, {
-        extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'fragments', fragmentPairs: pairs, maxFragmentPairs: max, http: { status: 400 } },
-      });
+      return overLimit(pairs, spent.pairs, max, false);
     }
     spent.pairs += pairs;
     spent.documents.add(document);
     return undefined;
   };
+  return { beforeParse, step };
 }
