@@ -154,3 +154,25 @@ describe('/ready with one breaker per operation (CIRCUIT_BREAKER_WINDOW=1: one f
     }
   });
 });
+
+describe("time waiting for the gateway's own upstream connections (issue 42, point 3)", () => {
+  it("is not the route's: calls queued past UPSTREAM_TIMEOUT_MS fail OVERLOADED, unsent, and the breaker stays closed for the next caller", async () => {
+    // Two connections, each call 100 ms: three reads of ten heads from three addresses queue 30 calls, most past 300 ms.
+    const { t, graphql } = await serve({ UPSTREAM_CONNECTIONS: '2', UPSTREAM_TIMEOUT_MS: '300', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' });
+    const ids = t.reference.store.headIds();
+    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 100 }, 1_000);
+    const nodes = 'query($ids: [ID!]!) { nodes(ids: $ids) { ... on Head { uuid } } }';
+    const global = (id: string) => Buffer.from(`Head:${id}`).toString('base64');
+    const reads = await Promise.all(
+      [0, 1, 2].map((caller) => graphql(nodes, { ids: ids.slice(caller * 10, caller * 10 + 10).map(global) }, { 'x-forwarded-for': `198.51.100.${caller + 1}` })),
+    );
+    const refused = reads.flatMap((read) => (read.errors ?? []).map((error) => error.extensions));
+    expect(refused.length).toBeGreaterThan(0);
+    for (const extensions of refused) expect(extensions).toMatchObject({ code: 'OVERLOADED', upstream: { operation: 'getHeadById', sent: false } });
+    // What was refused never reached the upstream: every call it saw was answered.
+    expect(t.calls('getHeadById').length).toBe(30 - refused.length);
+    expect(await metric(t, 'gateway_upstream_circuit_state{operation="getHeadById"}')).toBe(0);
+    t.reference.clearFaults();
+    for (let n = 0; n < 3; n++) expect((await graphql(headQuery, { id: ids[40] }, { 'x-forwarded-for': '198.51.100.9' })).errors).toBeUndefined();
+  });
+});

@@ -22,7 +22,7 @@ export const environment = z.object({
   UPSTREAM_URL: setting('upstreamUrl', upstreamUrl().optional()).register(variableDocs, { unset: 'unset: embedded reference upstream', description: 'base URL of the REST API' }),
   PORT: setting('port', integer(0, 65_535).default(4000)).register(variableDocs, { description: 'port to listen on (0: any free port)' }),
   HOST: setting('host', text('a host name or address').default('127.0.0.1')).register(variableDocs, { description: 'address to listen on (`0.0.0.0` in a container)' }),
-  UPSTREAM_TIMEOUT_MS: setting('upstreamTimeoutMs', integer(1, 600_000).default(10_000)).register(variableDocs, { description: 'budget of one upstream call, retries and backoff included' }),
+  UPSTREAM_TIMEOUT_MS: setting('upstreamTimeoutMs', integer(1, 600_000).default(10_000)).register(variableDocs, { description: "budget of one upstream call, retries and backoff included, from when it has a connection; a call may wait as long again for one of the pool's `UPSTREAM_CONNECTIONS`, then fails `OVERLOADED` unsent" }),
   OPERATION_TIMEOUT_MS: setting('operationTimeoutMs', integer(1, 3_600_000).default(15_000)).register(variableDocs, { description: 'one deadline for all upstream calls of an operation; must exceed `UPSTREAM_TIMEOUT_MS`' }),
   UPSTREAM_CALL_BUDGET: setting('upstreamCallBudget', integer(1, 100_000).default(100))
     .register(variableDocs, { description: "upstream calls one request may make, the operations of a batch together (their plans' count before execution; each operation's real calls during)" }),
@@ -50,7 +50,7 @@ export const environment = z.object({
   CIRCUIT_BREAKER_FAILURE_RATIO: setting('resilience.breaker.failureRatio', openRatio().default(0.5))
     .register(variableDocs, {
       description:
-        "share of a breaker's last `CIRCUIT_BREAKER_WINDOW` upstream attempts failing that opens it: an operation's breaker counts its route's faults (5xx, the call timing out), the host's failed connections (refused, reset, no route, no name); never a 4xx, a client gone or the operation deadline. Its calls (every call, for the host's) then fail at once with `UPSTREAM_UNAVAILABLE`, nothing sent",
+        "share of a breaker's last `CIRCUIT_BREAKER_WINDOW` upstream attempts failing that opens it: an operation's breaker counts its route's faults (5xx, the call timing out once it had a connection), the host's failed connections (refused, reset, no route, no name); never a 4xx, a client gone, the operation deadline or a wait for one of the gateway's own connections (`OVERLOADED`, unsent). Its calls (every call, for the host's) then fail at once with `UPSTREAM_UNAVAILABLE`, nothing sent",
     }),
   CIRCUIT_BREAKER_WINDOW: setting('resilience.breaker.window', integer(1, 100_000).default(20))
     .register(variableDocs, { description: "attempts a breaker's failure ratio is taken over, its operation's (or every one, for the host's): a count, not a time, so it opens as fast at any traffic" }),

@@ -43,6 +43,8 @@ export function toClientError(error: UpstreamError): GraphQLError {
   if (error.reason === CIRCUIT_OPEN) extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, circuit: error.circuit ?? 'operation', sent: false };
   // The upstream refused it for its rate (429): nothing was applied, and it may have said when to come back.
   if (error.reason === RATE_LIMITED) extensions.upstream = { operation: error.operation, status: error.status, reason: RATE_LIMITED };
+  // The gateway's own pool had no connection for it in time: nothing was sent (a change was not applied).
+  if (error.code === 'OVERLOADED') extensions.upstream = { operation: error.operation, sent: false };
   if (error.retryAfterMs !== undefined) extensions.retryAfterMs = error.retryAfterMs;
   if (error.code === 'BAD_USER_INPUT') {
     extensions.fieldErrors = error.details.map(

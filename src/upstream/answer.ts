@@ -10,9 +10,9 @@ import { validationErrorSchema } from './schemas.js';
  * One exchange through undici's `dispatch()`: the answer's status and its body's bytes, whole
  * (undici enforces the pool's maxResponseSize as they arrive). undici's request API would wrap
  * every answer in a Readable stream to read it back with `body.json()` (its cost:
- * docs/performance.md#measured-reasons). A cancellation before
- * the request is written aborts it once undici starts it, as the request API does with a signal;
- * after, at once.
+ * docs/performance.md#measured-reasons). A cancellation while the request waits for a connection
+ * fails it at once (undici drops it unsent once it starts it); after, aborts it at once. It tells
+ * the cancellation when it has a connection (`onConnected`).
  */
 export function exchange(dispatcher: Dispatcher, request: Dispatcher.DispatchOptions, cancellation: CallCancellation): Promise<Exchanged> {
   return new Promise((resolve, reject) => {
@@ -20,12 +20,15 @@ export function exchange(dispatcher: Dispatcher, request: Dispatcher.DispatchOpt
     let status = 0;
     let retryAfter: string | undefined;
     let controller: Dispatcher.DispatchController | undefined;
-    const abort = () => controller?.abort(cancellation.reason as Error);
+    // Cut while it waits for a connection, the call fails at once; the request is dropped unsent once one is free.
+    const abort = () => (controller === undefined ? reject(cancellation.reason as Error) : controller.abort(cancellation.reason as Error));
+    if (cancellation.aborted) return abort();
+    cancellation.once('abort', abort);
     dispatcher.dispatch(request, {
       onRequestStart(started) {
         controller = started;
-        if (cancellation.aborted) started.abort(cancellation.reason as Error);
-        else cancellation.once('abort', abort);
+        if (cancellation.aborted) return started.abort(cancellation.reason as Error);
+        cancellation.onConnected?.();
       },
       onResponseStart(_, statusCode, headers) {
         status = statusCode;

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { CallTimeout } from './failures.js';
 
 /**
  * Cancels one upstream call: the timeout, the operation's deadline or the client going away.
@@ -9,12 +10,55 @@ import { EventEmitter } from 'node:events';
 export class CallCancellation extends EventEmitter {
   aborted = false;
   reason: unknown = undefined;
+  /** Told once an attempt has a connection of the pool (its exchange's `onRequestStart`): the call's own time starts then. */
+  onConnected: (() => void) | undefined = undefined;
 
   abort(reason: unknown): void {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason;
     this.emit('abort');
+  }
+}
+
+/**
+ * A call's time, in two parts. Waiting for a connection of the gateway's own pool it may take as
+ * long as a call (`timeoutMs`): past that it is cut `queued` (classifyThrown: OVERLOADED, unsent,
+ * the gateway's fault and not its route's, so no breaker counts it). Its own `timeoutMs` (retries
+ * included) starts once it has a connection, so time queued behind other calls is never charged
+ * to the route. The operation's deadline (`remainingMs`) caps both (`deadlineFirst`).
+ */
+export class CallClock implements CallTimeout {
+  aborted = false;
+  queued = true;
+  deadlineFirst = false;
+  #timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly cancellation: CallCancellation,
+    private readonly timeoutMs: number,
+    private readonly remainingMs: () => number | undefined = () => undefined,
+  ) {
+    this.#timer = this.#start();
+    cancellation.onConnected = () => {
+      cancellation.onConnected = undefined;
+      this.queued = false;
+      clearTimeout(this.#timer);
+      this.#timer = this.#start();
+    };
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+  }
+
+  #start(): NodeJS.Timeout {
+    const remaining = this.remainingMs();
+    this.deadlineFirst = remaining !== undefined && remaining < this.timeoutMs;
+    return setTimeout(() => {
+      this.aborted = true;
+      this.cancellation.abort(new Error(this.queued ? 'no upstream connection in time' : 'upstream call timed out'));
+    }, this.deadlineFirst ? Math.max(1, Math.ceil(remaining!)) : this.timeoutMs);
   }
 }
 

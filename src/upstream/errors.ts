@@ -8,7 +8,8 @@ import type { ValidationDetail } from './schemas.js';
  * fault and is never retried. A change (POST, PATCH, DELETE) that never reached the upstream is
  * `UPSTREAM_UNAVAILABLE`; one that was sent and whose answer was lost or late is
  * `UPSTREAM_OUTCOME_UNKNOWN`: it may have been applied. `UPSTREAM_BUDGET_EXCEEDED` is a call the operation's budget
- * refused: it was never sent.
+ * refused: it was never sent. `OVERLOADED` is a call that waited in the gateway's own pool for a
+ * connection as long as a call may take: it was never sent, and says nothing of the upstream.
  */
 export type UpstreamErrorCode =
   | 'UNAUTHENTICATED'
@@ -20,6 +21,7 @@ export type UpstreamErrorCode =
   | 'UPSTREAM_OUTCOME_UNKNOWN'
   | 'UPSTREAM_ERROR'
   | 'UPSTREAM_BUDGET_EXCEEDED'
+  | 'OVERLOADED'
   | 'ABORTED';
 
 export interface UpstreamErrorInit {
@@ -59,6 +61,7 @@ const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> =
   UPSTREAM_OUTCOME_UNKNOWN: (e) => `Upstream received the change but its answer was lost${e.reason ? ` (${e.reason})` : ''}: it may have been applied`,
   UPSTREAM_ERROR: (e) => `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_BUDGET_EXCEEDED: () => 'Upstream call budget of this operation exhausted; call not sent',
+  OVERLOADED: () => 'The gateway had no free connection to the upstream in time: the call was not sent; safe to retry later',
   ABORTED: () => 'Upstream call was cancelled',
 };
 

@@ -62,13 +62,22 @@ const timeoutCodes = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']
  */
 const neverSentCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED']);
 
+/** How a call's time ran out, if it did: while it waited for a connection of the pool, and whether the operation's deadline came first. */
+export interface CallTimeout {
+  readonly aborted: boolean;
+  readonly queued: boolean;
+  readonly deadlineFirst: boolean;
+}
+
 /**
- * What an attempt that threw means: a timeout (the call's own, or the operation's deadline when
- * that came first), the client gone (`callerSignal`), nobody answering (`retryCodes` may be tried
- * again), or a fault.
+ * What an attempt that threw means: the gateway's own pool without a connection for it in time
+ * (OVERLOADED: unsent, no fault of the upstream's), a timeout (the call's own, or the operation's
+ * deadline when that came first), the client gone (`callerSignal`), nobody answering
+ * (`retryCodes` may be tried again), or a fault.
  */
-export function classifyThrown(error: unknown, timeout: { readonly aborted: boolean }, deadlineFirst: boolean, callerSignal: AbortSignal | undefined, retryCodes: readonly string[]): Failure {
-  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, deadlineFirst ? { reason: 'operation deadline', cause: error, cutShort: true } : { cause: error });
+export function classifyThrown(error: unknown, timeout: CallTimeout, callerSignal: AbortSignal | undefined, retryCodes: readonly string[]): Failure {
+  if (timeout.aborted && timeout.queued && !timeout.deadlineFirst) return new Failure('OVERLOADED', undefined, false, { reason: 'no upstream connection in time', cause: error, cutShort: true });
+  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, timeout.deadlineFirst ? { reason: 'operation deadline', cause: error, cutShort: true } : { cause: error });
   if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error, cutShort: true });
   const code = errorCodeOf(error);
   if (typeof code === 'string') {

@@ -3,7 +3,7 @@ import type { Tracing } from '../telemetry/tracing.js';
 import { AttemptSpans } from './attempt-spans.js';
 import { Attempts, type Shared } from './attempts.js';
 import type { CallContext, CallSpec, UpstreamAttempt, UpstreamCaller } from './call.js';
-import { CallCancellation, RequestCalls } from './cancellation.js';
+import { CallCancellation, CallClock, RequestCalls } from './cancellation.js';
 import type { UpstreamCircuits } from './circuits.js';
 import { classifyThrown, errorOf, outcomeOfChange } from './failures.js';
 import { InFlightCalls, refusalOf, scopeOf, type Flight } from './in-flight.js';
@@ -92,32 +92,22 @@ export class UpstreamTransport {
     return this.#callOwn(context, spec, route, path, calls).finally(() => flights.detachAll());
   }
 
-  /** A call of this request alone: its timeout cut to the operation's deadline, cancelled with its client. */
+  /** A call of this request alone: cancelled with its client, timed by its CallClock (the pool's wait, then its own time, capped by the operation's deadline). */
   async #callOwn<T>(context: CallContext, spec: CallSpec<T>, route: Route, path: string, calls: RequestCalls, admitted = false): Promise<T> {
-    // The operation's deadline caps the call's own timeout. One cancellation, one timer and one
-    // listener per call, all released when it settles.
-    const remaining = context.guard?.remainingMs?.();
-    const deadlineFirst = remaining !== undefined && remaining < this.#timeoutMs;
+    // One cancellation, a timer at a time and one listener per call, all released when it settles.
     const cancellation = new CallCancellation();
-    const timeout = { aborted: false };
-    const timer = setTimeout(
-      () => {
-        timeout.aborted = true;
-        cancellation.abort(new Error('upstream call timed out'));
-      },
-      deadlineFirst ? Math.max(1, Math.ceil(remaining)) : this.#timeoutMs,
-    );
+    const timeout = new CallClock(cancellation, this.#timeoutMs, () => context.guard?.remainingMs?.());
     const callerSignal = context.signal;
     calls.add(cancellation);
     try {
       const retryCodes = this.#shared.rules.errorCodes;
-      const classify = (error: unknown) => classifyThrown(error, timeout, deadlineFirst, callerSignal, retryCodes);
+      const classify = (error: unknown) => classifyThrown(error, timeout, callerSignal, retryCodes);
       // A change (POST, PATCH, DELETE) is never retried; a failure that may have come after it was sent says so.
       const attempts = new Attempts<T>(this.#shared, context, context.guard, spec, route, path, cancellation, route.method === 'GET' ? classify : (error) => outcomeOfChange(classify(error), error));
       attempts.admitted = admitted;
       return await attempts.run();
     } finally {
-      clearTimeout(timer);
+      timeout.stop();
       calls.delete(cancellation);
     }
   }
@@ -153,23 +143,19 @@ export class UpstreamTransport {
   /** Sends a shared call: its own timeout, the waiters' guard, the first request's id, token and trace. */
   #fly<T>(flight: Flight<T>, context: CallContext, spec: CallSpec<T>, route: Route, path: string): void {
     const { cancellation } = flight;
-    const timeout = { aborted: false };
-    const timer = setTimeout(() => {
-      timeout.aborted = true;
-      cancellation.abort(new Error('upstream call timed out'));
-    }, this.#timeoutMs);
+    const timeout = new CallClock(cancellation, this.#timeoutMs);
     const retryCodes = this.#shared.rules.errorCodes;
     // Cancelled because every waiter left: the attempt reads as the last one's reason (cut short, not the upstream's fault).
-    const classify = (error: unknown) => (timeout.aborted ? undefined : flight.left) ?? classifyThrown(error, timeout, false, undefined, retryCodes);
+    const classify = (error: unknown) => (timeout.aborted ? undefined : flight.left) ?? classifyThrown(error, timeout, undefined, retryCodes);
     const attempts = new Attempts<T>(this.#shared, context, flight, spec, route, path, cancellation, classify);
     attempts.admitted = true;
     attempts.run().then(
       (value) => {
-        clearTimeout(timer);
+        timeout.stop();
         flight.resolve(value);
       },
       (error: unknown) => {
-        clearTimeout(timer);
+        timeout.stop();
         flight.reject(error);
       },
     );
