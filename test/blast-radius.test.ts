@@ -157,10 +157,11 @@ describe('/ready with one breaker per operation (CIRCUIT_BREAKER_WINDOW=1: one f
 
 describe("time waiting for the gateway's own upstream connections (issue 42, point 3)", () => {
   it("is not the route's: calls queued past UPSTREAM_TIMEOUT_MS fail OVERLOADED, unsent, and the breaker stays closed for the next caller", async () => {
-    // Two connections, each call 100 ms: three reads of ten heads from three addresses queue 30 calls, most past 300 ms.
-    const { t, graphql } = await serve({ UPSTREAM_CONNECTIONS: '2', UPSTREAM_TIMEOUT_MS: '300', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' });
+    // Two connections, each call 200 ms: three reads of ten heads from three addresses queue 30 calls, most past 1 s.
+    // Shedding off: this is about the breakers (the pool's queue would shed the next caller until it drains).
+    const { t, graphql } = await serve({ UPSTREAM_CONNECTIONS: '2', UPSTREAM_TIMEOUT_MS: '1000', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true', SHED_MAX_IN_FLIGHT: '0', SHED_MAX_UPSTREAM_QUEUED: '0', SHED_EVENT_LOOP_DELAY_MS: '0' });
     const ids = t.reference.store.headIds();
-    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 100 }, 1_000);
+    t.reference.injectFault('getHeadById', { kind: 'latency', ms: 200 }, 1_000);
     const nodes = 'query($ids: [ID!]!) { nodes(ids: $ids) { ... on Head { uuid } } }';
     const global = (id: string) => Buffer.from(`Head:${id}`).toString('base64');
     const reads = await Promise.all(
