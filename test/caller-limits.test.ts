@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
 import { expectRateLimited, ok, refusals } from './support/limits.js';
 import { until } from './support/until.js';
@@ -216,5 +217,27 @@ describe('who a caller is', () => {
     const statuses = await Promise.all([overHttp(url, { authorization: 'Bearer one' }), overHttp(url, { authorization: 'Bearer one' }), overHttp(url, { authorization: 'Bearer two' })]);
     expect(statuses).toEqual([200, 200, 200]);
     expect(await overHttp(url, { authorization: 'Bearer one' })).toBe(429);
+  });
+});
+
+describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=1 (two a window) and a token known to be real', () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '1', TRUST_PROXY: 'true' } });
+  });
+  afterAll(() => t.close());
+
+  it('binds made-up tokens and none at their address, never a caller whose token the upstream accepted', async () => {
+    const from = (address: string, authorization?: string) => ({ 'x-forwarded-for': address, ...(authorization === undefined ? {} : { authorization }) });
+    const token = `Bearer ${t.reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!}`;
+    // Accepted by Get Permissions (from another address, whose window it uses): known from then on.
+    expect(ok(await postTo(t, { query: '{ permissions(first: 1) { totalCount } }' }, from('198.51.100.50', token)))).toBe(true);
+    const shared = '198.51.100.60';
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push(await postTo(t, { query: '{ __typename }' }, from(shared, `Bearer made-up-${i}`)));
+    expect(made.map(ok)).toEqual([true, true, false]);
+    expectRateLimited(made[2]!, 'address');
+    // The known caller, from the address made-up tokens exhausted: its own limits alone.
+    for (let i = 0; i < 3; i++) expect(ok(await postTo(t, { query: '{ __typename }' }, from(shared, token)))).toBe(true);
   });
 });

@@ -53,6 +53,7 @@ describe('loadConfig', () => {
       // MAX_CONNECTIONS: this process's descriptor limit, less the pool twice (the embedded upstream's too) and the reserve.
       connections: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxConnections: descriptorLimit() - 2 * 100 - 96, adminPort: undefined, adminMaxConnections: 32 },
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false },
+      knownTokens: { ttlMs: 3_600_000, max: 100_000 },
       loadShedding: { maxInFlight: 100, eventLoopDelayMs: 250, maxUpstreamQueued: 10, retryAfterSeconds: 1 },
       responseCache: undefined,
       redis: undefined,

@@ -3,6 +3,7 @@ import { createServer } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { useAnswerBody } from '../src/server/answers/answer.js';
 import { Pipeline } from '../src/server/pipeline/pipeline.js';
 import type { Stages } from '../src/server/pipeline/stages.js';
@@ -59,6 +60,43 @@ describe('load shedding with the defaults', () => {
     expect(await inFlight(t)).toBe(0);
     expect(sampleOf(await scrape(t), 'gateway_shedding_event_loop_delay_seconds')).toBeGreaterThanOrEqual(0);
     expect(await refusals(t, 'overloaded')).toBe(0);
+  });
+});
+
+describe('users behind one address (SHED_MAX_IN_FLIGHT=4, over HTTP from one address)', () => {
+  let t: TestGateway;
+  let url: string;
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '4', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false' } });
+    url = await t.listen();
+  });
+  afterAll(() => t.close());
+
+  const send = async (query: string, authorization?: string, variables?: Record<string, unknown>) =>
+    answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...(authorization === undefined ? {} : { authorization }) }, body: JSON.stringify({ query, variables }) }));
+  const login = `mutation($input: LoginInput!) { login(input: $input) { accessToken } }`;
+
+  it('each keep their share once their token is known to be real (issued by login, or accepted by Get Permissions); made-up tokens share the address’s', async () => {
+    // Two tokens the gateway's login issued; two the upstream issued and then accepted (each read its permissions through the gateway).
+    const issued = [];
+    for (let i = 0; i < 2; i++) issued.push(`Bearer ${((await send(login, undefined, { input: DEMO_CREDENTIALS })).body.data as { login: { accessToken: string } }).login.accessToken}`);
+    const accepted = [0, 1].map(() => `Bearer ${t.reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!}`);
+    for (const token of accepted) expect(ok(await send('{ permissions(first: 1) { totalCount } }', token))).toBe(true);
+    const [holder, ...others] = [...issued, ...accepted] as [string, ...string[]];
+
+    // One of them holds the whole cap with slow reads.
+    t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 4);
+    const held = Array.from({ length: 4 }, () => send(oneCall, holder));
+    await until(() => t.reference.inFlight() === 4, 'four listings held at the upstream');
+    const id = t.reference.store.headIds()[0]!;
+    const read = 'query($id: ID!) { head(id: $id) { name } }';
+    // The others, from the same address: each judged by its own share (none in flight), served.
+    for (const token of others) expect(ok(await send(read, token, { id }))).toBe(true);
+    // A made-up token, and no token: the address's share, which the holder's reads hold.
+    expectOverloaded(await send(read, 'Bearer made-up', { id }));
+    expectOverloaded(await send(read, undefined, { id }));
+    expect(t.reference.releaseHeld()).toBe(4);
+    for (const a of await Promise.all(held)) expect(ok(a)).toBe(true);
   });
 });
 
@@ -284,7 +322,7 @@ describe('a stream whose next() rejects', () => {
       release: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
     };
     const pipeline = new Pipeline({ stages, mask: () => new GraphQLError('Unexpected error.') });
-    const serve = routes({ endpoint: '/graphql', pipeline, trustProxy: false, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: false, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { shedder, inFlightSlots: limiters.inFlight!, serve, streamed, fail };
   }
 

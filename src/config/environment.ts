@@ -111,13 +111,20 @@ export const environment = z.object({
   RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: setting('callerLimits.addressRequestsPerSecond', integer(1, 1_000_000).optional())
     .register(variableDocs, {
       unset: off,
-      description: "operations per client address per second, token or not, a burst of `RATE_LIMIT_WINDOW_SECONDS` seconds' worth (see [when to turn it on](docs/operations.md#per-address-limit))",
+      description: "operations per client address per second, without a token or with one not known to be real (see `KNOWN_TOKENS_TTL_MS`), a burst of `RATE_LIMIT_WINDOW_SECONDS` seconds' worth (see [when to turn it on](docs/operations.md#per-address-limit))",
     }),
   RATE_LIMIT_WINDOW_SECONDS: setting('callerLimits.windowSeconds', integer(1, 3_600).default(2))
     .register(variableDocs, {
       description:
         'the window of the per-second limits above: a caller (or address) may spend this many seconds\' worth at once, and the rate on average; `RateLimit-Policy` says it as `w`',
     }),
+  KNOWN_TOKENS_TTL_MS: setting('knownTokens.ttlMs', integer(1_000, 86_400_000).default(3_600_000))
+    .register(variableDocs, {
+      description:
+        "how long a token is remembered as real (by its hash) once the upstream accepted it (a 2xx to Get Permissions or Delete Head, the operations the contract says check a token) or the gateway's `login` issued it: from then on a caller of its own for fair shedding and the per-address limit; before, it shares its address's share (see [callers](docs/operations.md#callers))",
+    }),
+  KNOWN_TOKENS_MAX: setting('knownTokens.max', integer(1, 10_000_000).default(100_000))
+    .register(variableDocs, { description: 'tokens remembered as real at most per process (the least recently seen forgotten first): some 200 bytes each' }),
   TRUST_PROXY: setting('callerLimits.trustProxy', flag().default(false))
     .register(variableDocs, { description: '`true`: a caller without a token is the first `X-Forwarded-For` hop (set it only behind a proxy that writes that header)' }),
   // Load shedding (server/traffic/load-shedder.ts): on by default, each threshold off at 0.

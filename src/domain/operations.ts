@@ -16,3 +16,9 @@ export const operationNames = [
 ] as const;
 
 export type OperationName = (typeof operationNames)[number];
+
+/**
+ * The operations the contract says require a bearer token (4.1 Delete Head, 4.2 Get Permissions):
+ * a 2xx answer to one is the upstream accepting the caller's token (the others may not check it).
+ */
+export const tokenCheckingOperations: ReadonlySet<OperationName> = new Set<OperationName>(['deleteHead', 'getPermissions']);

@@ -12,21 +12,35 @@ export function tokenCallerOf(authorization: string | undefined): string | undef
 
 /** Whom an operation is charged to (traffic/caller-limits.ts, and its share under load: traffic/load-shedder.ts). */
 export interface Caller {
-  /** `token:<hash of the normalised credential>`, or else the client address. */
+  /** `token:<hash of the normalised credential>`, or else the client address: what the per-caller limits count by. */
   readonly key: string;
   /** `address:<client address>`: what the per-address limit counts. */
   readonly address: string;
   /** Its `token:<hash>` (tokenCallerOf), when it sent a credential: the response cache's scope. */
   readonly token: string | undefined;
+  /** Its token is known to be real (traffic/known-tokens.ts): it is judged by its own share, not its address's. */
+  readonly known: boolean;
+}
+
+/** How a request's caller is told: its address (TRUST_PROXY), and which tokens are known to be real. */
+export interface CallerRules {
+  /** Whether a caller without a known token is its first X-Forwarded-For hop (TRUST_PROXY). */
+  readonly trustProxy: boolean;
+  /** Whether a token (its `token:<hash>`) is known to be real. */
+  readonly knows: (tokenCaller: string) => boolean;
 }
 
 /**
  * Whom an operation is charged to: its bearer token, hashed (`tokenCaller`, from tokenCallerOf),
  * or else its client address: the first X-Forwarded-For hop when a proxy in front sets it
- * (TRUST_PROXY), the connection's peer otherwise.
+ * (TRUST_PROXY), the connection's peer otherwise; and whether its token is known to be real
+ * (`rules.knows`). A known caller is judged by its own share alone (fair shedding, the per-address
+ * limit does not bind it), so users behind one address, each with a real token, each keep theirs;
+ * any other shares its address's, so one address making up tokens still has one.
  */
-export function callerFrom(tokenCaller: string | undefined, forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): Caller {
-  const forwarded = trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
+export function callerFrom(tokenCaller: string | undefined, forwardedFor: string | undefined, peer: string | undefined, rules: CallerRules): Caller {
+  const forwarded = rules.trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
   const address = `address:${forwarded || peer || 'unknown'}`;
-  return { key: tokenCaller ?? address, address, token: tokenCaller };
+  const known = tokenCaller !== undefined && rules.knows(tokenCaller);
+  return { key: tokenCaller ?? address, address, token: tokenCaller, known };
 }

@@ -27,6 +27,7 @@ import { fetchTransport } from './transports/fetch.js';
 import { nodeTransport, type Handler } from './transports/node.js';
 import { websocketTransport, type WebSocketTransport } from './transports/websocket.js';
 import { schema } from '../schema/index.js';
+import { KnownTokens } from './traffic/known-tokens.js';
 import type { LoadShedder } from './traffic/load-shedder.js';
 
 export type { GatewaySettings } from './policies.js';
@@ -41,6 +42,8 @@ export interface Gateway {
 }
 
 interface GatewayOptions extends PolicyOptions {
+  /** The tokens known to be real: a caller of their own (callers.ts). */
+  readonly knownTokens: KnownTokens;
   /** Whether the upstream answered recently; /ready reports it. */
   readonly ready: () => Promise<boolean>;
   /** Why /ready says "not ready" whatever the upstream answered (the breaker open). */
@@ -136,7 +139,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const serve: Serve = routes({
     endpoint: ENDPOINT,
     pipeline,
-    trustProxy: settings.callerLimits.trustProxy,
+    callers: { trustProxy: settings.callerLimits.trustProxy, knows: options.knownTokens.knows },
     graphiql: graphiql === undefined ? undefined : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined),
     preflight: policies.cors?.preflight,
     routes: [door, probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics })],
@@ -222,6 +225,8 @@ const UPSTREAM_UNREACHABLE = 'upstream unreachable';
 export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
   const { logger, metrics, onAttempt } = options;
   const tracing = createTracing(config.tracing);
+  // Learnt from the upstream's answers (a token it accepted, one login issued), read as each request's caller is told.
+  const knownTokens = new KnownTokens(config.knownTokens);
   const upstream = createUpstream({
     ...upstreamOptionsFrom(config, upstreamUrl),
     tracing,
@@ -241,6 +246,7 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     },
     onJoined: () => metrics.upstreamCallsJoined.inc(),
     onRetryRefused: () => metrics.upstreamRetriesRefused.inc(),
+    onTokenAccepted: knownTokens.learn,
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
   // Not ready while the breakers refuse every call: the host's, or every operation's (one failing
@@ -252,6 +258,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
-  const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, redis: options.redis, cacheRedis: options.cacheRedis, clusterWorker: options.clusterWorker });
+  const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, knownTokens, redis: options.redis, cacheRedis: options.cacheRedis, clusterWorker: options.clusterWorker });
   return { app, handler, websocket, shedder, pipeline, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

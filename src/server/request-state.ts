@@ -8,7 +8,7 @@ import { RequestBatch } from '../loaders/request-batch.js';
 import type { OperationPlan } from '../plan/operation-plan.js';
 import { requestIdFrom, type GatewayContext } from '../schema/context.js';
 import type { ClientIdentity } from './instruments/client-awareness.js';
-import { callerFrom, tokenCallerOf, type Caller } from './callers.js';
+import { callerFrom, tokenCallerOf, type Caller, type CallerRules } from './callers.js';
 
 /*
  * Everything the gateway knows of one request and of each of its operations, in two typed
@@ -266,8 +266,8 @@ export class RequestState {
 
   constructor(
     readonly incoming: Incoming,
-    /** Whether a caller without a token is its first X-Forwarded-For hop (TRUST_PROXY). */
-    private readonly trustProxy: boolean,
+    /** How its caller is told: its address (TRUST_PROXY), the tokens known to be real. */
+    private readonly callers: CallerRules,
   ) {}
 
   get method(): string {
@@ -310,7 +310,7 @@ export class RequestState {
 
   /** Whom its operations are charged to (callers.ts), worked out once: load shedding's shares and the caller limits. */
   get caller(): Caller {
-    return (this.#caller ??= callerFrom(this.tokenCaller, this.incoming.headers.get('x-forwarded-for') ?? undefined, this.incoming.peer, this.trustProxy));
+    return (this.#caller ??= callerFrom(this.tokenCaller, this.incoming.headers.get('x-forwarded-for') ?? undefined, this.incoming.peer, this.callers));
   }
 
   /** The id its log lines, upstream calls and answer carry: the incoming `x-request-id` when sane, else made once. */

@@ -1,6 +1,7 @@
 import { pathOf, servedAsGraphQL } from './http/paths.js';
 import type { Pipeline } from './pipeline/pipeline.js';
 import type { Answer, AnswerStep, MaybePromise, Serve, Served } from './pipeline/stages.js';
+import type { CallerRules } from './callers.js';
 import { RequestState, type WholeAnswer } from './request-state.js';
 
 /** A route beside the GraphQL endpoint: its answer to a request of `path`, or undefined when it is not its. */
@@ -11,8 +12,8 @@ export interface RoutesOptions {
   readonly endpoint: string;
   /** The one path of every GraphQL request. */
   readonly pipeline: Pipeline;
-  /** TRUST_PROXY: a caller without a token is its first X-Forwarded-For hop. */
-  readonly trustProxy: boolean;
+  /** How a request's caller is told (callers.ts): TRUST_PROXY, the tokens known to be real. */
+  readonly callers: CallerRules;
   /** GraphiQL, where it is on: the page a browser's view of the endpoint gets instead of a GraphQL answer. */
   readonly graphiql: Route | undefined;
   /** The answer to a CORS preflight (OPTIONS, any path), where CORS is on. */
@@ -31,7 +32,7 @@ const notFound: WholeAnswer = { status: 404, headers: {}, body: null };
  * anything else 404) answered beside it, each with the headers every answer carries.
  */
 export function routes(options: RoutesOptions): Serve {
-  const { endpoint, pipeline, trustProxy } = options;
+  const { endpoint, pipeline, callers } = options;
   const nothingToDo = () => undefined;
   const whole = (request: RequestState, made: WholeAnswer): MaybePromise<Served> => {
     const answer: Answer = { status: made.status, headers: new Map(Object.entries(made.headers).map(([name, value]) => [name.toLowerCase(), value])), body: made.body };
@@ -49,7 +50,7 @@ export function routes(options: RoutesOptions): Serve {
     return undefined;
   };
   return (incoming) => {
-    const request = new RequestState(incoming, trustProxy);
+    const request = new RequestState(incoming, callers);
     const path = pathOf(incoming.target);
     // The routes first, as their paths say (a probe's query string may end in the endpoint's path).
     const answered = routed(request, path);

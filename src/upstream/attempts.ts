@@ -1,6 +1,7 @@
 import type { Span } from '@opentelemetry/api';
 import type { RetryPolicy } from 'cockatiel';
 import type { Dispatcher } from 'undici';
+import { tokenCheckingOperations } from '../domain/operations.js';
 import { exchange, readAnswer } from './answer.js';
 import type { AttemptSpans } from './attempt-spans.js';
 import type { CallContext, CallSpec, UpstreamAttempt } from './call.js';
@@ -22,6 +23,8 @@ export interface Shared {
   readonly budget: RetryBudget | undefined;
   readonly onAttempt: ((attempt: UpstreamAttempt) => void) | undefined;
   readonly onRetryRefused: (() => void) | undefined;
+  /** The upstream answered 2xx to an operation that checks tokens (`tokenCheckingOperations`), with this Authorization. */
+  readonly onTokenAccepted: ((authorization: string) => void) | undefined;
   readonly spans: AttemptSpans;
 }
 
@@ -93,6 +96,16 @@ export class Attempts<T> {
     return (circuits === undefined ? this.#send() : circuits.execute(operation, () => this.#send())).then(this.#finish);
   };
 
+  /** A 2xx to an operation that checks tokens accepted the caller's; a login's answer issued one. */
+  #tokenAccepted({ value, status }: { value: T; status: number }): void {
+    const { onTokenAccepted } = this.shared;
+    if (onTokenAccepted === undefined || status >= 300) return;
+    const { authorization } = this.context;
+    if (authorization !== undefined && tokenCheckingOperations.has(this.spec.operation)) onTokenAccepted(authorization);
+    const issued = this.spec.issuesToken?.(value);
+    if (issued !== undefined) onTokenAccepted(`Bearer ${issued}`);
+  }
+
   /** Sends the attempt and reads its answer: the parsed value, or how it failed. */
   async #send(): Promise<Outcome<T>> {
     const { shared, spec } = this;
@@ -122,6 +135,7 @@ export class Attempts<T> {
       } else outcome = failure = failure.final();
     }
     this.guard?.settled(spec.operation, failure?.code);
+    if (failure === undefined) this.#tokenAccepted(outcome as { value: T; status: number });
     shared.onAttempt?.({ operation: spec.operation, status, code: failure?.code, durationMs: performance.now() - this.#started, retry: attempt > 0 });
     shared.spans.end(this.#span!, spec.operation, this.route, attempt, status, failure?.code, failure?.retryable === true);
     this.#span = undefined;

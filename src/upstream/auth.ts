@@ -7,5 +7,6 @@ export function login(caller: UpstreamCaller, credentials: { readonly username: 
     operation: 'login',
     form: { username: credentials.username, password: credentials.password, grant_type: 'password' },
     schema: loginResponseSchema,
+    issuesToken: (dto) => dto.access_token,
   });
 }

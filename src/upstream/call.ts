@@ -28,6 +28,8 @@ export interface CallSpec<T> {
   readonly schema?: z.ZodType<T>;
   /** A successful body that still means "no such resource" (an empty array for an id). */
   readonly notFoundWhen?: (value: T) => boolean;
+  /** The bearer token a successful body issues (login's), known to be real from then on (`onTokenAccepted`). */
+  readonly issuesToken?: (value: T) => string;
 }
 
 /** The transport bound to one incoming request's context: what operation functions call. */

@@ -33,6 +33,8 @@ export interface TransportOptions {
   readonly onJoined?: () => void;
   /** The retry budget refused a retry. */
   readonly onRetryRefused?: () => void;
+  /** The upstream accepted a caller's token: it answered 2xx to an operation the contract says checks one (the gateway's known tokens). */
+  readonly onTokenAccepted?: (authorization: string) => void;
   /** Spans of the attempts and the `traceparent` they send (the gateway's; tests pass one without an exporter). */
   readonly tracing: Tracing;
 }
@@ -64,6 +66,7 @@ export class UpstreamTransport {
       budget: options.budget,
       onAttempt: options.onAttempt,
       onRetryRefused: options.onRetryRefused,
+      onTokenAccepted: options.onTokenAccepted,
       spans: new AttemptSpans(options.tracing, options.routes),
     };
     this.#flights = options.dedupe ? new InFlightCalls(options.onJoined) : undefined;

@@ -69,9 +69,9 @@ export function useCallerLimits(options: CallerLimitsOptions): CallerLimitSteps 
   };
   const admission: OperationStep = async (operation) => {
     const state = operation.request;
-    const { key: caller, address } = state.caller;
-    // The address first: a made-up token's fresh window does not get past its address's.
-    if (addressRequests !== undefined) {
+    const { key: caller, address, known } = state.caller;
+    // The address first: a made-up token's fresh window does not get past its address's. A token known to be real is judged by its own.
+    if (addressRequests !== undefined && !known) {
       const taken = await take(addressRequests, address, 1);
       if (taken !== undefined) state.quotas.address = taken;
       const wait = waitOf(addressRequests, taken);
@@ -158,7 +158,7 @@ export class RecentRefusals {
    */
   readonly intake = (request: RequestState): GraphQLError | undefined => {
     const { caller } = request;
-    const byAddress = this.#current(RecentRefusals.addressKey(caller.address));
+    const byAddress = caller.known ? undefined : this.#current(RecentRefusals.addressKey(caller.address));
     const memo = byAddress ?? this.#current(caller.key);
     if (memo === undefined) return undefined;
     this.onRefused?.(memo.limit);

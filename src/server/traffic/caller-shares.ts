@@ -19,9 +19,9 @@ function atShare(held: Held, key: string, operations: number): boolean {
 }
 
 /**
- * Who holds the operations in flight, for fair shedding (load-shedder.ts): per caller (its token,
- * or its address without one) and per client address, so an address that makes up a token per
- * request still holds one share. As Netflix concurrency-limits' partitioned limiter, each
+ * Who holds the operations in flight, for fair shedding (load-shedder.ts): per caller (its token
+ * once known to be real, else its address) and per client address, so an address that makes up
+ * a token per request still holds one share. As Netflix concurrency-limits' partitioned limiter, each
  * partition keeps its share under load; here the partitions are whoever has work in flight, so an
  * entry lives only while its key holds an operation: there are never more entries than operations
  * in flight, which the shedder bounds. O(1) per operation.
@@ -39,8 +39,12 @@ export class CallerShares {
     this.hold(caller, -operations);
   }
 
-  /** Whether `caller`, or its address, holds its share of `operations` or more. */
+  /**
+   * Whether `caller` holds its share of `operations` or more: a caller with a token known to be
+   * real by its own share alone (users behind one address each keep theirs), any other by its
+   * address's (everything from its address: made-up tokens cannot buy more than one share).
+   */
   atShare(caller: Caller, operations: number): boolean {
-    return atShare(this.#callers, caller.key, operations) || atShare(this.#addresses, caller.address, operations);
+    return caller.known ? atShare(this.#callers, caller.key, operations) : atShare(this.#addresses, caller.address, operations);
   }
 }
