@@ -81,6 +81,21 @@ describe('the store in process memory', () => {
     expect(met).toHaveLength(47);
   });
 
+  it("keeps an address's answers within a share too, whatever tokens it sends: made-up tokens cannot push another address's out", () => {
+    const weight = Math.ceil(2.4 * Buffer.byteLength(JSON.stringify(answer('0000'))) + 256);
+    const met: string[] = [];
+    const store = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 20 * weight, callerBytes: 4 * weight }, MAX_ENTRY, { overBudget: (bound) => met.push(bound) });
+    for (let i = 0; i < 3; i++) expect(store.write(`victim:${i}`, answer(`v00${i}`), [], 60_000, 0, 'address:203.0.113.1')).toBe(true);
+    // Thirty made-up tokens from one address, two answers each: each token under its share, the address far over.
+    for (let token = 0; token < 30; token++) for (let i = 0; i < 2; i++) store.write(`made-up-${token}:${i}`, answer(String(token * 2 + i).padStart(4, '0')), [], 60_000, 0, 'address:198.51.100.7');
+    for (let i = 0; i < 3; i++) expect(store.lookup(`victim:${i}`).answer?.result).toEqual(answer(`v00${i}`));
+    // The address holds its share: its last four answers.
+    expect(store.use()).toEqual({ entries: 7, bytes: 7 * weight });
+    expect(store.lookup('made-up-29:1').answer).toBeDefined();
+    expect(store.lookup('made-up-27:1').answer).toBeUndefined();
+    expect(met.length).toBeGreaterThan(0);
+  });
+
   it('keeps an answer keepExpiredMs past its TTL for `stale` only, and a write evicts it', async () => {
     const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 100_000, callerBytes: 100_000 }, MAX_ENTRY, { keepExpiredMs: 150 });
     store.write('kept', answer('kept'), [head('1')], 50, 0);

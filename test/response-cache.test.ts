@@ -719,3 +719,24 @@ describe('metrics', () => {
     expect(text).not.toMatch(/^gateway_response_cache_failures_total\{/m);
   });
 });
+
+describe('made-up tokens from one address (RESPONSE_CACHE_MAX_BYTES=8 MiB, a share of 0.1 each for a caller and for an address)', () => {
+  let g: TestGateway;
+  beforeAll(async () => {
+    g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: '60000', RESPONSE_CACHE_MAX_BYTES: String(8 * 1024 * 1024), TRUST_PROXY: 'true' } });
+  });
+  afterAll(() => g.close());
+
+  it("cannot push another address's kept answer out, however many tokens they make up", async () => {
+    const page = '{ heads(first: 100) { nodes { uuid name url arUrl style version lod createdAt updatedAt hair { name } } } }';
+    const from = (address: string, token: string) => ({ 'x-forwarded-for': address, ...bearer(token) });
+    expect((await post(g, { query: page }, from('203.0.113.1', 'victim'))).body.errors).toBeUndefined();
+    // Sixty tokens' pages, some 230 KB of heap each: well over the whole cache, from one address.
+    for (let i = 0; i < 60; i++) expect((await post(g, { query: page }, from('198.51.100.7', `made-up-${i}`))).body.errors).toBeUndefined();
+    g.reset();
+    const again = await post(g, { query: page }, from('203.0.113.1', 'victim'));
+    expect(again.body.errors).toBeUndefined();
+    // Still kept: answered with no upstream call.
+    expect(g.calls()).toEqual([]);
+  });
+});

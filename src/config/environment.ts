@@ -192,7 +192,7 @@ export const environment = z.object({
     .default(0.1)
     .register(variableDocs, {
       description:
-        'the share of `RESPONSE_CACHE_MAX_BYTES` the answers of one caller (bearer token, or the public scope without one) may weigh: in memory its own oldest answers make room, in Redis its answers are not stored until older ones expire',
+        'the share of `RESPONSE_CACHE_MAX_BYTES` the answers of one caller (bearer token, or the public scope without one) may weigh, and those kept for one client address whatever tokens it sent: in memory its own oldest answers make room, in Redis its answers are not stored until older ones expire',
     }),
   RESPONSE_CACHE_MAX_ENTRY_BYTES: setting('responseCache.maxEntryBytes', integer(1_024, 1_073_741_824).default(mib))
     .register(variableDocs, { description: 'bytes of JSON of the largest answer the response cache keeps, in process memory or in Redis; a larger one is executed each time' }),

@@ -28,7 +28,8 @@ export type Lookup<Epoch> = { readonly answer: CachedAnswer; readonly epoch?: un
  *
  * - `lookup(key)`: the answer and when it expires, or on a miss where the store's invalidations
  *   stand (an `Epoch`, opaque to the cache), read in the same round trip.
- * - `write(key, result, entities, ttlMs, since)`: store `result` for `ttlMs`, findable by each of
+ * - `write(key, result, entities, ttlMs, since, address)`: store `result` for `ttlMs`, charged to
+ *   its caller's share (the key's scope) and to its client `address`'s, findable by each of
  *   `entities` (`Type:id`, and `Type` alone for a record without an id, and also for each
  *   record with one), only if no invalidation since the epoch `since` concerns it, checked
  *   atomically with the write; false when not stored. Memory: one epoch raised by every
@@ -49,7 +50,7 @@ export interface GuardedStore<Epoch extends {}> {
   lookup(key: string): PromiseOrValue<Lookup<Epoch>>;
   /** The answer kept under `key`, past its TTL too while the store keeps it (RESPONSE_CACHE_STALE_IF_ERROR_MS), or undefined. */
   stale(key: string): PromiseOrValue<CachedAnswer | undefined>;
-  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: Epoch): PromiseOrValue<boolean>;
+  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: Epoch, address?: string): PromiseOrValue<boolean>;
   invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | void>;
 }
 
@@ -107,14 +108,14 @@ function guarded<T, R>(run: () => PromiseOrValue<T>, ok: (value: T) => R, failed
  * The cache the response-cache plugin is handed, over any `GuardedStore`:
  * - fails open: a store that throws or rejects is a miss, an answer not stored, an eviction not
  *   made; never a failed request, never an unhandled rejection;
- * - a miss remembers the store's epoch under its key, and the answer is stored only if no
+ * - a miss remembers the store's epoch (and its caller's address) under its key, and the answer is stored only if no
  *   invalidation came in between (the earliest miss of a key counts, so a read that began
  *   before a write is never stored after it; one that began after may lose its turn, not more);
  * - invalidations are tracked until done: the plugin does not await those it makes for a
  *   mutation's returned objects, the gateway awaits `settled()` before answering.
  */
 export class ResponseCache<Epoch extends {} = {}> implements Cache {
-  readonly #pending: LRUCache<string, Epoch>;
+  readonly #pending: LRUCache<string, { readonly since: Epoch; readonly address: string | undefined }>;
   readonly #invalidating = new Set<Promise<unknown>>();
   readonly #alsoHeld = new WeakMap<ExecutionResult, readonly CacheEntityRecord[]>();
 
@@ -131,12 +132,12 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
    * The answer kept under `key`, or undefined: on a miss (or a store that fails) the store's epoch
    * is remembered, so the fresh answer is stored only if no invalidation came in between.
    */
-  lookup(key: string): PromiseOrValue<CachedAnswer | undefined> {
+  lookup(key: string, address?: string): PromiseOrValue<CachedAnswer | undefined> {
     return guarded(
       () => this.store.lookup(key),
       ({ answer, epoch }) => {
         if (answer === undefined) {
-          if (!this.#pending.has(key)) this.#pending.set(key, epoch);
+          if (!this.#pending.has(key)) this.#pending.set(key, { since: epoch, address });
           this.events.miss();
           return undefined;
         }
@@ -173,14 +174,14 @@ export class ResponseCache<Epoch extends {} = {}> implements Cache {
   }
 
   set(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttl: number): void {
-    const since = this.#pending.get(key);
+    const miss = this.#pending.get(key);
     this.#pending.delete(key);
     // Its miss forgotten (or never seen): whether a write came in between is unknown.
-    if (since === undefined) return;
+    if (miss === undefined) return;
     // Read now: the plugin hands an iterator over its own map.
     const held = [...entities, ...(this.#alsoHeld.get(result) ?? [])];
     void guarded(
-      () => this.store.write(key, result, held, ttl, since),
+      () => this.store.write(key, result, held, ttl, miss.since, miss.address),
       () => undefined,
       () => this.events.failed('write'),
     );

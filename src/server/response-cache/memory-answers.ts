@@ -6,8 +6,10 @@ import { scopeOfKey, type CachedAnswer } from './cache.js';
 export interface Entry extends CachedAnswer {
   /** The names it is indexed by (`indexNamesOf`). */
   readonly index: Set<string>;
-  /** What it weighs (memory-store.ts's `weightOf`), charged to the cache's bytes and to its caller's scope. */
+  /** What it weighs (memory-store.ts's `weightOf`), charged to the cache's bytes, to its caller's scope and to its address's. */
   readonly weight: number;
+  /** Its caller's client address (`address:…`), whose answers share one share too. */
+  readonly address?: string | undefined;
 }
 
 /** A caller's answers kept (their keys, oldest stored first) and what they weigh together. */
@@ -19,14 +21,14 @@ interface Scope {
 /**
  * The answers the store in memory keeps: an lru-cache bounded by count and by weight (an answer
  * over an eighth of `bounds.maxBytes` is not kept, so one answer cannot empty the cache), indexed
- * by name (`Type` and `Type:id` to the answers that hold them) and by caller (`scopeOfKey`), whose
- * answers weigh at most `bounds.callerBytes` together. An answer past its TTL and the time it is
- * kept past it is dropped as it is read.
+ * by name (`Type` and `Type:id` to the answers that hold them), by caller (`scopeOfKey`) and by
+ * client address (`Entry.address`), each scope's answers weighing at most `bounds.callerBytes`
+ * together. An answer past its TTL and the time it is kept past it is dropped as it is read.
  */
 export class MemoryAnswers {
   readonly #lru: LRUCache<string, Entry>;
   readonly #byName = new Map<string, Set<string>>();
-  // One per caller with answers kept: as many as the entries at most.
+  // One per caller and per address with answers kept: twice the entries at most.
   readonly #scopes = new Map<string, Scope>();
 
   constructor(
@@ -60,25 +62,22 @@ export class MemoryAnswers {
   }
 
   /**
-   * Keeps `entry` under `key`: drops what it replaces, then its caller's oldest answers until it
-   * fits in the caller's share. True when the share was met (answers of the caller made room).
+   * Keeps `entry` under `key`: drops what it replaces, then the oldest answers of its caller, and
+   * of its address, until it fits in each one's share. True when a share was met (its own answers
+   * made room).
    */
   keep(key: string, entry: Entry): boolean {
     this.#lru.delete(key);
-    const name = scopeOfKey(key);
-    const mine = this.#scopes.get(name);
-    const met = mine !== undefined && mine.bytes + entry.weight > this.bounds.callerBytes;
-    if (met) {
-      for (const oldest of mine.keys) {
-        if (mine.bytes + entry.weight <= this.bounds.callerBytes) break;
-        this.#lru.delete(oldest);
-      }
-    }
+    const names = scopesOf(key, entry);
+    let met = false;
+    for (const name of names) met = this.#makeRoom(name, entry.weight) || met;
     this.#lru.set(key, entry, { size: entry.weight });
-    const scope = this.#scopes.get(name) ?? { bytes: 0, keys: new Set<string>() };
-    this.#scopes.set(name, scope);
-    scope.bytes += entry.weight;
-    scope.keys.add(key);
+    for (const name of names) {
+      const scope = this.#scopes.get(name) ?? { bytes: 0, keys: new Set<string>() };
+      this.#scopes.set(name, scope);
+      scope.bytes += entry.weight;
+      scope.keys.add(key);
+    }
     // A replaced entry was unindexed by `dispose` (noDisposeOnSet is off).
     for (const indexName of entry.index) {
       let keys = this.#byName.get(indexName);
@@ -86,6 +85,17 @@ export class MemoryAnswers {
       keys.add(key);
     }
     return met;
+  }
+
+  /** Drops the scope's oldest answers until `weight` more fits in its share: whether it had to. */
+  #makeRoom(name: string, weight: number): boolean {
+    const scope = this.#scopes.get(name);
+    if (scope === undefined || scope.bytes + weight <= this.bounds.callerBytes) return false;
+    for (const oldest of scope.keys) {
+      if (scope.bytes + weight <= this.bounds.callerBytes) break;
+      this.#lru.delete(oldest);
+    }
+    return true;
   }
 
   /** Drops every answer indexed by `name` (`invalidatedNameOf`): how many there were. */
@@ -108,10 +118,15 @@ export class MemoryAnswers {
       keys?.delete(key);
       if (keys?.size === 0) this.#byName.delete(indexName);
     }
-    const scope = this.#scopes.get(scopeOfKey(key));
-    if (scope === undefined) return;
-    scope.bytes -= entry.weight;
-    scope.keys.delete(key);
-    if (scope.keys.size === 0) this.#scopes.delete(scopeOfKey(key));
+    for (const name of scopesOf(key, entry)) {
+      const scope = this.#scopes.get(name);
+      if (scope === undefined) continue;
+      scope.bytes -= entry.weight;
+      scope.keys.delete(key);
+      if (scope.keys.size === 0) this.#scopes.delete(name);
+    }
   }
 }
+
+/** The scopes an answer is charged to: its caller's (the key's), and its address's when it has one. */
+const scopesOf = (key: string, entry: Entry): readonly string[] => (entry.address === undefined ? [scopeOfKey(key)] : [scopeOfKey(key), entry.address]);

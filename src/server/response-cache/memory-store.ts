@@ -8,7 +8,7 @@ import { MemoryAnswers, type Entry } from './memory-answers.js';
 export interface MemoryResponseCache extends GuardedStore<number> {
   lookup(key: string): Lookup<number>;
   stale(key: string): CachedAnswer | undefined;
-  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): boolean;
+  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number, address?: string): boolean;
   invalidate(entities: Iterable<CacheEntityRecord>): number;
   use(): { entries: number; bytes: number };
 }
@@ -36,8 +36,9 @@ const weightOf = (jsonBytes: number, indexKeys: number) => Math.ceil(BYTES_PER_J
  * answers hold, estimated (`weightOf`: counting the JSON alone let 64 MiB of it hold 320 MB of
  * heap); an answer over `maxEntryBytes` of JSON, or over an eighth of the bytes, is not kept, so
  * one answer cannot empty the cache. A caller's answers (`scopeOfKey`) weigh at most
- * `callerBytes` together (RESPONSE_CACHE_CALLER_SHARE): past it, its own oldest answers make room,
- * so one caller cannot push every other's answers out. With an index from `Type` and `Type:id` to
+ * `callerBytes` together (RESPONSE_CACHE_CALLER_SHARE), and so do those of its client address
+ * (whatever tokens it sent): past either, its own oldest answers make room, so neither one caller
+ * nor one address making up tokens can push every other's answers out. With an index from `Type` and `Type:id` to
  * the answers that hold them (memory-answers.ts).
  * @envelop/response-cache's own in-memory cache bounds the count only and cannot tell what is
  * left of an entry's TTL; the index here is the same as its.
@@ -57,7 +58,7 @@ export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'
     return entry === undefined || entry.expiresAt <= Date.now() ? { epoch } : { answer: entry };
   };
 
-  const write = (key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number): boolean => {
+  const write = (key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number, address?: string): boolean => {
     if (since !== epoch || !(ttlMs > 0)) return false;
     const json = answerJson(result);
     if (Buffer.byteLength(json) > maxEntryBytes) return false;
@@ -69,7 +70,7 @@ export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'
       return false;
     }
     const storedAt = Date.now();
-    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, storedAt, expiresAt: storedAt + ttlMs, index, weight: size };
+    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, storedAt, expiresAt: storedAt + ttlMs, index, weight: size, address };
     if (answers.keep(key, entry)) overBudget?.('caller');
     return true;
   };

@@ -121,7 +121,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
         operation.kept = answer;
         cacheableFrom(operation, freshFor(answer.result.data, answer.expiresAt - Date.now()));
       };
-      const looked = cache.lookup(key);
+      const looked = cache.lookup(key, operation.request.caller.address);
       return isPromise(looked) ? looked.then(hit) : hit(looked);
     },
     envelop: [evictions, library],

@@ -25,17 +25,18 @@ const BUDGET_BUCKETS = 8;
 
 /*
  * Keys, after the prefix: `{budget}:all:<n>` and `{budget}:caller:<scope>:<n>` the bytes charged
- * in the budget's bucket `n`, all in one slot (a write's one extra script; reads never touch them).
+ * in the budget's bucket `n` (a scope: the answer's caller, and its client address), all in one
+ * slot (a write's one extra script; reads never touch them).
  */
 
 /**
- * KEYS: the whole cache's budget buckets, then the caller's, newest first, as many each. ARGV: an
- * answer's weight, the budget and the caller's share (bytes), how long a bucket is kept (ms).
- * Refused (0, or -1 for the caller's share) when the buckets and the weight go past a bound;
- * otherwise charged to the newest bucket of both: 1.
+ * KEYS: the whole cache's budget buckets, then each scope's, newest first, as many each. ARGV: an
+ * answer's weight, the budget and a scope's share (bytes), how long a bucket is kept (ms), how
+ * many scopes. Refused (0, or -1 for a scope's share) when the buckets and the weight go past a
+ * bound; otherwise charged to the newest bucket of each: 1.
  */
-const chargeScript = `local weight, budget, share, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local n = #KEYS / 2
+const chargeScript = `local weight, budget, share, keep, scopes = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = #KEYS / (scopes + 1)
 local function spent(first)
   local total = 0
   for _, bytes in ipairs(redis.call('MGET', unpack(KEYS, first, first + n - 1))) do
@@ -44,10 +45,12 @@ local function spent(first)
   return total
 end
 if spent(1) + weight > budget then return 0 end
-if spent(n + 1) + weight > share then return -1 end
-for _, i in ipairs({1, n + 1}) do
-  redis.call('INCRBY', KEYS[i], weight)
-  redis.call('PEXPIRE', KEYS[i], keep)
+for g = 1, scopes do
+  if spent(g * n + 1) + weight > share then return -1 end
+end
+for g = 0, scopes do
+  redis.call('INCRBY', KEYS[g * n + 1], weight)
+  redis.call('PEXPIRE', KEYS[g * n + 1], keep)
 end
 return 1`;
 
@@ -59,7 +62,7 @@ interface BudgetCommands {
 /**
  * The Redis store's byte budget, kept in Redis for every process and replica: what its answers
  * weigh (`weightOf`), charged to the whole cache (`budget.maxBytes`) and to the answer's caller
- * (`budget.callerBytes`) in time buckets. What was charged in the last `heldMs` (the longest an
+ * and to its client address (`budget.callerBytes` each) in time buckets. What was charged in the last `heldMs` (the longest an
  * answer is kept) and a clock skew is all Redis may still hold. Returns the charge: true, or the
  * bound the answer would go past (then nothing is charged).
  */
@@ -68,16 +71,16 @@ export function redisBudget(
   prefix: string,
   heldMs: number,
   budget: { readonly maxBytes: number; readonly callerBytes: number },
-): (scope: string, weight: number) => Promise<true | ByteBound> {
+): (scopes: readonly string[], weight: number) => Promise<true | ByteBound> {
   redis.client.defineCommand('gwRcCharge', { lua: chargeScript });
   const client = redis.client as unknown as BudgetCommands;
   const bucketMs = Math.max(1_000, Math.ceil(heldMs / BUDGET_BUCKETS));
   const bucketsCounted = Math.ceil((heldMs + CLOCK_SKEW_MS) / bucketMs) + 1;
-  return async (scope, weight) => {
+  return async (scopes, weight) => {
     const newest = Math.floor(Date.now() / bucketMs);
     const buckets = (owner: string) => Array.from({ length: bucketsCounted }, (_, i) => `${prefix}{budget}:${owner}:${newest - i}`);
-    const keys = [...buckets('all'), ...buckets(`caller:${scope}`)];
-    const charged = await client.gwRcCharge(keys.length, ...keys, weight, budget.maxBytes, budget.callerBytes, bucketsCounted * bucketMs + CLOCK_SKEW_MS);
+    const keys = [...buckets('all'), ...scopes.flatMap((scope) => buckets(`caller:${scope}`))];
+    const charged = await client.gwRcCharge(keys.length, ...keys, weight, budget.maxBytes, budget.callerBytes, bucketsCounted * bucketMs + CLOCK_SKEW_MS, scopes.length);
     return charged === 1 ? true : charged === 0 ? 'total' : 'caller';
   };
 }

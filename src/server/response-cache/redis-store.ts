@@ -113,7 +113,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
 
     stale: read,
 
-    async write(key, result, entities, ttlMs, since) {
+    async write(key, result, entities, ttlMs, since, address) {
       const ttl = Math.floor(Math.min(ttlMs, maxTtlMs));
       if (!(ttl >= 1) || performance.now() - since.at > raceWindowMs) return false;
       const json = answerJson(result);
@@ -123,7 +123,7 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
       const names = [...indexNamesOf(entities)];
       const weight = weightOf(answers.keyOf(key), value, names.length);
       return attempt(async () => {
-        const charged = await charge(scopeOfKey(key), weight);
+        const charged = await charge(address === undefined ? [scopeOfKey(key)] : [scopeOfKey(key), address], weight);
         if (charged !== true) {
           overBudget?.(charged);
           return false;
