@@ -6,9 +6,6 @@ import { refusalErrors } from '../http/refusal.js';
 import type { Incoming, OperationState, RequestHeaders } from '../request-state.js';
 import type { Serve } from '../pipeline/stages.js';
 
-/** A signal never aborted: an event's resolution is bounded by its operation's deadline, and shared, so no one subscriber's hang-up stops it. */
-const unaborted = new AbortController().signal;
-
 /** The subscription's headers but those that described its own body, which an event's request replaces. */
 const replaced = new Set(['content-type', 'content-length', 'content-encoding', 'transfer-encoding', 'x-request-id']);
 
@@ -53,7 +50,9 @@ function eventIncoming(subscription: OperationState, change: HeadChange): Incomi
     method: 'POST',
     target: pathOf(request.incoming.target),
     headers: new EventHeaders(request.headers, own),
-    signal: unaborted,
+    // Never aborted: its resolution is bounded by its operation's deadline, and shared, so no one subscriber's hang-up stops it.
+    // Its own: the upstream layer listens on a request's signal for as long as the signal lives (a shared one would keep every listener).
+    signal: new AbortController().signal,
     gone: false,
     peer: request.incoming.peer,
     body: Readable.from([body]),
