@@ -32,6 +32,7 @@ export class CallClock implements CallTimeout {
   aborted = false;
   queued = true;
   deadlineFirst = false;
+  #connectedAt = 0;
   #timer: NodeJS.Timeout;
 
   constructor(
@@ -39,12 +40,12 @@ export class CallClock implements CallTimeout {
     private readonly timeoutMs: number,
     private readonly remainingMs: () => number | undefined = () => undefined,
   ) {
-    this.#timer = this.#start();
+    this.#timer = this.#start(timeoutMs);
+    // One timer a call, as before: a connection only notes its time, and the timer, once due, runs on for what is left of it.
     cancellation.onConnected = () => {
       cancellation.onConnected = undefined;
       this.queued = false;
-      clearTimeout(this.#timer);
-      this.#timer = this.#start();
+      this.#connectedAt = performance.now();
     };
   }
 
@@ -52,14 +53,21 @@ export class CallClock implements CallTimeout {
     clearTimeout(this.#timer);
   }
 
-  #start(): NodeJS.Timeout {
+  #start(limitMs: number): NodeJS.Timeout {
     const remaining = this.remainingMs();
-    this.deadlineFirst = remaining !== undefined && remaining < this.timeoutMs;
-    return setTimeout(() => {
-      this.aborted = true;
-      this.cancellation.abort(new Error(this.queued ? 'no upstream connection in time' : 'upstream call timed out'));
-    }, this.deadlineFirst ? Math.max(1, Math.ceil(remaining!)) : this.timeoutMs);
+    this.deadlineFirst = remaining !== undefined && remaining < limitMs;
+    return setTimeout(this.#due, this.deadlineFirst ? Math.max(1, Math.ceil(remaining!)) : limitMs);
   }
+
+  readonly #due = (): void => {
+    const left = this.queued || this.deadlineFirst ? 0 : this.timeoutMs - (performance.now() - this.#connectedAt);
+    if (left >= 1) {
+      this.#timer = this.#start(left);
+      return;
+    }
+    this.aborted = true;
+    this.cancellation.abort(new Error(this.queued ? 'no upstream connection in time' : 'upstream call timed out'));
+  };
 }
 
 /** What the client going away cancels: a call, or a request's wait on a call it shares. */
