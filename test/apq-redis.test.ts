@@ -45,7 +45,7 @@ async function apqKeys(): Promise<{ all: string[]; texts: Map<string, number>; i
   let indexed = 0;
   let bytes = 0;
   for (const key of all) {
-    const [, shard, part] = /^gw:apq:\{(apq-\d+)\}:(texts|index|bytes)$/.exec(key) ?? [];
+    const [, shard, part] = /^gw:apq:\{(apq-\d+)\}:(texts|index|bytes|owned:.+)$/.exec(key) ?? [];
     expect(shard, key).toBeDefined();
     if (part === 'texts') for (const [hash, value] of Object.entries(await client.hgetall(key))) texts.set(hash, Buffer.byteLength(value));
     if (part === 'index') indexed += await client.zcard(key);
@@ -113,7 +113,8 @@ describeWithRedis.each([
 
 describeWithRedis('registrations in Redis are bounded across gateways', () => {
   const gateways: TestGateway[] = [];
-  const start = (env: Record<string, string>) => startTestGateway({ env: { REDIS_URL: redis.url, ...env } });
+  // One caller registers everything here: its share is (almost) the whole store, whose own bounds these are.
+  const start = (env: Record<string, string>) => startTestGateway({ env: { REDIS_URL: redis.url, APQ_CALLER_SHARE: '0.99', ...env } });
   afterAll(() => Promise.all(gateways.splice(0).map((g) => g.close())));
 
   /** Registers `queries` in turn at two gateways with the bounds of `env`, then asks a third that has none in memory. */
@@ -183,6 +184,37 @@ describeWithRedis('registrations in Redis made in one millisecond', () => {
     } finally {
       vi.useRealTimers();
       await shared.close();
+    }
+  });
+});
+
+describeWithRedis.each([
+  ['with REDIS_URL', true],
+  ['in process memory', false],
+])("one address's registrations (APQ_MAX_ENTRIES=160, APQ_CALLER_SHARE=0.25, TRUST_PROXY) %s", (_name, shared) => {
+  it("cannot push another address's out, whatever tokens it sends; registering a known hash again takes nothing over", async () => {
+    if (shared) await client.flushall();
+    const t = await startTestGateway({ env: { ...(shared ? { REDIS_URL: redis.url } : {}), APQ_MAX_ENTRIES: '160', TRUST_PROXY: 'true' } });
+    const fresh = shared ? await startTestGateway({ env: { REDIS_URL: redis.url } }) : t;
+    try {
+      const from = (address: string, token: string) => ({ 'x-forwarded-for': address, authorization: `Bearer ${token}` });
+      const victim = paddedQuery(-1);
+      expect((await post(t, registration(victim), from('203.0.113.1', 'victim'))).body.errors).toBeUndefined();
+      const flood = async (from0: number, count: number) => {
+        for (let i = from0; i < from0 + count; i++) expect((await post(t, registration(paddedQuery(i)), from('198.51.100.7', `made-up-${i}`))).body.errors).toBeUndefined();
+      };
+      // Three hundred registrations under made-up tokens from one address.
+      await flood(0, 300);
+      // Still registered: in Redis for a gateway that never saw it, or in this process's store.
+      expect(codeOf(await post(fresh, byHash(victim)))).toBeUndefined();
+      // The victim's registered again from the flooding address, then a hundred more: it stays the victim's.
+      expect((await post(t, registration(victim), from('198.51.100.7', 'made-up-again'))).body.errors).toBeUndefined();
+      await flood(300, 100);
+      expect(codeOf(await post(fresh, byHash(victim)))).toBeUndefined();
+      if (shared) expect((await apqKeys()).indexed).toBeLessThanOrEqual(160);
+    } finally {
+      await t.close();
+      if (fresh !== t) await fresh.close();
     }
   });
 });

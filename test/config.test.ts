@@ -46,7 +46,7 @@ describe('loadConfig', () => {
       csrfPrevention: false,
       limits: { maxDepth: 15, maxAliases: 30, maxTokens: 2_000, maxDirectives: 20, maxRepeatedFields: 10, maxFragmentPairs: 5_000, maxVariablesDepth: 100, maxBodyBytes: 100_000 },
       maxBatch: 10,
-      persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
+      persistedDocuments: { apqMaxEntries: 1_000, apqMaxBytes: 5_000_000, apqCallerShare: 0.25, apqTtlSeconds: 10_800, trustedDocuments: undefined, trustedDocumentsOnly: false },
       compressionMinBytes: 1_024,
       shutdown: { delayMs: 5_000, graceMs: 10_000 },
       subscriptions: { perCaller: 100, max: 20_000, pollMs: 5_000, pollConcurrency: 4, replayMs: 60_000, liveThrottleMs: 1_000, heartbeatMs: 8_000 },

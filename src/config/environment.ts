@@ -162,6 +162,11 @@ export const environment = z.object({
   REDIS_SENTINEL_PASSWORD: text('any text')
     .optional()
     .register(variableDocs, { unset: 'unset: none', description: "the Sentinels' own password (`requirepass` in sentinel.conf), with a `redis-sentinel://` `REDIS_URL`; Redis's password goes in the URL" }),
+  APQ_CALLER_SHARE: setting('persistedDocuments.apqCallerShare', openRatio().default(0.25))
+    .register(variableDocs, {
+      description:
+        'the share of `APQ_MAX_ENTRIES` and `APQ_MAX_BYTES` the registrations of one caller (its token, or its address without one) may take, and those of one client address whatever tokens it sent: past either, its own oldest registrations go, so no caller or address can push the others\' out',
+    }),
   APQ_TTL_SECONDS: setting('persistedDocuments.apqTtlSeconds', integer(60, 31_536_000).default(10_800))
     .register(variableDocs, { description: 'how long an APQ registration lives in Redis (with `REDIS_URL`; see [shared state](docs/operations.md#shared-state-redis))' }),
   // The response cache: off unless RESPONSE_CACHE_TTL_MS is set (server/response-cache/cache.ts, docs/response-cache.md).

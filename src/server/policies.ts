@@ -118,7 +118,7 @@ function operationRecorder(options: PolicyOptions): OperationRecorder {
 /** Where APQ registrations go: given, or Redis in front of this process's memory, or memory alone. */
 function apqStoreOf(options: PolicyOptions): PersistedQueryStore {
   const { persistedDocuments } = options.settings;
-  const bounds = { maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes };
+  const bounds = { maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes, ownerShare: persistedDocuments.apqCallerShare };
   const local = createMemoryQueryStore(bounds);
   return options.apqStore ?? (options.redis ? createRedisQueryStore({ redis: options.redis, local, ttlSeconds: persistedDocuments.apqTtlSeconds, ...bounds }) : local);
 }

@@ -3,11 +3,13 @@ import { readStamped, type SharedRedis } from '../shared-state/shared-redis.js';
 
 /**
  * Where automatic persisted queries (hash -> query text) are kept. Asynchronous so that a store
- * shared by replicas (Redis) can stand in for the in-memory one.
+ * shared by replicas (Redis) can stand in for the in-memory one. A registration is charged to
+ * those who made it (`owners`: its caller's key and its client address), each of whom may hold a
+ * share of the store (APQ_CALLER_SHARE): past it, its own oldest registrations go.
  */
 export interface PersistedQueryStore {
   get(hash: string): Promise<string | undefined>;
-  set(hash: string, query: string): Promise<void>;
+  set(hash: string, query: string, owners?: readonly string[]): Promise<void>;
 }
 
 export interface MemoryQueryStoreOptions {
@@ -15,15 +17,67 @@ export interface MemoryQueryStoreOptions {
   readonly maxEntries: number;
   /** Bytes (UTF-8) of query text kept at most, all entries together. */
   readonly maxBytes: number;
+  /** The share of both bounds one owner's registrations may take (APQ_CALLER_SHARE). @default all of them */
+  readonly ownerShare?: number;
 }
 
-/** One process's store: the least recently used queries go first when either bound is reached. */
+/** One owner's registrations (their hashes, oldest first) and their bytes together. */
+interface Owned {
+  bytes: number;
+  readonly hashes: Set<string>;
+}
+
+/**
+ * One process's store: the least recently used queries go first when either bound is reached,
+ * and an owner's own oldest when it would pass its share. A registration stays its first owners'
+ * (registering a known hash again changes nothing): no one can take another's registration over
+ * and push it out with its own. Bounded: one entry per owner with registrations, at most two per
+ * registration.
+ */
 export function createMemoryQueryStore(options: MemoryQueryStoreOptions): PersistedQueryStore {
-  const cache = new LRUCache<string, string>({ max: options.maxEntries, maxSize: options.maxBytes, sizeCalculation: (query) => Buffer.byteLength(query) });
+  const share = options.ownerShare ?? 1;
+  const maxOwnedEntries = Math.ceil(options.maxEntries * share);
+  const maxOwnedBytes = Math.ceil(options.maxBytes * share);
+  const owned = new Map<string, Owned>();
+  const ownersOf = new Map<string, readonly string[]>();
+  const cache = new LRUCache<string, string>({
+    max: options.maxEntries,
+    maxSize: options.maxBytes,
+    sizeCalculation: (query) => Buffer.byteLength(query),
+    dispose: (query, hash) => {
+      for (const owner of ownersOf.get(hash) ?? []) {
+        const mine = owned.get(owner);
+        if (mine === undefined) continue;
+        mine.bytes -= Buffer.byteLength(query);
+        mine.hashes.delete(hash);
+        if (mine.hashes.size === 0) owned.delete(owner);
+      }
+      ownersOf.delete(hash);
+    },
+  });
+  const makeRoom = (owner: string, bytes: number) => {
+    const mine = owned.get(owner);
+    if (mine === undefined) return;
+    for (const oldest of mine.hashes) {
+      if (mine.hashes.size < maxOwnedEntries && mine.bytes + bytes <= maxOwnedBytes) break;
+      cache.delete(oldest);
+    }
+  };
   return {
     get: async (hash) => cache.get(hash),
-    set: async (hash, query) => {
+    set: async (hash, query, owners = []) => {
+      if (cache.has(hash)) return;
+      const bytes = Buffer.byteLength(query);
+      for (const owner of owners) makeRoom(owner, bytes);
       cache.set(hash, query);
+      if (!cache.has(hash)) return;
+      ownersOf.set(hash, owners);
+      for (const owner of owners) {
+        const mine = owned.get(owner) ?? { bytes: 0, hashes: new Set<string>() };
+        owned.set(owner, mine);
+        mine.bytes += bytes;
+        mine.hashes.add(hash);
+      }
     },
   };
 }
@@ -38,6 +92,8 @@ export interface RedisQueryStoreOptions {
   readonly maxEntries: number;
   /** Bytes (UTF-8) of query text kept in Redis at most, every replica's together. */
   readonly maxBytes: number;
+  /** The share of both bounds one owner's registrations may take (APQ_CALLER_SHARE). @default all of them */
+  readonly ownerShare?: number;
 }
 
 /** What a registration's hash can be (useAPQ checks it is the text's SHA-256): nothing else is looked up. */
@@ -65,16 +121,23 @@ function shardsFor(maxEntries: number, maxBytes: number): { count: number; maxEn
 
 /**
  * One registration, atomic across replicas, within one shard. KEYS: the shard's texts, index
- * and byte total; ARGV: hash, text, TTL in ms, the shard's two bounds, now (ms). The text is
- * written first: under `maxmemory` with nothing to evict Redis refuses the script there, before
- * it changed anything. Then the index drops the expired (their texts too), the same hash
- * registered before, and the oldest until the new one fits. Every key expires; none is scanned.
+ * and byte total, then each owner's registrations in the shard (a sorted set by registration);
+ * ARGV: hash, text, TTL in ms, the shard's two bounds, now (ms), an owner's two bounds. A hash
+ * registered and not expired stays its first owners' (nothing changes). The text is written
+ * first: under `maxmemory` with nothing to evict Redis refuses the script there, before it changed
+ * anything. Then each owner's oldest go until the new one fits in its share (what another dropped
+ * leaves its set as it is counted), the index drops the expired (their texts too), the same hash
+ * registered before, and the oldest until the new one fits. Every key expires; none is scanned
+ * but an owner's few.
  */
 const registerScript = `local texts, index, bytes = KEYS[1], KEYS[2], KEYS[3]
 local hash, ttl, maxEntries, maxBytes, now = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local ownedEntries, ownedBytes = tonumber(ARGV[7]), tonumber(ARGV[8])
 local value = (now + ttl) .. ':' .. ARGV[2]
 local size = string.len(value)
-if size > maxBytes then return 0 end
+if size > maxBytes or size > ownedBytes then return 0 end
+local kept = redis.call('HGET', texts, hash)
+if kept and tonumber(string.match(kept, '^(%d+):')) > now then return 1 end
 local old = redis.call('HSTRLEN', texts, hash)
 redis.call('HSET', texts, hash, value)
 local total = redis.call('GET', bytes)
@@ -92,6 +155,20 @@ local function forget(other)
   redis.call('HDEL', texts, other)
   redis.call('ZREM', index, other)
 end
+for i = 4, #KEYS do
+  local count, held = 0, 0
+  for _, other in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
+    local length = redis.call('HSTRLEN', texts, other)
+    if length == 0 then redis.call('ZREM', KEYS[i], other) else count, held = count + 1, held + length end
+  end
+  while count > 0 and (count >= ownedEntries or held + size > ownedBytes) do
+    local oldest = redis.call('ZRANGE', KEYS[i], 0, 0)[1]
+    held = held - redis.call('HSTRLEN', texts, oldest)
+    count = count - 1
+    forget(oldest)
+    redis.call('ZREM', KEYS[i], oldest)
+  end
+end
 for _, other in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 100)) do forget(other) end
 while total + size > maxBytes or redis.call('ZCARD', index) >= maxEntries do
   local oldest = redis.call('ZRANGE', index, 0, 0)[1]
@@ -103,6 +180,10 @@ local score = now + ttl
 local newest = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2]
 if newest and tonumber(newest) >= score then score = tonumber(newest) + 0.001 end
 redis.call('ZADD', index, score, hash)
+for i = 4, #KEYS do
+  redis.call('ZADD', KEYS[i], score, hash)
+  redis.call('PEXPIRE', KEYS[i], ttl)
+end
 redis.call('SET', bytes, total + size, 'PX', ttl)
 redis.call('PEXPIRE', index, ttl)
 redis.call('PEXPIRE', texts, ttl)
@@ -125,12 +206,15 @@ interface ApqCommands {
 export function createRedisQueryStore(options: RedisQueryStoreOptions): PersistedQueryStore {
   const { redis, local, ttlSeconds } = options;
   const shards = shardsFor(options.maxEntries, options.maxBytes);
-  redis.client.defineCommand('gwApqRegister', { numberOfKeys: 3, lua: registerScript });
+  // Its number of keys first (the shard's three and one per owner).
+  redis.client.defineCommand('gwApqRegister', { lua: registerScript });
+  const share = options.ownerShare ?? 1;
+  const owned = { maxEntries: Math.ceil(shards.maxEntries * share), maxBytes: Math.ceil(shards.maxBytes * share) };
   const client = redis.client as unknown as ApqCommands;
   /** The shard's keys: the first two hex digits of the hash pick it. */
   const shardOf = (hash: string) => {
     const tag = `gw:apq:{apq-${Number.parseInt(hash.slice(0, 2), 16) % shards.count}}:`;
-    return [`${tag}texts`, `${tag}index`, `${tag}bytes`] as const;
+    return { tag, keys: [`${tag}texts`, `${tag}index`, `${tag}bytes`] as const };
   };
   return {
     async get(hash) {
@@ -141,7 +225,7 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
         return undefined;
       }
       try {
-        const registration = readStamped(await client.hget(shardOf(hash)[0], hash));
+        const registration = readStamped(await client.hget(shardOf(hash).keys[0], hash));
         // Past its time, a registration is gone (the shard drops it at its next registration).
         if (registration === undefined || registration.expiresAt <= Date.now()) return undefined;
         const shared = registration.text;
@@ -152,11 +236,13 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
         return undefined;
       }
     },
-    async set(hash, query) {
-      await local.set(hash, query);
+    async set(hash, query, owners = []) {
+      await local.set(hash, query, owners);
       if (!SHA256_HEX.test(hash)) return;
       if (!redis.ready()) return redis.fellBack('apq');
-      await client.gwApqRegister(...shardOf(hash), hash, query, ttlSeconds * 1000, shards.maxEntries, shards.maxBytes, Date.now()).then(
+      const { tag, keys } = shardOf(hash);
+      const ownerKeys = owners.map((owner) => `${tag}owned:${owner}`);
+      await client.gwApqRegister(3 + ownerKeys.length, ...keys, ...ownerKeys, hash, query, ttlSeconds * 1000, shards.maxEntries, shards.maxBytes, Date.now(), owned.maxEntries, owned.maxBytes).then(
         () => undefined,
         (error: unknown) => redis.fellBack('apq', error),
       );
