@@ -576,12 +576,16 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
   let g: TestGateway;
   beforeEach(async () => {
     g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(ttlMs), RESPONSE_CACHE_STALE_IF_ERROR_MS: String(staleMs) } });
+    url = await g.listen();
     return () => g.close();
   });
+  let url: string;
 
   const headReads = ['getHeadExt', 'getHeadById', 'getHeadExtById'] as const;
   const failHeadReads = (fault: Parameters<TestGateway['reference']['injectFault']>[1]) => headReads.forEach((operation) => g.reference.injectFault(operation, fault, 100));
-  const read = (id: string, token?: string) => post(g, { query: headName, variables: { id } }, token === undefined ? {} : bearer(token));
+  // Over real HTTP: what a client and an HTTP cache between see (Age, Cache-Control).
+  const read = async (id: string, token?: string) =>
+    answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...(token === undefined ? {} : bearer(token)) }, body: JSON.stringify({ query: headName, variables: { id } }) }));
   const expired = () => new Promise((resolve) => setTimeout(resolve, ttlMs + 100));
   const staleCount = async () => sampleOf(await g.metrics.scrape(), 'gateway_response_cache_stale_answers_total') ?? 0;
 
