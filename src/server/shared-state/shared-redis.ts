@@ -54,18 +54,33 @@ function groupBySlot<T>(items: readonly T[], keyOf: (item: T) => string): T[][] 
   return [...groups.values()];
 }
 
+/** A node that owns slots again within this of losing them is no news (a refresh's stale view, not a failover). */
+const RECENT_OWNER_MS = 30_000;
+
 /**
  * Calls `listener` when a Cluster's masters are replaced: it stays 'ready' meanwhile, and the news
- * is its slots owned by other masters (a replica promoted), seen as its slots are refreshed. Not
- * its nodes coming and going: a dead master is dropped and added again at each refresh until it
- * is replaced.
+ * is its slots owned by a node that did not own any (a replica promoted), or lost them more than
+ * RECENT_OWNER_MS ago, seen as its slots are refreshed. Not its nodes coming and going: a dead
+ * master is dropped and added again at each refresh until it is replaced, and a node that has not
+ * heard of the promotion yet may answer the old owners for a refresh or two.
  */
 function whenMastersChange(cluster: Cluster, listener: () => void): void {
-  let owners = '';
+  let owners: ReadonlySet<string> | undefined;
+  // Owners gone, and when: as many as the Cluster's nodes.
+  const lostAt = new Map<string, number>();
   cluster.on('refresh', () => {
-    const now = [...new Set(cluster.slots.map((nodes) => nodes[0]))].sort().join(',');
-    if (owners !== '' && now !== owners) listener();
-    owners = now;
+    const now = Date.now();
+    const current = new Set(cluster.slots.map((nodes) => nodes?.[0]).filter((node): node is string => node !== undefined));
+    let news = false;
+    for (const owner of current) {
+      if (owners === undefined || owners.has(owner)) continue;
+      const lost = lostAt.get(owner);
+      if (lost === undefined || now - lost > RECENT_OWNER_MS) news = true;
+      lostAt.delete(owner);
+    }
+    for (const owner of owners ?? []) if (!current.has(owner)) lostAt.set(owner, now);
+    owners = current;
+    if (news) listener();
   });
 }
 
