@@ -133,7 +133,7 @@ export const environment = z.object({
     .register(variableDocs, {
       unset: '`UPSTREAM_CONNECTIONS`',
       description:
-        'operations one process may have in flight (admitted, answer not yet out; an `@defer`/`@stream` one until its last part); past it a new one is refused at once with 503 `OVERLOADED` when its caller (or its address) holds its fair share or more, and whoever sends it at twice the cap; 0: no cap (see [load shedding](docs/operations.md#load-shedding))',
+        "operations one process may have in flight (sent whole, answer not yet out; an `@defer`/`@stream` one until its last part; a request still sending its body holds none); past it a new one is refused at once with 503 `OVERLOADED` when it holds its fair share or more (its token's, once known to be real, else its address's), and whoever sends it at twice the cap; 0: no cap (see [load shedding](docs/operations.md#load-shedding))",
     }),
   SHED_EVENT_LOOP_DELAY_MS: setting('loadShedding.eventLoopDelayMs', integer(0, 60_000).default(250))
     .register(variableDocs, { description: "the event loop's delay (its median over the last 500 ms, less the 10 ms sampling interval) past which new operations are refused with 503 `OVERLOADED`, those of the callers holding their fair share or more; 0: not watched" }),
