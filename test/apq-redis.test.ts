@@ -218,3 +218,23 @@ describeWithRedis.each([
     }
   });
 });
+
+describeWithRedis("an owner's registration past its TTL, registered again by that owner at its share", () => {
+  it('is registered again, not dropped for its own expired self', async () => {
+    await client.flushall();
+    const shared = await connectRedis(redis.url, new GatewayMetrics({ defaultMetrics: false }));
+    const storeOf = () => createRedisQueryStore({ redis: shared, local: createMemoryQueryStore({ maxEntries: 10, maxBytes: 10_000 }), ttlSeconds: 60, maxEntries: 4, maxBytes: 10_000, ownerShare: 0.25 });
+    const query = paddedQuery(1);
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
+    try {
+      // One entry a share: the owner's one registration, past its TTL, then sent again.
+      await storeOf().set(sha256(query), query, ['address:198.51.100.7']);
+      vi.setSystemTime(Date.now() + 61_000);
+      await storeOf().set(sha256(query), query, ['address:198.51.100.7']);
+      expect(await storeOf().get(sha256(query))).toBe(query);
+    } finally {
+      vi.useRealTimers();
+      await shared.close();
+    }
+  });
+});

@@ -125,10 +125,10 @@ function shardsFor(maxEntries: number, maxBytes: number): { count: number; maxEn
  * ARGV: hash, text, TTL in ms, the shard's two bounds, now (ms), an owner's two bounds. A hash
  * registered and not expired stays its first owners' (nothing changes). The text is written
  * first: under `maxmemory` with nothing to evict Redis refuses the script there, before it changed
- * anything. Then each owner's oldest go until the new one fits in its share (what another dropped
- * leaves its set as it is counted), the index drops the expired (their texts too), the same hash
- * registered before, and the oldest until the new one fits. Every key expires; none is scanned
- * but an owner's few.
+ * anything. Then each owner's oldest go until the new one fits in its share (what another
+ * dropped, and this hash's expired registration, leave its set as it is counted), the index
+ * drops the expired (their texts too), the same hash registered before, and the oldest until the
+ * new one fits. Every key expires; none is scanned but an owner's few.
  */
 const registerScript = `local texts, index, bytes = KEYS[1], KEYS[2], KEYS[3]
 local hash, ttl, maxEntries, maxBytes, now = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -159,7 +159,7 @@ for i = 4, #KEYS do
   local count, held = 0, 0
   for _, other in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
     local length = redis.call('HSTRLEN', texts, other)
-    if length == 0 then redis.call('ZREM', KEYS[i], other) else count, held = count + 1, held + length end
+    if length == 0 or other == hash then redis.call('ZREM', KEYS[i], other) else count, held = count + 1, held + length end
   end
   while count > 0 and (count >= ownedEntries or held + size > ownedBytes) do
     local oldest = redis.call('ZRANGE', KEYS[i], 0, 0)[1]
