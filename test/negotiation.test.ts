@@ -13,7 +13,8 @@ let url: string;
 let ids: string[];
 beforeAll(async () => {
   // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
-  t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', UPSTREAM_DEDUPE: 'false' } });
+  // TRUST_PROXY: the caller the upstream-call rate refuses has an address of its own (a made-up token shares its address's).
+  t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
   url = await t.listen();
   ids = t.reference.store.headIds();
 });
@@ -103,7 +104,7 @@ describe('answers with an error status make no upstream call', () => {
   });
 
   it('429: an operation over the upstream-call rate, refused with its plan before execution', async () => {
-    const caller = { ...jsonHeaders(), authorization: 'Bearer calls-caller' };
+    const caller = { ...jsonHeaders(), authorization: 'Bearer calls-caller', 'x-forwarded-for': '203.0.113.50' };
     const answers = await Promise.all([send(fifty(), caller), send(fifty(), caller), send(fifty(), caller)]);
     expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 429]);
     expect(t.calls()).toHaveLength(100);

@@ -11,12 +11,15 @@ import { jsonHeaders, startTestGateway, type TestGateway } from './support/gatew
 let t: TestGateway;
 let url: string;
 beforeAll(async () => {
-  t = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com', RATE_LIMIT_REQUESTS_PER_SECOND: '1' } });
+  // TRUST_PROXY: each caller below comes from an address of its own (a made-up token shares its address's limits).
+  t = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com', RATE_LIMIT_REQUESTS_PER_SECOND: '1', TRUST_PROXY: 'true' } });
   url = await t.listen();
 });
 afterAll(() => t.close());
 
-const token = (name: string) => ({ authorization: `Bearer ${name}` });
+let addresses = 10;
+/** A caller's token, from an address of its own. */
+const token = (name: string) => ({ authorization: `Bearer ${name}`, 'x-forwarded-for': `198.51.100.${addresses++}` });
 
 async function headersOf(path: string, init: RequestInit = {}): Promise<{ status: number; cacheControl: string | null; vary: string[] }> {
   const response = await fetch(url.replace('/graphql', path), init);
@@ -54,7 +57,7 @@ describe('answers to a request with Authorization', () => {
   });
 
   it('an answer to a request without Authorization says nothing of the kind', async () => {
-    const answer = await headersOf(`/graphql?query=${query}`, { headers: { 'x-graphql-csrf': '1' } });
+    const answer = await headersOf(`/graphql?query=${query}`, { headers: { 'x-graphql-csrf': '1', 'x-forwarded-for': '198.51.100.9' } });
     expect(answer.status).toBe(200);
     expect(answer.cacheControl).toBeNull();
     expect(answer.vary).not.toContain('Authorization');
