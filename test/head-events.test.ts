@@ -21,12 +21,9 @@ const DELETE = 'mutation($input: DeleteHeadInput!) { deleteHead(input: $input) {
 /** What `on` tells the watchers of head `id`, gathered as it comes. */
 function watch(on: TestGateway, id: string): { events: Pick<HeadChange, 'id' | 'deleted'>[]; stop(): Promise<unknown> } {
   const events: Pick<HeadChange, 'id' | 'deleted'>[] = [];
-  const iterator = on.headEvents.pubsub.subscribe('headChanged', id)[Symbol.asyncIterator]();
-  void (async () => {
-    // What watchers act on: which head, and whether it is gone (each also says when, and the write's span).
-    for (let next = await iterator.next(); !next.done; next = await iterator.next()) events.push({ id: next.value.id, ...(next.value.deleted === true ? { deleted: true as const } : {}) });
-  })();
-  return { events, stop: () => iterator.return!() };
+  // What watchers act on: which head, and whether it is gone (each also says when, and the write's span).
+  const unlisten = on.headEvents.listen(id, (change) => events.push({ id: change.id, ...(change.deleted === true ? { deleted: true as const } : {}) }));
+  return { events, stop: async () => unlisten() };
 }
 
 /** A moment for an event that should not come to have come. */

@@ -291,7 +291,7 @@ describe('a stream whose next() rejects', () => {
     const shedder = new LoadShedder(config.loadShedding, { queuedCalls: () => 0, onRefused: () => undefined });
     const limiters = createCallerLimiters(config.callerLimits, { inFlightTtlSeconds: 60 });
     const inFlight = useInFlight(shedder);
-    const callerLimits = useCallerLimits({ limiters, trustProxy: false });
+    const callerLimits = useCallerLimits({ limiters });
     const streamed: OperationState[] = [];
     let fail!: () => void;
     const failing = new Promise<void>((resolve) => (fail = resolve));

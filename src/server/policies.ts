@@ -167,7 +167,7 @@ export function gatewayPolicies(options: PolicyOptions) {
     inFlight: useInFlight(shedder, overloadLog(options.logger)),
     telemetry: useOperationTelemetry(operationRecorder(options)),
     negotiation: useContentNegotiation({ schema }),
-    callerLimits: useCallerLimits({ limiters, trustProxy: settings.callerLimits.trustProxy, onRefused: countRefusal }),
+    callerLimits: useCallerLimits({ limiters, onRefused: countRefusal }),
     body,
     csrf: settings.csrfPrevention ? csrfCheck() : undefined,
     params: useRequestParams((request, use) => body.read(request.incoming.body, request.headers, use)),

@@ -3,8 +3,8 @@ import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import { pathOf } from '../http/paths.js';
 import { refusalErrors } from '../http/refusal.js';
-import type { Incoming, OperationState, RequestHeaders } from '../request-state.js';
 import type { Serve } from '../pipeline/stages.js';
+import type { Incoming, OperationState, RequestHeaders } from '../request-state.js';
 
 /** The subscription's headers but those that described its own body, which an event's request replaces. */
 const replaced = new Set(['content-type', 'content-length', 'content-encoding', 'transfer-encoding', 'x-request-id']);

@@ -1,4 +1,3 @@
-import { createPubSub, type PubSub } from '@graphql-yoga/subscription';
 import type { ExecutionArgs, GraphQLSchema } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
 import type { ResultStep } from '../pipeline/stages.js';
@@ -9,8 +8,12 @@ import { clusterEventTarget } from '../shared-state/cluster-events.js';
 import { redisEventTarget } from '../shared-state/redis-events.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 
-/** The topics of head events: `headChanged` by the head's UUID. */
-export type HeadTopics = { headChanged: [id: string, change: HeadChange] };
+/**
+ * The event type (and, through Redis, the channel after its prefix: `gw:ev:headChanged:<id>`) of
+ * head `id`'s changes, the event's detail the change: `createPubSub`'s topic naming, which the
+ * channels kept before.
+ */
+const topicOf = (id: string) => `headChanged:${id}`;
 
 export interface HeadEventsOptions {
   readonly schema: GraphQLSchema;
@@ -27,8 +30,6 @@ export interface HeadEventsOptions {
 }
 
 export interface HeadEvents {
-  /** Where watchers listen: `pubsub.subscribe('headChanged', id)`. */
-  readonly pubsub: PubSub<HeadTopics>;
   /** Calls `onChange` with each change to head `id`, until the returned function is called: a listener on the event target, no queue of its own. */
   listen(id: string, onChange: (change: HeadChange) => void): () => void;
   /** Tells a change to every watcher, in this process and (with REDIS_URL) every other, and keeps it for SUBSCRIPTION_REPLAY_MS. */
@@ -60,19 +61,16 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
         ? clusterEventTarget((detail) => log.append(detail as HeadChange))
         : undefined;
   const target = (shared ?? new EventTarget()) as EventTarget;
-  const pubsub = createPubSub<HeadTopics>({ eventTarget: target as never });
   let lastAt = 0;
   const publish = (change: HeadChange) => {
-    pubsub.publish('headChanged', change.id, change);
+    target.dispatchEvent(new CustomEvent(topicOf(change.id), { detail: change }));
     log.append(change);
   };
   /** A change's time, a millisecond past this process's last if it came in the same one: its SSE id, which a reconnecting client names, is its own. */
   const now = () => (lastAt = Math.max(Date.now(), lastAt + 1));
   return {
-    pubsub,
     listen(id, onChange) {
-      // createPubSub's topic for `headChanged` and an id; its event's detail is the change.
-      const topic = `headChanged:${id}`;
+      const topic = topicOf(id);
       const listener = (event: Event) => onChange((event as CustomEvent<HeadChange>).detail);
       target.addEventListener(topic, listener);
       return () => target.removeEventListener(topic, listener);

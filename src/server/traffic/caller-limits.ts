@@ -28,7 +28,6 @@ const IN_FLIGHT_RETRY_MS = 1_000;
 
 export interface CallerLimitsOptions {
   readonly limiters: CallerLimiters;
-  readonly trustProxy: boolean;
   /** Told of every refusal, for metrics. */
   readonly onRefused?: (limit: CallerLimit) => void;
 }
