@@ -1,18 +1,21 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
-import { expectRateLimited, ok, refusals } from './support/limits.js';
+import { expectRateLimited, knownToken, ok, refusals } from './support/limits.js';
 import { until } from './support/until.js';
 
 /*
  * Per-caller limits, each in its own block with only its variable set (the main suite runs
- * without any). A caller is its bearer token or, without one, its client address. Refusals are
- * counted, not timed: HTTP 429, Retry-After, RATE_LIMITED, zero upstream calls. Bursts are sent
- * at once (Promise.all) so that all of them land in one two-second window whatever the load.
+ * without any). A caller is its bearer token once that token is known to be real or, until then
+ * and without one, its client address: the blocks tell callers apart by address (TRUST_PROXY and
+ * X-Forwarded-For), 'who a caller is' by token. Refusals are counted, not timed: HTTP 429,
+ * Retry-After, RATE_LIMITED, zero upstream calls. Bursts are sent at once (Promise.all) so that
+ * all of them land in one two-second window whatever the load.
  */
 
-const tokenA = 'Bearer caller-a-token';
-const tokenB = 'Bearer caller-b-token';
+/** A caller of its own: a client address, as a proxy in front names it (TRUST_PROXY). */
+const from = (address: string, authorization?: string): Record<string, string> => ({ 'x-forwarded-for': address, ...(authorization === undefined ? {} : { authorization }) });
+const callerA = from('192.0.2.1');
+const callerB = from('192.0.2.2');
 
 const post = (t: TestGateway, query: string, headers: Record<string, string> = {}, variables?: Record<string, unknown>): Promise<Answer> => postTo(t, { query, variables }, headers);
 
@@ -24,7 +27,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
     // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', UPSTREAM_DEDUPE: 'false' } });
+    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
   });
   afterAll(() => t.close());
   beforeEach(() => t.reset());
@@ -32,7 +35,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
   it('serves a caller 10 operations at once and refuses the next ones with 429, Retry-After and no upstream call; another caller is served', async () => {
     // A caller of its own, and counts from here: the tests of this block may run in any order.
     const refusedBefore = await refusals(t, 'requests');
-    const answers = await Promise.all(Array.from({ length: 14 }, () => post(t, oneCall, { authorization: 'Bearer burst-caller' })));
+    const answers = await Promise.all(Array.from({ length: 14 }, () => post(t, oneCall, from('192.0.2.10'))));
     expect(answers.filter(ok)).toHaveLength(10);
     const refused = answers.filter((a) => !ok(a));
     expect(refused).toHaveLength(4);
@@ -40,7 +43,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
     expect(t.calls('listHeads')).toHaveLength(10);
     expect(await refusals(t, 'requests')).toBe(refusedBefore + 4);
     // Caller B has a window of its own.
-    expect(ok(await post(t, oneCall, { authorization: tokenB }))).toBe(true);
+    expect(ok(await post(t, oneCall, from('192.0.2.11')))).toBe(true);
   });
 
   it('over HTTP, a caller refused a moment ago is refused at the door (before its body is read), the same way; other paths and callers are untouched', async () => {
@@ -49,7 +52,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
       const response = await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body });
       return { status: response.status, headers: response.headers, body: (await response.json()) as any };
     };
-    const caller = { authorization: 'Bearer at-the-door' };
+    const caller = from('192.0.2.12');
     const first = await Promise.all(Array.from({ length: 11 }, () => send(caller)));
     expect(first.map((a) => a.status).sort()).toEqual([...Array.from({ length: 10 }, () => 200), 429]);
     // Answered in the media type asked for first, by the limiter as at the door.
@@ -68,12 +71,12 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
     expect(browser.status).toBe(429);
     expect(browser.headers.get('content-type')).toMatch(/^application\/graphql-response\+json/);
     expect((await fetch(url.replace('/graphql', '/health'), { headers: caller })).status).toBe(200);
-    expect((await send({ authorization: 'Bearer not-at-the-door' })).status).toBe(200);
+    expect((await send(from('192.0.2.13'))).status).toBe(200);
   });
 
   it('counts each operation of a batch; the refused ones get RATE_LIMITED inside the batch', async () => {
     const batch = Array.from({ length: 4 }, () => ({ query: oneCall }));
-    const caller = { authorization: 'Bearer batch-caller' };
+    const caller = from('192.0.2.14');
     await Promise.all(Array.from({ length: 8 }, () => post(t, oneCall, caller)));
     const response = await answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...caller }, body: JSON.stringify(batch) }));
     const results = response.body as unknown as { data?: unknown; errors?: { extensions?: { code?: string } }[] }[];
@@ -86,7 +89,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
     const fifty = `{ nodes(ids: ${JSON.stringify(t.reference.store.headIds().slice(0, 50))}) { id } }`;
     const refusedBefore = await refusals(t, 'requests');
     // One caller asks 50 upstream calls 40 times at once; another asks once meanwhile.
-    const [flood, probe] = await Promise.all([Promise.all(Array.from({ length: 40 }, () => post(t, fifty, { authorization: 'Bearer flooding-caller' }))), post(t, oneCall, { authorization: 'Bearer flood-bystander' })]);
+    const [flood, probe] = await Promise.all([Promise.all(Array.from({ length: 40 }, () => post(t, fifty, from('192.0.2.15')))), post(t, oneCall, from('192.0.2.16'))]);
     expect(ok(probe)).toBe(true);
     expect(flood.filter(ok)).toHaveLength(10);
     for (const a of flood.filter((x) => !ok(x))) expectRateLimited(a, 'requests');
@@ -102,7 +105,7 @@ describe('RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND=50 (a burst of 100), charged with
   let ids: string[];
   beforeAll(async () => {
     // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
-    t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', UPSTREAM_DEDUPE: 'false' } });
+    t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
     ids = t.reference.store.headIds().slice(0, 50);
   });
   afterAll(() => t.close());
@@ -111,14 +114,14 @@ describe('RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND=50 (a burst of 100), charged with
   const fifty = 'query Fifty($ids: [ID!]!) { nodes(ids: $ids) { id ... on Head { name } } }';
 
   it('nodes(ids:) with 50 ids costs 50: two pass, the third is refused with no upstream call; a query of no calls still runs', async () => {
-    const answers = await Promise.all(Array.from({ length: 3 }, () => post(t, fifty, { authorization: tokenA }, { ids })));
+    const answers = await Promise.all(Array.from({ length: 3 }, () => post(t, fifty, callerA, { ids })));
     expect(answers.filter(ok)).toHaveLength(2);
     expectRateLimited(answers.find((a) => !ok(a))!, 'upstream_calls');
     expect(t.calls()).toHaveLength(100);
     expect(await refusals(t, 'upstream_calls')).toBe(1);
     // Nothing to charge: `{ __typename }` plans no call.
-    expect((await post(t, '{ __typename }', { authorization: tokenA })).body).toEqual({ data: { __typename: 'Query' } });
-    expect(ok(await post(t, fifty, { authorization: tokenB }, { ids }))).toBe(true);
+    expect((await post(t, '{ __typename }', callerA)).body).toEqual({ data: { __typename: 'Query' } });
+    expect(ok(await post(t, fifty, callerB, { ids }))).toBe(true);
     expect(t.calls()).toHaveLength(150);
   });
 });
@@ -130,7 +133,7 @@ describe('RATE_LIMIT_IN_FLIGHT=2', () => {
     // 150 operations at once pass the process's own cap (UPSTREAM_CONNECTIONS) while they are
     // refused: off here, where the caller's cap is what is tried. Each operation's own upstream
     // calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
-    t = await startTestGateway({ env: { RATE_LIMIT_IN_FLIGHT: '2', UPSTREAM_CONNECTIONS: '16', SHED_MAX_IN_FLIGHT: '0', UPSTREAM_DEDUPE: 'false' } });
+    t = await startTestGateway({ env: { RATE_LIMIT_IN_FLIGHT: '2', UPSTREAM_CONNECTIONS: '16', SHED_MAX_IN_FLIGHT: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());
@@ -142,12 +145,12 @@ describe('RATE_LIMIT_IN_FLIGHT=2', () => {
     t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 150);
     let servedA = 0;
     const slow = Array.from({ length: 150 }, () =>
-      post(t, oneCall, { authorization: tokenA }).then((a) => {
+      post(t, oneCall, callerA).then((a) => {
         if (ok(a)) servedA++;
         return a;
       }),
     );
-    const b = await post(t, `{ head(id: "${ids[0]}") { name } }`, { authorization: tokenB });
+    const b = await post(t, `{ head(id: "${ids[0]}") { name } }`, callerB);
     expect(ok(b)).toBe(true);
     // B went straight through. Unlimited, A's first 16 would have held every connection, and B
     // would have come after at least 16 of them.
@@ -162,11 +165,21 @@ describe('RATE_LIMIT_IN_FLIGHT=2', () => {
     expect(await refusals(t, 'in_flight')).toBe(refusedBefore + 148);
     // The slots came back: A is served again.
     t.reference.clearFaults();
-    expect(ok(await post(t, oneCall, { authorization: tokenA }))).toBe(true);
+    expect(ok(await post(t, oneCall, callerA))).toBe(true);
+  });
+
+  it("made-up tokens share their address's slots: from one address, three tokens' slow reads hold two, the third is refused", async () => {
+    t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 3);
+    const reads = ['one', 'two', 'three'].map((name) => post(t, oneCall, from('192.0.2.20', `Bearer made-up-${name}`)));
+    await until(() => t.reference.inFlight() === 2, "the address's two listings held");
+    const refused = await Promise.race(reads);
+    expectRateLimited(refused, 'in_flight');
+    expect(t.reference.releaseHeld()).toBe(2);
+    expect((await Promise.all(reads)).filter(ok)).toHaveLength(2);
   });
 
   it('gives a slot back however the operation ended: refused input, a syntax error, a batch', async () => {
-    const caller = { authorization: 'Bearer releases' };
+    const caller = from('192.0.2.17');
     for (let i = 0; i < 3; i++) {
       expect((await post(t, '{ heads(first: 0) { totalCount } }', caller)).body.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
       expect((await post(t, '{ heads(first: 1) { totalCount }', caller)).body.errors?.[0]?.extensions?.code).toBe('GRAPHQL_PARSE_FAILED');
@@ -212,11 +225,17 @@ describe('who a caller is', () => {
     expect(await overHttp(proxiedUrl, { 'x-forwarded-for': '203.0.113.3' })).toBe(429);
   });
 
-  it('with a token, the token: the same address with two tokens has two windows', async () => {
-    const url = await t.listen();
-    const statuses = await Promise.all([overHttp(url, { authorization: 'Bearer one' }), overHttp(url, { authorization: 'Bearer one' }), overHttp(url, { authorization: 'Bearer two' })]);
+  it("with a token known to be real, the token: the same address with two such tokens has two windows; made-up tokens share their address's", async () => {
+    const url = await proxied.listen();
+    // Each learnt by a read from an address of its own (whose window that read uses).
+    const [one, two] = [await knownToken(proxied, from('198.51.100.1')), await knownToken(proxied, from('198.51.100.2'))];
+    const shared = '198.51.100.3';
+    const statuses = await Promise.all([overHttp(url, from(shared, one)), overHttp(url, from(shared, one)), overHttp(url, from(shared, two))]);
     expect(statuses).toEqual([200, 200, 200]);
-    expect(await overHttp(url, { authorization: 'Bearer one' })).toBe(429);
+    expect(await overHttp(url, from(shared, one))).toBe(429);
+    // Tokens the gateway has not seen accepted, however many, have the address's one window.
+    const madeUp = await Promise.all(['a', 'b', 'c'].map((name) => overHttp(url, from('198.51.100.4', `Bearer made-up-${name}`))));
+    expect(madeUp.sort()).toEqual([200, 200, 429]);
   });
 });
 
@@ -228,10 +247,8 @@ describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=1 (two a window) and a token kn
   afterAll(() => t.close());
 
   it('binds made-up tokens and none at their address, never a caller whose token the upstream accepted', async () => {
-    const from = (address: string, authorization?: string) => ({ 'x-forwarded-for': address, ...(authorization === undefined ? {} : { authorization }) });
-    const token = `Bearer ${t.reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!}`;
     // Accepted by Get Permissions (from another address, whose window it uses): known from then on.
-    expect(ok(await postTo(t, { query: '{ permissions(first: 1) { totalCount } }' }, from('198.51.100.50', token)))).toBe(true);
+    const token = await knownToken(t, from('198.51.100.50'));
     const shared = '198.51.100.60';
     const made = [];
     for (let i = 0; i < 3; i++) made.push(await postTo(t, { query: '{ __typename }' }, from(shared, `Bearer made-up-${i}`)));

@@ -1,7 +1,7 @@
 import { parseList } from 'structured-headers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { answer, jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
-import { expectRateLimited, ok } from './support/limits.js';
+import { expectRateLimited, knownToken, ok } from './support/limits.js';
 import { startRedis, type RedisProcess } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 
@@ -14,7 +14,12 @@ import { describeWithRedis } from './support/services.js';
  */
 
 const oneCall = '{ heads(first: 1) { totalCount } }';
-const as = (caller: string) => ({ authorization: `Bearer ${caller}` });
+/**
+ * A caller of the test's own, by the address a proxy in front names (TRUST_PROXY): a token counts
+ * as a caller of its own only once it is known to be real, which the last blocks go through.
+ */
+const addresses = ['anyone', 'burst', 'sequence', 'another', 'batch', 'browser', 'at-the-door', 'shared', 'window'];
+const as = (caller: string) => ({ 'x-forwarded-for': `192.0.2.${addresses.indexOf(caller) + 1}` });
 
 /** A structured-field list as a client's parser reads it: each member's name and integer parameters. */
 function policies(value: string | null): Record<string, Record<string, unknown>> {
@@ -40,7 +45,7 @@ describe('without an advertised limit', () => {
   afterAll(() => Promise.all(gateways.map((t) => t.close())));
 
   it('answers carry no rate-limit header: no limit set, or only limits a client cannot pace on (in flight, upstream calls)', async () => {
-    for (const env of [{}, { RATE_LIMIT_IN_FLIGHT: '5', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50' }] as Record<string, string>[]) {
+    for (const env of [{}, { RATE_LIMIT_IN_FLIGHT: '5', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', TRUST_PROXY: 'true' }] as Record<string, string>[]) {
       const t = await startTestGateway({ env });
       gateways.push(t);
       const a = await post(t, { query: oneCall }, as('anyone'));
@@ -53,7 +58,7 @@ describe('without an advertised limit', () => {
 describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', CORS_ORIGINS: 'https://app.example.com' } });
+    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', CORS_ORIGINS: 'https://app.example.com', TRUST_PROXY: 'true' } });
   });
   afterAll(() => t.close());
 
@@ -127,18 +132,23 @@ describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=3 beside RATE_LIMIT_REQUESTS_PE
   });
   afterAll(() => t.close());
 
-  const from = (address: string, caller: string) => ({ 'x-forwarded-for': address, ...as(caller) });
+  const from = (address: string, authorization: string) => ({ 'x-forwarded-for': address, authorization });
 
-  it('names both policies; the triple follows the one closest to its end', async () => {
-    const a = await post(t, { query: '{ __typename }' }, from('198.51.100.20', 'one'));
+  it("names both policies; the triple follows the one closest to its end; made-up tokens share their address's windows, a known token has its own", async () => {
+    const a = await post(t, { query: '{ __typename }' }, from('198.51.100.20', 'Bearer made-up-one'));
     expect(policies(a.headers.get('ratelimit-policy'))).toEqual({ requests: { q: 10, w: 2 }, address: { q: 6, w: 2 } });
     expect(Object.keys(policies(a.headers.get('ratelimit')))).toEqual(['requests', 'address']);
     expect([state(a, 'requests').remaining, state(a, 'address').remaining]).toEqual([9, 5]);
     expect(state(a).triple).toMatchObject({ limit: 6, remaining: 5 });
-    // A token of its own from the same address: its own window, the address's shared.
-    const b = await post(t, { query: '{ __typename }' }, from('198.51.100.20', 'two'));
-    expect([state(b, 'requests').remaining, state(b, 'address').remaining]).toEqual([9, 4]);
+    // Another made-up token from the same address: the address's windows, both.
+    const b = await post(t, { query: '{ __typename }' }, from('198.51.100.20', 'Bearer made-up-two'));
+    expect([state(b, 'requests').remaining, state(b, 'address').remaining]).toEqual([8, 4]);
     expect(state(b).triple).toMatchObject({ limit: 6, remaining: 4 });
+    // A token the upstream accepted (learnt from another address): its own window, and no address's.
+    const known = await knownToken(t, { 'x-forwarded-for': '198.51.100.21' });
+    const c = await post(t, { query: '{ __typename }' }, from('198.51.100.20', known));
+    expect(policies(c.headers.get('ratelimit'))).toEqual({ requests: { r: 9, t: expect.any(Number) } });
+    expect(state(c).triple).toMatchObject({ limit: 10, remaining: 9 });
   });
 });
 
@@ -147,7 +157,7 @@ describeWithRedis('RATE_LIMIT_REQUESTS_PER_SECOND=3 with REDIS_URL, two gateways
   const gateways: TestGateway[] = [];
   beforeAll(async () => {
     redis = await startRedis();
-    const env = { RATE_LIMIT_REQUESTS_PER_SECOND: '3', REDIS_URL: redis.url };
+    const env = { RATE_LIMIT_REQUESTS_PER_SECOND: '3', REDIS_URL: redis.url, TRUST_PROXY: 'true' };
     gateways.push(await startTestGateway({ env }), await startTestGateway({ env }));
   });
   afterAll(async () => {
@@ -177,7 +187,7 @@ describeWithRedis('RATE_LIMIT_REQUESTS_PER_SECOND=3 with REDIS_URL, two gateways
 describe('RATE_LIMIT_REQUESTS_PER_SECOND=2 over RATE_LIMIT_WINDOW_SECONDS=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '2', RATE_LIMIT_WINDOW_SECONDS: '5' } });
+    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '2', RATE_LIMIT_WINDOW_SECONDS: '5', TRUST_PROXY: 'true' } });
   });
   afterAll(() => t.close());
 

@@ -16,16 +16,17 @@ import { until } from './support/until.js';
 
 const query = '{ heads(first: 1) { totalCount } }';
 const hash = createHash('sha256').update(query).digest('hex');
-const limits = { RATE_LIMIT_REQUESTS_PER_SECOND: '5', RATE_LIMIT_IN_FLIGHT: '100' };
+// Callers told apart by address (TRUST_PROXY): a token is a caller of its own only once known to be real.
+const limits = { RATE_LIMIT_REQUESTS_PER_SECOND: '5', RATE_LIMIT_IN_FLIGHT: '100', TRUST_PROXY: 'true' };
 
 /**
- * What one caller gets for 15 operations in a row (a burst of 10 under the limit above), and APQ by
- * hash after registering. A round's caller is one of its own: a caller refused a moment ago is
- * refused again at once, without asking the limiter.
+ * What one caller (a client address) gets for 15 operations in a row (a burst of 10 under the limit
+ * above), and APQ by hash after registering. A round's caller is one of its own: a caller refused a
+ * moment ago is refused again at once, without asking the limiter.
  */
-async function drive(t: TestGateway, caller = 'one-caller') {
+async function drive(t: TestGateway, caller = '192.0.2.1') {
   const statuses: number[] = [];
-  for (let i = 0; i < 15; i++) statuses.push((await post(t, { query: '{ __typename }' }, { authorization: `Bearer ${caller}` })).status);
+  for (let i = 0; i < 15; i++) statuses.push((await post(t, { query: '{ __typename }' }, { 'x-forwarded-for': caller })).status);
   const registered = await post(t, { query, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
   const byHash = await post(t, { extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
   return { statuses, registered, byHash };
@@ -105,7 +106,7 @@ describeWithRedis.each([
     // is not reconnected to again): counted again, by its reason, no second line.
     await until(() => t.redis!.ready(), 'Redis used again');
     const counted = await fallbacks(t, 'limits', reason);
-    await drive(t, 'another-caller');
+    await drive(t, '192.0.2.2');
     expect(await fallbacks(t, 'limits', reason)).toBeGreaterThanOrEqual(counted + 15);
     expect(warnings(t)).toHaveLength(1);
   });
@@ -159,7 +160,7 @@ describeWithRedis("RESPONSE_CACHE_REDIS_URL: the response cache's own Redis, ful
 
 /*
  * The response cache in the Redis of the limits (REDIS_URL alone), under the hardening issue's
- * attack: made-up tokens, each a caller of its own, asking for large answers. Its byte budget
+ * attack: made-up tokens, each a cache scope of its own, asking for large answers. Its byte budget
  * (RESPONSE_CACHE_MAX_BYTES, charged in Redis) keeps the answers within it, so the limiters'
  * writes are never refused for memory and a victim's limit holds.
  */
@@ -186,7 +187,8 @@ describeWithRedis('RESPONSE_CACHE_MAX_BYTES: the response cache within its budge
     const page = '{ heads(first: 100) { nodes { id uuid name url arUrl outputFormat style version } } }';
     let bytes = 0;
     for (let round = 0; round < 30; round++) {
-      const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => post(t, { query: page }, { authorization: `Bearer made-up-${round}-${i}` })));
+      // Ten made-up tokens a round, each round from an address of its own: within its limits (a burst of 10).
+      const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => post(t, { query: page }, { authorization: `Bearer made-up-${round}-${i}`, 'x-forwarded-for': `198.51.100.${round + 1}` })));
       for (const { status, body } of answers) {
         expect(status).toBe(200);
         bytes += JSON.stringify(body).length;
@@ -194,7 +196,7 @@ describeWithRedis('RESPONSE_CACHE_MAX_BYTES: the response cache within its budge
     }
     // Without the budget these answers (each kept for its own token) would take more than Redis's 8 MB.
     expect(bytes).toBeGreaterThan(8 * 1024 * 1024);
-    // Refused for the budget, or (they all come from one address) for their address's share of it first.
+    // Refused for the budget, or (ten answers from one address) for their address's share of it first.
     const overBudget = async (bound: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_response_cache_over_budget_total{bound="${bound}"}`) ?? 0;
     expect((await overBudget('total')) + (await overBudget('caller'))).toBeGreaterThan(250);
     expect(await overBudget('caller')).toBeGreaterThan(0);

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { createCallerLimiters, take, waitOf } from '../src/server/traffic/limiters.js';
@@ -60,21 +61,26 @@ describeWithRedis('two gateway processes on one Redis', () => {
   });
 
   it('enforce one limit per caller: 6 operations at the first use up the window, the second refuses the 7th', async () => {
-    const caller = { authorization: 'Bearer shared-caller-token' };
+    // A token the upstream issued, learnt by each process from a read it accepted (known tokens are
+    // per process): a caller of its own at both. Each learning read counts as the address's.
+    const token = reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!;
+    const caller = { authorization: `Bearer ${token}` };
+    for (const endpoint of endpoints) expect((await postTo(endpoint, { query: '{ permissions(first: 1) { totalCount } }' }, caller)).body.errors).toBeUndefined();
     const first = await Promise.all(Array.from({ length: 6 }, () => postTo(endpoints[0]!, { query: '{ __typename }' }, caller)));
     expect(first.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
     const second = await postTo(endpoints[1]!, { query: '{ __typename }' }, caller);
     expect(second.status).toBe(429);
     expect(second.body.errors[0].extensions).toMatchObject({ code: 'RATE_LIMITED', limit: 'requests' });
-    // Another caller, on either process, has a window of its own.
+    // Another caller (the address, with no token or a made-up one), on either process, has a window of its own.
     expect((await postTo(endpoints[1]!, { query: '{ __typename }' }, { authorization: 'Bearer someone-else' })).status).toBe(200);
+    expect((await postTo(endpoints[0]!, { query: '{ __typename }' })).status).toBe(200);
 
     // Redis holds a digest of the token, never the token.
     const client = new Redis(redis.url);
     try {
       const keys = await client.keys('*');
       expect(keys.some((key) => key.startsWith('gw:requests:token:'))).toBe(true);
-      expect(keys.join('\n')).not.toContain('shared-caller-token');
+      expect(keys.join('\n')).not.toContain(token);
     } finally {
       client.disconnect();
     }
@@ -95,16 +101,16 @@ describeWithRedis('two gateway processes on one Redis', () => {
 describeWithRedis('a rate limit beside an in-flight limit in Redis', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3', RATE_LIMIT_IN_FLIGHT: '10' } });
+    t = await startTestGateway({ env: { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3', RATE_LIMIT_IN_FLIGHT: '10', TRUST_PROXY: 'true' } });
   });
   afterAll(() => t?.close());
 
   it('keeps its own window: it expires two seconds after the first operation, not after the last', async () => {
-    const send = () => t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: 'Bearer steady' }, body: JSON.stringify({ query: '{ __typename }' }) });
+    const send = () => t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), 'x-forwarded-for': '192.0.2.70' }, body: JSON.stringify({ query: '{ __typename }' }) });
     const check = new Redis(redis.url);
     try {
-      // The caller's key: its credential's SHA-256, the scheme in lower case (traffic/caller-limits.ts).
-      const key = `gw:requests:token:${createHash('sha256').update('bearer steady').digest('base64url')}`;
+      // The caller's key: its address (a caller without a token known to be real).
+      const key = 'gw:requests:address:192.0.2.70';
       // When the window ends, in Redis's own clock (ms since the epoch).
       const windowEnd = async () => Number(await check.call('PEXPIRETIME', key));
       const redisNow = async () => {
@@ -131,7 +137,7 @@ describeWithRedis('Redis stopping mid-run', () => {
   let lines: string[];
 
   beforeAll(async () => {
-    t = await startTestGateway({ env: { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RATE_LIMIT_IN_FLIGHT: '1000', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '100000' } });
+    t = await startTestGateway({ env: { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RATE_LIMIT_IN_FLIGHT: '1000', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '100000', TRUST_PROXY: 'true' } });
     shared = t.redis!;
     lines = t.logLines;
     expect(shared.ready()).toBe(true);
@@ -139,8 +145,9 @@ describeWithRedis('Redis stopping mid-run', () => {
   afterAll(() => t?.close());
 
   const fallbacks = async (store: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}",reason="unreachable"}`) ?? 0;
+  /** One operation of a caller: a client address (TRUST_PROXY). */
   const run = async (caller: string) => {
-    const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization: `Bearer ${caller}` }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
+    const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), 'x-forwarded-for': caller }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
     return { status: response.status, body: (await response.json()) as any };
   };
 
@@ -149,7 +156,7 @@ describeWithRedis('Redis stopping mid-run', () => {
     let stopped = false;
     const client = async (id: number) => {
       for (let i = 0; i < 30; i++) {
-        answers.push(await run(`client-${id}`));
+        answers.push(await run(`192.0.2.${id + 1}`));
         // Redis goes away (SIGKILL) while every client is mid-run.
         if (id === 0 && i === 10) {
           await redis.stop();
@@ -180,11 +187,11 @@ describeWithRedis('Redis stopping mid-run', () => {
     await redis.start();
     expect(await shared.whenReady(10_000)).toBe(true);
     const before = await fallbacks('limits');
-    expect((await run('after-recovery')).status).toBe(200);
+    expect((await run('192.0.2.99')).status).toBe(200);
     expect(await fallbacks('limits')).toBe(before);
     const check = new Redis(redis.url);
     try {
-      expect((await check.keys('gw:requests:token:*')).length).toBe(1);
+      expect(await check.keys('gw:requests:*')).toEqual(['gw:requests:address:192.0.2.99']);
     } finally {
       check.disconnect();
     }

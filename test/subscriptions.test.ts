@@ -144,7 +144,8 @@ describe('SUBSCRIPTIONS_PER_CALLER=2, SHED_MAX_IN_FLIGHT=1', () => {
   let ids: string[];
   const clients: Client[] = [];
   beforeAll(async () => {
-    t = await startTestGateway({ env: { SUBSCRIPTIONS_PER_CALLER: '2', SHED_MAX_IN_FLIGHT: '1' } });
+    // Callers told apart by address (TRUST_PROXY): a token is a caller of its own once known to be real.
+    t = await startTestGateway({ env: { SUBSCRIPTIONS_PER_CALLER: '2', SHED_MAX_IN_FLIGHT: '1', TRUST_PROXY: 'true' } });
     url = await t.listen();
     ids = t.reference.store.headIds();
   });
@@ -154,21 +155,21 @@ describe('SUBSCRIPTIONS_PER_CALLER=2, SHED_MAX_IN_FLIGHT=1', () => {
   });
 
   it('refuses a caller’s third subscription SUBSCRIPTION_LIMIT; open streams hold no in-flight slot, so a query is still answered', async () => {
-    const client = (authorization: string) => {
-      const made = createClient({ url, headers: { authorization }, retryAttempts: 0 });
+    const client = (address: string) => {
+      const made = createClient({ url, headers: { 'x-forwarded-for': address }, retryAttempts: 0 });
       clients.push(made);
       return made;
     };
-    const open = [subscribe(client('Bearer one'), WATCH, { id: ids[0] }), subscribe(client('Bearer one'), WATCH, { id: ids[1] })];
+    const open = [subscribe(client('192.0.2.1'), WATCH, { id: ids[0] }), subscribe(client('192.0.2.1'), WATCH, { id: ids[1] })];
     await until(() => t.subscriptions.open() === 2, 'two open');
-    const third = subscribe(client('Bearer one'), WATCH, { id: ids[2] });
+    const third = subscribe(client('192.0.2.1'), WATCH, { id: ids[2] });
     await until(() => third.ended, 'the third refused');
     // Refused before its stream began: HTTP 429, the error in its one event (graphql-sse's client throws with the response).
     const refused = (await third.failure) as { response: Response };
     expect(refused.response.status).toBe(429);
     expect(await refused.response.text()).toContain('"code":"SUBSCRIPTION_LIMIT"');
     // Another caller has its own count.
-    const other = subscribe(client('Bearer two'), WATCH, { id: ids[2] });
+    const other = subscribe(client('192.0.2.2'), WATCH, { id: ids[2] });
     await until(() => t.subscriptions.open() === 3, 'another caller’s open');
     expect((await t.execute('{ heads(first: 1) { totalCount } }')).errors).toBeUndefined();
     await Promise.all([...open, other].map((s) => s.stop()));

@@ -165,7 +165,7 @@ export const environment = z.object({
   APQ_CALLER_SHARE: setting('persistedDocuments.apqCallerShare', openRatio().default(0.25))
     .register(variableDocs, {
       description:
-        'the share of `APQ_MAX_ENTRIES` and `APQ_MAX_BYTES` the registrations of one caller (its token, or its address without one) may take, and those of one client address whatever tokens it sent: past either, its own oldest registrations go, so no caller or address can push the others\' out',
+        'the share of `APQ_MAX_ENTRIES` and `APQ_MAX_BYTES` the registrations of one caller (its token once known to be real, else its address) may take, and those of one client address whatever tokens it sent: past either, its own oldest registrations go, so no caller or address can push the others\' out',
     }),
   APQ_TTL_SECONDS: setting('persistedDocuments.apqTtlSeconds', integer(60, 31_536_000).default(10_800))
     .register(variableDocs, { description: 'how long an APQ registration lives in Redis (with `REDIS_URL`; see [shared state](docs/operations.md#shared-state-redis))' }),
@@ -255,7 +255,7 @@ export const environment = z.object({
   WORKERS: setting('workers', workers().default(1).transform((value) => (value === 'auto' ? availableParallelism() : value)))
     .register(variableDocs, { description: 'gateway processes behind one port (`node:cluster`); `auto`: one per CPU' }),
   SUBSCRIPTIONS_PER_CALLER: setting('subscriptions.perCaller', integer(1, 100_000).default(100))
-    .register(variableDocs, { description: 'subscriptions one caller (its token, or its address without one) may hold open in one process, over every transport; one more is refused `SUBSCRIPTION_LIMIT` (see [real time](docs/operations.md#real-time))' }),
+    .register(variableDocs, { description: 'subscriptions one caller (its token once known to be real, else its address) may hold open in one process, over every transport; one more is refused `SUBSCRIPTION_LIMIT` (see [real time](docs/operations.md#real-time))' }),
   SUBSCRIPTIONS_MAX: setting('subscriptions.max', integer(1, 1_000_000).default(20_000))
     .register(variableDocs, { description: 'subscriptions one process holds open for every caller together; one more is refused `SUBSCRIPTION_LIMIT`' }),
   SUBSCRIPTION_POLL_MS: setting('subscriptions.pollMs', integer(0, 3_600_000).default(5_000))

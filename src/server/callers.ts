@@ -12,7 +12,10 @@ export function tokenCallerOf(authorization: string | undefined): string | undef
 
 /** Whom an operation is charged to (traffic/caller-limits.ts, and its share under load: traffic/load-shedder.ts). */
 export interface Caller {
-  /** `token:<hash of the normalised credential>`, or else the client address: what the per-caller limits count by. */
+  /**
+   * What the per-caller limits count by: its `token:<hash>` once that token is known to be real,
+   * else its `address:<client address>` (a made-up token, or none, shares its address's windows).
+   */
   readonly key: string;
   /** `address:<client address>`: what the per-address limit counts. */
   readonly address: string;
@@ -32,15 +35,15 @@ export interface CallerRules {
 
 /**
  * Whom an operation is charged to: its bearer token, hashed (`tokenCaller`, from tokenCallerOf),
- * or else its client address: the first X-Forwarded-For hop when a proxy in front sets it
- * (TRUST_PROXY), the connection's peer otherwise; and whether its token is known to be real
- * (`rules.knows`). A known caller is judged by its own share alone (fair shedding, the per-address
- * limit does not bind it), so users behind one address, each with a real token, each keep theirs;
- * any other shares its address's, so one address making up tokens still has one.
+ * once that token is known to be real (`rules.knows`), or else its client address: the first
+ * X-Forwarded-For hop when a proxy in front sets it (TRUST_PROXY), the connection's peer otherwise.
+ * A known caller is judged by its own share alone (every per-caller limit, fair shedding; the
+ * per-address limit does not bind it), so users behind one address, each with a real token, each
+ * keep theirs; any other shares its address's, so one address making up tokens still has one.
  */
 export function callerFrom(tokenCaller: string | undefined, forwardedFor: string | undefined, peer: string | undefined, rules: CallerRules): Caller {
   const forwarded = rules.trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
   const address = `address:${forwarded || peer || 'unknown'}`;
   const known = tokenCaller !== undefined && rules.knows(tokenCaller);
-  return { key: tokenCaller ?? address, address, token: tokenCaller, known };
+  return { key: known ? tokenCaller : address, address, token: tokenCaller, known };
 }

@@ -7,7 +7,7 @@ import { recordFigures } from './figures.js';
 import { metricTotal, startFleet, type Fleet, type FleetGateway } from './fleet.js';
 import { describeTally, LOAD_CONNECTIONS, startLoad } from './load.js';
 import { demoToken, headName, updateHead } from './operations.js';
-import { persisted, post, writesReach } from './shared-state.js';
+import { clientAddress, persisted, post, writesReach } from './shared-state.js';
 
 /*
  * Scenario d: the gateways share a Redis Cluster of three masters (REDIS_URL=redis-cluster://…).
@@ -38,7 +38,7 @@ describeWithFleet('three gateways sharing a Redis Cluster', () => {
     // Connected: each gateway's writes reach the Cluster (a process just started may still be finding its nodes).
     const masters = cluster.nodes.map((node) => cluster.client(node.port));
     let probes = 0;
-    for (const gateway of gateways) await until(() => writesReach(gateway, masters, `cluster-probe-${probes++}`), `${gateway.name} writing to the Cluster`, 20_000, 100);
+    for (const gateway of gateways) await until(() => writesReach(gateway, masters, probes++), `${gateway.name} writing to the Cluster`, 20_000, 100);
     fallbacksAtStart = await fallbacks();
   });
   afterAll(async () => {
@@ -51,14 +51,14 @@ describeWithFleet('three gateways sharing a Redis Cluster', () => {
 
   describe('share across processes', () => {
     it("a caller's rate limit: its burst used up at one gateway, the next operation is refused at another", async () => {
-      const caller = bearer('cluster-limited-caller');
+      const caller = { 'x-forwarded-for': clientAddress(0x1000) };
       const first = await Promise.all(Array.from({ length: BURST }, () => post(gateways[0]!.endpoint, { query: '{ __typename }' }, caller)));
       expect(first.filter((answer) => answer.status === 200)).toHaveLength(BURST);
       const refused = await post(gateways[1]!.endpoint, { query: '{ __typename }' }, caller);
       expect(refused.status).toBe(429);
       expect(refused.body.errors?.[0]?.extensions).toMatchObject({ code: 'RATE_LIMITED', limit: 'requests' });
       // Another caller has a window of its own.
-      expect((await post(gateways[2]!.endpoint, { query: '{ __typename }' }, bearer('cluster-other-caller'))).status).toBe(200);
+      expect((await post(gateways[2]!.endpoint, { query: '{ __typename }' }, { 'x-forwarded-for': clientAddress(0x1001) })).status).toBe(200);
     });
 
     it('an APQ registration: unknown at one gateway, registered at another, run by its hash at a third', async () => {
@@ -94,17 +94,19 @@ describeWithFleet('three gateways sharing a Redis Cluster', () => {
   it('after a mixed load (and the tests above), holds keys on every master, with no CROSSSLOT refusal and no fallback to process memory', async () => {
     const ids = fleet.reference.store.headIds().slice(0, 30);
     const writer = await demoToken(fleet.url);
-    // 50 callers reading 30 heads (limiter counters and cached answers under many keys), APQ
-    // registrations of 60 distinct queries, and renames that evict cached answers.
+    // 50 callers (each its address and a made-up token) reading 30 heads (limiter counters and
+    // cached answers under many keys), APQ registrations of 60 distinct queries, and renames that
+    // evict cached answers (by a caller of its own).
+    const caller = (n: number) => ({ ...bearer(`mixed-${n % 50}`), 'x-forwarded-for': clientAddress(0x2000 + (n % 50)) });
     const load = startLoad({
       url: fleet.url,
       connections: LOAD_CONNECTIONS,
       total: 600,
       next: (n) => {
         const id = ids[n % ids.length]!;
-        if (n % 20 === 19) return { kind: 'write', body: { query: updateHead, variables: { i: { id, name: `cluster ${n}` } } }, headers: bearer(writer) };
-        if (n % 10 === 4) return { kind: 'apq', body: persisted(`{ q${n}: heads(first: 1) { totalCount } }`, true), headers: bearer(`mixed-${n % 50}`) };
-        return { kind: 'read', body: { query: headName, variables: { id } }, headers: bearer(`mixed-${n % 50}`) };
+        if (n % 20 === 19) return { kind: 'write', body: { query: updateHead, variables: { i: { id, name: `cluster ${n}` } } }, headers: { ...bearer(writer), 'x-forwarded-for': clientAddress(0x3000) } };
+        if (n % 10 === 4) return { kind: 'apq', body: persisted(`{ q${n}: heads(first: 1) { totalCount } }`, true), headers: caller(n) };
+        return { kind: 'read', body: { query: headName, variables: { id } }, headers: caller(n) };
       },
     });
     const tally = await load.done;

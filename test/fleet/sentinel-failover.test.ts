@@ -33,7 +33,7 @@ describeWithFleet('a Sentinel failover under read load', () => {
 
   it('fails no read, and the shared state is on the promoted replica within seconds for every gateway', async () => {
     let probes = 0;
-    const reaches = (gateway: FleetGateway, port: number) => writesReach(gateway, [sentinel.client(port)], `probe-${gateway.name}-${probes++}`);
+    const reaches = (gateway: FleetGateway, port: number) => writesReach(gateway, [sentinel.client(port)], probes++);
     // Shared before: each gateway found the master through the Sentinels.
     for (const gateway of fleet.gateways) await until(() => reaches(gateway, sentinel.masterPort), `${gateway.name} writing to the first master`, 20_000, 100);
     const fallbacksBefore = await Promise.all(fleet.gateways.map((gateway) => metricTotal(gateway, 'gateway_shared_state_fallbacks_total')));

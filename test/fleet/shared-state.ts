@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { tokenCallerOf } from '../../src/server/callers.js';
 import type { FleetGateway } from './fleet.js';
 
 /*
@@ -22,17 +21,20 @@ export async function post(endpoint: string, body: object, headers: Record<strin
   return { status: response.status, body: (await response.json()) as Answer['body'] };
 }
 
+/** A client address of the fleet's tests (IPv6's documentation prefix), told by X-Forwarded-For (the fleet runs with TRUST_PROXY). */
+export const clientAddress = (n: number): string => `2001:db8::${n.toString(16)}`;
+
 /**
- * Sends `{ __typename }` to `gateway` as a caller never seen before, and says whether its
- * rate-limit counter (`gw:requests:token:<digest>`) is on one of `nodes` right after: the
- * gateway's writes reach them. Needs RATE_LIMIT_REQUESTS_PER_SECOND.
+ * Sends `{ __typename }` to `gateway` as a caller never seen before (probe `n`'s client address),
+ * and says whether its rate-limit counter (`gw:requests:address:<address>`) is on one of `nodes`
+ * right after: the gateway's writes reach them. Needs RATE_LIMIT_REQUESTS_PER_SECOND.
  */
-export async function writesReach(gateway: FleetGateway, nodes: readonly Redis[], caller: string): Promise<boolean> {
-  const authorization = `Bearer ${caller}`;
-  const answer = await post(gateway.endpoint, { query: '{ __typename }' }, { authorization });
+export async function writesReach(gateway: FleetGateway, nodes: readonly Redis[], probe: number): Promise<boolean> {
+  const address = clientAddress(probe);
+  const answer = await post(gateway.endpoint, { query: '{ __typename }' }, { 'x-forwarded-for': address });
   if (answer.status !== 200) throw new Error(`${gateway.name} refused a probe: ${answer.status} ${JSON.stringify(answer.body)}`);
-  // The counter's key holds the caller as the limiter names it (traffic/caller-limits.ts), never the token.
-  const found = await Promise.all(nodes.map(async (node) => (await node.scan('0', 'MATCH', `*${tokenCallerOf(authorization)}*`, 'COUNT', 100_000))[1].length > 0));
+  // The counter's key holds the caller as the limiter names it (traffic/caller-limits.ts).
+  const found = await Promise.all(nodes.map(async (node) => (await node.scan('0', 'MATCH', `*address:${address}`, 'COUNT', 100_000))[1].length > 0));
   return found.includes(true);
 }
 

@@ -33,7 +33,7 @@ describeWithFleet('subscriptions across three gateways on a Redis Cluster', () =
     fleet = await startFleet({ REDIS_URL: cluster.url, SHUTDOWN_DELAY_MS: String(SHUTDOWN_DELAY_MS), RATE_LIMIT_REQUESTS_PER_SECOND: '100000' });
     const masters = cluster.nodes.map((node) => cluster.client(node.port));
     let probes = 0;
-    for (const gateway of fleet.gateways) await until(() => writesReach(gateway, masters, `subscriptions-probe-${probes++}`), `${gateway.name} writing to the Cluster`, 20_000, 100);
+    for (const gateway of fleet.gateways) await until(() => writesReach(gateway, masters, probes++), `${gateway.name} writing to the Cluster`, 20_000, 100);
   });
   afterAll(async () => {
     for (const subscription of open) subscription.close();
