@@ -239,6 +239,26 @@ describe('who a caller is', () => {
   });
 });
 
+describe('TRUST_PROXY naming the proxies in front (1, or loopback), over HTTP from 127.0.0.1', () => {
+  const gateways: TestGateway[] = [];
+  afterAll(() => Promise.all(gateways.map((g) => g.close())));
+
+  it.each(['1', 'loopback'])('TRUST_PROXY=%s: the client is the hop the trusted proxy wrote, so a client writing its own leftmost hops still has one window', async (trust) => {
+    const t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '1', TRUST_PROXY: trust } });
+    gateways.push(t);
+    const url = await t.listen();
+    const send = async (forwardedFor: string) => {
+      const response = await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), 'x-forwarded-for': forwardedFor }, body: JSON.stringify({ query: '{ __typename }' }) });
+      await response.text();
+      return response.status;
+    };
+    // The proxy (this test, at 127.0.0.1) appended 198.51.100.9 to what its client sent.
+    const spoofed = await Promise.all(['203.0.113.1', '203.0.113.2', '203.0.113.3'].map((made) => send(`${made}, 198.51.100.9`)));
+    expect(spoofed.sort()).toEqual([200, 200, 429]);
+    expect(await send('198.51.100.10')).toBe(200);
+  });
+});
+
 describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=1 (two a window) and a token known to be real', () => {
   let t: TestGateway;
   beforeAll(async () => {

@@ -175,6 +175,12 @@ describe('loadConfig', () => {
     expect(loadConfig({ REDIS_URL: url }).redis).toEqual({ topology, sentinelPassword: undefined });
   });
 
+  it('reads TRUST_PROXY as Express reads trust proxy: none, every hop, the nearest N, or addresses, subnets and named ranges', () => {
+    const trust = (value: string) => loadConfig({ TRUST_PROXY: value }).callerLimits.trustProxy;
+    expect([trust('false'), trust('off'), trust('0'), trust('true'), trust('on'), trust('1'), trust('2')]).toEqual([false, false, false, true, true, 1, 2]);
+    expect(trust(' loopback, 10.0.0.0/8 ,192.0.2.7')).toEqual(['loopback', '10.0.0.0/8', '192.0.2.7']);
+  });
+
   it('reads the Sentinels\' own password beside a redis-sentinel:// URL, and the shutdown delay and grace', () => {
     expect(loadConfig({ REDIS_URL: 'redis-sentinel://s1/m', REDIS_SENTINEL_PASSWORD: 's3cret' }).redis?.sentinelPassword).toBe('s3cret');
     expect(loadConfig({ SHUTDOWN_DELAY_MS: '0', SHUTDOWN_GRACE_MS: '2500' }).shutdown).toEqual({ delayMs: 0, graceMs: 2_500 });
@@ -191,7 +197,8 @@ describe('loadConfig', () => {
     [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '49' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least 50, so that one operation's UPSTREAM_CALL_BUDGET \(100\) fits in a burst of RATE_LIMIT_WINDOW_SECONDS \(2\), got "49"$/],
     [{ RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '19', RATE_LIMIT_WINDOW_SECONDS: '5' }, /^RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: expected at least 20, .* RATE_LIMIT_WINDOW_SECONDS \(5\), got "19"$/],
     [{ RATE_LIMIT_WINDOW_SECONDS: '0' }, /^RATE_LIMIT_WINDOW_SECONDS: expected an integer from 1 to 3600, got "0"$/],
-    [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true or false/],
+    [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: expected true, false, a number of proxies, or their addresses/],
+    [{ TRUST_PROXY: '10.0.0.0/33' }, /^TRUST_PROXY: expected true, false, a number of proxies, or their addresses/],
     [{ METRICS_OPERATION_NAMES: '0' }, /^METRICS_OPERATION_NAMES: expected an integer from 1/],
     [{ METRICS_CLIENT_NAMES: '0' }, /^METRICS_CLIENT_NAMES: expected an integer from 1/],
     [{ METRICS_KNOWN_OPERATIONS: 'Head-Page' }, /^METRICS_KNOWN_OPERATIONS: expected a comma-separated list of GraphQL operation names/],

@@ -303,6 +303,12 @@ describe('compose.yaml', () => {
     expect(haproxyEnv.LISTEN?.split(':').at(-1)).toBe(containerPort);
   });
 
+  it("has HAProxy write each client's address into X-Forwarded-For, and the gateways trust that one proxy alone (TRUST_PROXY=1)", () => {
+    expect(haproxyConfig()).toContain('option forwardfor');
+    // One hop: the address HAProxy appended, never what a client wrote before it.
+    for (const [name, service] of gateways) expect(composeEnv(service).TRUST_PROXY, name).toBe('1');
+  });
+
   it('gives HAProxy every variable haproxy.cfg reads, and none it does not', () => {
     expect(haproxy?.image).toMatch(/^haproxy:/);
     expect(haproxy!.volumes?.some((v) => v.startsWith(`./${haproxyCfgPath}:`))).toBe(true);

@@ -322,7 +322,7 @@ describe('a stream whose next() rejects', () => {
       release: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
     };
     const pipeline = new Pipeline({ stages, mask: () => new GraphQLError('Unexpected error.') });
-    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: false, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { shedder, inFlightSlots: limiters.inFlight!, serve, streamed, fail };
   }
 

@@ -254,7 +254,7 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
       release: { 'in flight': inFlight.telemetry },
     };
     const pipeline = new Pipeline({ stages, mask: masking.mask });
-    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: false, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { state, shedder, serve };
   }
 

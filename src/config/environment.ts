@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { samplerNames } from '../telemetry/tracing.js';
 import { RESERVED_DESCRIPTORS } from './descriptors.js';
 import { setting } from './places.js';
-import { expecting, flag, httpUrl, integer, names, oneOf, openRatio, origins, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
+import { expecting, flag, httpUrl, integer, names, oneOf, openRatio, origins, proxyTrust, ratio, redisUrl, text, ttlPerType, upstreamUrl, variableDocs, workers } from './values.js';
 
 /*
  * The environment the gateway reads: every variable once, with its default, its limits and what
@@ -121,12 +121,15 @@ export const environment = z.object({
   KNOWN_TOKENS_TTL_MS: setting('knownTokens.ttlMs', integer(1_000, 86_400_000).default(3_600_000))
     .register(variableDocs, {
       description:
-        "how long a token is remembered as real (by its hash) once the upstream accepted it (a 2xx to Get Permissions or Delete Head, the operations the contract says check a token) or the gateway's `login` issued it: from then on a caller of its own for fair shedding and the per-address limit; before, it shares its address's share (see [callers](docs/operations.md#callers))",
+        "how long a token is remembered as real (by its hash) once the upstream accepted it (a 2xx to Get Permissions or Delete Head, the operations the contract says check a token) or the gateway's `login` issued it: from then on a caller of its own for fair shedding and every per-caller limit, and not bound by the per-address limit; before, it is its address's (see [callers](docs/operations.md#callers))",
     }),
   KNOWN_TOKENS_MAX: setting('knownTokens.max', integer(1, 10_000_000).default(100_000))
     .register(variableDocs, { description: 'tokens remembered as real at most per process (the least recently seen forgotten first): some 200 bytes each' }),
-  TRUST_PROXY: setting('callerLimits.trustProxy', flag().default(false))
-    .register(variableDocs, { description: '`true`: a caller without a token is the first `X-Forwarded-For` hop (set it only behind a proxy that writes that header)' }),
+  TRUST_PROXY: setting('callerLimits.trustProxy', proxyTrust().default(false))
+    .register(variableDocs, {
+      description:
+        "which proxies in front may name the client address in `X-Forwarded-For` (as Express's `trust proxy`): the nearest N (`1` behind one load balancer), those at these addresses or subnets (`10.0.0.0/8,loopback`), or every hop (`true`: the leftmost, which a client can write itself unless the proxy overwrites the header); the client is the nearest hop not trusted. It is the address of a caller without a token known to be real (see [callers](docs/operations.md#callers))",
+    }),
   // Load shedding (server/traffic/load-shedder.ts): on by default, each threshold off at 0.
   SHED_MAX_IN_FLIGHT: integer(0, 1_000_000)
     .optional()

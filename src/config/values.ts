@@ -1,3 +1,4 @@
+import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
 
 /*
@@ -42,6 +43,40 @@ export const oneOf = <const T extends readonly [string, ...string[]]>(values: T)
 export const flag = () => {
   const expected = 'true or false (or 1/0, on/off)';
   return expecting(z.enum(['true', 'false', '1', '0', 'on', 'off'], { error: expected }).transform((v) => v === 'true' || v === '1' || v === 'on'), expected);
+};
+
+/**
+ * Which proxies in front may name the client in `X-Forwarded-For`, as Express's `trust proxy` says
+ * it: none (false), every hop (true: the leftmost, which a client can write itself unless the proxy
+ * overwrites the header), the nearest N, or those at these addresses, subnets or named ranges
+ * (`loopback`, `linklocal`, `uniquelocal`), the client being the nearest hop not trusted.
+ */
+export type ProxyTrust = boolean | number | readonly string[];
+
+export const proxyTrust = () => {
+  const expected = 'true, false, a number of proxies, or their addresses, subnets or ranges (comma-separated)';
+  const refused = (value: string): boolean => {
+    try {
+      proxyaddr.compile(value.split(',').map((part) => part.trim()));
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  return expecting(
+    z
+      .string({ error: expected })
+      .trim()
+      .min(1, { error: expected })
+      .refine((value) => /^(true|false|on|off|\d+)$/.test(value) || !refused(value), { error: expected })
+      .transform((value): ProxyTrust => {
+        if (value === 'true' || value === 'on') return true;
+        if (value === 'false' || value === 'off') return false;
+        if (/^\d+$/.test(value)) return Number(value) > 0 && Number(value);
+        return value.split(',').map((part) => part.trim());
+      }),
+    expected,
+  );
 };
 
 export const text = (expected: string) => expecting(z.string().min(1, { error: expected }), expected);

@@ -1,3 +1,6 @@
+import type { IncomingMessage } from 'node:http';
+import proxyaddr from 'proxy-addr';
+import type { Config } from '../config.js';
 import { credentialKeyOf } from '../upstream/credential.js';
 
 /**
@@ -27,23 +30,40 @@ export interface Caller {
 
 /** How a request's caller is told: its address (TRUST_PROXY), and which tokens are known to be real. */
 export interface CallerRules {
-  /** Whether a caller without a known token is its first X-Forwarded-For hop (TRUST_PROXY). */
-  readonly trustProxy: boolean;
+  /** Which proxies in front may name the client address (TRUST_PROXY), as `trustingProxies` compiled it. */
+  readonly trustProxy: ProxyTrusted | undefined;
   /** Whether a token (its `token:<hash>`) is known to be real. */
   readonly knows: (tokenCaller: string) => boolean;
 }
 
+/** Whether the hop `i` from the connection (0: the peer itself) at `address` is a proxy trusted to name the one before it. */
+export type ProxyTrusted = (address: string, i: number) => boolean;
+
+/** TRUST_PROXY as proxy-addr judges each hop (Express's `trust proxy`): none, all, the nearest N, or by address. */
+export function trustingProxies(trust: Config['callerLimits']['trustProxy']): ProxyTrusted | undefined {
+  if (trust === false) return undefined;
+  if (trust === true) return () => true;
+  if (typeof trust === 'number') return (_address, i) => i < trust;
+  return proxyaddr.compile([...trust]);
+}
+
+/** The client address: the nearest `X-Forwarded-For` hop not sent by a trusted proxy (proxy-addr), else the peer. */
+function clientAddress(forwardedFor: string | undefined, peer: string | undefined, trusted: ProxyTrusted | undefined): string | undefined {
+  if (trusted === undefined || forwardedFor === undefined) return peer;
+  const request = { headers: { 'x-forwarded-for': forwardedFor }, socket: { remoteAddress: peer } } as unknown as IncomingMessage;
+  return proxyaddr(request, trusted) || peer;
+}
+
 /**
  * Whom an operation is charged to: its bearer token, hashed (`tokenCaller`, from tokenCallerOf),
- * once that token is known to be real (`rules.knows`), or else its client address: the first
- * X-Forwarded-For hop when a proxy in front sets it (TRUST_PROXY), the connection's peer otherwise.
+ * once that token is known to be real (`rules.knows`), or else its client address: the nearest
+ * X-Forwarded-For hop a trusted proxy in front names (TRUST_PROXY), the connection's peer otherwise.
  * A known caller is judged by its own share alone (every per-caller limit, fair shedding; the
  * per-address limit does not bind it), so users behind one address, each with a real token, each
  * keep theirs; any other shares its address's, so one address making up tokens still has one.
  */
 export function callerFrom(tokenCaller: string | undefined, forwardedFor: string | undefined, peer: string | undefined, rules: CallerRules): Caller {
-  const forwarded = rules.trustProxy ? forwardedFor?.split(',')[0]?.trim() : undefined;
-  const address = `address:${forwarded || peer || 'unknown'}`;
+  const address = `address:${clientAddress(forwardedFor, peer, rules.trustProxy) || 'unknown'}`;
   const known = tokenCaller !== undefined && rules.knows(tokenCaller);
   return { key: known ? tokenCaller : address, address, token: tokenCaller, known };
 }

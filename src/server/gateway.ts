@@ -10,6 +10,7 @@ import { retryAfter } from './answers/retry-after.js';
 import { streamInitialCount } from './documents/incremental-delivery.js';
 import type { GatewayMetrics } from './instruments/metrics.js';
 import { graphqlMethods } from './intake/method.js';
+import { trustingProxies } from './callers.js';
 import { checkParams } from './intake/params.js';
 import { frontDoor, isBrowserPageView } from './pages/front-door.js';
 import { graphiQLPage } from './pages/graphiql-cache.js';
@@ -139,7 +140,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const serve: Serve = routes({
     endpoint: ENDPOINT,
     pipeline,
-    callers: { trustProxy: settings.callerLimits.trustProxy, knows: options.knownTokens.knows },
+    callers: { trustProxy: trustingProxies(settings.callerLimits.trustProxy), knows: options.knownTokens.knows },
     graphiql: graphiql === undefined ? undefined : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined),
     preflight: policies.cors?.preflight,
     routes: [door, probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics })],

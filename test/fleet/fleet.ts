@@ -73,8 +73,9 @@ function fleetGateway(index: number, port: number, adminPort: number, env: Recor
 export async function startFleet(env: Record<string, string> = {}): Promise<Fleet> {
   const reference = await startReferenceUpstream({ record: false });
   const ports = await freePorts(FLEET_SIZE * 2);
-  // Its callers told apart by the address a client names (X-Forwarded-For), as behind a proxy that writes it.
-  const common = { HOST: '127.0.0.1', LOG_LEVEL: 'warn', UPSTREAM_URL: reference.url, TRUST_PROXY: 'true', ...env };
+  // Every proxy on loopback is trusted (HAProxy, and the tests that call a gateway directly):
+  // callers are told apart by the address the tests name in X-Forwarded-For.
+  const common = { HOST: '127.0.0.1', LOG_LEVEL: 'warn', UPSTREAM_URL: reference.url, TRUST_PROXY: 'loopback', ...env };
   const gateways = Array.from({ length: FLEET_SIZE }, (_, i) => fleetGateway(i, ports[i * 2]!, ports[i * 2 + 1]!, common));
   let haproxy: HaproxyProcess | undefined;
 
