@@ -131,7 +131,7 @@ describe('Accept-Encoding (over HTTP)', () => {
   const overHttp = async (body: string, acceptEncoding: string) => {
     const response = await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), 'accept-encoding': acceptEncoding }, body });
     const text = await response.text();
-    return { status: response.status, coding: response.headers.get('content-encoding'), vary: response.headers.get('vary'), text };
+    return { status: response.status, coding: response.headers.get('content-encoding'), vary: response.headers.get('vary'), requestId: response.headers.get('x-request-id'), text };
   };
 
   it('never uses a coding given q=0, and compresses even a small answer when identity is refused', async () => {
@@ -143,9 +143,11 @@ describe('Accept-Encoding (over HTTP)', () => {
     expect((await overHttp(small, '*;q=0, br')).coding).toBe('br');
   });
 
-  it.each(['identity;q=0', '*;q=0', 'gzip;q=0, identity;q=0'])('answers %s, which refuses every coding, 406 NOT_ACCEPTABLE before any upstream call', async (acceptEncoding) => {
+  it.each(['identity;q=0', '*;q=0', 'gzip;q=0, identity;q=0'])('answers %s, which refuses every coding, 406 NOT_ACCEPTABLE before any upstream call (the intake stage, on the one path)', async (acceptEncoding) => {
     const a = await overHttp(oneCall, acceptEncoding);
     expect(a.status).toBe(406);
+    // Answered by the stages, not beside them: it carries its request id as every answer does.
+    expect(a.requestId).toMatch(/\S/);
     expect(JSON.parse(a.text)).toEqual({ errors: [{ message: expect.stringMatching(/^The Accept-Encoding header refuses every content coding/), extensions: { code: 'NOT_ACCEPTABLE' } }] });
     expect(a.vary).toBe('Accept-Encoding');
     expect(t.calls()).toEqual([]);

@@ -2,6 +2,7 @@ import { GraphQLError, type ExecutionResult } from 'graphql';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { loadConfig } from '../src/config.js';
 import { useAnswerBody } from '../src/server/answers/answer.js';
 import { errorMasking } from '../src/server/answers/masking.js';
@@ -138,6 +139,41 @@ describe('every transport, the same answer', () => {
         expect(overFetch, `${what}, round ${round}`).toEqual(overHttp);
       }
     }
+  });
+
+  it('WebSocket answers in the same serialisation as HTTP: a result with errors (errors first), a refusal without the server\'s extensions', async () => {
+    /** The raw `payload` of the messages a graphql-transport-ws socket gets for one subscribe, as written. */
+    const overSocket = async (query: string): Promise<{ type: string; payload: string }[]> => {
+      const socket = new WebSocket(url, 'graphql-transport-ws');
+      const got: { type: string; payload: string }[] = [];
+      await new Promise<void>((resolve, reject) => {
+        socket.on('error', reject);
+        socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init' })));
+        socket.on('message', (data: Buffer) => {
+          const text = data.toString();
+          const type = (JSON.parse(text) as { type: string }).type;
+          if (type === 'connection_ack') return void socket.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query } }));
+          // The payload's text as it came: what follows `"payload":` up to the message's last brace.
+          if (type === 'next' || type === 'error') got.push({ type, payload: text.slice(text.indexOf('"payload":') + '"payload":'.length, -1) });
+          if (type === 'complete' || type === 'error') resolve();
+        });
+      });
+      socket.close();
+      return got;
+    };
+    const overHttp = async (query: string) => (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) })).text();
+
+    const partial = `{ a: head(id: "${ids[4]}") { name } b: head(id: "00000000-0000-4000-8000-000000000000") { name } }`;
+    const [next] = await overSocket(partial);
+    expect(next!.type).toBe('next');
+    expect(next!.payload).toBe(await overHttp(partial));
+    expect(next!.payload.startsWith('{"errors":[')).toBe(true);
+
+    const invalid = '{ head(id: 1) { nope } }';
+    const [error] = await overSocket(invalid);
+    expect(error!.type).toBe('error');
+    expect(JSON.parse(error!.payload)).toEqual(JSON.parse(await overHttp(invalid)).errors);
+    expect(error!.payload).not.toContain('"http"');
   });
 
   it("writes each header of an answer once (a client reads the raw head): a kept answer's, one with errors", async () => {

@@ -7,6 +7,7 @@ import type { Answer, IntakeStep, OperationStep, ResultStep } from '../pipeline/
 import type { Negotiated, RequestState, WholeAnswer } from '../request-state.js';
 import { answerTypeFor } from './media-types.js';
 import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
+import { codingsFor } from '../http/codings.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
 
 /** The media types the gateway answers in, each with the only charset it writes. */
@@ -72,6 +73,13 @@ const notAcceptableAnswer: WholeAnswer = {
   ),
 };
 
+/** The 406 to a client whose Accept-Encoding refuses every content coding the gateway writes (http/codings.ts). */
+const noCodingAnswer: WholeAnswer = {
+  status: 406,
+  headers: { 'content-type': refusalType, vary: 'Accept-Encoding' },
+  body: refusalBody('The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', 'NOT_ACCEPTABLE'),
+};
+
 /**
  * Makes `answer` the 406, when its result has no type the client takes (answers/answer.ts): a
  * request refused before its negotiation (overloaded, say) whose client takes none.
@@ -113,8 +121,8 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  * execution, by the position of the types in Accept and without reading q-values: an operation a
  * client cannot take the answer of ran in full, upstream calls included, to be answered 406, and
  * `application/json;q=0` was answered in JSON. Here:
- * - `intake`: an Accept that names no type the gateway answers in is HTTP 406 `NOT_ACCEPTABLE`
- *   before the body is read; else the types a whole answer and one in parts go out in are chosen
+ * - `intake`: an Accept that names no type the gateway answers in, or an Accept-Encoding that
+ *   refuses every coding it writes, is HTTP 406 `NOT_ACCEPTABLE` before the body is read; else the types a whole answer and one in parts go out in are chosen
  *   (yoga's choice, answers/media-types.ts, over the types accepted most preferred first when the
  *   header has q-values), once per distinct header;
  * - `document`: an operation with @defer or @stream asked for by a client that takes no type
@@ -126,7 +134,7 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  */
 export function useContentNegotiation(options: { readonly schema: GraphQLSchema }): { readonly intake: IntakeStep; readonly document: OperationStep; readonly execution: ResultStep } {
   return {
-    intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : undefined),
+    intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : codingsFor(request.headers.get('accept-encoding')) === 'none' ? noCodingAnswer : undefined),
     document(operation) {
       const { request } = operation;
       // An event's request (real-time/event-requests.ts) is answered whole: its result is one part of its subscription's stream.

@@ -1,5 +1,4 @@
 import compression from 'compression';
-import Negotiator from 'negotiator';
 import cluster from 'node:cluster';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerOptions } from 'node:http';
@@ -7,8 +6,7 @@ import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
 import type { ConnectionSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import { privateAnswerHeaders, varyOn } from './cache-headers.js';
-import { refusalBody, refusalType } from './refusal.js';
+import { codingsFor } from './codings.js';
 
 export interface HttpServerOptions {
   /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
@@ -77,32 +75,6 @@ function compressible(...[request, response]: Parameters<typeof compression.filt
   return compression.filter(request, response) || multipart.test(String(response.getHeader('content-type') ?? ''));
 }
 
-/** The content codings the compressor writes, and `identity`: none. */
-const codings = ['br', 'gzip', 'deflate', 'identity'];
-
-/** A `q=0` somewhere in Accept-Encoding: only then can it refuse `identity` (most headers have none). */
-const zeroQuality = /;\s*q\s*=\s*0(\.0*)?\s*(,|$)/i;
-
-/**
- * How an answer may be coded, by Accept-Encoding (negotiator, as the compressor reads it):
- * `any`, including as it is; `compressed`, when it refuses `identity` (`identity;q=0`, or `*;q=0`
- * without `identity`: RFC 9110 12.5.3), so even an answer under the threshold is compressed;
- * `none` when it refuses every coding the gateway has, answered 406 before anything runs.
- */
-function codingsFor(request: IncomingMessage, acceptEncoding: string): 'any' | 'compressed' | 'none' {
-  if (!zeroQuality.test(acceptEncoding)) return 'any';
-  const acceptable = new Negotiator(request).encodings(codings);
-  return acceptable.length === 0 ? 'none' : acceptable.includes('identity') ? 'any' : 'compressed';
-}
-
-const noCoding = refusalBody('The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', 'NOT_ACCEPTABLE');
-
-/** An answer the server gives itself, before the gateway (a coding the client refuses): with the private headers when the request carries credentials (answers/answer-headers.ts). */
-function answerAtOnce(request: IncomingMessage, response: ServerResponse, status: number, headers: Readonly<Record<string, string>>, body: string): void {
-  response.writeHead(status, request.headers.authorization === undefined ? headers : { ...headers, 'cache-control': privateAnswerHeaders['cache-control'], vary: varyOn(headers.vary ?? null, privateAnswerHeaders.vary) });
-  response.end(body);
-}
-
 /**
  * The gateway on Node's HTTP server. Responses are compressed by `compression` (Express's):
  * brotli, gzip or deflate as Accept-Encoding prefers (q-values honoured, brotli first on a tie),
@@ -128,10 +100,10 @@ export function createGatewayServer(handler: Handler, options: HttpServerOptions
   const server = createDrainableServer(slowRequestOptions(options.connections), (request, response) => {
     const acceptEncoding = request.headers['accept-encoding'];
     // A request that accepts no encoding is answered as it is, without the middleware: a cache may
-    // keep that identity answer for everyone, so it needs no Vary.
-    if (acceptEncoding === undefined) return handler(request, response);
-    const coded = codingsFor(request, acceptEncoding);
-    if (coded === 'none') return answerAtOnce(request, response, 406, { 'content-type': refusalType, vary: 'Accept-Encoding' }, noCoding);
+    // keep that identity answer for everyone, so it needs no Vary. One that refuses every coding
+    // is the intake stage's 406, answered as it is.
+    const coded = codingsFor(acceptEncoding);
+    if (acceptEncoding === undefined || coded === 'none') return handler(request, response);
     return (coded === 'any' ? compress : compressAll)(request, response, () => handler(request, response));
   });
   // The descriptors over the cap stay for the upstream pool, Redis and files (config/descriptors.ts).

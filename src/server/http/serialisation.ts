@@ -20,13 +20,17 @@ function publicExtensions(extensions: Record<string, unknown> | undefined): Reco
   return Object.keys(rest).length > 0 ? rest : undefined;
 }
 
-const errorsJson = (errors: readonly unknown[]): unknown[] => errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error));
+/** Errors as clients read them (each a GraphQLError's JSON without the server's extensions). */
+export const errorsJson = (errors: readonly unknown[]): unknown[] => errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error));
 
 /** A part's entries (`incremental`, `completed`) with their errors as clients read them. */
 function entriesJson(entries: unknown): unknown {
   if (!Array.isArray(entries) || !entries.some((entry: { errors?: unknown }) => Array.isArray(entry?.errors))) return entries;
   return entries.map((entry: { errors?: unknown }) => (Array.isArray(entry?.errors) ? { ...entry, errors: errorsJson(entry.errors) } : entry));
 }
+
+/** Whether a result is already as clients read it: nothing to put first, nothing to take out (most answers). */
+const asRead = (result: ExecutionResult): boolean => result.errors === undefined && result.extensions === undefined && !('incremental' in result) && !('completed' in result);
 
 /**
  * A result as JSON: `errors` before everything else (as the GraphQL spec suggests: a client
@@ -35,15 +39,19 @@ function entriesJson(entries: unknown): unknown {
  * result's), then `extensions`.
  */
 export function serialise(result: ExecutionResult): string {
-  // Most answers: nothing to put first, nothing to take out.
-  if (result.errors === undefined && result.extensions === undefined && !('incremental' in result) && !('completed' in result)) return JSON.stringify(result);
+  return JSON.stringify(asRead(result) ? result : publicResult(result));
+}
+
+/** A result as `serialise` writes it, as an object: for a transport whose library writes the JSON (WebSocket's `next`). */
+export function publicResult(result: ExecutionResult): Record<string, unknown> {
+  if (asRead(result)) return result as Record<string, unknown>;
   const { errors, extensions, ...rest } = result as ExecutionResult & Record<string, unknown>;
   if (rest['incremental'] !== undefined) rest['incremental'] = entriesJson(rest['incremental']);
   if (rest['completed'] !== undefined) rest['completed'] = entriesJson(rest['completed']);
   const answer: Record<string, unknown> = errors?.length ? { errors: errorsJson(errors), ...rest } : rest;
   const shown = publicExtensions(extensions as Record<string, unknown> | undefined);
   if (shown !== undefined) answer['extensions'] = shown;
-  return JSON.stringify(answer);
+  return answer;
 }
 
 type HttpExtensions = { status?: number; headers?: Record<string, string>; spec?: boolean };

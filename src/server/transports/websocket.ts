@@ -4,6 +4,7 @@ import { GraphQLError, type ExecutionArgs, type ExecutionResult, type GraphQLSch
 import { useServer, type Extra } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { pathOf } from '../http/paths.js';
+import { errorsJson, publicResult } from '../http/serialisation.js';
 import { refusalErrors } from '../http/refusal.js';
 import type { Incoming, OperationResult, RequestHeaders } from '../request-state.js';
 import type { Serve } from '../pipeline/stages.js';
@@ -122,6 +123,9 @@ export function websocketTransport(serve: Serve, options: WebSocketOptions): Web
     schema: options.schema,
     execute: run,
     subscribe: run,
+    // The one serialisation's shape (errors first, the server's extensions out); graphql-ws writes the JSON.
+    onNext: (_ctx: unknown, _id: string, _payload: unknown, _args: ExecutionArgs, result: ExecutionResult) => publicResult(result),
+    onError: (_ctx: unknown, _id: string, _payload: unknown, errors: readonly GraphQLError[]) => errorsJson(errors),
     async onSubscribe(ctx: { extra: Extra; connectionParams?: Readonly<Record<string, unknown>> | undefined }, _id: string, payload: unknown) {
       // A stream ends when its client completes it or leaves (graphql-ws ends the results' iteration); a query is not cut.
       const answer = await serve(socketIncoming(ctx.extra.request, options.endpoint, payload, authorizationOf(ctx.connectionParams), new AbortController().signal));
