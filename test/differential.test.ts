@@ -1,20 +1,14 @@
-import fc from 'fast-check';
-import { isDeepStrictEqual } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
-import { startTestGateway, type TestGateway } from './support/gateway.js';
-import { generatedRequests, type GeneratedRequest } from './support/generated-requests.js';
-import { until } from './support/until.js';
+import { compare, startSides, type Side } from './support/differential.js';
 
 /*
  * Differential test: compiled execution (graphql-jit, the execution stage's engine for hot
  * queries) answers exactly as the interpreter does, every other stage of the one path alike: a
- * stage left out of either case, or done otherwise, shows here. Query operations generated
- * from the schema, valid and not, are each sent several times over a real port to a gateway with
- * COMPILED_EXECUTION=on (compiling at a document's second run) and to one with
- * COMPILED_EXECUTION=off, the same settings otherwise, each on a reference upstream of its own
- * seeded alike. Every send must get the same status, the same response headers, the same body
- * byte for byte (the order of keys is part of the answer) and the same upstream calls.
+ * stage left out of either case, or done otherwise, shows here (test/differential-sabotage.test.ts
+ * holds that it does). On the defaults, and on a production configuration (caller limits, the
+ * response cache, CORS), whose steps then write headers and answers of their own. Query
+ * operations generated from the schema, valid and not, compared as test/support/differential.ts
+ * says: status, every header, the body byte for byte, the upstream calls.
  *
  * Mutations are left out: compiled execution never runs one (documents/compiled-execution.ts
  * compiles queries only), and their answers carry what differs between
@@ -34,162 +28,26 @@ import { until } from './support/until.js';
 
 const SEED = Number(process.env['DIFFERENTIAL_SEED'] ?? 20_260_529);
 const RUNS = Number(process.env['DIFFERENTIAL_RUNS'] ?? 120);
-/**
- * The compiled gateway compiles a document at its second run: a request's first send is
- * interpreted, the others run by compiled code where the document may be compiled.
- */
-const COMPILE_AT_RUN = 2;
-const SENDS = 4;
 
-interface Side {
-  readonly name: 'compiled' | 'interpreted';
-  readonly t: TestGateway;
-  readonly endpoint: string;
-  /** The demo user's token, issued by this side's own upstream (each upstream knows only its own tokens). */
-  readonly token: string;
-}
+describe.each([
+  ['the defaults', {}],
+  // What a public deployment turns on: every answer then carries RateLimit headers, kept answers their cache headers, a browser's its CORS ones.
+  ['a production configuration', { RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RESPONSE_CACHE_TTL_MS: '60000', CORS_ORIGINS: 'https://app.example.com' }],
+] as const)('compiled and interpreted execution, %s', (name, env) => {
+  let sides: { compiled: Side; interpreted: Side; close: () => Promise<void> };
+  beforeAll(async () => {
+    sides = await startSides(env);
+  });
+  afterAll(() => sides?.close());
 
-let compiled: Side;
-let interpreted: Side;
-let ids: string[];
-
-async function side(name: Side['name'], env: Record<string, string>): Promise<Side> {
-  const t = await startTestGateway({ env });
-  const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
-  const token = login.data?.login.accessToken;
-  if (token === undefined) throw new Error(`${name}: the demo login failed: ${JSON.stringify(login)}`);
-  t.reset();
-  return { name, t, endpoint: await t.listen(), token };
-}
-
-beforeAll(async () => {
-  [compiled, interpreted] = await Promise.all([
-    side('compiled', { COMPILED_EXECUTION: 'on', COMPILED_EXECUTION_AT_RUN: String(COMPILE_AT_RUN) }),
-    side('interpreted', { COMPILED_EXECUTION: 'off' }),
-  ]);
-  ids = compiled.t.reference.store.headIds();
-  // Both upstreams are seeded alike and no mutation is sent: the same heads, in the same order, throughout.
-  expect(interpreted.t.reference.store.headIds()).toEqual(ids);
-});
-
-afterAll(async () => {
-  await Promise.all([compiled?.t.close(), interpreted?.t.close()]);
-});
-
-// ---- sending, and what is compared ----
-
-/**
- * Response headers left out of the comparison, each because it differs by nature between two
- * servers answering the same request, not by how the answer was made:
- * - `date`: the wall clock at the moment each server wrote its head.
- * Nothing else is normalised: `x-request-id` is the one each request sends (echoed identically),
- * `connection` and `keep-alive` are Node's for a keep-alive request on either side (and a path
- * that closed connections should show), `content-length` and `etag` follow the body.
- */
-const headersBorn = new Set(['date']);
-
-/** What ran a send on the compiled gateway (its metrics around it). */
-type Route = 'interpreter' | 'compiled code';
-
-interface Observed {
-  readonly status: number;
-  /** Every response header as fetch gives them (names lower-cased and sorted, a repeated one joined by commas), but `headersBorn`. */
-  readonly headers: [string, string][];
-  readonly body: string;
-  /** The upstream calls the send made, as `operation method path?query → status`, sorted (calls in flight together arrive in any order). */
-  readonly calls: string[];
-}
-
-const counted = async (t: TestGateway): Promise<number> => (await t.metrics.compiledExecutions.get()).values[0]?.value ?? 0;
-
-/** One send of a request to one side: its answer and the upstream calls it made. */
-async function send(on: Side, request: GeneratedRequest, text: string, requestId: string): Promise<Observed & { route: Route }> {
-  const headers: Record<string, string> = { 'x-request-id': requestId, 'accept-encoding': request.acceptEncoding };
-  if (request.accept !== undefined) headers['accept'] = request.accept;
-  if (request.origin !== undefined) headers['origin'] = request.origin;
-  if (request.auth !== 'none') headers['authorization'] = `Bearer ${request.auth === 'demo token' ? on.token : 'not-a-token-of-this-upstream'}`;
-  let url = on.endpoint;
-  let body: string | undefined;
-  const params = { query: text, ...(request.variables === undefined ? {} : { variables: request.variables }), ...(request.operationName === undefined ? {} : { operationName: request.operationName }), ...(request.extensions === undefined ? {} : { extensions: request.extensions }) };
-  if (request.method === 'POST') {
-    headers['content-type'] = 'application/json';
-    body = JSON.stringify(params);
-  } else {
-    url += `?${new URLSearchParams(Object.entries(params).map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)]))}`;
-  }
-  on.t.reset();
-  const executionsBefore = await counted(on.t);
-  const response = await fetch(url, { method: request.method, headers, ...(body === undefined ? {} : { body }) });
-  const answer = await response.text();
-  // An answer may go out while a sibling's call is still being cancelled: every call ended first.
-  await until(() => on.t.reference.inFlight() === 0, `${on.name}: the upstream calls of ${requestId} to end`);
-  const executionsAfter = await counted(on.t);
-  return {
-    status: response.status,
-    headers: [...response.headers].filter(([name]) => !headersBorn.has(name)),
-    body: answer,
-    calls: on.t
-      .calls()
-      .map((call) => `${call.operation ?? '(no route)'} ${call.method} ${call.path}${Object.keys(call.query).length > 0 ? `?${new URLSearchParams(call.query)}` : ''} → ${call.status ?? 'no answer'}`)
-      .sort(),
-    route: executionsAfter > executionsBefore ? 'compiled code' : 'interpreter',
-  };
-}
-
-/** The two answers to one send, side by side, for a failure's message. */
-function difference(request: GeneratedRequest, text: string, sendIndex: number, route: Route, a: Observed, b: Observed): string {
-  const lines = [
-    `send ${sendIndex + 1} of ${SENDS} differs (the compiled gateway ran it by its ${route})`,
-    `request: ${request.method} ${JSON.stringify({ query: text, variables: request.variables, operationName: request.operationName, extensions: request.extensions })}`,
-    `  headers: auth ${request.auth}, accept ${request.accept ?? '(fetch default */*)'}, accept-encoding ${request.acceptEncoding}, origin ${request.origin ?? '(none)'}`,
-  ];
-  const show = (what: string, x: unknown, y: unknown) => {
-    if (isDeepStrictEqual(x, y)) return;
-    lines.push(`${what}:`, `  compiled:    ${typeof x === 'string' ? x : JSON.stringify(x)}`, `  interpreted: ${typeof y === 'string' ? y : JSON.stringify(y)}`);
-  };
-  show('status', a.status, b.status);
-  const names = [...new Set([...a.headers, ...b.headers].map(([name]) => name))].sort();
-  for (const name of names) show(`header ${name}`, a.headers.filter(([n]) => n === name).map(([, v]) => v), b.headers.filter(([n]) => n === name).map(([, v]) => v));
-  show('body', a.body, b.body);
-  show('upstream calls', a.calls, b.calls);
-  return lines.join('\n');
-}
-
-describe('compiled and interpreted execution', () => {
   it('answer every generated request identically: status, headers, body text, upstream calls', { timeout: 120_000 }, async () => {
-    const seen = { requests: 0, executed: 0, refused: 0, withCalls: 0, routes: { interpreter: 0, 'compiled code': 0 } as Record<Route, number> };
-    let run = 0;
-    await fc.assert(
-      fc.asyncProperty(generatedRequests(ids), async (request) => {
-        // A text of its own per run (a comment at its end), so the compiled gateway meets it anew
-        // each time, shrinking included: its first send is always the interpreter's.
-        const id = run++;
-        const text = `${request.query}\n# differential run ${id}`;
-        seen.requests++;
-        for (let i = 0; i < SENDS; i++) {
-          // One id per send, the same on both sides: the gateway echoes it in `x-request-id`.
-          const requestId = `differential-${id}-${i}`;
-          const [a, b] = await Promise.all([send(compiled, request, text, requestId), send(interpreted, request, text, requestId)]);
-          const { route, ...answerA } = a;
-          const answerB: Observed = { status: b.status, headers: b.headers, body: b.body, calls: b.calls };
-          seen.routes[route]++;
-          if (!isDeepStrictEqual(answerA, answerB)) throw new Error(difference(request, text, i, route, answerA, answerB));
-          if (i === 0) {
-            if (answerB.body.includes('"data":')) seen.executed++;
-            if (/"code":"GRAPHQL_(PARSE|VALIDATION)_FAILED"/.test(answerB.body)) seen.refused++;
-            if (answerB.calls.length > 0) seen.withCalls++;
-          }
-        }
-      }),
-      { seed: SEED, numRuns: RUNS },
-    );
-    console.log(`differential: ${JSON.stringify(seen)}`);
+    const seen = await compare(sides.compiled, sides.interpreted, { seed: SEED, runs: RUNS });
+    console.log(`differential (${name}): ${JSON.stringify(seen)}`);
     // The generator keeps to its purpose: most requests execute, many call the upstream, some are
     // refused, and the compiled gateway runs a good share of the sends by compiled code.
-    const sends = seen.requests * SENDS;
     expect(seen.executed).toBeGreaterThan(seen.requests / 2);
     expect(seen.withCalls).toBeGreaterThan(seen.requests / 4);
     expect(seen.refused).toBeGreaterThan(seen.requests / 10);
-    expect(seen.routes['compiled code']).toBeGreaterThan(sends / 6);
+    expect(seen.routes['compiled code']).toBeGreaterThan(seen.sends / 6);
   });
 });

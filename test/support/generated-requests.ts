@@ -61,9 +61,9 @@ export interface GeneratedRequest {
   /** Undefined: fetch sends `*\/*`. */
   readonly accept?: string;
   readonly acceptEncoding: 'identity' | 'gzip' | 'br';
-  /** A browser's Origin: the lane leaves such a request to the pipeline. */
+  /** A browser's Origin (CORS headers, where CORS_ORIGINS is set). */
   readonly origin?: string;
-  /** Extensions in the body: the lane leaves those to the pipeline too. */
+  /** Extensions in the body (an APQ hash, an unknown extension). */
   readonly extensions?: Record<string, unknown>;
 }
 
@@ -305,8 +305,8 @@ function damaged(g: Gen, text: string): string {
 }
 
 /**
- * Accept headers: four of the five the lane takes (fetch sends no request without one: "absent"
- * is its `*\/*`, the fifth), then two it leaves to the pipeline.
+ * Accept headers: none ("absent": fetch sends its `*\/*`), each JSON type alone and both, with
+ * q-values, and one the gateway answers in no type of (406).
  */
 const accepts = [undefined, 'application/json', 'application/graphql-response+json', 'application/graphql-response+json, application/json', 'application/json;q=0.9, application/graphql-response+json', 'text/html'] as const;
 
