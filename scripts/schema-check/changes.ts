@@ -13,7 +13,7 @@ export type ChangeClass = 'breaking' | 'dangerous' | 'safe';
 
 export interface SchemaChange {
   readonly class: ChangeClass;
-  /** The schema coordinate it changes ('(schema)' for a root type's change). */
+  /** The schema coordinate it changes (`schema` for a change of the root types). */
   readonly coordinate: string;
   /** What @graphql-inspector/core says of it. */
   readonly message: string;
@@ -62,7 +62,7 @@ function coordinateIndex(schema: GraphQLSchema): Map<string, TypeCoordinates> {
 
 /** The change's path as a schema coordinate: `Type.field.arg` is `Type.field(arg:)`; a directive's part (`.@deprecated…`) is left off. */
 export function coordinateOf(change: Pick<Change, 'path' | 'type'>): string {
-  if (change.path === undefined) return '(schema)';
+  if (change.path === undefined) return 'schema';
   const parts = change.path.split('.');
   const at = parts.findIndex((part, i) => i > 0 && part.startsWith('@'));
   const kept = at < 0 ? parts : parts.slice(0, at);
@@ -74,7 +74,7 @@ export function coordinateOf(change: Pick<Change, 'path' | 'type'>): string {
 
 /** The coordinates a change to `coordinate` reaches (see SchemaChange.reaches), in either schema's index. */
 function reachOf(coordinate: string, type: string, indexes: readonly Map<string, TypeCoordinates>[]): string[] {
-  if (coordinate.startsWith('@') || coordinate === '(schema)') return [coordinate.replace(/\(.*$/, '')];
+  if (coordinate.startsWith('@') || coordinate === 'schema') return [coordinate.replace(/\(.*$/, '')];
   const argument = /^(\w+)\.(\w+)\((\w+):\)$/.exec(coordinate);
   // Giving an argument that is gone touches those that give it; any other change to one (its type, its default, one added) every selection of its field.
   if (argument !== null) return [type === 'FIELD_ARGUMENT_REMOVED' ? coordinate : `${argument[1]}.${argument[2]}`];
