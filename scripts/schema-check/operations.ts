@@ -23,6 +23,15 @@ export interface KnownOperation {
   readonly document: DocumentNode;
 }
 
+/** `text` parsed, or an error naming where it came from. */
+function parsed(text: string, where: string): DocumentNode {
+  try {
+    return parse(text, { noLocation: true });
+  } catch (error) {
+    throw new Error(`${where}: ${(error as Error).message}`);
+  }
+}
+
 /** The operations of one parsed text, each with the fragments of `fragments` it spreads: a document of its own. */
 function operationsOf(document: DocumentNode, file: string, fragments: ReadonlyMap<string, FragmentDefinitionNode>): KnownOperation[] {
   return document.definitions
@@ -38,8 +47,9 @@ function manifestOperations(file: string, shown: string): KnownOperation[] {
   for (const [id, text] of loadTrustedDocuments(file)) {
     if (seen.has(text)) continue;
     seen.add(text);
-    const document = parse(text, { noLocation: true });
-    operations.push(...operationsOf(document, `${shown} ${id.length > 20 ? `${id.slice(0, 19)}…` : id}`, fragmentsOf(document)));
+    const where = `${shown} ${id.length > 20 ? `${id.slice(0, 19)}…` : id}`;
+    const document = parsed(text, where);
+    operations.push(...operationsOf(document, where, fragmentsOf(document)));
   }
   return operations;
 }
@@ -52,9 +62,9 @@ function folderOperations(path: string, root: string): KnownOperation[] {
         .map((entry) => join(entry.parentPath, entry.name))
         .sort()
     : [path];
-  const parsed = files.map((file) => ({ file, document: parse(readFileSync(file, 'utf8'), { noLocation: true }) }));
-  const fragments = new Map(parsed.flatMap(({ document }) => [...fragmentsOf(document)]));
-  return parsed.flatMap(({ file, document }) => operationsOf(document, relative(root, file), fragments));
+  const documents = files.map((file) => ({ file, document: parsed(readFileSync(file, 'utf8'), relative(root, file)) }));
+  const fragments = new Map(documents.flatMap(({ document }) => [...fragmentsOf(document)]));
+  return documents.flatMap(({ file, document }) => operationsOf(document, relative(root, file), fragments));
 }
 
 /** The operations in `path`: a manifest (`.json`), a `.graphql` file or a folder of them. */

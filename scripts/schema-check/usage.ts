@@ -19,7 +19,7 @@ export interface ClientUses {
 }
 
 export interface Usage {
-  /** What the counts cover, said after them: `in 7 days`, `in the exported counters`. */
+  /** What the counts cover, said after them: `in 7 days`, `since each gateway started` (/metrics text: counter totals). */
   readonly period: string;
   readonly byCoordinate: ReadonlyMap<string, readonly ClientUses[]>;
 }
@@ -82,7 +82,7 @@ export function usageFromExposition(text: string): Usage {
     const [sample] = line.slice(close + 1).trim().split(/\s+/);
     if (labels['coordinate'] !== undefined) add(into, labels['coordinate'], labels['client_name'] ?? 'unknown', labels['client_version'] ?? 'unknown', Number(sample));
   }
-  return { period: 'in the exported counters (their totals since each gateway started)', byCoordinate: frozen(into) };
+  return { period: 'since each gateway started', byCoordinate: frozen(into) };
 }
 
 /** Usage from `source`: a Prometheus server's URL (its HTTP API is asked), or a file (the API's JSON, or /metrics text). */
