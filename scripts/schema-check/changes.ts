@@ -97,7 +97,7 @@ function reachOf(coordinate: string, type: string, indexes: readonly Map<string,
   return [...reached].sort();
 }
 
-/** The coordinates of the directive-usage changes @deprecated makes beside FIELD_DEPRECATION_*: the same news twice. */
+/** Whether a change is one of the directive-usage changes @deprecated makes beside FIELD_DEPRECATION_*: the same news twice. */
 const repeatsDeprecation = (change: Change) => change.type.startsWith('DIRECTIVE_USAGE_') && change.path?.includes('.@deprecated') === true;
 
 /** The changes from `base` to `next`, classified, each with its coordinate and what it reaches; in the inspector's order. */

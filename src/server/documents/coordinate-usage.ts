@@ -52,7 +52,7 @@ function deprecationLog(logger: Logger) {
  * The document stage's count of schema usage (issue 43), after validation: what each operation
  * selects is read once per operation of a prepared document (coordinates.ts) and kept beside it
  * (a WeakMap keyed by its definition, bounded by the prepared documents' cache), with a tally per
- * client label pair made the first time that client sends it. A request then costs two map reads
+ * client label pair made the first time that client sends it. A request then costs three map reads
  * and one increment (usage-metrics.ts). A subscription's events are its subscriber's one
  * operation, counted as it subscribed, not once per event.
  */
