@@ -60,6 +60,7 @@ describe('loadConfig', () => {
       metricsOperations: { known: new Set(), max: 500 },
       operationLog: { which: 'failures', slowMs: 1000 },
       metricsClients: { knownNames: new Set(), maxNames: 50, maxVersions: 10 },
+      schemaUsage: true,
       workers: 1,
       logLevel: 'info',
       production: false,

@@ -49,7 +49,7 @@ describe('the stages, in order', () => {
       // Overload before anything (a refusal costs no more than itself); what refuses on the head before the body is read.
       intake: ['in flight', 'telemetry', 'negotiation', 'caller limits', 'body', 'csrf', 'method', 'params', 'batching', 'in flight, sent'],
       // The query named before it is read; parsed, the batch's validation budget spent, then validated.
-      document: ['telemetry', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
+      document: ['telemetry', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'coordinate usage', 'apq registration', 'negotiation', 'stream initial count'],
       // A caller refused never gets a kept answer.
       admission: ['caller limits', 'response cache'],
       // The upstream calls charged once the plan counted them.
@@ -67,7 +67,7 @@ describe('the stages, in order', () => {
   it('the defaults: the same stages, less the steps of the policies that are off', () => {
     expect(stagesWith({})).toEqual({
       intake: ['in flight', 'telemetry', 'negotiation', 'body', 'method', 'params', 'batching', 'in flight, sent'],
-      document: ['telemetry', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'apq registration', 'negotiation', 'stream initial count'],
+      document: ['telemetry', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'coordinate usage', 'apq registration', 'negotiation', 'stream initial count'],
       admission: [],
       plan: ['upstream plan'],
       execution: ['executor', 'masking', 'apq registration', 'head events', 'retry after', 'negotiation'],
@@ -75,6 +75,10 @@ describe('the stages, in order', () => {
       telemetry: ['telemetry'],
       release: ['in flight'],
     });
+  });
+
+  it('METRICS_SCHEMA_USAGE=false: no count of the coordinates operations select', () => {
+    expect(stagesWith({ METRICS_SCHEMA_USAGE: 'false' }).document).not.toContain('coordinate usage');
   });
 });
 

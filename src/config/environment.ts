@@ -219,6 +219,11 @@ export const environment = z.object({
     .register(variableDocs, { unset: 'none', description: 'client app names `/metrics` always keeps apart; the others share `METRICS_CLIENT_NAMES`' }),
   METRICS_CLIENT_VERSIONS: setting('metricsClients.maxVersions', integer(1, 1_000).default(10))
     .register(variableDocs, { description: 'client versions `/metrics` keeps apart under each client name, the first seen; the rest are `other`' }),
+  METRICS_SCHEMA_USAGE: setting('schemaUsage', flag().default(true))
+    .register(variableDocs, {
+      description:
+        "count the schema coordinates each operation selects, by client (`gateway_schema_coordinate_uses_total`, what `npm run schema:check -- --usage` reads), and log a client's use of a `@deprecated` field or argument at most once a minute; `false`: neither (see [schema usage](docs/operations.md#schema-usage))",
+    }),
   INTROSPECTION: flag().optional().register(variableDocs, { unset: 'on, off when `NODE_ENV=production`', description: 'serve introspection, and GraphiQL, which needs it' }),
   CORS_ORIGINS: origins().optional().register(variableDocs, { unset: 'unset: same-origin only', description: 'origins allowed to call from browsers, or `*` for any' }),
   CSRF_PREVENTION: setting('csrfPrevention', flag().default(false))

@@ -90,6 +90,8 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
       parse: documents.parse,
       'fragment pairs': policies.fragmentPairs,
       validate: documents.validate,
+      // Once valid: the coordinates it selects counted by client (METRICS_SCHEMA_USAGE), refused later or not.
+      'coordinate usage': policies.coordinateUsage,
       'apq registration': persisted.registration,
       negotiation: negotiation.document,
       'stream initial count': streamInitialCount,

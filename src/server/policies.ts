@@ -12,6 +12,7 @@ import { errorMasking } from './answers/masking.js';
 import { useContentNegotiation } from './answers/negotiation.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
 import { compiledExecution } from './documents/compiled-execution.js';
+import { useCoordinateUsage } from './documents/coordinate-usage.js';
 import { gatewayEnvelop } from './documents/execution.js';
 import { incrementalDeliveryRules } from './documents/incremental-delivery.js';
 import { usePersistedDocuments } from './documents/persisted-documents.js';
@@ -62,6 +63,7 @@ export type GatewaySettings = Pick<
   | 'responseCache'
   | 'metricsOperations'
   | 'metricsClients'
+  | 'schemaUsage'
   | 'operationLog'
   | 'production'
   | 'subscriptions'
@@ -175,6 +177,7 @@ export function gatewayPolicies(options: PolicyOptions) {
     variablesDepth: variablesDepth({ maxVariablesDepth: settings.limits.maxVariablesDepth, onRefused: refused('variables_depth') }),
     persisted: usePersistedDocuments({ apqStore: apqStoreOf(options), trustedDocuments: settings.persistedDocuments.trustedDocuments, trustedDocumentsOnly: settings.persistedDocuments.trustedDocumentsOnly }),
     documents,
+    coordinateUsage: settings.schemaUsage ? useCoordinateUsage({ schema, metrics: metrics.schemaUsage, logger: options.logger }) : undefined,
     fragmentPairs: fragmentPairs.step,
     responseCache,
     headEvents,

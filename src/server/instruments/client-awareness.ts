@@ -27,7 +27,7 @@ export interface ClientIdentity {
 }
 
 /** A client that names itself not at all: most requests, so made once. */
-const anonymous: ClientIdentity = Object.freeze({ name: undefined, version: undefined, nameLabel: ABSENT, versionLabel: ABSENT });
+export const anonymous: ClientIdentity = Object.freeze({ name: undefined, version: undefined, nameLabel: ABSENT, versionLabel: ABSENT });
 
 /** A value as sent, cut to MAX_LENGTH, or undefined when its characters fail the check. */
 function checked(value: string): string | undefined {

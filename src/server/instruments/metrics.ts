@@ -6,6 +6,7 @@ import { ConnectionMetrics, LoadMetrics, type ConnectionPort, type ProcessLoad }
 import { QueuedObservations } from './queued-observations.js';
 import { RealTimeMetrics } from './real-time-metrics.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
+import { SchemaUsageMetrics } from './usage-metrics.js';
 
 // What a bounded cache holds (cache-metrics.ts), as documents/prepared.ts and compiled-execution.ts import it.
 export type { CacheUse };
@@ -41,6 +42,9 @@ export class GatewayMetrics {
     collect: () => this.clientOperations.flush(),
   });
   readonly clientOperations = new QueuedObservations(this.#clientOperations);
+
+  /** The schema coordinates operations select, by client (documents/coordinate-usage.ts). */
+  readonly schemaUsage = new SchemaUsageMetrics(this.registry);
 
   readonly #upstream = new UpstreamMetrics(this.registry);
   /** Feeds the transport's per-attempt hook. */

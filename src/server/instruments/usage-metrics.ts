@@ -1,0 +1,55 @@
+import { Counter, type Registry } from 'prom-client';
+
+/** The uses of one operation by one client (its bounded labels): counted per request, added to the counter's children at each scrape. */
+export interface UseTally {
+  /** The counter's child of each coordinate the operation selects, for this client: resolved once. */
+  readonly children: readonly Counter.Internal[];
+  /** Operations counted since the last scrape. */
+  pending: number;
+}
+
+/**
+ * Schema usage (issue 43): `gateway_schema_coordinate_uses_total{coordinate,client_name,client_version}`,
+ * what `npm run schema:check --usage` reads. Every label comes from the schema (the coordinates an
+ * operation the gateway validated selects) or from client awareness's bounded labels: never a value
+ * a client sent as it sent it. A request costs one increment of its operation's tally (a number);
+ * the tallies reach prom-client at each scrape (the counter's `collect`), each child once with the
+ * sum: per request, nothing of prom-client runs (labels validated and hashed, as
+ * queued-observations.ts says of the histograms).
+ */
+export class SchemaUsageMetrics {
+  readonly #uses: Counter<'coordinate' | 'client_name' | 'client_version'>;
+  /** The tallies counted since the last scrape. */
+  #pending: UseTally[] = [];
+
+  constructor(registry: Registry) {
+    this.#uses = new Counter({
+      name: 'gateway_schema_coordinate_uses_total',
+      help: 'Operations that selected each schema coordinate (Type.field, Type.field(arg:), Input.field, Enum.VALUE, @directive), by the client app that sent them (bounded as gateway_client_operation_duration_seconds); what npm run schema:check --usage reads.',
+      labelNames: ['coordinate', 'client_name', 'client_version'] as const,
+      registers: [registry],
+      collect: () => this.flush(),
+    });
+  }
+
+  /** A tally of `coordinates` for one client's labels: its children made now, so counting costs nothing of prom-client. */
+  tally(coordinates: readonly string[], clientName: string, clientVersion: string): UseTally {
+    return { children: coordinates.map((coordinate) => this.#uses.labels({ coordinate, client_name: clientName, client_version: clientVersion })), pending: 0 };
+  }
+
+  /** One operation of `tally`'s. */
+  count(tally: UseTally): void {
+    if (tally.pending++ === 0) this.#pending.push(tally);
+  }
+
+  /** Adds what the tallies counted to their children (each child once). */
+  flush(): void {
+    const pending = this.#pending;
+    this.#pending = [];
+    for (const tally of pending) {
+      const uses = tally.pending;
+      tally.pending = 0;
+      for (const child of tally.children) child.inc(uses);
+    }
+  }
+}
