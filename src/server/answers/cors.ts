@@ -1,5 +1,4 @@
 import { getCORSHeadersByRequestAndOptions } from '@whatwg-node/server';
-import { varyOn } from '../http/cache-headers.js';
 import type { AnswerStep } from '../pipeline/stages.js';
 import type { RequestState, WholeAnswer } from '../request-state.js';
 import { rateLimitHeaderNames } from '../traffic/rate-limit-headers.js';
@@ -28,11 +27,12 @@ export function useCors(origins: readonly string[]): { readonly answer: AnswerSt
       const headers = getCORSHeadersByRequestAndOptions(request.asRequest as unknown as Request, policyFor(request));
       for (const [name, value] of Object.entries(headers ?? {})) {
         const key = name.toLowerCase();
-        // Vary is a list several concerns add to (answers/answer-headers.ts): merged, never replaced.
-        answer.headers.set(key, key === 'vary' ? varyOn(answer.headers.get('vary'), value) : value);
+        // Vary has one writer, the cache headers' rule (answers/answer-headers.ts: Origin with CORS on).
+        if (key !== 'vary') answer.headers.set(key, value);
       }
     },
     // Safari (and maybe others) wait for a body on a 204 without a Content-Length of 0.
-    preflight: { status: 204, headers: { 'content-length': '0' }, body: null },
+    // Its allowed headers echo the request's: it varies on them too (and on Origin, answers/answer-headers.ts).
+    preflight: { status: 204, headers: { 'content-length': '0', vary: 'Access-Control-Request-Headers' }, body: null },
   };
 }
