@@ -122,9 +122,10 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
  * client cannot take the answer of ran in full, upstream calls included, to be answered 406, and
  * `application/json;q=0` was answered in JSON. Here:
  * - `intake`: an Accept that names no type the gateway answers in, or an Accept-Encoding that
- *   refuses every coding it writes, is HTTP 406 `NOT_ACCEPTABLE` before the body is read; else the types a whole answer and one in parts go out in are chosen
- *   (yoga's choice, answers/media-types.ts, over the types accepted most preferred first when the
- *   header has q-values), once per distinct header;
+ *   refuses every coding it writes, is HTTP 406 `NOT_ACCEPTABLE` before the body is read; else
+ *   the types a whole answer and one in parts go out in are chosen (yoga's choice,
+ *   answers/media-types.ts, over the types accepted most preferred first when the header has
+ *   q-values), once per distinct header;
  * - `document`: an operation with @defer or @stream asked for by a client that takes no type
  *   carrying parts, or in a batch (one JSON array), runs without them, and is answered whole;
  * - `execution`: parts go out in multipart/mixed whenever the client takes it (before SSE), in the

@@ -2,7 +2,8 @@ import { GraphQLError, type ExecutionResult } from 'graphql';
 
 /*
  * The one serialisation of an answer, and the one rule of its status: every answer, whole or in
- * parts, on every transport, is written by these (answers/answer.ts, answers/parts.ts).
+ * parts, on every transport, is written by these (answers/answer.ts, answers/parts.ts; WebSocket's
+ * messages take `publicResult`'s shape, transports/websocket.ts).
  */
 
 /** A result's errors as clients read them: GraphQL's shape, without the extensions meant for the server (`http`, `unexpected`). */
@@ -39,7 +40,7 @@ const asRead = (result: ExecutionResult): boolean => result.errors === undefined
  * result's), then `extensions`.
  */
 export function serialise(result: ExecutionResult): string {
-  return JSON.stringify(asRead(result) ? result : publicResult(result));
+  return JSON.stringify(publicResult(result));
 }
 
 /** A result as `serialise` writes it, as an object: for a transport whose library writes the JSON (WebSocket's `next`). */
