@@ -92,8 +92,11 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
       validate: documents.validate,
       // Once valid: the coordinates it selects counted by client (METRICS_SCHEMA_USAGE), refused later or not.
       'coordinate usage': policies.coordinateUsage,
+      // Only a document that validated is registered: junk is stored nowhere.
       'apq registration': persisted.registration,
+      // Once valid: @defer/@stream dropped for a client answered in one JSON document (or a batch).
       negotiation: negotiation.document,
+      // Last: on the document negotiation left (one without @stream needs no check), before the plan makes a call.
       'stream initial count': streamInitialCount,
     },
     // The caller's limits before a kept answer: a refusal replaces it.
@@ -107,11 +110,15 @@ function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
         'hidden suggestions': policies.hiddenSuggestions,
         // Then every step after it, and the telemetry, read the errors clients read.
         masking: masking.execution,
+        // The answer waits for its registration's write: a client that has it finds the hash at every replica.
         'apq registration': persisted.execution,
+        // Keeps the masked result, what clients read; its evictions are read by the head events after it.
         'response cache': responseCache?.execution,
         // A mutation's heads told to their watchers, by the outcome the cache's evictions read.
         'head events': policies.headEvents.result,
+        // From the masked errors' retryAfterMs: the header says what the errors say.
         'retry after': retryAfter,
+        // Last: the parts rewritten to the format asked for, once every step saw them as graphql-js made them.
         negotiation: negotiation.execution,
       },
     },
