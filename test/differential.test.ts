@@ -30,10 +30,10 @@ const SEED = Number(process.env['DIFFERENTIAL_SEED'] ?? 20_260_529);
 const RUNS = Number(process.env['DIFFERENTIAL_RUNS'] ?? 120);
 
 describe.each([
-  ['the defaults', {}],
+  ['the defaults', {}, 1 / 6],
   // What a public deployment turns on: every answer then carries RateLimit headers, kept answers their cache headers, a browser's its CORS ones.
-  ['a production configuration', { RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RESPONSE_CACHE_TTL_MS: '60000', CORS_ORIGINS: 'https://app.example.com' }],
-] as const)('compiled and interpreted execution, %s', (name, env) => {
+  ['a production configuration', { RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RESPONSE_CACHE_TTL_MS: '60000', CORS_ORIGINS: 'https://app.example.com' }, 1 / 20],
+] as const)('compiled and interpreted execution, %s', (name, env, compiledShare) => {
   let sides: { compiled: Side; interpreted: Side; close: () => Promise<void> };
   beforeAll(async () => {
     sides = await startSides(env);
@@ -44,10 +44,11 @@ describe.each([
     const seen = await compare(sides.compiled, sides.interpreted, { seed: SEED, runs: RUNS });
     console.log(`differential (${name}): ${JSON.stringify(seen)}`);
     // The generator keeps to its purpose: most requests execute, many call the upstream, some are
-    // refused, and the compiled gateway runs a good share of the sends by compiled code.
+    // refused, and the compiled gateway runs a good share of the sends by compiled code (fewer
+    // with the response cache, whose kept answers answer a request's later sends).
     expect(seen.executed).toBeGreaterThan(seen.requests / 2);
     expect(seen.withCalls).toBeGreaterThan(seen.requests / 4);
     expect(seen.refused).toBeGreaterThan(seen.requests / 10);
-    expect(seen.routes['compiled code']).toBeGreaterThan(seen.sends / 6);
+    expect(seen.routes['compiled code']).toBeGreaterThan(seen.sends * compiledShare);
   });
 });

@@ -53,11 +53,14 @@ const headersBorn = new Set(['date']);
 
 /**
  * Header values that hold a clock's reading, each normalised to what is compared: the rate-limit
- * window's end in whole seconds (`t=`, `RateLimit-Reset`), which two gateways started a moment
- * apart may round differently; what is left of the window is compared.
+ * window's end in whole seconds (`t=`, `RateLimit-Reset`) and what is left of it (`r=`,
+ * `RateLimit-Remaining`), which turn with each gateway's own windows (begun a moment apart, so
+ * one may have turned while the other has not); the policy and which headers are there are
+ * compared.
  */
 const clockReadings: Record<string, (value: string) => string> = {
-  ratelimit: (value) => value.replace(/;t=\d+/g, ';t=*'),
+  ratelimit: (value) => value.replace(/;r=\d+/g, ';r=*').replace(/;t=\d+/g, ';t=*'),
+  'ratelimit-remaining': () => '*',
   'ratelimit-reset': () => '*',
 };
 
