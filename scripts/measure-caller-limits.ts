@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 
 /*
  * `npx tsx scripts/measure-caller-limits.ts [seconds per phase, default 5]`
@@ -107,12 +108,18 @@ for (const scenario of scenarios) {
     const page = await pool.request({ path: endpoint.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 50) { nodes { uuid } } }' }) });
     return ((await page.body.json()) as any).data.heads.nodes.map((n: { uuid: string }) => n.uuid) as string[];
   })();
+  // Caller B signs in through the gateway, whose login makes its token known to be real: a caller
+  // of its own, though it shares the attacker's address (the attacker's made-up token is that address's).
+  const callerB = await (async () => {
+    const login = await pool.request({ path: endpoint.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'mutation($input: LoginInput!) { login(input: $input) { accessToken } }', variables: { input: DEMO_CREDENTIALS } }) });
+    return ((await login.body.json()) as { data: { login: { accessToken: string } } }).data.login.accessToken;
+  })();
   const probeB = async (until: number) => {
     const latencies: number[] = [];
     while (performance.now() < until) {
       const started = performance.now();
       // A read of its own (getHeadById): the slow scenario slows the listings only.
-      const answer = await post(`{ head(id: "${headIds[0]}") { name } }`, 'caller-b');
+      const answer = await post(`{ head(id: "${headIds[0]}") { name } }`, callerB);
       if (answer.status !== 200 || answer.code !== undefined) throw new Error(`caller B refused: ${answer.status} ${answer.code}`);
       latencies.push(performance.now() - started);
       // Ten a second: a caller well within every limit measured here.

@@ -72,7 +72,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   // The response cache's own Redis (RESPONSE_CACHE_REDIS_URL), if it has one: its growth never takes the limits' memory.
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connect(config.responseCacheRedis);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { handler, websocket, shedder, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis, clusterWorker: cluster.isWorker });
+  const { handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis, clusterWorker: cluster.isWorker });
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(handler, config, metrics);
   websocket.attach(server);
@@ -100,6 +100,7 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       await Promise.all([stopGatewayServer(server, graceMs), admin === undefined ? undefined : stopGatewayServer(admin, graceMs)]);
       shedder.close();
       headEvents.close();
+      knownTokens.close();
       await upstream.close();
       await Promise.all([redis?.close(), cacheRedis?.close()]);
       // The last operations' spans are still in the batch.

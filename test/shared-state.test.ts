@@ -4,6 +4,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
+import { tokenCallerOf } from '../src/server/callers.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { createCallerLimiters, take, waitOf } from '../src/server/traffic/limiters.js';
 import type { SharedRedis } from '../src/server/shared-state/shared-redis.js';
@@ -30,6 +31,16 @@ afterAll(() => redis?.stop());
 const apqQuery = '{ heads(first: 1) { totalCount } }';
 const apqHash = createHash('sha256').update(apqQuery).digest('hex');
 const persisted = (withQuery: boolean) => ({ ...(withQuery ? { query: apqQuery } : {}), extensions: { persistedQuery: { version: 1, sha256Hash: apqHash } } });
+
+/** Waits until `listeners` processes listen for learnt tokens (each subscribes as its Redis connection is ready). */
+async function tokensHeardBy(listeners: number): Promise<void> {
+  const check = new Redis(redis.url);
+  try {
+    await until(async () => Number(((await check.pubsub('NUMSUB', 'gw:known:learnt')) as [string, number])[1]) >= listeners, `${listeners} processes listening for learnt tokens`);
+  } finally {
+    check.disconnect();
+  }
+}
 
 async function postTo(endpoint: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
   const response = await request(endpoint, { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: JSON.stringify(body) });
@@ -61,11 +72,15 @@ describeWithRedis('two gateway processes on one Redis', () => {
   });
 
   it('enforce one limit per caller: 6 operations at the first use up the window, the second refuses the 7th', async () => {
-    // A token the upstream issued, learnt by each process from a read it accepted (known tokens are
-    // per process): a caller of its own at both. Each learning read counts as the address's.
+    // A token the upstream issued, learnt by the first process from a read it accepted (which counts
+    // as the address's) and told to the second through Redis: a caller of its own at both.
     const token = reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!;
     const caller = { authorization: `Bearer ${token}` };
-    for (const endpoint of endpoints) expect((await postTo(endpoint, { query: '{ permissions(first: 1) { totalCount } }' }, caller)).body.errors).toBeUndefined();
+    const known = async (endpoint: string) => sampleOf(await (await fetch(endpoint.replace(/\/graphql$/, '/metrics'))).text(), 'gateway_known_tokens') ?? 0;
+    await tokensHeardBy(2);
+    const before = await known(endpoints[1]!);
+    expect((await postTo(endpoints[0]!, { query: '{ permissions(first: 1) { totalCount } }' }, caller)).body.errors).toBeUndefined();
+    await until(async () => (await known(endpoints[1]!)) > before, 'the second process told of the token');
     const first = await Promise.all(Array.from({ length: 6 }, () => postTo(endpoints[0]!, { query: '{ __typename }' }, caller)));
     expect(first.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
     const second = await postTo(endpoints[1]!, { query: '{ __typename }' }, caller);
@@ -95,6 +110,44 @@ describeWithRedis('two gateway processes on one Redis', () => {
     expect(byHash.body.errors).toBeUndefined();
     expect(byHash.body.data.heads.totalCount).toBeGreaterThan(0);
     expect(reference.requests).toHaveLength(1);
+  });
+});
+
+describeWithRedis('a token known to be real, across replicas on one Redis', () => {
+  const replicas: TestGateway[] = [];
+  beforeAll(async () => {
+    const env = { REDIS_URL: redis.url, RATE_LIMIT_REQUESTS_PER_SECOND: '3', TRUST_PROXY: 'true' };
+    const first = await startTestGateway({ env });
+    replicas.push(first, await startTestGateway({ env, reference: first.reference }));
+  });
+  afterAll(async () => {
+    // The second shares the first's upstream: closed first.
+    for (const replica of [...replicas].reverse()) await replica.close();
+  });
+
+  it('is learnt at one replica and known at every other: its operations there count as its own, not its address\'s', async () => {
+    const [a, b] = replicas as [TestGateway, TestGateway];
+    const authorization = `Bearer ${a.reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!}`;
+    const caller = tokenCallerOf(authorization)!;
+    expect(b.knownTokens.knows(caller)).toBe(false);
+    await tokensHeardBy(2);
+    // Accepted by Get Permissions at the first replica (from an address of its own, whose window that read uses).
+    const learnt = await a.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), authorization, 'x-forwarded-for': '192.0.2.80' }, body: JSON.stringify({ query: '{ permissions(first: 1) { totalCount } }' }) });
+    expect(((await learnt.json()) as { errors?: unknown }).errors).toBeUndefined();
+    await until(() => b.knownTokens.knows(caller), 'the second replica told of the token');
+    // At the second, from an office's address: its whole burst (6) is the token's, and the address's window is untouched.
+    const from = (headers: Record<string, string>) => b.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), 'x-forwarded-for': '192.0.2.81', ...headers }, body: JSON.stringify({ query: '{ __typename }' }) });
+    const statuses = await Promise.all(Array.from({ length: 6 }, async () => (await from({ authorization })).status));
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
+    expect((await from({})).status).toBe(200);
+    expect((await from({ authorization })).status).toBe(429);
+    // Only its hash travelled: Redis keeps no learnt token.
+    const check = new Redis(redis.url);
+    try {
+      expect((await check.keys('*')).join('\n')).not.toContain(authorization.slice('Bearer '.length));
+    } finally {
+      check.disconnect();
+    }
   });
 });
 

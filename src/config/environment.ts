@@ -124,7 +124,7 @@ export const environment = z.object({
         "how long a token is remembered as real (by its hash) once the upstream accepted it (a 2xx to Get Permissions or Delete Head, the operations the contract says check a token) or the gateway's `login` issued it: from then on a caller of its own for fair shedding and every per-caller limit, and not bound by the per-address limit; before, it is its address's (see [callers](docs/operations.md#callers))",
     }),
   KNOWN_TOKENS_MAX: setting('knownTokens.max', integer(1, 10_000_000).default(100_000))
-    .register(variableDocs, { description: 'tokens remembered as real at most per process (the least recently seen forgotten first): some 200 bytes each' }),
+    .register(variableDocs, { description: 'tokens remembered as real at most per process (the least recently seen forgotten first; with `REDIS_URL` each learnt one is told to every replica): some 200 bytes each' }),
   TRUST_PROXY: setting('callerLimits.trustProxy', proxyTrust().default(false))
     .register(variableDocs, {
       description:

@@ -23,6 +23,7 @@ import { probes } from './probes/routes.js';
 import { routes } from './routes.js';
 import type { HeadEvents } from './real-time/head-events.js';
 import type { Subscriptions } from './real-time/subscriptions.js';
+import { redisEventTarget } from './shared-state/redis-events.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { fetchTransport } from './transports/fetch.js';
 import { nodeTransport, type Handler } from './transports/node.js';
@@ -208,6 +209,8 @@ export interface BuiltGateway {
   readonly shedder: LoadShedder;
   /** The heads writes may have changed, told to their watchers (closed by whoever stops the gateway, before Redis). */
   readonly headEvents: HeadEvents;
+  /** The tokens known to be real (closed by whoever stops the gateway, before Redis). */
+  readonly knownTokens: KnownTokens;
   /** Its open subscriptions: completed by whoever stops the gateway, once it is out of rotation. */
   readonly subscriptions: Subscriptions;
   /** Its upstream pool, closed by whoever stops the gateway. */
@@ -235,8 +238,11 @@ const UPSTREAM_UNREACHABLE = 'upstream unreachable';
 export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
   const { logger, metrics, onAttempt } = options;
   const tracing = createTracing(config.tracing);
-  // Learnt from the upstream's answers (a token it accepted, one login issued), read as each request's caller is told.
-  const knownTokens = new KnownTokens(config.knownTokens);
+  // Learnt from the upstream's answers (a token it accepted, one login issued), read as each
+  // request's caller is told; with REDIS_URL told to every replica.
+  const { redis } = options;
+  const knownTokens = new KnownTokens(config.knownTokens, redis === undefined ? undefined : redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), prefix: 'gw:known:' }));
+  metrics.watchKnownTokens(() => knownTokens.size);
   const upstream = createUpstream({
     ...upstreamOptionsFrom(config, upstreamUrl),
     tracing,
@@ -269,5 +275,5 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
   const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, knownTokens, redis: options.redis, cacheRedis: options.cacheRedis, clusterWorker: options.clusterWorker });
-  return { app, handler, websocket, shedder, pipeline, headEvents, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
+  return { app, handler, websocket, shedder, pipeline, headEvents, knownTokens, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
 }

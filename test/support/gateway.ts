@@ -15,6 +15,7 @@ import type { Tracing } from '../../src/telemetry/tracing.js';
 import type { UpstreamAttempt } from '../../src/upstream/transport.js';
 import type { Upstream } from '../../src/upstream/upstream.js';
 import type { HeadEvents } from '../../src/server/real-time/head-events.js';
+import type { KnownTokens } from '../../src/server/traffic/known-tokens.js';
 import type { Subscriptions } from '../../src/server/real-time/subscriptions.js';
 import type { WebSocketTransport } from '../../src/server/transports/websocket.js';
 
@@ -61,6 +62,8 @@ export interface TestGateway {
   readonly redis: SharedRedis | undefined;
   /** The heads its writes may have changed, as their watchers hear of them. */
   readonly headEvents: HeadEvents;
+  /** The tokens it knows to be real (traffic/known-tokens.ts). */
+  readonly knownTokens: KnownTokens;
   readonly subscriptions: Subscriptions;
   readonly websocket: WebSocketTransport;
   /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
@@ -101,7 +104,7 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
-  const { app: gateway, handler, websocket, shedder, headEvents, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app: gateway, handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
   const servers: Server[] = [];
 
   return {
@@ -113,6 +116,7 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
     metrics,
     redis,
     headEvents,
+    knownTokens,
     subscriptions,
     websocket,
     logLines,
@@ -150,6 +154,7 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
       subscriptions.completeAll();
       websocket.close();
       headEvents.close();
+      knownTokens.close();
       await upstream.close();
       await Promise.all([redis?.close(), cacheRedis?.close()]);
       await tracing.shutdown();

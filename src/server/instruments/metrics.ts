@@ -1,5 +1,5 @@
 import type { Server } from 'node:net';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { DocumentCacheMetrics, ResponseCacheMetrics, type CacheUse } from './cache-metrics.js';
 import { scrapeWorkerGroup } from './cluster-metrics.js';
 import { ConnectionMetrics, LoadMetrics, type ConnectionPort, type ProcessLoad } from './load-metrics.js';
@@ -115,6 +115,20 @@ export class GatewayMetrics {
   /** The response cache's events, counted; `use` (the store in memory's) is read at each scrape for the entries and bytes gauges. */
   watchResponseCache(use: (() => CacheUse) | undefined) {
     return this.#responseCache.watch(use);
+  }
+
+  /** How many tokens the process knows to be real (traffic/known-tokens.ts), read at each scrape. */
+  #knownTokens: () => number = () => 0;
+  readonly #knownTokensGauge: Gauge = new Gauge({
+    name: 'gateway_known_tokens',
+    help: 'Tokens this process knows to be real (KNOWN_TOKENS_MAX at most): learnt from the upstream, the gateway\'s login, or (REDIS_URL) another replica. Each such caller is judged by its own limits.',
+    registers: [this.registry],
+    collect: () => this.#knownTokensGauge.set(this.#knownTokens()),
+  });
+
+  /** Reports the tokens known to be real in gateway_known_tokens. */
+  watchKnownTokens(count: () => number): void {
+    this.#knownTokens = count;
   }
 
   /** Reports the shedder's operations in flight, event-loop delay and upstream queue, read at each scrape. */
