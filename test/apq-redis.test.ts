@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, beforeEach, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createMemoryQueryStore, createRedisQueryStore } from '../src/server/documents/apq-store.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
@@ -236,5 +236,19 @@ describeWithRedis("an owner's registration past its TTL, registered again by tha
       vi.useRealTimers();
       await shared.close();
     }
+  });
+});
+
+describe("the in-memory store, one registration over an owner's share", () => {
+  it('is not stored, and pushes none of that owner\'s out (as the Redis script refuses it)', async () => {
+    // A share of 250 bytes (a quarter of 1,000): two small registrations fit, one of 400 bytes does not.
+    const store = createMemoryQueryStore({ maxEntries: 100, maxBytes: 1_000, ownerShare: 0.25 });
+    const owner = ['address:198.51.100.8'];
+    const [small, other, large] = [paddedQuery(1, 100), paddedQuery(2, 100), paddedQuery(3, 400)];
+    await store.set(sha256(small), small, owner);
+    await store.set(sha256(other), other, owner);
+    await store.set(sha256(large), large, owner);
+    expect(await store.get(sha256(large))).toBeUndefined();
+    expect([await store.get(sha256(small)), await store.get(sha256(other))]).toEqual([small, other]);
   });
 });

@@ -147,8 +147,8 @@ describe('every transport, the same answer', () => {
 
   it('WebSocket answers in the same serialisation as HTTP: a result with errors (errors first), a refusal without the server\'s extensions', async () => {
     /** The raw `payload` of the messages a graphql-transport-ws socket gets for one subscribe, as written. */
-    const overSocket = async (query: string): Promise<{ type: string; payload: string }[]> => {
-      const socket = new WebSocket(url, 'graphql-transport-ws');
+    const overSocket = async (query: string, headers: Record<string, string> = {}): Promise<{ type: string; payload: string }[]> => {
+      const socket = new WebSocket(url, 'graphql-transport-ws', { headers });
       const got: { type: string; payload: string }[] = [];
       await new Promise<void>((resolve, reject) => {
         socket.on('error', reject);
@@ -178,6 +178,10 @@ describe('every transport, the same answer', () => {
     expect(error!.type).toBe('error');
     expect(JSON.parse(error!.payload)).toEqual(JSON.parse(await overHttp(invalid)).errors);
     expect(error!.payload).not.toContain('"http"');
+
+    // A message is not content-coded: the upgrade's Accept-Encoding, even one HTTP would answer 406, is not the operation's.
+    const [coded] = await overSocket(partial, { 'accept-encoding': 'identity;q=0' });
+    expect(coded!.type).toBe('next');
   });
 
   it("writes each header of an answer once (a client reads the raw head): a kept answer's, one with errors", async () => {

@@ -179,3 +179,14 @@ describe('deprecated coordinates in the log', () => {
     expect(Object.fromEntries(counted.map((c) => [`${c.clientName} ${c.clientVersion}`, c.uses]))).toEqual({ 'ios 3.2': 5, 'ios 3.3': 1, 'web unknown': 1 });
   });
 });
+
+describe('the tallies waiting for a scrape', () => {
+  it('are bounded: at 1,000 they reach the counter without one (a gateway nobody scrapes keeps none)', () => {
+    const metrics = new SchemaUsageMetrics(new Registry());
+    const tallies = Array.from({ length: 1_000 }, (_, i) => metrics.tally([`Query.field${i}`], 'web', 'unknown'));
+    for (const tally of tallies.slice(0, 999)) metrics.count(tally);
+    expect(tallies[0]!.pending).toBe(1);
+    metrics.count(tallies[999]!);
+    expect(tallies.every((tally) => tally.pending === 0)).toBe(true);
+  });
+});

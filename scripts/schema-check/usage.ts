@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { SCHEMA_USAGE_METRIC } from '../../src/server/instruments/usage-metrics.js';
 
 /*
  * Field usage from the fleet: what `gateway_schema_coordinate_uses_total` counted, by coordinate
@@ -9,7 +10,6 @@ import { z } from 'zod';
  * the check read any of it: without it the check needs no network.
  */
 
-export const USAGE_METRIC = 'gateway_schema_coordinate_uses_total';
 
 /** One client's uses of a coordinate (its labels as the gateway bounded them). */
 export interface ClientUses {
@@ -35,7 +35,7 @@ export function checkedPeriod(period: string): { readonly promql: string; readon
 }
 
 /** The query the check asks Prometheus: each coordinate's uses by client over `period`. */
-export const usageQuery = (period: string) => `sum by (coordinate, client_name, client_version) (increase(${USAGE_METRIC}[${checkedPeriod(period).promql}]))`;
+export const usageQuery = (period: string) => `sum by (coordinate, client_name, client_version) (increase(${SCHEMA_USAGE_METRIC}[${checkedPeriod(period).promql}]))`;
 
 /** Adds `uses` for a client to `into`, summing what several series (replicas) say of the same labels. */
 function add(into: Map<string, Map<string, ClientUses>>, coordinate: string, clientName: string, clientVersion: string, uses: number): void {
@@ -76,9 +76,9 @@ const unescape = (value: string) => value.replace(/\\(["\\n])/g, (_, c: string) 
 export function usageFromExposition(text: string): Usage {
   const into = new Map<string, Map<string, ClientUses>>();
   for (const line of text.split('\n')) {
-    if (!line.startsWith(`${USAGE_METRIC}{`)) continue;
+    if (!line.startsWith(`${SCHEMA_USAGE_METRIC}{`)) continue;
     const close = line.lastIndexOf('}');
-    const labels = Object.fromEntries([...line.slice(USAGE_METRIC.length + 1, close).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(([, key, value]) => [key!, unescape(value!)]));
+    const labels = Object.fromEntries([...line.slice(SCHEMA_USAGE_METRIC.length + 1, close).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(([, key, value]) => [key!, unescape(value!)]));
     const [sample] = line.slice(close + 1).trim().split(/\s+/);
     if (labels['coordinate'] !== undefined) add(into, labels['coordinate'], labels['client_name'] ?? 'unknown', labels['client_version'] ?? 'unknown', Number(sample));
   }

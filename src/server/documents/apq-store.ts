@@ -68,6 +68,8 @@ export function createMemoryQueryStore(options: MemoryQueryStoreOptions): Persis
     set: async (hash, query, owners = []) => {
       if (cache.has(hash)) return;
       const bytes = Buffer.byteLength(query);
+      // Over an owner's share on its own (as the Redis script refuses it): not stored, and nothing of the owner's pushed out for it.
+      if (owners.length > 0 && bytes > maxOwnedBytes) return;
       for (const owner of owners) makeRoom(owner, bytes);
       cache.set(hash, query);
       if (!cache.has(hash)) return;
@@ -136,8 +138,8 @@ local ownedEntries, ownedBytes = tonumber(ARGV[7]), tonumber(ARGV[8])
 local value = (now + ttl) .. ':' .. ARGV[2]
 local size = string.len(value)
 if size > maxBytes or size > ownedBytes then return 0 end
-local kept = redis.call('HGET', texts, hash)
-if kept and tonumber(string.match(kept, '^(%d+):')) > now then return 1 end
+local kept = redis.call('ZSCORE', index, hash)
+if kept and tonumber(kept) > now then return 1 end
 local old = redis.call('HSTRLEN', texts, hash)
 redis.call('HSET', texts, hash, value)
 local total = redis.call('GET', bytes)

@@ -116,9 +116,9 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Persi
     const pending = operation.registration;
     if (pending !== undefined) {
       operation.registration = undefined;
-      // Charged to its caller and to its client address (each within its share of the store).
-      const { key, address } = operation.request.caller;
-      operation.registering = options.apqStore.set(pending.hash, pending.query, key === address ? [key] : [key, address]);
+      // Charged to its caller and to its client address (each within its share of the store): one owner until its token is known.
+      const { key, address, known } = operation.request.caller;
+      operation.registering = options.apqStore.set(pending.hash, pending.query, known ? [key, address] : [address]);
     }
     return undefined;
   };

@@ -8,6 +8,12 @@ export interface UseTally {
   pending: number;
 }
 
+/** The counter's name, as `npm run schema:check --usage` reads it (scripts/schema-check/usage.ts). */
+export const SCHEMA_USAGE_METRIC = 'gateway_schema_coordinate_uses_total';
+
+/** Tallies waiting for a scrape at most: past it they reach the counter at once (a gateway nobody scrapes keeps none). */
+const MAX_PENDING = 1_000;
+
 /**
  * Schema usage (issue 43): `gateway_schema_coordinate_uses_total{coordinate,client_name,client_version}`,
  * what `npm run schema:check --usage` reads. Every label comes from the schema (the coordinates an
@@ -24,7 +30,7 @@ export class SchemaUsageMetrics {
 
   constructor(registry: Registry) {
     this.#uses = new Counter({
-      name: 'gateway_schema_coordinate_uses_total',
+      name: SCHEMA_USAGE_METRIC,
       help: 'Operations that selected each schema coordinate (Type.field, Type.field(arg:), Input.field, Enum.VALUE, @directive), by the client app that sent them (bounded as gateway_client_operation_duration_seconds); what npm run schema:check --usage reads.',
       labelNames: ['coordinate', 'client_name', 'client_version'] as const,
       registers: [registry],
@@ -39,7 +45,7 @@ export class SchemaUsageMetrics {
 
   /** One operation of `tally`'s. */
   count(tally: UseTally): void {
-    if (tally.pending++ === 0) this.#pending.push(tally);
+    if (tally.pending++ === 0 && this.#pending.push(tally) >= MAX_PENDING) this.flush();
   }
 
   /** Adds what the tallies counted to their children (each child once). */

@@ -66,10 +66,11 @@ const RECENT_OWNER_MS = 30_000;
  */
 function whenMastersChange(cluster: Cluster, listener: () => void): void {
   let owners: ReadonlySet<string> | undefined;
-  // Owners gone, and when: as many as the Cluster's nodes.
+  // Owners gone within RECENT_OWNER_MS, and when: at most the Cluster's nodes (a node whose address changes for good is forgotten).
   const lostAt = new Map<string, number>();
   cluster.on('refresh', () => {
     const now = Date.now();
+    for (const [owner, lost] of lostAt) if (now - lost > RECENT_OWNER_MS) lostAt.delete(owner);
     const current = new Set(cluster.slots.map((nodes) => nodes?.[0]).filter((node): node is string => node !== undefined));
     let news = false;
     for (const owner of current) {

@@ -45,8 +45,9 @@ export interface LoadShedderOptions {
  * reached its own (operations that each make many calls fill the pool long before the cap).
  * Overloaded, it refuses the callers that hold the most, not whoever comes next (the SRE book's
  * "Handling Overload": per-client shares, the heaviest refused first and cheaply): a new operation
- * is refused when its caller, or its client address, holds its share of the operations in flight
- * or more (of the cap, at most), so while one caller holds half the cap or more a caller with
+ * is refused when its caller holds its share of the operations in flight or more (of the cap, at
+ * most): a caller with a token known to be real by its own, any other by its client address's
+ * (traffic/caller-shares.ts), so while one caller holds half the cap or more a caller with
  * nothing in flight is still served. The room those callers get past the cap ends at twice it:
  * from there every new operation is refused. The count goes up as an operation is admitted and
  * down once its answer is out (traffic/in-flight.ts, on every transport); the

@@ -26,8 +26,8 @@ export interface WebSocketTransport {
   close(): void;
 }
 
-/** The upgrade's headers a message does not carry: its credentials (only connection_init's token is the subscription's), and what described the upgrade's own body. */
-const notCarried = new Set(['authorization', 'cookie', 'content-length', 'content-type', 'content-encoding', 'transfer-encoding', 'accept']);
+/** The upgrade's headers a message does not carry: its credentials (only connection_init's token is the subscription's), what described the upgrade's own body, and the codings HTTP answers take (a message is not content-coded). */
+const notCarried = new Set(['authorization', 'cookie', 'content-length', 'content-type', 'content-encoding', 'transfer-encoding', 'accept', 'accept-encoding']);
 
 /** WebSocket's close code for a server going away. */
 const GOING_AWAY = 1001;
