@@ -50,6 +50,7 @@ describe('loadConfig', () => {
       compressionMinBytes: 1_024,
       shutdown: { delayMs: 5_000, graceMs: 10_000 },
       subscriptions: { perCaller: 100, max: 20_000, pollMs: 5_000, pollConcurrency: 4, replayMs: 60_000, liveThrottleMs: 1_000, heartbeatMs: 8_000 },
+      websocket: { maxOperations: 100, maxMessagesPerSecond: 200 },
       // MAX_CONNECTIONS: this process's descriptor limit, less the pool twice (the embedded upstream's too) and the reserve.
       connections: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, maxConnections: descriptorLimit() - 2 * 100 - 96, adminPort: undefined, adminMaxConnections: 32 },
       callerLimits: { requestsPerSecond: undefined, upstreamCallsPerSecond: undefined, inFlight: undefined, addressRequestsPerSecond: undefined, windowSeconds: 2, trustProxy: false },

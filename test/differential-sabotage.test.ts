@@ -30,10 +30,10 @@ vi.mock('../src/server/policies.js', async (importOriginal) => {
 });
 
 const sabotages: [string, Side['name'], (policies: Policies) => Policies][] = [
-  ["the execution stage's masking", 'compiled', (p) => ({ ...p, masking: { ...p.masking, execution: undefined as never } })],
-  ["the document stage's validation", 'interpreted', (p) => ({ ...p, documents: { ...p.documents, validate: undefined as never } })],
-  ["the answer stage's telemetry (the x-request-id header's writer)", 'interpreted', (p) => ({ ...p, telemetry: { ...p.telemetry, answer: undefined as never } })],
-  ["the answer stage's cache headers", 'compiled', (p) => ({ ...p, answerHeaders: undefined as never })],
+  ["the result stage's masking", 'compiled', (p) => ({ ...p, masking: { ...p.masking, result: undefined } })],
+  ["the document stage's validation", 'interpreted', (p) => ({ ...p, documents: { ...p.documents, document: p.documents.parse } })],
+  ["the answer stage's telemetry (the x-request-id header's writer)", 'interpreted', (p) => ({ ...p, telemetry: { ...p.telemetry, answer: undefined } })],
+  ["the answer stage's cache headers", 'compiled', (p) => ({ ...p, cacheHeaders: { ...p.cacheHeaders, answer: undefined } })],
 ];
 
 describe('the differential test, with one step left out of one side', () => {

@@ -6,7 +6,7 @@ import { loadConfig } from '../src/config.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { useAnswerBody } from '../src/server/answers/answer.js';
 import { Pipeline } from '../src/server/pipeline/pipeline.js';
-import type { Stages } from '../src/server/pipeline/stages.js';
+import type { Policy } from '../src/server/pipeline/stages.js';
 import { OperationState } from '../src/server/request-state.js';
 import type { Serve } from '../src/server/pipeline/stages.js';
 import { routes } from '../src/server/routes.js';
@@ -300,28 +300,21 @@ describe('a stream whose next() rejects', () => {
       await failing;
       throw new Error('a part failed');
     }
-    const stages: Stages = {
-      intake: {
-        'in flight': inFlight.intake,
-        // What intake/params.ts makes of a request's parameters: one operation.
-        params: (request) => void request.operations.push(new OperationState({ query: '{ first }' }, request)),
-        'in flight, sent': inFlight.sent,
-      },
-      document: {},
-      admission: { 'caller limits': callerLimits.admission },
-      plan: {},
-      execution: {
-        executor: (operation) => {
+    const policies: Policy[] = [
+      useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }),
+      inFlight,
+      // What intake/params.ts makes of a request's parameters: one operation.
+      { name: 'params', intake: (request) => void new OperationState({ query: '{ first }' }, request) },
+      callerLimits!,
+      {
+        name: 'execution',
+        execution: (operation) => {
           streamed.push(operation);
           return parts();
         },
-        result: {},
       },
-      answer: { body: useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }).answer },
-      telemetry: {},
-      release: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
-    };
-    const pipeline = new Pipeline({ stages, mask: () => new GraphQLError('Unexpected error.') });
+    ];
+    const pipeline = new Pipeline({ policies, mask: () => new GraphQLError('Unexpected error.') });
     const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { shedder, inFlightSlots: limiters.inFlight!, serve, streamed, fail };
   }

@@ -11,7 +11,7 @@ import { createLogger } from '../src/server/instruments/logger.js';
 import { serialise } from '../src/server/http/serialisation.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { Pipeline } from '../src/server/pipeline/pipeline.js';
-import { stageNames, type Stages } from '../src/server/pipeline/stages.js';
+import { stageNames, type Policy } from '../src/server/pipeline/stages.js';
 import { OperationState } from '../src/server/request-state.js';
 import { routes } from '../src/server/routes.js';
 import { useInFlight } from '../src/server/traffic/in-flight.js';
@@ -279,25 +279,24 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
       if (state.fault.how === 'throws') throw failure;
       return Promise.reject(failure);
     };
-    const body = useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }).answer;
-    const stages: Stages = {
-      intake: { 'in flight': inFlight.intake, params: (request) => void request.operations.push(new OperationState({ query: '{ ok }' }, request)), 'in flight, sent': inFlight.sent },
-      document: {},
-      admission: {},
-      plan: {},
-      execution: { executor: () => ({ data: { ok: true } }), result: { masking: masking.execution, faulty: () => fail('result') } },
-      answer: {
-        body: (request, answer) => fail('body') ?? body(request, answer),
-        headers: (_request, answer) => {
+    const body = useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }).answer!;
+    const policies: Policy[] = [
+      { name: 'body', answer: (request, answer) => fail('body') ?? body(request, answer) },
+      inFlight,
+      { name: 'params', intake: (request) => void new OperationState({ query: '{ ok }' }, request) },
+      { name: 'execution', execution: () => ({ data: { ok: true } }) },
+      masking,
+      { name: 'faulty', result: () => fail('result'), record: () => void fail('telemetry') },
+      {
+        name: 'headers',
+        answer: (_request, answer) => {
           answer.headers.set('x-made-by', state.header);
           return fail('headers');
         },
-        last: (_request, answer) => void answer.headers.set('x-last', 'written'),
       },
-      telemetry: { faulty: () => void fail('telemetry'), counted: () => void state.finished++ },
-      release: { 'in flight': inFlight.telemetry },
-    };
-    const pipeline = new Pipeline({ stages, mask: masking.mask });
+      { name: 'last', answer: (_request, answer) => void answer.headers.set('x-last', 'written'), record: () => void state.finished++ },
+    ];
+    const pipeline = new Pipeline({ policies, mask: masking.mask });
     const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { state, shedder, serve };
   }

@@ -10,7 +10,7 @@ import { selectedCoordinates } from '../src/server/documents/coordinates.js';
 import type { ClientIdentity } from '../src/server/instruments/client-awareness.js';
 import { createLogger } from '../src/server/instruments/logger.js';
 import { SchemaUsageMetrics } from '../src/server/instruments/usage-metrics.js';
-import { OperationState, RequestState, type Incoming } from '../src/server/request-state.js';
+import { OperationState, RequestState, type HttpIncoming } from '../src/server/request-state.js';
 import { schema as gatewaySchema } from '../src/schema/index.js';
 import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 
@@ -137,15 +137,16 @@ describe('deprecated coordinates in the log', () => {
     const logger = createLogger({ level: 'info', destination: new Writable({ write: (chunk: Buffer, _e, done) => (lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>), done()) }) });
     let clock = 1_000;
     const registry = new Registry();
-    const step = useCoordinateUsage({ schema, metrics: new SchemaUsageMetrics(registry), logger, now: () => clock });
+    const step = useCoordinateUsage({ schema, metrics: new SchemaUsageMetrics(registry), logger, now: () => clock }).document!;
     const documents = new Map<string, ReturnType<typeof parse>>();
     const send = (text: string, who: ClientIdentity) => {
       const document = documents.get(text) ?? parse(text);
       documents.set(text, document);
-      const request = new RequestState({ method: 'POST', target: '/graphql', headers: new Headers(), peer: undefined, body: null, gone: false } as unknown as Incoming, { trustProxy: undefined, knows: () => false });
+      const incoming = { method: 'POST', target: '/graphql', headers: new Headers(), peer: undefined, body: null, gone: false } as unknown as HttpIncoming;
+      const request = RequestState.ofHttp(incoming, { trustProxy: undefined, knows: () => false });
       request.client = who;
       const operation = new OperationState({ query: text }, request);
-      operation.prepared = { text, document, incremental: false };
+      operation.prepared = { text, document, incremental: false, whole: document };
       operation.definition = document.definitions[0] as OperationDefinitionNode;
       step(operation);
     };

@@ -279,6 +279,10 @@ export const environment = z.object({
     }),
   SUBSCRIPTION_LIVE_THROTTLE_MS: setting('subscriptions.liveThrottleMs', integer(0, 600_000).default(1_000))
     .register(variableDocs, { description: 'a live query (`@live`) is sent again at most this often: the changes that come meanwhile are sent together, as the result after them' }),
+  WEBSOCKET_MAX_OPERATIONS: setting('websocket.maxOperations', integer(1, 100_000).default(100))
+    .register(variableDocs, { description: 'operations (subscriptions, queries) one WebSocket may have open at once; one more closes the socket with 4413 and a log line' }),
+  WEBSOCKET_MAX_MESSAGES_PER_SECOND: setting('websocket.maxMessagesPerSecond', integer(1, 1_000_000).default(200))
+    .register(variableDocs, { description: 'messages (pings included) one WebSocket may send a second; one more closes the socket with 1008 (policy violation) and a log line' }),
   SUBSCRIPTION_HEARTBEAT_MS: setting('subscriptions.heartbeatMs', integer(100, 10_000).default(8_000))
     .register(variableDocs, { description: 'how often an idle stream gets a heartbeat (an SSE comment, an empty multipart part, a WebSocket ping): at most 10 s, so proxies keep idle streams' }),
   SHUTDOWN_DELAY_MS: setting('shutdown.delayMs', integer(0, 600_000).default(5_000))

@@ -6,17 +6,13 @@ import type { CircuitName } from '../upstream/circuits.js';
 import { CIRCUIT_OPEN } from '../upstream/errors.js';
 import type { UpstreamAttempt } from '../upstream/transport.js';
 import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
-import { retryAfter } from './answers/retry-after.js';
-import { streamInitialCount } from './documents/incremental-delivery.js';
 import type { GatewayMetrics } from './instruments/metrics.js';
-import { graphqlMethods } from './intake/method.js';
 import { trustingProxies } from './callers.js';
-import { checkParams } from './intake/params.js';
 import { frontDoor, isBrowserPageView } from './pages/front-door.js';
 import { graphiQLPage } from './pages/graphiql-cache.js';
 import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
 import { Pipeline } from './pipeline/pipeline.js';
-import type { AnswerStep, Serve, Stages, Steps } from './pipeline/stages.js';
+import type { Policy, Serve } from './pipeline/stages.js';
 import { gatewayPolicies, type PolicyOptions } from './policies.js';
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { probes } from './probes/routes.js';
@@ -28,7 +24,6 @@ import type { SharedRedis } from './shared-state/shared-redis.js';
 import { fetchTransport } from './transports/fetch.js';
 import { nodeTransport, type Handler } from './transports/node.js';
 import { websocketTransport, type WebSocketTransport } from './transports/websocket.js';
-import { schema } from '../schema/index.js';
 import { KnownTokens } from './traffic/known-tokens.js';
 import type { LoadShedder } from './traffic/load-shedder.js';
 
@@ -52,96 +47,72 @@ interface GatewayOptions extends PolicyOptions {
   readonly notReadyBecause?: () => string | undefined;
 }
 
-/** The answer stage's last steps, what every answer carries (the routes' too): CORS, then the cache headers' one rule. */
-const everyAnswerOf = (policies: ReturnType<typeof gatewayPolicies>): Steps<AnswerStep> => ({ cors: policies.cors?.answer, 'cache headers': policies.answerHeaders });
-
 /**
- * The one path of every GraphQL request, stage by stage (pipeline/stages.ts), each stage's steps
- * named in the order they run, the reason beside each placement that matters. A policy that is
- * off has no step.
+ * The gateway's policies, in the order their steps run in every stage they take part in (a
+ * policy that is off is left out): the pipeline derives each stage from this list. Where a
+ * policy's place matters, the reason is beside it, stage by stage.
  */
-function stagesOf(policies: ReturnType<typeof gatewayPolicies>): Stages {
-  const { inFlight, telemetry, negotiation, callerLimits, body, responseCache, persisted, documents, masking } = policies;
-  return {
-    intake: {
-      // First: a request refused for overload costs no more than its refusal.
-      'in flight': inFlight.intake,
-      telemetry: telemetry.intake,
-      // Then what refuses on the head alone, before a byte of the body is read.
-      negotiation: negotiation.intake,
-      'caller limits': callerLimits.intake,
-      body: body.intake,
-      csrf: policies.csrf,
-      method: graphqlMethods,
-      // Then the body read, its operations made.
-      params: policies.params,
-      batching: policies.batching,
-      // Last: counted in flight once sent whole (a half-sent body holds no place).
-      'in flight, sent': inFlight.sent,
-    },
-    document: {
-      // First: the span times the rest.
-      telemetry: telemetry.document,
-      // Before anything reads the variables.
-      'variables depth': policies.variablesDepth,
-      // Before anything reads the query text: APQ and trusted documents name it.
-      'persisted documents': persisted.document,
-      params: checkParams,
-      // Parsed, the request's validation budget spent, validated: once per text (the prepared document).
-      parse: documents.parse,
-      'fragment pairs': policies.fragmentPairs,
-      validate: documents.validate,
-      // Once valid: the coordinates it selects counted by client (METRICS_SCHEMA_USAGE), refused later or not.
-      'coordinate usage': policies.coordinateUsage,
-      // Only a document that validated is registered: junk is stored nowhere.
-      'apq registration': persisted.registration,
-      // Once valid: @defer/@stream dropped for a client answered in one JSON document (or a batch).
-      negotiation: negotiation.document,
-      // Last: on the document negotiation left (one without @stream needs no check), before the plan makes a call.
-      'stream initial count': streamInitialCount,
-    },
-    // The caller's limits before a kept answer: a refusal replaces it.
-    admission: { 'caller limits': callerLimits.admission, 'response cache': responseCache?.admission },
-    // The context and plan first; the caller's upstream calls charged once the plan counted them.
-    plan: { 'upstream plan': policies.plan, 'caller limits': callerLimits.plan },
-    execution: {
-      executor: policies.executor,
-      result: {
-        // Before the masking, which rewrites a refused variable's error from what they leave.
-        'hidden suggestions': policies.hiddenSuggestions,
-        // Then every step after it, and the telemetry, read the errors clients read.
-        masking: masking.execution,
-        // The answer waits for its registration's write: a client that has it finds the hash at every replica.
-        'apq registration': persisted.execution,
-        // Keeps the masked result, what clients read; its evictions are read by the head events after it.
-        'response cache': responseCache?.execution,
-        // A mutation's heads told to their watchers, by the outcome the cache's evictions read.
-        'head events': policies.headEvents.result,
-        // From the masked errors' retryAfterMs: the header says what the errors say.
-        'retry after': retryAfter,
-        // Last: the parts rewritten to the format asked for, once every step saw them as graphql-js made them.
-        negotiation: negotiation.execution,
-      },
-    },
-    answer: {
-      // First: its status, type and body; a revalidation's 304 on them; then each header's one writer.
-      body: policies.answerBody.answer,
-      'response cache': responseCache?.answer,
-      'caller limits': callerLimits.answer,
-      telemetry: telemetry.answer,
-      ...everyAnswerOf(policies),
-    },
-    telemetry: { telemetry: telemetry.telemetry },
-    // Also as a subscription's stream begins: an open stream holds neither.
-    release: { 'in flight': inFlight.telemetry, 'caller limits': callerLimits.telemetry },
-  };
+function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
+  const policies: (Policy | undefined)[] = [
+    // answer: first, it makes the answer (status, type, body) on which every later step writes headers.
+    parts.answerBody,
+    // intake: first, a request refused for overload costs no more than its refusal. document: first, each operation counted
+    // (refused for overload) before any work of its own. release: its unit given back once its results are out.
+    parts.inFlight,
+    parts.eventsInFlight,
+    // document: the span times the rest of it. record: once the results are out.
+    parts.telemetry,
+    // intake: what refuses on the head alone, before a byte of the body is read.
+    parts.contentNegotiation,
+    // plan: the plan is made before the caller limits charge its upstream calls.
+    parts.upstreamPlan,
+    // intake: a caller refused a moment ago, before its body is read. admission: before a kept answer (a refusal replaces it).
+    parts.callerLimits,
+    // intake: the body's coding and declared length, CSRF and the method, then the body read, its operations made, a batch's size.
+    parts.body,
+    parts.csrf,
+    parts.method,
+    parts.params,
+    parts.batching,
+    // document: before anything reads the variables.
+    parts.variablesDepth,
+    // result: the suggestions cut before the masking, which rewrites a refused variable's error from what they leave; then
+    // every later step, and the record, reads the errors clients read.
+    parts.hiddenSuggestions,
+    parts.masking,
+    // document: before anything reads the query text (APQ and trusted documents name it). admission: a registration written
+    // once its document validated and it was admitted. result: the answer waits for the write.
+    parts.persisted,
+    parts.paramsCheck,
+    // document: parsed, the request's validation budget spent, validated: once per text (the prepared document).
+    parts.documents,
+    // document: once valid, the coordinates it selects counted by client (refused later or not).
+    parts.coordinateUsage,
+    // document: once valid, what its transport carries decides @defer/@stream and streams. result: parts in the format asked.
+    parts.incrementalDelivery,
+    // execution: a subscription or live query runs as a stream, before the engine would run it as a query.
+    parts.subscriptions.policy,
+    // admission: the last (after the caller limits). result: keeps the masked result; its evictions read by the head events.
+    // answer: a revalidation's 304 on the body made.
+    parts.responseCache,
+    // result: a mutation's heads told to their watchers, by the outcome the cache's evictions read.
+    parts.headEvents.policy,
+    parts.retryAfter,
+    // execution: the last, the engine runs what no policy before it took.
+    parts.execution,
+    // answer: what every answer carries, the routes' too: CORS, then the cache headers' one rule.
+    parts.cors,
+    parts.cacheHeaders,
+  ];
+  return policies.filter((policy) => policy !== undefined);
 }
 
 /** The gateway over an upstream, on every transport; `buildGateway` makes it as the configuration says. */
 function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; websocket: WebSocketTransport; shedder: LoadShedder; pipeline: Pipeline; headEvents: HeadEvents; subscriptions: Subscriptions } {
   const { settings } = options;
-  const policies = gatewayPolicies(options);
-  const pipeline = new Pipeline({ stages: stagesOf(policies), mask: policies.masking.mask });
+  const parts = gatewayPolicies(options);
+  const pipeline = new Pipeline({ policies: inOrder(parts), mask: parts.masking.mask });
+  const callers = { trustProxy: trustingProxies(settings.callerLimits.trustProxy), knows: options.knownTokens.knows };
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
   const graphiql = settings.introspection
     ? graphiQLPage(renderGraphiQLPage, { title: TITLE, defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' })
@@ -150,16 +121,16 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const serve: Serve = routes({
     endpoint: ENDPOINT,
     pipeline,
-    callers: { trustProxy: trustingProxies(settings.callerLimits.trustProxy), knows: options.knownTokens.knows },
+    callers,
     graphiql: graphiql === undefined ? undefined : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined),
-    preflight: policies.cors?.preflight,
+    preflight: parts.cors?.preflight,
     routes: [door, probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics })],
     // The answer stage's writers of what every answer says, the routes' too.
-    everyAnswer: Object.values(everyAnswerOf(policies)).filter((step) => step !== undefined),
+    everyAnswer: [parts.cors?.answer, parts.cacheHeaders.answer].filter((step) => step !== undefined),
   });
-  policies.subscriptions.serveEventsThrough(serve);
-  const websocket = websocketTransport(serve, { schema, endpoint: ENDPOINT, maxMessageBytes: settings.limits.maxBodyBytes, heartbeatMs: settings.subscriptions.heartbeatMs });
-  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), websocket, shedder: policies.shedder, pipeline, headEvents: policies.headEvents, subscriptions: policies.subscriptions };
+  parts.subscriptions.enterThrough(pipeline);
+  const websocket = websocketTransport(pipeline, { callers, endpoint: ENDPOINT, maxMessageBytes: settings.limits.maxBodyBytes, heartbeatMs: settings.subscriptions.heartbeatMs, logger: options.logger, ...settings.websocket });
+  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), websocket, shedder: parts.shedder, pipeline, headEvents: parts.headEvents, subscriptions: parts.subscriptions };
 }
 
 /** One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the rest at info. */

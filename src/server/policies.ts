@@ -9,7 +9,7 @@ import { useAnswerBody } from './answers/answer.js';
 import { useAnswerHeaders } from './answers/answer-headers.js';
 import { useCors } from './answers/cors.js';
 import { errorMasking } from './answers/masking.js';
-import { useContentNegotiation } from './answers/negotiation.js';
+import { useContentNegotiation, useIncrementalDelivery } from './answers/negotiation.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
 import { compiledExecution } from './documents/compiled-execution.js';
 import { useCoordinateUsage } from './documents/coordinate-usage.js';
@@ -21,20 +21,23 @@ import { operationNamesOf } from './documents/trusted-documents.js';
 import { planAdmission, useUpstreamPlan } from './documents/upstream-plan.js';
 import { fragmentPairsLimit } from './guards/fragment-pairs.js';
 import { csrfCheck, documentPolicies, hiddenExecutionSuggestions } from './guards/operation-limits.js';
+import { graphqlMethods } from './intake/method.js';
+import { retryAfter } from './answers/retry-after.js';
 import { ClientAwareness } from './instruments/client-awareness.js';
 import type { GatewayMetrics } from './instruments/metrics.js';
 import { useBatching } from './intake/batching.js';
 import { useRequestBody } from './intake/body.js';
-import { useRequestParams, variablesDepth } from './intake/params.js';
+import { paramsCheck, useRequestParams, variablesDepth } from './intake/params.js';
 import { useHeadEvents } from './real-time/head-events.js';
 import { headPolling } from './real-time/head-polling.js';
 import { useSubscriptions } from './real-time/subscriptions.js';
-import type { OperationState } from './request-state.js';
+import type { MaybePromise } from './pipeline/stages.js';
+import type { OperationResult, OperationState } from './request-state.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
 import { useCallerLimits } from './traffic/caller-limits.js';
-import { useInFlight } from './traffic/in-flight.js';
+import { useEventsInFlight, useInFlight } from './traffic/in-flight.js';
 import { overloadLog } from './traffic/overload-log.js';
 import { createCallerLimiters } from './traffic/limiters.js';
 import { LoadShedder, overloadReasons } from './traffic/load-shedder.js';
@@ -67,6 +70,7 @@ export type GatewaySettings = Pick<
   | 'operationLog'
   | 'production'
   | 'subscriptions'
+  | 'websocket'
 >;
 
 export interface PolicyOptions {
@@ -135,7 +139,30 @@ function execution(options: PolicyOptions, responseCache: ReturnType<typeof resp
   return gatewayEnvelop({ schema, compiled, plugins: [...documents, incrementalDeliveryRules(), ...(responseCache?.envelop ?? [])] });
 }
 
-/** Every policy of the gateway, made once from its settings: the steps gateway.ts lists, stage by stage. */
+/** The real-time policies: head events (a write's changes told to their watchers), polling for changes made elsewhere, subscriptions and live queries. */
+function realTime(options: PolicyOptions, execute: (operation: OperationState) => MaybePromise<OperationResult>) {
+  const { settings, metrics } = options;
+  const { realTime: counts } = metrics;
+  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error), onPublished: () => counts.published.inc({ source: 'write' }), replayMs: settings.subscriptions.replayMs, workers: options.clusterWorker });
+  const polling = headPolling({
+    upstream: options.upstream,
+    publish: headEvents.publish,
+    intervalMs: settings.subscriptions.pollMs,
+    concurrency: settings.subscriptions.pollConcurrency,
+    redis: options.redis,
+    onRead: (outcome) => {
+      counts.pollReads.inc({ outcome });
+      if (outcome === 'changed' || outcome === 'deleted') counts.published.inc({ source: 'poll' });
+    },
+  });
+  const subscriptions = useSubscriptions({ schema, events: headEvents, limits: settings.subscriptions, liveThrottleMs: settings.subscriptions.liveThrottleMs, polling, metrics: counts, execute, onRefused: () => metrics.refusals.inc({ limit: 'subscriptions' }) });
+  return { headEvents, subscriptions };
+}
+
+/**
+ * Every policy of the gateway, made once from its settings (a policy that is off is undefined):
+ * gateway.ts lists them in the order their steps run.
+ */
 export function gatewayPolicies(options: PolicyOptions) {
   const { settings, metrics } = options;
   const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
@@ -144,49 +171,40 @@ export function gatewayPolicies(options: PolicyOptions) {
   const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, schema, settings.operationTimeoutMs, metrics, options.cacheRedis ?? options.redis);
   const engine = execution(options, responseCache);
   const fragmentPairs = fragmentPairsLimit({ max: settings.limits.maxFragmentPairs, onRefused: () => countRefusal('fragments') });
-  const documents = preparedDocuments({ envelop: engine.getEnveloped, bounds: settings.documentCache, maxDepth: settings.limits.maxDepth, onRefused: countRefusal, beforeParse: fragmentPairs.beforeParse });
+  const documents = preparedDocuments({ envelop: engine.getEnveloped, bounds: settings.documentCache, maxDepth: settings.limits.maxDepth, onRefused: countRefusal, budget: fragmentPairs });
   metrics.watchDocumentCache('parsed', documents.use);
-  const contextOptions: ContextOptions = { upstream: options.upstream, logger: options.logger, fanout: settings.upstreamFanout, budget: settings.upstreamCallBudget, deadlineMs: settings.operationTimeoutMs, strategy: settings.planner };
-  const { realTime } = metrics;
-  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error), onPublished: () => realTime.published.inc({ source: 'write' }), replayMs: settings.subscriptions.replayMs, workers: options.clusterWorker });
-  const polling = headPolling({
-    upstream: options.upstream,
-    publish: headEvents.publish,
-    intervalMs: settings.subscriptions.pollMs,
-    concurrency: settings.subscriptions.pollConcurrency,
-    redis: options.redis,
-    onRead: (outcome) => {
-      realTime.pollReads.inc({ outcome });
-      if (outcome === 'changed' || outcome === 'deleted') realTime.published.inc({ source: 'poll' });
-    },
-  });
-  const subscriptions = useSubscriptions({ schema, events: headEvents, limits: settings.subscriptions, liveThrottleMs: settings.subscriptions.liveThrottleMs, polling, metrics: realTime, onRefused: refused('subscriptions') });
+  const { headEvents, subscriptions } = realTime(options, engine.execute);
+  const contextOptions: ContextOptions = { upstream: options.upstream, logger: options.logger, fanout: settings.upstreamFanout, budget: settings.upstreamCallBudget, deadlineMs: settings.operationTimeoutMs, strategy: settings.planner, headChanges: subscriptions.headChanges };
   const planner = new Planner({ schema, strategy: settings.planner });
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);
+  const overloaded = overloadLog(options.logger);
   return {
     shedder,
-    inFlight: useInFlight(shedder, overloadLog(options.logger)),
+    headEvents,
+    subscriptions,
+    inFlight: useInFlight(shedder, overloaded),
+    eventsInFlight: useEventsInFlight(shedder, overloaded),
     telemetry: useOperationTelemetry(operationRecorder(options)),
-    negotiation: useContentNegotiation({ schema }),
+    contentNegotiation: useContentNegotiation(),
     callerLimits: useCallerLimits({ limiters, onRefused: countRefusal }),
     body,
     csrf: settings.csrfPrevention ? csrfCheck() : undefined,
-    params: useRequestParams((request, use) => body.read(request.incoming.body, request.headers, use)),
+    method: graphqlMethods,
+    params: useRequestParams((request, use) => body.read(request.http.body, request.headers, use)),
     batching: useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
     variablesDepth: variablesDepth({ maxVariablesDepth: settings.limits.maxVariablesDepth, onRefused: refused('variables_depth') }),
     persisted: usePersistedDocuments({ apqStore: apqStoreOf(options), trustedDocuments: settings.persistedDocuments.trustedDocuments, trustedDocumentsOnly: settings.persistedDocuments.trustedDocumentsOnly }),
+    paramsCheck,
     documents,
     coordinateUsage: settings.schemaUsage ? useCoordinateUsage({ schema, metrics: metrics.schemaUsage, logger: options.logger }) : undefined,
-    fragmentPairs: fragmentPairs.step,
+    incrementalDelivery: useIncrementalDelivery({ schema }),
     responseCache,
-    headEvents,
-    subscriptions,
-    plan: useUpstreamPlan(planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing: options.tracing }), { ...contextOptions, headChanges: subscriptions.headChanges }),
-    // A subscription's or live query's stream (real-time/subscriptions.ts), else the engine's run (an event of one's too: on its change).
-    executor: (operation: OperationState) => ((operation.definition?.operation === 'subscription' || operation.live) && operation.request.incoming.event === undefined ? subscriptions.execute(operation) : engine.executor(operation)),
-    masking: errorMasking(options.logger),
+    upstreamPlan: useUpstreamPlan(planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing: options.tracing }), contextOptions),
+    execution: engine.policy,
     hiddenSuggestions: settings.production ? hiddenExecutionSuggestions : undefined,
+    masking: errorMasking(options.logger),
+    retryAfter,
     answerBody: useAnswerBody({
       maxBytes: settings.maxResponseBytes,
       onRefused: refused('response_bytes'),
@@ -194,6 +212,6 @@ export function gatewayPolicies(options: PolicyOptions) {
       stream: { heartbeatMs: settings.subscriptions.heartbeatMs, onStalled: () => metrics.realTime.streamsCut.inc({ reason: 'stalled' }) },
     }),
     cors: useCors(settings.corsOrigins),
-    answerHeaders: useAnswerHeaders({ cors: settings.corsOrigins.length > 0 }),
+    cacheHeaders: useAnswerHeaders({ cors: settings.corsOrigins.length > 0 }),
   };
 }

@@ -30,11 +30,8 @@ export interface RequestHeaders {
   keys(): Iterable<string>;
 }
 
-/** What a transport hands the gateway of one request. */
+/** What every transport gives of a request: the headers that matter, its peer, and its client's hanging up. */
 export interface Incoming {
-  readonly method: string;
-  /** The request target as sent: its path and query (`/graphql?query=…`). */
-  readonly target: string;
   readonly headers: RequestHeaders;
   /** Aborted when the client hangs up: made when first asked for (a kept answer needs none). */
   readonly signal: AbortSignal;
@@ -42,18 +39,20 @@ export interface Incoming {
   readonly gone: boolean;
   /** The connection's peer address, where the transport has one. */
   readonly peer: string | undefined;
-  /** The body as it streams in (null: none). Read by the intake stage, once. */
-  readonly body: Readable | null;
-  /** The transport sends its operations' results itself (WebSocket's messages): the answer stage writes no body. */
-  readonly takesResults?: boolean;
-  /** The request resolves a subscription's event on its subscriber's behalf (real-time/event-requests.ts): its operation runs on the change. */
-  readonly event?: SubscriptionEvent | undefined;
 }
 
-/** What a subscription's event request carries: the change its operation runs on, and the trace of the subscription it hangs under. */
+/** An HTTP request as its transport hands it over: its method, target and body besides. */
+export interface HttpIncoming extends Incoming {
+  readonly method: string;
+  /** The request target as sent: its path and query (`/graphql?query=…`). */
+  readonly target: string;
+  /** The body as it streams in (null: none). Read by the intake stage, once. */
+  readonly body: Readable | null;
+}
+
+/** A subscription's event: the change its operation runs on (real-time/event-resolutions.ts). */
 export interface SubscriptionEvent {
   readonly change: HeadChange;
-  readonly trace: Context | undefined;
 }
 
 /** An answer a step makes whole, instead of going on: a refusal at the door (before the media type is agreed), a page. */
@@ -66,12 +65,15 @@ export interface WholeAnswer {
 /** The media types an answer goes out in: one JSON document, or parts (multipart/mixed, an event stream). */
 export type AnswerType = 'application/graphql-response+json' | 'application/json' | 'multipart/mixed' | 'text/event-stream';
 
-/** What the Accept header lets the gateway answer in (answers/negotiation.ts). */
+/**
+ * What a request's answer may go out in: for HTTP, what its Accept header allows
+ * (answers/negotiation.ts); for a WebSocket message, messages; for a subscription's event, one result.
+ */
 export interface Negotiated {
   /** The type a whole answer goes out in (one result's, a batch's); undefined: none the client takes (406). */
   readonly whole: AnswerType | undefined;
-  /** The type an answer in parts goes out in; undefined: the client takes none (@defer and @stream are then left out). */
-  readonly parts: AnswerType | undefined;
+  /** What carries an answer in parts; undefined: the client takes none (@defer and @stream are then left out, a subscription refused). */
+  readonly parts: AnswerType | 'websocket' | undefined;
   /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
   readonly alpha9: boolean;
   /** Whether a subscription's parts, in multipart/mixed, are in Apollo's subscription format (`{"payload": …}`, heartbeats). */
@@ -146,6 +148,8 @@ export interface PreparedDocument {
   readonly document: DocumentNode;
   /** Whether it uses @defer or @stream anywhere. */
   readonly incremental: boolean;
+  /** The document without @defer and @stream, for an answer in one result (kept once made). */
+  readonly whole: DocumentNode;
 }
 
 /**
@@ -157,6 +161,13 @@ const operationKey = Symbol('operation');
 
 /** The operation a context was made for: envelop's plugins (the response cache's) are handed the context alone. */
 export const operationOf = (context: unknown): OperationState | undefined => (context as { [operationKey]?: OperationState } | null)?.[operationKey];
+
+/** What an operation entering after the document stage's work was done brings: its subscription's document, prepared already. */
+export interface PreparedOperation {
+  readonly prepared: PreparedDocument;
+  readonly document: DocumentNode;
+  readonly definition: OperationDefinitionNode;
+}
 
 /** One GraphQL operation: made as its request's parameters are read, read and written by every stage after. */
 export class OperationState {
@@ -173,6 +184,8 @@ export class OperationState {
   /** Its upstream plan, made in the plan stage (documents/upstream-plan.ts); its context hands it to the resolvers. */
   plan: OperationPlan | undefined;
   #context: GatewayContext | undefined;
+  /** It is counted in flight (traffic/in-flight.ts): given back once. */
+  held = false;
   /** The caller whose in-flight slot it holds, given back once (traffic/caller-limits.ts). */
   slot: string | undefined;
   /** Its TTL in the response cache, as the cache computed it. */
@@ -186,6 +199,8 @@ export class OperationState {
   /** An APQ registration waiting for validation, then its write under way. */
   registration: Registration | undefined;
   registering: Promise<void> | undefined;
+  /** A subscription's event: the change it runs on (its document its subscription's, prepared already). */
+  readonly event: SubscriptionEvent | undefined;
 
   constructor(
     /** Its parameters, an object always; the document stage may name its query (APQ, trusted documents). */
@@ -194,7 +209,17 @@ export class OperationState {
     readonly request: RequestState,
     /** The JSON type of what the client sent as its parameters: `object`, or what checkParams refuses (params then empty). */
     readonly sent: string = 'object',
-  ) {}
+    /** A subscription's event, and the document its subscription prepared. */
+    event?: SubscriptionEvent & PreparedOperation,
+  ) {
+    this.event = event;
+    if (event !== undefined) {
+      this.prepared = event.prepared;
+      this.document = event.document;
+      this.definition = event.definition;
+    }
+    request.operations.push(this);
+  }
 
   /** Its context, made as it is planned: the resolvers', the loaders' and the plan's; `operationOf` finds the operation by it. */
   get context(): GatewayContext | undefined {
@@ -235,20 +260,34 @@ export interface RequestLike {
 /** The base of the absolute URL a request target is read against. */
 const ORIGIN = 'http://gateway';
 
-/** One request to the GraphQL endpoint: made as it arrives, before any stage looks at it. */
+/** What a request that did not come over HTTP brings besides its incoming side: what carries its results, and what it continues. */
+export interface RequestFacts {
+  /** What its results go out in (a WebSocket's messages, an event's one result). */
+  readonly carries: Negotiated;
+  /** Its id: a subscription's event is logged under its subscription's. @default the incoming `x-request-id` when sane, else made */
+  readonly requestId?: string | undefined;
+  /** The trace it continues: a subscription's event hangs under its subscription's span. @default read from its headers */
+  readonly parent?: Context | undefined;
+  /** The client app it is counted for. @default read from its headers, with the trace */
+  readonly client?: ClientIdentity | undefined;
+}
+
+/**
+ * One request: made as it arrives (HTTP), as a WebSocket message names an operation, or as a
+ * subscription's event is resolved, before any stage looks at it. Only an HTTP request has
+ * `http` (its method, target and body): the intake and answer stages are its alone.
+ */
 export class RequestState {
   readonly startedAt = performance.now();
-  /** The operations read from its parameters (a batch has several). */
+  /** Its operations: read from its parameters (a batch has several), or the one it entered with. */
   readonly operations: OperationState[] = [];
-  /** Shedding's count of operations this request holds in flight (traffic/in-flight.ts). */
-  held = 0;
   /** The body was a JSON array (intake/batching.ts): its answer is an array too. */
   batched = false;
   /** A batch's document being parsed and validated (documents/prepared.ts): the next not kept yet waits for it, and a turn of the event loop. */
   preparing: Promise<unknown> | undefined;
   /** A batch of two or more: the loaders, the call budget and the answer bytes its operations share. */
   batch: RequestBatch | undefined;
-  /** What its Accept header allows, once negotiated (answers/negotiation.ts: `negotiationOf`). */
+  /** What its answer may go out in: negotiated from Accept (answers/negotiation.ts: `negotiationOf`), or given by its transport. */
   negotiated: Negotiated | undefined;
   /** The caller's trace (its traceparent) and client app, read by the telemetry as it arrives. */
   parent: Context | undefined;
@@ -257,6 +296,8 @@ export class RequestState {
   cacheable: Cacheable | undefined;
   /** Why the intake stage refused it, if it did: answered instead of any operation. */
   refusal: GraphQLError | WholeAnswer | undefined;
+  /** Its HTTP side, for an HTTP request: what the intake reads (method, target, body) and the answer stage answers. */
+  readonly http: HttpIncoming | undefined;
   #caller: Caller | undefined;
   #validationSpent: ValidationSpent | undefined;
   #requestId: string | undefined;
@@ -268,10 +309,33 @@ export class RequestState {
     readonly incoming: Incoming,
     /** How its caller is told: its address (TRUST_PROXY), the tokens known to be real. */
     private readonly callers: CallerRules,
-  ) {}
+    /** An HTTP request's own side, or what a request that did not come over HTTP brings. */
+    from: { readonly http: HttpIncoming } | RequestFacts,
+  ) {
+    if ('http' in from) {
+      this.http = from.http;
+      return;
+    }
+    this.http = undefined;
+    this.negotiated = from.carries;
+    this.#requestId = from.requestId;
+    this.parent = from.parent;
+    this.client = from.client;
+  }
 
-  get method(): string {
-    return this.incoming.method;
+  /**
+   * A request of the gateway's own on this one's behalf (a subscription's event): its headers and
+   * peer (the same caller and token), a signal of its own that nothing aborts (its work is shared by
+   * subscribers, bounded by its deadline), and `facts`.
+   */
+  onBehalf(facts: RequestFacts): RequestState {
+    const { headers, peer } = this.incoming;
+    return new RequestState({ headers, peer, signal: new AbortController().signal, gone: false }, this.callers, facts);
+  }
+
+  /** An HTTP request, as its transport hands it over. */
+  static ofHttp(incoming: HttpIncoming, callers: CallerRules): HttpRequest {
+    return new RequestState(incoming, callers, { http: incoming }) as HttpRequest;
   }
 
   get headers(): RequestHeaders {
@@ -287,9 +351,10 @@ export class RequestState {
     return this.incoming.gone;
   }
 
-  /** The request as library plugins read one, made on first use. */
+  /** An HTTP request as library plugins read one, made on first use. */
   get asRequest(): RequestLike {
-    return (this.#like ??= { method: this.incoming.method, url: ORIGIN + this.incoming.target, headers: this.incoming.headers });
+    const http = this.http!;
+    return (this.#like ??= { method: http.method, url: ORIGIN + http.target, headers: http.headers });
   }
 
   /** What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). Made on first use. */
@@ -322,3 +387,6 @@ export class RequestState {
     this.batch = new RequestBatch();
   }
 }
+
+/** An HTTP request: the intake and answer stages' (its method, target and body in `http`). */
+export type HttpRequest = RequestState & { readonly http: HttpIncoming };

@@ -2,10 +2,10 @@ import { pathOf, servedAsGraphQL } from './http/paths.js';
 import type { Pipeline } from './pipeline/pipeline.js';
 import type { Answer, AnswerStep, MaybePromise, Serve, Served } from './pipeline/stages.js';
 import type { CallerRules } from './callers.js';
-import { RequestState, type WholeAnswer } from './request-state.js';
+import { RequestState, type HttpRequest, type WholeAnswer } from './request-state.js';
 
 /** A route beside the GraphQL endpoint: its answer to a request of `path`, or undefined when it is not its. */
-export type Route = (request: RequestState, path: string) => MaybePromise<WholeAnswer> | undefined;
+export type Route = (request: HttpRequest, path: string) => MaybePromise<WholeAnswer> | undefined;
 
 export interface RoutesOptions {
   /** The GraphQL endpoint's path. */
@@ -34,15 +34,15 @@ const notFound: WholeAnswer = { status: 404, headers: {}, body: null };
 export function routes(options: RoutesOptions): Serve {
   const { endpoint, pipeline, callers } = options;
   const nothingToDo = () => undefined;
-  const whole = (request: RequestState, made: WholeAnswer): MaybePromise<Served> => {
+  const whole = (request: HttpRequest, made: WholeAnswer): MaybePromise<Served> => {
     const answer: Answer = { status: made.status, headers: new Map(Object.entries(made.headers).map(([name, value]) => [name.toLowerCase(), value])), body: made.body };
     let written: Promise<void> | undefined;
     for (const step of options.everyAnswer) written = written !== undefined ? written.then(() => step(request, answer)) : (step(request, answer) ?? undefined);
     return written !== undefined ? written.then(() => ({ answer, done: nothingToDo })) : { answer, done: nothingToDo };
   };
   /** A route's answer to the request, or undefined when none takes it. */
-  const routed = (request: RequestState, path: string): MaybePromise<Served> | undefined => {
-    if (request.method === 'OPTIONS' && options.preflight !== undefined) return whole(request, options.preflight);
+  const routed = (request: HttpRequest, path: string): MaybePromise<Served> | undefined => {
+    if (request.http.method === 'OPTIONS' && options.preflight !== undefined) return whole(request, options.preflight);
     for (const route of options.routes) {
       const made = route(request, path);
       if (made !== undefined) return made instanceof Promise ? made.then((ready) => whole(request, ready)) : whole(request, made);
@@ -50,7 +50,7 @@ export function routes(options: RoutesOptions): Serve {
     return undefined;
   };
   return (incoming) => {
-    const request = new RequestState(incoming, callers);
+    const request = RequestState.ofHttp(incoming, callers);
     const path = pathOf(incoming.target);
     // The routes first, as their paths say (a probe's query string may end in the endpoint's path).
     const answered = routed(request, path);
@@ -64,9 +64,9 @@ export function routes(options: RoutesOptions): Serve {
       const done = () => {
         if (out) return;
         out = true;
-        pipeline.finish(request, ready);
+        pipeline.finish(request);
       };
-      return { answer: ready, done, request };
+      return { answer: ready, done };
     };
     return answer instanceof Promise ? answer.then(served) : served(answer);
   };

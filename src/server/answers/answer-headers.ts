@@ -1,5 +1,5 @@
 import { privateAnswerHeaders, varyOn } from '../http/cache-headers.js';
-import type { AnswerStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 import type { Cacheable } from '../request-state.js';
 
 /** A JSON answer: the same operation as multipart/mixed or an event stream is another body. */
@@ -63,9 +63,11 @@ export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHe
 }
 
 /** The cache headers of every answer, the answer stage's last step, from the request's state (`cacheHeaders`). */
-export function useAnswerHeaders(options: { readonly cors: boolean }): AnswerStep {
+export function useAnswerHeaders(options: { readonly cors: boolean }): Policy {
   const { cors } = options;
-  return (request, answer) => {
+  return {
+    name: 'cache headers',
+    answer(request, answer) {
     const { headers } = answer;
     const type = headers.get('content-type') ?? '';
     const json = answer.status === 304 || (answer.status === 200 && jsonAnswer.test(type));
@@ -75,5 +77,6 @@ export function useAnswerHeaders(options: { readonly cors: boolean }): AnswerSte
     if (after.age !== undefined) headers.set('age', after.age);
     if (after.cacheControl !== null) headers.set('cache-control', after.cacheControl);
     if (after.vary !== null) headers.set('vary', after.vary);
+    },
   };
 }

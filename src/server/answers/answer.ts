@@ -1,6 +1,6 @@
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
-import type { Answer, AnswerStep } from '../pipeline/stages.js';
+import type { Answer, Policy } from '../pipeline/stages.js';
 import { stopParts, type OperationResult, type RequestState } from '../request-state.js';
 import { negotiationOf, notAcceptable } from './negotiation.js';
 import { framings, partsBody, type StreamOptions } from './parts.js';
@@ -44,7 +44,7 @@ async function* onePart(result: ExecutionResult): AsyncGenerator<ExecutionResult
  * the same way (a whole answer of a step's as it is); parts (@defer, @stream) are framed as they
  * come (answers/parts.ts), bounded by the items limit alone.
  */
-export function useAnswerBody(options: AnswerOptions): { readonly answer: AnswerStep } {
+export function useAnswerBody(options: AnswerOptions): Policy {
   const { maxBytes } = options;
   /** A result's JSON, or the refusal that replaces it when it weighs more than `room` bytes. */
   const bounded = (json: string, room: number): { json: string; bytes: number } => {
@@ -83,9 +83,8 @@ export function useAnswerBody(options: AnswerOptions): { readonly answer: Answer
     answer.body = `[${parts.join(',')}]`;
   };
   return {
+    name: 'answer body',
     answer(request, answer) {
-      // Its transport sends the results as they are (WebSocket's messages).
-      if (request.incoming.takesResults === true) return;
       const { refusal, operations } = request;
       if (refusal !== undefined && !(refusal instanceof GraphQLError)) {
         answer.status = refusal.status;

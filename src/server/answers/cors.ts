@@ -1,5 +1,5 @@
 import { getCORSHeadersByRequestAndOptions } from '@whatwg-node/server';
-import type { AnswerStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 import type { RequestState, WholeAnswer } from '../request-state.js';
 import { rateLimitHeaderNames } from '../traffic/rate-limit-headers.js';
 
@@ -14,7 +14,7 @@ const exposedHeaders = ['x-request-id', 'retry-after', ...rateLimitHeaderNames];
  * headers are @whatwg-node/server's (yoga's CORS); `preflight` answers an OPTIONS request, on
  * any path, 204 with them.
  */
-export function useCors(origins: readonly string[]): { readonly answer: AnswerStep; readonly preflight: WholeAnswer } | undefined {
+export function useCors(origins: readonly string[]): (Policy & { readonly preflight: WholeAnswer }) | undefined {
   if (origins.length === 0) return undefined;
   const anyOrigin = origins.includes('*');
   const policyFor = (request: RequestState) => {
@@ -23,6 +23,7 @@ export function useCors(origins: readonly string[]): { readonly answer: AnswerSt
     return { origin, credentials: !anyOrigin, methods: ['GET', 'POST'], exposedHeaders };
   };
   return {
+    name: 'cors',
     answer(request, answer) {
       const headers = getCORSHeadersByRequestAndOptions(request.asRequest as unknown as Request, policyFor(request));
       for (const [name, value] of Object.entries(headers ?? {})) {

@@ -2,7 +2,7 @@ import { GraphQLError, type ExecutionResult } from 'graphql';
 import { isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { errorLogEntry, maskError } from '../../schema/errors.js';
-import type { ResultStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 
 /** What a client reads of an error the gateway did not mean it to see. */
 const UNEXPECTED = 'Unexpected error.';
@@ -25,11 +25,11 @@ type Part = ExecutionResult & { incremental?: readonly { errors?: readonly Graph
  * The one masking of errors (schema/errors.ts's `maskError`: upstream failures mapped to codes,
  * the gateway's own GraphQL errors kept, anything else "Unexpected error." with code
  * INTERNAL_SERVER_ERROR), each original it replaces logged once: `mask` for what a step threw (the
- * pipeline's), `execution` for every operation's result however it came (run, refused, kept), each
+ * pipeline's), `result` for every operation's result however it came (run, refused, kept), each
  * part of a stream as it passes. An abort or a timeout is the client's CLIENT_CLOSED_REQUEST only
  * once its client is gone (`gone`); else it is masked as any other failure.
  */
-export function errorMasking(logger: Logger): { readonly mask: (error: unknown, gone: boolean) => GraphQLError; readonly execution: ResultStep } {
+export function errorMasking(logger: Logger): Policy & { readonly mask: (error: unknown, gone: boolean) => GraphQLError } {
   const mask = (error: unknown, gone: boolean): GraphQLError => {
     // What an operation whose client hung up stopped with: nothing of ours failed, and nobody reads it.
     if (gone && isAbort(error)) return clientGone();
@@ -43,8 +43,10 @@ export function errorMasking(logger: Logger): { readonly mask: (error: unknown, 
     return part.errors?.length || incremental !== part.incremental ? { ...part, ...(part.errors?.length ? { errors: maskAll(part.errors, gone) } : {}), ...(incremental !== part.incremental ? { incremental } : {}) } : part;
   };
   return {
+    name: 'masking',
+    concerns: 'also events',
     mask,
-    execution(operation) {
+    result(operation) {
       const { result, request } = operation;
       if (result === undefined) return;
       if (isAsyncIterable(result)) operation.result = mapAsyncIterator(result, (part: Part) => maskPart(part, request.gone));

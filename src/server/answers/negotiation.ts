@@ -3,7 +3,8 @@ import { createGraphQLError, isAsyncIterable, mapAsyncIterator } from 'graphql-y
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
 import { wholeDocumentOf } from '../documents/prepared.js';
-import type { Answer, IntakeStep, OperationStep, ResultStep } from '../pipeline/stages.js';
+import type { Answer, Policy } from '../pipeline/stages.js';
+import { streamInitialCount } from '../documents/incremental-delivery.js';
 import type { Negotiated, RequestState, WholeAnswer } from '../request-state.js';
 import { answerTypeFor } from './media-types.js';
 import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
@@ -117,36 +118,47 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
 }
 
 /**
- * The answer's media type, agreed before anything runs, in three steps. yoga picked it after
+ * The answer's media type, agreed before anything runs (HTTP's intake). yoga picked it after
  * execution, by the position of the types in Accept and without reading q-values: an operation a
  * client cannot take the answer of ran in full, upstream calls included, to be answered 406, and
- * `application/json;q=0` was answered in JSON. Here:
- * - `intake`: an Accept that names no type the gateway answers in, or an Accept-Encoding that
- *   refuses every coding it writes, is HTTP 406 `NOT_ACCEPTABLE` before the body is read; else
- *   the types a whole answer and one in parts go out in are chosen (yoga's choice,
- *   answers/media-types.ts, over the types accepted most preferred first when the header has
- *   q-values), once per distinct header;
- * - `document`: an operation with @defer or @stream asked for by a client that takes no type
- *   carrying parts, or in a batch (one JSON array), runs without them, and is answered whole;
- * - `execution`: parts go out in multipart/mixed whenever the client takes it (before SSE), in the
+ * `application/json;q=0` was answered in JSON. Here an Accept that names no type the gateway
+ * answers in, or an Accept-Encoding that refuses every coding it writes, is HTTP 406
+ * `NOT_ACCEPTABLE` before the body is read; else the types a whole answer and one in parts go out
+ * in are chosen (yoga's choice, answers/media-types.ts, over the types accepted most preferred
+ * first when the header has q-values), once per distinct header. What an operation is then
+ * answered in is `useIncrementalDelivery`'s.
+ */
+export function useContentNegotiation(): Policy {
+  return {
+    name: 'content negotiation',
+    intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : codingsFor(request.headers.get('accept-encoding')) === 'none' ? noCodingAnswer : undefined),
+  };
+}
+
+/**
+ * What an operation is answered in, by what its request's transport carries (`negotiated`: an HTTP
+ * request's Accept, a WebSocket's messages):
+ * - document: a subscription or live query for a client that takes no stream (or in a batch) is
+ *   refused before it runs; an operation with @defer or @stream asked for by a client that takes no
+ *   type carrying parts, or in a batch (one JSON array), runs without them, and is answered whole;
+ *   a negative `initialCount` on the @stream left is refused (streamInitialCount);
+ * - result: parts go out in multipart/mixed whenever the client takes it (before SSE), in the
  *   2022-08-24 format unless the range says `incrementalSpec=v0.2`: then in graphql-js
  *   17.0.0-alpha.9's (`pending`, `incremental` by id, `completed`), which Apollo Client 4's
  *   `GraphQL17Alpha9Handler` and Apollo Server 5.1 speak.
  */
-export function useContentNegotiation(options: { readonly schema: GraphQLSchema }): { readonly intake: IntakeStep; readonly document: OperationStep; readonly execution: ResultStep } {
+export function useIncrementalDelivery(options: { readonly schema: GraphQLSchema }): Policy {
   return {
-    intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : codingsFor(request.headers.get('accept-encoding')) === 'none' ? noCodingAnswer : undefined),
+    name: 'incremental delivery',
     document(operation) {
       const { request } = operation;
-      // An event's request (real-time/event-requests.ts) is answered whole: its result is one part of its subscription's stream.
-      const event = request.incoming.event !== undefined;
-      if ((operation.definition?.operation === 'subscription' || operation.live) && !event) return subscriptionRefusal(request);
+      if (operation.definition?.operation === 'subscription' || operation.live) return subscriptionRefusal(request);
       if (operation.prepared?.incremental !== true) return undefined;
       // A batch is one JSON array: its operations answer whole too.
-      if (event || request.batched || negotiationOf(request).parts === undefined) operation.document = wholeDocumentOf(operation);
-      return undefined;
+      if (request.batched || negotiationOf(request).parts === undefined) operation.document = wholeDocumentOf(operation);
+      return streamInitialCount(operation);
     },
-    execution(operation) {
+    result(operation) {
       const { result, document } = operation;
       const negotiated = operation.request.negotiated;
       if (negotiated?.alpha9 !== true || !isAsyncIterable(result) || document === undefined || !answersInParts(document, operation.params.variables)) return;

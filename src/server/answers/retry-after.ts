@@ -1,7 +1,7 @@
 import type { ExecutionResult } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
 import { retryAfterMsOf } from '../../schema/errors.js';
-import type { ResultStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 
 /**
  * The `Retry-After` (whole seconds, rounded up) of an answer wholly refused by open upstream
@@ -26,13 +26,16 @@ export function retryAfterSecondsOf(result: ExecutionResult): number | undefined
  * `Retry-After` on an answer of one operation wholly refused by open breakers or the upstream's
  * rate (`retryAfterSecondsOf`; a batch's answer carries none): in its `extensions.http`, which the
  * answer's status rule makes headers of and its serialisation leaves out of the body
- * (http/serialisation.ts). A step of the execution stage.
+ * (http/serialisation.ts). A step of the result stage, on the masked errors.
  */
-export const retryAfter: ResultStep = (operation) => {
-  const { result } = operation;
-  if (result === undefined || operation.request.batched || isAsyncIterable(result)) return;
-  const seconds = retryAfterSecondsOf(result);
-  if (seconds === undefined) return;
-  const http = (result.extensions?.['http'] ?? {}) as { headers?: Record<string, string> };
-  operation.result = { ...result, extensions: { ...result.extensions, http: { ...http, headers: { ...http.headers, 'Retry-After': String(seconds) } } } };
+export const retryAfter: Policy = {
+  name: 'retry after',
+  result(operation) {
+    const { result } = operation;
+    if (result === undefined || operation.request.batched || isAsyncIterable(result)) return;
+    const seconds = retryAfterSecondsOf(result);
+    if (seconds === undefined) return;
+    const http = (result.extensions?.['http'] ?? {}) as { headers?: Record<string, string> };
+    operation.result = { ...result, extensions: { ...result.extensions, http: { ...http, headers: { ...http.headers, 'Retry-After': String(seconds) } } } };
+  },
 };

@@ -2,7 +2,8 @@ import type { GraphQLSchema, OperationDefinitionNode } from 'graphql';
 import type { Logger } from 'pino';
 import { anonymous, type ClientIdentity } from '../instruments/client-awareness.js';
 import type { SchemaUsageMetrics, UseTally } from '../instruments/usage-metrics.js';
-import type { OperationStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
+import type { OperationState } from '../request-state.js';
 import { selectedCoordinates, type SelectedCoordinates } from './coordinates.js';
 
 /** A client's selection of one deprecated coordinate is logged at most this often (issue 43: once a minute). */
@@ -54,9 +55,9 @@ function deprecationLog(logger: Logger) {
  * (a WeakMap keyed by its definition, bounded by the prepared documents' cache), with a tally per
  * client label pair made the first time that client sends it. A request then costs three map reads
  * and one increment (usage-metrics.ts). A subscription's events are its subscriber's one
- * operation, counted as it subscribed, not once per event.
+ * operation, counted as it subscribed, not once per event (the policy does not concern events).
  */
-export function useCoordinateUsage(options: CoordinateUsageOptions): OperationStep {
+export function useCoordinateUsage(options: CoordinateUsageOptions): Policy {
   const { schema, metrics } = options;
   const now = options.now ?? (() => performance.now());
   const kept = new WeakMap<OperationDefinitionNode, OperationUse>();
@@ -68,9 +69,9 @@ export function useCoordinateUsage(options: CoordinateUsageOptions): OperationSt
     if (found === undefined) versions.set(client.versionLabel, (found = { tally: metrics.tally(use.selected.coordinates, client.nameLabel, client.versionLabel), deprecationSeenAt: -Infinity }));
     return found;
   };
-  return (operation) => {
+  const count = (operation: OperationState) => {
     const { definition, prepared, request } = operation;
-    if (definition === undefined || prepared === undefined || request.incoming.event !== undefined) return undefined;
+    if (definition === undefined || prepared === undefined) return undefined;
     let use = kept.get(definition);
     if (use === undefined) kept.set(definition, (use = { selected: selectedCoordinates(schema, prepared.document, definition), clients: new Map() }));
     if (use.selected.coordinates.length === 0) return undefined;
@@ -88,4 +89,5 @@ export function useCoordinateUsage(options: CoordinateUsageOptions): OperationSt
     }
     return undefined;
   };
+  return { name: 'coordinate usage', document: count };
 }

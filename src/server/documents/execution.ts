@@ -2,8 +2,8 @@ import { envelop, useEngine, useSchema, type GetEnvelopedFn, type Plugin as Enve
 import { execute as executeEvent, normalizedExecutor } from '@graphql-tools/executor';
 import { parse, specifiedRules, validate, type ExecutionArgs, type GraphQLSchema } from 'graphql';
 import type { PromiseOrValue } from 'graphql-yoga';
-import type { Executor } from '../pipeline/stages.js';
-import type { OperationResult } from '../request-state.js';
+import type { ExecutionStep, Policy } from '../pipeline/stages.js';
+import type { OperationResult, OperationState } from '../request-state.js';
 import type { CompiledExecution } from './compiled-execution.js';
 
 export interface GatewayEnvelopOptions {
@@ -20,26 +20,31 @@ export interface GatewayEnvelopOptions {
 
 export interface GatewayEnvelop {
   readonly getEnveloped: GetEnvelopedFn<unknown>;
-  readonly executor: Executor;
+  /** Runs an operation on its context: what the execution policy and a live query's first result use. */
+  readonly execute: (operation: OperationState) => PromiseOrValue<OperationResult>;
+  /** The execution stage's last policy: every operation no policy before it took (a client's, and a subscription's events). */
+  readonly policy: Policy;
 }
 
 /**
  * The gateway's envelop: the engine (graphql-js's parser and validator; for execution, an
  * operation's compiled code when it has one, else graphql-tools' executor, which serves @defer
- * and @stream), the schema, and the policies that live as envelop plugins. Its `executor` is the
- * execution stage's: an operation without a result yet, run on its context (made as it was
+ * and @stream), the schema, and the policies that live as envelop plugins. Its `policy` is the
+ * execution stage's last: an operation without a result yet, run on its context (made as it was
  * planned) with its request's signal, so a client that hangs up stops what is left of it (the
  * executor checks the signal between fields; its upstream calls are cancelled through the
- * context); a subscription's event request runs its operation on the change. Without a plugin that wraps execution it calls the engine directly.
+ * context); a subscription's event runs its subscription's selection on the change (graphql-js's
+ * "map source to response event"). Without a plugin that wraps execution it calls the engine
+ * directly.
  */
 export function gatewayEnvelop(options: GatewayEnvelopOptions): GatewayEnvelop {
   const { compiled, schema } = options;
   const execute = (args: ExecutionArgs): PromiseOrValue<OperationResult> => compiled?.run(args) ?? (normalizedExecutor(args) as PromiseOrValue<OperationResult>);
   const getEnveloped = envelop({ plugins: [useEngine({ parse, validate, specifiedRules, execute, subscribe: normalizedExecutor }), useSchema(schema), ...options.plugins] });
   const wrapped = options.plugins.some((plugin) => plugin.onExecute !== undefined);
-  const executor: Executor = (operation) => {
+  const run = (operation: OperationState): PromiseOrValue<OperationResult> => {
     const contextValue = operation.context!;
-    const event = operation.request.incoming.event;
+    const { event } = operation;
     const args = {
       schema,
       document: operation.document!,
@@ -54,5 +59,6 @@ export function gatewayEnvelop(options: GatewayEnvelopOptions): GatewayEnvelop {
     if (event !== undefined && operation.definition?.operation === 'subscription') return executeEvent(args) as PromiseOrValue<OperationResult>;
     return (wrapped ? getEnveloped(contextValue).execute(args) : execute(args)) as PromiseOrValue<OperationResult>;
   };
-  return { getEnveloped, executor };
+  const step: ExecutionStep = run;
+  return { getEnveloped, execute: run, policy: { name: 'execution', concerns: 'also events', execution: step } };
 }

@@ -4,7 +4,7 @@ import { GraphQLError } from 'graphql';
 import { createGraphQLError, type GraphQLParams } from 'graphql-yoga';
 import type { TrustedDocuments } from '../../config.js';
 import type { PersistedQueryStore } from './apq-store.js';
-import type { MaybePromise, OperationStep, ResultStep } from '../pipeline/stages.js';
+import type { MaybePromise, OperationStep, Policy, ResultStep } from '../pipeline/stages.js';
 import type { OperationParams, OperationState, Registration } from '../request-state.js';
 
 export interface PersistedDocumentsOptions {
@@ -86,15 +86,6 @@ function paramsStep(hook: ParamsHook, recode: (error: GraphQLError) => GraphQLEr
   };
 }
 
-export interface PersistedDocuments {
-  /** The document stage's step: the operation's query named by its hash or id, or refused. */
-  readonly document: OperationStep;
-  /** After validation (document stage): an APQ registration whose document validated is written. */
-  readonly registration: OperationStep;
-  /** The execution stage's step: an answer waits for its registration's write. */
-  readonly execution: ResultStep;
-}
-
 /**
  * Documents named by hash instead of sent as text, before anything else reads the operation's
  * query (so every later step sees the document's text):
@@ -108,8 +99,11 @@ export interface PersistedDocuments {
  *   nowhere. The write runs beside execution and the answer waits for it, so a client that has its
  *   answer finds the hash registered at every replica. With a manifest, `documentId` runs its
  *   document too; any query text still runs.
+ * Its steps: the document stage's names the query (before anything else reads it); admission's
+ * writes a registration (its document valid; refused operations register nothing); the result
+ * stage's waits for the write.
  */
-export function usePersistedDocuments(options: PersistedDocumentsOptions): PersistedDocuments {
+export function usePersistedDocuments(options: PersistedDocumentsOptions): Policy {
   const trusted = options.trustedDocuments;
   const lookUp = (id: string) => trusted?.get(id) ?? null;
   const registration: OperationStep = (operation) => {
@@ -123,7 +117,7 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Persi
     return undefined;
   };
   // Only an operation that registered waits (a promise for every operation would cost them all).
-  const execution: ResultStep = (operation) => operation.registering;
+  const written: ResultStep = (operation) => operation.registering;
   if (options.trustedDocumentsOnly === true) {
     const hook = usePersistedOperations({
       allowArbitraryOperations: false,
@@ -131,9 +125,7 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Persi
       getPersistedOperation: lookUp,
       customErrors: { notFound: trustedOnly, keyNotFound: trustedOnly, persistedQueryOnly: trustedOnly },
     }).onParams as unknown as ParamsHook;
-    const named = paramsStep(hook);
-    // A subscription's event request sends its document as text: its subscription's request named it from the manifest.
-    return { document: (operation) => (operation.request.incoming.event === undefined ? named(operation) : undefined), registration, execution };
+    return { name: 'persisted documents', document: paramsStep(hook), admission: registration, result: written };
   }
   const { apqStore } = options;
   // A registration is written once its document validated (`registration`), not here.
@@ -161,5 +153,5 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Persi
     };
     return checked instanceof Promise ? checked.then(registered) : registered(checked);
   };
-  return { document, registration, execution };
+  return { name: 'persisted documents', document, admission: registration, result: written };
 }

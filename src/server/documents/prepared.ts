@@ -5,7 +5,8 @@ import { LRUCache } from 'lru-cache';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { CacheBounds } from '../../config.js';
 import type { CacheUse } from '../instruments/metrics.js';
-import type { OperationStep } from '../pipeline/stages.js';
+import { inOrder } from '../pipeline/pipeline.js';
+import type { OperationStep, Policy } from '../pipeline/stages.js';
 import type { OperationState, PreparedDocument } from '../request-state.js';
 import { usesIncrementalDelivery, withoutIncrementalDelivery } from './incremental-delivery.js';
 
@@ -124,10 +125,11 @@ export interface PreparedDocumentsOptions {
   /** Told of each refusal, with its limit (`extensions.limit`), each time it is answered. */
   readonly onRefused: (limit: string) => void;
   /**
-   * A check of a text not yet prepared, before it is parsed: what a refusal saves is the parse
-   * (guards/fragment-pairs.ts, against its request's budget). Its refusal is not kept.
+   * The request's validation budget (guards/fragment-pairs.ts): checked before a text not yet
+   * prepared is parsed (what a refusal saves is the parse; its refusal is not kept), then spent
+   * between parsing and validation.
    */
-  readonly beforeParse?: ((operation: OperationState, text: string) => GraphQLError | undefined) | undefined;
+  readonly budget?: { readonly beforeParse: (operation: OperationState, text: string) => GraphQLError | undefined; readonly step: OperationStep } | undefined;
 }
 
 /**
@@ -139,12 +141,13 @@ export interface PreparedDocumentsOptions {
  * else kept per document (the plan's shapes, compiled code, the response cache's facts) follows
  * these entries: in WeakMaps keyed by their documents, bounded by this cache.
  *
- * Two steps, with the request's validation budget between them (guards/fragment-pairs.ts):
- * `parse` names the operation's prepared document and the operation its operationName selects
- * (HTTP 400 OPERATION_RESOLUTION_FAILURE when none; a mutation over GET is HTTP 405), `validate`
- * refuses an invalid one (HTTP 400, GRAPHQL_VALIDATION_FAILED, `extensions.limit` for a limit).
+ * Its document step parses, spends the request's validation budget (guards/fragment-pairs.ts),
+ * then validates: parsing names the operation's prepared document and the operation its
+ * operationName selects (HTTP 400 OPERATION_RESOLUTION_FAILURE when none; a mutation over GET is
+ * HTTP 405), validation refuses an invalid one (HTTP 400, GRAPHQL_VALIDATION_FAILED,
+ * `extensions.limit` for a limit).
  */
-export function preparedDocuments(options: PreparedDocumentsOptions): { readonly parse: OperationStep; readonly validate: OperationStep; readonly use: () => CacheUse } {
+export function preparedDocuments(options: PreparedDocumentsOptions): Policy & { readonly parse: OperationStep; readonly validate: OperationStep; readonly use: () => CacheUse } {
   const { bounds, onRefused } = options;
   const kept = new LRUCache<string, DocumentEntry | Refused>({ max: bounds.maxEntries, maxSize: bounds.maxBytes, sizeCalculation: entryBytes });
   const nesting = options.maxDepth + EXTRA_NESTING;
@@ -171,7 +174,7 @@ export function preparedDocuments(options: PreparedDocumentsOptions): { readonly
   };
   const parse = (operation: OperationState, text: string, entry: DocumentEntry | Refused | undefined): GraphQLError | undefined => {
     if (entry === undefined) {
-      const refusal = options.beforeParse?.(operation, text);
+      const refusal = options.budget?.beforeParse(operation, text);
       if (refusal !== undefined) return refusal;
       kept.set(text, (entry = prepare(text)));
     }
@@ -181,7 +184,7 @@ export function preparedDocuments(options: PreparedDocumentsOptions): { readonly
     }
     const definition = entry.operation(operation.params.operationName);
     if (definition === null) return createGraphQLError('Could not determine what operation to execute.', { extensions: { code: 'OPERATION_RESOLUTION_FAILURE', http: { status: 400 } } });
-    if (definition.operation === 'mutation' && operation.request.method === 'GET') {
+    if (definition.operation === 'mutation' && operation.request.http?.method === 'GET') {
       return createGraphQLError('Can only perform a mutation operation from a POST request.', { extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'POST' } } } });
     }
     operation.prepared = entry;
@@ -189,8 +192,7 @@ export function preparedDocuments(options: PreparedDocumentsOptions): { readonly
     operation.definition = definition;
     return undefined;
   };
-  return {
-    parse(operation) {
+  const parseStep: OperationStep = (operation) => {
       const text = operation.params.query!;
       const entry = kept.get(text);
       const { request } = operation;
@@ -203,13 +205,19 @@ export function preparedDocuments(options: PreparedDocumentsOptions): { readonly
       const turn = request.preparing.then(nextTurn).then(() => parse(operation, text, kept.get(text)));
       request.preparing = turn;
       return turn;
-    },
-    validate(operation) {
+  };
+  const validateStep: OperationStep = (operation) => {
       const errors = validate(operation.prepared as DocumentEntry);
       if (errors.length === 0) return undefined;
       for (const error of errors) if (typeof error.extensions['limit'] === 'string') onRefused(error.extensions['limit']);
       return errors;
-    },
+  };
+  const budget = options.budget?.step;
+  return {
+    name: 'documents',
+    document: inOrder(budget === undefined ? [parseStep, validateStep] : [parseStep, budget, validateStep]),
+    parse: parseStep,
+    validate: validateStep,
     use: () => ({ entries: kept.size, bytes: kept.calculatedSize }),
   };
 }

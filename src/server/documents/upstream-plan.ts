@@ -6,7 +6,7 @@ import { createContext, type ContextOptions } from '../../schema/context.js';
 import { carriesToken } from '../../schema/inputs.js';
 import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
-import type { OperationStep } from '../pipeline/stages.js';
+import type { OperationStep, Policy } from '../pipeline/stages.js';
 import type { RequestState } from '../request-state.js';
 
 export interface UpstreamPlanOptions {
@@ -95,12 +95,12 @@ export function planAdmission(options: UpstreamPlanOptions): PlanAdmission {
 }
 
 /**
- * The first step of the plan stage: the operation's plan, or its refusal (planAdmission); then its
- * context (schema/context.ts: its loaders, its guard, the upstream bound to its caller), which
- * hands the plan to its resolvers.
+ * The plan stage's policy, a subscription's events' too: the operation's plan, or its refusal
+ * (planAdmission); then its context (schema/context.ts: its loaders, its guard, the upstream bound
+ * to its caller), which hands the plan to its resolvers.
  */
-export function useUpstreamPlan(admit: PlanAdmission, contextOptions: ContextOptions): OperationStep {
-  return (operation) => {
+export function useUpstreamPlan(admit: PlanAdmission, contextOptions: ContextOptions): Policy {
+  const step: OperationStep = (operation) => {
     const { request, params } = operation;
     const trace = operation.record?.trace;
     const authorized = carriesToken({ authorization: request.headers.get('authorization') ?? undefined });
@@ -110,4 +110,5 @@ export function useUpstreamPlan(admit: PlanAdmission, contextOptions: ContextOpt
     operation.context = createContext(request.incoming, contextOptions, { requestId: request.requestId, batch: request.batch, trace, plan });
     return undefined;
   };
+  return { name: 'upstream plan', concerns: 'also events', plan: step };
 }

@@ -3,7 +3,7 @@ import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import { GraphQLError, NoSchemaIntrospectionCustomRule, type ExecutionResult, type ValidationContext } from 'graphql';
 import { createGraphQLError, isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
-import type { IntakeStep, ResultStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 import { useRepeatedFieldsLimit } from './repeated-fields.js';
 import { suggestion, withoutLiterals } from '../../schema/errors.js';
 import type { OperationLimits } from '../../config.js';
@@ -87,17 +87,22 @@ export function documentPolicies(options: OperationLimitsOptions): EnvelopPlugin
 
 /**
  * Variable errors graphql-js raises as execution starts lose their "Did you mean …?" too, with
- * suggestions hidden (validation errors lose theirs as they are made): an execution step.
+ * suggestions hidden (validation errors lose theirs as they are made): a result step, before the
+ * masking (which rewrites a refused variable's error from what it leaves).
  */
-export const hiddenExecutionSuggestions: ResultStep = (operation) => {
-  const strip = (result: ExecutionResult) => {
-    result.errors?.forEach(withoutSuggestion);
-    return result;
-  };
-  const { result } = operation;
-  if (result === undefined) return;
-  if (isAsyncIterable(result)) operation.result = mapAsyncIterator(result, strip);
-  else strip(result);
+export const hiddenExecutionSuggestions: Policy = {
+  name: 'hidden suggestions',
+  concerns: 'also events',
+  result(operation) {
+    const strip = (result: ExecutionResult) => {
+      result.errors?.forEach(withoutSuggestion);
+      return result;
+    };
+    const { result } = operation;
+    if (result === undefined) return;
+    if (isAsyncIterable(result)) operation.result = mapAsyncIterator(result, strip);
+    else strip(result);
+  },
 };
 
 /**
@@ -113,15 +118,18 @@ const csrfRefusal = `A GET, or a POST with a form or text/plain content type, mu
  * type, carrying none of the headers a browser cannot send cross-origin without a CORS preflight,
  * `csrfHeaders`), its refusal naming what would pass: HTTP 403, code `BAD_REQUEST`.
  */
-export function csrfCheck(): IntakeStep {
+export function csrfCheck(): Policy {
   const check = useCSRFPrevention({ requestHeaders: [...csrfHeaders] }).onRequestParse as (payload: { request: unknown }) => void;
-  return (request) => {
-    try {
-      check({ request: request.asRequest });
-      return undefined;
-    } catch (error) {
-      if (!(error instanceof GraphQLError)) throw error;
-      return createGraphQLError(csrfRefusal, { extensions: { ...error.extensions, code: 'BAD_REQUEST' } });
-    }
+  return {
+    name: 'csrf',
+    intake(request) {
+      try {
+        check({ request: request.asRequest });
+        return undefined;
+      } catch (error) {
+        if (!(error instanceof GraphQLError)) throw error;
+        return createGraphQLError(csrfRefusal, { extensions: { ...error.extensions, code: 'BAD_REQUEST' } });
+      }
+    },
   };
 }

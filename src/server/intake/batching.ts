@@ -1,5 +1,5 @@
 import { createGraphQLError } from 'graphql-yoga';
-import type { IntakeStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 
 export interface BatchingOptions {
   /** Operations one batched request may carry. */
@@ -14,9 +14,11 @@ export interface BatchingOptions {
  * (BAD_REQUEST for an empty one; `limit: "batch"`), before any operation runs. A batch of two or
  * more gets the request's shared loaders (loaders/request-batch.ts), on its request state.
  */
-export function useBatching(options: BatchingOptions): IntakeStep {
+export function useBatching(options: BatchingOptions): Policy {
   const { maxBatch } = options;
-  return (request) => {
+  return {
+    name: 'batching',
+    intake(request) {
     if (!request.batched) return undefined;
     const { length } = request.operations;
     if (length > maxBatch) {
@@ -28,5 +30,6 @@ export function useBatching(options: BatchingOptions): IntakeStep {
     if (length === 0) return createGraphQLError('A batch needs at least one operation.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
     if (length > 1) request.startBatch();
     return undefined;
+    },
   };
 }

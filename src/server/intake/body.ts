@@ -2,7 +2,7 @@ import { createGraphQLError } from 'graphql-yoga';
 import type { GraphQLError } from 'graphql';
 import type { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import type { IntakeStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 import type { RequestHeaders } from '../request-state.js';
 
 export interface RequestBodyOptions {
@@ -58,13 +58,14 @@ export type ReadBody = <T>(body: Readable | null, headers: RequestHeaders, use: 
  *   so a decompression bomb costs its cap. A declared length within the cap needs no counting:
  *   the HTTP parser ends the body there.
  */
-export function useRequestBody(options: RequestBodyOptions): { readonly intake: IntakeStep; readonly read: ReadBody } {
+export function useRequestBody(options: RequestBodyOptions): Policy & { readonly read: ReadBody } {
   const { maxBytes } = options;
   const refuse = () => {
     options.onRefused?.();
     return tooLarge(maxBytes);
   };
   return {
+    name: 'body',
     intake(request) {
       const { headers } = request;
       if (codingOf(headers.get('content-encoding')) === undefined) return unsupportedEncoding();

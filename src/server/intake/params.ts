@@ -1,7 +1,7 @@
 import { createGraphQLError } from 'graphql-yoga';
 import { GraphQLError } from 'graphql';
-import type { IntakeStep, OperationStep } from '../pipeline/stages.js';
-import { OperationState, type OperationParams, type RequestState } from '../request-state.js';
+import type { OperationStep, Policy } from '../pipeline/stages.js';
+import { OperationState, type HttpRequest, type OperationParams } from '../request-state.js';
 
 const badRequest = (message: string, http: Record<string, unknown> = {}) => createGraphQLError(message, { extensions: { code: 'BAD_REQUEST', http: { status: 400, ...http } } });
 
@@ -11,7 +11,7 @@ const typeName = (value: unknown): string => (value === null ? 'null' : Array.is
 const notJson = (what: string) => badRequest(`${what} is not valid JSON.`);
 
 /** The first media type of a Content-Type header (a list is not HTTP, but some clients send one). */
-function contentTypeOf(request: RequestState): string {
+function contentTypeOf(request: HttpRequest): string {
   const header = request.headers.get('content-type');
   // The usual one, read without a copy.
   if (header === 'application/json') return header;
@@ -59,7 +59,7 @@ const bodyReaders: Readonly<Record<string, (body: Buffer) => unknown>> = {
 };
 
 /** What reads a request's body (intake/body.ts) and hands its bytes to `use`. */
-export type BodyReader = <T>(request: RequestState, use: (bytes: Buffer) => T) => Promise<T | GraphQLError>;
+export type BodyReader = <T>(request: HttpRequest, use: (bytes: Buffer) => T) => Promise<T | GraphQLError>;
 
 /**
  * The intake step that reads a request's GraphQL parameters and makes its operations: a GET's
@@ -69,25 +69,29 @@ export type BodyReader = <T>(request: RequestState, use: (bytes: Buffer) => T) =
  * parameters are the client's mistake, HTTP 400 BAD_REQUEST, without a word of what was sent
  * (JSON.parse's message quotes the text). After the method's check: only GET and POST get here.
  */
-export function useRequestParams(read: BodyReader): IntakeStep {
-  const operations = (request: RequestState, params: unknown) => {
+export function useRequestParams(read: BodyReader): Policy {
+  const operations = (request: HttpRequest, params: unknown) => {
     request.batched = Array.isArray(params);
     for (const entry of request.batched ? (params as unknown[]) : [params]) {
       const sent = typeName(entry);
       // What is not an object (a batch's null, a number) has no parameters: checkParams refuses it by what was sent.
-      request.operations.push(sent === 'object' ? new OperationState(entry as OperationParams, request) : new OperationState({}, request, sent));
+      if (sent === 'object') new OperationState(entry as OperationParams, request);
+      else new OperationState({}, request, sent);
     }
     return undefined;
   };
-  return (request) => {
-    if (request.method === 'GET') {
-      const { target } = request.incoming;
-      const query = target.indexOf('?');
-      return operations(request, urlParams(new URLSearchParams(query < 0 ? '' : target.slice(query + 1))));
-    }
-    const reader = bodyReaders[contentTypeOf(request)];
-    if (reader === undefined) return { status: 415, headers: {}, body: null };
-    return read(request, (body) => operations(request, reader(body)));
+  return {
+    name: 'params',
+    intake(request) {
+      const { method, target } = request.http;
+      if (method === 'GET') {
+        const query = target.indexOf('?');
+        return operations(request, urlParams(new URLSearchParams(query < 0 ? '' : target.slice(query + 1))));
+      }
+      const reader = bodyReaders[contentTypeOf(request)];
+      if (reader === undefined) return { status: 415, headers: {}, body: null };
+      return read(request, (body) => operations(request, reader(body)));
+    },
   };
 }
 
@@ -95,7 +99,7 @@ const expected = new Set(['query', 'variables', 'operationName', 'extensions', '
 const allow = { headers: { Allow: 'GET, POST' } };
 
 /**
- * The first step of an operation's document stage, after the persisted documents named its query:
+ * A step of an operation's document stage, after the persisted documents named its query:
  * parameters GraphQL over HTTP does not allow are refused (HTTP 400, BAD_REQUEST): not an object,
  * an unknown parameter (named by no value), no query, a query that is not a string, variables or
  * extensions that are not objects. (yoga's checks, with its words.)
@@ -113,6 +117,9 @@ export const checkParams: OperationStep = (operation) => {
   if (extensions != null && typeName(extensions) !== 'object') return badRequest(`Expected "extensions" param to be empty or an object, but given ${typeName(extensions)}.`, allow);
   return undefined;
 };
+
+/** The parameters' shape, checked once the persisted documents named the query (`checkParams`). */
+export const paramsCheck: Policy = { name: 'params check', document: checkParams };
 
 /**
  * Whether a JSON value nests objects and lists more than `max` deep (`{"a":1}` is one deep), read
@@ -141,11 +148,14 @@ export interface VariablesDepthOptions {
  * Variables nested deeper than MAX_VARIABLES_DEPTH are refused (HTTP 400, BAD_REQUEST, `limit:
  * "variables_depth"`) before any other step reads them: the first of the document stage.
  */
-export function variablesDepth(options: VariablesDepthOptions): OperationStep {
+export function variablesDepth(options: VariablesDepthOptions): Policy {
   const { maxVariablesDepth: max } = options;
-  return (operation) => {
-    if (!nestedDeeperThan(operation.params.variables, max)) return undefined;
-    options.onRefused?.();
-    return createGraphQLError(`The request's variables are nested more than ${max} levels deep.`, { extensions: { code: 'BAD_REQUEST', limit: 'variables_depth', maxVariablesDepth: max, http: { status: 400 } } });
+  return {
+    name: 'variables depth',
+    document(operation) {
+      if (!nestedDeeperThan(operation.params.variables, max)) return undefined;
+      options.onRefused?.();
+      return createGraphQLError(`The request's variables are nested more than ${max} levels deep.`, { extensions: { code: 'BAD_REQUEST', limit: 'variables_depth', maxVariablesDepth: max, http: { status: 400 } } });
+    },
   };
 }

@@ -1,4 +1,4 @@
-import type { RequestState, WholeAnswer } from '../request-state.js';
+import type { HttpRequest, WholeAnswer } from '../request-state.js';
 
 export interface FrontDoorOptions {
   /** Whether GraphiQL is served (to a browser's GET of the GraphQL endpoint). */
@@ -41,7 +41,7 @@ function pages(endpoint: string, options: FrontDoorOptions): Pages {
 }
 
 /** A browser's GET, which gets a page rather than a GraphQL answer: one whose Accept names text/html (yoga's test for serving GraphiQL). */
-export const isBrowserPageView = (request: RequestState): boolean => request.method === 'GET' && (request.headers.get('accept')?.includes('text/html') ?? false);
+export const isBrowserPageView = (request: HttpRequest): boolean => request.http.method === 'GET' && (request.headers.get('accept')?.includes('text/html') ?? false);
 
 /**
  * The gateway's front door, for a person who opens it in a browser or with curl (GET only):
@@ -53,22 +53,22 @@ export const isBrowserPageView = (request: RequestState): boolean => request.met
  *   rather than a refusal it cannot read.
  * Every other request goes on (undefined).
  */
-export function frontDoor(options: FrontDoorOptions): (request: RequestState, path: string) => WholeAnswer | undefined {
+export function frontDoor(options: FrontDoorOptions): (request: HttpRequest, path: string) => WholeAnswer | undefined {
   const { endpoint } = options;
   const texts = pages(endpoint, options);
-  const answer = (request: RequestState, status: number): WholeAnswer =>
+  const answer = (request: HttpRequest, status: number): WholeAnswer =>
     isBrowserPageView(request)
       ? { status, headers: { 'content-type': 'text/html; charset=utf-8', vary: 'Accept' }, body: texts.html }
       : { status, headers: { 'content-type': 'application/json; charset=utf-8', vary: 'Accept' }, body: texts.json };
   const toGraphiQL: WholeAnswer = { status: 302, headers: { location: endpoint, vary: 'Accept' }, body: null };
   /** A browser opening the endpoint itself; a GET with a query, documentId or extensions is GraphQL and runs. */
-  const opensEndpoint = (request: RequestState, path: string) => {
+  const opensEndpoint = (request: HttpRequest, path: string) => {
     if ((path !== endpoint && path !== `${endpoint}/`) || !isBrowserPageView(request)) return false;
-    const query = new URLSearchParams(request.incoming.target.slice(request.incoming.target.indexOf('?') + 1 || request.incoming.target.length));
+    const query = new URLSearchParams(request.http.target.slice(request.http.target.indexOf('?') + 1 || request.http.target.length));
     return !graphqlParameters.some((name) => query.has(name));
   };
   return (request, path) => {
-    if (request.method !== 'GET') return undefined;
+    if (request.http.method !== 'GET') return undefined;
     if (path === '/') return options.graphiql && isBrowserPageView(request) ? toGraphiQL : answer(request, 200);
     if (path === GRAPHIQL_PATH) return options.graphiql ? toGraphiQL : answer(request, 404);
     if (!options.graphiql && opensEndpoint(request, path)) return answer(request, 200);

@@ -1,7 +1,7 @@
 import etag from 'etag';
 import fresh from 'fresh';
 import type { GraphiQLOptions } from 'graphql-yoga';
-import type { RequestState, WholeAnswer } from '../request-state.js';
+import type { HttpRequest, WholeAnswer } from '../request-state.js';
 
 type Renderer = (options: GraphiQLOptions) => Promise<string>;
 
@@ -11,7 +11,7 @@ type Renderer = (options: GraphiQLOptions) => Promise<string>;
  * visit, and kept with a weak ETag (weak: the HTTP server compresses it per Accept-Encoding) and
  * `Cache-Control: no-cache`, so a browser revalidates and gets a 304 without the body.
  */
-export function graphiQLPage(render: Renderer, options: GraphiQLOptions): (request: RequestState) => Promise<WholeAnswer> {
+export function graphiQLPage(render: Renderer, options: GraphiQLOptions): (request: HttpRequest) => Promise<WholeAnswer> {
   let page: Promise<{ html: string; etag: string }> | undefined;
   return async (request) => {
     const { html, etag: tag } = await (page ??= render(options).then((rendered) => ({ html: rendered, etag: etag(rendered, { weak: true }) })));

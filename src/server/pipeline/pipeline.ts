@@ -1,11 +1,24 @@
 import { GraphQLError } from 'graphql';
 import { refusalType } from '../http/refusal.js';
 import { serialise } from '../http/serialisation.js';
-import { stopParts, type OperationState, type RequestState } from '../request-state.js';
-import { stageNames, type Answer, type AnswerStep, type Executor, type IntakeStep, type MaybePromise, type OperationStep, type OperationVerdict, type RequestVerdict, type ResultStep, type Stages, type Steps, type TelemetryStep } from './stages.js';
-
-/** A step's promise: only a step that waits (Redis, an upstream call) makes one; the others run in the same turn. */
-const isPromise = <T>(value: MaybePromise<T>): value is Promise<T> => value instanceof Promise;
+import { stopParts, type HttpRequest, type OperationState, type RequestState } from '../request-state.js';
+import {
+  isPromise,
+  stageNames,
+  type Answer,
+  type AnswerStep,
+  type Concerns,
+  type ExecutionStep,
+  type FinishStep,
+  type IntakeStep,
+  type MaybePromise,
+  type OperationStep,
+  type OperationVerdict,
+  type Policy,
+  type RequestVerdict,
+  type ResultStep,
+  type StageName,
+} from './stages.js';
 
 /** What `runSteps` hands on when it has no continuation: the verdict itself. */
 const verdictOf = <V>(verdict: V | undefined): V | undefined => verdict;
@@ -29,10 +42,23 @@ function runSteps<S, V, R = V | undefined>(
     } catch (error) {
       return next(refusal(error, subject));
     }
-    if (isPromise(verdict)) return verdict.then((settled) => (settled === undefined ? runSteps(steps, subject, refusal, next, i + 1) : next(settled)), (error: unknown) => next(refusal(error, subject)));
+    if (isPromise(verdict)) {
+      return verdict.then(
+        (settled) => (settled === undefined ? runSteps(steps, subject, refusal, next, i + 1) : next(settled)),
+        (error: unknown) => next(refusal(error, subject)),
+      );
+    }
     if (verdict !== undefined) return next(verdict);
   }
   return next(undefined);
+}
+
+/** Steps run in order as one, until one gives a verdict: a policy whose step is several (parse, budget, validate). What one throws is the whole step's failure. */
+export function inOrder(steps: readonly OperationStep[]): OperationStep {
+  const rethrow = (error: unknown): never => {
+    throw error;
+  };
+  return (operation) => runSteps<OperationState, OperationVerdict>(steps, operation, rethrow);
 }
 
 /**
@@ -82,14 +108,39 @@ function refuse(operation: OperationState, refusal: OperationVerdict): void {
   if (refusal !== undefined) operation.result = { errors: refusal instanceof GraphQLError ? [refusal] : refusal };
 }
 
-/** The steps that are set, in order. */
-const listed = <T>(steps: Steps<T>): T[] => Object.values(steps).filter((step): step is T => step !== undefined);
+/** Whether policies concerning `concerns` meet operations of this kind (a client's, or a subscription's event). */
+const meets = (concerns: Concerns | undefined, event: boolean): boolean => (event ? concerns === 'also events' || concerns === 'events only' : concerns !== 'events only');
 
-/** The names of the steps that are set, in order. */
-const named = (steps: Steps<unknown>): string[] => Object.entries(steps).flatMap(([name, step]) => (step === undefined ? [] : [name]));
+/** The steps of each stage for one kind of operation, in the order of the policies that have them. */
+class StageSteps {
+  readonly intake: readonly IntakeStep[];
+  /** The document, admission and plan stages, in turn. */
+  readonly operations: readonly (readonly OperationStep[])[];
+  readonly execution: readonly ExecutionStep[];
+  readonly result: readonly ResultStep[];
+  readonly answer: readonly AnswerStep[];
+  readonly record: readonly FinishStep[];
+  readonly release: readonly FinishStep[];
+  /** Each stage's policies by name, in order. */
+  readonly names: Readonly<Record<StageName, readonly string[]>>;
+
+  constructor(policies: readonly Policy[], event: boolean) {
+    const concerned = policies.filter((policy) => meets(policy.concerns, event));
+    const of = <S extends StageName>(stage: S) => concerned.flatMap((policy) => (policy[stage] === undefined ? [] : [policy[stage]!])) as NonNullable<Policy[S]>[];
+    this.intake = of('intake');
+    this.operations = [of('document'), of('admission'), of('plan')];
+    this.execution = of('execution');
+    this.result = of('result');
+    this.answer = of('answer');
+    this.record = of('record');
+    this.release = of('release');
+    this.names = Object.freeze(Object.fromEntries(stageNames.map((stage) => [stage, concerned.filter((policy) => policy[stage] !== undefined).map((policy) => policy.name)]))) as unknown as StageSteps['names'];
+  }
+}
 
 export interface PipelineOptions {
-  readonly stages: Stages;
+  /** The policies, in order: each stage runs their steps in this order (gateway.ts lists them). */
+  readonly policies: readonly Policy[];
   /**
    * The one masking of errors (answers/masking.ts): a step that throws anything but a GraphQL
    * error is answered with what this makes of it.
@@ -98,138 +149,151 @@ export interface PipelineOptions {
 }
 
 /**
- * The one path of a GraphQL request, whatever its transport: its stages in order (stages.ts),
- * each step run for every request the stage concerns. A transport makes the request's state,
- * `run`s it to its answer, sends that, and once it is out (or the client is gone) calls `finish`
- * for the telemetry stage.
+ * The one path of every GraphQL operation, whatever its transport: the stages in order (stages.ts),
+ * each running the steps of the policies that take part in it. Two entries:
+ * - `run`: an HTTP request, from its intake to its answer, which its transport sends;
+ * - `operation`: an operation entering at the document stage (a WebSocket message, a subscription's
+ *   event), to its result, which its transport sends itself.
+ * Either way the transport calls `finish` once what it sent is out (or its client gone), for the
+ * record and release stages. A subscription's event meets only the policies that concern events.
  */
 export class Pipeline {
-  readonly #intake: readonly IntakeStep[];
-  readonly #operations: readonly (readonly OperationStep[])[];
-  readonly #executor: Executor;
-  readonly #result: readonly ResultStep[];
-  readonly #answer: readonly AnswerStep[];
-  readonly #telemetry: readonly TelemetryStep[];
-  readonly #release: readonly TelemetryStep[];
+  readonly #clients: StageSteps;
+  readonly #events: StageSteps;
   readonly #mask: (error: unknown, gone: boolean) => GraphQLError;
   /** What a step that failed, for a request or one of its operations, is answered with: the failure masked (by whether its client is gone). */
   readonly #refuseRequest = (error: unknown, request: RequestState): GraphQLError => this.#mask(error, request.gone);
   readonly #refuseOperation = (error: unknown, operation: OperationState): GraphQLError => this.#mask(error, operation.request.gone);
-  /** Each stage's steps by name, in order: what docs/architecture.md draws and a test holds. */
-  readonly stages: Readonly<Record<(typeof stageNames)[number], readonly string[]>>;
 
   constructor(options: PipelineOptions) {
-    const { stages, mask } = options;
-    this.#intake = listed(stages.intake);
-    this.#operations = [listed(stages.document), listed(stages.admission), listed(stages.plan)];
-    this.#executor = stages.execution.executor;
-    this.#result = listed(stages.execution.result);
-    this.#answer = listed(stages.answer);
-    this.#telemetry = listed(stages.telemetry);
-    this.#release = listed(stages.release);
+    const { policies, mask } = options;
+    this.#clients = new StageSteps(policies, false);
+    this.#events = new StageSteps(policies, true);
     this.#mask = (error, gone) => (error instanceof GraphQLError ? error : mask(error, gone));
-    const { execution, ...rest } = stages;
-    this.stages = Object.freeze(Object.fromEntries(stageNames.map((stage) => [stage, stage === 'execution' ? ['executor', ...named(execution.result)] : named(rest[stage])]))) as unknown as Pipeline['stages'];
+  }
+
+  /** Each stage's policies by name, in order, for a client's operations: what docs/architecture.md draws. */
+  get stages(): Readonly<Record<StageName, readonly string[]>> {
+    return this.#clients.names;
+  }
+
+  /** Each stage's policies by name, in order, for a subscription's events. */
+  get eventStages(): Readonly<Record<StageName, readonly string[]>> {
+    return this.#events.names;
   }
 
   /**
-   * The request's answer, made by the answer stage once every operation has its result. It is
+   * An HTTP request's answer, made by the answer stage once every operation has its result. It is
    * always given (never a rejection): a step's failure is a masked error, in the operation's result
    * or, in the answer stage, the answer.
    */
-  run(request: RequestState): MaybePromise<Answer> {
-    return runSteps<RequestState, RequestVerdict, Answer>(this.#intake, request, this.#refuseRequest, (refusal) => {
+  run(request: HttpRequest): MaybePromise<Answer> {
+    return runSteps<HttpRequest, RequestVerdict, Answer>(this.#clients.intake, request, this.#refuseRequest, (refusal) => {
       if (refusal !== undefined) {
         request.refusal = refusal;
         return this.#answered(request);
       }
       const { operations } = request;
-      const ran = operations.length === 1 ? this.#operation(operations[0]!) : Promise.all(operations.map((operation) => this.#operation(operation))).then(() => undefined);
+      const ran = operations.length === 1 ? this.operation(operations[0]!) : Promise.all(operations.map((operation) => this.operation(operation))).then(() => undefined);
       return isPromise(ran) ? ran.then(() => this.#answered(request)) : this.#answered(request);
     });
   }
 
-  /** The telemetry and release stages, once the answer is out: its transport calls it once. Every step runs: one that fails is logged (by the masking) and the next runs. */
-  finish(request: RequestState, answer: Answer): void {
-    this.#each(this.#telemetry, request, answer);
-    this.#each(this.#release, request, answer);
+  /**
+   * One operation through the document, admission and plan stages, then execution and its result:
+   * each stage after the document concerns the operations without a result yet (not refused, not
+   * answered), and the result stage every operation, whatever gave it its result. Never rejects: a
+   * step's failure is a masked error in its result.
+   */
+  operation(operation: OperationState): MaybePromise<void> {
+    return this.#operation(operation.event === undefined ? this.#clients : this.#events, operation, 0);
   }
 
-  #each(steps: readonly TelemetryStep[], request: RequestState, answer: Answer): void {
+  /** The record and release stages, once the request's results are out: its transport calls it once. Every step runs: one that fails is logged (by the masking) and the next runs. */
+  finish(request: RequestState): void {
+    const steps = request.operations[0]?.event === undefined ? this.#clients : this.#events;
+    this.#each(steps.record, request);
+    this.#each(steps.release, request);
+  }
+
+  #each(steps: readonly FinishStep[], request: RequestState): void {
     for (const step of steps) {
       try {
-        step(request, answer);
+        step(request);
       } catch (error) {
         this.#mask(error, request.gone);
       }
     }
   }
 
-  /**
-   * One operation through the document, admission and plan stages, then execution: each stage
-   * after the document concerns the operations without a result yet (not refused, not answered),
-   * and the execution's result steps every operation, whatever gave it its result.
-   */
-  #operation(operation: OperationState, from = 0): MaybePromise<void> {
-    for (let stage = from; stage < this.#operations.length && operation.result === undefined; stage++) {
-      const verdict = runSteps<OperationState, OperationVerdict>(this.#operations[stage]!, operation, this.#refuseOperation);
+  #operation(steps: StageSteps, operation: OperationState, from: number): MaybePromise<void> {
+    for (let stage = from; stage < steps.operations.length && operation.result === undefined; stage++) {
+      const verdict = runSteps<OperationState, OperationVerdict>(steps.operations[stage]!, operation, this.#refuseOperation);
       if (isPromise(verdict)) {
         return verdict.then((refusal) => {
           refuse(operation, refusal);
-          return this.#operation(operation, stage + 1);
+          return this.#operation(steps, operation, stage + 1);
         });
       }
       refuse(operation, verdict);
     }
-    const executed = operation.result === undefined ? this.#execute(operation) : undefined;
-    return isPromise(executed) ? executed.then(() => this.#results(operation)) : this.#results(operation);
+    const executed = operation.result === undefined ? this.#execute(steps, operation) : undefined;
+    return isPromise(executed) ? executed.then(() => this.#results(steps, operation)) : this.#results(steps, operation);
   }
 
   /** A subscription's (or live query's) stream holds no in-flight unit nor caller slot while it is open: the release stage runs as it begins (and again, harmlessly, at the end). */
-  #streaming(operation: OperationState): void {
+  #streaming(steps: StageSteps, operation: OperationState): void {
     if ((operation.definition?.operation === 'subscription' || operation.live) && operation.result !== undefined && Symbol.asyncIterator in operation.result) {
-      this.#each(this.#release, operation.request, { status: 200, headers: new Map(), body: null });
+      this.#each(steps.release, operation.request);
     }
   }
 
-  /** The execution's result steps: one that fails adds its failure, masked, to the operation's result (`failedStep`). */
-  #results(operation: OperationState): MaybePromise<void> {
+  /** The result stage: a step that fails adds its failure, masked, to the operation's result (`failedStep`). */
+  #results(steps: StageSteps, operation: OperationState): MaybePromise<void> {
     return runEach(
-      this.#result,
+      steps.result,
       (step) => step(operation),
       (error) => failedStep(operation, this.#refuseOperation(error, operation)),
     );
   }
 
-  #execute(operation: OperationState): MaybePromise<void> {
+  /** The execution stage: the first policy whose step takes the operation runs it. */
+  #execute(steps: StageSteps, operation: OperationState): MaybePromise<void> {
     let result;
     try {
-      result = this.#executor(operation);
+      for (const step of steps.execution) if ((result = step(operation)) !== undefined) break;
     } catch (error) {
       operation.result = { errors: [this.#refuseOperation(error, operation)] };
       return undefined;
     }
-    return isPromise(result)
-      ? result.then(
-          (done) => {
-            operation.result = done;
-            this.#streaming(operation);
-          },
-          (error: unknown) => void (operation.result = { errors: [this.#refuseOperation(error, operation)] }),
-        )
-      : void (operation.result = result);
+    if (result === undefined) {
+      operation.result = { errors: [this.#refuseOperation(new Error('No policy runs this operation'), operation)] };
+      return undefined;
+    }
+    if (!isPromise(result)) {
+      operation.result = result;
+      this.#streaming(steps, operation);
+      return undefined;
+    }
+    return result.then(
+      (done) => {
+        operation.result = done;
+        this.#streaming(steps, operation);
+      },
+      (error: unknown) => void (operation.result = { errors: [this.#refuseOperation(error, operation)] }),
+    );
   }
 
   /**
-   * The answer stage: its first step makes the answer (status, type, body), each after it writes
-   * headers. A step that fails before there is an answer makes it a 500 (the failure masked and
-   * logged, in JSON), on which the steps after it still write their headers; one that fails after
+   * The answer stage: the answer body's step makes the answer (status, type, body), each other step
+   * writes headers. A step that fails before there is an answer makes it a 500 (the failure masked
+   * and logged, in JSON), on which the steps after it still write their headers; one that fails after
    * is logged and its headers left out: the answer made stands.
    */
-  #answered(request: RequestState): MaybePromise<Answer> {
+  #answered(request: HttpRequest): MaybePromise<Answer> {
     const answer: Answer = { status: 200, headers: new Map(), body: null };
     const done = runEach(
-      this.#answer,
+      this.#clients.answer,
       (step) => step(request, answer),
       (error) => this.#failed(error, request, answer),
     );

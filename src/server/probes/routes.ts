@@ -1,11 +1,11 @@
 import type { MaybePromise } from '../pipeline/stages.js';
-import type { RequestState, WholeAnswer } from '../request-state.js';
+import type { HttpRequest, WholeAnswer } from '../request-state.js';
 import { probeAnswer, type ProbeSources } from './answers.js';
 
 /**
  * /health, /ready and /metrics on the public port, for a GET or a HEAD (probes/answers.ts answers
  * them, as it does on ADMIN_PORT); undefined for any other request.
  */
-export function probes(sources: ProbeSources): (request: RequestState, path: string) => MaybePromise<WholeAnswer> | undefined {
-  return (request, path) => (request.method === 'GET' || request.method === 'HEAD' ? probeAnswer(path, sources) : undefined);
+export function probes(sources: ProbeSources): (request: HttpRequest, path: string) => MaybePromise<WholeAnswer> | undefined {
+  return (request, path) => (request.http.method === 'GET' || request.http.method === 'HEAD' ? probeAnswer(path, sources) : undefined);
 }

@@ -1,67 +1,50 @@
+import { Repeater, SlidingBuffer } from '@repeaterjs/repeater';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { HeadEvents } from './head-events.js';
 
-/** An iteration's end. */
-export const done: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+/** Repeater's sliding buffer of one (the latest change waits, the one before it is dropped), telling each drop. */
+class FoldingBuffer extends SlidingBuffer {
+  constructor(private readonly onFolded: () => void) {
+    super(1);
+  }
 
-/** A subscriber's end of a head's changes: those not yet taken folded into one (the latest; a deletion kept). */
-export interface ChangeQueue extends AsyncIterableIterator<HeadChange> {
-  finish(): void;
+  override add(change: unknown): void {
+    if (!this.empty) this.onFolded();
+    super.add(change);
+  }
 }
+
+/** The fold of changes not yet taken: the latest, unless a deletion came (which stays, and ends the watch). */
+export const folded = (waiting: HeadChange | undefined, change: HeadChange): HeadChange => (waiting?.deleted === true ? waiting : change);
 
 export interface ChangeQueueOptions {
   /** What the subscriber missed before it subscribed (a reconnecting SSE client's): taken first. */
   readonly missed?: Promise<HeadChange | undefined> | undefined;
-  readonly onFinish: (queue: ChangeQueue) => void;
+  /** Told once the subscriber stops taking changes. */
+  readonly onFinish: () => void;
   /** Told of each change folded into one still waiting, for metrics. */
   readonly onFolded: () => void;
 }
 
 /**
- * The changes to head `id`, as a subscriber takes them. A subscriber that takes them slower than
- * they come has one waiting at most: the latest (a deletion stays), since each event only says
- * "read it again". So no subscriber's queue grows, however slow.
+ * The changes to head `id`, as a subscriber takes them: a Repeater over the head's listener with a
+ * sliding buffer of one, so a subscriber that takes them slower than they come has one waiting at
+ * most, the latest (each only says "read it again"), and no queue grows however slow it is; after
+ * a deletion nothing more is taken (its event ends the subscription). Listening starts as the
+ * subscriber first asks and ends when it stops (`return()`, which settles a `next()` still waiting).
  */
-export function changeQueue(listen: HeadEvents['listen'], id: string, options: ChangeQueueOptions): ChangeQueue {
-  let pending: HeadChange | undefined;
-  let waiting: ((step: IteratorResult<HeadChange, undefined>) => void) | undefined;
-  let finished = false;
-  const deliver = () => {
-    if (waiting === undefined || (pending === undefined && !finished)) return;
-    const resolve = waiting;
-    waiting = undefined;
-    if (pending === undefined) return resolve(done);
-    const change = pending;
-    pending = undefined;
-    resolve({ done: false, value: change });
-  };
-  const take = (change: HeadChange) => {
-    if (finished) return;
-    if (pending !== undefined) options.onFolded();
-    pending = pending?.deleted === true ? pending : change;
-    deliver();
-  };
-  const unlisten = listen(id, take);
-  const queue: ChangeQueue = {
-    [Symbol.asyncIterator]: () => queue,
-    next: () =>
-      new Promise((resolve) => {
-        waiting = resolve;
-        deliver();
-      }),
-    return: () => {
-      queue.finish();
-      return Promise.resolve(done);
-    },
-    finish() {
-      if (finished) return;
-      finished = true;
-      pending = undefined;
-      unlisten();
-      options.onFinish(queue);
-      deliver();
-    },
-  };
-  void options.missed?.then((change) => change !== undefined && take(change));
-  return queue;
+export function changeQueue(listen: HeadEvents['listen'], id: string, options: ChangeQueueOptions): AsyncIterableIterator<HeadChange> {
+  return new Repeater<HeadChange>(async (push, stop) => {
+    let deleted = false;
+    const take = (change: HeadChange) => {
+      if (deleted) return;
+      deleted = change.deleted === true;
+      void push(change);
+    };
+    const unlisten = listen(id, take);
+    void options.missed?.then((change) => change !== undefined && take(change));
+    await stop;
+    unlisten();
+    options.onFinish();
+  }, new FoldingBuffer(options.onFolded));
 }

@@ -1,6 +1,6 @@
 import type { ExecutionArgs, GraphQLSchema } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
-import type { ResultStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 import type { HeadChange } from '../request-state.js';
 import { changeLog } from './change-log.js';
 import { changedFields, evictionsOf } from '../response-cache/evictions.js';
@@ -36,8 +36,8 @@ export interface HeadEvents {
   publish(change: HeadChange): void;
   /** What a subscriber that last saw the change of `after` missed of head `id` (change-log.ts). */
   missed(id: string, after: number): Promise<HeadChange | undefined>;
-  /** The execution stage's result step: a mutation's heads published once it may have changed them. */
-  readonly result: ResultStep;
+  /** Its policy: a result step, that publishes a mutation's heads once it may have changed them. */
+  readonly policy: Policy;
   close(): void;
 }
 
@@ -77,7 +77,9 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
     },
     publish: (change) => publish({ ...change, at: now() }),
     missed: log.missed,
-    result(operation) {
+    policy: {
+      name: 'head events',
+      result(operation) {
       const { result, params } = operation;
       if (operation.definition?.operation !== 'mutation' || result === undefined || isAsyncIterable(result)) return;
       // What the response cache read of it as it ran, if it is on; else read here, mutations only.
@@ -92,6 +94,7 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
         publish({ id: head.id, at, ...(head.deletes && !failed.has(key) ? { deleted: true } : {}), ...(cause === undefined ? {} : { cause }) });
         options.onPublished?.();
       }
+      },
     },
     close() {
       shared?.close();

@@ -1,12 +1,14 @@
+import { Repeater } from '@repeaterjs/repeater';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { OperationState } from '../request-state.js';
-import { done } from './change-queue.js';
+import { folded } from './change-queue.js';
+import { sharingKey, type EventResolutions } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
-import { sharingKey, transportOf, type EventResolutions, type Resolved } from './subscriber-stream.js';
+import { transportOf } from './subscriber-stream.js';
 
 export interface LiveQueryOptions {
   readonly listen: HeadEvents['listen'];
@@ -19,11 +21,6 @@ export interface LiveQueryOptions {
   readonly release: () => void;
   /** Whether the process is stopping: a stream ended then is cut for that reason. */
   readonly stopping: () => boolean;
-}
-
-/** A live query's results, and how the process ends it as it stops. */
-export interface LiveQuery extends AsyncIterableIterator<ExecutionResult> {
-  finish(): void;
 }
 
 /** One head a live query watches: its listener, and its watch for polling. */
@@ -50,86 +47,94 @@ function headWatches(listen: HeadEvents['listen'], polling: HeadPolling, changed
   };
 }
 
+/** What a run read that a live query watches next: the heads it read, or, when it read none because it failed, what it watched before. */
+const watchedAfter = (result: ExecutionResult, heads: readonly string[], before: readonly string[]): readonly string[] => (heads.length === 0 && result.errors?.length ? before : heads);
+
+/** The changes a live query has not taken, folded into one (change-queue.ts's rule), and a wait for one until `ended`. */
+class LatestChange {
+  #waiting: HeadChange | undefined;
+  #wake: (() => void) | undefined;
+
+  constructor(
+    private readonly onFolded: () => void,
+    private readonly ended: AbortSignal,
+  ) {
+    ended.addEventListener('abort', () => this.#wake?.(), { once: true });
+  }
+
+  readonly put = (change: HeadChange): void => {
+    if (this.#waiting !== undefined) this.onFolded();
+    this.#waiting = folded(this.#waiting, change);
+    this.#wake?.();
+  };
+
+  /** The change folded so far, once there is one; undefined once ended. */
+  async take(): Promise<HeadChange | undefined> {
+    while (this.#waiting === undefined && !this.ended.aborted) await new Promise<void>((resolve) => (this.#wake = resolve));
+    const change = this.ended.aborted ? undefined : this.#waiting;
+    this.#waiting = undefined;
+    return change;
+  }
+}
+
 /**
- * A live query (`@live`): its first result at once, then the whole result again each time a head
- * it read changes (a write through any replica, or found by polling: every head it read is
- * watched as a subscribed one is), at most once every `throttleMs` (the changes of the meantime
- * sent together). Each result is read as a subscription's event is (subscriber-stream.ts: a
- * fresh context, shared by live queries with the same token, document and variables), and the
- * heads it read become what it watches next. A polled change that reads the same is not sent. It
- * ends when its client leaves or the process stops.
+ * A live query (`@live`): its first result (its own operation's, run as any query: counted and
+ * traced once, as its request), then the whole result again each time a head it read changes (a
+ * write through any replica, or found by polling: every head it read is watched as a subscribed
+ * one is), at most once every `throttleMs` (the changes of the meantime folded into one). Each
+ * later result is resolved as a subscription's event is (event-resolutions.ts: shared by live
+ * queries with the same token, document and variables), and the heads it read become what it
+ * watches next. A run that fails or is refused is sent (its errors say why) and keeps what the
+ * query watched, so the next change is sent; a query that watches nothing (it read no head, or its
+ * first run failed) could never be sent again, and ends after that result. A polled change that
+ * reads the same is not sent. It ends when its client leaves or the process stops (a Repeater: a
+ * `return()` settles a `next()` still waiting).
  */
-export function liveQuery(operation: OperationState, options: LiveQueryOptions): LiveQuery {
-  const { resolutions, metrics, listen, polling } = options;
+export function liveQuery(operation: OperationState, first: Promise<ExecutionResult>, options: LiveQueryOptions): AsyncIterableIterator<ExecutionResult> {
+  const { resolutions, metrics } = options;
   const key = sharingKey(operation);
-  const closed = metrics.opened(transportOf(operation));
-  let pending: HeadChange | undefined;
-  let wake: (() => void) | undefined;
-  let finished = false;
-  let started = false;
-  let last: string | undefined;
-  let sentAt = 0;
-  let stop: () => void = () => undefined;
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
-
-  const changed = (change: HeadChange) => {
-    if (pending !== undefined) metrics.dropped.inc({ reason: 'folded' });
-    pending = change;
-    wake?.();
-  };
-  const watch = headWatches(listen, polling, changed);
-  const sent = ({ result, json, heads }: Resolved): IteratorResult<ExecutionResult, undefined> => {
-    watch(heads);
-    last = json;
-    sentAt = performance.now();
-    metrics.delivered.inc();
-    return { done: false, value: result };
-  };
-  const finish = () => {
-    if (finished) return;
-    finished = true;
-    watch([]);
-    closed();
-    options.release();
-    stop();
-    wake?.();
-  };
-  /** The next change, once the throttle lets one go: undefined once finished. */
-  const nextChange = async (): Promise<HeadChange | undefined> => {
-    while (pending === undefined && !finished) await new Promise<void>((resolve) => (wake = resolve));
-    const wait = sentAt + options.throttleMs - performance.now();
-    if (wait > 0 && !finished) await Promise.race([sleep(wait), stopped]);
-    const change = pending;
-    pending = undefined;
-    return finished ? undefined : change;
-  };
-
-  const live: LiveQuery = {
-    [Symbol.asyncIterator]: () => live,
-    async next() {
-      if (!started) {
-        started = true;
-        const first: HeadChange = { id: '', at: Date.now() };
-        return sent(await resolutions.of(first, operation, key));
-      }
-      for (let change = await nextChange(); change !== undefined; change = await nextChange()) {
+  return new Repeater<ExecutionResult>(async (push, stop) => {
+    const closed = metrics.opened(transportOf(operation));
+    // Ended once, as the consumer returns or the process stops: what waits (the throttle, a change) hears it once.
+    const ended = new AbortController();
+    void stop.then(() => ended.abort());
+    const latest = new LatestChange(() => metrics.dropped.inc({ reason: 'folded' }), ended.signal);
+    const watch = headWatches(options.listen, options.polling, latest.put);
+    try {
+      const result = await first;
+      let watched = watchedAfter(result, operation.context?.loaders.heads.ids() ?? [], []);
+      watch(watched);
+      /** What was sent last: a polled change that reads the same is not sent. */
+      let last = JSON.stringify(result);
+      let sentAt = performance.now();
+      await push(result);
+      metrics.delivered.inc();
+      while (watched.length > 0) {
+        // The throttle first: what changes meanwhile folds into one.
+        const wait = sentAt + options.throttleMs - performance.now();
+        if (wait > 0) await sleep(wait, undefined, { signal: ended.signal }).catch(() => undefined);
+        const change = await latest.take();
+        if (change === undefined) break;
         const resolved = await resolutions.of(change, operation, key);
+        watched = watchedAfter(resolved.result, resolved.heads, watched);
+        watch(watched);
         if (change.polled === true && resolved.json === last) {
           metrics.dropped.inc({ reason: 'unchanged' });
-          watch(resolved.heads);
           continue;
         }
         metrics.delivery.observe(Math.max(0, Date.now() - change.at) / 1000);
-        return sent(resolved);
+        last = resolved.json;
+        sentAt = performance.now();
+        await push(resolved.result);
+        metrics.delivered.inc();
       }
       if (options.stopping()) metrics.streamsCut.inc({ reason: 'stopping' });
-      return done;
-    },
-    return() {
-      finish();
-      return Promise.resolve(done);
-    },
-    finish,
-  };
-  return live;
+    } finally {
+      watch([]);
+      closed();
+      options.release();
+      // A Repeater ends when stopped, not when its executor returns.
+      stop();
+    }
+  });
 }

@@ -3,13 +3,14 @@ import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { HeadChangeSource } from '../../schema/context.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
-import type { MaybePromise, Serve } from '../pipeline/stages.js';
+import type { MaybePromise, Policy } from '../pipeline/stages.js';
 import { operationOf, type OperationResult, type OperationState } from '../request-state.js';
-import { changeQueue, type ChangeQueue } from './change-queue.js';
+import { changeQueue } from './change-queue.js';
+import { EventResolutions, type OperationEntry } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
 import { liveQuery } from './live-queries.js';
-import { EventResolutions, subscriberStream } from './subscriber-stream.js';
+import { subscriberStream } from './subscriber-stream.js';
 
 export interface SubscriptionLimits {
   /** Open subscriptions one caller (its token, or its address without one) may hold in this process. */
@@ -28,6 +29,8 @@ export interface SubscriptionsOptions {
   readonly metrics: RealTimeMetrics;
   /** SUBSCRIPTION_LIVE_THROTTLE_MS: the least time between two results of a live query. */
   readonly liveThrottleMs: number;
+  /** Runs a query on its context (documents/execution.ts): a live query's first result. */
+  readonly execute: (operation: OperationState) => MaybePromise<OperationResult>;
   /** Told of each subscription refused for a limit, for metrics. */
   readonly onRefused?: () => void;
 }
@@ -35,12 +38,12 @@ export interface SubscriptionsOptions {
 export interface Subscriptions {
   /** Where `Subscription.headChanged` listens (schema/context.ts). */
   readonly headChanges: HeadChangeSource;
-  /** The execution stage's executor for a subscription: its stream of results, or its refusal. */
-  readonly execute: (operation: OperationState) => MaybePromise<OperationResult>;
+  /** Its policy: the execution stage's step that runs a subscription or a live query as a stream. */
+  readonly policy: Policy;
   /** Open subscriptions in this process. */
   open(): number;
-  /** Where its events' resolutions go, each a request (real-time/event-requests.ts): the gateway's door, once it is made of the policies that hold this. */
-  serveEventsThrough(serve: Serve): void;
+  /** Where its events enter the one path (event-resolutions.ts): the pipeline, once it is made of the policies that hold this. */
+  enterThrough(entry: OperationEntry): void;
   /** Ends every open stream (the process stops): each completes, so its client reconnects, to another replica. */
   completeAll(): void;
 }
@@ -72,6 +75,9 @@ function placesOf(limits: SubscriptionLimits) {
   };
 }
 
+/** Whether an operation's result is a stream: a subscription, or a query marked `@live`. */
+const streams = (operation: OperationState): boolean => operation.definition?.operation === 'subscription' || operation.live;
+
 /**
  * Subscriptions on the one path: a subscription operation is documented, admitted and planned as
  * any other, and its result is a stream of parts (as @defer's are), so every transport that
@@ -79,61 +85,66 @@ function placesOf(limits: SubscriptionLimits) {
  * - its source: graphql-js's `createSourceEventStream` runs the root field's `subscribe` (its
  *   arguments validated as any field's) on the head's changes (`headChanges`: a queue per
  *   subscriber that folds what it has not taken, and a watch on the head for polling);
- * - each event is resolved as an operation of its own, a request on the one path on the
- *   subscriber's behalf (event-requests.ts: counted in flight and by the caller's limits, refused
- *   as an error event, logged and measured), shared by subscribers with the same token, document
- *   and variables (subscriber-stream.ts);
+ * - each event is resolved as an operation of the gateway's own on its subscribers' behalf
+ *   (event-resolutions.ts: entering the one path at the document stage, meeting the policies that
+ *   concern events), shared by subscribers with the same token, document and variables;
  * - the stream ends after a deletion, when the token is refused, when the client leaves, and when
  *   the process stops (`completeAll`);
- * - a live query (`@live`) is a stream too (live-queries.ts), counted as a subscription;
+ * - a live query (`@live`) is a stream too (live-queries.ts), counted as a subscription; its first
+ *   result is its own operation's, run here;
  * - limits: SUBSCRIPTIONS_PER_CALLER and SUBSCRIPTIONS_MAX, refused `SUBSCRIPTION_LIMIT` (429).
+ * Its streams are Repeaters: a `return()` ends one at once, settling a `next()` still waiting.
  */
 export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
   const { schema, events, polling, metrics } = options;
-  /** What the process's stop ends: each subscriber's queue of changes, each live query. */
-  const open = new Set<{ finish(): void }>();
+  /** What the process's stop ends: each open stream. */
+  const open = new Set<AsyncIterableIterator<unknown>>();
   const places = placesOf(options.limits);
   const resolutions = new EventResolutions();
   let stopping = false;
+  const stopped = () => stopping;
+  /** A stream held in `open` until it ends, when its place is given back. */
+  const held = (make: (release: () => void) => AsyncIterableIterator<ExecutionResult>, place: () => void): AsyncIterableIterator<ExecutionResult> => {
+    const stream = make(() => {
+      open.delete(stream);
+      place();
+    });
+    open.add(stream);
+    return stream;
+  };
+  const execute = async (operation: OperationState): Promise<OperationResult> => {
+    const place = places.take(operation.request.caller.key);
+    if (typeof place !== 'function') {
+      options.onRefused?.();
+      return place;
+    }
+    if (operation.live) {
+      const first = Promise.resolve(options.execute(operation)) as Promise<ExecutionResult>;
+      return held((release) => liveQuery(operation, first, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: stopped, release }), place);
+    }
+    const { params } = operation;
+    const args = { schema, document: operation.document!, contextValue: operation.context, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
+    const source = await createSourceEventStream(args);
+    if (!isAsyncIterable(source)) {
+      place();
+      return source;
+    }
+    return held((release) => subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, { resolutions, metrics, release, stopping: stopped }), place);
+  };
   return {
     headChanges: (id, context) => {
       const unwatch = polling.watch(id);
-      const finished = (queue: ChangeQueue) => {
-        open.delete(queue);
-        unwatch();
-      };
       // An SSE client reconnecting (Last-Event-ID: the `at` of the last change it was sent) first gets what it missed.
       const after = Number(operationOf(context)?.request.headers.get('last-event-id') ?? Number.NaN);
       const missed = Number.isSafeInteger(after) ? events.missed(id, after) : undefined;
-      const queue = changeQueue(events.listen, id, { missed, onFinish: finished, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
-      open.add(queue);
-      return queue;
+      return changeQueue(events.listen, id, { missed, onFinish: unwatch, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
     },
-    async execute(operation) {
-      const release = places.take(operation.request.caller.key);
-      if (typeof release !== 'function') {
-        options.onRefused?.();
-        return release;
-      }
-      if (operation.live) {
-        const live = liveQuery(operation, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: () => stopping, release: () => (open.delete(live), release()) });
-        open.add(live);
-        return live;
-      }
-      const { params } = operation;
-      const args = { schema, document: operation.document!, contextValue: operation.context, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
-      const source = await createSourceEventStream(args);
-      if (!isAsyncIterable(source)) {
-        release();
-        return source;
-      }
-      return subscriberStream(operation, (source as AsyncIterable<HeadChange>)[Symbol.asyncIterator](), { resolutions, metrics, release, stopping: () => stopping });
-    },
+    policy: { name: 'subscriptions', execution: (operation) => (streams(operation) ? execute(operation) : undefined) },
     open: places.open,
-    serveEventsThrough: (serve) => resolutions.serveThrough(serve),
+    enterThrough: (entry) => resolutions.enterThrough(entry),
     completeAll() {
       stopping = true;
-      for (const stream of [...open]) stream.finish();
+      for (const stream of [...open]) void stream.return?.(undefined);
     },
   };
 }

@@ -7,7 +7,7 @@ import { isAsyncIterable, isPromise } from 'graphql-yoga';
 import stableStringify from 'fast-json-stable-stringify';
 import type { ResponseCacheSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import type { AnswerStep, OperationStep, ResultStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 import { operationOf, type Cacheable, type OperationState } from '../request-state.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 import { ResponseCache, type CachedAnswer, type GatewayCache } from './cache.js';
@@ -53,13 +53,8 @@ export function responseCacheKey(documentString: string, operationName: string |
 /** What an answer kept fresh, or just stored for `ttlMs`, says to HTTP caches. */
 const freshFor = (data: object, ms: number): Cacheable => ({ maxAge: Math.max(0, Math.floor(ms / 1000)), tag: tagOf(data) });
 
-/** The steps of the response cache, one per stage it acts in, and the envelop plugins that keep what execution answers. */
-export interface ResponseCacheSteps {
-  readonly admission: OperationStep;
-  readonly envelop: readonly EnvelopPlugin[];
-  readonly execution: ResultStep;
-  readonly answer: AnswerStep;
-}
+/** The response cache's policy, and the envelop plugins that keep what execution answers (the execution policy's engine runs them). */
+export type ResponseCacheSteps = Policy & { readonly envelop: readonly EnvelopPlugin[] };
 
 /**
  * The response cache (@envelop/response-cache over the gateway's stores), in the stages it acts in:
@@ -69,8 +64,9 @@ export interface ResponseCacheSteps {
  *   and its lookup; a hit is the operation's result, its kept JSON what the client is sent, and
  *   needs no plan nor execution. Never looked up: mutations (they evict), operations with @defer
  *   or @stream (a hit would answer in one part what the client asked for in several).
- * - execution: the library's plugin runs a miss with the `__typename` and `id` of its entities and
- *   keeps an answer without errors (not introspection) for its TTL, findable by its entities; a
+ * - execution (the engine's envelop) and result: the library's plugin runs a miss with the
+ *   `__typename` and `id` of its entities and keeps an answer without errors (not introspection)
+ *   for its TTL, findable by its entities; a
  *   mutation's returned objects and what its fields declare they change (`evictionsOf`, by their
  *   outcome) are evicted before its answer is sent, for every caller. A read that fails upstream
  *   (RESPONSE_CACHE_STALE_IF_ERROR_MS) is answered with its caller's kept answer, marked stale.
@@ -111,6 +107,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
     },
   };
   return {
+    name: 'response cache',
     admission(operation) {
       if (operation.definition?.operation !== 'query' || !keeps(operation)) return undefined;
       const { params } = operation;
@@ -125,11 +122,11 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
       return isPromise(looked) ? looked.then(hit) : hit(looked);
     },
     envelop: [evictions, library],
-    execution: (operation) => afterExecution(operation, options),
+    result: (operation) => afterExecution(operation, options),
     answer(request, answer) {
       const kept = request.cacheable;
       // A whole JSON answer to a GET (only a query's is cacheable; never one in parts, whose stream would be left running).
-      if (!kept || request.method !== 'GET' || answer.status !== 200 || typeof answer.body !== 'string') return;
+      if (!kept || request.http.method !== 'GET' || answer.status !== 200 || typeof answer.body !== 'string') return;
       const ifNoneMatch = request.headers.get('if-none-match');
       if (ifNoneMatch === null || !fresh({ 'if-none-match': ifNoneMatch }, { etag: kept.tag })) return;
       answer.status = 304;
@@ -146,7 +143,7 @@ function cacheableFrom(operation: OperationState, cacheable: Cacheable): void {
 }
 
 /**
- * The response cache's step of the execution stage, once the operation has a result: a read that
+ * The response cache's step of the result stage, once the operation has a result: a read that
  * failed upstream is answered with its kept answer (stale past its TTL, or fresh again); an answer
  * kept now says its TTL; a mutation's evictions are made by its outcome, and its answer waits for
  * every eviction under way (a read that follows it finds no stale answer).

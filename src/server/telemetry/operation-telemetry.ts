@@ -8,7 +8,7 @@ import type { OperationLogSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 import { spanAttributes, type HeaderReader, type Tracing } from '../../telemetry/tracing.js';
 import { errorCodesOf, limitOf, operationLabel, outcomeOf, type OperationOutcome } from './operation-outcome.js';
-import type { AnswerStep, IntakeStep, OperationStep, TelemetryStep } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 import type { OperationRecord, OperationState, RequestState } from '../request-state.js';
 
 export interface OperationTelemetryOptions {
@@ -141,21 +141,27 @@ export class OperationRecorder {
 }
 
 /**
- * The operation telemetry (OperationRecorder records), in the stages it acts in:
- * - intake: the caller's traceparent and client app are read as the request arrives (a request
- *   shed before this has no record);
- * - document: each operation's clock and span start, with the operationName the client sent;
- * - answer: every answer to a GraphQL request carries its `x-request-id`: the id its log lines and
- *   upstream calls carry (a batch's operations share it);
- * - a subscription's event request (real-time/event-requests.ts) is an operation of its own, its
- *   span under its subscription's and linked to the write or poll that caused it;
- * - telemetry: once the answer is out, each operation is recorded with its name and type as its
+ * The operation telemetry (OperationRecorder records), a policy that concerns events too:
+ * - intake: an HTTP request's traceparent and client app are read as it arrives (a request shed
+ *   before this has no record);
+ * - document: each operation's clock and span start, with the operationName the client sent (a
+ *   request that entered at the document stage, a WebSocket message, has its trace and client read
+ *   here); a subscription's event hangs under its subscription's span (its request's parent) and
+ *   links the write or poll that caused it;
+ * - answer: every HTTP answer to a GraphQL request carries its `x-request-id`: the id its log
+ *   lines and upstream calls carry (a batch's operations share it);
+ * - record: once the results are out, each operation is recorded with its name and type as its
  *   document says, its upstream calls and its outcome (a stream's parts count from its set-up, as
  *   `ok`); a request refused before it named any operation (its body, a batch too large, an
  *   encoding) counts as one, with its refusal's errors.
  */
-export function useOperationTelemetry(recorder: OperationRecorder): { readonly intake: IntakeStep; readonly document: OperationStep; readonly answer: AnswerStep; readonly telemetry: TelemetryStep } {
-  const begin = (request: RequestState, name: string | undefined, startedAt?: number): OperationRecord => recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt, request.incoming.event?.change.cause);
+export function useOperationTelemetry(recorder: OperationRecorder): Policy {
+  const begin = (request: RequestState, name: string | undefined, startedAt?: number, cause?: SpanContext): OperationRecord => recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt, cause);
+  const arrived = (request: RequestState) => {
+    const { parent, client } = recorder.arrive(request.headers);
+    request.parent = parent;
+    request.client = client;
+  };
   const finish = (request: RequestState, operation: OperationState | undefined, record: OperationRecord, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined) => {
     const definition = operation?.definition;
     if (definition !== undefined) {
@@ -165,23 +171,20 @@ export function useOperationTelemetry(recorder: OperationRecorder): { readonly i
     recorder.finish(request, record, operation?.context?.guard.calls ?? 0, result);
   };
   return {
-    intake(request) {
-      const { parent, client } = recorder.arrive(request.headers);
-      // A subscription's event hangs under its subscription's span (as its request id is the subscription's).
-      request.parent = request.incoming.event?.trace ?? parent;
-      request.client = client;
-      return undefined;
-    },
+    name: 'telemetry',
+    concerns: 'also events',
+    intake: (request) => void arrived(request),
     document(operation) {
-      if (operation.request.parent === undefined) return undefined;
+      const { request } = operation;
+      if (request.parent === undefined) arrived(request);
       const { operationName } = operation.params;
-      operation.record = begin(operation.request, typeof operationName === 'string' ? operationName : undefined);
+      operation.record = begin(request, typeof operationName === 'string' ? operationName : undefined, undefined, operation.event?.change.cause);
       return undefined;
     },
     answer(request, answer) {
       answer.headers.set('x-request-id', request.requestId);
     },
-    telemetry(request) {
+    record(request) {
       // Followed since it arrived: a request shed before that has no record.
       if (request.parent === undefined) return;
       const { refusal } = request;

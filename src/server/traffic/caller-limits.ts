@@ -2,7 +2,7 @@ import type { GraphQLError } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { LRUCache } from 'lru-cache';
-import type { AnswerStep, IntakeStep, OperationStep, TelemetryStep } from '../pipeline/stages.js';
+import type { FinishStep, OperationStep, Policy } from '../pipeline/stages.js';
 import type { RequestState } from '../request-state.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
@@ -32,15 +32,6 @@ export interface CallerLimitsOptions {
   readonly onRefused?: (limit: CallerLimit) => void;
 }
 
-/** The caller limits' steps, one per stage they act in; undefined where no limit set needs it (a step costs every request). */
-export interface CallerLimitSteps {
-  readonly intake: IntakeStep | undefined;
-  readonly admission: OperationStep | undefined;
-  readonly plan: OperationStep | undefined;
-  readonly answer: AnswerStep | undefined;
-  readonly telemetry: TelemetryStep | undefined;
-}
-
 /**
  * Per-caller limits, checked before an operation costs anything:
  * - intake: a caller (or address) refused a moment ago is refused again at once, before a byte of
@@ -50,13 +41,16 @@ export interface CallerLimitSteps {
  *   document stage, before a kept answer is looked up, so a refusal replaces it);
  * - plan: the upstream calls of the operation's plan charged (a kept answer is not charged);
  * - answer: the RateLimit headers of what the limiters said;
- * - telemetry: the in-flight slots given back once the answer is out.
+ * - release: the in-flight slots given back once the results are out.
+ * A step is left out where no limit set needs it (a step costs every request); with none set the
+ * policy is off (undefined). A client's operations only: a subscription's events are nobody's
+ * request, and charge no one's window (real-time/).
  * A refusal is HTTP 429 (200 inside a batch, as every per-operation error there) with
  * `Retry-After` in whole seconds and a GraphQL error with code RATE_LIMITED and
  * `extensions.limit`; it makes no upstream call. Each caller has counters of its own, so one at
  * its limit costs another nothing but the refusals' CPU.
  */
-export function useCallerLimits(options: CallerLimitsOptions): CallerLimitSteps {
+export function useCallerLimits(options: CallerLimitsOptions): Policy | undefined {
   const { requests, upstreamCalls, inFlight, addressRequests, windowSeconds } = options.limiters;
   const admits = requests !== undefined || inFlight !== undefined || addressRequests !== undefined;
   const headers = RateLimitHeaders.of({ requests, address: addressRequests });
@@ -102,7 +96,7 @@ export function useCallerLimits(options: CallerLimitsOptions): CallerLimitSteps 
     options.onRefused?.('upstream_calls');
     return rateLimited('upstream_calls', wait);
   };
-  const slotsBack: TelemetryStep = (request) => {
+  const slotsBack: FinishStep = (request) => {
     for (const operation of request.operations) {
       const slot = operation.slot;
       if (slot === undefined) continue;
@@ -111,12 +105,14 @@ export function useCallerLimits(options: CallerLimitsOptions): CallerLimitSteps 
       giveBack(inFlight!, slot);
     }
   };
+  if (!admits && upstreamCalls === undefined) return undefined;
   return {
+    name: 'caller limits',
     intake: admits ? recent.intake : undefined,
     admission: admits ? admission : undefined,
     plan: upstreamCalls === undefined ? undefined : charge,
     answer: headers === undefined ? undefined : (request, answer) => headers.write(request.quotas, answer.headers),
-    telemetry: inFlight === undefined ? undefined : slotsBack,
+    release: inFlight === undefined ? undefined : slotsBack,
   };
 }
 

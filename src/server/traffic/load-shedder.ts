@@ -107,6 +107,16 @@ export class LoadShedder {
     return reason;
   }
 
+  /**
+   * Why a subscription's event is refused now, counted; undefined when it may run. Events are shed
+   * as a class, first: refused whenever the gateway is overloaded, whatever anyone holds.
+   */
+  eventRefusal(): OverloadReason | undefined {
+    const overload = this.#overload();
+    if (overload !== undefined) this.options.onRefused(overload);
+    return overload;
+  }
+
   /** Admits a new operation of `caller` (held until `release`), or refuses it (false). */
   admit(caller: Caller): boolean {
     if (this.refusal(caller) !== undefined) return false;

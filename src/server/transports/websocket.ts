@@ -1,22 +1,29 @@
 import type { IncomingMessage, Server } from 'node:http';
-import { Readable } from 'node:stream';
-import { GraphQLError, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
-import { useServer, type Extra } from 'graphql-ws/use/ws';
+import type { ExecutionResult, GraphQLError } from 'graphql';
+import { CloseCode, GRAPHQL_TRANSPORT_WS_PROTOCOL, handleProtocols, MessageType, parseMessage, stringifyMessage, type SubscribePayload } from 'graphql-ws';
+import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
+import type { CallerRules } from '../callers.js';
 import { pathOf } from '../http/paths.js';
 import { errorsJson, publicResult } from '../http/serialisation.js';
-import { refusalErrors } from '../http/refusal.js';
-import type { Incoming, OperationResult, RequestHeaders } from '../request-state.js';
-import type { Serve } from '../pipeline/stages.js';
+import { OperationState, RequestState, type Incoming, type Negotiated, type OperationParams, type RequestHeaders } from '../request-state.js';
+import type { OperationEntry } from '../real-time/event-resolutions.js';
 
 export interface WebSocketOptions {
-  readonly schema: GraphQLSchema;
+  /** How an operation's caller is told (callers.ts): TRUST_PROXY, the tokens known to be real. */
+  readonly callers: CallerRules;
   /** The GraphQL endpoint's path: the only one upgraded. */
   readonly endpoint: string;
-  /** Largest message a client may send (MAX_BODY_BYTES, as a POST's body). */
+  /** Largest message a client may send (MAX_BODY_BYTES, as a POST's body): a larger one closes the socket (1009). */
   readonly maxMessageBytes: number;
   /** How often a ping goes to each client (a dead one is closed when it misses a pong). */
   readonly heartbeatMs: number;
+  /** WEBSOCKET_MAX_OPERATIONS: operations one socket may have open at once. */
+  readonly maxOperations: number;
+  /** WEBSOCKET_MAX_MESSAGES_PER_SECOND: messages one socket may send a second. */
+  readonly maxMessagesPerSecond: number;
+  /** Where a socket closed for a cap is said (warn). */
+  readonly logger: Logger;
 }
 
 export interface WebSocketTransport {
@@ -26,126 +33,235 @@ export interface WebSocketTransport {
   close(): void;
 }
 
-/** The upgrade's headers a message does not carry: its credentials (only connection_init's token is the subscription's), what described the upgrade's own body, and the codings HTTP answers take (a message is not content-coded). */
-const notCarried = new Set(['authorization', 'cookie', 'content-length', 'content-type', 'content-encoding', 'transfer-encoding', 'accept', 'accept-encoding']);
-
 /** WebSocket's close code for a server going away. */
 const GOING_AWAY = 1001;
+/** A socket that sent more messages a second than WEBSOCKET_MAX_MESSAGES_PER_SECOND: a policy violation (graphql-ws's client does not retry it). */
+export const TOO_MANY_MESSAGES = 1008;
+/** A socket that opened more operations than WEBSOCKET_MAX_OPERATIONS (graphql-ws's client retries it, later). */
+export const TOO_MANY_OPERATIONS = 4413;
+/** How long a socket may wait before `connection_init` (graphql-ws's default). */
+const CONNECTION_INIT_WAIT_MS = 3_000;
 
-/**
- * A subscription's headers: the upgrade request's (the client's address, its app's name, its
- * request id), with `connection_init`'s `Authorization` as the token, and an Accept that takes
- * every answer in parts (a result goes out as `next` messages, not in a media type).
- */
-class SocketHeaders implements RequestHeaders {
-  readonly #own: Map<string, string>;
+/** What carries a WebSocket operation's results: messages, `next` per result or part. */
+const messages: Negotiated = Object.freeze({ whole: 'application/json', parts: 'websocket', alpha9: false, subscriptionSpec: false });
 
-  constructor(upgrade: IncomingMessage, authorization: string | undefined, bodyBytes: number) {
-    this.#own = new Map();
-    for (const [name, value] of Object.entries(upgrade.headers)) if (value !== undefined && !notCarried.has(name)) this.#own.set(name, Array.isArray(value) ? value.join(', ') : value);
-    if (authorization !== undefined) this.#own.set('authorization', authorization);
-    this.#own.set('content-type', 'application/json');
-    this.#own.set('content-length', String(bodyBytes));
-    this.#own.set('accept', 'text/event-stream');
-  }
+/** The upgrade's headers a message does not carry: its credentials (only connection_init's token is an operation's) and its request id (each operation has its own). */
+const notCarried = new Set(['authorization', 'cookie', 'x-request-id']);
 
-  get(name: string): string | null {
-    return this.#own.get(name) ?? null;
-  }
-
-  has(name: string): boolean {
-    return this.#own.has(name);
-  }
-
-  keys(): Iterable<string> {
-    return this.#own.keys();
-  }
+/** An operation's headers: the upgrade request's (the client's address, its app's name, its trace), with `connection_init`'s `Authorization` as the token. */
+function socketHeaders(upgrade: IncomingMessage, authorization: string | undefined): RequestHeaders {
+  const own = new Map<string, string>();
+  for (const [name, value] of Object.entries(upgrade.headers)) if (value !== undefined && !notCarried.has(name)) own.set(name, Array.isArray(value) ? value.join(', ') : value);
+  if (authorization !== undefined) own.set('authorization', authorization);
+  return { get: (name) => own.get(name) ?? null, has: (name) => own.has(name), keys: () => own.keys() };
 }
 
 /** `connection_init`'s token, as clients send it: `Authorization` (or `authorization`), at the top or under `headers`. */
 function authorizationOf(payload: Readonly<Record<string, unknown>> | undefined): string | undefined {
-  const headers = payload?.headers as Record<string, unknown> | undefined;
-  const value = payload?.Authorization ?? payload?.authorization ?? headers?.Authorization ?? headers?.authorization;
+  const headers = payload?.['headers'] as Record<string, unknown> | undefined;
+  const value = payload?.['Authorization'] ?? payload?.['authorization'] ?? headers?.['Authorization'] ?? headers?.['authorization'];
   return typeof value === 'string' ? value : undefined;
 }
 
-/** One subscribe message as a request to the endpoint: its body the message's payload; the answer's results read by the transport. */
-function socketIncoming(upgrade: IncomingMessage, endpoint: string, payload: unknown, authorization: string | undefined, signal: AbortSignal): Incoming {
-  const body = Buffer.from(JSON.stringify(payload));
-  return {
-    method: 'POST',
-    target: endpoint,
-    headers: new SocketHeaders(upgrade, authorization, body.byteLength),
-    signal,
-    get gone() {
-      return signal.aborted;
-    },
-    peer: upgrade.socket.remoteAddress,
-    body: Readable.from([body]),
-    takesResults: true,
-  };
-}
+/** What a client reads of a stream that failed. */
+const unexpected = Object.freeze({ message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } }) as unknown as GraphQLError;
 
 /** A result that ends before execution (no `data`): its errors are the subscribe message's `error`. */
-const refusedBeforeExecution = (result: OperationResult): result is ExecutionResult => !(Symbol.asyncIterator in result) && !('data' in result);
+const refusedBeforeExecution = (result: ExecutionResult): boolean => !('data' in result);
 
 /**
- * `result`'s stream, calling `done` once it ends, however it ends (its last part, the client's
- * complete, the socket closed). Not an async generator: its `return` would wait for the pending
- * `next`, which waits for an event that may never come.
+ * One operation of a socket: its own abort signal and stream, whatever id the client gave it. The
+ * client's `complete` (or the socket's close) cancels it: its signal aborts what it still runs
+ * (upstream calls included) and its stream ends; nothing more is sent for it.
  */
-function until(result: AsyncIterable<ExecutionResult>, done: () => void): AsyncIterableIterator<ExecutionResult> {
-  const parts = result[Symbol.asyncIterator]();
-  const ended = <T>(step: IteratorResult<T>) => {
-    if (step.done === true) done();
-    return step;
-  };
-  const iterator: AsyncIterableIterator<ExecutionResult> = {
-    [Symbol.asyncIterator]: () => iterator,
-    next: () => parts.next().then(ended),
-    return: () => Promise.resolve(parts.return?.() ?? { done: true as const, value: undefined }).finally(done),
-  };
-  return iterator;
+class SocketOperation {
+  readonly #controller = new AbortController();
+  #stream: AsyncIterator<ExecutionResult> | undefined;
+
+  constructor(
+    readonly id: string,
+    private readonly socket: SocketConnection,
+  ) {}
+
+  get cancelled(): boolean {
+    return this.#controller.signal.aborted;
+  }
+
+  cancel(): void {
+    if (this.cancelled) return;
+    this.#controller.abort();
+    void this.#stream?.return?.();
+  }
+
+  /** The operation on the one path, entering at the document stage, its results sent as they come. */
+  async run(entry: OperationEntry, payload: SubscribePayload, incoming: Omit<Incoming, 'signal' | 'gone'>, callers: CallerRules): Promise<void> {
+    const { signal } = this.#controller;
+    const request = new RequestState({ ...incoming, signal, get gone() { return signal.aborted; } }, callers, { carries: messages });
+    const operation = new OperationState({ ...payload } as OperationParams, request);
+    try {
+      await entry.operation(operation);
+      const result = operation.result!;
+      if (!(Symbol.asyncIterator in result)) {
+        if (refusedBeforeExecution(result)) return this.#send({ id: this.id, type: MessageType.Error, payload: errorsJson(result.errors ?? []) as GraphQLError[] });
+        this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(result) });
+      } else {
+        this.#stream = result[Symbol.asyncIterator]();
+        if (this.cancelled) void this.#stream.return?.();
+        try {
+          for (let part = await this.#stream.next(); part.done !== true && !this.cancelled; part = await this.#stream.next()) this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(part.value) });
+        } catch {
+          // A stream that failed (its parts' own failures are errors in them): the operation ends with an error, as graphql-ws's server ends it.
+          return this.#send({ id: this.id, type: MessageType.Error, payload: [unexpected] });
+        }
+      }
+      this.#send({ id: this.id, type: MessageType.Complete });
+    } finally {
+      entry.finish(request);
+      this.socket.ended(this);
+    }
+  }
+
+  /** A message of this operation's, unless it was cancelled (the client completed it, or left). */
+  #send(message: Parameters<typeof stringifyMessage>[0]): void {
+    if (!this.cancelled) this.socket.send(stringifyMessage(message));
+  }
 }
 
 /**
- * WebSocket (`graphql-transport-ws`, graphql-ws's server on ws) on the GraphQL path. Each subscribe
- * message is a request on the one path (`serve`): its payload the body, its token
- * `connection_init`'s `Authorization`, its caller the upgrade's address; its operation's result
- * (one, or a stream) goes out as `next` messages, a refusal before execution as `error`. A ping
- * every `heartbeatMs`.
+ * The server side of one socket (graphql-transport-ws, the protocol graphql-ws's client speaks;
+ * its messages read and written by graphql-ws's own `parseMessage` and `stringifyMessage`). Each
+ * `subscribe` message is an operation of its own (`SocketOperation`), so a `complete` ends the one
+ * operation its id names then, and an id reused after it names a new one: no stream is left behind
+ * (graphql-ws's server files operations by id alone, and a `subscribe`, `complete`, `subscribe` of
+ * one id in one write left the first running). The socket's close cancels every operation it has.
+ * Capped: WEBSOCKET_MAX_OPERATIONS open at once, WEBSOCKET_MAX_MESSAGES_PER_SECOND; over either the
+ * socket is closed (its code, and a log line).
  */
-export function websocketTransport(serve: Serve, options: WebSocketOptions): WebSocketTransport {
-  const servers: WebSocketServer[] = [];
-  const served = new WeakMap<ExecutionArgs, OperationResult>();
-  const run = (args: ExecutionArgs) => served.get(args)!;
-  const graphqlWs = {
-    schema: options.schema,
-    execute: run,
-    subscribe: run,
-    // The one serialisation's shape (errors first, the server's extensions out); graphql-ws writes the JSON.
-    onNext: (_ctx: unknown, _id: string, _payload: unknown, _args: ExecutionArgs, result: ExecutionResult) => publicResult(result),
-    onError: (_ctx: unknown, _id: string, _payload: unknown, errors: readonly GraphQLError[]) => errorsJson(errors),
-    async onSubscribe(ctx: { extra: Extra; connectionParams?: Readonly<Record<string, unknown>> | undefined }, _id: string, payload: unknown) {
-      // A stream ends when its client completes it or leaves (graphql-ws ends the results' iteration); a query is not cut.
-      const answer = await serve(socketIncoming(ctx.extra.request, options.endpoint, payload, authorizationOf(ctx.connectionParams), new AbortController().signal));
-      const request = answer.request!;
-      const operation = request.operations[0];
-      const result = operation?.result;
-      if (request.refusal !== undefined || operation === undefined || result === undefined || refusedBeforeExecution(result)) {
-        answer.done();
-        return request.refusal !== undefined || result === undefined ? refusalErrors(request.refusal) : ((result as ExecutionResult).errors ?? []);
+class SocketConnection {
+  /** Its operations the client may still complete, by id. */
+  readonly #byId = new Map<string, SocketOperation>();
+  /** Every operation not yet ended (one completed still finishing is here, no longer by its id). */
+  readonly #open = new Set<SocketOperation>();
+  #incoming: Omit<Incoming, 'signal' | 'gone'> | undefined;
+  #windowStart = 0;
+  #messages = 0;
+  readonly #initWait: NodeJS.Timeout;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly upgrade: IncomingMessage,
+    private readonly entry: OperationEntry,
+    private readonly options: WebSocketOptions,
+  ) {
+    this.#initWait = setTimeout(() => this.#incoming === undefined && socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout'), CONNECTION_INIT_WAIT_MS);
+  }
+
+  send(data: string): void {
+    if (this.socket.readyState === this.socket.OPEN) this.socket.send(data);
+  }
+
+  ended(operation: SocketOperation): void {
+    this.#open.delete(operation);
+    if (this.#byId.get(operation.id) === operation) this.#byId.delete(operation.id);
+  }
+
+  /** The socket closed: every operation it has is cancelled. */
+  closed(): void {
+    clearTimeout(this.#initWait);
+    for (const operation of this.#open) operation.cancel();
+    this.#byId.clear();
+  }
+
+  message(data: string): void {
+    if (this.#overRate()) return this.#refuse(TOO_MANY_MESSAGES, 'messages', this.options.maxMessagesPerSecond, `Too many messages: at most ${this.options.maxMessagesPerSecond} a second`);
+    let message;
+    try {
+      message = parseMessage(data);
+    } catch {
+      return this.socket.close(CloseCode.BadRequest, 'Invalid message received');
+    }
+    switch (message.type) {
+      case MessageType.ConnectionInit:
+        if (this.#incoming !== undefined) return this.socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
+        clearTimeout(this.#initWait);
+        this.#incoming = { headers: socketHeaders(this.upgrade, authorizationOf(message.payload ?? undefined)), peer: this.upgrade.socket.remoteAddress };
+        return this.send(stringifyMessage({ type: MessageType.ConnectionAck }));
+      case MessageType.Ping:
+        return this.send(stringifyMessage(message.payload ? { type: MessageType.Pong, payload: message.payload } : { type: MessageType.Pong }));
+      case MessageType.Pong:
+        return undefined;
+      case MessageType.Subscribe:
+        return this.#subscribe(message.id, message.payload);
+      case MessageType.Complete: {
+        const operation = this.#byId.get(message.id);
+        this.#byId.delete(message.id);
+        return operation?.cancel();
       }
-      const args = { schema: options.schema, document: operation.document!, operationName: operation.params.operationName ?? undefined, variableValues: operation.params.variables ?? undefined } as ExecutionArgs;
-      served.set(args, Symbol.asyncIterator in result ? until(result, answer.done) : (answer.done(), result));
-      return args;
-    },
+      default:
+        return this.socket.close(CloseCode.BadRequest, `Unexpected message of type ${message.type} received`);
+    }
+  }
+
+  #subscribe(id: string, payload: SubscribePayload): void {
+    const incoming = this.#incoming;
+    if (incoming === undefined) return this.socket.close(CloseCode.Unauthorized, 'Unauthorized');
+    if (this.#byId.has(id)) return this.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
+    const { maxOperations } = this.options;
+    if (this.#open.size >= maxOperations) return this.#refuse(TOO_MANY_OPERATIONS, 'operations', maxOperations, `Too many operations: at most ${maxOperations} at once on one socket`);
+    const operation = new SocketOperation(id, this);
+    this.#byId.set(id, operation);
+    this.#open.add(operation);
+    void operation.run(this.entry, payload, incoming, this.options.callers);
+  }
+
+  /** Whether this message is one more than the socket may send this second. */
+  #overRate(): boolean {
+    const now = performance.now();
+    if (now - this.#windowStart >= 1_000) {
+      this.#windowStart = now;
+      this.#messages = 0;
+    }
+    return ++this.#messages > this.options.maxMessagesPerSecond;
+  }
+
+  #refuse(code: number, cap: 'messages' | 'operations', limit: number, reason: string): void {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    this.options.logger.warn({ cap, limit, address: this.upgrade.socket.remoteAddress, code }, 'websocket closed: over a cap');
+    this.socket.close(code, reason);
+  }
+}
+
+/**
+ * WebSocket (`graphql-transport-ws`) on the GraphQL path: each `subscribe` message is an operation
+ * entering the one path at the document stage (`entry`: no HTTP request is made of it), its token
+ * `connection_init`'s `Authorization`, its caller the upgrade's address; its result (one, or a
+ * stream) goes out as `next` messages in the one serialisation's shape, a refusal before execution
+ * as `error`. A ping every `heartbeatMs`; a socket that misses a pong is cut.
+ */
+export function websocketTransport(entry: OperationEntry, options: WebSocketOptions): WebSocketTransport {
+  const servers: WebSocketServer[] = [];
+  const connected = (socket: WebSocket, upgrade: IncomingMessage) => {
+    if (socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL) return void socket.close(CloseCode.SubprotocolNotAcceptable, 'Subprotocol not acceptable');
+    const connection = new SocketConnection(socket, upgrade, entry, options);
+    let alive = true;
+    const heartbeat = setInterval(() => {
+      if (!alive) return void socket.terminate();
+      alive = false;
+      socket.ping();
+    }, options.heartbeatMs).unref();
+    socket.on('pong', () => void (alive = true));
+    socket.on('message', (data) => connection.message(String(data)));
+    socket.once('error', () => socket.terminate());
+    socket.once('close', () => {
+      clearInterval(heartbeat);
+      connection.closed();
+    });
   };
   return {
     attach(server) {
-      const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes });
+      const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes, handleProtocols });
       servers.push(wss);
-      useServer(graphqlWs as never, wss, options.heartbeatMs);
+      wss.on('connection', connected);
       server.on('upgrade', (request: IncomingMessage, socket, head) => {
         if (pathOf(request.url ?? '/') !== options.endpoint) return void socket.destroy();
         wss.handleUpgrade(request, socket, head, (client: WebSocket) => wss.emit('connection', client, request));
