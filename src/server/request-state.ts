@@ -237,6 +237,11 @@ export class OperationState {
     return definition?.operation === 'query' && definition.directives !== undefined && definition.directives.some((directive) => directive.name.value === 'live');
   }
 
+  /** Whether its result is a stream that stays open (a subscription, a live query): it holds no unit in flight nor caller slot while open. */
+  get streams(): boolean {
+    return this.definition?.operation === 'subscription' || this.live;
+  }
+
   /** Its type, once its document named it. */
   get type(): OperationType {
     const operation = this.definition?.operation;

@@ -241,13 +241,6 @@ export class Pipeline {
     return isPromise(executed) ? executed.then(() => this.#results(steps, operation)) : this.#results(steps, operation);
   }
 
-  /** A subscription's (or live query's) stream holds no in-flight unit nor caller slot while it is open: the release stage runs as it begins (and again, harmlessly, at the end). */
-  #streaming(steps: StageSteps, operation: OperationState): void {
-    if ((operation.definition?.operation === 'subscription' || operation.live) && operation.result !== undefined && Symbol.asyncIterator in operation.result) {
-      this.#each(steps.release, operation.request);
-    }
-  }
-
   /** The result stage: a step that fails adds its failure, masked, to the operation's result (`failedStep`). */
   #results(steps: StageSteps, operation: OperationState): MaybePromise<void> {
     return runEach(
@@ -272,14 +265,10 @@ export class Pipeline {
     }
     if (!isPromise(result)) {
       operation.result = result;
-      this.#streaming(steps, operation);
       return undefined;
     }
     return result.then(
-      (done) => {
-        operation.result = done;
-        this.#streaming(steps, operation);
-      },
+      (done) => void (operation.result = done),
       (error: unknown) => void (operation.result = { errors: [this.#refuseOperation(error, operation)] }),
     );
   }

@@ -8,7 +8,6 @@ import { folded } from './change-queue.js';
 import { sharingKey, type EventResolutions } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
-import { transportOf } from './subscriber-stream.js';
 
 export interface LiveQueryOptions {
   readonly listen: HeadEvents['listen'];
@@ -17,8 +16,6 @@ export interface LiveQueryOptions {
   readonly metrics: RealTimeMetrics;
   /** SUBSCRIPTION_LIVE_THROTTLE_MS: the least time between two results. */
   readonly throttleMs: number;
-  /** Gives back the live query's place in the limits, once it ends. */
-  readonly release: () => void;
   /** Whether the process is stopping: a stream ended then is cut for that reason. */
   readonly stopping: () => boolean;
 }
@@ -94,7 +91,6 @@ export function liveQuery(operation: OperationState, first: Promise<ExecutionRes
   const { resolutions, metrics } = options;
   const key = sharingKey(operation);
   return new Repeater<ExecutionResult>(async (push, stop) => {
-    const closed = metrics.opened(transportOf(operation));
     // Ended once, as the consumer returns or the process stops: what waits (the throttle, a change) hears it once.
     const ended = new AbortController();
     void stop.then(() => ended.abort());
@@ -131,8 +127,6 @@ export function liveQuery(operation: OperationState, first: Promise<ExecutionRes
       if (options.stopping()) metrics.streamsCut.inc({ reason: 'stopping' });
     } finally {
       watch([]);
-      closed();
-      options.release();
       // A Repeater ends when stopped, not when its executor returns.
       stop();
     }

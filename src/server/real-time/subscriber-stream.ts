@@ -21,8 +21,6 @@ export function transportOf(operation: OperationState): StreamTransport {
 export interface SubscriberStreamOptions {
   readonly resolutions: EventResolutions;
   readonly metrics: RealTimeMetrics;
-  /** Gives back the subscription's place in the limits, once it ends. */
-  readonly release: () => void;
   /** Whether the process is stopping: a stream ended then is cut for that reason. */
   readonly stopping: () => boolean;
 }
@@ -39,7 +37,6 @@ export function subscriberStream(operation: OperationState, source: AsyncIterabl
   const { resolutions, metrics } = options;
   const key = sharingKey(operation);
   return new Repeater<ExecutionResult>(async (push, stop) => {
-    const closed = metrics.opened(transportOf(operation));
     let cut: CutReason | undefined;
     /** What this subscriber was last sent: a polled change that reads the same is not sent. */
     let last: string | undefined;
@@ -62,8 +59,6 @@ export function subscriberStream(operation: OperationState, source: AsyncIterabl
       cut ??= options.stopping() ? 'stopping' : undefined;
     } finally {
       if (cut !== undefined) metrics.streamsCut.inc({ reason: cut });
-      closed();
-      options.release();
       // A Repeater ends when stopped, not when its executor returns.
       stop();
     }

@@ -4,13 +4,13 @@ import type { HeadChange } from '../../domain/head-changes.js';
 import type { HeadChangeSource } from '../../schema/context.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { MaybePromise, Policy } from '../pipeline/stages.js';
-import { operationOf, type OperationResult, type OperationState } from '../request-state.js';
+import { operationOf, type OperationResult, type OperationState, type RequestState } from '../request-state.js';
 import { changeQueue } from './change-queue.js';
 import { EventResolutions, type OperationEntry } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
 import { liveQuery } from './live-queries.js';
-import { subscriberStream } from './subscriber-stream.js';
+import { subscriberStream, transportOf } from './subscriber-stream.js';
 
 export interface SubscriptionLimits {
   /** Open subscriptions one caller (its token, or its address without one) may hold in this process. */
@@ -75,9 +75,6 @@ function placesOf(limits: SubscriptionLimits) {
   };
 }
 
-/** Whether an operation's result is a stream: a subscription, or a query marked `@live`. */
-const streams = (operation: OperationState): boolean => operation.definition?.operation === 'subscription' || operation.live;
-
 /**
  * Subscriptions on the one path: a subscription operation is documented, admitted and planned as
  * any other, and its result is a stream of parts (as @defer's are), so every transport that
@@ -97,19 +94,22 @@ const streams = (operation: OperationState): boolean => operation.definition?.op
  */
 export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
   const { schema, events, polling, metrics } = options;
-  /** What the process's stop ends: each open stream. */
-  const open = new Set<AsyncIterableIterator<unknown>>();
+  /** Each open stream, and what it holds (its place in the limits, its count as open) until its results are out. */
+  const open = new Map<OperationState, { readonly stream: AsyncIterableIterator<ExecutionResult>; readonly release: () => void }>();
   const places = placesOf(options.limits);
   const resolutions = new EventResolutions();
   let stopping = false;
   const stopped = () => stopping;
-  /** A stream held in `open` until it ends, when its place is given back. */
-  const held = (make: (release: () => void) => AsyncIterableIterator<ExecutionResult>, place: () => void): AsyncIterableIterator<ExecutionResult> => {
-    const stream = make(() => {
-      open.delete(stream);
-      place();
+  /** The stream of `operation`, holding its place and its count as open until the release stage gives them back (the transport is done with it, however it ended). */
+  const held = (operation: OperationState, stream: AsyncIterableIterator<ExecutionResult>, place: () => void): AsyncIterableIterator<ExecutionResult> => {
+    const closed = metrics.opened(transportOf(operation));
+    open.set(operation, {
+      stream,
+      release: () => {
+        closed();
+        place();
+      },
     });
-    open.add(stream);
     return stream;
   };
   const execute = async (operation: OperationState): Promise<OperationResult> => {
@@ -120,7 +120,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     }
     if (operation.live) {
       const first = Promise.resolve(options.execute(operation)) as Promise<ExecutionResult>;
-      return held((release) => liveQuery(operation, first, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: stopped, release }), place);
+      return held(operation, liveQuery(operation, first, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: stopped }), place);
     }
     const { params } = operation;
     const args = { schema, document: operation.document!, contextValue: operation.context, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
@@ -129,7 +129,15 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       place();
       return source;
     }
-    return held((release) => subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, { resolutions, metrics, release, stopping: stopped }), place);
+    return held(operation, subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, { resolutions, metrics, stopping: stopped }), place);
+  };
+  const release = (request: RequestState) => {
+    for (const operation of request.operations) {
+      const stream = open.get(operation);
+      if (stream === undefined) continue;
+      open.delete(operation);
+      stream.release();
+    }
   };
   return {
     headChanges: (id, context) => {
@@ -139,12 +147,13 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       const missed = Number.isSafeInteger(after) ? events.missed(id, after) : undefined;
       return changeQueue(events.listen, id, { missed, onFinish: unwatch, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
     },
-    policy: { name: 'subscriptions', execution: (operation) => (streams(operation) ? execute(operation) : undefined) },
+    // Its release: once the transport is done with a stream (it ended, or its client left), its place is given back.
+    policy: { name: 'subscriptions', execution: (operation) => (operation.streams ? execute(operation) : undefined), release },
     open: places.open,
     enterThrough: (entry) => resolutions.enterThrough(entry),
     completeAll() {
       stopping = true;
-      for (const stream of [...open]) void stream.return?.(undefined);
+      for (const { stream } of [...open.values()]) void stream.return?.(undefined);
     },
   };
 }

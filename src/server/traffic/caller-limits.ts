@@ -3,7 +3,7 @@ import { createGraphQLError } from 'graphql-yoga';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { LRUCache } from 'lru-cache';
 import type { FinishStep, OperationStep, Policy } from '../pipeline/stages.js';
-import type { RequestState } from '../request-state.js';
+import type { OperationState, RequestState } from '../request-state.js';
 import { giveBack, take, waitOf, type CallerLimiters } from './limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 
@@ -96,15 +96,14 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
     options.onRefused?.('upstream_calls');
     return rateLimited('upstream_calls', wait);
   };
-  const slotsBack: FinishStep = (request) => {
-    for (const operation of request.operations) {
-      const slot = operation.slot;
-      if (slot === undefined) continue;
-      operation.slot = undefined;
-      recent.slotBack(slot);
-      giveBack(inFlight!, slot);
-    }
+  const slotBack = (operation: OperationState) => {
+    const slot = operation.slot;
+    if (slot === undefined) return;
+    operation.slot = undefined;
+    recent.slotBack(slot);
+    giveBack(inFlight!, slot);
   };
+  const slotsBack: FinishStep = (request) => request.operations.forEach(slotBack);
   if (!admits && upstreamCalls === undefined) return undefined;
   return {
     name: 'caller limits',
@@ -112,6 +111,8 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
     admission: admits ? admission : undefined,
     plan: upstreamCalls === undefined ? undefined : charge,
     answer: headers === undefined ? undefined : (request, answer) => headers.write(request.quotas, answer.headers),
+    // An open stream (a subscription, a live query) holds no slot once it begins.
+    result: inFlight === undefined ? undefined : (operation) => void (operation.streams && slotBack(operation)),
     release: inFlight === undefined ? undefined : slotsBack,
   };
 }

@@ -6,15 +6,11 @@ import type { LoadShedder, OverloadReason } from './load-shedder.js';
 /** Told of each refusal for overload, with its reason and its request's id (the log: overload-log.ts). */
 export type OverloadRefused = (reason: OverloadReason, requestId: string) => void;
 
-/** Gives back the units in flight a request's operations hold, once each. */
-function releaseOf(shedder: LoadShedder, callerOf: (request: RequestState) => Caller): (request: RequestState) => void {
-  return (request) => {
-    for (const operation of request.operations) {
-      if (!operation.held) continue;
-      operation.held = false;
-      shedder.release(callerOf(request));
-    }
-  };
+/** Gives back the unit in flight an operation holds, once. */
+function giveBack(shedder: LoadShedder, operation: OperationState, caller: Caller): void {
+  if (!operation.held) return;
+  operation.held = false;
+  shedder.release(caller);
 }
 
 /**
@@ -23,8 +19,8 @@ function releaseOf(shedder: LoadShedder, callerOf: (request: RequestState) => Ca
  * counted as its document stage begins (an HTTP request's once its body is read: a request still
  * sending it holds nothing, so connections that send half a body and wait cost no one else a
  * place) until its results are out: an @defer/@stream one until its last part is out or its
- * client hangs up; a subscription's stream holds nothing once it begins (the release stage runs
- * then), its events counting as their own (`useEventsInFlight`).
+ * client hangs up; a subscription's stream holds nothing once it begins (its result step gives the
+ * unit back then), its events counting as their own (`useEventsInFlight`).
  *
  * Overload is refused before anything runs: as an HTTP request arrives (the intake's first step,
  * before its body is read: a refusal costs no more than itself), and as each operation is counted
@@ -46,7 +42,14 @@ export function useInFlight(shedder: LoadShedder, onRefused?: OverloadRefused): 
     operation.held = true;
     return undefined;
   };
-  return { name: 'in flight', intake: refused, document: counted, release: releaseOf(shedder, (request) => request.caller) };
+  return {
+    name: 'in flight',
+    intake: refused,
+    document: counted,
+    // An open stream (a subscription, a live query) holds nothing once it begins.
+    result: (operation) => void (operation.streams && giveBack(shedder, operation, operation.request.caller)),
+    release: (request) => void request.operations.forEach((operation) => giveBack(shedder, operation, request.caller)),
+  };
 }
 
 /** Whom subscriptions' events are counted for: one class of their own, not their subscribers. */
@@ -70,5 +73,5 @@ export function useEventsInFlight(shedder: LoadShedder, onRefused?: OverloadRefu
     operation.held = true;
     return undefined;
   };
-  return { name: 'events in flight', concerns: 'events only', document: counted, release: releaseOf(shedder, () => eventsCaller) };
+  return { name: 'events in flight', concerns: 'events only', document: counted, release: (request) => void request.operations.forEach((operation) => giveBack(shedder, operation, eventsCaller)) };
 }
