@@ -64,3 +64,60 @@ describe('@live queries (SUBSCRIPTION_LIVE_THROTTLE_MS=2000)', () => {
     expect(onMutation.errors?.[0]?.message).toMatch(/Directive "@live" may not be used on MUTATION/);
   });
 });
+
+describe('a live query never goes silent (SUBSCRIPTION_LIVE_THROTTLE_MS=0, CIRCUIT_BREAKER_RESET_MS=100)', () => {
+  let t: TestGateway;
+  let url: string;
+  const clients: Client[] = [];
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { SUBSCRIPTION_LIVE_THROTTLE_MS: '0', CIRCUIT_BREAKER_RESET_MS: '100' } });
+    url = await t.listen();
+  });
+  afterAll(async () => {
+    for (const client of clients) client.dispose();
+    await t.close();
+  });
+  const sse = () => {
+    const client = createClient({ url, retryAttempts: 0 });
+    clients.push(client);
+    return client;
+  };
+  const code = (result: Result) => result.errors?.[0]?.extensions?.code;
+
+  it('a re-run the upstream fails is sent with its code and keeps what the query watches: the next change is sent', async () => {
+    const view = live(sse(), LIST);
+    await until(() => view.results.length === 1, 'the first result');
+    const [first, second] = view.results[0]!.data!.heads.nodes.map((node) => node.id);
+    t.reference.injectFault('listHeads', { kind: 'status', status: 503 }, 1_000);
+    for (let failed = 1; failed <= 3; failed++) {
+      await t.execute(UPDATE, { input: { id: first, name: `Failed ${failed}` } });
+      await until(() => view.results.length === 1 + failed, `failed run ${failed} sent`);
+      expect(code(view.results[failed]!)).toMatch(/^UPSTREAM_/);
+    }
+    t.reference.clearFaults();
+    // The listing's breaker, opened by the failures, lets a probe through again once a read passes.
+    await until(async () => (await t.execute('{ heads(first: 1) { nodes { id } } }')).errors === undefined, 'the listing served again');
+    await t.execute(UPDATE, { input: { id: second, name: 'Served again' } });
+    await until(() => view.results.some((result) => result.data?.heads.nodes.some((node) => node.name === 'Served again')), 'the next change sent');
+    expect(view.ended).toBe(false);
+    await view.stop();
+  });
+
+  it('one whose first run fails watches nothing: its stream ends after that result', async () => {
+    t.reference.injectFault('listHeads', { kind: 'status', status: 503 }, 1_000);
+    const view = live(sse(), LIST);
+    await until(() => view.ended, 'the stream ended');
+    expect(view.results).toHaveLength(1);
+    expect(code(view.results[0]!)).toMatch(/^UPSTREAM_/);
+    t.reference.clearFaults();
+    await until(() => t.subscriptions.open() === 0, 'nothing open');
+  });
+
+  it('one over a head that does not exist (its read 404) watches nothing: its stream ends after its first result', async () => {
+    const view = live(sse(), 'query Missing @live { head(id: "0b1ab1e5-0000-4000-8000-000000000000") { name } }');
+    await until(() => view.ended, 'the stream ended');
+    expect(view.results).toHaveLength(1);
+    expect(view.results[0]).toMatchObject({ data: { head: null }, errors: [{ extensions: { code: 'NOT_FOUND' } }] });
+    await until(() => t.subscriptions.open() === 0, 'nothing open');
+  });
+});

@@ -18,6 +18,14 @@ export function sharingKey(operation: OperationState): string {
   return `${request.tokenCaller ?? ''}\n${params.operationName ?? ''}\n${JSON.stringify(params.variables ?? {})}\n${operation.prepared!.text}`;
 }
 
+/** The heads an operation read that exist (what a live query watches): those read, less those found gone (404). */
+export function headsRead(operation: OperationState): readonly string[] {
+  const heads = operation.context?.loaders.heads;
+  if (heads === undefined) return [];
+  const gone = new Set(heads.gone());
+  return heads.ids().filter((id) => !gone.has(id));
+}
+
 /** An event's result for a sharing key, its JSON (what a polled change is compared by), and the heads it read (what a live query watches). */
 export interface Resolved {
   readonly result: ExecutionResult;
@@ -40,7 +48,7 @@ async function resolveEvent(entry: OperationEntry, subscription: OperationState,
   const operation = new OperationState(subscription.params, own, 'object', { change, prepared: prepared!, document: prepared!.whole, definition: definition! });
   try {
     await entry.operation(operation);
-    return { result: operation.result as ExecutionResult, heads: operation.context?.loaders.heads.ids() ?? [] };
+    return { result: operation.result as ExecutionResult, heads: headsRead(operation) };
   } finally {
     entry.finish(own);
   }

@@ -5,7 +5,7 @@ import type { HeadChange } from '../../domain/head-changes.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { OperationState } from '../request-state.js';
 import { folded } from './change-queue.js';
-import { sharingKey, type EventResolutions } from './event-resolutions.js';
+import { headsRead, sharingKey, type EventResolutions } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
 
@@ -81,9 +81,10 @@ class LatestChange {
  * one is), at most once every `throttleMs` (the changes of the meantime folded into one). Each
  * later result is resolved as a subscription's event is (event-resolutions.ts: shared by live
  * queries with the same token, document and variables), and the heads it read become what it
- * watches next. A run that fails or is refused is sent (its errors say why) and keeps what the
- * query watched, so the next change is sent; a query that watches nothing (it read no head, or its
- * first run failed) could never be sent again, and ends after that result. A polled change that
+ * watches next (those that exist: a head found gone is not watched). A run that fails or is
+ * refused is sent (its errors say why) and keeps what the query watched, so the next change is
+ * sent; a query that watches nothing (it read no head that exists, or its first run failed) could
+ * never be sent again, and ends after that result. A polled change that
  * reads the same is not sent. It ends when its client leaves or the process stops (a Repeater: a
  * `return()` settles a `next()` still waiting).
  */
@@ -98,7 +99,7 @@ export function liveQuery(operation: OperationState, first: Promise<ExecutionRes
     const watch = headWatches(options.listen, options.polling, latest.put);
     try {
       const result = await first;
-      let watched = watchedAfter(result, operation.context?.loaders.heads.ids() ?? [], []);
+      let watched = watchedAfter(result, headsRead(operation), []);
       watch(watched);
       /** What was sent last: a polled change that reads the same is not sent. */
       let last = JSON.stringify(result);
