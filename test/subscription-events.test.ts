@@ -56,7 +56,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=1, RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND
     expect(own.filter((c) => c === 'RATE_LIMITED').length).toBeGreaterThanOrEqual(1);
     t.reset();
     for (let sent = 1; sent <= 4; sent++) {
-      t.headEvents.publish({ id, at: Date.now() });
+      t.headEvents.publish({ id });
       await until(() => streams.every((s) => s.results.length === sent), `event ${sent} at every subscriber`);
     }
     expect(streams.map((s) => s.results.map(code))).toEqual(Array(3).fill(Array(4).fill('ok')));
@@ -71,7 +71,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=1, RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND
     // Its subscription took one request of six; five reads (five upstream calls) of its own are left, whatever the events cost.
     const own: string[] = [];
     for (let sent = 1; sent <= 8; sent++) {
-      t.headEvents.publish({ id, at: Date.now() });
+      t.headEvents.publish({ id });
       await until(() => s.results.length === sent, `event ${sent}`);
       if (sent <= 5) own.push(await read(id, '10.0.1.1'));
     }
@@ -88,7 +88,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=1, RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND
     const watchOk = 'gateway_operation_duration_seconds_count{operation="Watch",type="subscription",outcome="ok"}';
     const [refusedBefore, measuredBefore] = [sampleOf(await t.metrics.registry.metrics(), 'gateway_refusals_total{limit="requests"}') ?? 0, sampleOf(await t.metrics.registry.metrics(), watchOk) ?? 0];
     for (let sent = 1; sent <= 8; sent++) {
-      t.headEvents.publish({ id, at: Date.now() });
+      t.headEvents.publish({ id });
       await until(() => s.results.length === sent, `event ${sent}`);
     }
     expect(sampleOf(await t.metrics.registry.metrics(), watchOk)).toBe(measuredBefore + 8);
@@ -119,7 +119,7 @@ describe('SHED_MAX_IN_FLIGHT=1, TRUST_PROXY=1', () => {
 
     // An event reading slowly holds the one unit, as no caller's: the subscriber's own read is served meanwhile.
     t.reference.injectFault('getHeadById', { kind: 'latency', ms: 300 }, 1);
-    t.headEvents.publish({ id, at: Date.now() });
+    t.headEvents.publish({ id });
     await until(async () => (await inFlight()) === 1, 'the event in flight');
     expect((await read(id)).data).toBeDefined();
     await until(() => s.results.length === 1, 'the event');
@@ -130,11 +130,11 @@ describe('SHED_MAX_IN_FLIGHT=1, TRUST_PROXY=1', () => {
     t.reference.injectFault('getHeadById', { kind: 'latency', ms: 300 }, 1);
     const slow = read(id);
     await until(async () => (await inFlight()) === 1, 'the read in flight');
-    t.headEvents.publish({ id, at: Date.now() });
+    t.headEvents.publish({ id });
     await until(() => s.results.length === 2, 'the refused event');
     expect(s.results[1]!.errors?.[0]?.extensions?.code).toBe('OVERLOADED');
     expect((await slow).data).toBeDefined();
-    t.headEvents.publish({ id, at: Date.now() });
+    t.headEvents.publish({ id });
     await until(() => s.results.length === 3, 'the next event');
     expect(s.results[2]!.data).toBeDefined();
     expect(s.ended).toBe(false);

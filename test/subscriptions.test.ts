@@ -186,7 +186,7 @@ describe('TRUSTED_DOCUMENTS_ONLY=true (the committed manifest)', () => {
       const documentId = Object.entries(JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, string>).find(([, text]) => text.startsWith('subscription WatchHead'))![0];
       const s = subscribeSse({ url, documentId, variables: { id: globalId(id) } });
       await until(() => t.subscriptions.open() === 1, 'open');
-      t.headEvents.publish({ id, at: Date.now() });
+      t.headEvents.publish({ id });
       await until(() => s.events.length === 1, 'the event');
       const event = JSON.parse(s.events[0]!.data) as { data?: { headChanged: { head: { name: string } } }; errors?: unknown };
       expect(event.errors).toBeUndefined();

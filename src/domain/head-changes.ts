@@ -8,6 +8,12 @@ export interface HeadChange {
   readonly id: string;
   /** When it was published (ms since 1970, the publisher's clock): what a subscriber's delivery time counts from. */
   readonly at: number;
+  /**
+   * Its place in the order of its head's changes, `<ms>-<sequence>` (the change log's: Redis's
+   * stream id with REDIS_URL, one clock for the fleet): its SSE event's `id`, what a reconnecting
+   * client names in `Last-Event-ID`.
+   */
+  readonly eventId: string;
   /** The head is gone (a deletion answered 2xx, or a read answered 404): a watcher's stream ends after this change. */
   readonly deleted?: true | undefined;
   /** Found by polling the upstream (a change made outside the gateway), not told by a write through it. */

@@ -2,68 +2,160 @@ import { LRUCache } from 'lru-cache';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 
-/** Changes kept per head at most: a client that missed more is sent the head as it is now all the same. */
+/** Changes kept per head at most: a client that missed more is sent the head as it is now. */
 const CHANGES_PER_HEAD = 64;
 
-/** Heads whose changes one process keeps in memory at most (the least recently changed dropped first). */
+/** Heads whose changes one process keeps in memory at most (the least recently changed dropped first), and their bytes. */
 const HEADS_IN_MEMORY = 10_000;
+const MEMORY_BYTES = 8 * 1024 * 1024;
+/** What one change kept in memory weighs, about: its copy and its place in its head's list. */
+const BYTES_PER_CHANGE = 160;
 
-export interface ChangeLog {
-  /** Keeps a change published for `replayMs`. */
-  append(change: HeadChange): void;
-  /**
-   * What a subscriber that last saw the change of `after` (its SSE event id: the change's `at`)
-   * missed of head `id`, folded into one change (the latest; a deletion kept): undefined when it
-   * missed nothing. One that last saw a change older than the log keeps may have missed one: it
-   * gets the head as it is now.
-   */
-  missed(id: string, after: number): Promise<HeadChange | undefined>;
+/** An event id: `<ms>-<sequence>`, as Redis Streams make them. */
+const eventIdPattern = /^(\d{1,16})-(\d{1,16})$/;
+
+/** The time an event id was made at (ms), or undefined for what is not one. */
+export const timeOfEventId = (eventId: string): number | undefined => {
+  const match = eventIdPattern.exec(eventId);
+  return match === null ? undefined : Number(match[1]);
+};
+
+/**
+ * Event ids from this process's clock, as Redis Streams make theirs: `<ms>-<sequence>`, the
+ * sequence counting changes within one millisecond, so ids increase and never run ahead of the
+ * clock however many changes come at once.
+ */
+export function localEventIds(): () => string {
+  let lastMs = 0;
+  let sequence = 0;
+  return () => {
+    const now = Date.now();
+    if (now > lastMs) {
+      lastMs = now;
+      sequence = 0;
+    } else sequence++;
+    return `${lastMs}-${sequence}`;
+  };
 }
 
-/** The latest of `changes`, or the deletion among them. */
-const folded = (changes: readonly HeadChange[]): HeadChange | undefined => changes.find((change) => change.deleted === true) ?? changes.at(-1);
+/** What the log keeps of a change: a plain copy, never the object events are resolved against. */
+type Kept = Pick<HeadChange, 'eventId' | 'at' | 'deleted' | 'polled'>;
+
+const keptOf = (change: HeadChange): Kept => ({ eventId: change.eventId, at: change.at, ...(change.deleted ? { deleted: true } : {}), ...(change.polled ? { polled: true } : {}) });
+
+/** The latest of `changes`, or the deletion among them, as a change of head `id`. */
+function folded(id: string, changes: readonly Kept[]): HeadChange | undefined {
+  const last = changes.find((change) => change.deleted === true) ?? changes.at(-1);
+  return last === undefined ? undefined : { ...last, id };
+}
+
+export interface ChangeLog {
+  /**
+   * Logs a change and gives it its event id (Redis's, with REDIS_URL: the fleet's one order of a
+   * head's changes; else this process's). A change Redis could not take is given a local id, and
+   * the log is marked incomplete once Redis answers again.
+   */
+  append(change: Omit<HeadChange, 'eventId'>): Promise<HeadChange>;
+  /** Keeps a change another worker logged (WORKERS>1 without Redis: each keeps what it hears). */
+  keep(change: HeadChange): void;
+  /**
+   * What a subscriber whose last event was `lastEventId` missed of head `id`, folded into one
+   * change (the latest; a deletion kept): undefined when the log proves it missed nothing (it still
+   * holds that event, and no change after it went unlogged). Whenever it cannot (the event was
+   * dropped, expired or never logged: an eviction, an outage, an emptied Redis, an id from another
+   * time), the subscriber is sent the head as it is now.
+   */
+  missed(id: string, lastEventId: string): Promise<HeadChange | undefined>;
+}
+
+/** The key of head `id`'s log in Redis: a stream, its own hash slot. */
+const logKey = (id: string) => `gw:log:{${id}}`;
+/** When the last time ended in which changes may have gone unlogged (ms): a resume from before it is sent the head as it is now. */
+const GAP_KEY = 'gw:log:gap';
 
 /**
  * The changes of the last `replayMs` per head, so an SSE client that reconnects with
- * `Last-Event-ID` gets what it missed, from any replica: in Redis with REDIS_URL (a sorted set per
- * head by publication time, trimmed as it is written, expiring with its last change), else in
- * this process's memory (bounded by heads and by changes per head). While Redis does not answer, a
- * reconnecting subscriber is sent the head as it is now (it may have missed a change).
+ * `Last-Event-ID` gets what it missed, from any replica. With REDIS_URL, a Redis Stream per head
+ * (its entries' ids the events' ids, made by Redis's clock: one order for the fleet; trimmed to
+ * `CHANGES_PER_HEAD` and to the window as it is written, expiring with its last change); else this
+ * process's memory (plain copies, bounded by heads, bytes and the window). A resume is answered
+ * from the log only when the log still holds the client's last event: anything else sends the head
+ * as it is now.
  */
 export function changeLog(options: { readonly replayMs: number; readonly redis?: SharedRedis | undefined }): ChangeLog {
   const { replayMs, redis } = options;
-  const memory = new LRUCache<string, HeadChange[]>({ max: HEADS_IN_MEMORY });
-  const key = (id: string) => `gw:log:{${id}}`;
-  const catchUp = (id: string): HeadChange => ({ id, at: Date.now() });
+  const nextId = localEventIds();
+  const now = (change: Omit<HeadChange, 'eventId'>): HeadChange => ({ ...change, eventId: nextId() });
+  const catchUp = (id: string): HeadChange => ({ id, at: Date.now(), eventId: nextId() });
+  const memory = new LRUCache<string, Kept[]>({ max: HEADS_IN_MEMORY, maxSize: MEMORY_BYTES, sizeCalculation: (changes) => BYTES_PER_CHANGE * changes.length, ttl: Math.max(replayMs, 1), ttlAutopurge: false });
+  const keep = (change: HeadChange) => {
+    if (replayMs === 0) return;
+    const since = Date.now() - replayMs;
+    const kept = (memory.get(change.id) ?? []).filter((old) => old.at > since);
+    kept.push(keptOf(change));
+    memory.set(change.id, kept.slice(-CHANGES_PER_HEAD));
+  };
+  /** Changes Redis did not take since it last answered: once it does, the log is marked incomplete until then. */
+  let unlogged = false;
+  redis?.onBack(() => {
+    if (!unlogged) return;
+    unlogged = false;
+    void redis.client.set(GAP_KEY, String(Date.now()), 'PX', Math.max(replayMs, 1)).catch(() => void (unlogged = true));
+  });
+  const inRedis = async (shared: SharedRedis, change: Omit<HeadChange, 'eventId'>): Promise<HeadChange> => {
+    const key = logKey(change.id);
+    const fields = JSON.stringify({ at: change.at, ...(change.deleted ? { deleted: true } : {}), ...(change.polled ? { polled: true } : {}) });
+    try {
+      const [added] = (await shared.client
+        .multi()
+        .xadd(key, 'MAXLEN', '~', String(CHANGES_PER_HEAD), '*', 'c', fields)
+        .xtrim(key, 'MINID', '~', String(Date.now() - replayMs))
+        .pexpire(key, replayMs)
+        .exec()) as [[Error | null, string]];
+      if (added[0] !== null) throw added[0];
+      return { ...change, eventId: added[1] };
+    } catch {
+      unlogged = true;
+      return now(change);
+    }
+  };
+  const missedInRedis = async (shared: SharedRedis, id: string, lastEventId: string, seenAt: number): Promise<HeadChange | undefined> => {
+    try {
+      const [entries, gap] = await Promise.all([shared.client.xrange(logKey(id), lastEventId, '+'), shared.client.get(GAP_KEY)]);
+      if (entries[0]?.[0] !== lastEventId || Number(gap ?? 0) > seenAt) return catchUp(id);
+      return folded(
+        id,
+        entries.slice(1).map(([eventId, fields]) => ({ eventId, ...(JSON.parse(fields[1] ?? '{}') as Omit<Kept, 'eventId'>) })),
+      );
+    } catch {
+      return catchUp(id);
+    }
+  };
   return {
-    append(change) {
-      if (replayMs === 0) return;
-      if (redis !== undefined) {
-        if (!redis.ready()) return;
-        void redis.client
-          .multi()
-          .zadd(key(change.id), change.at, JSON.stringify(change))
-          .zremrangebyscore(key(change.id), '-inf', change.at - replayMs)
-          .zremrangebyrank(key(change.id), 0, -CHANGES_PER_HEAD - 1)
-          .pexpire(key(change.id), replayMs)
-          .exec()
-          .catch(() => undefined);
-        return;
+    async append(change) {
+      if (replayMs === 0) return now(change);
+      if (redis === undefined) {
+        const logged = now(change);
+        keep(logged);
+        return logged;
       }
-      const kept = (memory.get(change.id) ?? []).filter((old) => old.at > change.at - replayMs);
-      kept.push(change);
-      memory.set(change.id, kept.slice(-CHANGES_PER_HEAD));
+      if (!redis.ready()) {
+        unlogged = true;
+        return now(change);
+      }
+      return inRedis(redis, change);
     },
-    async missed(id, after) {
-      if (!(after > Date.now() - replayMs)) return catchUp(id);
-      if (redis === undefined) return folded((memory.get(id) ?? []).filter((change) => change.at > after));
-      if (!redis.ready()) return catchUp(id);
-      try {
-        const found = await redis.client.zrangebyscore(key(id), `(${after}`, '+inf');
-        return folded(found.map((member) => JSON.parse(member) as HeadChange));
-      } catch {
-        return catchUp(id);
+    keep,
+    async missed(id, lastEventId) {
+      const seenAt = timeOfEventId(lastEventId);
+      if (seenAt === undefined || !(seenAt > Date.now() - replayMs)) return catchUp(id);
+      if (redis === undefined) {
+        const kept = memory.get(id) ?? [];
+        const at = kept.findIndex((change) => change.eventId === lastEventId);
+        return at === -1 ? catchUp(id) : folded(id, kept.slice(at + 1));
       }
+      if (!redis.ready()) return catchUp(id);
+      return missedInRedis(redis, id, lastEventId, seenAt);
     },
   };
 }

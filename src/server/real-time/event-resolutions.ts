@@ -77,7 +77,7 @@ export class EventResolutions {
       resolved = resolveEvent(this.#entry!, operation, change).then(({ result, heads }) => {
         const json = JSON.stringify(result);
         // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport (answers/parts.ts).
-        (result as { [eventIdOf]?: string })[eventIdOf] = String(change.at);
+        (result as { [eventIdOf]?: string })[eventIdOf] = change.eventId;
         return { result, json, heads };
       });
       byKey.set(key, resolved);

@@ -32,10 +32,10 @@ export interface HeadEventsOptions {
 export interface HeadEvents {
   /** Calls `onChange` with each change to head `id`, until the returned function is called: a listener on the event target, no queue of its own. */
   listen(id: string, onChange: (change: HeadChange) => void): () => void;
-  /** Tells a change to every watcher, in this process and (with REDIS_URL) every other, and keeps it for SUBSCRIPTION_REPLAY_MS. */
-  publish(change: HeadChange): void;
-  /** What a subscriber that last saw the change of `after` missed of head `id` (change-log.ts). */
-  missed(id: string, after: number): Promise<HeadChange | undefined>;
+  /** Logs a change (its event id given then) and tells it to every watcher, in this process and (with REDIS_URL) every other. */
+  publish(change: Omit<HeadChange, 'eventId' | 'at'>): void;
+  /** What a subscriber whose last event was `lastEventId` missed of head `id` (change-log.ts). */
+  missed(id: string, lastEventId: string): Promise<HeadChange | undefined>;
   /** Its policy: a result step, that publishes a mutation's heads once it may have changed them. */
   readonly policy: Policy;
   close(): void;
@@ -58,16 +58,12 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
     redis !== undefined
       ? redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), onPublishFailed: options.onPublishFailed })
       : options.workers === true
-        ? clusterEventTarget((detail) => log.append(detail as HeadChange))
+        ? clusterEventTarget((detail) => log.keep(detail as HeadChange))
         : undefined;
   const target = (shared ?? new EventTarget()) as EventTarget;
-  let lastAt = 0;
-  const publish = (change: HeadChange) => {
-    target.dispatchEvent(new CustomEvent(topicOf(change.id), { detail: change }));
-    log.append(change);
-  };
-  /** A change's time, a millisecond past this process's last if it came in the same one: its SSE id, which a reconnecting client names, is its own. */
-  const now = () => (lastAt = Math.max(Date.now(), lastAt + 1));
+  // Logged first: the event carries the id the log gave it.
+  const publish = (change: Omit<HeadChange, 'eventId' | 'at'>) =>
+    void log.append({ ...change, at: Date.now() }).then((logged) => target.dispatchEvent(new CustomEvent(topicOf(logged.id), { detail: logged })));
   return {
     listen(id, onChange) {
       const topic = topicOf(id);
@@ -75,7 +71,7 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       target.addEventListener(topic, listener);
       return () => target.removeEventListener(topic, listener);
     },
-    publish: (change) => publish({ ...change, at: now() }),
+    publish,
     missed: log.missed,
     policy: {
       name: 'head events',
@@ -88,10 +84,9 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       for (const { key, head } of changedFields(fields, result)) {
         if (head === undefined) continue;
         // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each watcher's read settles.
-        const at = now();
         const span = operation.record?.span.spanContext();
         const cause = span === undefined ? undefined : { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags };
-        publish({ id: head.id, at, ...(head.deletes && !failed.has(key) ? { deleted: true } : {}), ...(cause === undefined ? {} : { cause }) });
+        publish({ id: head.id, ...(head.deletes && !failed.has(key) ? { deleted: true } : {}), ...(cause === undefined ? {} : { cause }) });
         options.onPublished?.();
       }
       },

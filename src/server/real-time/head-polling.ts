@@ -10,7 +10,7 @@ import type { SharedRedis } from '../shared-state/shared-redis.js';
 export interface HeadPollingOptions {
   readonly upstream: Upstream;
   /** Where a change found is told (head-events.ts: to every watcher, and kept for replay). */
-  readonly publish: (change: HeadChange) => void;
+  readonly publish: (change: Omit<HeadChange, 'eventId' | 'at'>) => void;
   /** SUBSCRIPTION_POLL_MS: how often each watched head is read; 0: never (only writes through the gateway are seen). */
   readonly intervalMs: number;
   /** Reads under way at once at most: polling's share of the upstream pool. */
@@ -99,7 +99,7 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
       digest = digestOf(await getHeadById(caller, id));
     } catch (error) {
       if (error instanceof UpstreamError && error.code === 'NOT_FOUND') {
-        publish({ id, at: Date.now(), deleted: true, polled: true });
+        publish({ id, deleted: true, polled: true });
         return 'deleted';
       }
       return 'failed';
@@ -107,7 +107,7 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
     const before = await shared.lastDigest(id, head);
     shared.keep(id, head, digest);
     if (before === undefined || before === digest) return 'unchanged';
-    publish({ id, at: Date.now(), polled: true });
+    publish({ id, polled: true });
     return 'changed';
   };
 

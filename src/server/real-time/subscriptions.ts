@@ -142,9 +142,9 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
   return {
     headChanges: (id, context) => {
       const unwatch = polling.watch(id);
-      // An SSE client reconnecting (Last-Event-ID: the `at` of the last change it was sent) first gets what it missed.
-      const after = Number(operationOf(context)?.request.headers.get('last-event-id') ?? Number.NaN);
-      const missed = Number.isSafeInteger(after) ? events.missed(id, after) : undefined;
+      // An SSE client reconnecting (Last-Event-ID: the event id of the last change it was sent) first gets what it missed.
+      const lastEventId = operationOf(context)?.request.headers.get('last-event-id');
+      const missed = lastEventId ? events.missed(id, lastEventId) : undefined;
       return changeQueue(events.listen, id, { missed, onFinish: unwatch, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
     },
     // Its release: once the transport is done with a stream (it ended, or its client left), its place is given back.
