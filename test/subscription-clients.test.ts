@@ -137,3 +137,42 @@ describe('subscription clients on their defaults', () => {
     expect(t.subscriptions.open()).toBe(0);
   });
 });
+
+describe('urql over plain multipart (fetchSubscriptions), SUBSCRIPTION_HEARTBEAT_MS=100', () => {
+  let t: TestGateway;
+  let url: string;
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { SUBSCRIPTION_HEARTBEAT_MS: '100' } });
+    url = await t.listen();
+  });
+  afterAll(() => t.close());
+
+  it('reads its events between heartbeats, and a stream that ends after one completes without an error', async () => {
+    // What urql's fetch read, as it came.
+    let raw = '';
+    const teeing: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      const [mine, theirs] = response.body!.tee();
+      void (async () => {
+        const decoder = new TextDecoder();
+        for await (const chunk of mine as unknown as AsyncIterable<Uint8Array>) raw += decoder.decode(chunk, { stream: true });
+      })();
+      return new Response(theirs, { status: response.status, headers: response.headers });
+    };
+    const client = new UrqlClient({ url, exchanges: [fetchExchange], fetchSubscriptions: true, fetch: teeing });
+    const id = t.reference.store.headIds()[35]!;
+    const seen: { data?: unknown; error?: unknown }[] = [];
+    client.subscription(WATCH, { id }).subscribe((result) => seen.push({ data: result.data, error: result.error }));
+    await until(() => t.subscriptions.open() === 1, 'open');
+    await until(() => /^\r\n--- {2,}$/.test(raw), 'two heartbeats before any event');
+    expect((await t.execute(UPDATE, { input: { id: globalId(id), name: 'urql, multipart' } })).errors).toBeUndefined();
+    await until(() => seen.length === 1, 'the event');
+    await until(() => / {2,}$/.test(raw), 'two heartbeats after it');
+    // The process stops: the stream ends after its heartbeats.
+    t.subscriptions.completeAll();
+    await until(() => raw.endsWith('-----\r\n'), 'the end');
+    await until(() => t.subscriptions.open() === 0, 'closed');
+    expect(seen.every((result) => result.error === undefined)).toBe(true);
+    expect(seen[0]!.data).toMatchObject({ headChanged: { head: { name: 'urql, multipart' } } });
+  });
+});

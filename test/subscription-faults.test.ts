@@ -43,27 +43,35 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
     return gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
   };
 
-  /** What an idle stream of `accept` writes in five heartbeats. */
-  const idle = async (accept: string) => {
+  /** What an idle stream of `accept` writes until `enough` of it has come (its heartbeats), then its client hangs up. */
+  const idle = async (accept: string, enough: (text: string) => boolean, query = WATCH) => {
     const controller = new AbortController();
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept }, body: JSON.stringify({ query: WATCH, variables: { id: ids[70] } }), signal: controller.signal });
+    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept }, body: JSON.stringify({ query, variables: { id: ids[70] } }), signal: controller.signal });
     let text = '';
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
-    setTimeout(() => controller.abort(), HEARTBEAT_MS * 5.5);
-    try {
-      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += decoder.decode(chunk.value, { stream: true });
-    } catch {
-      // aborted
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      text += decoder.decode(chunk.value, { stream: true });
+      if (enough(text)) break;
     }
+    controller.abort();
     await until(() => t.subscriptions.open() === 0, 'closed');
     return text;
   };
+  const count = (pattern: RegExp) => (text: string) => text.match(pattern)?.length ?? 0;
+  const LIVE = 'query Live($id: ID!) @live { head(id: $id) { name } }';
 
-  it('heartbeats on an idle stream: SSE comments, Apollo multipart {} parts, WebSocket pings', async () => {
-    expect((await idle('text/event-stream')).match(/^:\n\n/gm)!.length).toBeGreaterThanOrEqual(4);
-    const multipart = await idle('multipart/mixed;subscriptionSpec="1.0",application/json');
-    expect(multipart.match(/\r\n\r\n\{\}\r\n--graphql/g)!.length).toBeGreaterThanOrEqual(3);
+  it('heartbeats on an idle stream of every framing: SSE comments, Apollo multipart {} parts, plain multipart padding, WebSocket pings', async () => {
+    const comments = count(/^:\n\n/gm);
+    expect(comments(await idle('text/event-stream', (text) => comments(text) >= 4))).toBeGreaterThanOrEqual(4);
+    const empty = count(/\r\n\r\n\{\}\r\n--graphql/g);
+    expect(empty(await idle('multipart/mixed;subscriptionSpec="1.0",application/json', (text) => empty(text) >= 3))).toBeGreaterThanOrEqual(3);
+    // Plain multipart (urql's, Relay's): a space after the boundary, RFC 2046's transport padding.
+    const padded = (text: string) => /--- {3}$/.test(text);
+    expect(await idle('multipart/mixed', padded)).toMatch(/^\r\n--- {3}$/);
+    // A live query's stream too, in Apollo's format and plain: its first result, then heartbeats.
+    expect(empty(await idle('multipart/mixed;subscriptionSpec="1.0",application/json', (text) => empty(text) >= 3, LIVE))).toBeGreaterThanOrEqual(3);
+    expect(await idle('multipart/mixed', padded, LIVE)).toMatch(/"head":\{"name":.*\r\n--- {3}$/s);
     let pings = 0;
     const ws = createWsClient({
       url: url.replace(/^http/, 'ws'),

@@ -104,8 +104,8 @@ export function useAnswerBody(options: AnswerOptions): Policy {
         stopParts(result);
         return notAcceptable(answer);
       }
-      // A subscription to a client that speaks Apollo's multipart subscriptions: in their format.
-      const apollo = type === 'multipart/mixed' && request.negotiated?.subscriptionSpec === true && operations[0]!.definition?.operation === 'subscription';
+      // A stream (a subscription, a live query) to a client that speaks Apollo's multipart subscriptions: in their format.
+      const apollo = type === 'multipart/mixed' && request.negotiated?.subscriptionSpec === true && operations[0]!.streams;
       return inParts(answer, apollo ? 'apollo subscription' : type, result, 200, options.stream);
     },
   };

@@ -10,16 +10,29 @@ interface Framing {
   /** A part; `id`: the id of the change it answers (a subscription's), where the framing carries one. */
   part(json: string, id?: string): string;
   readonly end: string;
-  /** A keep-alive written while no part comes, or none. */
-  readonly heartbeat?: string;
+  /** A keep-alive written while no part comes. */
+  readonly heartbeat: string;
+  /** The end after a heartbeat, where the heartbeat leaves the body somewhere `end` cannot follow. @default end */
+  readonly endAfterHeartbeat?: string;
 }
 
-/** multipart/mixed with the boundary `-`, as yoga, Apollo and Relay's clients read it. */
+/** A part's head, as multipart/mixed writes it. */
+const jsonPart = 'Content-Type: application/json; charset=utf-8';
+
+/**
+ * multipart/mixed with the boundary `-`, as yoga, Apollo and Relay's clients read it. Its
+ * heartbeat is a space after the boundary (RFC 2046's transport padding, which every parser
+ * passes over: urql reads the part after it, Apollo Client a head line without a colon); the end
+ * after one is a last empty part `{}` (what Apollo Client skips, and urql merges as nothing) and
+ * then the close delimiter, since `--` may not follow the padding.
+ */
 const multipart: Framing = {
   headers: { 'content-type': 'multipart/mixed; boundary="-"', connection: 'keep-alive', 'x-accel-buffering': 'no' },
   start: '\r\n---',
-  part: (json) => `\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}\r\n---`,
+  part: (json) => `\r\n${jsonPart}\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}\r\n---`,
   end: '--\r\n',
+  heartbeat: ' ',
+  endAfterHeartbeat: `\r\n${jsonPart}\r\nContent-Length: 2\r\n\r\n{}\r\n-----\r\n`,
 };
 
 /**
@@ -44,9 +57,9 @@ const eventStream: Framing = {
 const apolloSubscription: Framing = {
   headers: { 'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"', connection: 'keep-alive', 'x-accel-buffering': 'no' },
   start: '\r\n--graphql',
-  part: (json) => `\r\nContent-Type: application/json; charset=utf-8\r\n\r\n{"payload":${json}}\r\n--graphql`,
+  part: (json) => `\r\n${jsonPart}\r\n\r\n{"payload":${json}}\r\n--graphql`,
   end: '--\r\n',
-  heartbeat: '\r\nContent-Type: application/json; charset=utf-8\r\n\r\n{}\r\n--graphql',
+  heartbeat: `\r\n${jsonPart}\r\n\r\n{}\r\n--graphql`,
 };
 
 /** Heartbeats in a row that find the client has read nothing since the last (its buffer still full): the stream is cut. */
@@ -87,6 +100,8 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
   let heartbeat: NodeJS.Timeout | undefined;
   // One part asked for at a time: a heartbeat's push makes the stream ask again meanwhile.
   let pulling = false;
+  // A heartbeat was written since the last part: the end may have to differ.
+  let beaten = false;
   const body = new Readable({
     read() {
       if (pulling) return;
@@ -95,10 +110,13 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
         ({ done, value }) => {
           pulling = false;
           if (body.destroyed) return;
-          if (value != null) body.push(framedPart(value, framing));
+          if (value != null) {
+            beaten = false;
+            body.push(framedPart(value, framing));
+          }
           if (done) {
             clearInterval(heartbeat);
-            body.push(framing.end);
+            body.push(beaten ? (framing.endAfterHeartbeat ?? framing.end) : framing.end);
             body.push(null);
           }
         },
@@ -114,16 +132,16 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
     },
   });
   body.push(framing.start);
-  if (framing.heartbeat !== undefined) {
-    const beat = framing.heartbeat;
-    let stalled = 0;
-    heartbeat = setInterval(() => {
-      if (body.destroyed || body.readableEnded) return;
-      stalled = body.readableLength >= body.readableHighWaterMark ? stalled + 1 : 0;
-      if (stalled < STALLED_HEARTBEATS) return void body.push(beat);
-      stream.onStalled?.();
-      body.destroy();
-    }, stream.heartbeatMs).unref();
-  }
+  let stalled = 0;
+  heartbeat = setInterval(() => {
+    if (body.destroyed || body.readableEnded) return;
+    stalled = body.readableLength >= body.readableHighWaterMark ? stalled + 1 : 0;
+    if (stalled < STALLED_HEARTBEATS) {
+      beaten = true;
+      return void body.push(framing.heartbeat);
+    }
+    stream.onStalled?.();
+    body.destroy();
+  }, stream.heartbeatMs).unref();
   return body;
 }

@@ -61,27 +61,29 @@ export function capConnections(server: Server, max: number, onDrop: () => void):
 /** The gateway as Node's request handler. */
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/** Incremental delivery (@defer/@stream) answers multipart/mixed, which compressible() leaves out. */
-const multipart = /^multipart\/mixed\b/i;
+/** Answers that go out in parts as they come: an event stream, multipart/mixed. */
+const streamed = /^(text\/event-stream|multipart\/mixed)\b/i;
 
 /**
- * Which responses to compress: compressible types (JSON, HTML, text/event-stream) and multipart.
- * An event stream is marked `Content-Encoding: none` (answers/parts.ts) to keep compressors that
- * buffer away; ours flushes every write, so the mark (not a registered coding) is dropped and they
- * are compressed.
+ * Which responses to compress: compressible types (JSON, HTML), never an answer in parts. A
+ * stream (a subscription's, a live query's) may stay open for hours: a compressor per stream
+ * held some 500 KB each (brotli's window and state, what a browser's `Accept-Encoding` asks
+ * for), so 10,000 browsers would hold gigabytes for parts of a few hundred bytes each; every
+ * stream goes out as it is. An event stream is marked `Content-Encoding: none` (answers/parts.ts)
+ * to keep compressors that buffer in front away (nginx's gzip): the mark is not a registered
+ * coding, so it is dropped here.
  */
 function compressible(...[request, response]: Parameters<typeof compression.filter>): boolean {
   if (response.getHeader('content-encoding') === 'none') response.removeHeader('content-encoding');
-  return compression.filter(request, response) || multipart.test(String(response.getHeader('content-type') ?? ''));
+  return !streamed.test(String(response.getHeader('content-type') ?? '')) && compression.filter(request, response);
 }
 
 /**
  * The gateway on Node's HTTP server. Responses are compressed by `compression` (Express's):
  * brotli, gzip or deflate as Accept-Encoding prefers (q-values honoured, brotli first on a tie),
  * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`
- * (unless the request refuses `identity`), nothing already encoded, nothing for HEAD. Every write is flushed through the compressor, so a
- * streamed answer (text/event-stream, multipart/mixed) still arrives part by part; a one-shot
- * JSON answer is one write, so this costs it a few bytes at most. Brotli runs at quality 4
+ * (unless the request refuses `identity`), nothing already encoded, nothing for HEAD, nothing
+ * streamed (`compressible`). A one-shot JSON answer is one write. Brotli runs at quality 4
  * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
  * (slowRequestOptions) and connections over `maxConnections` closed on arrival (capConnections),
  * counted in `metrics`. (Overload and callers refused a moment ago are refused by the gateway's
