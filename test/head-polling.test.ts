@@ -12,8 +12,9 @@ import { until } from './support/until.js';
 /*
  * Changes made outside the gateway (server/real-time/head-polling.ts): each watched head read every
  * SUBSCRIPTION_POLL_MS, one read per head per interval however many subscribers (and, with
- * REDIS_URL, replicas); a difference is a change, a 404 a deletion, a failed read neither. The
- * changes are made through the reference upstream's own endpoints, past the gateway.
+ * REDIS_URL, replicas) and one as a head is first watched (its baseline); a difference (of Get
+ * Head Ext By Id, variant A: `head_metadata` included) is a change, a 404 a deletion, a failed read
+ * neither. The changes are made through the reference upstream's own endpoints, past the gateway.
  */
 
 const POLL_MS = 200;
@@ -33,7 +34,7 @@ async function outside(t: TestGateway, method: 'PATCH' | 'DELETE', id: string, b
 }
 
 /** Poll reads (without a token) the reference upstream saw since its recording was last reset: of head `id`, or of any. */
-const pollReads = (t: TestGateway, id?: string) => t.calls('getHeadById').filter((call) => call.headers.authorization === undefined && (id === undefined || call.path.endsWith(`/${id}`))).length;
+const pollReads = (t: TestGateway, id?: string) => t.calls('getHeadExt').filter((call) => call.headers.authorization === undefined && (id === undefined || call.path.includes(`/${id}/`))).length;
 
 describe(`SUBSCRIPTION_POLL_MS=${POLL_MS}`, () => {
   let t: TestGateway;
@@ -84,7 +85,7 @@ describe(`SUBSCRIPTION_POLL_MS=${POLL_MS}`, () => {
     const id = ids[41]!;
     const s = subscribe(sse(), id);
     await until(() => pollReads(t, id) > 0, 'a first poll read of the head');
-    t.reference.injectFault('getHeadById', { kind: 'status', status: 503 }, 3);
+    t.reference.injectFault('getHeadExt', { kind: 'status', status: 503 }, 3);
     await new Promise((resolve) => setTimeout(resolve, POLL_MS * 3));
     expect(s.results).toEqual([]);
     expect(s.ended).toBe(false);
@@ -107,6 +108,49 @@ describe(`SUBSCRIPTION_POLL_MS=${POLL_MS}`, () => {
     await until(() => s.results.length === 1, 'the write sent');
     await new Promise((resolve) => setTimeout(resolve, POLL_MS * 4));
     expect(s.results.map((result) => result.data?.headChanged.head?.name)).toEqual(['Once']);
+    await s.stop();
+  });
+});
+
+describe('SUBSCRIPTION_POLL_MS=1000: what polling sees', () => {
+  let t: TestGateway;
+  let url: string;
+  let ids: string[];
+  const clients: Client[] = [];
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { SUBSCRIPTION_POLL_MS: '1000' } });
+    url = await t.listen();
+    ids = t.reference.store.headIds();
+  });
+  afterAll(async () => {
+    for (const client of clients) client.dispose();
+    await t.close();
+  });
+  const sse = () => {
+    const client = createClient({ url, retryAttempts: 0 });
+    clients.push(client);
+    return client;
+  };
+
+  it('a change in the first interval after a head is first watched: its baseline was read as it was watched, so the change is sent', async () => {
+    const id = ids[44]!;
+    t.reset();
+    const s = subscribe(sse(), id);
+    // As soon as it is open: its baseline read went out as it was watched, long before the first interval ends.
+    await until(() => t.subscriptions.open() === 1, 'open');
+    await outside(t, 'PATCH', id, { name: 'Changed in the first interval' });
+    await until(() => s.results.length === 1, 'the change sent', 5_000, 10);
+    expect(s.results[0]!.data?.headChanged.head?.name).toBe('Changed in the first interval');
+    await s.stop();
+  });
+
+  it('a change to head_metadata alone is a change', async () => {
+    const id = ids[45]!;
+    t.reset();
+    const s = subscribe(sse(), id);
+    await until(() => pollReads(t, id) === 1, 'the baseline read');
+    await outside(t, 'PATCH', id, { head_metadata: { changed: 'elsewhere' } });
+    await until(() => s.results.length === 1, 'the change sent', 5_000, 10);
     await s.stop();
   });
 });
@@ -149,5 +193,31 @@ describeWithRedis(`two replicas over Redis, SUBSCRIPTION_POLL_MS=${POLL_MS}`, ()
     await until(() => onA!.results.length === 1 && onB!.results.length === 1, 'sent on both', 5_000, 10);
     expect(onB!.results[0]!.data?.headChanged.head?.name).toBe('Seen by the fleet');
     await Promise.all([onA!.stop(), onB!.stop()]);
+  });
+
+  it('a replica that never held the lease keeps the fleet’s baseline: through a Redis outage its subscriber is sent a change made elsewhere', async () => {
+    const id = a.reference.store.headIds()[46]!;
+    const watch = async (gateway: TestGateway) => {
+      const client = createClient({ url: await gateway.listen(), retryAttempts: 0 });
+      clients.push(client);
+      return subscribe(client, id);
+    };
+    a.reset();
+    const onA = await watch(a);
+    await until(() => pollReads(a, id) >= 1, 'a read the head and shared its digest');
+    // Nobody takes the lease from now on: b, which never held it, only ever sees the digest a shared.
+    await a.redis!.client.set(`gw:poll:{${id}}`, 'held by another replica', 'PX', 60_000);
+    const onB = await watch(b);
+    await until(() => b.subscriptions.open() === 1, 'open at b');
+    const watchedSince = Date.now();
+    await until(() => Date.now() > watchedSince + 3 * POLL_MS, 'b watched for three intervals');
+    await redis.stop();
+    await until(() => !a.redis!.ready() && !b.redis!.ready(), 'both see Redis gone');
+    await outside(a, 'PATCH', id, { name: 'Changed during the outage' });
+    // Each replica reads on its own now, against the baseline it kept: each tells its own subscriber.
+    await until(() => onA.results.length === 1 && onB.results.length === 1, 'sent on both', 5_000, 10);
+    expect(onB.results[0]!.data?.headChanged.head?.name).toBe('Changed during the outage');
+    await Promise.all([onA.stop(), onB.stop()]);
+    await redis.start();
   });
 });

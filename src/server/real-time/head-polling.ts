@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { ROOT_CONTEXT } from '@opentelemetry/api';
 import type { HeadChange } from '../../domain/head-changes.js';
-import { getHeadById } from '../../upstream/heads.js';
+import { getHeadExt } from '../../upstream/heads.js';
 import { UpstreamError } from '../../upstream/errors.js';
 import { OperationGuard } from '../../upstream/operation-guard.js';
 import type { Upstream } from '../../upstream/upstream.js';
@@ -47,19 +47,38 @@ interface Watched {
 const digestOf = (body: unknown) => createHash('sha256').update(JSON.stringify(body)).digest('base64url');
 
 /**
+ * Takes head `id`'s lease for this interval (`gw:poll:{id}`, this replica's id, NX), or, when
+ * another replica holds it, answers the last read's digest it shared (`gw:poll:{id}:digest`): one
+ * round trip either way. Both keys in the head's slot.
+ */
+const leaseScript = `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+return redis.call('GET', KEYS[2]) or 0`;
+
+interface PollCommands {
+  gwPollLease(lease: string, digest: string, replica: string, ms: number): Promise<1 | 0 | string>;
+}
+
+/**
  * What replicas share of polling through Redis (REDIS_URL): a lease per head per interval (the
- * replica that takes it reads), and the last read's digest. Without Redis, or while it does not
- * answer, the process reads each head itself and keeps the digest in memory.
+ * replica that takes it reads), and the last read's digest, which a replica without the lease
+ * keeps as its own too, so it has a baseline if Redis goes. Without Redis, or while it does not
+ * answer, the process reads each head itself against the digest it kept.
  */
 function pollState(redis: SharedRedis | undefined, intervalMs: number) {
   const replica = randomUUID();
   const live = () => redis !== undefined && redis.ready();
+  redis?.client.defineCommand('gwPollLease', { numberOfKeys: 2, lua: leaseScript });
+  const commands = redis?.client as unknown as PollCommands | undefined;
   return {
-    /** Whether this replica reads `id` this interval. */
-    async leased(id: string): Promise<boolean> {
+    /** Whether this replica reads `id` this interval; when another does, its digest becomes this replica's baseline. */
+    async leased(id: string, head: Watched): Promise<boolean> {
       if (!live()) return true;
       // Redis did not answer: this replica reads (every replica may, until Redis is back).
-      return (await redis!.client.set(`gw:poll:{${id}}`, replica, 'PX', Math.max(intervalMs - 50, 1), 'NX').catch(() => 'OK')) === 'OK';
+      const lease = await commands!.gwPollLease(`gw:poll:{${id}}`, `gw:poll:{${id}}:digest`, replica, Math.max(intervalMs - 50, 1)).catch(() => 1 as const);
+      if (lease === 1) return true;
+      if (typeof lease === 'string') head.digest = lease;
+      return false;
     },
     async lastDigest(id: string, head: Watched): Promise<string | undefined> {
       if (!live()) return head.digest;
@@ -76,8 +95,12 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
  * Changes made outside the gateway, found by reading each watched head every `intervalMs`: one
  * read per head per interval for the whole fleet (with REDIS_URL, the replica that takes the
  * head's lease for the interval reads it; alone, the process), however many subscribers and
- * replicas. A read whose answer differs from the last one's (a digest of it, shared in Redis) is
- * a change; a 404 a deletion; a failed read neither (the head's next read backs off, up to
+ * replicas, and one as soon as a head is first watched (its baseline: a change in the first
+ * interval is one). The read is Get Head Ext By Id, variant A (contract 4.5): every field of the
+ * head itself, `head_metadata` and `updated_at` included; a change to its hair's variant-B-only
+ * fields (`hair_metadata`, `user_id`) alone is not seen (no read carries both variants' fields).
+ * A read whose answer differs from the last one's (a digest of it, shared in Redis) is a change; a
+ * 404 a deletion; a failed read neither (the head's next read backs off, up to
  * MAX_BACKOFF_INTERVALS). What it finds is published as a write's change is, marked `polled`.
  * At background priority: without a caller's token (Get Head by ID declares no scheme), nobody's
  * budget or limit, `concurrency` reads at once at most; its timer stops with the last watcher
@@ -96,7 +119,7 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
     const caller = upstream.forRequest({ requestId: `poll:${id}`, authorization: undefined, signal: new AbortController().signal, guard, trace: ROOT_CONTEXT });
     let digest: string;
     try {
-      digest = digestOf(await getHeadById(caller, id));
+      digest = digestOf(await getHeadExt(caller, id));
     } catch (error) {
       if (error instanceof UpstreamError && error.code === 'NOT_FOUND') {
         publish({ id, deleted: true, polled: true });
@@ -112,7 +135,7 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
   };
 
   const poll = async (id: string, head: Watched) => {
-    if (head.notBefore > performance.now() || !(await shared.leased(id))) return;
+    if (head.notBefore > performance.now() || !(await shared.leased(id, head))) return;
     const outcome = await read(id, head);
     options.onRead?.(outcome);
     head.backoff = outcome === 'failed' ? Math.min(Math.max(head.backoff * 2, 1), MAX_BACKOFF_INTERVALS) : 0;
@@ -139,7 +162,12 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
       if (intervalMs === 0) return () => undefined;
       const head = heads.get(id);
       if (head !== undefined) head.watchers++;
-      else heads.set(id, { watchers: 1, digest: undefined, notBefore: 0, backoff: 0 });
+      else {
+        const watched: Watched = { watchers: 1, digest: undefined, notBefore: 0, backoff: 0 };
+        heads.set(id, watched);
+        // Its baseline read at once (or the fleet's digest taken), so a change in the first interval is one.
+        void poll(id, watched).catch(() => undefined);
+      }
       timer ??= setInterval(() => void tick(), intervalMs).unref();
       let unwatched = false;
       return () => {
