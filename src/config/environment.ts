@@ -266,6 +266,14 @@ export const environment = z.object({
     .register(variableDocs, { description: 'subscriptions one caller (its token once known to be real, else its address) may hold open in one process, over every transport; one more is refused `SUBSCRIPTION_LIMIT` (see [real time](docs/operations.md#real-time))' }),
   SUBSCRIPTIONS_MAX: setting('subscriptions.max', integer(1, 1_000_000).default(20_000))
     .register(variableDocs, { description: 'subscriptions one process holds open for every caller together; one more is refused `SUBSCRIPTION_LIMIT`' }),
+  SUBSCRIPTION_WATCHED_HEADS_PER_CALLER: setting('subscriptions.watchedPerCaller', integer(1, 1_000_000).default(2_000))
+    .register(variableDocs, { description: "heads one caller's subscriptions and live queries may watch together in one process (a subscription one, a live query the heads it read); one more is refused `SUBSCRIPTION_LIMIT` (a live query whose re-run reads more ends with it)" }),
+  SUBSCRIPTION_WATCHED_HEADS_MAX: setting('subscriptions.watchedMax', integer(1, 10_000_000).default(200_000))
+    .register(variableDocs, { description: 'heads the subscriptions and live queries of one process may watch together; past half of it, no caller more than its fair share' }),
+  SUBSCRIPTION_EVENT_CONCURRENCY: setting('subscriptions.eventConcurrency', integer(1, 10_000).default(32))
+    .register(variableDocs, { description: "events one process resolves at once (each a read of its subscribers' selection): a write's fan-out to many live queries waits its turn instead of taking the upstream pool" }),
+  SUBSCRIPTION_EVENT_CONCURRENCY_PER_CALLER: setting('subscriptions.eventConcurrencyPerCaller', integer(1, 10_000).default(4))
+    .register(variableDocs, { description: "of those, one caller's at once: the others' events are resolved between them" }),
   SUBSCRIPTION_POLL_MS: setting('subscriptions.pollMs', integer(0, 3_600_000).default(5_000))
     .register(variableDocs, {
       description:

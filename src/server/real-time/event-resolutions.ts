@@ -1,6 +1,8 @@
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { MaybePromise } from '../pipeline/stages.js';
+import { LRUCache } from 'lru-cache';
+import pLimit, { type LimitFunction } from 'p-limit';
 import { eventIdOf, OperationState, type Negotiated, type RequestState } from '../request-state.js';
 
 /** Where an operation enters the one path at the document stage, and what its transport calls once its results are out (the pipeline's). */
@@ -54,14 +56,52 @@ async function resolveEvent(entry: OperationEntry, subscription: OperationState,
   }
 }
 
+/** How events wait for their turn: at most `concurrency` resolved at once in the process, `perCaller` of one caller's. */
+export interface EventConcurrency {
+  readonly eventConcurrency: number;
+  readonly eventConcurrencyPerCaller: number;
+}
+
+/** Where a resolution of one sharing key is: started (at its time), or waiting for its turn (it will read whatever is there then). */
+interface Turn {
+  startedAt: number | undefined;
+  /** The event id of the newest change it answers: the last that joined it before it started. */
+  eventId: string;
+}
+
+/** The latest resolution of one sharing key. */
+interface Latest {
+  readonly turn: Turn;
+  /** Whether it answers a deletion (a subscription's event on a deletion reads nothing): only such a change takes it. */
+  readonly deleted: boolean;
+  readonly resolved: Promise<Resolved>;
+}
+
+/** Sharing keys whose latest resolution is kept for changes that come while it waits or just after it started. */
+const LATEST_KEPT = 10_000;
+
 /**
  * Each event resolved once per sharing key (token, document, variables): N subscribers sharing one
- * cost one upstream read per event, and none of them is charged for it.
+ * cost one upstream read per event, and none of them is charged for it. A change that comes while a
+ * resolution of its key waits for its turn, or after one started later than the change was made,
+ * takes that one (it reads the head as it is then): a burst of writes, or one write told to many
+ * live queries of the same caller, costs one read. Resolutions take turns (p-limit): at most
+ * SUBSCRIPTION_EVENT_CONCURRENCY at once, SUBSCRIPTION_EVENT_CONCURRENCY_PER_CALLER of one caller's,
+ * so a write's fan-out to many live queries never takes the upstream pool, and one caller's many
+ * never hold the others' back.
  */
 export class EventResolutions {
   /** Each event's resolution per sharing key, while the change is held by a subscriber's queue or stream. */
   readonly #resolved = new WeakMap<HeadChange, Map<string, Promise<Resolved>>>();
+  readonly #latest = new LRUCache<string, Latest>({ max: LATEST_KEPT });
+  readonly #turns: LimitFunction;
+  /** Each caller's turns, while it has events waiting or under way. */
+  readonly #callers = new Map<string, LimitFunction>();
   #entry: OperationEntry | undefined;
+
+  constructor(private readonly limits: EventConcurrency) {
+    this.#turns = pLimit(limits.eventConcurrency);
+  }
 
   /** Where events enter the one path: the pipeline, made once the policies that hold this are (gateway.ts). */
   enterThrough(entry: OperationEntry): void {
@@ -74,14 +114,41 @@ export class EventResolutions {
     if (byKey === undefined) this.#resolved.set(change, (byKey = new Map()));
     let resolved = byKey.get(key);
     if (resolved === undefined) {
-      resolved = resolveEvent(this.#entry!, operation, change).then(({ result, heads }) => {
-        const json = JSON.stringify(result);
-        // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport (answers/parts.ts).
-        (result as { [eventIdOf]?: string })[eventIdOf] = change.eventId;
-        return { result, json, heads };
-      });
+      resolved = this.#fresh(change, operation, key);
       byKey.set(key, resolved);
     }
+    return resolved;
+  }
+
+  /** A resolution of `key` that answers `change`: one that waits, or started after it was made, else a new one in its turn. */
+  #fresh(change: HeadChange, operation: OperationState, key: string): Promise<Resolved> {
+    const deleted = change.deleted === true;
+    const latest = this.#latest.get(key);
+    if (latest !== undefined && latest.deleted === deleted) {
+      const { turn } = latest;
+      if (turn.startedAt === undefined) {
+        turn.eventId = change.eventId;
+        return latest.resolved;
+      }
+      if (turn.startedAt >= change.at) return latest.resolved;
+    }
+    const caller = operation.request.caller.key;
+    let own = this.#callers.get(caller);
+    if (own === undefined) this.#callers.set(caller, (own = pLimit(this.limits.eventConcurrencyPerCaller)));
+    const callerTurns = own;
+    const turn: Turn = { startedAt: undefined, eventId: change.eventId };
+    const run = async (): Promise<Resolved> => {
+      turn.startedAt = Date.now();
+      const { result, heads } = await resolveEvent(this.#entry!, operation, change);
+      const json = JSON.stringify(result);
+      // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport (answers/parts.ts).
+      (result as { [eventIdOf]?: string })[eventIdOf] = turn.eventId;
+      return { result, json, heads };
+    };
+    const resolved = callerTurns(() => this.#turns(run)).finally(() => {
+      if (callerTurns.activeCount === 0 && callerTurns.pendingCount === 0) this.#callers.delete(caller);
+    });
+    this.#latest.set(key, { turn, deleted, resolved });
     return resolved;
   }
 }

@@ -8,6 +8,7 @@ import { folded } from './change-queue.js';
 import { headsRead, sharingKey, type EventResolutions } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
+import type { WatchCharge } from './ledger.js';
 
 export interface LiveQueryOptions {
   readonly listen: HeadEvents['listen'];
@@ -18,6 +19,8 @@ export interface LiveQueryOptions {
   readonly throttleMs: number;
   /** Whether the process is stopping: a stream ended then is cut for that reason. */
   readonly stopping: () => boolean;
+  /** Charges the heads it watches to its caller's share (subscriptions.ts): a refusal when they no longer fit. */
+  readonly charge: WatchCharge;
 }
 
 /** One head a live query watches: its listener, and its watch for polling. */
@@ -100,6 +103,9 @@ export function liveQuery(operation: OperationState, first: Promise<ExecutionRes
     try {
       const result = await first;
       let watched = watchedAfter(result, headsRead(operation), []);
+      // Over its caller's share of watched heads: said in its last result, and it ends.
+      const refusal = options.charge(watched.length);
+      if (refusal !== undefined) return void (await push(refusal));
       watch(watched);
       /** What was sent last: a polled change that reads the same is not sent. */
       let last = JSON.stringify(result);
@@ -114,6 +120,11 @@ export function liveQuery(operation: OperationState, first: Promise<ExecutionRes
         if (change === undefined) break;
         const resolved = await resolutions.of(change, operation, key);
         watched = watchedAfter(resolved.result, resolved.heads, watched);
+        const over = options.charge(watched.length);
+        if (over !== undefined) {
+          await push(over);
+          break;
+        }
         watch(watched);
         if (change.polled === true && resolved.json === last) {
           metrics.dropped.inc({ reason: 'unchanged' });

@@ -6,17 +6,22 @@ import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { MaybePromise, Policy } from '../pipeline/stages.js';
 import { operationOf, type OperationResult, type OperationState, type RequestState } from '../request-state.js';
 import { changeQueue } from './change-queue.js';
-import { EventResolutions, type OperationEntry } from './event-resolutions.js';
+import { EventResolutions, type EventConcurrency, type OperationEntry } from './event-resolutions.js';
+import { Ledger, type LedgerBound, type WatchCharge } from './ledger.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
 import { liveQuery } from './live-queries.js';
 import { subscriberStream, transportOf } from './subscriber-stream.js';
 
-export interface SubscriptionLimits {
+export interface SubscriptionLimits extends EventConcurrency {
   /** Open subscriptions one caller (its token, or its address without one) may hold in this process. */
   readonly perCaller: number;
   /** Open subscriptions this process holds for every caller together. */
   readonly max: number;
+  /** Heads one caller's subscriptions and live queries may watch together. */
+  readonly watchedPerCaller: number;
+  /** Heads this process's subscriptions and live queries may watch together. */
+  readonly watchedMax: number;
 }
 
 export interface SubscriptionsOptions {
@@ -50,30 +55,19 @@ export interface Subscriptions {
 
 const refusal = (message: string): ExecutionResult => ({ errors: [createGraphQLError(message, { extensions: { code: 'SUBSCRIPTION_LIMIT', http: { status: 429 } } })] });
 
-/** The open subscriptions' count, per caller and for the process: a place taken, or the refusal of one over a limit. */
-function placesOf(limits: SubscriptionLimits) {
-  const perCaller = new Map<string, number>();
-  let open = 0;
-  return {
-    open: () => open,
-    take(caller: string): (() => void) | ExecutionResult {
-      const held = perCaller.get(caller) ?? 0;
-      if (open >= limits.max) return refusal(`This gateway holds ${limits.max} subscriptions, its most; try again later or another replica.`);
-      if (held >= limits.perCaller) return refusal(`You hold ${limits.perCaller} subscriptions open, the most one caller may; end one first.`);
-      open++;
-      perCaller.set(caller, held + 1);
-      let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        open--;
-        const left = (perCaller.get(caller) ?? 1) - 1;
-        if (left === 0) perCaller.delete(caller);
-        else perCaller.set(caller, left);
-      };
-    },
-  };
-}
+/** The refusal of a subscription or live query over one of the ledgers' bounds. */
+const refusals: Record<'places' | 'watched', Record<LedgerBound, (limits: SubscriptionLimits) => ExecutionResult>> = {
+  places: {
+    process: (limits) => refusal(`This gateway holds ${limits.max} subscriptions, its most; try again later or another replica.`),
+    caller: (limits) => refusal(`You hold ${limits.perCaller} subscriptions open, the most one caller may; end one first.`),
+    share: () => refusal('This gateway is busy and you hold your share of its subscriptions; end one first, or try again later.'),
+  },
+  watched: {
+    process: (limits) => refusal(`This gateway watches ${limits.watchedMax} heads for subscriptions and live queries, its most; try again later or another replica.`),
+    caller: (limits) => refusal(`Your subscriptions and live queries would watch more than ${limits.watchedPerCaller} heads, the most one caller may.`),
+    share: () => refusal('This gateway is busy and your subscriptions and live queries watch your share of its heads; end one first, or try again later.'),
+  },
+};
 
 /**
  * Subscriptions on the one path: a subscription operation is documented, admitted and planned as
@@ -89,15 +83,20 @@ function placesOf(limits: SubscriptionLimits) {
  *   the process stops (`completeAll`);
  * - a live query (`@live`) is a stream too (live-queries.ts), counted as a subscription; its first
  *   result is its own operation's, run here;
- * - limits: SUBSCRIPTIONS_PER_CALLER and SUBSCRIPTIONS_MAX, refused `SUBSCRIPTION_LIMIT` (429).
+ * - limits, each refused `SUBSCRIPTION_LIMIT` (429): open subscriptions (SUBSCRIPTIONS_PER_CALLER,
+ *   SUBSCRIPTIONS_MAX) and the heads they watch (a subscription one, a live query those it read:
+ *   SUBSCRIPTION_WATCHED_HEADS_PER_CALLER, SUBSCRIPTION_WATCHED_HEADS_MAX), each shared fairly once
+ *   the process is half full (ledger.ts).
  * Its streams are Repeaters: a `return()` ends one at once, settling a `next()` still waiting.
  */
 export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
   const { schema, events, polling, metrics } = options;
   /** Each open stream, and what it holds (its place in the limits, its count as open) until its results are out. */
   const open = new Map<OperationState, { readonly stream: AsyncIterableIterator<ExecutionResult>; readonly release: () => void }>();
-  const places = placesOf(options.limits);
-  const resolutions = new EventResolutions();
+  const { limits } = options;
+  const places = new Ledger(limits.perCaller, limits.max);
+  const watched = new Ledger(limits.watchedPerCaller, limits.watchedMax);
+  const resolutions = new EventResolutions(limits);
   let stopping = false;
   const stopped = () => stopping;
   /** The stream of `operation`, holding its place and its count as open until the release stage gives them back (the transport is done with it, however it ended). */
@@ -112,24 +111,57 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     });
     return stream;
   };
+  const refused = (result: ExecutionResult) => {
+    options.onRefused?.();
+    return result;
+  };
+  /** The live query's charge on the watched heads: what it watches now, changed to `heads`, or the refusal when that does not fit. */
+  const watchCharge = (caller: string): { readonly charge: WatchCharge; readonly giveBack: () => void } => {
+    let charged = 0;
+    return {
+      charge(heads) {
+        const over = watched.take(caller, heads - charged);
+        if (over !== undefined) return refused(refusals.watched[over](limits));
+        watched.give(caller, charged - heads);
+        charged = heads;
+        return undefined;
+      },
+      giveBack: () => {
+        watched.give(caller, charged);
+        charged = 0;
+      },
+    };
+  };
   const execute = async (operation: OperationState): Promise<OperationResult> => {
-    const place = places.take(operation.request.caller.key);
-    if (typeof place !== 'function') {
-      options.onRefused?.();
-      return place;
-    }
+    const caller = operation.request.caller.key;
+    const over = places.take(caller);
+    if (over !== undefined) return refused(refusals.places[over](limits));
+    const place = () => places.give(caller);
     if (operation.live) {
       const first = Promise.resolve(options.execute(operation)) as Promise<ExecutionResult>;
-      return held(operation, liveQuery(operation, first, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: stopped }), place);
+      const { charge, giveBack } = watchCharge(caller);
+      return held(operation, liveQuery(operation, first, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: stopped, charge }), () => {
+        giveBack();
+        place();
+      });
     }
+    const overWatched = watched.take(caller);
+    if (overWatched !== undefined) {
+      place();
+      return refused(refusals.watched[overWatched](limits));
+    }
+    const watch = () => {
+      watched.give(caller);
+      place();
+    };
     const { params } = operation;
     const args = { schema, document: operation.document!, contextValue: operation.context, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
     const source = await createSourceEventStream(args);
     if (!isAsyncIterable(source)) {
-      place();
+      watch();
       return source;
     }
-    return held(operation, subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, { resolutions, metrics, stopping: stopped }), place);
+    return held(operation, subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, { resolutions, metrics, stopping: stopped }), watch);
   };
   const release = (request: RequestState) => {
     for (const operation of request.operations) {
@@ -149,7 +181,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     },
     // Its release: once the transport is done with a stream (it ended, or its client left), its place is given back.
     policy: { name: 'subscriptions', execution: (operation) => (operation.streams ? execute(operation) : undefined), release },
-    open: places.open,
+    open: () => places.total,
     enterThrough: (entry) => resolutions.enterThrough(entry),
     completeAll() {
       stopping = true;
