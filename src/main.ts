@@ -73,6 +73,8 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connect(config.responseCacheRedis);
   // Each process (each worker with WORKERS>1) exports its own spans.
   const { handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis, clusterWorker: cluster.isWorker });
+  // The tokens the fleet knows to be real, before the first request is told its caller (a restart forgets none).
+  await knownTokens.load();
   if (tracing.recording) logExportFailures(logger);
   const server = createGatewayServer(handler, config, metrics);
   websocket.attach(server);

@@ -315,7 +315,7 @@ describe('a stream whose next() rejects', () => {
       },
     ];
     const pipeline = new Pipeline({ policies, mask: () => new GraphQLError('Unexpected error.') });
-    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, callerOf: () => undefined }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { shedder, inFlightSlots: limiters.inFlight!, serve, streamed, fail };
   }
 

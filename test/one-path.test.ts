@@ -297,7 +297,7 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
       { name: 'last', answer: (_request, answer) => void answer.headers.set('x-last', 'written'), record: () => void state.finished++ },
     ];
     const pipeline = new Pipeline({ policies, mask: masking.mask });
-    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, knows: () => false }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, callerOf: () => undefined }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
     return { state, shedder, serve };
   }
 

@@ -143,7 +143,7 @@ describe('deprecated coordinates in the log', () => {
       const document = documents.get(text) ?? parse(text);
       documents.set(text, document);
       const incoming = { method: 'POST', target: '/graphql', headers: new Headers(), peer: undefined, body: null, gone: false } as unknown as HttpIncoming;
-      const request = RequestState.ofHttp(incoming, { trustProxy: undefined, knows: () => false });
+      const request = RequestState.ofHttp(incoming, { trustProxy: undefined, callerOf: () => undefined });
       request.client = who;
       const operation = new OperationState({ query: text }, request);
       operation.prepared = { text, document, incremental: false, whole: document };

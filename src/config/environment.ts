@@ -118,6 +118,10 @@ export const environment = z.object({
       description:
         'the window of the per-second limits above: a caller (or address) may spend this many seconds\' worth at once, and the rate on average; `RateLimit-Policy` says it as `w`',
     }),
+  RATE_LIMIT_LOGINS_PER_MINUTE: setting('logins.perAccountPerMinute', integer(1, 1_000_000).default(10))
+    .register(variableDocs, { description: "logins of one account (by a hash of its user name) a minute, through the gateway's `login`; one more is refused `RATE_LIMITED` (`limit: \"logins\"`) with no upstream call" }),
+  RATE_LIMIT_ADDRESS_LOGINS_PER_MINUTE: setting('logins.perAddressPerMinute', integer(1, 1_000_000).default(60))
+    .register(variableDocs, { description: 'logins from one client address a minute, whatever the accounts' }),
   KNOWN_TOKENS_TTL_MS: setting('knownTokens.ttlMs', integer(1_000, 86_400_000).default(3_600_000))
     .register(variableDocs, {
       description:

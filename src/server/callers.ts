@@ -16,8 +16,10 @@ export function tokenCallerOf(authorization: string | undefined): string | undef
 /** Whom an operation is charged to (traffic/caller-limits.ts, and its share under load: traffic/load-shedder.ts). */
 export interface Caller {
   /**
-   * What the per-caller limits count by: its `token:<hash>` once that token is known to be real,
-   * else its `address:<client address>` (a made-up token, or none, shares its address's windows).
+   * What the per-caller limits count by: once its token is known to be real, the caller that token
+   * counts as (the token's `token:<hash>`, or `account:<hash>` for every token the gateway's login
+   * issued to one account), else its `address:<client address>` (a made-up token, or none, shares
+   * its address's windows).
    */
   readonly key: string;
   /** `address:<client address>`: what the per-address limit counts. */
@@ -32,8 +34,8 @@ export interface Caller {
 export interface CallerRules {
   /** Which proxies in front may name the client address (TRUST_PROXY), as `trustingProxies` compiled it. */
   readonly trustProxy: ProxyTrusted | undefined;
-  /** Whether a token (its `token:<hash>`) is known to be real. */
-  readonly knows: (tokenCaller: string) => boolean;
+  /** The caller a token (its `token:<hash>`) counts as, once it is known to be real (itself, or its login's account). */
+  readonly callerOf: (tokenCaller: string) => string | undefined;
 }
 
 /** Whether the hop `i` from the connection (0: the peer itself) at `address` is a proxy trusted to name the one before it. */
@@ -64,6 +66,6 @@ function clientAddress(forwardedFor: string | undefined, peer: string | undefine
  */
 export function callerFrom(tokenCaller: string | undefined, forwardedFor: string | undefined, peer: string | undefined, rules: CallerRules): Caller {
   const address = `address:${clientAddress(forwardedFor, peer, rules.trustProxy) || 'unknown'}`;
-  const known = tokenCaller !== undefined && rules.knows(tokenCaller);
-  return { key: known ? tokenCaller : address, address, token: tokenCaller, known };
+  const counted = tokenCaller === undefined ? undefined : rules.callerOf(tokenCaller);
+  return { key: counted ?? address, address, token: tokenCaller, known: counted !== undefined };
 }

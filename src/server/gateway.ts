@@ -68,6 +68,8 @@ function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
     parts.upstreamPlan,
     // intake: a caller refused a moment ago, before its body is read. admission: before a kept answer (a refusal replaces it).
     parts.callerLimits,
+    // admission: a login's account and address windows, before its upstream call.
+    parts.loginLimits,
     // intake: the body's coding and declared length, CSRF and the method, then the body read, its operations made, a batch's size.
     parts.body,
     parts.csrf,
@@ -112,7 +114,7 @@ function createGateway(options: GatewayOptions): { app: Gateway; handler: Handle
   const { settings } = options;
   const parts = gatewayPolicies(options);
   const pipeline = new Pipeline({ policies: inOrder(parts), mask: parts.masking.mask });
-  const callers = { trustProxy: trustingProxies(settings.callerLimits.trustProxy), knows: options.knownTokens.knows };
+  const callers = { trustProxy: trustingProxies(settings.callerLimits.trustProxy), callerOf: options.knownTokens.callerOf };
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
   const graphiql = settings.introspection
     ? graphiQLPage(renderGraphiQLPage, { title: TITLE, defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' })
@@ -212,7 +214,7 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
   // Learnt from the upstream's answers (a token it accepted, one login issued), read as each
   // request's caller is told; with REDIS_URL told to every replica.
   const { redis } = options;
-  const knownTokens = new KnownTokens(config.knownTokens, redis === undefined ? undefined : redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), prefix: 'gw:known:' }));
+  const knownTokens = new KnownTokens(config.knownTokens, redis === undefined ? undefined : { channel: redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), prefix: 'gw:known:' }), redis });
   metrics.watchKnownTokens(() => knownTokens.size);
   const upstream = createUpstream({
     ...upstreamOptionsFrom(config, upstreamUrl),

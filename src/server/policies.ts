@@ -38,6 +38,7 @@ import type { SharedRedis } from './shared-state/shared-redis.js';
 import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
 import { useCallerLimits } from './traffic/caller-limits.js';
 import { useEventsInFlight, useInFlight } from './traffic/in-flight.js';
+import { useLoginLimits } from './traffic/login-limits.js';
 import { overloadLog } from './traffic/overload-log.js';
 import { createCallerLimiters } from './traffic/limiters.js';
 import { LoadShedder, overloadReasons } from './traffic/load-shedder.js';
@@ -71,6 +72,7 @@ export type GatewaySettings = Pick<
   | 'production'
   | 'subscriptions'
   | 'websocket'
+  | 'logins'
 >;
 
 export interface PolicyOptions {
@@ -188,6 +190,7 @@ export function gatewayPolicies(options: PolicyOptions) {
     telemetry: useOperationTelemetry(operationRecorder(options)),
     contentNegotiation: useContentNegotiation(),
     callerLimits: useCallerLimits({ limiters, onRefused: countRefusal }),
+    loginLimits: useLoginLimits({ schema, settings: settings.logins, redis: options.redis, onRefused: refused('logins') }),
     body,
     csrf: settings.csrfPrevention ? csrfCheck() : undefined,
     method: graphqlMethods,

@@ -24,7 +24,7 @@ export interface Shared {
   readonly onAttempt: ((attempt: UpstreamAttempt) => void) | undefined;
   readonly onRetryRefused: (() => void) | undefined;
   /** The upstream answered 2xx to an operation that checks tokens (`tokenCheckingOperations`), with this Authorization. */
-  readonly onTokenAccepted: ((authorization: string) => void) | undefined;
+  readonly onTokenAccepted: ((authorization: string, account?: string) => void) | undefined;
   readonly spans: AttemptSpans;
 }
 
@@ -103,7 +103,7 @@ export class Attempts<T> {
     const { authorization } = this.context;
     if (authorization !== undefined && tokenCheckingOperations.has(this.spec.operation)) onTokenAccepted(authorization);
     const issued = this.spec.issuesToken?.(value);
-    if (issued !== undefined) onTokenAccepted(`Bearer ${issued}`);
+    if (issued !== undefined) onTokenAccepted(`Bearer ${issued.token}`, issued.account);
   }
 
   /** Sends the attempt and reads its answer: the parsed value, or how it failed. */

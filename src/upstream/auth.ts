@@ -7,6 +7,6 @@ export function login(caller: UpstreamCaller, credentials: { readonly username: 
     operation: 'login',
     form: { username: credentials.username, password: credentials.password, grant_type: 'password' },
     schema: loginResponseSchema,
-    issuesToken: (dto) => dto.access_token,
+    issuesToken: (dto) => ({ token: dto.access_token, account: credentials.username }),
   });
 }

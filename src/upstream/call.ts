@@ -28,8 +28,11 @@ export interface CallSpec<T> {
   readonly schema?: z.ZodType<T>;
   /** A successful body that still means "no such resource" (an empty array for an id). */
   readonly notFoundWhen?: (value: T) => boolean;
-  /** The bearer token a successful body issues (login's), known to be real from then on (`onTokenAccepted`). */
-  readonly issuesToken?: (value: T) => string;
+  /**
+   * The bearer token a successful body issues (login's), known to be real from then on
+   * (`onTokenAccepted`), and the account it was issued to.
+   */
+  readonly issuesToken?: (value: T) => { readonly token: string; readonly account: string };
 }
 
 /** The transport bound to one incoming request's context: what operation functions call. */

@@ -33,8 +33,11 @@ export interface TransportOptions {
   readonly onJoined?: () => void;
   /** The retry budget refused a retry. */
   readonly onRetryRefused?: () => void;
-  /** The upstream accepted a caller's token: it answered 2xx to an operation the contract says checks one (the gateway's known tokens). */
-  readonly onTokenAccepted?: (authorization: string) => void;
+  /**
+   * The upstream accepted a caller's token (it answered 2xx to an operation the contract says checks
+   * one), or issued one to `account` (login): the gateway's known tokens.
+   */
+  readonly onTokenAccepted?: (authorization: string, account?: string) => void;
   /** Spans of the attempts and the `traceparent` they send (the gateway's; tests pass one without an exporter). */
   readonly tracing: Tracing;
 }

@@ -105,6 +105,7 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
   const { app: gateway, handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
+  await knownTokens.load();
   const servers: Server[] = [];
 
   return {

@@ -8,17 +8,18 @@ import { giveBack, take, waitOf, type CallerLimiters } from './limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 
 /** The limits a caller can reach, as `gateway_refusals_total{limit}` and `extensions.limit` name them. */
-export type CallerLimit = 'requests' | 'upstream_calls' | 'in_flight' | 'address';
+export type CallerLimit = 'requests' | 'upstream_calls' | 'in_flight' | 'address' | 'logins';
 
-const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight', address: 'operations' };
+const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight', address: 'operations', logins: 'logins' };
 
 /** A refusal's message and extensions, as a client reads them (a limiter's, or a refusal remembered). */
 function refusal(limit: CallerLimit, msBeforeNext: number) {
   const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
-  return { message: `Too many ${words[limit]} from this ${limit === 'address' ? 'address' : 'caller'}: try again in ${seconds} s.`, extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds } };
+  return { message: `Too many ${words[limit]} from this ${limit === 'address' ? 'address' : limit === 'logins' ? 'account or address' : 'caller'}: try again in ${seconds} s.`, extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds } };
 }
 
-function rateLimited(limit: CallerLimit, msBeforeNext: number) {
+/** A refusal by a caller limit: HTTP 429, `Retry-After`, code RATE_LIMITED, `extensions.limit`. */
+export function rateLimited(limit: CallerLimit, msBeforeNext: number) {
   const { message, extensions } = refusal(limit, msBeforeNext);
   return createGraphQLError(message, { extensions: { ...extensions, http: { status: 429, headers: { 'Retry-After': String(extensions.retryAfterSeconds) } } } });
 }

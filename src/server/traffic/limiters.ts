@@ -84,7 +84,7 @@ return {n, redis.call('pttl', KEYS[1])}`;
  * counted by a script of that key alone: on a Cluster each caller's counter lives in the slot of
  * its own key.
  */
-function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined): Limiter {
+export function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined): Limiter {
   const options = { keyPrefix: `gw:${name}`, points, duration: durationSeconds };
   // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
   const { RateLimiterMemory, RateLimiterRedis } = rateLimiters();
