@@ -3,7 +3,7 @@ import { createServer } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { ALICE_PASSWORD, ALICE_USERNAME, DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { useAnswerBody } from '../src/server/answers/answer.js';
 import { Pipeline } from '../src/server/pipeline/pipeline.js';
 import type { Policy } from '../src/server/pipeline/stages.js';
@@ -77,9 +77,9 @@ describe('users behind one address (SHED_MAX_IN_FLIGHT=4, over HTTP from one add
   const login = `mutation($input: LoginInput!) { login(input: $input) { accessToken } }`;
 
   it('each keep their share once their token is known to be real (issued by login, or accepted by Get Permissions); made-up tokens share the address’s', async () => {
-    // Two tokens the gateway's login issued; two the upstream issued and then accepted (each read its permissions through the gateway).
+    // Two tokens the gateway's login issued, to two accounts (each its caller); two the upstream issued and then accepted (each read its permissions through the gateway).
     const issued = [];
-    for (let i = 0; i < 2; i++) issued.push(`Bearer ${((await send(login, undefined, { input: DEMO_CREDENTIALS })).body.data as { login: { accessToken: string } }).login.accessToken}`);
+    for (const input of [DEMO_CREDENTIALS, { username: ALICE_USERNAME, password: ALICE_PASSWORD }]) issued.push(`Bearer ${((await send(login, undefined, { input })).body.data as { login: { accessToken: string } }).login.accessToken}`);
     const accepted = [0, 1].map(() => `Bearer ${t.reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!}`);
     for (const token of accepted) expect(ok(await send('{ permissions(first: 1) { totalCount } }', token))).toBe(true);
     const [holder, ...others] = [...issued, ...accepted] as [string, ...string[]];

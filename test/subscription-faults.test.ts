@@ -29,7 +29,7 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
   let ids: string[];
   const clients: Client[] = [];
   beforeAll(async () => {
-    t = await startTestGateway({ env: { SUBSCRIPTION_HEARTBEAT_MS: String(HEARTBEAT_MS), SUBSCRIPTIONS_MAX: '3' } });
+    t = await startTestGateway({ env: { SUBSCRIPTION_HEARTBEAT_MS: String(HEARTBEAT_MS), SUBSCRIPTIONS_MAX: '3', TRUST_PROXY: '1' } });
     url = await t.listen();
     ids = t.reference.store.headIds();
   });
@@ -37,8 +37,11 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
     for (const client of clients) client.dispose();
     await t.close();
   });
+  // Each subscriber a caller of its own (its own address): one caller is held to its share of the cap.
+  let subscribers = 0;
   const subscribe = (id: string, authorization?: string) => {
-    const client = createSseClient({ url, retryAttempts: 0, headers: authorization === undefined ? {} : { authorization } });
+    const address = { 'x-forwarded-for': `10.9.0.${++subscribers}` };
+    const client = createSseClient({ url, retryAttempts: 0, headers: authorization === undefined ? address : { ...address, authorization } });
     clients.push(client);
     return gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
   };
