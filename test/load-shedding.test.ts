@@ -378,3 +378,26 @@ describe('a stream whose next() rejects', () => {
     }
   });
 });
+
+describe('UPSTREAM_CONNECTIONS=1, SHED_MAX_UPSTREAM_QUEUED=2, SUBSCRIPTION_POLL_CONCURRENCY=4: a queue that is no operation’s', () => {
+  let t: TestGateway;
+  let url: string;
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { UPSTREAM_CONNECTIONS: '1', SHED_MAX_UPSTREAM_QUEUED: '2', SUBSCRIPTION_POLL_CONCURRENCY: '4', SHED_EVENT_LOOP_DELAY_MS: '0' } });
+    url = await t.listen();
+  });
+  afterAll(() => t.close());
+
+  it('polling’s reads queued for the one connection, nothing in flight: a caller holding nothing is served, not refused for the queue', async () => {
+    t.reference.injectFault('getHeadExt', { kind: 'latency', ms: 600_000 }, 4);
+    const ids = t.reference.store.headIds().slice(0, 4);
+    const watchers = ids.map((id) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ query: 'subscription($id: ID!) { headChanged(id: $id) { id } }', variables: { id } }) }));
+    // Each head's baseline read: one held on the connection, the others queued behind it.
+    await until(() => t.reference.inFlight() === 1 && t.upstream.queuedCalls() >= 2, 'the pool’s queue past its mark');
+    expect(await inFlight(t)).toBe(0);
+    expect(ok(await post(t, { query: '{ __typename }' }))).toBe(true);
+    expect(await refusals(t, 'overloaded')).toBe(0);
+    for (const watcher of await Promise.all(watchers)) await watcher.body?.cancel();
+    t.reference.releaseHeld();
+  });
+});

@@ -4,7 +4,10 @@ import type { LoadSheddingSettings } from '../../config.js';
 import type { Caller } from '../callers.js';
 import { CallerShares } from './caller-shares.js';
 
-/** How often the event loop's delay is read (and its histogram started again). */
+/**
+ * How often the event loop's delay is read (and its histogram started again): a loop that lagged
+ * is read as lagging for one window after it caught up, at most.
+ */
 export const DELAY_WINDOW_MS = 500;
 
 /**
@@ -147,11 +150,16 @@ export class LoadShedder {
     return maxUpstreamQueued > 0 && this.options.queuedCalls() >= maxUpstreamQueued ? 'upstream_queue' : undefined;
   }
 
-  /** Overloaded below the ceiling: the callers at or over their share of what is in flight (the cap at most) are refused. */
+  /**
+   * Overloaded below the ceiling: the callers at or over their share of what is in flight (the cap
+   * at most) are refused. With nothing in flight there is nothing to share out: a loop that lags is
+   * held by something else (every operation is refused until a window without lag), but an upstream
+   * queue then is no operation's (the calls of operations already over, polling's reads): nobody is
+   * refused for it.
+   */
   #refusedUnder(overload: Overload, caller: Caller): OverloadReason | undefined {
     const shared = Math.min(this.#cap, this.#inFlight);
-    // Nothing in flight to share out: the overload is not the operations' (a loop held by something else).
-    if (shared === 0) return overload;
+    if (shared === 0) return overload === 'event_loop' ? overload : undefined;
     return this.#shares.atShare(caller, shared) ? 'caller_share' : undefined;
   }
 
