@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { ExecutionArgs, GraphQLSchema } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
 import type { Policy } from '../pipeline/stages.js';
@@ -41,6 +42,12 @@ export interface HeadEvents {
   close(): void;
 }
 
+/** An event target with no cap on a topic's listeners: a head may have thousands of watchers (Node warns past ten). */
+function unbounded(target: EventTarget): EventTarget {
+  setMaxListeners(0, target);
+  return target;
+}
+
 /**
  * The heads that writes may have changed, told to whoever watches them, in this process and (with
  * REDIS_URL) every other (shared-state/redis-events.ts). A mutation field that names a head tells
@@ -60,7 +67,7 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       : options.workers === true
         ? clusterEventTarget((detail) => log.keep(detail as HeadChange))
         : undefined;
-  const target = (shared ?? new EventTarget()) as EventTarget;
+  const target = (shared ?? unbounded(new EventTarget())) as EventTarget;
   // Logged first: the event carries the id the log gave it.
   const publish = (change: Omit<HeadChange, 'eventId' | 'at'>) =>
     void log.append({ ...change, at: Date.now() }).then((logged) => target.dispatchEvent(new CustomEvent(topicOf(logged.id), { detail: logged })));

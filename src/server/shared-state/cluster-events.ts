@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import cluster, { type Worker } from 'node:cluster';
 
 /** An event on its way between the workers of one process group (`WORKERS>1`), through the primary. */
@@ -26,6 +27,8 @@ export function relayWorkerEvents(): void {
  */
 export function clusterEventTarget(onRemote: (detail: unknown) => void): EventTarget & { close(): void } {
   const target = new EventTarget();
+  // A head may have thousands of watchers: no cap on a topic's listeners (Node warns past ten).
+  setMaxListeners(0, target);
   const onMessage = (message: unknown) => {
     if (!isEventMessage(message)) return;
     onRemote(message.detail);
