@@ -6,12 +6,10 @@ import WebSocket from 'ws';
 import { loadConfig } from '../src/config.js';
 import { useAnswerBody } from '../src/server/answers/answer.js';
 import { errorMasking } from '../src/server/answers/masking.js';
-import { buildGateway } from '../src/server/gateway.js';
 import { createLogger } from '../src/server/instruments/logger.js';
 import { serialise } from '../src/server/http/serialisation.js';
-import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { Pipeline } from '../src/server/pipeline/pipeline.js';
-import { stageNames, type Policy } from '../src/server/pipeline/stages.js';
+import type { Policy } from '../src/server/pipeline/stages.js';
 import { OperationState } from '../src/server/request-state.js';
 import { routes } from '../src/server/routes.js';
 import { useInFlight } from '../src/server/traffic/in-flight.js';
@@ -29,58 +27,6 @@ import { until } from './support/until.js';
  * order, on every transport and in every configuration; what makes a hot query fast is work done
  * once per document (its prepared document, plan shape and compiled code), never a second path.
  */
-
-const stagesWith = (env: Record<string, string>) =>
-  buildGateway(loadConfig({ UPSTREAM_URL: 'http://upstream.invalid/v2', ...env }), 'http://upstream.invalid/v2', { logger: createLogger({ level: 'silent' }), metrics: new GatewayMetrics({ defaultMetrics: false }) }).pipeline.stages;
-
-describe('the stages, in order', () => {
-  it('every policy on: each step in its stage, in the order the architecture gives', () => {
-    const stages = stagesWith({
-      RATE_LIMIT_REQUESTS_PER_SECOND: '10',
-      RATE_LIMIT_IN_FLIGHT: '5',
-      RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '100',
-      RESPONSE_CACHE_TTL_MS: '1000',
-      CORS_ORIGINS: 'https://app.example.com',
-      CSRF_PREVENTION: 'true',
-      NODE_ENV: 'production',
-    });
-    expect(Object.keys(stages)).toEqual([...stageNames]);
-    expect(stages).toEqual({
-      // Overload before anything (a refusal costs no more than itself); what refuses on the head before the body is read.
-      intake: ['in flight', 'telemetry', 'negotiation', 'caller limits', 'body', 'csrf', 'method', 'params', 'batching', 'in flight, sent'],
-      // The query named before it is read; parsed, the batch's validation budget spent, then validated.
-      document: ['telemetry', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'coordinate usage', 'apq registration', 'negotiation', 'stream initial count'],
-      // A caller refused never gets a kept answer.
-      admission: ['caller limits', 'response cache'],
-      // The upstream calls charged once the plan counted them.
-      plan: ['upstream plan', 'caller limits'],
-      // Suggestions cut before the masking; every later step reads masked errors.
-      execution: ['executor', 'hidden suggestions', 'masking', 'apq registration', 'response cache', 'head events', 'retry after', 'negotiation'],
-      // The body (status, type) first, a revalidation's 304 on it, then each header's writer.
-      answer: ['body', 'response cache', 'caller limits', 'telemetry', 'cors', 'cache headers'],
-      telemetry: ['telemetry'],
-      // Given back once the answer is out, or as a subscription's stream begins.
-      release: ['in flight', 'caller limits'],
-    });
-  });
-
-  it('the defaults: the same stages, less the steps of the policies that are off', () => {
-    expect(stagesWith({})).toEqual({
-      intake: ['in flight', 'telemetry', 'negotiation', 'body', 'method', 'params', 'batching', 'in flight, sent'],
-      document: ['telemetry', 'variables depth', 'persisted documents', 'params', 'parse', 'fragment pairs', 'validate', 'coordinate usage', 'apq registration', 'negotiation', 'stream initial count'],
-      admission: [],
-      plan: ['upstream plan'],
-      execution: ['executor', 'masking', 'apq registration', 'head events', 'retry after', 'negotiation'],
-      answer: ['body', 'telemetry', 'cache headers'],
-      telemetry: ['telemetry'],
-      release: ['in flight'],
-    });
-  });
-
-  it('METRICS_SCHEMA_USAGE=false: no count of the coordinates operations select', () => {
-    expect(stagesWith({ METRICS_SCHEMA_USAGE: 'false' }).document).not.toContain('coordinate usage');
-  });
-});
 
 /**
  * What belongs to a transport, not to the answer, left out when transports are compared: the
