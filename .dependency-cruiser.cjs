@@ -19,7 +19,7 @@
  *
  * Inside server/, folders by concern, in four tiers (docs/architecture.md):
  *   base        instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
- *   state       request-state.ts, callers.ts: what the steps pass each other; pipeline/: the stages
+ *   state       request-state.ts, incoming.ts, callers.ts: what the steps pass each other; pipeline/: the stages
  *               and their runner
  *   policies    intake, documents, guards, traffic, response-cache, real-time, answers, telemetry, probes, pages:
  *               one concern each, each a set of steps; one may use those before it in the request's
@@ -44,7 +44,7 @@ const dir = (layer) => `^src/${layer}/`;
 
 /** server/'s base folders, its request state and pipeline, and its policies in the order of a request's path. */
 const serverBase = ['instruments', 'shared-state', 'http'];
-const serverState = ['request-state\\.ts$', 'callers\\.ts$', 'pipeline'];
+const serverState = ['request-state\\.ts$', 'incoming\\.ts$', 'callers\\.ts$', 'pipeline'];
 const serverStages = ['intake', 'documents', 'guards', 'traffic', 'response-cache', 'real-time', 'answers', 'telemetry', 'probes', 'pages'];
 const inServer = (name) => `^src/server/${name.endsWith('$') ? name : `${name}/`}`;
 /** What each stage may use besides the base, the state and itself: stages before it in the request's path that it reads. */

@@ -10,7 +10,8 @@ import { selectedCoordinates } from '../src/server/documents/coordinates.js';
 import type { ClientIdentity } from '../src/server/instruments/client-awareness.js';
 import { createLogger } from '../src/server/instruments/logger.js';
 import { SchemaUsageMetrics } from '../src/server/instruments/usage-metrics.js';
-import { OperationState, RequestState, type HttpIncoming } from '../src/server/request-state.js';
+import { OperationState, RequestState } from '../src/server/request-state.js';
+import type { HttpIncoming } from '../src/server/incoming.js';
 import { schema as gatewaySchema } from '../src/schema/index.js';
 import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 

@@ -1,7 +1,6 @@
 import type { Context, Span } from '@opentelemetry/api';
 import type { DocumentNode, ExecutionResult, GraphQLError, OperationDefinitionNode } from 'graphql';
 import type { Cache } from '@envelop/response-cache';
-import type { Readable } from 'node:stream';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import type { HeadChange } from '../domain/head-changes.js';
 import { RequestBatch } from '../loaders/request-batch.js';
@@ -9,6 +8,7 @@ import type { OperationPlan } from '../plan/operation-plan.js';
 import { requestIdFrom, type GatewayContext } from '../schema/context.js';
 import type { ClientIdentity } from './instruments/client-awareness.js';
 import { callerFrom, tokenCallerOf, type Caller, type CallerRules } from './callers.js';
+import type { HttpIncoming, Incoming, Negotiated, RequestHeaders, RequestLike, WholeAnswer } from './incoming.js';
 
 /*
  * Everything the gateway knows of one request and of each of its operations, in two typed
@@ -23,61 +23,9 @@ export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Itera
 
 export type { Caller };
 
-/** A request's headers as every transport gives them, asked by their names in lower case: a repeated header's values joined by commas. */
-export interface RequestHeaders {
-  get(name: string): string | null;
-  has(name: string): boolean;
-  keys(): Iterable<string>;
-}
-
-/** What every transport gives of a request: the headers that matter, its peer, and its client's hanging up. */
-export interface Incoming {
-  readonly headers: RequestHeaders;
-  /** Aborted when the client hangs up: made when first asked for (a kept answer needs none). */
-  readonly signal: AbortSignal;
-  /** Whether the client has hung up, asked without making the signal. */
-  readonly gone: boolean;
-  /** The connection's peer address, where the transport has one. */
-  readonly peer: string | undefined;
-}
-
-/** An HTTP request as its transport hands it over: its method, target and body besides. */
-export interface HttpIncoming extends Incoming {
-  readonly method: string;
-  /** The request target as sent: its path and query (`/graphql?query=…`). */
-  readonly target: string;
-  /** The body as it streams in (null: none). Read by the intake stage, once. */
-  readonly body: Readable | null;
-}
-
 /** A subscription's event: the change its operation runs on (real-time/event-resolutions.ts). */
 export interface SubscriptionEvent {
   readonly change: HeadChange;
-}
-
-/** An answer a step makes whole, instead of going on: a refusal at the door (before the media type is agreed), a page. */
-export interface WholeAnswer {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: string | null;
-}
-
-/** The media types an answer goes out in: one JSON document, or parts (multipart/mixed, an event stream). */
-export type AnswerType = 'application/graphql-response+json' | 'application/json' | 'multipart/mixed' | 'text/event-stream';
-
-/**
- * What a request's answer may go out in: for HTTP, what its Accept header allows
- * (answers/negotiation.ts); for a WebSocket message, messages; for a subscription's event, one result.
- */
-export interface Negotiated {
-  /** The type a whole answer goes out in (one result's, a batch's); undefined: none the client takes (406). */
-  readonly whole: AnswerType | undefined;
-  /** What carries an answer in parts; undefined: the client takes none (@defer and @stream are then left out, a subscription refused). */
-  readonly parts: AnswerType | 'websocket' | undefined;
-  /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
-  readonly alpha9: boolean;
-  /** Whether a subscription's parts, in multipart/mixed, are in Apollo's subscription format (`{"payload": …}`, heartbeats). */
-  readonly subscriptionSpec: boolean;
 }
 
 /**
@@ -253,13 +201,6 @@ export class OperationState {
 export interface ValidationSpent {
   pairs: number;
   readonly documents: Set<DocumentNode>;
-}
-
-/** A request as library plugins read one (a fetch Request's method, URL and headers). */
-export interface RequestLike {
-  readonly method: string;
-  readonly url: string;
-  readonly headers: RequestHeaders;
 }
 
 /** The base of the absolute URL a request target is read against. */

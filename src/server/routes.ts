@@ -2,7 +2,8 @@ import { pathOf, servedAsGraphQL } from './http/paths.js';
 import type { Pipeline } from './pipeline/pipeline.js';
 import type { Answer, AnswerStep, MaybePromise, Serve, Served } from './pipeline/stages.js';
 import type { CallerRules } from './callers.js';
-import { RequestState, type HttpRequest, type WholeAnswer } from './request-state.js';
+import { RequestState, type HttpRequest } from './request-state.js';
+import type { WholeAnswer } from './incoming.js';
 
 /** A route beside the GraphQL endpoint: its answer to a request of `path`, or undefined when it is not its. */
 export type Route = (request: HttpRequest, path: string) => MaybePromise<WholeAnswer> | undefined;

@@ -1,4 +1,4 @@
-import type { AnswerType } from '../request-state.js';
+import type { AnswerType } from '../incoming.js';
 
 /** By the kind of answer each writes, in the order a later match wins (yoga's result processors'). */
 const writers: readonly { readonly types: readonly AnswerType[]; readonly parts: boolean }[] = [

@@ -3,7 +3,7 @@ import type { GraphQLError } from 'graphql';
 import type { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Policy } from '../pipeline/stages.js';
-import type { RequestHeaders } from '../request-state.js';
+import type { RequestHeaders } from '../incoming.js';
 
 export interface RequestBodyOptions {
   /** Largest request body accepted, once decoded (MAX_BODY_BYTES). */

@@ -1,4 +1,5 @@
-import type { HttpRequest, WholeAnswer } from '../request-state.js';
+import type { HttpRequest } from '../request-state.js';
+import type { WholeAnswer } from '../incoming.js';
 
 export interface FrontDoorOptions {
   /** Whether GraphiQL is served (to a browser's GET of the GraphQL endpoint). */

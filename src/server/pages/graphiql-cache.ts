@@ -1,7 +1,8 @@
 import etag from 'etag';
 import fresh from 'fresh';
 import type { GraphiQLOptions } from 'graphql-yoga';
-import type { HttpRequest, WholeAnswer } from '../request-state.js';
+import type { HttpRequest } from '../request-state.js';
+import type { WholeAnswer } from '../incoming.js';
 
 type Renderer = (options: GraphiQLOptions) => Promise<string>;
 

@@ -1,6 +1,7 @@
 import type { GraphQLError } from 'graphql';
 import type { Readable } from 'node:stream';
-import type { HttpIncoming, HttpRequest, OperationResult, OperationState, RequestState, WholeAnswer } from '../request-state.js';
+import type { HttpRequest, OperationResult, OperationState, RequestState } from '../request-state.js';
+import type { HttpIncoming, WholeAnswer } from '../incoming.js';
 
 export type { WholeAnswer };
 

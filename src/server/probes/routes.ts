@@ -1,5 +1,6 @@
 import type { MaybePromise } from '../pipeline/stages.js';
-import type { HttpRequest, WholeAnswer } from '../request-state.js';
+import type { HttpRequest } from '../request-state.js';
+import type { WholeAnswer } from '../incoming.js';
 import { probeAnswer, type ProbeSources } from './answers.js';
 
 /**

@@ -3,7 +3,8 @@ import type { HeadChange } from '../../domain/head-changes.js';
 import type { MaybePromise } from '../pipeline/stages.js';
 import { LRUCache } from 'lru-cache';
 import pLimit, { type LimitFunction } from 'p-limit';
-import { eventIdOf, OperationState, type Negotiated, type RequestState } from '../request-state.js';
+import { eventIdOf, OperationState, type RequestState } from '../request-state.js';
+import type { Negotiated } from '../incoming.js';
 
 /** Where an operation enters the one path at the document stage, and what its transport calls once its results are out (the pipeline's). */
 export interface OperationEntry {

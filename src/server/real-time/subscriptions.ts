@@ -69,6 +69,63 @@ const refusals: Record<'places' | 'watched', Record<LedgerBound, (limits: Subscr
   },
 };
 
+/** The open streams, each with what it holds (its place in the limits, its count as open) until its results are out. */
+class OpenStreams {
+  readonly #open = new Map<OperationState, { readonly stream: AsyncIterableIterator<ExecutionResult>; readonly release: () => void }>();
+
+  constructor(private readonly metrics: RealTimeMetrics) {}
+
+  /** `stream` of `operation`, holding what `release` gives back (and its count as open) until the release stage (its transport done with it, however it ended). */
+  hold(operation: OperationState, stream: AsyncIterableIterator<ExecutionResult>, release: () => void): AsyncIterableIterator<ExecutionResult> {
+    const closed = this.metrics.opened(transportOf(operation));
+    this.#open.set(operation, {
+      stream,
+      release: () => {
+        closed();
+        release();
+      },
+    });
+    return stream;
+  }
+
+  /** The release stage's step: what a request's streams held, given back. */
+  readonly release = (request: RequestState): void => {
+    for (const operation of request.operations) {
+      const held = this.#open.get(operation);
+      if (held === undefined) continue;
+      this.#open.delete(operation);
+      held.release();
+    }
+  };
+
+  /** Ends every open stream (each completes; its transport then finishes it). */
+  endAll(): void {
+    for (const { stream } of [...this.#open.values()]) void stream.return?.(undefined);
+  }
+}
+
+/**
+ * A live query's charge on its caller's watched heads, as what it watches changes (to `heads`): the
+ * refusal when that does not fit (`refuse`, by the bound that refused it), and all of it given back
+ * at its end.
+ */
+function watchCharge(watched: Ledger, caller: string, refuse: (over: LedgerBound) => ExecutionResult): { readonly charge: WatchCharge; readonly giveBack: () => void } {
+  let charged = 0;
+  return {
+    charge(heads) {
+      const over = watched.take(caller, heads - charged);
+      if (over !== undefined) return refuse(over);
+      watched.give(caller, charged - heads);
+      charged = heads;
+      return undefined;
+    },
+    giveBack: () => {
+      watched.give(caller, charged);
+      charged = 0;
+    },
+  };
+}
+
 /**
  * Subscriptions on the one path: a subscription operation is documented, admitted and planned as
  * any other, and its result is a stream of parts (as @defer's are), so every transport that
@@ -90,47 +147,16 @@ const refusals: Record<'places' | 'watched', Record<LedgerBound, (limits: Subscr
  * Its streams are Repeaters: a `return()` ends one at once, settling a `next()` still waiting.
  */
 export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
-  const { schema, events, polling, metrics } = options;
-  /** Each open stream, and what it holds (its place in the limits, its count as open) until its results are out. */
-  const open = new Map<OperationState, { readonly stream: AsyncIterableIterator<ExecutionResult>; readonly release: () => void }>();
-  const { limits } = options;
+  const { schema, events, polling, metrics, limits } = options;
+  const open = new OpenStreams(metrics);
   const places = new Ledger(limits.perCaller, limits.max);
   const watched = new Ledger(limits.watchedPerCaller, limits.watchedMax);
   const resolutions = new EventResolutions(limits);
   let stopping = false;
   const stopped = () => stopping;
-  /** The stream of `operation`, holding its place and its count as open until the release stage gives them back (the transport is done with it, however it ended). */
-  const held = (operation: OperationState, stream: AsyncIterableIterator<ExecutionResult>, place: () => void): AsyncIterableIterator<ExecutionResult> => {
-    const closed = metrics.opened(transportOf(operation));
-    open.set(operation, {
-      stream,
-      release: () => {
-        closed();
-        place();
-      },
-    });
-    return stream;
-  };
   const refused = (result: ExecutionResult) => {
     options.onRefused?.();
     return result;
-  };
-  /** The live query's charge on the watched heads: what it watches now, changed to `heads`, or the refusal when that does not fit. */
-  const watchCharge = (caller: string): { readonly charge: WatchCharge; readonly giveBack: () => void } => {
-    let charged = 0;
-    return {
-      charge(heads) {
-        const over = watched.take(caller, heads - charged);
-        if (over !== undefined) return refused(refusals.watched[over](limits));
-        watched.give(caller, charged - heads);
-        charged = heads;
-        return undefined;
-      },
-      giveBack: () => {
-        watched.give(caller, charged);
-        charged = 0;
-      },
-    };
   };
   const execute = async (operation: OperationState): Promise<OperationResult> => {
     const caller = operation.request.caller.key;
@@ -139,8 +165,8 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     const place = () => places.give(caller);
     if (operation.live) {
       const first = Promise.resolve(options.execute(operation)) as Promise<ExecutionResult>;
-      const { charge, giveBack } = watchCharge(caller);
-      return held(operation, liveQuery(operation, first, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: stopped, charge }), () => {
+      const { charge, giveBack } = watchCharge(watched, caller, (over) => refused(refusals.watched[over](limits)));
+      return open.hold(operation, liveQuery(operation, first, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: stopped, charge }), () => {
         giveBack();
         place();
       });
@@ -161,15 +187,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       watch();
       return source;
     }
-    return held(operation, subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, { resolutions, metrics, stopping: stopped }), watch);
-  };
-  const release = (request: RequestState) => {
-    for (const operation of request.operations) {
-      const stream = open.get(operation);
-      if (stream === undefined) continue;
-      open.delete(operation);
-      stream.release();
-    }
+    return open.hold(operation, subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, { resolutions, metrics, stopping: stopped }), watch);
   };
   return {
     headChanges: (id, context) => {
@@ -180,12 +198,12 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       return changeQueue(events.listen, id, { missed, onFinish: unwatch, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
     },
     // Its release: once the transport is done with a stream (it ended, or its client left), its place is given back.
-    policy: { name: 'subscriptions', execution: (operation) => (operation.streams ? execute(operation) : undefined), release },
+    policy: { name: 'subscriptions', execution: (operation) => (operation.streams ? execute(operation) : undefined), release: open.release },
     open: () => places.total,
     enterThrough: (entry) => resolutions.enterThrough(entry),
     completeAll() {
       stopping = true;
-      for (const { stream } of [...open.values()]) void stream.return?.(undefined);
+      open.endAll();
     },
   };
 }

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline, Readable } from 'node:stream';
 import type { MaybePromise } from '../pipeline/stages.js';
-import type { Incoming, RequestHeaders } from '../request-state.js';
+import type { Incoming, RequestHeaders } from '../incoming.js';
 import type { Serve, Served } from '../pipeline/stages.js';
 
 /** Node's request handler (what http/http-server.ts serves). */

@@ -6,7 +6,8 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { CallerRules } from '../callers.js';
 import { pathOf } from '../http/paths.js';
 import { errorsJson, publicResult } from '../http/serialisation.js';
-import { OperationState, RequestState, type Incoming, type Negotiated, type OperationParams, type RequestHeaders } from '../request-state.js';
+import { OperationState, RequestState, type OperationParams } from '../request-state.js';
+import type { Incoming, Negotiated, RequestHeaders } from '../incoming.js';
 import type { OperationEntry } from '../real-time/event-resolutions.js';
 
 export interface WebSocketOptions {
