@@ -1,8 +1,8 @@
 /**
  * `npm run schema:check [-- --base <ref>] [--strict] [--documents <path>]... [--usage <url|file> [--period 7d]]`:
  * the changes to schema.graphql since a base commit, against the operations clients use and the
- * fleet's usage (scripts/schema-check/: check.ts is the check, cli.ts its options; README.md,
- * "Schema changes"). CI runs it with --strict (.ci/run).
+ * fleet's usage (scripts/schema-check/: check.ts is the check, cli.ts its options;
+ * docs/schema-changes.md). CI runs it with --strict (.ci/run).
  */
 import { runSchemaCheck } from './schema-check/cli.js';
 

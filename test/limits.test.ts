@@ -1,9 +1,5 @@
-import { once } from 'node:events';
 import { setImmediate } from 'node:timers/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { getIntrospectionQuery, Lexer, Source, TokenKind } from 'graphql';
-import { Agent, fetch as httpFetch } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { fragmentPairsFloor } from '../src/server/guards/fragment-pairs.js';
 import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
@@ -208,19 +204,26 @@ describe('body cap (MAX_BODY_BYTES, default 100000)', () => {
     return new ReadableStream({
       pull(controller) {
         if (at >= bytes.length) return controller.close();
-        controller.enqueue(bytes.slice(at, (at += 8192)));
+        controller.enqueue(bytes.slice(at, at + 8192));
+        at += 8192;
       },
     });
   }
 
+  // Over the gateway's socket: fetch sends a string body with its Content-Length, a stream chunked.
   const send = async (init: RequestInit) => answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), ...init }));
+  const expectTooLarge = (refused: Answer) => {
+    expectRefused(refused, 413, 'PAYLOAD_TOO_LARGE');
+    expect(JSON.stringify(refused.body)).not.toMatch(/\bat\s.*\.(ts|js):\d+/);
+  };
 
   it('accepts 99 KB and refuses 101 KB with 413 PAYLOAD_TOO_LARGE, with a Content-Length', async () => {
-    const accepted = await send({ body: body(99_000), headers: { ...jsonHeaders(), 'content-length': '99000' } });
+    const accepted = await send({ body: body(99_000) });
     expectPassed(accepted);
     expect(t.calls()).toHaveLength(1);
     t.reset();
-    expectRefused(await send({ body: body(101_000), headers: { ...jsonHeaders(), 'content-length': '101000' } }), 413, 'PAYLOAD_TOO_LARGE');
+    expectTooLarge(await send({ body: body(101_000) }));
+    expect(t.calls()).toHaveLength(0);
   });
 
   it('accepts 99 KB and refuses 101 KB with 413 PAYLOAD_TOO_LARGE, chunked (no Content-Length)', async () => {
@@ -229,29 +232,8 @@ describe('body cap (MAX_BODY_BYTES, default 100000)', () => {
     expectPassed(accepted);
     expect(t.calls()).toHaveLength(1);
     t.reset();
-    expectRefused(await send(init(101_000)), 413, 'PAYLOAD_TOO_LARGE');
-  });
-
-  it('answers 413 as JSON over real HTTP too, both ways, without a stack trace', async () => {
-    const server: Server = createServer(t.handler);
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
-    // Its own connections, closed with the test.
-    const dispatcher = new Agent();
-    const send = async (init: object) => answer((await httpFetch(url, { method: 'POST', headers: jsonHeaders(), dispatcher, ...init })) as unknown as Response);
-    try {
-      for (const init of [{ body: body(101_000) }, { body: chunked(body(101_000)), duplex: 'half' }]) {
-        const refused = await send(init);
-        expectRefused(refused, 413, 'PAYLOAD_TOO_LARGE');
-        expect(JSON.stringify(refused.body)).not.toMatch(/\bat\s.*\.(ts|js):\d+/);
-      }
-      expectPassed(await send({ body: chunked(body(99_000)), duplex: 'half' }));
-    } finally {
-      await dispatcher.close();
-      server.closeAllConnections();
-      server.close();
-    }
+    expectTooLarge(await send(init(101_000)));
+    expect(t.calls()).toHaveLength(0);
   });
 });
 

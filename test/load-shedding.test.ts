@@ -183,7 +183,7 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     expectOverloaded(await send('{ not json'));
     // A browser's request, the same way.
     expectOverloaded(await send(JSON.stringify({ query: oneCall }), { origin: 'http://elsewhere.example' }));
-    // Through the fetch transport, a single operation and a batch.
+    // Through the test helper (over a socket too), a single operation and a batch.
     expectOverloaded(await post(t, { query: oneCall }, oneCaller));
     const batch = await post(t, [{ query: oneCall }, { query: oneCall }], oneCaller);
     expect(batch.status).toBe(503);

@@ -65,7 +65,7 @@ describe('every transport, the same answer', () => {
     const headers = { 'content-type': 'application/json', 'accept-encoding': 'identity', 'x-request-id': requestId, ...sent.headers };
     const target = sent.method === 'GET' ? `${url}?query=${encodeURIComponent(sent.query!)}` : url;
     const init = { method: sent.method, headers, ...(sent.body === undefined ? {} : { body: sent.body }) };
-    return seen(to === 'http' ? await fetch(target, init) : await t.gateway.fetch(target.replace(/^http:\/\/[^/]+/, 'http://gateway'), init));
+    return seen(to === 'http' ? await fetch(target, init) : await t.app.fetch(target.replace(/^http:\/\/[^/]+/, 'http://gateway'), init));
   };
 
   it('HTTP and fetch answer alike, a kept answer and a hot query, a refusal, an answer with errors, a batch, a GET, parts', async () => {
@@ -307,8 +307,8 @@ describe('the one masking', () => {
   it("an abort or a timeout is the client's CLIENT_CLOSED_REQUEST only once its client is gone; else our fault, masked", () => {
     for (const name of ['AbortError', 'TimeoutError']) {
       const failure = new DOMException('stopped', name);
-      expect(mask(failure, true).extensions['code'], name).toBe('CLIENT_CLOSED_REQUEST');
-      expect([mask(failure, false).message, mask(failure, false).extensions['code']], name).toEqual(['Unexpected error.', 'INTERNAL_SERVER_ERROR']);
+      expect(mask(failure, true).extensions.code, name).toBe('CLIENT_CLOSED_REQUEST');
+      expect([mask(failure, false).message, mask(failure, false).extensions.code], name).toEqual(['Unexpected error.', 'INTERNAL_SERVER_ERROR']);
     }
   });
 });

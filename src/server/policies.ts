@@ -138,7 +138,7 @@ function execution(options: PolicyOptions, responseCache: ReturnType<typeof resp
     ? compiledExecution({ ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
     : undefined;
   const documents = documentPolicies({ limits: settings.limits, introspection: settings.introspection, hideSuggestions: settings.production });
-  return gatewayEnvelop({ schema, compiled, plugins: [...documents, incrementalDeliveryRules(), ...(responseCache?.envelop ?? [])] });
+  return gatewayEnvelop({ schema, compiled, plugins: [...documents, incrementalDeliveryRules, ...(responseCache?.envelop ?? [])] });
 }
 
 /** The real-time policies: head events (a write's changes told to their watchers), polling for changes made elsewhere, subscriptions and live queries. */
@@ -192,7 +192,7 @@ export function gatewayPolicies(options: PolicyOptions) {
     callerLimits: useCallerLimits({ limiters, onRefused: countRefusal }),
     loginLimits: useLoginLimits({ schema, settings: settings.logins, redis: options.redis, onRefused: refused('logins') }),
     body,
-    csrf: settings.csrfPrevention ? csrfCheck() : undefined,
+    csrf: settings.csrfPrevention ? csrfCheck : undefined,
     method: graphqlMethods,
     params: useRequestParams((request, use) => body.read(request.http.body, request.headers, use)),
     batching: useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),

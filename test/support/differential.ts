@@ -22,7 +22,7 @@ const COMPILE_AT_RUN = 2;
 const SENDS = 4;
 
 export interface Side {
-  readonly name: 'compiled' | 'interpreted';
+  readonly name: 'compiled' | 'interpreted' | 'http' | 'websocket';
   readonly t: TestGateway;
   readonly endpoint: string;
   /** The demo user's token, issued by this side's own upstream (each upstream knows only its own tokens). */
@@ -81,9 +81,9 @@ const counted = async (t: TestGateway): Promise<number> => (await t.metrics.comp
 /** One send of a request to one side: its answer and the upstream calls it made. */
 async function send(on: Side, request: GeneratedRequest, text: string, requestId: string): Promise<Observed & { route: Route }> {
   const headers: Record<string, string> = { 'x-request-id': requestId, 'accept-encoding': request.acceptEncoding };
-  if (request.accept !== undefined) headers['accept'] = request.accept;
-  if (request.origin !== undefined) headers['origin'] = request.origin;
-  if (request.auth !== 'none') headers['authorization'] = `Bearer ${request.auth === 'demo token' ? on.token : 'not-a-token-of-this-upstream'}`;
+  if (request.accept !== undefined) headers.accept = request.accept;
+  if (request.origin !== undefined) headers.origin = request.origin;
+  if (request.auth !== 'none') headers.authorization = `Bearer ${request.auth === 'demo token' ? on.token : 'not-a-token-of-this-upstream'}`;
   let url = on.endpoint;
   let body: string | undefined;
   const params = { query: text, ...(request.variables === undefined ? {} : { variables: request.variables }), ...(request.operationName === undefined ? {} : { operationName: request.operationName }), ...(request.extensions === undefined ? {} : { extensions: request.extensions }) };

@@ -1,4 +1,3 @@
-import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -47,11 +46,17 @@ export async function post(on: TestGateway, body: string | object, headers: Reco
 /** A head as the reference upstream serves it (`shape`: Get Head Ext By Id A by default), to compare answers with. */
 export const upstreamHead = (on: TestGateway, id: string, shape: HeadShape = HeadShape.A_EXT) => on.reference.store.project(on.reference.store.findHead(id)!, shape) as Record<string, any>;
 
-/** A gateway on the real reference upstream (loopback port), driven through its fetch transport (`gateway.fetch`). */
+/**
+ * A gateway on the real reference upstream (loopback port), served on a loopback port of its own
+ * as main.ts serves it (Node's server, compression, sockets): `gateway.fetch` sends there, over
+ * real HTTP (`http://gateway/…` is its origin). `app` is its fetch transport, for the tests of that.
+ */
 export interface TestGateway {
   readonly reference: ReferenceUpstream;
   readonly upstream: Upstream;
   readonly gateway: Gateway;
+  /** The same gateway on the fetch transport (WHATWG Request and Response, no socket). */
+  readonly app: Gateway;
   /** The same gateway on the HTTP transport: what Node's server serves (`listen` puts it behind the production server). */
   readonly handler: Handler;
   /** Its tracing (OTEL_* in `env`): `flush` exports the spans still in the batch. */
@@ -71,7 +76,7 @@ export interface TestGateway {
   /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
   readonly attempts: UpstreamAttempt[];
   execute<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<GraphQLResponse<T>>;
-  /** Serves the gateway on a loopback port as main.ts does (compression included); its /graphql URL. */
+  /** Its /graphql URL, on the loopback port it is served on (main.ts's server, compression included). */
   listen(): Promise<string>;
   /** Upstream requests recorded since the last reset, optionally of one operation. */
   calls(operation?: string): ReferenceUpstream['requests'];
@@ -104,14 +109,26 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
-  const { app: gateway, handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
+  const { app, handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
   await knownTokens.load();
-  const servers: Server[] = [];
+  const server = createGatewayServer(handler, config, metrics);
+  websocket.attach(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  /** fetch over the socket: `http://gateway/…` is the server's origin. */
+  const gateway: Gateway = {
+    fetch: (input, init) => {
+      const request = input instanceof Request ? input : undefined;
+      const url = String(request?.url ?? input).replace(/^http:\/\/gateway(?=\/|$)/, origin);
+      return fetch(request === undefined ? url : new Request(url, request), init as RequestInit);
+    },
+  };
 
   return {
     reference,
     upstream,
     gateway,
+    app,
     handler,
     tracing,
     metrics,
@@ -130,13 +147,7 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
       });
       return (await response.json()) as GraphQLResponse<never>;
     },
-    async listen() {
-      const server = createGatewayServer(handler, config, metrics);
-      websocket.attach(server);
-      servers.push(server);
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
-    },
+    listen: () => Promise.resolve(`${origin}/graphql`),
     calls: (operation) => (operation === undefined ? reference.requests : reference.requests.filter((r) => r.operation === operation)),
     reset() {
       reference.clearFaults();
@@ -144,13 +155,9 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
       attempts.length = 0;
     },
     async close() {
-      await Promise.all(
-        servers.map((server) => {
-          const closed = new Promise((resolve) => server.close(resolve));
-          server.closeAllConnections();
-          return closed;
-        }),
-      );
+      const closed = new Promise((resolve) => server.close(resolve));
+      server.closeAllConnections();
+      await closed;
       shedder.close();
       subscriptions.completeAll();
       websocket.close();

@@ -1,5 +1,4 @@
-import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
-import { Kind, OverlappingFieldsCanBeMergedRule, visit, BREAK, type DocumentNode, type ValueNode } from 'graphql';
+import { BREAK, getNullableType, GraphQLError, isListType, Kind, visit, type ASTVisitor, type DirectiveNode, type DocumentNode, type ValidationContext, type ValueNode } from 'graphql';
 import type { Plugin as EnvelopPlugin } from '@envelop/core';
 import { createGraphQLError } from 'graphql-yoga';
 import type { OperationStep } from '../pipeline/stages.js';
@@ -45,13 +44,13 @@ export function withoutIncrementalDelivery(document: DocumentNode): DocumentNode
 function negativeInitialCount(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
   let negative = false;
   const defaults = new Map<string, ValueNode>();
-  const valueOf = (value: ValueNode | undefined): unknown =>
+  const literal = (value: ValueNode | undefined): unknown =>
     value?.kind === Kind.INT
       ? Number(value.value)
       : value?.kind === Kind.VARIABLE
         ? variables != null && Object.hasOwn(variables, value.name.value)
           ? variables[value.name.value]
-          : valueOf(defaults.get(value.name.value))
+          : literal(defaults.get(value.name.value))
         : undefined;
   visit(document, {
     VariableDefinition(node) {
@@ -59,7 +58,7 @@ function negativeInitialCount(document: DocumentNode, variables: Readonly<Record
     },
     Directive(node) {
       if (node.name.value !== 'stream') return undefined;
-      const count = valueOf(node.arguments?.find((argument) => argument.name.value === 'initialCount')?.value);
+      const count = literal(node.arguments?.find((argument) => argument.name.value === 'initialCount')?.value);
       if (typeof count !== 'number' || count >= 0) return undefined;
       negative = true;
       return BREAK;
@@ -71,36 +70,67 @@ function negativeInitialCount(document: DocumentNode, variables: Readonly<Record
 const negativeCount = () =>
   createGraphQLError('@stream(initialCount:) must be 0 or more: the number of list items sent before the rest streams.', { extensions: { code: 'BAD_USER_INPUT' } });
 
-/**
- * @defer and @stream (GraphQL over HTTP incremental delivery: multipart/mixed, or SSE): the
- * executor serves them and `schema.graphql` declares the directives (src/schema/index.ts), so what
- * yoga's plugin adds is its validation rules for them, here a document policy (run as a document
- * is validated, once: documents/prepared.ts). They are added for documents that use the
- * directives only (`usesIncrementalDelivery`, the one detector, which the prepared document's
- * `incremental` reads).
- *
- * The plugin also adds its own copy of graphql-js's field-merging rule (one that knows @stream),
- * but its attempt to drop graphql-js's rule does not reach envelop's rule list, so both would
- * run; and the copy lacks graphql-js 16.15's complexity budget (twice as slow on hostile
- * documents). The copy is taken out again, in place; graphql-js's rule stays. (A differing
- * @stream on merged fields is then not refused: execution takes the first.)
- */
-export function incrementalDeliveryRules(): EnvelopPlugin {
-  const deferStream = useDeferStream() as EnvelopPlugin;
+/** @defer's and @stream's labels: static strings, each used once (yoga's DeferStreamDirectiveLabelRule, graphql-js 17's). */
+function labelRule(context: ValidationContext): ASTVisitor {
+  const known = new Map<string, DirectiveNode>();
   return {
-    onValidate(payload) {
-      if (!usesIncrementalDelivery(payload.params.documentAST)) return;
-      // envelop's own list (the plugin's filter replaces only its view of it, its rules are pushed onto this one).
-      const rules = payload.params.rules ?? [];
-      void deferStream.onValidate?.(payload);
-      payload.params.rules = rules;
-      for (let i = rules.length - 1; i >= 0; i--) {
-        const rule = rules[i]!;
-        if (rule.name === OverlappingFieldsCanBeMergedRule.name && rule !== OverlappingFieldsCanBeMergedRule) rules.splice(i, 1);
-      }
+    Directive(node) {
+      if (node.name.value !== 'defer' && node.name.value !== 'stream') return;
+      const label = node.arguments?.find((argument) => argument.name.value === 'label')?.value;
+      if (label === undefined) return;
+      if (label.kind !== Kind.STRING) context.reportError(new GraphQLError(`Directive "${node.name.value}"'s label argument must be a static string.`, { nodes: node }));
+      else if (known.has(label.value)) context.reportError(new GraphQLError('Defer/Stream directive label argument must be unique.', { nodes: [known.get(label.value)!, node] }));
+      else known.set(label.value, node);
     },
   };
 }
+
+/** Neither on a root field of a mutation or a subscription (yoga's DeferStreamDirectiveOnRootFieldRule). */
+function rootFieldRule(context: ValidationContext): ASTVisitor {
+  return {
+    Directive(node) {
+      const directive = node.name.value === 'defer' ? 'Defer' : node.name.value === 'stream' ? 'Stream' : undefined;
+      const parent = context.getParentType();
+      if (directive === undefined || parent == null) return;
+      const schema = context.getSchema();
+      const root = parent === schema.getMutationType() ? 'mutation' : parent === schema.getSubscriptionType() ? 'subscription' : undefined;
+      if (root !== undefined) context.reportError(new GraphQLError(`${directive} directive cannot be used on root ${root} type "${parent.name}".`, { nodes: node }));
+    },
+  };
+}
+
+/** @stream on list fields only (yoga's StreamDirectiveOnListFieldRule). */
+function streamOnListRule(context: ValidationContext): ASTVisitor {
+  return {
+    Directive(node) {
+      const field = context.getFieldDef();
+      const parent = context.getParentType();
+      if (node.name.value !== 'stream' || field == null || parent == null) return;
+      if (!isListType(getNullableType(field.type))) context.reportError(new GraphQLError(`Stream directive cannot be used on non-list field "${field.name}" on type "${parent.name}".`, { nodes: node }));
+    },
+  };
+}
+
+/**
+ * @defer and @stream (GraphQL over HTTP incremental delivery: multipart/mixed, or SSE): the
+ * executor serves them and `schema.graphql` declares the directives (src/schema/index.ts); what
+ * is checked of them is three validation rules, a document policy (run as a document is validated,
+ * once: documents/prepared.ts), for documents that use the directives only
+ * (`usesIncrementalDelivery`, the one detector, which the prepared document's `incremental` reads).
+ * yoga's plugin (@graphql-yoga/plugin-defer-stream) added the same three with the same words, which
+ * its conformance test holds (test/plugin-conformance.test.ts), and a copy of graphql-js's
+ * field-merging rule that knows @stream but lacks graphql-js 16.15's complexity budget (twice as
+ * slow on hostile documents): graphql-js's rule stays, so a differing @stream on merged fields is
+ * not refused (execution takes the first).
+ */
+export const incrementalDeliveryRules: EnvelopPlugin = {
+  onValidate({ params, addValidationRule }) {
+    if (!usesIncrementalDelivery(params.documentAST)) return;
+    addValidationRule(labelRule);
+    addValidationRule(rootFieldRule);
+    addValidationRule(streamOnListRule);
+  },
+};
 
 /**
  * A negative initialCount was the executor's crash (INTERNAL_SERVER_ERROR): the client's mistake,

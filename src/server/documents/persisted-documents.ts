@@ -1,11 +1,10 @@
-import { useAPQ } from '@graphql-yoga/plugin-apq';
-import { defaultExtractPersistedOperationId, usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
-import { GraphQLError } from 'graphql';
-import { createGraphQLError, type GraphQLParams } from 'graphql-yoga';
+import { createHash } from 'node:crypto';
+import type { GraphQLError } from 'graphql';
+import { createGraphQLError } from 'graphql-yoga';
 import type { TrustedDocuments } from '../../config.js';
 import type { PersistedQueryStore } from './apq-store.js';
 import type { MaybePromise, OperationStep, Policy, ResultStep } from '../pipeline/stages.js';
-import type { OperationParams, OperationState, Registration } from '../request-state.js';
+import type { OperationParams, OperationState } from '../request-state.js';
 
 export interface PersistedDocumentsOptions {
   /** Where automatic persisted queries are registered (Apollo's APQ protocol). */
@@ -20,7 +19,13 @@ export interface PersistedDocumentsOptions {
  * GraphQL over HTTP's persisted documents name a document `documentId` (`sha256:<hex>`): a body
  * parameter of a POST, a URL parameter of a GET (intake/params.ts reads both).
  */
-const documentIdOf = (params: OperationParams): string | null => (typeof params.documentId === 'string' ? params.documentId : null);
+const documentIdOf = (params: OperationParams): string | undefined => (typeof params.documentId === 'string' ? params.documentId : undefined);
+
+/** Apollo's APQ extension's hash: `extensions.persistedQuery`, version 1 with a string `sha256Hash` (anything else is no APQ request). */
+function apqHashOf(params: OperationParams): string | undefined {
+  const extension = params.extensions?.persistedQuery as { version?: unknown; sha256Hash?: unknown } | null | undefined;
+  return extension?.version === 1 && typeof extension.sha256Hash === 'string' ? extension.sha256Hash : undefined;
+}
 
 /** The Apollo links retry with the query text on this message; they expect HTTP 200. */
 const notFound = () => createGraphQLError('PersistedQueryNotFound', { extensions: { code: 'PERSISTED_QUERY_NOT_FOUND', http: { status: 200 } } });
@@ -32,67 +37,19 @@ const trustedOnly = () =>
 
 const hashMismatch = () => createGraphQLError('extensions.persistedQuery.sha256Hash is not the SHA-256 of the query text.', { extensions: { code: 'BAD_USER_INPUT', http: { status: 400 } } });
 
-/** The hash and text of an APQ registration, as useAPQ reads them (version 1, a string hash, a text). */
-function registrationOf(query: unknown, extension: unknown): Registration | undefined {
-  const { version, sha256Hash } = (extension ?? {}) as { version?: unknown; sha256Hash?: unknown };
-  return version === 1 && typeof sha256Hash === 'string' && typeof query === 'string' ? { hash: sha256Hash, query } : undefined;
-}
-
-/**
- * The context the library hooks are handed. usePersistedOperations keeps each one it sees in a
- * WeakSet, for a validation it would skip (a hook of its the gateway does not run): with the
- * operation as context that is an entry per request, which every collection then walks; one
- * object for all adds nothing. No hook here reads it otherwise.
- */
-const hookContext = Object.freeze({});
-
-/**
- * What a hook set (the query it named) over what was sent (the documentId, and any parameter
- * checkParams refuses), in one shape: a spread of the two made a slow object that cost some 2 µs
- * an operation, and checkParams as much again.
- */
-const named = (sent: OperationParams, set: GraphQLParams): OperationParams =>
-  Object.assign({ query: undefined, operationName: undefined, variables: undefined, extensions: undefined, documentId: undefined }, sent, set as OperationParams);
-
-/** A library plugin's `onParams`, as the persisted documents' plugins have it. */
-type ParamsHook = (payload: { params: GraphQLParams; request: unknown; context: unknown; fetchAPI: unknown; setParams(params: GraphQLParams): void; setResult(): void }) => MaybePromise<unknown>;
-
-/**
- * A library plugin's `onParams` as a step of the document stage: it may name the operation's query
- * (`setParams`) or refuse it (throwing a GraphQL error, which `recode` may word otherwise).
- */
-function paramsStep(hook: ParamsHook, recode: (error: GraphQLError) => GraphQLError = (error) => error): (operation: OperationState) => MaybePromise<GraphQLError | undefined> {
-  const refused = (error: unknown): GraphQLError => {
-    if (error instanceof GraphQLError) return recode(error);
-    throw error;
-  };
-  return (operation) => {
-    // Parameters that are no object (a batch's null) are checkParams' to refuse, by what was sent.
-    if (operation.sent !== 'object') return undefined;
-    const payload = {
-      params: operation.params as GraphQLParams,
-      request: operation.request.asRequest,
-      context: hookContext,
-      fetchAPI: globalThis,
-      setParams: (params: GraphQLParams) => void (operation.params = named(operation.params, params)),
-      setResult: () => undefined,
-    };
-    try {
-      const done = hook(payload);
-      return done instanceof Promise ? done.then(() => undefined, refused) : undefined;
-    } catch (error) {
-      return refused(error);
-    }
-  };
+/** Names the operation's query: the text a hash or id stands for. */
+function named(operation: OperationState, query: string): undefined {
+  operation.params = { ...operation.params, query };
+  return undefined;
 }
 
 /**
  * Documents named by hash instead of sent as text, before anything else reads the operation's
  * query (so every later step sees the document's text):
- * - trusted documents only: `usePersistedOperations` runs the manifest's document named by
- *   `documentId` or `extensions.persistedQuery.sha256Hash`; a query text, an unknown id or no id
- *   is PERSISTED_QUERY_ONLY (HTTP 400), before execution, so with no upstream call.
- * - otherwise: Apollo's automatic persisted queries (`useAPQ`): a hash alone runs the manifest's
+ * - trusted documents only: the manifest's document named by `documentId` or
+ *   `extensions.persistedQuery.sha256Hash` runs; a query text, an unknown id or no id is
+ *   PERSISTED_QUERY_ONLY (HTTP 400), before execution, so with no upstream call.
+ * - otherwise: Apollo's automatic persisted queries: a hash alone runs the manifest's
  *   document or a registered query, else answers PersistedQueryNotFound (HTTP 200, the links then
  *   send the text); hash and text register the text once it validated (BAD_USER_INPUT when the
  *   hash is not its SHA-256): junk, a document over a limit or not valid for the schema is stored
@@ -101,11 +58,13 @@ function paramsStep(hook: ParamsHook, recode: (error: GraphQLError) => GraphQLEr
  *   document too; any query text still runs.
  * Its steps: the document stage's names the query (before anything else reads it); admission's
  * writes a registration (its document valid; refused operations register nothing); the result
- * stage's waits for the write.
+ * stage's waits for the write. yoga's plugins did it (@graphql-yoga/plugin-apq and
+ * plugin-persisted-operations); what they decide is a few lines, owned here, and their answers
+ * are held by test/plugin-conformance.test.ts (the differences said there, each on purpose).
  */
 export function usePersistedDocuments(options: PersistedDocumentsOptions): Policy {
   const trusted = options.trustedDocuments;
-  const lookUp = (id: string) => trusted?.get(id) ?? null;
+  const lookUp = (id: string) => trusted?.get(id);
   const registration: OperationStep = (operation) => {
     const pending = operation.registration;
     if (pending !== undefined) {
@@ -119,39 +78,42 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Polic
   // Only an operation that registered waits (a promise for every operation would cost them all).
   const written: ResultStep = (operation) => operation.registering;
   if (options.trustedDocumentsOnly === true) {
-    const hook = usePersistedOperations({
-      allowArbitraryOperations: false,
-      extractPersistedOperationId: (params, request, context) => documentIdOf(params as OperationParams) ?? defaultExtractPersistedOperationId(params, request, context),
-      getPersistedOperation: lookUp,
-      customErrors: { notFound: trustedOnly, keyNotFound: trustedOnly, persistedQueryOnly: trustedOnly },
-    }).onParams as unknown as ParamsHook;
-    return { name: 'persisted documents', document: paramsStep(hook), admission: registration, result: written };
+    const document: OperationStep = (operation) => {
+      const { params } = operation;
+      // Parameters that are no object (a batch's null) are checkParams' to refuse, by what was sent.
+      if (operation.sent !== 'object') return undefined;
+      const id = documentIdOf(params) ?? apqHashOf(params);
+      const text = params.query || id === undefined ? undefined : lookUp(id);
+      return text === undefined ? trustedOnly() : named(operation, text);
+    };
+    return { name: 'persisted documents', document, admission: registration, result: written };
   }
   const { apqStore } = options;
-  // A registration is written once its document validated (`registration`), not here.
-  const apq = paramsStep(
-    useAPQ({ store: { get: (hash) => lookUp(hash) ?? apqStore.get(hash), set: () => undefined }, responseConfig: { forceStatusCodeOk: true } }).onParams as unknown as ParamsHook,
-    (error) => (error.extensions.code === 'PERSISTED_QUERY_MISMATCH' ? hashMismatch() : error),
-  );
-  const byDocumentId =
-    trusted === undefined
-      ? undefined
-      : paramsStep(usePersistedOperations({ allowArbitraryOperations: true, extractPersistedOperationId: (params) => documentIdOf(params as OperationParams), getPersistedOperation: lookUp, customErrors: { notFound } }).onParams as unknown as ParamsHook);
+  /** An APQ request: the hash alone names a registered text (the manifest's first), or its text comes with it to be registered once valid. */
+  const apq = (operation: OperationState, hash: string): MaybePromise<GraphQLError | undefined> => {
+    const { query } = operation.params;
+    if (query == null) {
+      const text = lookUp(hash) ?? apqStore.get(hash);
+      const found = (registered: string | undefined) => (registered === undefined ? notFound() : named(operation, registered));
+      return text instanceof Promise ? text.then(found) : found(text);
+    }
+    if (typeof query !== 'string') return undefined;
+    if (createHash('sha256').update(query).digest('hex') !== hash) return hashMismatch();
+    // A manifest document needs no registration.
+    if (lookUp(hash) === undefined) operation.registration = { hash, query };
+    return undefined;
+  };
   const document: OperationStep = (operation) => {
     const { params } = operation;
-    // Only requests that carry a documentId go to the manifest by id: the others are APQ's or plain queries.
-    if (byDocumentId !== undefined && documentIdOf(params) !== null) return byDocumentId(operation);
-    const extension = params.extensions?.['persistedQuery'];
-    // useAPQ's hook is async: a plain query (no persistedQuery extension) skips it, and the promise.
-    if (extension === undefined) return undefined;
-    const pending = registrationOf(params.query, extension);
-    const checked = apq(operation);
-    const registered = (refusal: GraphQLError | undefined) => {
-      // useAPQ checked the hash; a manifest document needs no registration.
-      if (refusal === undefined && pending !== undefined && lookUp(pending.hash) === null) operation.registration = pending;
-      return refusal;
-    };
-    return checked instanceof Promise ? checked.then(registered) : registered(checked);
+    if (operation.sent !== 'object') return undefined;
+    // A documentId names the manifest's document (a query sent beside it runs as sent).
+    const id = trusted === undefined ? undefined : documentIdOf(params);
+    if (id !== undefined && params.query == null) {
+      const text = lookUp(id);
+      return text === undefined ? notFound() : named(operation, text);
+    }
+    const hash = apqHashOf(params);
+    return hash === undefined ? undefined : apq(operation, hash);
   };
   return { name: 'persisted documents', document, admission: registration, result: written };
 }
