@@ -6,7 +6,7 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * TEST_SEED names it: a test that leans on another's leftovers fails somewhere, and the seed
  * printed here replays that order.
  */
-const seed = Number(process.env['TEST_SEED'] ?? Math.floor(Math.random() * 1_000_000));
+const seed = Number(process.env.TEST_SEED ?? Math.floor(Math.random() * 1_000_000));
 console.log(`Test order: shuffled with seed ${seed} (TEST_SEED=${seed} npm test replays it)`);
 
 export default defineConfig({

@@ -144,11 +144,12 @@ try {
       console.log(`round ${round + 1}: ${name.padEnd(40)} ${Math.round(result.rps).toString().padStart(6)} req/s  p99 ${result.p99.toFixed(2)} ms  ${Math.round(result.cpuUs)} µs CPU a request`);
     }
     for (const [name, result] of Object.entries(measured)) {
-      const entry = (results[name] ??= { rps: [], p99: [], share: [], cpuUs: [] });
+      results[name] ??= { rps: [], p99: [], share: [], cpuUs: [] };
+      const entry = results[name];
       entry.rps.push(result.rps);
       entry.cpuUs.push(result.cpuUs);
       entry.p99.push(result.p99);
-      entry.share.push(result.rps / measured['floor']!.rps);
+      entry.share.push(result.rps / measured.floor!.rps);
     }
   }
 } finally {
@@ -157,7 +158,7 @@ try {
 }
 
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const defaultShare = median(results['defaults']?.share ?? [Number.NaN]);
+const defaultShare = median(results.defaults?.share ?? [Number.NaN]);
 const lines = [`${values.query}, ${checkout}, ${rounds} rounds, medians: req/s, share of the floor, and of the defaults' share (same sitting); CPU µs a request`, '', '| configuration | req/s | p99 ms | CPU µs a request | share of the floor | of the defaults\' share |', '|---|--:|--:|--:|--:|--:|'];
 for (const [name, entry] of Object.entries(results)) {
   const share = median(entry.share);

@@ -92,7 +92,9 @@ const scenarios: Scenario[] = [
 const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] ?? NaN;
 
 const children: ChildProcess[] = [upstream.child];
-process.on('exit', () => children.forEach((child) => child.kill('SIGKILL')));
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
 
 for (const scenario of scenarios) {
   const gateway = await start('src/main.ts', { PORT: '0', UPSTREAM_URL: upstream.url, ...scenario.env }, /Gateway listening on (\S+)/);

@@ -193,7 +193,10 @@ function listeningPorts(worker: Worker, count: number): Promise<number[]> {
 }
 
 /** The exit code of the first worker to exit (before they all listen, a worker that could not start). */
-const firstExit = (workers: readonly Worker[]) => new Promise<number>((resolve) => workers.forEach((worker) => worker.once('exit', (code: number | null) => resolve(code ?? 1))));
+const firstExit = (workers: readonly Worker[]) =>
+  new Promise<number>((resolve) => {
+    for (const worker of workers) worker.once('exit', (code: number | null) => resolve(code ?? 1));
+  });
 
 async function main(): Promise<void> {
   const config = configOrExit();
@@ -232,7 +235,13 @@ async function main(): Promise<void> {
   // Each worker is handed the stop, and a second signal: each leaves the rotation and drains itself.
   onStopSignal(async (signal, hurried) => {
     const live = workers.filter((worker) => !worker.isDead());
-    hurried.addEventListener('abort', () => live.forEach((worker) => tell(worker, { gatewayStop: signal, hurry: true })), { once: true });
+    hurried.addEventListener(
+      'abort',
+      () => {
+        for (const worker of live) tell(worker, { gatewayStop: signal, hurry: true });
+      },
+      { once: true },
+    );
     await Promise.all(
       live.map(async (worker) => {
         const exited = once(worker, 'exit');

@@ -17,7 +17,7 @@ import { describeWithRedis } from './support/services.js';
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const registration = (query: string) => ({ query, extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
 const byHash = (query: string) => ({ extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
-const codeOf = (answer: Answer) => answer.body.errors?.[0]?.extensions?.['code'];
+const codeOf = (answer: Answer) => answer.body.errors?.[0]?.extensions?.code;
 
 /** A valid query `bytes` long, told apart by `n` (a comment: no token, no depth). */
 const paddedQuery = (n: number, bytes = 20) => `{ __typename } # ${n} `.padEnd(bytes, 'x');
@@ -86,7 +86,7 @@ describeWithRedis.each([
   it.each(refused)('%s: answered as its text alone is, then PersistedQueryNotFound by hash, and no key in Redis', async (_kind, query, limit) => {
     const plain = await post(t, { query });
     expect(plain.status).toBe(400);
-    expect(plain.body.errors?.[0]?.extensions?.['limit']).toBe(limit);
+    expect(plain.body.errors?.[0]?.extensions?.limit).toBe(limit);
     const registered = await post(t, registration(query));
     expect(registered.status).toBe(plain.status);
     expect(registered.body).toEqual(plain.body);

@@ -19,7 +19,8 @@ afterEach(async () => {
 
 /** The gateway on a loopback port, and a POST to its /graphql: the status, the headers and the body. */
 async function serve(env: Record<string, string> = {}) {
-  const t = (current = await startTestGateway({ env }));
+  current = await startTestGateway({ env });
+  const t = current;
   const url = await t.listen();
   const post = async (query: string, variables?: Record<string, unknown>, headers: Record<string, string> = {}) => {
     const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', ...headers }, body: JSON.stringify({ query, variables }) });
@@ -89,7 +90,7 @@ describe('only Get Heads Ext answering 503 (the issue\'s case)', () => {
     const body = JSON.parse(refused.text) as GraphQLResponse;
     expect(body.data).toBeNull();
     expect(codes(body)).toEqual(['UPSTREAM_UNAVAILABLE']);
-    const retryAfterMs = body.errors![0]!.extensions!['retryAfterMs'] as number;
+    const retryAfterMs = body.errors![0]!.extensions!.retryAfterMs as number;
     expect(retryAfterMs).toBeGreaterThan(0);
     expect(retryAfterMs).toBeLessThanOrEqual(5_000);
     expect(refused.headers.get('retry-after')).toBe(String(Math.ceil(retryAfterMs / 1000)));
@@ -148,7 +149,7 @@ describe('/ready with one breaker per operation (CIRCUIT_BREAKER_WINDOW=1: one f
       // (Readiness asks Get Heads too, on a connection of its own, outside the breakers.)
       expect(t.calls(operation).filter((call) => call.status === 500)).toHaveLength(1);
       expect(await metric(t, `gateway_upstream_circuit_state{operation="${operation}"}`)).toBe(1);
-      expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="' + operation + '",state="open"}')).toBe(1);
+      expect(await metric(t, `gateway_upstream_circuit_state_changes_total{operation="${operation}",state="open"}`)).toBe(1);
       if (n < operationNames.length - 1) continue;
       expect(await ready()).toEqual({ status: 503, body: { status: 'not ready', reason: 'circuit open' } });
     }

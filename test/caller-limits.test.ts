@@ -19,7 +19,6 @@ const callerB = from('192.0.2.2');
 
 const post = (t: TestGateway, query: string, headers: Record<string, string> = {}, variables?: Record<string, unknown>): Promise<Answer> => postTo(t, { query, variables }, headers);
 
-const limited = (a: Answer) => a.status === 429 && a.body.errors?.[0]?.extensions?.code === 'RATE_LIMITED';
 
 const oneCall = '{ heads(first: 1) { totalCount } }';
 

@@ -1,4 +1,4 @@
-import { encodeGlobalID } from '@pothos/plugin-relay';
+
 import { createClient, type Client } from 'graphql-sse';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';

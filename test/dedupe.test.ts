@@ -13,7 +13,9 @@ import { until } from './support/until.js';
 
 const headReads: readonly OperationName[] = ['getHeadExt', 'getHeadById', 'getHeadExtById'];
 const held: Fault = { kind: 'latency', ms: 600_000 };
-const holdHeadReads = (t: TestGateway, times = 1) => headReads.forEach((operation) => t.reference.injectFault(operation, held, times));
+const holdHeadReads = (t: TestGateway, times = 1) => {
+  for (const operation of headReads) t.reference.injectFault(operation, held, times);
+};
 const headQuery = `query($id: ID!) { head(id: $id) { uuid name } }`;
 const headCalls = (t: TestGateway) => t.calls().filter((r) => r.operation !== undefined && headReads.includes(r.operation));
 const joined = async (t: TestGateway) => sampleOf(await t.metrics.registry.metrics(), 'gateway_upstream_calls_joined_total') ?? 0;
@@ -95,7 +97,7 @@ describe('in-flight deduplication (default: on)', () => {
   it('retries are shared too: 10 reads of a head read answering 503, 503, then 200 cost 3 calls', async () => {
     const t = await start();
     const id = t.reference.store.headIds()[0]!;
-    headReads.forEach((operation) => t.reference.injectFault(operation, { kind: 'status', status: 503 }, 2));
+    for (const operation of headReads) t.reference.injectFault(operation, { kind: 'status', status: 503 }, 2);
     holdHeadReads(t);
     const pending = Array.from({ length: 10 }, () => t.execute(headQuery, { id }));
     await until(async () => (await joined(t)) === 9 && t.reference.inFlight() === 1, 'every read joined, the third attempt held');

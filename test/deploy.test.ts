@@ -134,7 +134,7 @@ describe('Dockerfile', () => {
 
   it('compiles with every dependency in the build stage, and installs only runtime dependencies in the runtime stage', () => {
     const runs = (stage: number) => inStage(dockerfile, stage, 'RUN').map((i) => i.args);
-    const build = dockerfile.stages.findIndex((s, index) => index < runtime && runs(index).some((run) => /\bnpm run build\b/.test(run)));
+    const build = dockerfile.stages.findIndex((_, index) => index < runtime && runs(index).some((run) => /\bnpm run build\b/.test(run)));
     expect(build, 'a stage before the last runs `npm run build`').toBeGreaterThanOrEqual(0);
     expect(runs(build).some((run) => /\bnpm ci\b/.test(run) && !/--omit/.test(run))).toBe(true);
     expect(runs(runtime).some((run) => /\bnpm ci\b[^&;]*--omit=dev/.test(run))).toBe(true);

@@ -48,7 +48,8 @@ describe('the differential test, with one step left out of one side', () => {
     for (const name of ['compiled', 'interpreted'] as const) {
       sabotage.current = name === sabotaged ? leaveOut : undefined;
       const env: Record<string, string> = name === 'compiled' ? { COMPILED_EXECUTION: 'on', COMPILED_EXECUTION_AT_RUN: '2' } : { COMPILED_EXECUTION: 'off' };
-      opened.push((sides[name] = await startSide(name, env)));
+      sides[name] = await startSide(name, env);
+      opened.push(sides[name]);
     }
     sabotage.current = undefined;
     const failure = await compare(sides.compiled, sides.interpreted, { seed: 20_260_529, runs: 40, shrink: false }).then(() => undefined, (error: Error) => error);

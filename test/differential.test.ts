@@ -26,8 +26,8 @@ import { compare, startSides, type Side } from './support/differential.js';
  * failed upstream beside null ones (schema/node.ts).
  */
 
-const SEED = Number(process.env['DIFFERENTIAL_SEED'] ?? 20_260_529);
-const RUNS = Number(process.env['DIFFERENTIAL_RUNS'] ?? 120);
+const SEED = Number(process.env.DIFFERENTIAL_SEED ?? 20_260_529);
+const RUNS = Number(process.env.DIFFERENTIAL_RUNS ?? 120);
 
 describe.each([
   ['the defaults', {}, 1 / 6],

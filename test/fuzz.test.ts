@@ -13,7 +13,6 @@ import {
   type GraphQLInputType,
   type GraphQLNamedType,
   type GraphQLObjectType,
-  type GraphQLInterfaceType,
 } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
@@ -347,7 +346,7 @@ function hostileJson(g: Gen): unknown {
 /** The same as document literals: deep nesting is written as text, never walked recursively here. */
 function hostileJsonLiteral(g: Gen): string {
   const depth = pick(g, [g(fc.integer, { min: 28, max: 40 }), g(fc.integer, { min: 1_000, max: 6_000 })]);
-  return chance(g, 50) ? '['.repeat(depth) + '1' + ']'.repeat(depth) : '{ a: '.repeat(depth) + '1' + ' }'.repeat(depth);
+  return chance(g, 50) ? `${'['.repeat(depth)}1${']'.repeat(depth)}` : `${'{ a: '.repeat(depth)}1${' }'.repeat(depth)}`;
 }
 
 /** A JSON value as a GraphQL literal: object keys made into names, strings escaped. */

@@ -14,6 +14,7 @@ import { until } from './support/until.js';
 const UI_WAIT_MS = 15_000;
 
 async function editorText(page: Page, uriSuffix: string): Promise<string> {
+  // biome-ignore lint/performance/useDomNodeTextContent: Monaco's lines are blocks: innerText keeps the line breaks between them.
   return (await page.locator(`.monaco-editor[data-uri$="${uriSuffix}"] .view-lines`).innerText()).replace(/\u00a0/g, ' ');
 }
 
@@ -49,7 +50,14 @@ describeWithChromium('GraphiQL runs a subscription', () => {
     await until(() => t.subscriptions.open() === 1, 'the subscription open', UI_WAIT_MS);
     expect((await t.execute('mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }', { input: { id: encodeGlobalID('Head', id), name: 'Seen in GraphiQL' } })).errors).toBeUndefined();
     let shown = '';
-    await until(async () => (shown = await editorText(page, '-response.json')).includes('Seen in GraphiQL'), 'the event in the result pane', UI_WAIT_MS);
+    await until(
+      async () => {
+        shown = await editorText(page, '-response.json');
+        return shown.includes('Seen in GraphiQL');
+      },
+      'the event in the result pane',
+      UI_WAIT_MS,
+    );
     expect(shown).toContain('"headChanged"');
     // Stopping it in GraphiQL closes it at the gateway.
     await page.locator('.graphiql-execute-button').click();

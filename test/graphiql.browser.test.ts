@@ -33,6 +33,7 @@ const BAD_INPUT = 'query BadId { head(id: "not-an-id") { name } }';
 
 /** Monaco renders spaces as U+00A0; this gives back the plain text of an editor's visible lines. */
 async function editorText(page: Page, uriSuffix: string): Promise<string> {
+  // biome-ignore lint/performance/useDomNodeTextContent: Monaco's lines are blocks: innerText keeps the line breaks between them.
   const text = await page.locator(`.monaco-editor[data-uri$="${uriSuffix}"] .view-lines`).innerText();
   return text.replace(/\u00a0/g, ' ');
 }
@@ -158,9 +159,9 @@ describeWithChromium('GraphiQL in Chromium', { shuffle: false }, () => {
     expect(response?.headers()['content-type']).toMatch(/^text\/html/);
     // Chromium asks for brotli; the page comes compressed, with a validator for its next visit.
     expect(response?.headers()['content-encoding']).toBe('br');
-    expect(response?.headers()['etag']).toMatch(/^W\//);
+    expect(response?.headers().etag).toMatch(/^W\//);
     // A normal navigation asks for HTML; that is what makes the gateway answer with GraphiQL (pages/front-door.ts).
-    expect((await response!.request().allHeaders())['accept']).toContain('text/html');
+    expect((await response!.request().allHeaders()).accept).toContain('text/html');
     expect(await page.title()).toBe('Avatar Head gateway');
 
     await page.locator('section.graphiql-query-editor .monaco-editor').waitFor({ state: 'visible', timeout: UI_WAIT_MS });
@@ -220,7 +221,7 @@ describeWithChromium('GraphiQL in Chromium', { shuffle: false }, () => {
 
     reference.resetRecording();
     const response = await execute(page, graphqlUrl, 'permissions');
-    expect((await response.request().allHeaders())['authorization']).toBe(`Bearer ${token}`);
+    expect((await response.request().allHeaders()).authorization).toBe(`Bearer ${token}`);
     expect(print(parse((response.request().postDataJSON() as { query: string }).query))).toBe(print(parse(PERMISSIONS_QUERY)));
     const body = (await response.json()) as { data?: { permissions: { totalCount: number } }; errors?: unknown };
     expect(body).toEqual({ data: { permissions: { totalCount: permissionTotal } } });

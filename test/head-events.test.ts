@@ -61,7 +61,7 @@ describe('head events in one process (the defaults)', () => {
     expect(gone.errors).toBeUndefined();
     await until(() => watcher.events.length === 1, 'the deletion told');
     const again = await t.execute(DELETE, { input: { id: globalId(id) } }, { authorization: `Bearer ${token}` });
-    expect(again.errors?.[0]?.extensions?.['code']).toBe('NOT_FOUND');
+    expect(again.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
     await settle();
     expect(watcher.events).toEqual([{ id, deleted: true }]);
     await watcher.stop();

@@ -21,7 +21,7 @@ const from = (address: string, headers: Record<string, string> = {}) => ({ 'x-fo
 async function login(t: TestGateway, address: string, username: string, password: string): Promise<{ token?: string; code?: unknown }> {
   const answer = await post(t, { query: LOGIN, variables: { input: { username, password } } }, from(address));
   const token = (answer.body.data as { login?: { accessToken: string } } | null | undefined)?.login?.accessToken;
-  return token === undefined ? { code: answer.body.errors?.[0]?.extensions?.['code'] } : { token: `Bearer ${token}` };
+  return token === undefined ? { code: answer.body.errors?.[0]?.extensions?.code } : { token: `Bearer ${token}` };
 }
 
 const status = async (t: TestGateway, address: string, authorization?: string) => (await post(t, { query: '{ __typename }' }, from(address, authorization === undefined ? {} : { authorization }))).status;

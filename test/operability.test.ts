@@ -13,7 +13,6 @@ import { OperationRecorder } from '../src/server/telemetry/operation-telemetry.j
 import { createReadiness, upstreamAnswers } from '../src/server/probes/readiness.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
-import { schema } from '../src/schema/index.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { until } from './support/until.js';
 
@@ -126,7 +125,8 @@ describe('/ready', () => {
   const startReadyGateway = async () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     start = Date.now();
-    return (current = await startTestGateway());
+    current = await startTestGateway();
+    return current;
   };
   const ready = (on: TestGateway) => on.gateway.fetch('http://gateway/ready');
   const statusAt = async (on: TestGateway, ms: number) => {

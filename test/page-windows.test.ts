@@ -96,7 +96,10 @@ describe('planPageWindow, exhaustive for offsets 0..300 and limits 1..100', () =
     const oracles = new Map<number, ReturnType<typeof oracleForStart>>();
     const bad = failuresOf(({ offset, limit, plan }) => {
       let oracle = oracles.get(offset);
-      if (!oracle) oracles.set(offset, (oracle = oracleForStart(offset, MAX_SIZE)));
+      if (!oracle) {
+        oracle = oracleForStart(offset, MAX_SIZE);
+        oracles.set(offset, oracle);
+      }
       const { single, pairMin } = oracle(limit);
       if (single !== undefined) {
         if (plan.calls.length !== 1) return `oracle has one page of size ${single}, got ${plan.calls.length} calls`;

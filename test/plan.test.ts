@@ -76,7 +76,11 @@ describe('planning is linear in the document', () => {
       SelectionSet(node) {
         sets++;
         const { selections } = node;
-        Object.defineProperty(node, 'selections', { enumerable: true, get: () => (reads++, selections) });
+        Object.defineProperty(node, 'selections', { enumerable: true, get: () => {
+            reads++;
+            return selections;
+          },
+        });
       },
     });
     // visit itself read each once, after its visitor made it count.

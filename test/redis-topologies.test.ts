@@ -74,7 +74,7 @@ describeWithRedis('REDIS_URL=redis-cluster://…: the shared stores on a Cluster
     for (let i = 0; i < 90; i++) await fill(a, `again${i}`, answer(`${i}`), [head(`again${i}`)]);
     // Each answer on its own key, each entity's index on its own: every master holds some.
     for (const [port, keys] of await cluster.keysPerMaster()) expect({ port, some: keys > 10 }).toEqual({ port, some: true });
-    for (const [port, errors] of await cluster.errorStats()) expect({ port, crossSlot: errors['CROSSSLOT'] ?? 0 }).toEqual({ port, crossSlot: 0 });
+    for (const [port, errors] of await cluster.errorStats()) expect({ port, crossSlot: errors.CROSSSLOT ?? 0 }).toEqual({ port, crossSlot: 0 });
     expect(sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="response_cache",reason="error"}')).toBeUndefined();
   });
 
@@ -93,7 +93,11 @@ describeWithRedis('REDIS_URL=redis-cluster://…: the shared stores on a Cluster
     let release!: () => void;
     const atLastStep = new Promise<void>((resolve) => (reached = resolve));
     const released = new Promise<void>((resolve) => (release = resolve));
-    const held = createRedisResponseCache({ redis: replicas[0]!, ...cacheOptions, holdBeforeLastStep: () => (reached(), released) });
+    const held = createRedisResponseCache({ redis: replicas[0]!, ...cacheOptions, holdBeforeLastStep: () => {
+        reached();
+        return released;
+      },
+    });
     const [b, c] = replicas.slice(1).map((redis) => createRedisResponseCache({ redis, ...cacheOptions })) as [Store, Store];
 
     // A read that began before a write: its entities checked and indexed, then held.
@@ -120,7 +124,7 @@ describeWithRedis('REDIS_URL=redis-cluster://…: the shared stores on a Cluster
     for (const query of queries) expect(await fresh.get(sha256(query))).toBe(query);
     const shardMasters = new Set(Array.from({ length: 16 }, (_, shard) => masterOf(`gw:apq:{apq-${shard}}:texts`)));
     expect(shardMasters).toEqual(new Set(cluster.nodes.map(({ port }) => port)));
-    for (const [port, errors] of await cluster.errorStats()) expect({ port, crossSlot: errors['CROSSSLOT'] ?? 0 }).toEqual({ port, crossSlot: 0 });
+    for (const [port, errors] of await cluster.errorStats()) expect({ port, crossSlot: errors.CROSSSLOT ?? 0 }).toEqual({ port, crossSlot: 0 });
   });
 
   it("counts a caller's rate limit once across replicas: each caller's counter is one key, in its own slot", async () => {
@@ -215,7 +219,10 @@ describeWithRedis('REDIS_URL=redis-sentinel://…: the shared stores follow a fa
     // failover kept (it was replicated before) has been evicted by b's owed eviction.
     await until(() => replicas.every((replica) => replica.ready()), 'both replicas on the new master', 20_000);
     await until(async () => (await sentinel.client(promoted).exists('gw:rc:a:held')) === 0, 'the owed eviction made on the new master');
-    await until(async () => (waitOf(limitsA!, await take(limitsA!, 'token:after-failover', 1)), (await sentinel.client(promoted).exists('gw:requests:token:after-failover')) === 1), 'a limit counted on the new master');
+    await until(async () => {
+      waitOf(limitsA!, await take(limitsA!, 'token:after-failover', 1));
+      return (await sentinel.client(promoted).exists('gw:requests:token:after-failover')) === 1;
+    }, 'a limit counted on the new master');
     await until(async () => Promise.resolve(a.lookup('x')).then(() => true, () => false), 'a answers again');
     expect(await get(a, 'held')).toBeUndefined();
     expect(sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="limits",reason="unreachable"}')).toBeGreaterThan(0);

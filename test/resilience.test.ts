@@ -26,7 +26,9 @@ const headName = (t: TestGateway, id: string) => t.reference.store.findHead(id)!
  * covers the selection), so faults go on every by-id read and calls are counted across them.
  */
 const headReads: readonly OperationName[] = ['getHeadExt', 'getHeadById', 'getHeadExtById'];
-const faultHeadReads = (t: TestGateway, fault: Fault, times = 1) => headReads.forEach((operation) => t.reference.injectFault(operation, fault, times));
+const faultHeadReads = (t: TestGateway, fault: Fault, times = 1) => {
+  for (const operation of headReads) t.reference.injectFault(operation, fault, times);
+};
 const headReadCalls = (t: TestGateway) => t.calls().filter((r) => r.operation !== undefined && headReads.includes(r.operation));
 const calledIds = (t: TestGateway) => headReadCalls(t).map((r) => /[0-9a-f]{8}-[0-9a-f-]{27}/.exec(r.path)?.[0]);
 /** An answer the upstream holds until the test releases it (`releaseHeld`) or the caller goes. */
@@ -310,7 +312,7 @@ describe('flaky upstream sequences: exact call counts', () => {
       const body = (await response.json()) as GraphQLResponse<{ heads: { totalCount: number }; head: null }>;
       expect(body.data!.head).toBeNull();
       expect(body.data!.heads.totalCount).toBeGreaterThan(0);
-      const retryAfterMs = body.errors![0]!.extensions!['retryAfterMs'] as number;
+      const retryAfterMs = body.errors![0]!.extensions!.retryAfterMs as number;
       expect(retryAfterMs).toBeGreaterThan(110_000);
       expect(retryAfterMs).toBeLessThanOrEqual(120_000);
     });

@@ -320,7 +320,12 @@ describeWithRedis('the response cache in Redis', () => {
     const schema = createSchema({
       typeDefs: 'type Head { id: ID! name: String! } type Query { head(id: ID!): Head! } type Mutation { renameHead(id: ID!): Head! }',
       resolvers: {
-        Query: { head: (_: unknown, { id }: { id: string }) => (reads.push(id), { id, name: `head ${id}` }) },
+        Query: {
+          head: (_: unknown, { id }: { id: string }) => {
+            reads.push(id);
+            return { id, name: `head ${id}` };
+          },
+        },
         Mutation: { renameHead: (_: unknown, { id }: { id: string }) => ({ id, name: 'renamed' }) },
       },
     });

@@ -581,7 +581,9 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
   let url: string;
 
   const headReads = ['getHeadExt', 'getHeadById', 'getHeadExtById'] as const;
-  const failHeadReads = (fault: Parameters<TestGateway['reference']['injectFault']>[1]) => headReads.forEach((operation) => g.reference.injectFault(operation, fault, 100));
+  const failHeadReads = (fault: Parameters<TestGateway['reference']['injectFault']>[1]) => {
+    for (const operation of headReads) g.reference.injectFault(operation, fault, 100);
+  };
   // Over real HTTP: what a client and an HTTP cache between see (Age, Cache-Control).
   const read = async (id: string, token?: string) =>
     answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...(token === undefined ? {} : bearer(token)) }, body: JSON.stringify({ query: headName, variables: { id } }) }));

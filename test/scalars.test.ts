@@ -68,7 +68,7 @@ describe('DateTime scalar', () => {
     .map(([date, digits, zone]) => {
       const shifted = zone === 'Z' ? date : new Date(date.getTime() + (zone.startsWith('-') ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4))) * 60_000);
       const [whole, fraction] = shifted.toISOString().slice(0, -1).split('.');
-      return `${whole}${digits === 0 ? '' : `.${(fraction! + '000').slice(0, digits)}`}${zone}`;
+      return `${whole}${digits === 0 ? '' : `.${(`${fraction!}000`).slice(0, digits)}`}${zone}`;
     })
     .filter((value) => !value.startsWith('-') && !value.startsWith('+'));
 

@@ -135,7 +135,12 @@ describe('deprecated coordinates in the log', () => {
 
   function harness() {
     const lines: Record<string, unknown>[] = [];
-    const logger = createLogger({ level: 'info', destination: new Writable({ write: (chunk: Buffer, _e, done) => (lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>), done()) }) });
+    const logger = createLogger({ level: 'info', destination: new Writable({ write: (chunk: Buffer, _e, done) => {
+          lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+          done();
+        },
+      }),
+    });
     let clock = 1_000;
     const registry = new Registry();
     const step = useCoordinateUsage({ schema, metrics: new SchemaUsageMetrics(registry), logger, now: () => clock }).document!;
@@ -151,7 +156,10 @@ describe('deprecated coordinates in the log', () => {
       operation.definition = document.definitions[0] as OperationDefinitionNode;
       step(operation);
     };
-    return { lines, send, registry, advance: (ms: number) => void (clock += ms) };
+    return { lines, send, registry, advance: (ms: number) => {
+        clock += ms;
+      },
+    };
   }
 
   it('says which client selected which deprecated coordinates, at most once a minute per client and coordinate, whatever the operation', async () => {
@@ -171,11 +179,11 @@ describe('deprecated coordinates in the log', () => {
     advance(DEPRECATION_LOG_INTERVAL_MS - 1);
     send('query A { old fresh }', client('ios', '3.2'));
     await new Promise((resolve) => setImmediate(resolve));
-    expect(lines.slice(2).map((line) => line['coordinates'])).toEqual([['Query.older']]);
+    expect(lines.slice(2).map((line) => line.coordinates)).toEqual([['Query.older']]);
     advance(1);
     send('query A { old fresh }', client('ios', '3.2'));
     await new Promise((resolve) => setImmediate(resolve));
-    expect(lines.slice(3).map((line) => [line['operationName'], line['coordinates']])).toEqual([['A', ['Query.old']]]);
+    expect(lines.slice(3).map((line) => [line.operationName, line.coordinates])).toEqual([['A', ['Query.old']]]);
     // Every operation counted all the same.
     const counted = usageFromExposition(await registry.metrics()).byCoordinate.get('Query.old')!;
     expect(Object.fromEntries(counted.map((c) => [`${c.clientName} ${c.clientVersion}`, c.uses]))).toEqual({ 'ios 3.2': 5, 'ios 3.3': 1, 'web unknown': 1 });

@@ -260,7 +260,7 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
       const before = await query();
       await before.body.json();
       const served = new Set<unknown>();
-      client.on('connect', (origin, targets) => served.add(targets));
+      client.on('connect', (_origin, targets) => served.add(targets));
 
       gateway.child.kill('SIGTERM');
       await until(async () => (await probe(ready.admin)).status === 503, '/ready on ADMIN_PORT answering 503');

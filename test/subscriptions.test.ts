@@ -221,14 +221,24 @@ describeWithRedis('two gateway processes over one Redis', () => {
       // Subscribed at b once a write through a reaches it.
       let n = 0;
       const post = (name: string) => fetch(a.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: UPDATE, variables: { input: { id: globalId(id), name } } }) });
-      await until(async () => (await post(`warm-up ${n++}`), subscriber.events.some((event) => event.event === 'next')), 'b subscribed', 20_000, 200);
+      await until(
+        async () => {
+          await post(`warm-up ${n++}`);
+          return subscriber.events.some((event) => event.event === 'next');
+        },
+        'b subscribed',
+        20_000,
+        200,
+      );
       const events = () => subscriber.events.filter((event) => event.event === 'next');
       // The warm-up's last events read and sent: nothing of theirs is left in flight.
       let settled = -1;
       await until(async () => {
         const seen = events().length;
         await new Promise((resolve) => setTimeout(resolve, 200));
-        return seen === events().length && seen === (settled = seen);
+        if (seen !== events().length) return false;
+        settled = seen;
+        return true;
       }, 'the warm-up settled');
       const before = settled;
       reference.resetRecording();

@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
-import { jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { startGatewayProcess } from './support/process.js';
 
 /** One span as an OTLP/HTTP receiver gets it (JSON encoding), attributes flattened to values. */
@@ -34,8 +34,8 @@ const STATUS_ERROR = 2;
 
 type AnyValue = { stringValue?: string; intValue?: number | string; boolValue?: boolean; doubleValue?: number; arrayValue?: { values?: AnyValue[] } };
 
-function valueOf(value: AnyValue): unknown {
-  if (value.arrayValue !== undefined) return (value.arrayValue.values ?? []).map(valueOf);
+function plainValue(value: AnyValue): unknown {
+  if (value.arrayValue !== undefined) return (value.arrayValue.values ?? []).map(plainValue);
   if (value.intValue !== undefined) return Number(value.intValue);
   return value.stringValue ?? value.boolValue ?? value.doubleValue;
 }
@@ -44,7 +44,7 @@ function spansOf(received: readonly Received[]): ExportedSpan[] {
   return received.flatMap(({ body }) => {
     const request = JSON.parse(body.toString()) as { resourceSpans: { scopeSpans: { spans: (Omit<ExportedSpan, 'attributes'> & { attributes: { key: string; value: AnyValue }[] })[] }[] }[] };
     return request.resourceSpans.flatMap((resource) =>
-      resource.scopeSpans.flatMap((scope) => scope.spans.map((span) => ({ ...span, attributes: Object.fromEntries(span.attributes.map(({ key, value }) => [key, valueOf(value)])) }))),
+      resource.scopeSpans.flatMap((scope) => scope.spans.map((span) => ({ ...span, attributes: Object.fromEntries(span.attributes.map(({ key, value }) => [key, plainValue(value)])) }))),
     );
   });
 }

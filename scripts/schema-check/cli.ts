@@ -74,7 +74,7 @@ export async function runSchemaCheck(argv: readonly string[], run: CliRun): Prom
   const fromHead = (path: string) => (values.head === undefined ? (existsSync(at(path)) ? readFileSync(at(path), 'utf8') : undefined) : schemaAt(git, values.head, path));
   try {
     const changelog = fromHead(CHANGELOG);
-    const envBase = run.env['SCHEMA_CHECK_BASE'];
+    const envBase = run.env.SCHEMA_CHECK_BASE;
     const given: BaseChoice | undefined = values.base !== undefined ? { ref: values.base, why: 'given with --base' } : envBase ? { ref: envBase, why: 'given with SCHEMA_CHECK_BASE' } : undefined;
     const base = chooseBase(git, changelog, given);
     if (base === undefined) return { exitCode: 0, stdout: 'schema:check: no commit to compare with (a repository of one commit): nothing to check\n', stderr: '' };

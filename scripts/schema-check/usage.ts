@@ -41,7 +41,10 @@ export const usageQuery = (period: string) => `sum by (coordinate, client_name, 
 function add(into: Map<string, Map<string, ClientUses>>, coordinate: string, clientName: string, clientVersion: string, uses: number): void {
   if (!Number.isFinite(uses) || uses <= 0) return;
   let clients = into.get(coordinate);
-  if (clients === undefined) into.set(coordinate, (clients = new Map()));
+  if (clients === undefined) {
+    clients = new Map();
+    into.set(coordinate, clients);
+  }
   const key = `${clientName}\n${clientVersion}`;
   clients.set(key, { clientName, clientVersion, uses: (clients.get(key)?.uses ?? 0) + uses });
 }
@@ -63,14 +66,14 @@ export function usageFromQueryAnswer(json: unknown, period: string): Usage {
   if (!parsed.success) throw new Error(`expected Prometheus's answer to an instant query (status "success", a vector), as /api/v1/query gives it for: ${usageQuery('7d')}`);
   const into = new Map<string, Map<string, ClientUses>>();
   for (const { metric, value } of parsed.data.data.result) {
-    if (metric['coordinate'] === undefined) continue;
-    add(into, metric['coordinate'], metric['client_name'] ?? 'unknown', metric['client_version'] ?? 'unknown', Math.round(Number(value[1])));
+    if (metric.coordinate === undefined) continue;
+    add(into, metric.coordinate, metric.client_name ?? 'unknown', metric.client_version ?? 'unknown', Math.round(Number(value[1])));
   }
   return { period: `in ${checkedPeriod(period).words}`, byCoordinate: frozen(into) };
 }
 
 /** A label value of the text format, its escapes (`\\`, `\"`, `\n`) undone. */
-const unescape = (value: string) => value.replace(/\\(["\\n])/g, (_, c: string) => (c === 'n' ? '\n' : c));
+const unescaped = (value: string) => value.replace(/\\(["\\n])/g, (_, c: string) => (c === 'n' ? '\n' : c));
 
 /** The counter's samples in Prometheus's text format (a gateway's /metrics, or several concatenated: replicas are summed). */
 export function usageFromExposition(text: string): Usage {
@@ -78,9 +81,9 @@ export function usageFromExposition(text: string): Usage {
   for (const line of text.split('\n')) {
     if (!line.startsWith(`${SCHEMA_USAGE_METRIC}{`)) continue;
     const close = line.lastIndexOf('}');
-    const labels = Object.fromEntries([...line.slice(SCHEMA_USAGE_METRIC.length + 1, close).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(([, key, value]) => [key!, unescape(value!)]));
+    const labels = Object.fromEntries([...line.slice(SCHEMA_USAGE_METRIC.length + 1, close).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(([, key, value]) => [key!, unescaped(value!)]));
     const [sample] = line.slice(close + 1).trim().split(/\s+/);
-    if (labels['coordinate'] !== undefined) add(into, labels['coordinate'], labels['client_name'] ?? 'unknown', labels['client_version'] ?? 'unknown', Number(sample));
+    if (labels.coordinate !== undefined) add(into, labels.coordinate, labels.client_name ?? 'unknown', labels.client_version ?? 'unknown', Number(sample));
   }
   return { period: 'since each gateway started', byCoordinate: frozen(into) };
 }
@@ -88,7 +91,7 @@ export function usageFromExposition(text: string): Usage {
 /** Usage from `source`: a Prometheus server's URL (its HTTP API is asked), or a file (the API's JSON, or /metrics text). */
 export async function loadUsage(source: string, period: string, fetcher: typeof fetch = fetch): Promise<Usage> {
   if (/^https?:\/\//.test(source)) {
-    const url = new URL(source.replace(/\/+$/, '').replace(/\/api\/v1\/query$/, '') + '/api/v1/query');
+    const url = new URL(`${source.replace(/\/+$/, '').replace(/\/api\/v1\/query$/, '')}/api/v1/query`);
     url.searchParams.set('query', usageQuery(period));
     const response = await fetcher(url, { headers: { accept: 'application/json' } });
     const body = await response.text();

@@ -62,7 +62,10 @@ export function placedSettings<Shape extends Readonly<Record<string, z.ZodType>>
     const name = path.pop()!;
     let group = settings;
     for (const groupName of path) {
-      if (!(groupName in group)) groups.add((group[groupName] = {}));
+      if (!(groupName in group)) {
+        group[groupName] = {};
+        groups.add(group[groupName]);
+      }
       if (!groups.has(group[groupName])) throw taken();
       group = group[groupName] as Record<string, unknown>;
     }

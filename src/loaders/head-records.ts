@@ -96,7 +96,8 @@ export class HeadRecord {
       // The bit is there as soon as any read carrying it answered.
       const outcome = carriers.length === 1 ? carriers[0]! : Promise.any(carriers).catch((error: AggregateError) => Promise.reject(error.errors[0]));
       outcome.catch(() => undefined); // awaited by whoever needs it; nobody else must see it fail
-      (this.#outcomes ??= new Map()).set(bit, outcome);
+      this.#outcomes ??= new Map();
+      this.#outcomes.set(bit, outcome);
     }
     for (const read of settled) this.carried |= read.bits;
     this.#pending += settled.length;
@@ -158,7 +159,9 @@ export class HeadLoader {
     this.#read = (head, id) => {
       const answer = read(head, id);
       answer.then(undefined, (error: unknown) => {
-        if (error instanceof UpstreamError && error.code === 'NOT_FOUND') (this.#gone ??= new Set()).add(id);
+        if (!(error instanceof UpstreamError && error.code === 'NOT_FOUND')) return;
+        this.#gone ??= new Set();
+        this.#gone.add(id);
       });
       return answer;
     };
@@ -256,7 +259,10 @@ export class HeadLoader {
 
   #record(id: string): HeadRecord {
     let record = this.#records.get(id);
-    if (record === undefined) this.#records.set(id, (record = new HeadRecord(id)));
+    if (record === undefined) {
+      record = new HeadRecord(id);
+      this.#records.set(id, record);
+    }
     return record;
   }
 

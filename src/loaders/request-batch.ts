@@ -26,7 +26,8 @@ export class RequestBatch implements CallGuard {
   /** The batch's loaders, made by the first operation that asks, calling through the batch. */
   loadersFor(guard: OperationGuard, make: (batchGuard: CallGuard) => RequestLoaders): RequestLoaders {
     this.#guards.push(guard);
-    return (this.#loaders ??= make(this));
+    this.#loaders ??= make(this);
+    return this.#loaders;
   }
 
   admit(): UpstreamErrorCode | undefined {

@@ -138,7 +138,10 @@ export class SelectionAnalysis extends FieldCollector {
     let byType = this.#memo.get(selectionSet);
     const known = byType?.get(type.name);
     if (known) return known;
-    if (byType === undefined) this.#memo.set(selectionSet, (byType = new Map()));
+    if (byType === undefined) {
+      byType = new Map();
+      this.#memo.set(selectionSet, byType);
+    }
     // A fragment cycle (refused by validation) would stop here instead of looping.
     byType.set(type.name, NOTHING);
 

@@ -29,7 +29,10 @@ const listHolders = new WeakMap<GraphQLSchema, Map<string, boolean>>();
 
 function holdsList(schema: GraphQLSchema, type: GraphQLNamedType): boolean {
   let known = listHolders.get(schema);
-  if (known === undefined) listHolders.set(schema, (known = new Map()));
+  if (known === undefined) {
+    known = new Map();
+    listHolders.set(schema, known);
+  }
   const cached = known.get(type.name);
   if (cached !== undefined) return cached;
   // A type that reaches itself holds a list only if something else on the way does.

@@ -126,7 +126,8 @@ export class Planner {
     if (shape === 'none') return EMPTY_PLAN;
     if (!shape.constant) return bind(shape, variables, request.authorized, this.strategy, this.#schema);
     const key = request.authorized ? 'authorized' : 'anonymous';
-    return (shape.bound[key] ??= bind(shape, variables, request.authorized, this.strategy, this.#schema));
+    shape.bound[key] ??= bind(shape, variables, request.authorized, this.strategy, this.#schema);
+    return shape.bound[key];
   }
 
   #documentPlans(document: DocumentNode): DocumentPlans {
@@ -142,7 +143,11 @@ export class Planner {
           return false;
         },
         Argument: (argument) => {
-          visit(argument, { Variable: () => void (argumentVariables = true) });
+          visit(argument, {
+            Variable: () => {
+              argumentVariables = true;
+            },
+          });
           return false;
         },
       });

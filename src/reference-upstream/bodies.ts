@@ -31,7 +31,10 @@ export function receiveBody<E extends BodyReceiver>(ex: E, proceed: (ex: E) => v
   const { req } = ex;
   const headers = req.headers;
   const hasBody = (headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined;
-  if (!hasBody) return proceed(ex);
+  if (!hasBody) {
+    proceed(ex);
+    return;
+  }
 
   const chunks: Buffer[] = [];
   let size = 0;
@@ -67,7 +70,7 @@ export function receiveBody<E extends BodyReceiver>(ex: E, proceed: (ex: E) => v
 function parseBody(contentType: string | undefined, raw: Buffer): Body {
   if (raw.length === 0) return NO_BODY;
   const text = raw.toString('utf8');
-  const type = contentType?.split(';', 1)[0]!.trim().toLowerCase();
+  const type = contentType === undefined ? undefined : contentType.split(';', 1)[0]!.trim().toLowerCase();
   // Like FastAPI, a body without content-type is tried as JSON.
   if (type === undefined || type === 'application/json' || type.endsWith('+json')) {
     try {

@@ -69,19 +69,23 @@ export class FaultQueue {
   apply(ex: Exchange, fault: Fault): void {
     switch (fault.kind) {
       case 'latency':
-        return this.delay(ex, fault.ms);
+        this.delay(ex, fault.ms);
+        return;
       case 'status': {
         const noBody = fault.status === 204 || fault.status === 304;
         ex.send(fault.status, noBody ? undefined : JSON.stringify(fault.body ?? { detail: STATUS_CODES[fault.status] ?? 'Injected fault' }), fault.headers);
         return;
       }
       case 'malformed-json':
-        return ex.send(200, MALFORMED_JSON);
+        ex.send(200, MALFORMED_JSON);
+        return;
       case 'off-contract':
-        return ex.send(200, JSON.stringify(fault.body ?? DEFAULT_OFF_CONTRACT));
+        ex.send(200, JSON.stringify(fault.body ?? DEFAULT_OFF_CONTRACT));
+        return;
       case 'drop':
         ex.req.socket.destroy();
-        return ex.finish(undefined);
+        ex.finish(undefined);
+        return;
     }
   }
 

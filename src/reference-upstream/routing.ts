@@ -1,4 +1,4 @@
-import { type RouteTable } from '../upstream/routes.js';
+import type { RouteTable } from '../upstream/routes.js';
 import { operationNames, type OperationName } from '../domain/operations.js';
 import type { RoutedOperation } from './recording.js';
 

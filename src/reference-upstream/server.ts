@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { defaultRoutes, type RouteTable } from '../upstream/routes.js';
-import { type OperationName } from '../domain/operations.js';
+import type { OperationName } from '../domain/operations.js';
 import { ADMIN_PREFIX, createAdmin } from './admin.js';
 import { receiveBody } from './bodies.js';
 import { Exchange } from './exchange.js';
@@ -60,8 +60,14 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
 
   function proceed(ex: Exchange): void {
     ex.remember();
-    if (ex.match === undefined) return ex.send(404, NOT_FOUND);
-    if (ex.match === 'method-not-allowed') return ex.send(405, METHOD_NOT_ALLOWED);
+    if (ex.match === undefined) {
+      ex.send(404, NOT_FOUND);
+      return;
+    }
+    if (ex.match === 'method-not-allowed') {
+      ex.send(405, METHOD_NOT_ALLOWED);
+      return;
+    }
     // Recorded before the fault is taken, so a test can count the calls that got one.
     const fault = faults.take(ex.match.route.operation);
     if (fault !== undefined) faults.apply(ex, fault);
@@ -72,7 +78,10 @@ export async function startReferenceUpstream(options: ReferenceUpstreamOptions =
     const url = req.url ?? '/';
     const queryStart = url.indexOf('?');
     const path = queryStart < 0 ? url : url.slice(0, queryStart);
-    if (path.startsWith(ADMIN_PREFIX)) return admin(req, res, path);
+    if (path.startsWith(ADMIN_PREFIX)) {
+      admin(req, res, path);
+      return;
+    }
 
     const method = req.method ?? 'GET';
     const match = routeRequest(router, method, path);

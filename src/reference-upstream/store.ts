@@ -111,7 +111,8 @@ export class ReferenceStore {
 
   /** The projection as JSON text, serialised once per head and shape until the head changes. */
   headJson(entry: HeadEntry, shape: HeadShape): string {
-    return (entry.json[shape] ??= JSON.stringify(this.project(entry, shape)));
+    entry.json[shape] ??= JSON.stringify(this.project(entry, shape));
+    return entry.json[shape];
   }
 
   /** Applies the given fields only. Throws on an unknown hair or on a colour for a head without hair; the server checks both first. */

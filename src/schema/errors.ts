@@ -63,11 +63,11 @@ type ClientError = { readonly extensions?: Record<string, unknown> };
  */
 export function retryAfterMsOf(error: ClientError): number | undefined {
   const extensions = error.extensions;
-  return extensions?.['code'] === 'UPSTREAM_UNAVAILABLE' && typeof extensions['retryAfterMs'] === 'number' ? extensions['retryAfterMs'] : undefined;
+  return extensions?.code === 'UPSTREAM_UNAVAILABLE' && typeof extensions.retryAfterMs === 'number' ? extensions.retryAfterMs : undefined;
 }
 
 /** Whether an open upstream breaker refused the call (nothing was sent). */
-export const refusedByBreaker = (error: ClientError): boolean => (error.extensions?.['upstream'] as { reason?: unknown } | undefined)?.reason === CIRCUIT_OPEN;
+export const refusedByBreaker = (error: ClientError): boolean => (error.extensions?.upstream as { reason?: unknown } | undefined)?.reason === CIRCUIT_OPEN;
 
 /** graphql-js's reasons that never carry the value (a scalar's own reason may: "Value is not a valid UUID: …"). */
 const valueFreeReasons = [
@@ -154,8 +154,8 @@ const printPath = (path: readonly (string | number)[]) => path.map((segment, i) 
 const literalKinds = new Set<Kind>([Kind.STRING, Kind.INT, Kind.FLOAT, Kind.LIST, Kind.OBJECT]);
 
 function literalTexts(node: ValueNode, into: Set<string>): Set<string> {
-  if (node.kind === Kind.LIST) node.values.forEach((value) => literalTexts(value, into));
-  else if (node.kind === Kind.OBJECT) node.fields.forEach((field) => literalTexts(field.value, into));
+  if (node.kind === Kind.LIST) for (const value of node.values) literalTexts(value, into);
+  else if (node.kind === Kind.OBJECT) for (const field of node.fields) literalTexts(field.value, into);
   // Two characters or fewer cannot hide a secret and would mangle the message's own words.
   else if ((node.kind === Kind.STRING || node.kind === Kind.INT || node.kind === Kind.FLOAT) && node.value.length > 2) into.add(node.value);
   if (literalKinds.has(node.kind)) into.add(print(node));

@@ -248,5 +248,8 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
   const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, knownTokens, redis: options.redis, cacheRedis: options.cacheRedis, clusterWorker: options.clusterWorker });
-  return { app, handler, websocket, shedder, pipeline, headEvents, knownTokens, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => void (leaving = true) };
+  return { app, handler, websocket, shedder, pipeline, headEvents, knownTokens, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => {
+      leaving = true;
+    },
+  };
 }

@@ -300,17 +300,20 @@ export class RequestState {
   /** An HTTP request as library plugins read one, made on first use. */
   get asRequest(): RequestLike {
     const http = this.http!;
-    return (this.#like ??= { method: http.method, url: ORIGIN + http.target, headers: http.headers });
+    this.#like ??= { method: http.method, url: ORIGIN + http.target, headers: http.headers };
+    return this.#like;
   }
 
   /** What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). Made on first use. */
   get quotas(): { requests?: RateLimiterRes; address?: RateLimiterRes } {
-    return (this.#quotas ??= {});
+    this.#quotas ??= {};
+    return this.#quotas;
   }
 
   /** What validating its documents costs so far (guards/fragment-pairs.ts): a batch's documents share one budget. Made on first use. */
   get validationSpent(): ValidationSpent {
-    return (this.#validationSpent ??= { pairs: 0, documents: new Set() });
+    this.#validationSpent ??= { pairs: 0, documents: new Set() };
+    return this.#validationSpent;
   }
 
   /** The caller its Authorization header names (callers.ts), hashed once: the caller limits and the response cache's scope read it. */
@@ -321,12 +324,14 @@ export class RequestState {
 
   /** Whom its operations are charged to (callers.ts), worked out once: load shedding's shares and the caller limits. */
   get caller(): Caller {
-    return (this.#caller ??= callerFrom(this.tokenCaller, this.incoming.headers.get('x-forwarded-for') ?? undefined, this.incoming.peer, this.callers));
+    this.#caller ??= callerFrom(this.tokenCaller, this.incoming.headers.get('x-forwarded-for') ?? undefined, this.incoming.peer, this.callers);
+    return this.#caller;
   }
 
   /** The id its log lines, upstream calls and answer carry: the incoming `x-request-id` when sane, else made once. */
   get requestId(): string {
-    return (this.#requestId ??= requestIdFrom(this.incoming));
+    this.#requestId ??= requestIdFrom(this.incoming);
+    return this.#requestId;
   }
 
   startBatch(): void {

@@ -58,7 +58,7 @@ function refuseEmptySchemas(schema: object, at = '#'): void {
   for (const [keyword, value] of entries) {
     if (keyword === 'properties') for (const [name, property] of Object.entries(value as object)) refuseEmptySchemas(property as object, `${at}/properties/${name}`);
     else if ((keyword === 'items' || keyword === 'additionalProperties') && typeof value === 'object') refuseEmptySchemas(value as object, `${at}/${keyword}`);
-    else if (keyword === 'anyOf' || keyword === 'oneOf' || keyword === 'allOf') (value as object[]).forEach((member, i) => refuseEmptySchemas(member, `${at}/${keyword}/${i}`));
+    else if (keyword === 'anyOf' || keyword === 'oneOf' || keyword === 'allOf') for (const [i, member] of (value as object[]).entries()) refuseEmptySchemas(member, `${at}/${keyword}/${i}`);
   }
 }
 

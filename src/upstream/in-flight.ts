@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+
 import type { OperationName } from '../domain/operations.js';
 import type { CallGuard } from './call-guard.js';
 import { CallCancellation, type Abortable, type RequestCalls } from './cancellation.js';

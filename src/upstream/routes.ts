@@ -113,7 +113,10 @@ const pathParts = new WeakMap<Route, readonly string[]>();
 /** Fills the route's placeholder; the value is percent-encoded so an id can never change the path. */
 export function fillPath(route: Route, params: Readonly<Record<string, string>> = {}): string {
   let parts = pathParts.get(route);
-  if (parts === undefined) pathParts.set(route, (parts = route.path.split(/\{([^}]+)\}/)));
+  if (parts === undefined) {
+    parts = route.path.split(/\{([^}]+)\}/);
+    pathParts.set(route, parts);
+  }
   let path = parts[0]!;
   for (let i = 1; i < parts.length; i += 2) {
     const value = params[parts[i]!];

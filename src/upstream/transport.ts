@@ -124,7 +124,8 @@ export class UpstreamTransport {
    * with the call's timeout, the first request's id and trace, and every waiter as its guard.
    */
   #callShared<T>(flights: InFlightCalls, context: CallContext, spec: CallSpec<T>, route: Route, path: string, calls: RequestCalls): Promise<T> {
-    const key = `${spec.operation} ${(calls.scope ??= scopeOf(context.authorization))} ${path}`;
+    calls.scope ??= scopeOf(context.authorization);
+    const key = `${spec.operation} ${calls.scope} ${path}`;
     let flight = flights.find<T>(key);
     const joining = flight !== undefined;
     // An open breaker refuses a new call before its guard is asked (nothing is sent, nothing charged).

@@ -98,7 +98,8 @@ export function startLoad(options: LoadOptions): Load {
   };
 
   const send = async (number: number, operation: Operation) => {
-    const kind = (byKind[operation.kind] ??= { sent: 0, ok: 0 });
+    const kind = byKind[operation.kind] ?? { sent: 0, ok: 0 };
+    byKind[operation.kind] = kind;
     counts.sent++;
     counts.inFlight++;
     kind.sent++;

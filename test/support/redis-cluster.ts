@@ -58,7 +58,10 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   const clients = new Map<number, Redis>();
   const client = (port: number) => {
     let redis = clients.get(port);
-    if (redis === undefined) clients.set(port, (redis = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1 })));
+    if (redis === undefined) {
+      redis = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1 });
+      clients.set(port, redis);
+    }
     return redis;
   };
 

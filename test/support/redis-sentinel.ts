@@ -57,7 +57,8 @@ export async function startRedisSentinel(): Promise<RedisSentinelProcess> {
   const client = (port: number) => {
     let redis = clients.get(port);
     if (redis === undefined) {
-      clients.set(port, (redis = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, retryStrategy: () => 100 })));
+      redis = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+      clients.set(port, redis);
       // The master's connection fails once it is killed: this is for asking, not for watching.
       redis.on('error', () => {});
     }

@@ -15,8 +15,7 @@ function eventParser(onEvent: (event: SseEvent) => void): (chunk: string) => voi
   let text = '';
   return (chunk) => {
     text += chunk;
-    let end: number;
-    while ((end = text.indexOf('\n\n')) !== -1) {
+    for (let end = text.indexOf('\n\n'); end !== -1; end = text.indexOf('\n\n')) {
       const block = text.slice(0, end);
       text = text.slice(end + 2);
       const field = (name: string) => new RegExp(`^${name}: ?(.*)$`, 'm').exec(block)?.[1];

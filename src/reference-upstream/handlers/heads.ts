@@ -31,9 +31,15 @@ export const listHeadsExt: Handler = (ex, store) => {
 function readHead(ex: Exchange, store: ReferenceStore, paramName: string, shape: HeadShape, wrapInArray: boolean): void {
   const issues: ValidationIssue[] = [];
   const id = pathUuid(ex, paramName, issues);
-  if (id === undefined) return ex.sendIssues(issues);
+  if (id === undefined) {
+    ex.sendIssues(issues);
+    return;
+  }
   const entry = store.findHead(id);
-  if (entry === undefined) return ex.send(404, HEAD_NOT_FOUND);
+  if (entry === undefined) {
+    ex.send(404, HEAD_NOT_FOUND);
+    return;
+  }
   const json = store.headJson(entry, shape);
   ex.send(200, wrapInArray ? `[${json}]` : json);
 }

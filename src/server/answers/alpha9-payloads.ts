@@ -114,7 +114,7 @@ class SiteFinder {
   /** The sites opened by the items of a streamed list from index `from` on. */
   inItems(site: Site, items: readonly unknown[], from: number, found: Site[]): void {
     if (site.selectionSet === undefined) return;
-    items.forEach((item, i) => this.inValue(site.selectionSet!, site.type, item, [...site.path, from + i], found));
+    for (const [i, item] of items.entries()) this.inValue(site.selectionSet, site.type, item, [...site.path, from + i], found);
   }
 
   private inField(field: FieldNode, type: GraphQLNamedType, data: Record<string, unknown>, path: Path, found: Site[]): void {
@@ -132,7 +132,7 @@ class SiteFinder {
 
   private inValue(selectionSet: SelectionSetNode, type: GraphQLNamedType, value: unknown, path: Path, found: Site[]): void {
     if (value === null || typeof value !== 'object') return;
-    if (Array.isArray(value)) value.forEach((item, i) => this.inValue(selectionSet, type, item, [...path, i], found));
+    if (Array.isArray(value)) for (const [i, item] of value.entries()) this.inValue(selectionSet, type, item, [...path, i], found);
     else this.inObject(selectionSet, type, value as Record<string, unknown>, path, found);
   }
 

@@ -55,8 +55,14 @@ export function useAnswerBody(options: AnswerOptions): Policy {
   };
   const whole = (request: RequestState, answer: Answer, result: ExecutionResult, kept: string | undefined): void => {
     const type = negotiationOf(request).whole;
-    if (type === undefined) return notAcceptable(answer);
-    if (type === 'multipart/mixed' || type === 'text/event-stream') return inParts(answer, type, onePart(result), statusOf(result, answer.headers, type === 'text/event-stream'), options.stream);
+    if (type === undefined) {
+      notAcceptable(answer);
+      return;
+    }
+    if (type === 'multipart/mixed' || type === 'text/event-stream') {
+      inParts(answer, type, onePart(result), statusOf(result, answer.headers, type === 'text/event-stream'), options.stream);
+      return;
+    }
     answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
     answer.headers.set('content-type', `${type}; charset=utf-8`);
     answer.body = request.gone ? abandoned() : bounded(kept ?? serialise(result), maxBytes).json;
@@ -67,7 +73,10 @@ export function useAnswerBody(options: AnswerOptions): Policy {
   };
   const batch = (request: RequestState, answer: Answer, results: readonly ExecutionResult[]): void => {
     const type = negotiationOf(request).whole;
-    if (type === undefined) return notAcceptable(answer);
+    if (type === undefined) {
+      notAcceptable(answer);
+      return;
+    }
     answer.headers.set('content-type', `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`);
     if (request.gone) {
       for (let i = 1; i < results.length; i++) options.onAbandoned?.();

@@ -56,13 +56,13 @@ const anything = negotiate('*/*');
 export function negotiationOf(request: RequestState): Negotiated {
   if (request.negotiated !== undefined) return request.negotiated;
   const accept = request.headers.get('accept');
-  if (!accept) return (request.negotiated = anything);
-  let negotiated = known.get(accept);
+  let negotiated = accept ? known.get(accept) : anything;
   if (negotiated === undefined) {
-    negotiated = negotiate(accept);
-    if (accept.length <= KEPT_LENGTH) known.set(accept, negotiated);
+    negotiated = negotiate(accept!);
+    if (accept!.length <= KEPT_LENGTH) known.set(accept!, negotiated);
   }
-  return (request.negotiated = negotiated);
+  request.negotiated = negotiated;
+  return negotiated;
 }
 
 /** The one answer to a client that takes no media type the gateway answers in (HTTP 406): plain JSON every client reads, with its code. */

@@ -35,7 +35,7 @@ export const retryAfter: Policy = {
     if (result === undefined || operation.request.batched || isAsyncIterable(result)) return;
     const seconds = retryAfterSecondsOf(result);
     if (seconds === undefined) return;
-    const http = (result.extensions?.['http'] ?? {}) as { headers?: Record<string, string> };
+    const http = (result.extensions?.http ?? {}) as { headers?: Record<string, string> };
     operation.result = { ...result, extensions: { ...result.extensions, http: { ...http, headers: { ...http.headers, 'Retry-After': String(seconds) } } } };
   },
 };

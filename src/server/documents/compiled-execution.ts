@@ -153,10 +153,12 @@ export function compiledExecution(options: CompiledExecutionOptions): CompiledEx
     if (state === undefined) {
       const fields = compilableFields(args.document, options.maxFields, args.schema);
       // One larger than the whole budget would be compiled again on every request.
-      documents.set(args.document, (state = fields !== undefined && fields * BYTES_PER_FIELD <= options.maxBytes ? { runs: 0, fields, text: undefined } : false));
+      state = fields !== undefined && fields * BYTES_PER_FIELD <= options.maxBytes ? { runs: 0, fields, text: undefined } : false;
+      documents.set(args.document, state);
     }
     if (state === false || ++state.runs < options.afterExecutions) return undefined;
-    const text = (state.text ??= getDocumentString(args.document) ?? print(args.document));
+    state.text ??= getDocumentString(args.document) ?? print(args.document);
+    const text = state.text;
     if (operation.variableDefinitions?.length && getVariableValues(args.schema, operation.variableDefinitions, args.variableValues ?? {}).errors) return undefined;
     let query = compiled.get(text);
     if (query === undefined) {

@@ -64,16 +64,25 @@ export function useCoordinateUsage(options: CoordinateUsageOptions): Policy {
   const logDeprecated = deprecationLog(options.logger);
   const useOf = (use: OperationUse, client: ClientIdentity): ClientUse => {
     let versions = use.clients.get(client.nameLabel);
-    if (versions === undefined) use.clients.set(client.nameLabel, (versions = new Map()));
+    if (versions === undefined) {
+      versions = new Map();
+      use.clients.set(client.nameLabel, versions);
+    }
     let found = versions.get(client.versionLabel);
-    if (found === undefined) versions.set(client.versionLabel, (found = { tally: metrics.tally(use.selected.coordinates, client.nameLabel, client.versionLabel), deprecationSeenAt: -Infinity }));
+    if (found === undefined) {
+      found = { tally: metrics.tally(use.selected.coordinates, client.nameLabel, client.versionLabel), deprecationSeenAt: -Infinity };
+      versions.set(client.versionLabel, found);
+    }
     return found;
   };
   const count = (operation: OperationState) => {
     const { definition, prepared, request } = operation;
     if (definition === undefined || prepared === undefined) return undefined;
     let use = kept.get(definition);
-    if (use === undefined) kept.set(definition, (use = { selected: selectedCoordinates(schema, prepared.document, definition), clients: new Map() }));
+    if (use === undefined) {
+      use = { selected: selectedCoordinates(schema, prepared.document, definition), clients: new Map() };
+      kept.set(definition, use);
+    }
     if (use.selected.coordinates.length === 0) return undefined;
     const client = request.client ?? anonymous;
     const clientUse = useOf(use, client);

@@ -44,12 +44,14 @@ class DocumentEntry implements PreparedDocument {
   }
 
   get incremental(): boolean {
-    return (this.#incremental ??= usesIncrementalDelivery(this.document));
+    this.#incremental ??= usesIncrementalDelivery(this.document);
+    return this.#incremental;
   }
 
   /** The document without @defer and @stream, for a client that takes one JSON answer. */
   get whole(): DocumentNode {
-    return (this.#whole ??= withoutIncrementalDelivery(this.document));
+    this.#whole ??= withoutIncrementalDelivery(this.document);
+    return this.#whole;
   }
 
   /** The operation `operationName` selects (none: the only one), or null when it selects none, as graphql-js's getOperationAST. */
@@ -110,8 +112,8 @@ export function nestsDeeperThan(text: string, limit: number): boolean {
 function parseRefusal(error: unknown): GraphQLError {
   const refusal = error instanceof GraphQLError ? error : createGraphQLError('Could not parse the document.');
   const extensions = refusal.extensions as Record<string, unknown>;
-  extensions['code'] ??= 'GRAPHQL_PARSE_FAILED';
-  extensions['http'] = { spec: true, status: 400, ...(extensions['http'] as object | undefined) };
+  extensions.code ??= 'GRAPHQL_PARSE_FAILED';
+  extensions.http = { spec: true, status: 400, ...(extensions.http as object | undefined) };
   return refusal;
 }
 
@@ -159,24 +161,26 @@ export function preparedDocuments(options: PreparedDocumentsOptions): Policy & {
       return new DocumentEntry(text, options.envelop({}).parse(text));
     } catch (error) {
       const refusal = parseRefusal(error);
-      return { refusal, limit: typeof refusal.extensions['limit'] === 'string' ? refusal.extensions['limit'] : undefined };
+      return { refusal, limit: typeof refusal.extensions.limit === 'string' ? refusal.extensions.limit : undefined };
     }
   };
   const validate = (entry: DocumentEntry): readonly GraphQLError[] => {
     if (entry.validation !== undefined) return entry.validation;
     const enveloped = options.envelop({});
-    return (entry.validation = (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map((error) => {
+    entry.validation = (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map((error) => {
       const extensions = error.extensions as Record<string, unknown>;
-      extensions['code'] ??= 'GRAPHQL_VALIDATION_FAILED';
-      extensions['http'] = { spec: true, status: 400, ...(extensions['http'] as object | undefined) };
+      extensions.code ??= 'GRAPHQL_VALIDATION_FAILED';
+      extensions.http = { spec: true, status: 400, ...(extensions.http as object | undefined) };
       return error;
-    }));
+    });
+    return entry.validation;
   };
   const parse = (operation: OperationState, text: string, entry: DocumentEntry | Refused | undefined): GraphQLError | undefined => {
     if (entry === undefined) {
       const refusal = options.budget?.beforeParse(operation, text);
       if (refusal !== undefined) return refusal;
-      kept.set(text, (entry = prepare(text)));
+      entry = prepare(text);
+      kept.set(text, entry);
     }
     if (!(entry instanceof DocumentEntry)) {
       if (entry.limit !== undefined) onRefused(entry.limit);
@@ -209,7 +213,7 @@ export function preparedDocuments(options: PreparedDocumentsOptions): Policy & {
   const validateStep: OperationStep = (operation) => {
       const errors = validate(operation.prepared as DocumentEntry);
       if (errors.length === 0) return undefined;
-      for (const error of errors) if (typeof error.extensions['limit'] === 'string') onRefused(error.extensions['limit']);
+      for (const error of errors) if (typeof error.extensions.limit === 'string') onRefused(error.extensions.limit);
       return errors;
   };
   const budget = options.budget?.step;

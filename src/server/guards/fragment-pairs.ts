@@ -134,7 +134,10 @@ export function fragmentPairsLimit(options: FragmentPairsOptions): FragmentPairs
   const step: OperationStep = (operation) => {
     const document = operation.prepared!.document;
     let pairs = counted.get(document);
-    if (pairs === undefined) counted.set(document, (pairs = fragmentPairsOf(document)));
+    if (pairs === undefined) {
+      pairs = fragmentPairsOf(document);
+      counted.set(document, pairs);
+    }
     if (pairs === 0) return undefined;
     const spent = operation.request.validationSpent;
     if (spent.documents.has(document)) return undefined;

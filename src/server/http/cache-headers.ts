@@ -16,7 +16,10 @@ const MERGED = 64;
 export function varyOn(header: string | null | undefined, name: string): string {
   const before = header ?? '';
   let into = merged.get(name);
-  if (into === undefined) merged.set(name, (into = new Map()));
+  if (into === undefined) {
+    into = new Map();
+    merged.set(name, into);
+  }
   let value = into.get(before);
   if (value === undefined) {
     value = vary.append(before, name);

@@ -47,11 +47,11 @@ export function serialise(result: ExecutionResult): string {
 export function publicResult(result: ExecutionResult): Record<string, unknown> {
   if (asRead(result)) return result as Record<string, unknown>;
   const { errors, extensions, ...rest } = result as ExecutionResult & Record<string, unknown>;
-  if (rest['incremental'] !== undefined) rest['incremental'] = entriesJson(rest['incremental']);
-  if (rest['completed'] !== undefined) rest['completed'] = entriesJson(rest['completed']);
+  if (rest.incremental !== undefined) rest.incremental = entriesJson(rest.incremental);
+  if (rest.completed !== undefined) rest.completed = entriesJson(rest.completed);
   const answer: Record<string, unknown> = errors?.length ? { errors: errorsJson(errors), ...rest } : rest;
   const shown = publicExtensions(extensions as Record<string, unknown> | undefined);
-  if (shown !== undefined) answer['extensions'] = shown;
+  if (shown !== undefined) answer.extensions = shown;
   return answer;
 }
 

@@ -1,5 +1,5 @@
 import { createGraphQLError } from 'graphql-yoga';
-import { GraphQLError } from 'graphql';
+import type { GraphQLError } from 'graphql';
 import type { OperationStep, Policy } from '../pipeline/stages.js';
 import { OperationState, type HttpRequest, type OperationParams } from '../request-state.js';
 

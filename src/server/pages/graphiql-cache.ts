@@ -15,7 +15,8 @@ type Renderer = (options: GraphiQLOptions) => Promise<string>;
 export function graphiQLPage(render: Renderer, options: GraphiQLOptions): (request: HttpRequest) => Promise<WholeAnswer> {
   let page: Promise<{ html: string; etag: string }> | undefined;
   return async (request) => {
-    const { html, etag: tag } = await (page ??= render(options).then((rendered) => ({ html: rendered, etag: etag(rendered, { weak: true }) })));
+    page ??= render(options).then((rendered) => ({ html: rendered, etag: etag(rendered, { weak: true }) }));
+    const { html, etag: tag } = await page;
     const validators = { etag: tag, 'cache-control': 'no-cache' };
     if (fresh({ 'if-none-match': request.headers.get('if-none-match') ?? undefined }, validators)) return { status: 304, headers: validators, body: null };
     return { status: 200, headers: { 'content-type': 'text/html', ...validators }, body: html };

@@ -29,14 +29,14 @@ const verdictOf = <V>(verdict: V | undefined): V | undefined => verdict;
  * on nothing makes no promise, and one that waits makes one promise a wait (`next` runs in it).
  */
 function runSteps<S, V, R = V | undefined>(
-  steps: readonly ((subject: S) => MaybePromise<V | void>)[],
+  steps: readonly ((subject: S) => MaybePromise<V | undefined>)[],
   subject: S,
   refusal: (error: unknown, subject: S) => V,
   next: (verdict: V | undefined) => MaybePromise<R> = verdictOf as (verdict: V | undefined) => R,
   from = 0,
 ): MaybePromise<R> {
   for (let i = from; i < steps.length; i++) {
-    let verdict: MaybePromise<V | void>;
+    let verdict: MaybePromise<V | undefined>;
     try {
       verdict = steps[i]!(subject);
     } catch (error) {
@@ -252,9 +252,12 @@ export class Pipeline {
 
   /** The execution stage: the first policy whose step takes the operation runs it. */
   #execute(steps: StageSteps, operation: OperationState): MaybePromise<void> {
-    let result;
+    let result: ReturnType<ExecutionStep> | undefined;
     try {
-      for (const step of steps.execution) if ((result = step(operation)) !== undefined) break;
+      for (const step of steps.execution) {
+        result = step(operation);
+        if (result !== undefined) break;
+      }
     } catch (error) {
       operation.result = { errors: [this.#refuseOperation(error, operation)] };
       return undefined;
@@ -268,8 +271,12 @@ export class Pipeline {
       return undefined;
     }
     return result.then(
-      (done) => void (operation.result = done),
-      (error: unknown) => void (operation.result = { errors: [this.#refuseOperation(error, operation)] }),
+      (done) => {
+        operation.result = done;
+      },
+      (error: unknown) => {
+        operation.result = { errors: [this.#refuseOperation(error, operation)] };
+      },
     );
   }
 

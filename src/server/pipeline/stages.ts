@@ -30,10 +30,10 @@ export type RequestVerdict = GraphQLError | WholeAnswer | undefined;
 export type OperationVerdict = GraphQLError | readonly GraphQLError[] | undefined;
 
 /** A step of the intake stage: an HTTP request as it arrives, and as its parameters are read. */
-export type IntakeStep = (request: HttpRequest) => MaybePromise<RequestVerdict | void>;
+export type IntakeStep = (request: HttpRequest) => MaybePromise<RequestVerdict | undefined>;
 
 /** A step of the document, admission or plan stage: on one operation. */
-export type OperationStep = (operation: OperationState) => MaybePromise<OperationVerdict | void>;
+export type OperationStep = (operation: OperationState) => MaybePromise<OperationVerdict | undefined>;
 
 /**
  * A step of the execution stage: the operation's result (its compiled code or the interpreter, a

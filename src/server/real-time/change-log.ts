@@ -100,7 +100,9 @@ export function changeLog(options: { readonly replayMs: number; readonly redis?:
   redis?.onBack(() => {
     if (!unlogged) return;
     unlogged = false;
-    void redis.client.set(GAP_KEY, String(Date.now()), 'PX', Math.max(replayMs, 1)).catch(() => void (unlogged = true));
+    void redis.client.set(GAP_KEY, String(Date.now()), 'PX', Math.max(replayMs, 1)).catch(() => {
+      unlogged = true;
+    });
   });
   const inRedis = async (shared: SharedRedis, change: Omit<HeadChange, 'eventId'>): Promise<HeadChange> => {
     const key = logKey(change.id);

@@ -112,7 +112,10 @@ export class EventResolutions {
   /** The result of `change` for `operation`'s subscribers (sharing `key`). */
   of(change: HeadChange, operation: OperationState, key: string): Promise<Resolved> {
     let byKey = this.#resolved.get(change);
-    if (byKey === undefined) this.#resolved.set(change, (byKey = new Map()));
+    if (byKey === undefined) {
+      byKey = new Map();
+      this.#resolved.set(change, byKey);
+    }
     let resolved = byKey.get(key);
     if (resolved === undefined) {
       resolved = this.#fresh(change, operation, key);
@@ -135,7 +138,10 @@ export class EventResolutions {
     }
     const caller = operation.request.caller.key;
     let own = this.#callers.get(caller);
-    if (own === undefined) this.#callers.set(caller, (own = pLimit(this.limits.eventConcurrencyPerCaller)));
+    if (own === undefined) {
+      own = pLimit(this.limits.eventConcurrencyPerCaller);
+      this.#callers.set(caller, own);
+    }
     const callerTurns = own;
     const turn: Turn = { startedAt: undefined, eventId: change.eventId };
     const run = async (): Promise<Resolved> => {

@@ -67,7 +67,7 @@ interface PollCommands {
  */
 function pollState(redis: SharedRedis | undefined, intervalMs: number) {
   const replica = randomUUID();
-  const live = () => redis !== undefined && redis.ready();
+  const live = () => redis?.ready();
   redis?.client.defineCommand('gwPollLease', { numberOfKeys: 2, lua: leaseScript });
   const commands = redis?.client as unknown as PollCommands | undefined;
   return {

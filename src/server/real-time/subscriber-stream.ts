@@ -10,7 +10,7 @@ import { sharingKey, type EventResolutions } from './event-resolutions.js';
  * UNAUTHENTICATED; or no token where the selection needs one): its stream ends, as no later event
  * could be read.
  */
-export const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.['code'] === 'UNAUTHENTICATED') === true;
+export const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
 
 /** The transport a request's stream goes out on, by what carries its parts. */
 export function transportOf(operation: OperationState): StreamTransport {

@@ -51,7 +51,7 @@ export interface GuardedStore<Epoch extends {}> {
   /** The answer kept under `key`, past its TTL too while the store keeps it (RESPONSE_CACHE_STALE_IF_ERROR_MS), or undefined. */
   stale(key: string): PromiseOrValue<CachedAnswer | undefined>;
   write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: Epoch, address?: string): PromiseOrValue<boolean>;
-  invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | void>;
+  invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | undefined>;
 }
 
 /**
@@ -114,7 +114,7 @@ function guarded<T, R>(run: () => PromiseOrValue<T>, ok: (value: T) => R, failed
  * - invalidations are tracked until done: the plugin does not await those it makes for a
  *   mutation's returned objects, the gateway awaits `settled()` before answering.
  */
-export class ResponseCache<Epoch extends {} = {}> implements Cache {
+export class ResponseCache<Epoch extends {} = object> implements Cache {
   readonly #pending: LRUCache<string, { readonly since: Epoch; readonly address: string | undefined }>;
   readonly #invalidating = new Set<Promise<unknown>>();
   readonly #alsoHeld = new WeakMap<ExecutionResult, readonly CacheEntityRecord[]>();

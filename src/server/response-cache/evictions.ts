@@ -142,11 +142,12 @@ export function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): 
       visitWithTypeInfo(typeInfo, {
         Field() {
           const type = getNamedType(typeInfo.getType());
-          if (isObjectType(type) && type.getFields()['id'] === undefined && type !== schema.getQueryType()) names.add(type.name);
+          if (isObjectType(type) && type.getFields().id === undefined && type !== schema.getQueryType()) names.add(type.name);
         },
       }),
     );
-    idlessTypes.set(document, (types = [...names].map((typename) => ({ typename }))));
+    types = [...names].map((typename) => ({ typename }));
+    idlessTypes.set(document, types);
   }
   return types;
 }

@@ -81,7 +81,10 @@ export class MemoryAnswers {
     // A replaced entry was unindexed by `dispose` (noDisposeOnSet is off).
     for (const indexName of entry.index) {
       let keys = this.#byName.get(indexName);
-      if (keys === undefined) this.#byName.set(indexName, (keys = new Set()));
+      if (keys === undefined) {
+        keys = new Set();
+        this.#byName.set(indexName, keys);
+      }
       keys.add(key);
     }
     return met;

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { useResponseCache, type Cache } from '@envelop/response-cache';
 import type { Plugin as EnvelopPlugin } from '@envelop/core';
 import fresh from 'fresh';
-import { getNamedType, isObjectType, type ExecutionResult, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
+import { getNamedType, isObjectType, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
 import { isAsyncIterable, isPromise } from 'graphql-yoga';
 import stableStringify from 'fast-json-stable-stringify';
 import type { ResponseCacheSettings } from '../../config.js';
@@ -33,7 +33,10 @@ export interface GatewayResponseCacheOptions {
 const tags = new WeakMap<object, string>();
 export function tagOf(data: object): string {
   let tag = tags.get(data);
-  if (tag === undefined) tags.set(data, (tag = `W/"${createHash('sha256').update(JSON.stringify(data)).digest('base64url')}"`));
+  if (tag === undefined) {
+    tag = `W/"${createHash('sha256').update(JSON.stringify(data)).digest('base64url')}"`;
+    tags.set(data, tag);
+  }
   return tag;
 }
 
@@ -111,12 +114,14 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
     admission(operation) {
       if (operation.definition?.operation !== 'query' || !keeps(operation)) return undefined;
       const { params } = operation;
-      const key = (operation.cacheKey = responseCacheKey(params.query!, params.operationName, params.variables, operation.request.tokenCaller ?? null));
-      const hit = (answer: CachedAnswer | undefined) => {
-        if (answer === undefined || answer.result.data == null) return;
+      const key = responseCacheKey(params.query!, params.operationName, params.variables, operation.request.tokenCaller ?? null);
+      operation.cacheKey = key;
+      const hit = (answer: CachedAnswer | undefined): undefined => {
+        if (answer === undefined || answer.result.data == null) return undefined;
         operation.result = answer.result;
         operation.kept = answer;
         cacheableFrom(operation, freshFor(answer.result.data, answer.expiresAt - Date.now()));
+        return undefined;
       };
       const looked = cache.lookup(key, operation.request.caller.address);
       return isPromise(looked) ? looked.then(hit) : hit(looked);
@@ -166,7 +171,9 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
       cacheableFrom(operation, stale === undefined ? { maxAge: Math.floor(left / 1000), tag } : { maxAge: 0, tag, stale: { ageSeconds: Math.ceil(ageMs / 1000) } });
     };
     const kept = cache.stale(key!);
-    return isPromise(kept) ? kept.then(serve) : (serve(kept), undefined);
+    if (isPromise(kept)) return kept.then(serve);
+    serve(kept);
+    return undefined;
   }
   if (operation.kept === undefined) {
     // Kept by the library: it worked its TTL out (`onTtl`), and keeps an answer without errors for a TTL above 0.

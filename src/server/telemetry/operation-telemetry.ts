@@ -83,7 +83,7 @@ export class OperationRecorder {
     // Production gateways log failures and slow operations, not every success (docs/operations.md#logs),
     // nor the operations open breakers refused whole: an outage's echo, one a request, which the
     // breaker's own line (one per change of state) and the refusals' counter say.
-    const refusedWhole = (errors: readonly unknown[] | undefined) => errors !== undefined && errors.every((error) => refusedByBreaker(error as { extensions?: Record<string, unknown> }));
+    const refusedWhole = (errors: readonly unknown[] | undefined) => errors?.every((error) => refusedByBreaker(error as { extensions?: Record<string, unknown> }));
     this.#logged = which === 'all' ? () => true : which === 'off' ? () => false : (outcome, durationMs, errors) => (outcome !== 'ok' && !refusedWhole(errors)) || durationMs >= slowMs;
   }
 

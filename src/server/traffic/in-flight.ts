@@ -48,7 +48,9 @@ export function useInFlight(shedder: LoadShedder, onRefused?: OverloadRefused): 
     document: counted,
     // An open stream (a subscription, a live query) holds nothing once it begins.
     result: (operation) => void (operation.streams && giveBack(shedder, operation, operation.request.caller)),
-    release: (request) => void request.operations.forEach((operation) => giveBack(shedder, operation, request.caller)),
+    release: (request) => {
+      for (const operation of request.operations) giveBack(shedder, operation, request.caller);
+    },
   };
 }
 
@@ -73,5 +75,12 @@ export function useEventsInFlight(shedder: LoadShedder, onRefused?: OverloadRefu
     operation.held = true;
     return undefined;
   };
-  return { name: 'events in flight', concerns: 'events only', document: counted, release: (request) => void request.operations.forEach((operation) => giveBack(shedder, operation, eventsCaller)) };
+  return {
+    name: 'events in flight',
+    concerns: 'events only',
+    document: counted,
+    release: (request) => {
+      for (const operation of request.operations) giveBack(shedder, operation, eventsCaller);
+    },
+  };
 }

@@ -13,7 +13,7 @@ const WINDOW_SECONDS = 60;
 /** The user names an operation's `login` fields ask for (each alias one), read from the document and its variables. */
 function loginsOf(schema: GraphQLSchema, operation: OperationState): string[] {
   const definition = operation.definition;
-  const field = schema.getMutationType()?.getFields()['login'];
+  const field = schema.getMutationType()?.getFields().login;
   if (definition?.operation !== 'mutation' || field === undefined) return [];
   const asked = definition.selectionSet.selections.filter((selection): selection is FieldNode => selection.kind === Kind.FIELD && selection.name.value === 'login');
   return asked.flatMap((node) => {

@@ -12,15 +12,17 @@ const LINE_EVERY_MS = 1_000;
  */
 export function overloadLog(logger: Logger): (reason: OverloadReason, requestId: string) => void {
   const pending = new Map<OverloadReason, { refused: number; requestId: string }>();
-  let timer: NodeJS.Timeout | undefined;
+  let flushing = false;
   const flush = () => {
-    timer = undefined;
+    flushing = false;
     for (const [reason, { refused, requestId }] of pending) logger.warn({ reason, refused, requestId }, 'operations refused: the gateway is overloaded');
     pending.clear();
   };
   return (reason, requestId) => {
     const known = pending.get(reason);
     pending.set(reason, { refused: (known?.refused ?? 0) + 1, requestId });
-    timer ??= setTimeout(flush, LINE_EVERY_MS).unref();
+    if (flushing) return;
+    flushing = true;
+    setTimeout(flush, LINE_EVERY_MS).unref();
   };
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { ExecutionResult, GraphQLError } from 'graphql';
-import { CloseCode, GRAPHQL_TRANSPORT_WS_PROTOCOL, handleProtocols, MessageType, parseMessage, stringifyMessage, type SubscribePayload } from 'graphql-ws';
+import { CloseCode, GRAPHQL_TRANSPORT_WS_PROTOCOL, handleProtocols, type Message, MessageType, parseMessage, stringifyMessage, type SubscribePayload } from 'graphql-ws';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { CallerRules } from '../callers.js';
@@ -59,8 +59,8 @@ function socketHeaders(upgrade: IncomingMessage, authorization: string | undefin
 
 /** `connection_init`'s token, as clients send it: `Authorization` (or `authorization`), at the top or under `headers`. */
 function authorizationOf(payload: Readonly<Record<string, unknown>> | undefined): string | undefined {
-  const headers = payload?.['headers'] as Record<string, unknown> | undefined;
-  const value = payload?.['Authorization'] ?? payload?.['authorization'] ?? headers?.['Authorization'] ?? headers?.['authorization'];
+  const headers = payload?.headers as Record<string, unknown> | undefined;
+  const value = payload?.Authorization ?? payload?.authorization ?? headers?.Authorization ?? headers?.authorization;
   return typeof value === 'string' ? value : undefined;
 }
 
@@ -174,45 +174,56 @@ class SocketConnection {
   }
 
   message(data: string): void {
-    if (this.#overRate()) return this.#refuse(TOO_MANY_MESSAGES, 'messages', this.options.maxMessagesPerSecond, `Too many messages: at most ${this.options.maxMessagesPerSecond} a second`);
-    let message;
+    if (this.#overRate()) {
+      this.#refuse(TOO_MANY_MESSAGES, 'messages', this.options.maxMessagesPerSecond, `Too many messages: at most ${this.options.maxMessagesPerSecond} a second`);
+      return;
+    }
+    let message: Message;
     try {
       message = parseMessage(data);
     } catch {
-      return this.socket.close(CloseCode.BadRequest, 'Invalid message received');
+      this.socket.close(CloseCode.BadRequest, 'Invalid message received');
+      return;
     }
     switch (message.type) {
       case MessageType.ConnectionInit:
-        if (this.#incoming !== undefined) return this.socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
+        if (this.#incoming !== undefined) {
+          this.socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
+          break;
+        }
         clearTimeout(this.#initWait);
         this.#incoming = { headers: socketHeaders(this.upgrade, authorizationOf(message.payload ?? undefined)), peer: this.upgrade.socket.remoteAddress };
-        return this.send(stringifyMessage({ type: MessageType.ConnectionAck }));
+        this.send(stringifyMessage({ type: MessageType.ConnectionAck }));
+        break;
       case MessageType.Ping:
-        return this.send(stringifyMessage(message.payload ? { type: MessageType.Pong, payload: message.payload } : { type: MessageType.Pong }));
+        this.send(stringifyMessage(message.payload ? { type: MessageType.Pong, payload: message.payload } : { type: MessageType.Pong }));
+        break;
       case MessageType.Pong:
-        return undefined;
+        break;
       case MessageType.Subscribe:
-        return this.#subscribe(message.id, message.payload);
-      case MessageType.Complete: {
-        const operation = this.#byId.get(message.id);
+        this.#subscribe(message.id, message.payload);
+        break;
+      case MessageType.Complete:
+        this.#byId.get(message.id)?.cancel();
         this.#byId.delete(message.id);
-        return operation?.cancel();
-      }
+        break;
       default:
-        return this.socket.close(CloseCode.BadRequest, `Unexpected message of type ${message.type} received`);
+        this.socket.close(CloseCode.BadRequest, `Unexpected message of type ${message.type} received`);
     }
   }
 
   #subscribe(id: string, payload: SubscribePayload): void {
     const incoming = this.#incoming;
-    if (incoming === undefined) return this.socket.close(CloseCode.Unauthorized, 'Unauthorized');
-    if (this.#byId.has(id)) return this.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
     const { maxOperations } = this.options;
-    if (this.#open.size >= maxOperations) return this.#refuse(TOO_MANY_OPERATIONS, 'operations', maxOperations, `Too many operations: at most ${maxOperations} at once on one socket`);
-    const operation = new SocketOperation(id, this);
-    this.#byId.set(id, operation);
-    this.#open.add(operation);
-    void operation.run(this.entry, payload, incoming, this.options.callers);
+    if (incoming === undefined) this.socket.close(CloseCode.Unauthorized, 'Unauthorized');
+    else if (this.#byId.has(id)) this.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
+    else if (this.#open.size >= maxOperations) this.#refuse(TOO_MANY_OPERATIONS, 'operations', maxOperations, `Too many operations: at most ${maxOperations} at once on one socket`);
+    else {
+      const operation = new SocketOperation(id, this);
+      this.#byId.set(id, operation);
+      this.#open.add(operation);
+      void operation.run(this.entry, payload, incoming, this.options.callers);
+    }
   }
 
   /** Whether this message is one more than the socket may send this second. */
@@ -250,7 +261,9 @@ export function websocketTransport(entry: OperationEntry, options: WebSocketOpti
       alive = false;
       socket.ping();
     }, options.heartbeatMs).unref();
-    socket.on('pong', () => void (alive = true));
+    socket.on('pong', () => {
+      alive = true;
+    });
     socket.on('message', (data) => connection.message(String(data)));
     socket.once('error', () => socket.terminate());
     socket.once('close', () => {
