@@ -45,9 +45,22 @@ const dir = (layer) => `^src/${layer}/`;
 /** server/'s base folders, its request state and pipeline, and its policies in the order of a request's path. */
 const serverBase = ['instruments', 'shared-state', 'http'];
 const serverState = ['request-state\\.ts$', 'incoming\\.ts$', 'callers\\.ts$', 'pipeline'];
-const serverStages = ['intake', 'documents', 'guards', 'traffic', 'response-cache', 'real-time', 'answers', 'telemetry', 'probes', 'pages'];
+const serverStages = [
+  'intake',
+  'documents',
+  'guards',
+  'traffic',
+  'response-cache',
+  'real-time',
+  'answers',
+  'telemetry',
+  'probes',
+  'pages',
+];
 const inServer = (name) => `^src/server/${name.endsWith('$') ? name : `${name}/`}`;
-/** What each stage may use besides the base, the state and itself: stages before it in the request's path that it reads. */
+/**
+ * What each stage may use besides the base, the state and itself: stages before it in the request's path that it reads.
+ */
 const stageUses = {
   intake: [],
   documents: [],
@@ -63,24 +76,35 @@ const stageUses = {
 
 module.exports = {
   forbidden: [
-    { name: 'no-cycle', comment: 'An import that closes a cycle.', severity: 'error', from: {}, to: { circular: true } },
+    {
+      name: 'no-cycle',
+      comment: 'An import that closes a cycle.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
     ...layers.map((layer) => ({
       name: `${layer}-layer`,
       comment: `src/${layer} may import ${allowed[layer].length ? allowed[layer].join(', ') : 'nothing else of src/'} besides itself.`,
       severity: 'error',
       from: { path: dir(layer) },
-      to: { path: '^src/', pathNot: [dir(layer), ...allowed[layer].map(dir), ...(layer === 'server' ? ['^src/config\\.ts$'] : [])] },
+      to: {
+        path: '^src/',
+        pathNot: [dir(layer), ...allowed[layer].map(dir), ...(layer === 'server' ? ['^src/config\\.ts$'] : [])],
+      },
     })),
     {
       name: 'server-base',
-      comment: 'server/ base folders (instruments, shared-state, http) use only each other: no request state, no policy, not the pipeline.',
+      comment:
+        'server/ base folders (instruments, shared-state, http) use only each other: no request state, no policy, not the pipeline.',
       severity: 'error',
       from: { path: serverBase.map(inServer) },
       to: { path: '^src/server/', pathNot: serverBase.map(inServer) },
     },
     {
       name: 'server-state',
-      comment: 'The request state and the pipeline (request-state.ts, callers.ts, pipeline/) use the base folders only.',
+      comment:
+        'The request state and the pipeline (request-state.ts, callers.ts, pipeline/) use the base folders only.',
       severity: 'error',
       from: { path: serverState.map(inServer) },
       to: { path: '^src/server/', pathNot: [...serverBase, ...serverState].map(inServer) },
@@ -97,25 +121,33 @@ module.exports = {
       comment: 'src/domain is the contract and the rules the layers share: no GraphQL executor, no HTTP.',
       severity: 'error',
       from: { path: '^src/domain/' },
-      to: { path: ['node_modules/(graphql|graphql-yoga|@graphql-yoga|@envelop|undici|@whatwg-node)/', '^(node:)?(http|https|net)$'] },
+      to: {
+        path: [
+          'node_modules/(graphql|graphql-yoga|@graphql-yoga|@envelop|undici|@whatwg-node)/',
+          '^(node:)?(http|https|net)$',
+        ],
+      },
     },
     {
       name: 'config-at-the-edge',
-      comment: 'config.ts is read at the edge and passed down: only main and the server (its settings types) import it; config/ only config.ts.',
+      comment:
+        'config.ts is read at the edge and passed down: only main and the server (its settings types) import it; config/ only config.ts.',
       severity: 'error',
       from: { path: '^src/', pathNot: ['^src/main\\.ts$', '^src/server/', '^src/config(\\.ts$|/)'] },
       to: { path: '^src/config(\\.ts$|/)' },
     },
     {
       name: 'config-below-server',
-      comment: 'Configuration is read before the server exists: config.ts and config/ import nothing of server/ (the server imports config.ts).',
+      comment:
+        'Configuration is read before the server exists: config.ts and config/ import nothing of server/ (the server imports config.ts).',
       severity: 'error',
       from: { path: '^src/config(\\.ts$|/)' },
       to: { path: '^src/server/' },
     },
     {
       name: 'environment-read-by-config',
-      comment: 'config/ (the environment, the places of its settings, the descriptor budget, the manifest\'s reader) is read by config.ts alone: the rest take the settings it makes.',
+      comment:
+        "config/ (the environment, the places of its settings, the descriptor budget, the manifest's reader) is read by config.ts alone: the rest take the settings it makes.",
       severity: 'error',
       from: { path: '^src/', pathNot: '^src/config(\\.ts$|/)' },
       to: { path: '^src/config/' },
@@ -128,10 +160,14 @@ module.exports = {
     },
     {
       name: 'reference-upstream-apart',
-      comment: 'The reference upstream uses the contract (domain, upstream schemas and routes), nothing else of the gateway; the gateway never imports it.',
+      comment:
+        'The reference upstream uses the contract (domain, upstream schemas and routes), nothing else of the gateway; the gateway never imports it.',
       severity: 'error',
       from: { path: '^src/reference-upstream/' },
-      to: { path: '^src/', pathNot: ['^src/reference-upstream/', '^src/domain/', '^src/upstream/(schemas|routes)\\.ts$'] },
+      to: {
+        path: '^src/',
+        pathNot: ['^src/reference-upstream/', '^src/domain/', '^src/upstream/(schemas|routes)\\.ts$'],
+      },
     },
     {
       name: 'gateway-without-reference-upstream',

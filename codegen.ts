@@ -20,7 +20,10 @@ const config: CodegenConfig = {
   generates: {
     'src/generated/': {
       preset: 'client',
-      presetConfig: { fragmentMasking: false, persistedDocuments: { mode: 'embedHashInDocument', hashAlgorithm: 'sha256' } },
+      presetConfig: {
+        fragmentMasking: false,
+        persistedDocuments: { mode: 'embedHashInDocument', hashAlgorithm: 'sha256' },
+      },
       config: {
         useTypeImports: true,
         enumsAsTypes: true,

@@ -11,8 +11,8 @@ console.log(`Test order: shuffled with seed ${seed} (TEST_SEED=${seed} npm test 
 
 export default defineConfig({
   resolve: {
-    // graphql 16 ships CJS and .mjs without an exports map: the libraries (Pothos, envelop, graphql-tools) load the CJS copy,
-    // vite would hand our code the .mjs one and `instanceof GraphQLError` would fail (../shared/STACK-NOTES.md).
+    // graphql 16 ships CJS and .mjs without an exports map: the libraries (Pothos, envelop, graphql-tools) load the CJS
+    // copy, vite would hand our code the .mjs one and `instanceof GraphQLError` would fail (../shared/STACK-NOTES.md).
     alias: { graphql: fileURLToPath(new URL('./node_modules/graphql/index.js', import.meta.url)) },
   },
   test: {

@@ -20,7 +20,8 @@ export interface OrderedComparison {
  * second has been measured to run 3–6 µs an operation faster for the same code, hence two passes.
  */
 export function compareRounds(a: readonly number[], b: readonly number[]): OrderedComparison {
-  if (a.length !== b.length || a.length < 2) throw new Error(`paired rounds needed (at least 2): got ${a.length} and ${b.length}`);
+  if (a.length !== b.length || a.length < 2)
+    throw new Error(`paired rounds needed (at least 2): got ${a.length} and ${b.length}`);
   const n = a.length;
   const differences = a.map((value, i) => b[i]! - value);
   const difference = mean(differences);
@@ -51,12 +52,17 @@ export function combinePasses(aFirst: OrderedComparison, bFirst: OrderedComparis
 const µs = (value: number) => `${value >= 0 ? '+' : '−'}${Math.abs(value).toFixed(1)}`;
 
 /** The report's lines: each pass, then the verdict. */
-export function describeComparison(labels: { readonly a: string; readonly b: string }, scenario: string, comparison: Comparison): string[] {
+export function describeComparison(
+  labels: { readonly a: string; readonly b: string },
+  scenario: string,
+  comparison: Comparison,
+): string[] {
   const [aFirst, bFirst] = comparison.passes;
   const pass = (name: string, c: OrderedComparison) =>
     `${name}: A ${c.meanA.toFixed(1)} µs, B ${c.meanB.toFixed(1)} µs an operation; B − A ${µs(c.difference)} ± ${c.halfWidth.toFixed(1)} µs (${c.rounds} rounds)`;
   const { difference, halfWidth } = comparison;
-  const verdict = Math.abs(difference) <= halfWidth ? 'within the noise' : difference < 0 ? 'B costs less' : 'B costs more';
+  const verdict =
+    Math.abs(difference) <= halfWidth ? 'within the noise' : difference < 0 ? 'B costs less' : 'B costs more';
   return [
     `${scenario}, A = ${labels.a}, B = ${labels.b}`,
     pass('A loaded first', aFirst),

@@ -38,11 +38,22 @@ interface BuiltGateway {
   http?: { readonly server: Server; readonly pool: Pool };
 }
 
-/** A build's gateway as `main.ts` makes it, from the environment (UPSTREAM_URL, NODE_ENV, LOG_LEVEL), on its own HTTP server with `--transport http`. */
+/**
+ * A build's gateway as `main.ts` makes it, from the environment (UPSTREAM_URL, NODE_ENV, LOG_LEVEL), on its own HTTP
+ * server with `--transport http`.
+ */
 async function load(checkout: string, task: WorkerTask): Promise<BuiltGateway> {
-  // Server modules sit in dist/server/ by concern since issue 32, in dist/server/ since the layers (issue 24), in dist/ before (builtModule).
+  // Server modules sit in dist/server/ by concern since issue 32, in dist/server/ since the layers (issue 24), in dist/
+  // before (builtModule).
   const module = (file: string) => import(pathToFileURL(builtModule(checkout, file)).href);
-  const [{ loadConfig }, { buildGateway }, { createLogger }, { GatewayMetrics }, { createGatewayServer }] = await Promise.all([module('config.js'), module('gateway.js'), module('logger.js'), module('metrics.js'), module('http-server.js')]);
+  const [{ loadConfig }, { buildGateway }, { createLogger }, { GatewayMetrics }, { createGatewayServer }] =
+    await Promise.all([
+      module('config.js'),
+      module('gateway.js'),
+      module('logger.js'),
+      module('metrics.js'),
+      module('http-server.js'),
+    ]);
   const config = loadConfig();
   const metrics = new GatewayMetrics({ clusterWorker: false });
   const built = buildGateway(config, config.upstreamUrl, { logger: createLogger({ level: config.logLevel }), metrics });
@@ -50,7 +61,10 @@ async function load(checkout: string, task: WorkerTask): Promise<BuiltGateway> {
   // As main.ts serves it (a build of before issue 40 also took refusals of its own at the HTTP server).
   const server: Server = createGatewayServer(built.handler, config, metrics, built.refuseEarly);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connections: task.concurrency, pipelining: 1 });
+  const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, {
+    connections: task.concurrency,
+    pipelining: 1,
+  });
   return { ...built, http: { server, pool } };
 }
 
@@ -64,20 +78,31 @@ async function main(task: WorkerTask): Promise<WorkerResult> {
     const { http } = gateway;
     if (http !== undefined) {
       return async () => {
-        const response = await http.pool.request({ method: 'POST', path: '/graphql', headers: task.request.headers, body: task.request.body });
+        const response = await http.pool.request({
+          method: 'POST',
+          path: '/graphql',
+          headers: task.request.headers,
+          body: task.request.body,
+        });
         checked(response.statusCode, await response.body.text());
       };
     }
     return async () => {
-      const response = await gateway.app.fetch('http://gateway/graphql', { method: 'POST', headers: task.request.headers, body: task.request.body });
+      const response = await gateway.app.fetch('http://gateway/graphql', {
+        method: 'POST',
+        headers: task.request.headers,
+        body: task.request.body,
+      });
       checked(response.status, await response.text());
     };
   };
   const run = async (one: () => Promise<void>, ops: number) => {
     let started = 0;
-    await Promise.all(Array.from({ length: task.concurrency }, async () => {
-      while (started++ < ops) await one();
-    }));
+    await Promise.all(
+      Array.from({ length: task.concurrency }, async () => {
+        while (started++ < ops) await one();
+      }),
+    );
   };
   const cpuPerOperation = async (one: () => Promise<void>) => {
     const before = process.cpuUsage();
@@ -93,12 +118,14 @@ async function main(task: WorkerTask): Promise<WorkerResult> {
     const order = round % 2 === 0 ? [0, 1] : [1, 0];
     for (const i of order) perOperation[i]!.push(await cpuPerOperation(operations[i]!));
   }
-  await Promise.all(gateways.map(async (gateway) => {
-    await gateway.http?.pool.close();
-    gateway.http?.server.closeAllConnections();
-    gateway.http?.server.close();
-    await gateway.upstream.close();
-  }));
+  await Promise.all(
+    gateways.map(async (gateway) => {
+      await gateway.http?.pool.close();
+      gateway.http?.server.closeAllConnections();
+      gateway.http?.server.close();
+      await gateway.upstream.close();
+    }),
+  );
   return { perOperation };
 }
 

@@ -6,7 +6,8 @@ export class UsageError extends Error {}
 /** An integer option within [min, max], or a UsageError naming it. */
 export function integerOption(name: string, value: string, min: number, max: number): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new UsageError(`--${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
   return n;
 }
 
@@ -26,7 +27,8 @@ export async function runBench(main: () => Promise<void>, usage: string): Promis
     // After Ctrl-C the killed children make the run fail; the signal handler reports and exits.
     if (wasInterrupted()) await new Promise(() => {});
     // node:util's parseArgs throws on an unknown option or a missing value: the user's mistake too.
-    const misused = error instanceof UsageError || String((error as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
+    const misused =
+      error instanceof UsageError || String((error as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
     console.error(misused ? `${(error as Error).message}\n${usage}` : error);
     await stopAll();
     process.exitCode = misused ? 2 : 1;

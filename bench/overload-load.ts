@@ -1,5 +1,5 @@
-import { createRequire } from 'node:module';
 import type { EventEmitter } from 'node:events';
+import { createRequire } from 'node:module';
 
 /*
  * The load of `npm run bench:overload` (bench/overload.ts), in a process of its own: autocannon
@@ -30,15 +30,25 @@ export interface LoadResult {
 type Autocannon = (options: Record<string, unknown>, done: (error: Error | null) => void) => EventEmitter;
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-const percentile = (sorted: number[], p: number) => (sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!);
+const percentile = (sorted: number[], p: number) =>
+  sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
 async function run(task: LoadTask): Promise<LoadResult> {
   const latencies: number[] = [];
   let refused = 0;
   let failed = 0;
   await new Promise<void>((resolve, reject) => {
-    const instance = autocannon({ url: task.url, method: 'POST', headers: task.headers, body: task.body, connections: task.connections, duration: task.seconds, timeout: 30 }, (error) =>
-      error ? reject(error) : resolve(),
+    const instance = autocannon(
+      {
+        url: task.url,
+        method: 'POST',
+        headers: task.headers,
+        body: task.body,
+        connections: task.connections,
+        duration: task.seconds,
+        timeout: 30,
+      },
+      (error) => (error ? reject(error) : resolve()),
     );
     instance.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => {
       if (status >= 200 && status < 300) latencies.push(ms);
@@ -48,7 +58,14 @@ async function run(task: LoadTask): Promise<LoadResult> {
     instance.on('reqError', () => failed++);
   });
   latencies.sort((a, b) => a - b);
-  return { accepted: latencies.length, acceptedP50Ms: percentile(latencies, 50), acceptedP99Ms: percentile(latencies, 99), refused, failed, seconds: task.seconds };
+  return {
+    accepted: latencies.length,
+    acceptedP50Ms: percentile(latencies, 50),
+    acceptedP99Ms: percentile(latencies, 99),
+    refused,
+    failed,
+    seconds: task.seconds,
+  };
 }
 
 process.stdout.write(`${JSON.stringify(await run(JSON.parse(process.env.OVERLOAD_TASK!) as LoadTask))}\n`);

@@ -14,8 +14,10 @@ const peerBench = join(root, '..', 'shared', 'peer-bench');
 const runner = join(peerBench, 'run.mjs');
 
 function missing(): string | undefined {
-  if (!existsSync(runner)) return `The peer bench is not there: ${runner} is missing (it comes with the shared/ folder beside this checkout).`;
-  if (!existsSync(join(peerBench, 'node_modules'))) return 'The peer bench has no node_modules: run `cd ../shared/peer-bench && npm ci` once, then this again.';
+  if (!existsSync(runner))
+    return `The peer bench is not there: ${runner} is missing (it comes with the shared/ folder beside this checkout).`;
+  if (!existsSync(join(peerBench, 'node_modules')))
+    return 'The peer bench has no node_modules: run `cd ../shared/peer-bench && npm ci` once, then this again.';
   return undefined;
 }
 
@@ -34,7 +36,10 @@ if (problem !== undefined) {
  * a load balancer there is nothing to wait for. An option given after this one overrides it.
  */
 const leaveAtOnce = ['--team-env', 'SHUTDOWN_DELAY_MS=0'];
-const bench = spawn(process.execPath, [runner, ...leaveAtOnce, ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
+const bench = spawn(process.execPath, [runner, ...leaveAtOnce, ...process.argv.slice(2)], {
+  cwd: root,
+  stdio: 'inherit',
+});
 // Ctrl-C reaches the bench too (same process group): wait for it to clean up and exit.
 process.on('SIGINT', () => {});
 bench.on('exit', (code) => process.exit(code ?? 1));

@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { type ChildProcess, execFileSync, type StdioOptions, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -32,8 +32,17 @@ export const pinning = existsSync('/usr/bin/taskset') && availableParallelism() 
  * `node <args>`, pinned to `cpu` when there is one and taskset is there, and with at most
  * `openFiles` descriptors when given (prlimit, soft and hard: Node raises a soft limit to the hard one).
  */
-export function spawnNode(args: string[], cpu: number | undefined, env: Record<string, string>, stdio: StdioOptions = ['ignore', 'pipe', 'pipe'], openFiles?: number): ChildProcess {
-  const node = openFiles === undefined ? [process.execPath, ...args] : ['/usr/bin/prlimit', `--nofile=${openFiles}:${openFiles}`, '--', process.execPath, ...args];
+export function spawnNode(
+  args: string[],
+  cpu: number | undefined,
+  env: Record<string, string>,
+  stdio: StdioOptions = ['ignore', 'pipe', 'pipe'],
+  openFiles?: number,
+): ChildProcess {
+  const node =
+    openFiles === undefined
+      ? [process.execPath, ...args]
+      : ['/usr/bin/prlimit', `--nofile=${openFiles}:${openFiles}`, '--', process.execPath, ...args];
   const [command, ...argv] = pinning && cpu !== undefined ? ['/usr/bin/taskset', '-c', String(cpu), ...node] : node;
   return spawn(command!, argv, { cwd: root, env: { ...process.env, ...env }, stdio });
 }
@@ -46,12 +55,31 @@ export function spawnNode(args: string[], cpu: number | undefined, env: Record<s
 export async function startBuiltGateway(): Promise<{ child: Child; url: string }> {
   console.log('Building (npm run build), as npm start does…');
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
-  return startServer('gateway', [...startFlags(), 'dist/main.js'], undefined, { UPSTREAM_URL: '', NODE_ENV: 'development', PORT: '0', HOST, WORKERS: '1', LOG_LEVEL: 'warn' });
+  return startServer('gateway', [...startFlags(), 'dist/main.js'], undefined, {
+    UPSTREAM_URL: '',
+    NODE_ENV: 'development',
+    PORT: '0',
+    HOST,
+    WORKERS: '1',
+    LOG_LEVEL: 'warn',
+  });
 }
 
 /** Starts a server process and resolves with the URL from its ready line (`... listening on <url>`). */
-export function startServer(name: string, args: string[], cpu: number | undefined, env: Record<string, string>, openFiles?: number): Promise<{ child: Child; url: string }> {
-  const child: Child = { name, process: spawnNode(args, cpu, env, undefined, openFiles), lines: 0, samples: [], tail: [] };
+export function startServer(
+  name: string,
+  args: string[],
+  cpu: number | undefined,
+  env: Record<string, string>,
+  openFiles?: number,
+): Promise<{ child: Child; url: string }> {
+  const child: Child = {
+    name,
+    process: spawnNode(args, cpu, env, undefined, openFiles),
+    lines: 0,
+    samples: [],
+    tail: [],
+  };
   children.add(child);
   child.process.once('exit', () => children.delete(child));
   return new Promise((resolve, reject) => {
@@ -62,7 +90,10 @@ export function startServer(name: string, args: string[], cpu: number | undefine
       clearTimeout(timer);
       reject(new Error(`${name}: ${why}\n${child.tail.join('\n')}`));
     };
-    const timer = setTimeout(() => fail(`no "listening on" line within ${START_TIMEOUT_MS / 1000} s`), START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => fail(`no "listening on" line within ${START_TIMEOUT_MS / 1000} s`),
+      START_TIMEOUT_MS,
+    );
     const onLine = (line: string) => {
       child.tail.push(line);
       if (child.tail.length > 20) child.tail.shift();
@@ -142,9 +173,11 @@ export async function fixtures(upstreamUrl: string): Promise<Fixtures> {
  * as deployed: the heap sizing there is part of the memory figures.
  */
 export function startFlags(): string[] {
-  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts
+    .start;
   const flags = /\bnode((?:\s+--\S+)*)\s+dist\/main\.js/.exec(start)?.[1];
-  if (flags === undefined) throw new Error(`package.json scripts.start does not run "node [--flags] dist/main.js": ${start}`);
+  if (flags === undefined)
+    throw new Error(`package.json scripts.start does not run "node [--flags] dist/main.js": ${start}`);
   return flags.split(/\s+/).filter(Boolean);
 }
 
@@ -158,7 +191,9 @@ export function metricValue(text: string, name: string): number | undefined {
  * A gateway's heap used and RSS, and the longest its event loop was held since the last scrape
  * (prom-client's default metrics: the loop's delay histogram is reset at every scrape), from its /metrics.
  */
-export async function gatewayMemory(gatewayUrl: string): Promise<{ heapUsed: number; rss: number; loopStall: number } | undefined> {
+export async function gatewayMemory(
+  gatewayUrl: string,
+): Promise<{ heapUsed: number; rss: number; loopStall: number } | undefined> {
   const { status, text } = await http(new URL('/metrics', gatewayUrl).href);
   const heapUsed = metricValue(text, 'nodejs_heap_size_used_bytes');
   const rss = metricValue(text, 'process_resident_memory_bytes');
@@ -172,6 +207,13 @@ export async function gatewayMemory(gatewayUrl: string): Promise<{ heapUsed: num
  */
 export function builtModule(checkout: string, file: string): string {
   const server = join(checkout, 'dist', 'server');
-  const candidates = [join(server, file), ...(existsSync(server) ? readdirSync(server, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => join(server, entry.name, file)) : [])];
+  const candidates = [
+    join(server, file),
+    ...(existsSync(server)
+      ? readdirSync(server, { withFileTypes: true })
+          .filter((entry) => entry.isDirectory())
+          .map((entry) => join(server, entry.name, file))
+      : []),
+  ];
   return candidates.find((path) => existsSync(path)) ?? join(checkout, 'dist', file);
 }

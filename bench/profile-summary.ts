@@ -29,7 +29,11 @@ interface CpuProfile {
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { window: { type: 'string', default: '8' }, top: { type: 'string', default: '25' }, skip: { type: 'string', default: '0.3' } },
+  options: {
+    window: { type: 'string', default: '8' },
+    top: { type: 'string', default: '25' },
+    skip: { type: 'string', default: '0.3' },
+  },
 });
 if (positionals.length !== 1) {
   console.error('Usage: npm run profile:summary -- <file.cpuprofile> [--window 8] [--top 25] [--skip 0.3]');
@@ -75,5 +79,7 @@ const rows = (map: Map<string, number>) =>
     .sort((a, b) => b[1] - a[1])
     .slice(0, top)
     .map(([key, weight]) => `${((100 * weight) / total).toFixed(1).padStart(5)} %  ${key}`);
-console.log(`${(total / 1e6).toFixed(2)} s sampled (the last ${values.window} s)\n\nSelf time by package:\n${rows(bySelf.package).join('\n')}`);
+console.log(
+  `${(total / 1e6).toFixed(2)} s sampled (the last ${values.window} s)\n\nSelf time by package:\n${rows(bySelf.package).join('\n')}`,
+);
 console.log(`\nSelf time by function:\n${rows(bySelf.function).join('\n')}`);

@@ -73,7 +73,10 @@ export interface BenchReport {
   readonly allCores?: AllCores;
 }
 
-/** One round against a second gateway started with WORKERS=auto, direct included so its ratios are taken in the same phase. */
+/**
+ * One round against a second gateway started with WORKERS=auto, direct included so its ratios are taken in the same
+ * phase.
+ */
 export interface AllCores {
   readonly workers: number;
   readonly pinning: string;
@@ -115,7 +118,10 @@ function cell(s: Spread | undefined, digits: number, scale: (v: number) => numbe
 }
 
 function table(scenarios: readonly ScenarioResult[]): string[] {
-  const lines = ['| scenario | req/s | p50 ms | p99 ms | calls/op | ratio | RSS MB | non-2xx / errors | check |', '|---|--:|--:|--:|--:|--:|--:|--:|---|'];
+  const lines = [
+    '| scenario | req/s | p50 ms | p99 ms | calls/op | ratio | RSS MB | non-2xx / errors | check |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|---|',
+  ];
   for (const s of scenarios) {
     const m = s.summary ?? {};
     lines.push(
@@ -127,32 +133,61 @@ function table(scenarios: readonly ScenarioResult[]): string[] {
 }
 
 const logLines = (count: number, samples: readonly string[]) =>
-  count > 0 ? [`The gateway logged ${count} line(s) at warn level or above during the run, e.g.:`, '', ...samples.map((l) => `    ${l}`)] : [];
+  count > 0
+    ? [
+        `The gateway logged ${count} line(s) at warn level or above during the run, e.g.:`,
+        '',
+        ...samples.map((l) => `    ${l}`),
+      ]
+    : [];
 
 export function toMarkdown(report: BenchReport): string {
   const { meta, allCores } = report;
-  const phases = [...(meta.cores === 'all' ? [] : [`${meta.rounds} round(s) on one core`]), ...(allCores ? ['1 round on all cores'] : [])];
+  const phases = [
+    ...(meta.cores === 'all' ? [] : [`${meta.rounds} round(s) on one core`]),
+    ...(allCores ? ['1 round on all cores'] : []),
+  ];
   const lines = [
     `# Gateway benchmark ${meta.startedAt}`,
     '',
     `git ${meta.git} · Node ${meta.node} · ${meta.cpus}× ${meta.cpu} · ${meta.pinning}`,
     `${meta.connections} connections · ${meta.warmupSec} s warm-up + ${meta.durationSec} s measured per scenario · ${phases.join(' + ')}` +
-      ` · gateway \`${meta.gatewayCommand}\` ${Object.entries(meta.gatewayEnv).map(([k, v]) => `${k}=${v}`).join(' ')} · RSS from ${meta.rssSource}`,
+      ` · gateway \`${meta.gatewayCommand}\` ${Object.entries(meta.gatewayEnv)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')} · RSS from ${meta.rssSource}`,
   ];
   if (meta.cores !== 'all') {
-    lines.push('', '## One core', '', ...(meta.rounds > 1 ? ['Cells: median (min–max) over rounds.', ''] : []), ...table(report.scenarios), '');
+    lines.push(
+      '',
+      '## One core',
+      '',
+      ...(meta.rounds > 1 ? ['Cells: median (min–max) over rounds.', ''] : []),
+      ...table(report.scenarios),
+      '',
+    );
     const { afterRound1, afterLastRound } = report.rss;
     if (afterRound1 !== undefined && meta.rounds === 1) {
       lines.push(`Gateway RSS after the run: ${mb(afterRound1).toFixed(1)} MB.`);
     } else if (afterRound1 !== undefined && afterLastRound !== undefined) {
       const growth = afterLastRound - afterRound1;
-      lines.push(`Gateway RSS after round 1: ${mb(afterRound1).toFixed(1)} MB; after round ${meta.rounds}: ${mb(afterLastRound).toFixed(1)} MB (${growth >= 0 ? '+' : ''}${mb(growth).toFixed(1)} MB).`);
+      lines.push(
+        `Gateway RSS after round 1: ${mb(afterRound1).toFixed(1)} MB; after round ${meta.rounds}: ${mb(afterLastRound).toFixed(1)} MB (${growth >= 0 ? '+' : ''}${mb(growth).toFixed(1)} MB).`,
+      );
     }
     lines.push(...logLines(meta.gatewayLogLines, meta.gatewayLogSamples));
   }
   if (allCores) {
-    lines.push('', `## All cores (WORKERS=auto, ${allCores.workers} workers, not pinned)`, '', `Pinning: ${allCores.pinning}. One round.`, '', ...table(allCores.scenarios), '');
-    if (allCores.rssAfterRun !== undefined) lines.push(`Gateway RSS (primary + workers) after the run: ${mb(allCores.rssAfterRun).toFixed(1)} MB.`);
+    lines.push(
+      '',
+      `## All cores (WORKERS=auto, ${allCores.workers} workers, not pinned)`,
+      '',
+      `Pinning: ${allCores.pinning}. One round.`,
+      '',
+      ...table(allCores.scenarios),
+      '',
+    );
+    if (allCores.rssAfterRun !== undefined)
+      lines.push(`Gateway RSS (primary + workers) after the run: ${mb(allCores.rssAfterRun).toFixed(1)} MB.`);
     lines.push(...logLines(allCores.gatewayLogLines, allCores.gatewayLogSamples));
   }
   // Both phases measure the same scenarios.
@@ -184,12 +219,16 @@ export function toSvg(report: BenchReport): string {
     parts.push(
       `<text x="8" y="${mid + 4}">${esc(s.name)}</text>`,
       `<rect x="${labelWidth}" y="${y}" width="${(x(median) - labelWidth).toFixed(1)}" height="${rowHeight - 8}" fill="${s.name === 'direct' ? '#999' : '#4a7ebb'}"/>`,
-      min === max ? '' : `<line x1="${x(min).toFixed(1)}" x2="${x(max).toFixed(1)}" y1="${mid}" y2="${mid}" stroke="black"/>`,
+      min === max
+        ? ''
+        : `<line x1="${x(min).toFixed(1)}" x2="${x(max).toFixed(1)}" y1="${mid}" y2="${mid}" stroke="black"/>`,
       `<text x="${(x(max) + 6).toFixed(1)}" y="${mid + 4}">${median.toFixed(3)} · ${s.summary!.reqPerSec!.median.toFixed(0)} req/s</text>`,
     );
   });
   const one = x(1).toFixed(1);
-  parts.push(`<line x1="${one}" x2="${one}" y1="${top - 4}" y2="${height - 20}" stroke="#c33" stroke-dasharray="4 3"/>`);
+  parts.push(
+    `<line x1="${one}" x2="${one}" y1="${top - 4}" y2="${height - 20}" stroke="#c33" stroke-dasharray="4 3"/>`,
+  );
   parts.push(`<text x="${one}" y="${height - 6}" text-anchor="middle" fill="#c33">1.0</text>`, '</svg>', '');
   return parts.filter(Boolean).join('\n');
 }

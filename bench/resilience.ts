@@ -2,11 +2,11 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import type { OperationName } from '../src/domain/operations.js';
+import type { Fault } from '../src/reference-upstream/faults.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { exitWithHelp, runBench, UsageError } from './cli.js';
 import { builtModule } from './processes.js';
-import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import type { Fault } from '../src/reference-upstream/faults.js';
-import type { OperationName } from '../src/domain/operations.js';
 
 /*
  * `npm run bench:resilience -- <checkout>…`: what each build does when the upstream fails, and
@@ -35,19 +35,36 @@ const query = 'query Q1($id: ID!) { head(id: $id) { name url createdAt hair { na
 
 async function load(checkout: string, upstreamUrl: string, env: Record<string, string>): Promise<BuiltGateway> {
   const module = (file: string) => import(pathToFileURL(builtModule(checkout, file)).href);
-  const [{ loadConfig }, { buildGateway }, { createLogger }, { GatewayMetrics }] = await Promise.all([module('config.js'), module('gateway.js'), module('logger.js'), module('metrics.js')]);
+  const [{ loadConfig }, { buildGateway }, { createLogger }, { GatewayMetrics }] = await Promise.all([
+    module('config.js'),
+    module('gateway.js'),
+    module('logger.js'),
+    module('metrics.js'),
+  ]);
   const config = loadConfig({ NODE_ENV: 'production', UPSTREAM_URL: upstreamUrl, ...env });
-  return buildGateway(config, upstreamUrl, { logger: createLogger({ level: 'silent' }), metrics: new GatewayMetrics({ defaultMetrics: false }) });
+  return buildGateway(config, upstreamUrl, {
+    logger: createLogger({ level: 'silent' }),
+    metrics: new GatewayMetrics({ defaultMetrics: false }),
+  });
 }
 
-async function read(gateway: BuiltGateway, id: string, authorization = 'Bearer bench'): Promise<{ ms: number; code: unknown }> {
+async function read(
+  gateway: BuiltGateway,
+  id: string,
+  authorization = 'Bearer bench',
+): Promise<{ ms: number; code: unknown }> {
   const started = performance.now();
-  const response = await gateway.app.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body: JSON.stringify({ query, variables: { id } }) });
+  const response = await gateway.app.fetch('http://gateway/graphql', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization },
+    body: JSON.stringify({ query, variables: { id } }),
+  });
   const body = (await response.json()) as { errors?: { extensions?: { code?: unknown } }[] };
   return { ms: performance.now() - started, code: body.errors?.[0]?.extensions?.code ?? 'ok' };
 }
 
-const calls = (reference: ReferenceUpstream) => headReads.reduce((sum, operation) => sum + (reference.countsByOperation()[operation] ?? 0), 0);
+const calls = (reference: ReferenceUpstream) =>
+  headReads.reduce((sum, operation) => sum + (reference.countsByOperation()[operation] ?? 0), 0);
 
 type Outage = '503' | 'refused' | 'hang';
 
@@ -71,7 +88,9 @@ async function outage(checkout: string, kind: Outage): Promise<string[]> {
       codes.add(result.code);
     }
     const made = kind === 'refused' ? 'n/a (nobody to count)' : ((calls(reference) - before) / 10).toFixed(1);
-    lines.push(`  reads ${group * 10 + 1}–${group * 10 + 10}: ${(ms / 10).toFixed(1)} ms to fail, ${made} upstream calls per read, ${[...codes].join(', ')}`);
+    lines.push(
+      `  reads ${group * 10 + 1}–${group * 10 + 10}: ${(ms / 10).toFixed(1)} ms to fail, ${made} upstream calls per read, ${[...codes].join(', ')}`,
+    );
   }
   reference.releaseHeld();
   await gateway.upstream.close();
@@ -99,18 +118,26 @@ async function identicalReads(checkout: string, env: Record<string, string>): Pr
 }
 
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { help: { type: 'boolean', short: 'h' } } });
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { help: { type: 'boolean', short: 'h' } },
+  });
   exitWithHelp(values.help, usage);
   if (positionals.length === 0) throw new UsageError('at least one checkout');
   for (const checkout of positionals.map((path) => resolve(path))) {
-    if (!existsSync(builtModule(checkout, 'gateway.js'))) throw new UsageError(`${checkout}: no built gateway in dist/ (run npm run build there)`);
+    if (!existsSync(builtModule(checkout, 'gateway.js')))
+      throw new UsageError(`${checkout}: no built gateway in dist/ (run npm run build there)`);
     console.log(`\n${checkout}`);
     for (const kind of ['503', 'refused', 'hang'] as const) {
-      console.log(`outage (${kind === '503' ? 'every read answers 503' : kind === 'refused' ? 'upstream stopped: connection refused' : 'upstream hangs, UPSTREAM_TIMEOUT_MS=300'}):`);
+      console.log(
+        `outage (${kind === '503' ? 'every read answers 503' : kind === 'refused' ? 'upstream stopped: connection refused' : 'upstream hangs, UPSTREAM_TIMEOUT_MS=300'}):`,
+      );
       for (const line of await outage(checkout, kind)) console.log(line);
     }
     console.log(`20 identical concurrent reads, defaults: ${await identicalReads(checkout, {})}`);
-    console.log(`20 identical concurrent reads, UPSTREAM_DEDUPE=false: ${await identicalReads(checkout, { UPSTREAM_DEDUPE: 'false' })}`);
+    console.log(
+      `20 identical concurrent reads, UPSTREAM_DEDUPE=false: ${await identicalReads(checkout, { UPSTREAM_DEDUPE: 'false' })}`,
+    );
   }
 }
 

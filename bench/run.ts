@@ -4,9 +4,30 @@ import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { exitWithHelp, integerOption, runBench, UsageError } from './cli.js';
-import { children, fixtures, HOST, http, pinning, root, spawnNode, startFlags, startServer, stop, type Child } from './processes.js';
-import { legend, summarize, toMarkdown, writeReports, type AllCores, type BenchReport, type Measurement, type ScenarioResult } from './report.js';
-import { scenarios, type Fixtures, type HttpRequest, type Scenario } from './scenarios.js';
+import {
+  type Child,
+  children,
+  fixtures,
+  HOST,
+  http,
+  pinning,
+  root,
+  spawnNode,
+  startFlags,
+  startServer,
+  stop,
+} from './processes.js';
+import {
+  type AllCores,
+  type BenchReport,
+  legend,
+  type Measurement,
+  type ScenarioResult,
+  summarize,
+  toMarkdown,
+  writeReports,
+} from './report.js';
+import { type Fixtures, type HttpRequest, type Scenario, scenarios } from './scenarios.js';
 
 /*
  * `npm run bench`: starts the reference upstream (RECORD=0) and the gateway as separate processes,
@@ -45,10 +66,17 @@ function options() {
   });
   exitWithHelp(values.help, usage);
   const cores = (['one', 'all', 'both'] as const).find((choice) => choice === values.cores);
-  if (cores === undefined) throw new UsageError(`--cores: expected one, all or both, got ${JSON.stringify(values.cores)}`);
-  const only = values.only?.split(',').map((s) => s.trim()).filter(Boolean);
+  if (cores === undefined)
+    throw new UsageError(`--cores: expected one, all or both, got ${JSON.stringify(values.cores)}`);
+  const only = values.only
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const unknown = only?.filter((name) => !scenarios.some((s) => s.name.toLowerCase() === name.toLowerCase()));
-  if (unknown?.length) throw new UsageError(`--only: unknown scenario(s) ${unknown.join(', ')}; known: ${scenarios.map((s) => s.name).join(', ')}`);
+  if (unknown?.length)
+    throw new UsageError(
+      `--only: unknown scenario(s) ${unknown.join(', ')}; known: ${scenarios.map((s) => s.name).join(', ')}`,
+    );
   return {
     durationSec: integerOption('duration', values.duration, 1, 600),
     warmupSec: integerOption('warmup', values.warmup, 0, 120),
@@ -64,17 +92,28 @@ function options() {
       }),
     ),
     cores,
-    selected: scenarios.filter((s) => s.name === 'direct' || only === undefined || only.some((name) => name.toLowerCase() === s.name.toLowerCase())),
+    selected: scenarios.filter(
+      (s) =>
+        s.name === 'direct' || only === undefined || only.some((name) => name.toLowerCase() === s.name.toLowerCase()),
+    ),
   };
 }
 
 /** One request before the load: 'ok', or what is wrong with it. */
 async function check(url: string, request: HttpRequest): Promise<string> {
-  const { status, text } = await http(url, { method: request.method, headers: request.headers, ...(request.body === undefined ? {} : { body: request.body }) });
+  const { status, text } = await http(url, {
+    method: request.method,
+    headers: request.headers,
+    ...(request.body === undefined ? {} : { body: request.body }),
+  });
   if (status < 200 || status > 299) return `HTTP ${status}: ${text.slice(0, 200)}`;
   if (request.target === 'upstream') return 'ok';
   const body = JSON.parse(text) as { data?: unknown; errors?: { message: string }[] };
-  if (body.errors !== undefined) return `errors: ${body.errors.map((e) => e.message).join('; ').slice(0, 200)}`;
+  if (body.errors !== undefined)
+    return `errors: ${body.errors
+      .map((e) => e.message)
+      .join('; ')
+      .slice(0, 200)}`;
   return body.data === undefined || body.data === null ? 'no data' : 'ok';
 }
 
@@ -90,8 +129,22 @@ interface AutocannonResult {
 }
 
 /** Runs autocannon's CLI in its own process (pinned to CPU 1 with the upstream). */
-function autocannon(url: string, request: HttpRequest, seconds: number, connections: number): Promise<AutocannonResult> {
-  const args = [join(root, 'node_modules/autocannon/autocannon.js'), '--json', '-c', String(connections), '-d', String(seconds), '-m', request.method];
+function autocannon(
+  url: string,
+  request: HttpRequest,
+  seconds: number,
+  connections: number,
+): Promise<AutocannonResult> {
+  const args = [
+    join(root, 'node_modules/autocannon/autocannon.js'),
+    '--json',
+    '-c',
+    String(connections),
+    '-d',
+    String(seconds),
+    '-m',
+    request.method,
+  ];
   for (const [name, value] of Object.entries(request.headers)) args.push('-H', `${name}=${value}`);
   if (request.body !== undefined) args.push('-b', request.body);
   args.push(url);
@@ -109,7 +162,8 @@ function autocannon(url: string, request: HttpRequest, seconds: number, connecti
       clearTimeout(timer);
       children.delete(tracked);
       const last = stdout.trim().split('\n').pop() ?? '';
-      if (code !== 0 || !last.startsWith('{')) return reject(new Error(`autocannon exited ${signal ?? code}: ${stderr || stdout}`));
+      if (code !== 0 || !last.startsWith('{'))
+        return reject(new Error(`autocannon exited ${signal ?? code}: ${stderr || stdout}`));
       resolve(JSON.parse(last) as AutocannonResult);
     });
   });
@@ -151,13 +205,18 @@ async function metricsRss(gatewayUrl: string): Promise<number | undefined> {
   }
 }
 
-/** How to read a gateway's RSS: /proc with its workers, else /metrics (of the process that answers: one worker behind WORKERS>1). */
-async function rssReader(pid: number, url: string): Promise<{ source: string; read: () => Promise<number | undefined> }> {
+/**
+ * How to read a gateway's RSS: /proc with its workers, else /metrics (of the process that answers: one worker behind
+ * WORKERS>1).
+ */
+async function rssReader(
+  pid: number,
+  url: string,
+): Promise<{ source: string; read: () => Promise<number | undefined> }> {
   if (procRss(pid) !== undefined) return { source: '/proc/<pid>/status VmRSS', read: async () => procRss(pid) };
   if ((await metricsRss(url)) !== undefined) return { source: '/metrics', read: () => metricsRss(url) };
   return { source: 'unavailable', read: async () => undefined };
 }
-
 
 // ---- main ----
 
@@ -166,18 +225,35 @@ async function main(): Promise<void> {
   const startedAt = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   const oneCore = opts.cores !== 'all';
   const allCores = opts.cores !== 'one';
-  if (pinning && oneCore && (opts.workers ?? 1) > 1) console.log('Note: the one-core gateway is pinned to CPU 0, so its workers share that one core (taskset is inherited by cluster forks).');
-  if (!pinning) console.log('Note: /usr/bin/taskset or a second CPU is missing: processes are not pinned, results vary more between runs.');
+  if (pinning && oneCore && (opts.workers ?? 1) > 1)
+    console.log(
+      'Note: the one-core gateway is pinned to CPU 0, so its workers share that one core (taskset is inherited by cluster forks).',
+    );
+  if (!pinning)
+    console.log(
+      'Note: /usr/bin/taskset or a second CPU is missing: processes are not pinned, results vary more between runs.',
+    );
 
-  const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], 1, { PORT: '0', HOST, RECORD: '0' });
+  const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], 1, {
+    PORT: '0',
+    HOST,
+    RECORD: '0',
+  });
   const upstreamUrl = upstream.url;
   const admin = new URL('/__reference/', upstreamUrl).href;
   const fx = await fixtures(upstreamUrl);
   // NODE_ENV=production as deployed (graphql-js skips development-only checks).
-  const gatewayEnv: Record<string, string> = { PORT: '0', HOST, UPSTREAM_URL: upstreamUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production' };
+  const gatewayEnv: Record<string, string> = {
+    PORT: '0',
+    HOST,
+    UPSTREAM_URL: upstreamUrl,
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'production',
+  };
   if (opts.workers !== undefined) gatewayEnv.WORKERS = String(opts.workers);
   Object.assign(gatewayEnv, opts.env);
-  if (opts.compiled) execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
+  if (opts.compiled)
+    execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 180_000 });
   const nodeFlags = [...startFlags(), ...(process.env.GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
   const gatewayArgs = opts.compiled ? [...nodeFlags, 'dist/main.js'] : [...nodeFlags, '--import', 'tsx', 'src/main.ts'];
   const startGateway = async (name: string, cpu: number | undefined, env: Record<string, string>) => {
@@ -192,9 +268,15 @@ async function main(): Promise<void> {
     for (const scenario of opts.selected) {
       const request = scenario.request(fx);
       const url = request.target === 'upstream' ? `${upstreamUrl}${request.path}` : gateway.url;
-      results.push({ name: scenario.name, description: scenario.description, check: await check(url, request), rounds: [] });
+      results.push({
+        name: scenario.name,
+        description: scenario.description,
+        check: await check(url, request),
+        rounds: [],
+      });
     }
-    for (const bad of results.filter((r) => r.check !== 'ok')) console.warn(`Warning: ${phase} ${bad.name} does not answer cleanly (${bad.check}); its row measures that.`);
+    for (const bad of results.filter((r) => r.check !== 'ok'))
+      console.warn(`Warning: ${phase} ${bad.name} does not answer cleanly (${bad.check}); its row measures that.`);
     const rssAfterRound: (number | undefined)[] = [];
     for (let round = 1; round <= rounds; round++) {
       for (const [i, scenario] of opts.selected.entries()) {
@@ -213,13 +295,20 @@ async function main(): Promise<void> {
   };
 
   const rounds = (oneCore ? opts.rounds : 0) + (allCores ? 1 : 0);
-  const phases = [...(oneCore ? [`${opts.rounds} round(s) on one core`] : []), ...(allCores ? ['1 round on all cores'] : [])];
-  console.log(`${opts.selected.length} scenario(s) × ${phases.join(' + ')}, about ${Math.ceil((opts.selected.length * rounds * (opts.warmupSec + opts.durationSec + 1)) / 60)} min`);
+  const phases = [
+    ...(oneCore ? [`${opts.rounds} round(s) on one core`] : []),
+    ...(allCores ? ['1 round on all cores'] : []),
+  ];
+  console.log(
+    `${opts.selected.length} scenario(s) × ${phases.join(' + ')}, about ${Math.ceil((opts.selected.length * rounds * (opts.warmupSec + opts.durationSec + 1)) / 60)} min`,
+  );
 
   let one: { gateway: Gateway; results: ScenarioResult[]; rssAfterRound: (number | undefined)[] } | undefined;
   if (oneCore) {
     const gateway = await startGateway('one-core gateway', 0, gatewayEnv);
-    console.log(`Upstream ${upstreamUrl} · gateway ${gateway.url}${pinning ? ' · gateway on CPU 0, upstream and autocannon on CPU 1' : ''}`);
+    console.log(
+      `Upstream ${upstreamUrl} · gateway ${gateway.url}${pinning ? ' · gateway on CPU 0, upstream and autocannon on CPU 1' : ''}`,
+    );
     one = { gateway, ...(await runPhase('one-core', gateway, opts.rounds)) };
     // Before the all-cores gateway starts: the two must not share the CPUs.
     await stop(gateway.child.process);
@@ -230,7 +319,9 @@ async function main(): Promise<void> {
     // What WORKERS=auto resolves to in the gateway, which sees the same CPUs as this process.
     const workers = availableParallelism();
     const gateway = await startGateway('all-cores gateway', undefined, { ...gatewayEnv, WORKERS: 'auto' });
-    console.log(`Upstream ${upstreamUrl} · gateway ${gateway.url} · ${workers} workers, not pinned${pinning ? '; upstream and autocannon still on CPU 1' : ''}`);
+    console.log(
+      `Upstream ${upstreamUrl} · gateway ${gateway.url} · ${workers} workers, not pinned${pinning ? '; upstream and autocannon still on CPU 1' : ''}`,
+    );
     const { results, rssAfterRound } = await runPhase('all-cores', gateway, 1);
     const section: AllCores = {
       workers,
@@ -254,7 +345,11 @@ async function main(): Promise<void> {
       node: process.version,
       cpu: cpus()[0]?.model.trim() ?? 'unknown',
       cpus: availableParallelism(),
-      pinning: !pinning ? 'not pinned (no taskset or one CPU)' : oneCore ? 'taskset: gateway on CPU 0, upstream + autocannon on CPU 1' : 'taskset: upstream + autocannon on CPU 1',
+      pinning: !pinning
+        ? 'not pinned (no taskset or one CPU)'
+        : oneCore
+          ? 'taskset: gateway on CPU 0, upstream + autocannon on CPU 1'
+          : 'taskset: upstream + autocannon on CPU 1',
       cores: opts.cores,
       connections: opts.connections,
       warmupSec: opts.warmupSec,
@@ -275,7 +370,9 @@ async function main(): Promise<void> {
   summarize(report.scenarios);
   if (report.allCores) summarize(report.allCores.scenarios);
   const written = writeReports(report, join(root, 'bench/results'));
-  console.log(`\n${toMarkdown(report)}\n${legend}\n\nWritten: ${written.map((p) => p.slice(root.length)).join(', ')} (and latest.*)`);
+  console.log(
+    `\n${toMarkdown(report)}\n${legend}\n\nWritten: ${written.map((p) => p.slice(root.length)).join(', ')} (and latest.*)`,
+  );
 }
 
 async function measure(
@@ -311,7 +408,8 @@ async function measure(
 function gitDescription(): string {
   try {
     const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: root, encoding: 'utf8' }).trim() !== '';
+    const dirty =
+      execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: root, encoding: 'utf8' }).trim() !== '';
     return dirty ? `${commit} + uncommitted src changes` : commit;
   } catch {
     return 'unknown';

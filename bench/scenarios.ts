@@ -58,11 +58,14 @@ export const scenarios: readonly Scenario[] = [
     name: 'Q4',
     description: 'head(id) with headMetadata and hair { hairMetadata userId gender } (both hair variants)',
     request: ({ headId }) =>
-      graphql('query Q4($id: ID!) { head(id: $id) { headMetadata hair { hairMetadata userId gender } } }', { id: headId })(),
+      graphql('query Q4($id: ID!) { head(id: $id) { headMetadata hair { hairMetadata userId gender } } }', {
+        id: headId,
+      })(),
   },
   {
     name: 'Q5',
     description: 'permissions(first: 100) with a bearer token',
-    request: ({ token }) => graphql('query Q5 { permissions(first: 100) { totalCount nodes { role } } }', undefined, token)(),
+    request: ({ token }) =>
+      graphql('query Q5 { permissions(first: 100) { totalCount nodes { role } } }', undefined, token)(),
   },
 ];

@@ -36,7 +36,10 @@ const temp = mkdtempSync(join(tmpdir(), 'check-generated-'));
 try {
   const freshSchema = join(temp, 'schema.graphql');
   writeFileSync(freshSchema, printedSchema());
-  const outputs = (await generate({ ...codegenConfig, schema: freshSchema, cwd: root, silent: true }, false)) as { filename: string; content: string }[];
+  const outputs = (await generate({ ...codegenConfig, schema: freshSchema, cwd: root, silent: true }, false)) as {
+    filename: string;
+    content: string;
+  }[];
 
   const outputDirs = Object.keys(codegenConfig.generates).map((dir) => resolve(root, dir));
   const expected = new Map(outputs.map((o) => [resolve(root, o.filename), o.content]));
@@ -57,7 +60,8 @@ try {
     for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
       if (!entry.isFile()) continue;
       const file = join(entry.parentPath, entry.name);
-      if (!expected.has(file)) stale.push(`${relative(root, file)} is not made by codegen any more: delete it, then run \`npm run codegen\``);
+      if (!expected.has(file))
+        stale.push(`${relative(root, file)} is not made by codegen any more: delete it, then run \`npm run codegen\``);
     }
   }
 } finally {
@@ -66,7 +70,9 @@ try {
 
 if (stale.length > 0) {
   for (const line of stale) process.stderr.write(`stale: ${line}\n`);
-  process.stderr.write('Generated files are out of date: run `npm run generate` and commit schema.graphql, src/generated/ and README.md.\n');
+  process.stderr.write(
+    'Generated files are out of date: run `npm run generate` and commit schema.graphql, src/generated/ and README.md.\n',
+  );
   process.exit(1);
 }
 process.stdout.write("schema.graphql, src/generated/ and README.md's configuration table are up to date\n");

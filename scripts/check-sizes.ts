@@ -22,7 +22,9 @@ export interface FunctionSize {
   readonly lines: number;
 }
 
-/** The lines of `text`, as `wc -l` counts them for a file that ends with a newline (a last line without one counts too). */
+/**
+ * The lines of `text`, as `wc -l` counts them for a file that ends with a newline (a last line without one counts too).
+ */
 export function lineCount(text: string): number {
   if (text === '') return 0;
   const newlines = text.split('\n').length - 1;
@@ -52,7 +54,8 @@ function nameOf(node: WithBody, source: ts.SourceFile): string {
   const accessor = ts.isGetAccessorDeclaration(node) ? 'get ' : ts.isSetAccessorDeclaration(node) ? 'set ' : '';
   if (node.name !== undefined) return accessor + node.name.getText(source);
   const { parent } = node;
-  if (ts.isVariableDeclaration(parent) || ts.isPropertyDeclaration(parent) || ts.isPropertyAssignment(parent)) return parent.name.getText(source);
+  if (ts.isVariableDeclaration(parent) || ts.isPropertyDeclaration(parent) || ts.isPropertyAssignment(parent))
+    return parent.name.getText(source);
   return ts.isArrowFunction(node) ? '(arrow function)' : '(function expression)';
 }
 
@@ -86,7 +89,8 @@ function oversized(root: string): string[] {
     if (lines > MAX_FILE_LINES) found.push(`${path}:1 the file, ${lines} lines (at most ${MAX_FILE_LINES})`);
     if (!path.startsWith('src/server/') || !/\.[cm]?tsx?$/.test(path)) continue;
     for (const { name, line, lines } of functionSizes(path, text)) {
-      if (lines > MAX_FUNCTION_LINES) found.push(`${path}:${line} ${name}, ${lines} lines (at most ${MAX_FUNCTION_LINES})`);
+      if (lines > MAX_FUNCTION_LINES)
+        found.push(`${path}:${line} ${name}, ${lines} lines (at most ${MAX_FUNCTION_LINES})`);
     }
   }
   return found;
@@ -95,7 +99,9 @@ function oversized(root: string): string[] {
 function main(): void {
   const found = oversized(fileURLToPath(new URL('..', import.meta.url)));
   if (found.length === 0) {
-    process.stdout.write(`every file of src/ within ${MAX_FILE_LINES} lines, every function of src/server/ within ${MAX_FUNCTION_LINES}\n`);
+    process.stdout.write(
+      `every file of src/ within ${MAX_FILE_LINES} lines, every function of src/server/ within ${MAX_FUNCTION_LINES}\n`,
+    );
     return;
   }
   process.stdout.write(`${found.join('\n')}\n${found.length} over a bound: split them by concern\n`);

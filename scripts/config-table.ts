@@ -37,7 +37,8 @@ const MIB = 1024 * 1024;
 /** A default as an operator writes it; a byte count of whole MiB says so too. */
 function defaultCell(name: string, value: unknown, unset: string | undefined): string {
   if (value === undefined) return unset ?? '';
-  if (typeof value === 'number' && name.endsWith('_BYTES') && value >= MIB && value % MIB === 0) return `${value} (${value / MIB} MiB)`;
+  if (typeof value === 'number' && name.endsWith('_BYTES') && value >= MIB && value % MIB === 0)
+    return `${value} (${value / MIB} MiB)`;
   return String(value);
 }
 
@@ -45,7 +46,12 @@ function defaultCell(name: string, value: unknown, unset: string | undefined): s
 const cell = (text: string) => text.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
 /** Each variable of the environment: its name, default cell, accepted values and description. */
-export function configRows(): { name: string; defaultValue: string; accepts: string | undefined; description: string | undefined }[] {
+export function configRows(): {
+  name: string;
+  defaultValue: string;
+  accepts: string | undefined;
+  description: string | undefined;
+}[] {
   return Object.entries(environment.shape).map(([name, schema]) => {
     const doc = variableDocs.get(schema);
     // What the variable becomes when unset: its default, as the gateway reads it.
@@ -61,7 +67,10 @@ export function configRows(): { name: string; defaultValue: string; accepts: str
 
 /** The table, markers included. */
 export function configTable(): string {
-  const rows = configRows().map((row) => `| \`${row.name}\` | ${cell(row.defaultValue)} | ${cell(row.accepts ?? '')} | ${cell(row.description ?? '')} |`);
+  const rows = configRows().map(
+    (row) =>
+      `| \`${row.name}\` | ${cell(row.defaultValue)} | ${cell(row.accepts ?? '')} | ${cell(row.description ?? '')} |`,
+  );
   return [BEGIN, '| variable | default | accepts | meaning |', '|---|---|---|---|', ...rows, END].join('\n');
 }
 
@@ -69,15 +78,18 @@ export function configTable(): string {
 export function withTable(readme: string, table: string): string | undefined {
   const begin = readme.indexOf(BEGIN_TAG);
   const end = readme.indexOf(END);
-  if (begin < 0 || end < begin || readme.indexOf(BEGIN_TAG, begin + 1) >= 0 || readme.indexOf(END, end + 1) >= 0) return undefined;
+  if (begin < 0 || end < begin || readme.indexOf(BEGIN_TAG, begin + 1) >= 0 || readme.indexOf(END, end + 1) >= 0)
+    return undefined;
   return readme.slice(0, begin) + table + readme.slice(end + END.length);
 }
 
 /** undefined when README.md's table is current, else a one-line reason. */
 export function readmeTableProblem(readme: string = readFileSync(readmeFile, 'utf8')): string | undefined {
   const current = withTable(readme, configTable());
-  if (current === undefined) return `README.md needs one \`${BEGIN_TAG} … -->\` and one \`${END}\` after it, around the configuration table`;
-  if (current !== readme) return 'README.md: the configuration table differs from src/config/environment.ts: run `npm run config-table`';
+  if (current === undefined)
+    return `README.md needs one \`${BEGIN_TAG} … -->\` and one \`${END}\` after it, around the configuration table`;
+  if (current !== readme)
+    return 'README.md: the configuration table differs from src/config/environment.ts: run `npm run config-table`';
   return undefined;
 }
 

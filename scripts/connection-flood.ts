@@ -36,15 +36,31 @@ const step = Number(values.step);
 const holdSeconds = Number(values.hold);
 const PROBE_TIMEOUT_MS = 2_000;
 
-const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], 1, { PORT: '0', HOST, RECORD: '0' });
-const gateway = await startServer('gateway', [join(resolve(values.gateway), 'dist/main.js')], 0, { PORT: '0', HOST, ADMIN_PORT: '0', UPSTREAM_URL: upstream.url, LOG_LEVEL: 'warn' }, openFiles);
+const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], 1, {
+  PORT: '0',
+  HOST,
+  RECORD: '0',
+});
+const gateway = await startServer(
+  'gateway',
+  [join(resolve(values.gateway), 'dist/main.js')],
+  0,
+  { PORT: '0', HOST, ADMIN_PORT: '0', UPSTREAM_URL: upstream.url, LOG_LEVEL: 'warn' },
+  openFiles,
+);
 const publicUrl = new URL(gateway.url);
 // A build without ADMIN_PORT prints no admin line.
-const adminUrl = gateway.child.tail.map((line) => / on (http:\S+)$/.exec(line)?.[1]).find((url) => url !== undefined && !url.endsWith('/graphql'));
+const adminUrl = gateway.child.tail
+  .map((line) => / on (http:\S+)$/.exec(line)?.[1])
+  .find((url) => url !== undefined && !url.endsWith('/graphql'));
 const seconds = (from: number) => ((performance.now() - from) / 1000).toFixed(1);
 
 /** Whether `path` answers 200 on a connection of its own within PROBE_TIMEOUT_MS. */
-async function answers(origin: string, path: string, init: { method?: 'GET' | 'POST'; body?: string } = {}): Promise<boolean> {
+async function answers(
+  origin: string,
+  path: string,
+  init: { method?: 'GET' | 'POST'; body?: string } = {},
+): Promise<boolean> {
   try {
     const response = await request(new URL(path, origin), {
       method: init.method ?? 'GET',
@@ -107,10 +123,15 @@ const floodStart = performance.now();
 while (flood.length < floodSize) {
   const opened = await Promise.all(Array.from({ length: step }, openTrickler));
   flood.push(...opened);
-  const [publicUp, adminUp] = await Promise.all([answers(publicUrl.origin, '/health'), adminUrl === undefined ? false : answers(adminUrl, '/health')]);
+  const [publicUp, adminUp] = await Promise.all([
+    answers(publicUrl.origin, '/health'),
+    adminUrl === undefined ? false : answers(adminUrl, '/health'),
+  ]);
   // Counted after the probes: the closes of the step's dropped connections have arrived by then.
   const open = flood.filter((t) => t.closedAt === undefined).length;
-  console.log(`${String(flood.length).padStart(6)} opened, ${String(open).padStart(6)} still open: /health ${publicUp ? 'answers' : 'FAILS'} on the public port${adminUrl === undefined ? '' : `, ${adminUp ? 'answers' : 'FAILS'} on the admin port`}`);
+  console.log(
+    `${String(flood.length).padStart(6)} opened, ${String(open).padStart(6)} still open: /health ${publicUp ? 'answers' : 'FAILS'} on the public port${adminUrl === undefined ? '' : `, ${adminUp ? 'answers' : 'FAILS'} on the admin port`}`,
+  );
   if (!publicUp) publicDownAt ??= flood.length;
   if (adminUrl !== undefined && !adminUp) adminDownAt ??= flood.length;
 }
@@ -131,9 +152,14 @@ while (performance.now() - holdStart < holdSeconds * 1000) {
 }
 clearInterval(trickle);
 // Closed by the gateway within a second of connecting: dropped on arrival; later: cut while trickling.
-const lifetimes = flood.flatMap((t) => (t.openedAt === undefined || t.closedAt === undefined ? [] : [(t.closedAt - t.openedAt) / 1000]));
+const lifetimes = flood.flatMap((t) =>
+  t.openedAt === undefined || t.closedAt === undefined ? [] : [(t.closedAt - t.openedAt) / 1000],
+);
 const cutAfter = lifetimes.filter((lifetime) => lifetime >= 1);
-const cut = cutAfter.length === 0 ? 'none cut' : `${cutAfter.length} cut after ${Math.min(...cutAfter).toFixed(1)} to ${Math.max(...cutAfter).toFixed(1)} s of trickling`;
+const cut =
+  cutAfter.length === 0
+    ? 'none cut'
+    : `${cutAfter.length} cut after ${Math.min(...cutAfter).toFixed(1)} to ${Math.max(...cutAfter).toFixed(1)} s of trickling`;
 const dropped = lifetimes.length - cutAfter.length;
 const stillOpen = flood.filter((t) => t.openedAt !== undefined && t.closedAt === undefined).length;
 const endedAt = performance.now();
@@ -145,9 +171,20 @@ while (!(await askQuery())) {
 }
 const servedAfterMs = performance.now() - endedAt;
 
-console.log(`\n/health stopped answering on the public port at: ${publicDownAt === undefined ? `never (${floodSize} connections)` : `${publicDownAt} connections`}`);
-if (adminUrl !== undefined) console.log(`/health stopped answering on the admin port at: ${adminDownAt === undefined ? `never (${floodSize} connections)` : `${adminDownAt} connections`}`);
-console.log(`flood of ${flood.length} in ${floodSeconds} s, then held ${holdSeconds} s still trickling: ${dropped} closed on arrival, ${cut}, ${stillOpen} still open`);
-console.log(`while held, a query was served on the public port ${servedAgainAfter === undefined ? 'never' : `after ${servedAgainAfter} s`}`);
-console.log(`flood closed: a query was answered ${servedAfterMs.toFixed(0)} ms later (${attempts} failed attempts before; one took ${quietMs.toFixed(0)} ms before the flood)`);
+console.log(
+  `\n/health stopped answering on the public port at: ${publicDownAt === undefined ? `never (${floodSize} connections)` : `${publicDownAt} connections`}`,
+);
+if (adminUrl !== undefined)
+  console.log(
+    `/health stopped answering on the admin port at: ${adminDownAt === undefined ? `never (${floodSize} connections)` : `${adminDownAt} connections`}`,
+  );
+console.log(
+  `flood of ${flood.length} in ${floodSeconds} s, then held ${holdSeconds} s still trickling: ${dropped} closed on arrival, ${cut}, ${stillOpen} still open`,
+);
+console.log(
+  `while held, a query was served on the public port ${servedAgainAfter === undefined ? 'never' : `after ${servedAgainAfter} s`}`,
+);
+console.log(
+  `flood closed: a query was answered ${servedAfterMs.toFixed(0)} ms later (${attempts} failed attempts before; one took ${quietMs.toFixed(0)} ms before the flood)`,
+);
 await stopAll();

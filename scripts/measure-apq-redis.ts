@@ -19,13 +19,24 @@ import { startRedis } from '../test/support/redis.js';
  * shared-state fallback counters and its warning lines about Redis.
  */
 
-const { values } = parseArgs({ options: { count: { type: 'string', default: '3000' }, bytes: { type: 'string', default: '95000' }, maxmemory: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    count: { type: 'string', default: '3000' },
+    bytes: { type: 'string', default: '95000' },
+    maxmemory: { type: 'string' },
+  },
+});
 const count = Number(values.count);
 const bytes = Number(values.bytes);
 
-const redis = await startRedis({ args: values.maxmemory === undefined ? [] : ['--maxmemory', values.maxmemory, '--maxmemory-policy', 'noeviction'] });
+const redis = await startRedis({
+  args: values.maxmemory === undefined ? [] : ['--maxmemory', values.maxmemory, '--maxmemory-policy', 'noeviction'],
+});
 const client = new Redis(redis.url);
-const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], undefined, { PORT: '0', RECORD: '0' });
+const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], undefined, {
+  PORT: '0',
+  RECORD: '0',
+});
 const gateway = await startServer('gateway', ['--import', 'tsx', 'src/main.ts'], undefined, {
   PORT: '0',
   UPSTREAM_URL: upstream.url,
@@ -65,7 +76,11 @@ async function register(text: string): Promise<number> {
   const response = await pool.request({
     path: endpoint.pathname,
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', authorization: `Bearer measure-${hash.slice(0, 8)}` },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/graphql-response+json',
+      authorization: `Bearer measure-${hash.slice(0, 8)}`,
+    },
     body: JSON.stringify({ query: text, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } }),
   });
   await response.body.dump();
@@ -88,18 +103,31 @@ async function phase(name: string, text: (i: number) => string): Promise<void> {
   const after = await usedMemory();
   const { keys, apqKeys, apqBytes } = await keysAndApqBytes();
   const answered = [...statuses].map(([status, n]) => `${n} x HTTP ${status}`).join(', ');
-  console.log(`${name.padEnd(6)} ${count} x ${bytes} B: ${answered}; Redis used_memory +${mb(after - before)} (${mb(after)}), ${keys} keys, ${apqKeys} APQ texts of ${mb(apqBytes)}`);
+  console.log(
+    `${name.padEnd(6)} ${count} x ${bytes} B: ${answered}; Redis used_memory +${mb(after - before)} (${mb(after)}), ${keys} keys, ${apqKeys} APQ texts of ${mb(apqBytes)}`,
+  );
 }
 
 /** `prefix` then random hex and a comment-safe tail, `bytes` long in all. */
-const padded = (prefix: string) => prefix + randomBytes(Math.ceil(bytes / 2)).toString('hex').slice(0, bytes - prefix.length);
+const padded = (prefix: string) =>
+  prefix +
+  randomBytes(Math.ceil(bytes / 2))
+    .toString('hex')
+    .slice(0, bytes - prefix.length);
 
 try {
   await phase('junk', () => padded('junk '));
   await phase('valid', () => padded('{ __typename } # '));
   const metrics = await (await fetch(new URL('/metrics', endpoint))).text();
-  console.log(metrics.split('\n').filter((line) => line.startsWith('gateway_shared_state_')).join('\n') || 'no gateway_shared_state_* sample');
-  console.log(`gateway warnings about Redis: ${redisWarnings.length}${redisWarnings.length > 0 ? `, the first: ${redisWarnings[0]}` : ''}`);
+  console.log(
+    metrics
+      .split('\n')
+      .filter((line) => line.startsWith('gateway_shared_state_'))
+      .join('\n') || 'no gateway_shared_state_* sample',
+  );
+  console.log(
+    `gateway warnings about Redis: ${redisWarnings.length}${redisWarnings.length > 0 ? `, the first: ${redisWarnings[0]}` : ''}`,
+  );
 } finally {
   await pool.close();
   client.disconnect();

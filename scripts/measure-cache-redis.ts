@@ -6,7 +6,8 @@ import { root, startServer, stopAll } from '../bench/processes.js';
 import { startRedis } from '../test/support/redis.js';
 
 /*
- * `npx tsx scripts/measure-cache-redis.ts [--seconds 15] [--connections 4] [--maxmemory 60mb] [--budget 30000000] [--checkout .]`
+ * `npx tsx scripts/measure-cache-redis.ts [--seconds 15] [--connections 4] [--maxmemory 60mb] [--budget 30000000]
+ * [--checkout .]`
  *
  * Not a test: the hardening issue's attack on the response cache in a Redis it shares with the
  * limits (REDIS_URL alone). A redis-server (`--maxmemory` with `noeviction`, as
@@ -21,14 +22,23 @@ import { startRedis } from '../test/support/redis.js';
  */
 
 const { values } = parseArgs({
-  options: { seconds: { type: 'string', default: '15' }, connections: { type: 'string', default: '4' }, maxmemory: { type: 'string', default: '60mb' }, budget: { type: 'string', default: '30000000' }, checkout: { type: 'string', default: root } },
+  options: {
+    seconds: { type: 'string', default: '15' },
+    connections: { type: 'string', default: '4' },
+    maxmemory: { type: 'string', default: '60mb' },
+    budget: { type: 'string', default: '30000000' },
+    checkout: { type: 'string', default: root },
+  },
 });
 const seconds = Number(values.seconds);
 const main = resolve(values.checkout, 'src/main.ts');
 
 const redis = await startRedis({ args: ['--maxmemory', values.maxmemory, '--maxmemory-policy', 'noeviction'] });
 const client = new Redis(redis.url);
-const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], undefined, { PORT: '0', RECORD: '0' });
+const upstream = await startServer('upstream', ['--import', 'tsx', 'src/reference-upstream/main.ts'], undefined, {
+  PORT: '0',
+  RECORD: '0',
+});
 const env = {
   PORT: '0',
   UPSTREAM_URL: upstream.url,
@@ -40,7 +50,9 @@ const env = {
   RATE_LIMIT_REQUESTS_PER_SECOND: '1',
   RATE_LIMIT_WINDOW_SECONDS: '10',
 };
-const replicas = await Promise.all([0, 1].map((i) => startServer(`gateway ${i}`, ['--import', 'tsx', main], undefined, env)));
+const replicas = await Promise.all(
+  [0, 1].map((i) => startServer(`gateway ${i}`, ['--import', 'tsx', main], undefined, env)),
+);
 const pools = replicas.map(({ url }) => new Pool(new URL(url).origin, { connections: Number(values.connections) }));
 const paths = replicas.map(({ url }) => new URL(url).pathname);
 
@@ -48,7 +60,8 @@ const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await client.info
 const mb = (n: number) => `${(n / 1e6).toFixed(1)} MB`;
 
 // Every field of 100 heads and their hair, ten times over (aliases): some 0.7 MB of JSON.
-const fields = 'id uuid name url arUrl outputFormat style version lod createdAt updatedAt hair { id name url thumbnailUrl createdAt objMetadata } headMetadata';
+const fields =
+  'id uuid name url arUrl outputFormat style version lod createdAt updatedAt hair { id name url thumbnailUrl createdAt objMetadata } headMetadata';
 const query = `{ ${['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'].map((alias) => `${alias}: heads(first: 100) { nodes { ${fields} } }`).join(' ')} }`;
 
 async function read(replica: number, token: string): Promise<{ status: number; bytes: number }> {
@@ -82,11 +95,15 @@ try {
   const victim: number[] = [];
   for (let i = 0; i < 15; i++) victim.push((await read(i % 2, 'the-victim')).status);
   const answered = [...statuses].map(([status, n]) => `${n} x HTTP ${status}`).join(', ');
-  console.log(`made-up tokens: ${sent} reads in ${seconds} s (${answered}; answers up to ${mb(largest)}); Redis used_memory +${mb(grown)} (maxmemory ${values.maxmemory})`);
+  console.log(
+    `made-up tokens: ${sent} reads in ${seconds} s (${answered}; answers up to ${mb(largest)}); Redis used_memory +${mb(grown)} (maxmemory ${values.maxmemory})`,
+  );
   console.log(`victim: ${victim.filter((status) => status === 200).length} of 15 let through (${victim.join(' ')})`);
   for (const [i, { url }] of replicas.entries()) {
     const metrics = await (await fetch(new URL('/metrics', url))).text();
-    const lines = metrics.split('\n').filter((line) => /^gateway_(shared_state_fallbacks|response_cache_over_budget)_total/.test(line));
+    const lines = metrics
+      .split('\n')
+      .filter((line) => /^gateway_(shared_state_fallbacks|response_cache_over_budget)_total/.test(line));
     console.log(`replica ${i}: ${lines.join('; ') || 'no fallback, nothing over budget'}`);
   }
 } finally {

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { exitWithHelp, integerOption, runBench } from '../bench/cli.js';
-import { gatewayMemory, http, startBuiltGateway, type Child } from '../bench/processes.js';
-import { loadConfig, type Config } from '../src/config.js';
+import { type Child, gatewayMemory, http, startBuiltGateway } from '../bench/processes.js';
+import { type Config, loadConfig } from '../src/config.js';
 
 /*
  * `npm run memory`: whether one client, within every configured limit, can grow the gateway's
@@ -33,13 +33,18 @@ const usage = `Usage: npm run memory -- [--documents 2000] [--repeats 3] [--batc
 const SAMPLE_MS = 250;
 
 /** Every field of a head, its hair and the hair's price: 28 selections. */
-const HEAD_FIELDS = 'id uuid name url arUrl outputFormat style version lod headMetadata createdAt updatedAt hair { id name url thumbnailUrl style createdAt sourceType gender objMetadata payableData { price description } updatedAt hairMetadata userId }';
+const HEAD_FIELDS =
+  'id uuid name url arUrl outputFormat style version lod headMetadata createdAt updatedAt hair { id name url thumbnailUrl style createdAt sourceType gender objMetadata payableData { price description } updatedAt hairMetadata userId }';
 const CONNECTION_FIELDS = `totalCount pageInfo { hasNextPage hasPreviousPage startCursor endCursor } edges { cursor } nodes { ${HEAD_FIELDS} }`;
 
 /** Document `n`: 5 aliases of a small page selecting everything, 190 field selections, distinct by its aliases. */
-const distinctDocument = (n: number) => `query Distinct${n} { ${Array.from({ length: 5 }, (_, k) => `d${n}_${k}: heads(first: ${1 + k}) { ${CONNECTION_FIELDS} }`).join(' ')} }`;
+const distinctDocument = (n: number) =>
+  `query Distinct${n} { ${Array.from({ length: 5 }, (_, k) => `d${n}_${k}: heads(first: ${1 + k}) { ${CONNECTION_FIELDS} }`).join(' ')} }`;
 
-/** The heaviest operation the other limits let through: `aliases` full pages of every field (a fragment keeps the batch within MAX_BODY_BYTES). */
+/**
+ * The heaviest operation the other limits let through: `aliases` full pages of every field (a fragment keeps the batch
+ * within MAX_BODY_BYTES).
+ */
 const heaviestOperation = (aliases: number) =>
   `query Heaviest { ${Array.from({ length: aliases }, (_, k) => `h${k}: heads(first: 100) { ...Page }`).join(' ')} } fragment Page on HeadConnection { ${CONNECTION_FIELDS} }`;
 
@@ -93,7 +98,8 @@ class Answers {
 }
 
 type Result = { data?: unknown; errors?: { extensions?: { code?: string } }[] };
-const outcome = (result: Result) => (result.errors?.length ? String(result.errors[0]!.extensions?.code ?? 'no code') : result.data ? 'ok' : 'empty');
+const outcome = (result: Result) =>
+  result.errors?.length ? String(result.errors[0]!.extensions?.code ?? 'no code') : result.data ? 'ok' : 'empty';
 
 function describe(status: number, text: string): string {
   if (status === 0) return `no answer (${text})`;
@@ -126,14 +132,24 @@ class Gateway {
     private readonly settleSec: number,
   ) {
     this.#sampler = setInterval(() => {
-      void gatewayMemory(url).then((memory) => memory && this.#samples.push({ phase: this.#phase, ...memory }), () => undefined);
+      void gatewayMemory(url).then(
+        (memory) => memory && this.#samples.push({ phase: this.#phase, ...memory }),
+        () => undefined,
+      );
     }, SAMPLE_MS);
-    child.process.once('exit', (code, signal) => (this.died = `the gateway exited (${signal ?? code}): ${child.tail.slice(-3).join(' | ')}`));
+    child.process.once(
+      'exit',
+      (code, signal) => (this.died = `the gateway exited (${signal ?? code}): ${child.tail.slice(-3).join(' | ')}`),
+    );
   }
 
   /** A request that fails (timeout, reset) is an answer too: reported, not fatal. */
   post(body: string): Promise<{ status: number; text: string }> {
-    return http(this.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' }, body }).catch((error: Error) => ({ status: 0, text: `"${error.name}"` }));
+    return http(this.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+      body,
+    }).catch((error: Error) => ({ status: 0, text: `"${error.name}"` }));
   }
 
   begin(phase: string): void {
@@ -152,13 +168,25 @@ class Gateway {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     const settled = this.#samples.filter((s) => s.phase === phase);
-    return { heapUsed: median(settled.map((s) => s.heapUsed)), rss: median(settled.map((s) => s.rss)), loopStall: median(settled.map((s) => s.loopStall)), samples: settled.length };
+    return {
+      heapUsed: median(settled.map((s) => s.heapUsed)),
+      rss: median(settled.map((s) => s.rss)),
+      loopStall: median(settled.map((s) => s.loopStall)),
+      samples: settled.length,
+    };
   }
 
   peak(...phases: string[]): Memory {
     return this.#samples
       .filter((s) => phases.includes(s.phase))
-      .reduce((most, s) => ({ heapUsed: Math.max(most.heapUsed, s.heapUsed), rss: Math.max(most.rss, s.rss), loopStall: Math.max(most.loopStall, s.loopStall) }), { heapUsed: 0, rss: 0, loopStall: 0 });
+      .reduce(
+        (most, s) => ({
+          heapUsed: Math.max(most.heapUsed, s.heapUsed),
+          rss: Math.max(most.rss, s.rss),
+          loopStall: Math.max(most.loopStall, s.loopStall),
+        }),
+        { heapUsed: 0, rss: 0, loopStall: 0 },
+      );
   }
 
   stopSampling(): void {
@@ -167,7 +195,8 @@ class Gateway {
 }
 
 const stall = (memory: Memory) => `${Math.round(memory.loopStall * 1000)} ms`;
-const change = (from: Memory, to: Memory, peak: Memory) => `heap ${mb(from.heapUsed)} → ${mb(to.heapUsed)} (peak ${mb(peak.heapUsed)}), RSS ${mb(from.rss)} → ${mb(to.rss)} (peak ${mb(peak.rss)})`;
+const change = (from: Memory, to: Memory, peak: Memory) =>
+  `heap ${mb(from.heapUsed)} → ${mb(to.heapUsed)} (peak ${mb(peak.heapUsed)}), RSS ${mb(from.rss)} → ${mb(to.rss)} (peak ${mb(peak.rss)})`;
 
 /** Each distinct document --repeats times, --concurrency documents at a time. */
 async function sendDocuments(gateway: Gateway, opts: Options): Promise<Answers> {
@@ -181,7 +210,10 @@ async function sendDocuments(gateway: Gateway, opts: Options): Promise<Answers> 
         const { status, text } = await gateway.post(body);
         answers.add(describe(status, text));
       }
-      if ((n + 1) % 250 === 0) console.log(`  ${n + 1} documents sent; heap ${mb(gateway.latest().heapUsed)}, RSS ${mb(gateway.latest().rss)}`);
+      if ((n + 1) % 250 === 0)
+        console.log(
+          `  ${n + 1} documents sent; heap ${mb(gateway.latest().heapUsed)}, RSS ${mb(gateway.latest().rss)}`,
+        );
     }
   };
   await Promise.all(Array.from({ length: opts.concurrency }, sender));
@@ -189,7 +221,13 @@ async function sendDocuments(gateway: Gateway, opts: Options): Promise<Answers> 
 }
 
 /** --batches batches of MAX_BATCH `aliases`-page operations, one after the other; the largest answer's length. */
-async function sendBatches(gateway: Gateway, phase: string, aliases: number, config: Config, opts: Options): Promise<{ answers: Answers; largest: number }> {
+async function sendBatches(
+  gateway: Gateway,
+  phase: string,
+  aliases: number,
+  config: Config,
+  opts: Options,
+): Promise<{ answers: Answers; largest: number }> {
   gateway.begin(phase);
   const batch = JSON.stringify(Array.from({ length: config.maxBatch }, () => ({ query: heaviestOperation(aliases) })));
   const answers = new Answers();
@@ -205,7 +243,9 @@ async function sendBatches(gateway: Gateway, phase: string, aliases: number, con
 /** Whether a growth is within its bound, said on one line. */
 function judged(what: string, growth: number, boundMb: number): boolean {
   const ok = growth <= boundMb * 1048576;
-  console.log(`${what}: ${growth < 0 ? '-' : '+'}${mb(Math.abs(growth))} (bound ${boundMb} MB): ${ok ? 'OK' : 'NOT OK'}`);
+  console.log(
+    `${what}: ${growth < 0 ? '-' : '+'}${mb(Math.abs(growth))} (bound ${boundMb} MB): ${ok ? 'OK' : 'NOT OK'}`,
+  );
   return ok;
 }
 
@@ -219,29 +259,42 @@ async function main(): Promise<void> {
   await gateway.post(JSON.stringify({ query: distinctDocument(-1) }));
   await gateway.post(JSON.stringify({ query: heaviestOperation(1) }));
   const start = await gateway.settle('start');
-  console.log(`Gateway ${url} (COMPILED_EXECUTION=${config.compiledExecution ? 'on' : 'off'}); start: heap ${mb(start.heapUsed)}, RSS ${mb(start.rss)} (medians of ${start.samples} samples)`);
+  console.log(
+    `Gateway ${url} (COMPILED_EXECUTION=${config.compiledExecution ? 'on' : 'off'}); start: heap ${mb(start.heapUsed)}, RSS ${mb(start.rss)} (medians of ${start.samples} samples)`,
+  );
 
   const documentAnswers = await sendDocuments(gateway, opts);
   const afterDocuments = await gateway.settle('after documents');
   const documentsPeak = gateway.peak('documents', 'after documents');
-  console.log(`Documents: ${opts.documents} distinct × ${opts.repeats}: ${documentAnswers}\n  ${change(start, afterDocuments, documentsPeak)}`);
+  console.log(
+    `Documents: ${opts.documents} distinct × ${opts.repeats}: ${documentAnswers}\n  ${change(start, afterDocuments, documentsPeak)}`,
+  );
 
   const batches = await sendBatches(gateway, 'batches', config.limits.maxAliases, config, opts);
   const afterBatches = await gateway.settle('after batches');
   const batchesPeak = gateway.peak('batches', 'after batches');
-  console.log(`Batches: ${opts.batches} × ${config.maxBatch} operations of ${config.limits.maxAliases} × heads(first: 100): ${batches.answers}; largest answer ${mb(batches.largest)}`);
+  console.log(
+    `Batches: ${opts.batches} × ${config.maxBatch} operations of ${config.limits.maxAliases} × heads(first: 100): ${batches.answers}; largest answer ${mb(batches.largest)}`,
+  );
   console.log(`  ${change(afterDocuments, afterBatches, batchesPeak)}; event loop held ${stall(batchesPeak)} at most`);
-  // The most a request may ask for: MAX_RESULT_ITEMS of the heaviest item there is (a page answers 100 edges and 100 nodes).
+  // The most a request may ask for: MAX_RESULT_ITEMS of the heaviest item there is (a page answers 100 edges and 100
+  // nodes).
   const allowedAliases = Math.min(config.limits.maxAliases, Math.max(1, Math.floor(config.maxResultItems / 200)));
   const allowed = await sendBatches(gateway, 'allowed', allowedAliases, config, opts);
   const afterAllowed = await gateway.settle('after allowed');
   const allowedPeak = gateway.peak('allowed', 'after allowed');
   gateway.stopSampling();
-  console.log(`Within the limits: ${opts.batches} × ${config.maxBatch} operations of ${allowedAliases} × heads(first: 100): ${allowed.answers}; largest answer ${mb(allowed.largest)}`);
+  console.log(
+    `Within the limits: ${opts.batches} × ${config.maxBatch} operations of ${allowedAliases} × heads(first: 100): ${allowed.answers}; largest answer ${mb(allowed.largest)}`,
+  );
   console.log(`  ${change(afterBatches, afterAllowed, allowedPeak)}; event loop held ${stall(allowedPeak)} at most`);
 
   const heapOk = judged('Heap after the documents', afterDocuments.heapUsed - start.heapUsed, opts.heapBoundMb);
-  const rssOk = judged('Peak RSS over the start', Math.max(documentsPeak.rss, batchesPeak.rss, allowedPeak.rss) - start.rss, opts.rssBoundMb);
+  const rssOk = judged(
+    'Peak RSS over the start',
+    Math.max(documentsPeak.rss, batchesPeak.rss, allowedPeak.rss) - start.rss,
+    opts.rssBoundMb,
+  );
   if (gateway.died !== undefined) console.log(`NOT OK: ${gateway.died}`);
   const ok = heapOk && rssOk && gateway.died === undefined;
   console.log(`Verdict: ${ok ? 'OK' : 'NOT OK'}`);

@@ -28,7 +28,8 @@ function readIfExists(path: string): string | undefined {
 export function schemaFileProblem(): string | undefined {
   const current = readIfExists(schemaFile);
   if (current === undefined) return 'schema.graphql is missing: run `npm run schema`';
-  if (current !== printedSchema()) return 'schema.graphql differs from the schema built in src/schema: run `npm run schema`';
+  if (current !== printedSchema())
+    return 'schema.graphql differs from the schema built in src/schema: run `npm run schema`';
   return undefined;
 }
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
@@ -66,17 +66,29 @@ function options() {
   const number = (name: string, value: string, min: number, max: number, integer = true) => {
     const n = Number(value);
     if (!Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min || n > max) {
-      throw new UsageError(`--${name}: expected ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got ${JSON.stringify(value)}`);
+      throw new UsageError(
+        `--${name}: expected ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got ${JSON.stringify(value)}`,
+      );
     }
     return n;
   };
-  if (values.minutes !== undefined && values.seconds !== undefined) throw new UsageError('give --minutes or --seconds, not both');
-  const durationSec = values.seconds !== undefined ? number('seconds', values.seconds, 5, 24 * 3600) : number('minutes', values.minutes ?? '3', 0.1, 24 * 60, false) * 60;
+  if (values.minutes !== undefined && values.seconds !== undefined)
+    throw new UsageError('give --minutes or --seconds, not both');
+  const durationSec =
+    values.seconds !== undefined
+      ? number('seconds', values.seconds, 5, 24 * 3600)
+      : number('minutes', values.minutes ?? '3', 0.1, 24 * 60, false) * 60;
   const interval = number('interval', values.interval, 1, 3600);
   // Warm-up long enough for JIT, pools and caches to settle; not counted in the figures.
-  const warmupSec = values.warmup !== undefined ? number('warmup', values.warmup, 0, 600) : Math.min(30, Math.max(10, Math.round(durationSec * 0.25)));
+  const warmupSec =
+    values.warmup !== undefined
+      ? number('warmup', values.warmup, 0, 600)
+      : Math.min(30, Math.max(10, Math.round(durationSec * 0.25)));
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-  if (!levels.includes(values['log-level'])) throw new UsageError(`--log-level: expected one of ${levels.join(', ')}, got ${JSON.stringify(values['log-level'])}`);
+  if (!levels.includes(values['log-level']))
+    throw new UsageError(
+      `--log-level: expected one of ${levels.join(', ')}, got ${JSON.stringify(values['log-level'])}`,
+    );
   return {
     durationSec: Math.round(durationSec),
     warmupSec,
@@ -103,8 +115,17 @@ interface Child {
 const children = new Set<Child>();
 
 /** Starts `node --import tsx <script>` and resolves with the first stdout line matching `ready`. */
-function startChild(name: string, script: string, env: Record<string, string>, ready: RegExp): Promise<{ child: Child; match: RegExpMatchArray }> {
-  const processHandle = spawn(process.execPath, ['--import', 'tsx', script], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function startChild(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  ready: RegExp,
+): Promise<{ child: Child; match: RegExpMatchArray }> {
+  const processHandle = spawn(process.execPath, ['--import', 'tsx', script], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const child: Child = { name, process: processHandle, lines: 0, tail: [], watchHits: 0 };
   children.add(child);
   const remember = (line: string) => {
@@ -114,7 +135,10 @@ function startChild(name: string, script: string, env: Record<string, string>, r
   createInterface({ input: processHandle.stderr! }).on('line', remember);
   return new Promise((resolve, reject) => {
     let started = false;
-    const timer = setTimeout(() => reject(new Error(`${name} did not start within ${START_TIMEOUT_MS} ms:\n${child.tail.join('\n')}`)), START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`${name} did not start within ${START_TIMEOUT_MS} ms:\n${child.tail.join('\n')}`)),
+      START_TIMEOUT_MS,
+    );
     createInterface({ input: processHandle.stdout! }).on('line', (line) => {
       if (started) {
         child.lines++;
@@ -167,7 +191,8 @@ async function graphql<T>(url: string, query: string, variables?: Record<string,
     signal: AbortSignal.timeout(10_000),
   });
   const body = (await response.json()) as { data?: T; errors?: unknown[] };
-  if (!response.ok || body.errors !== undefined || body.data === undefined) throw new Error(`${query.slice(0, 40)}…: HTTP ${response.status} ${JSON.stringify(body).slice(0, 300)}`);
+  if (!response.ok || body.errors !== undefined || body.data === undefined)
+    throw new Error(`${query.slice(0, 40)}…: HTTP ${response.status} ${JSON.stringify(body).slice(0, 300)}`);
   return body.data;
 }
 
@@ -186,7 +211,10 @@ interface Memory {
 
 /** The first sample of `name`, or the one with exactly these `labels` (`kind="major"`). */
 function metricValue(text: string, name: string, labels?: string): number | undefined {
-  const match = new RegExp(`^${name}${labels === undefined ? '(?:\\{[^}]*\\})?' : `\\{${labels}\\}`} ([0-9.e+-]+)`, 'm').exec(text);
+  const match = new RegExp(
+    `^${name}${labels === undefined ? '(?:\\{[^}]*\\})?' : `\\{${labels}\\}`} ([0-9.e+-]+)`,
+    'm',
+  ).exec(text);
   return match ? Number(match[1]) : undefined;
 }
 
@@ -196,7 +224,9 @@ async function readMemory(metricsUrl: string, pid: number | undefined): Promise<
     const text = await response.text();
     const rss = metricValue(text, 'process_resident_memory_bytes');
     const heapUsed = metricValue(text, 'nodejs_heap_size_used_bytes');
-    const young = ['new', 'new_large_object'].map((space) => metricValue(text, 'nodejs_heap_space_size_used_bytes', `space="${space}"`) ?? 0);
+    const young = ['new', 'new_large_object'].map(
+      (space) => metricValue(text, 'nodejs_heap_space_size_used_bytes', `space="${space}"`) ?? 0,
+    );
     const retained = heapUsed === undefined ? undefined : heapUsed - young[0]! - young[1]!;
     // prom-client shows a GC kind only once it has happened.
     const fullGcs = metricValue(text, 'nodejs_gc_duration_seconds_count', 'kind="major"') ?? 0;
@@ -208,7 +238,15 @@ async function readMemory(metricsUrl: string, pid: number | undefined): Promise<
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kb = /^VmRSS:\s+(\d+) kB/m.exec(status);
-    return kb ? { at: performance.now(), rss: Number(kb[1]) * 1024, heapUsed: undefined, retained: undefined, fullGcs: undefined } : undefined;
+    return kb
+      ? {
+          at: performance.now(),
+          rss: Number(kb[1]) * 1024,
+          heapUsed: undefined,
+          retained: undefined,
+          fullGcs: undefined,
+        }
+      : undefined;
   } catch {
     return undefined;
   }
@@ -224,7 +262,9 @@ const median = (values: number[]) => {
 
 /** Least-squares slope of value over time, in bytes per minute. */
 function slopePerMinute(samples: Memory[], pick: (m: Memory) => number | undefined): number | undefined {
-  const points = samples.map((s) => [s.at / 60_000, pick(s)] as const).filter((p): p is readonly [number, number] => p[1] !== undefined);
+  const points = samples
+    .map((s) => [s.at / 60_000, pick(s)] as const)
+    .filter((p): p is readonly [number, number] => p[1] !== undefined);
   if (points.length < 3) return undefined;
   const mx = mean(points.map((p) => p[0]));
   const my = mean(points.map((p) => p[1]));
@@ -255,7 +295,10 @@ interface AutocannonResult {
 }
 
 interface AutocannonInstance {
-  on(event: 'response', listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): void;
+  on(
+    event: 'response',
+    listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void,
+  ): void;
   on(event: 'reqError', listener: (error: Error) => void): void;
   stop(): void;
 }
@@ -278,7 +321,14 @@ interface Counters {
   firstErrors: string[];
 }
 
-const newCounters = (): Counters => ({ responses: 0, non2xx: 0, graphqlErrors: 0, socketErrors: 0, byQuery: {}, firstErrors: [] });
+const newCounters = (): Counters => ({
+  responses: 0,
+  non2xx: 0,
+  graphqlErrors: 0,
+  socketErrors: 0,
+  byQuery: {},
+  firstErrors: [],
+});
 
 /** `cursors[i]` is the `after` of page i+1 of 20 (page 0 has none), as the gateway issued them. */
 function workload(token: string, headIds: string[], cursors: string[], counters: () => Counters): AutocannonRequest[] {
@@ -305,7 +355,10 @@ function workload(token: string, headIds: string[], cursors: string[], counters:
       headers: json,
       setupRequest: (request) => ({
         ...request,
-        body: body(`query HeadWithHair($id: ID!) { head(id: $id) { id name url createdAt updatedAt hair { name url style gender sourceType } } }`, { id: nextHead() }),
+        body: body(
+          `query HeadWithHair($id: ID!) { head(id: $id) { id name url createdAt updatedAt hair { name url style gender sourceType } } }`,
+          { id: nextHead() },
+        ),
       }),
       onResponse: counted('headWithHair'),
     },
@@ -318,7 +371,10 @@ function workload(token: string, headIds: string[], cursors: string[], counters:
         const after = index === 0 ? {} : { after: cursors[index - 1] };
         return {
           ...request,
-          body: body(`query HeadsPage($after: String) { heads(first: 20, after: $after) { totalCount pageInfo { hasNextPage endCursor } nodes { id name style createdAt } } }`, after),
+          body: body(
+            `query HeadsPage($after: String) { heads(first: 20, after: $after) { totalCount pageInfo { hasNextPage endCursor } nodes { id name style createdAt } } }`,
+            after,
+          ),
         };
       },
       onResponse: counted('headsPage'),
@@ -327,7 +383,9 @@ function workload(token: string, headIds: string[], cursors: string[], counters:
       method: 'POST',
       path: '/graphql',
       headers: json,
-      body: body(`query HeadsWithMetadata { heads(first: 10) { nodes { uuid name headMetadata hair { name hairMetadata } } } }`),
+      body: body(
+        `query HeadsWithMetadata { heads(first: 10) { nodes { uuid name headMetadata hair { name hairMetadata } } } }`,
+      ),
       onResponse: counted('headsWithMetadata'),
     },
     {
@@ -340,10 +398,19 @@ function workload(token: string, headIds: string[], cursors: string[], counters:
   ];
 }
 
-function runLoad(url: string, seconds: number, connections: number, requests: AutocannonRequest[], onResponse: (status: number) => void, onError: () => void) {
+function runLoad(
+  url: string,
+  seconds: number,
+  connections: number,
+  requests: AutocannonRequest[],
+  onResponse: (status: number) => void,
+  onError: () => void,
+) {
   let instance: AutocannonInstance | undefined;
   const done = new Promise<AutocannonResult>((resolve, reject) => {
-    instance = autocannon({ url, connections, duration: seconds, requests, timeout: 20 }, (error, result) => (error ? reject(error) : resolve(result)));
+    instance = autocannon({ url, connections, duration: seconds, requests, timeout: 20 }, (error, result) =>
+      error ? reject(error) : resolve(result),
+    );
     instance.on('response', (_client, statusCode) => onResponse(statusCode));
     instance.on('reqError', onError);
   });
@@ -362,7 +429,12 @@ async function main(): Promise<number> {
     return 2;
   }
 
-  const upstream = await startChild('reference upstream', 'src/reference-upstream/main.ts', { PORT: '0', HOST, RECORD: '0' }, /listening on (http:\/\/\S+\/v2)/);
+  const upstream = await startChild(
+    'reference upstream',
+    'src/reference-upstream/main.ts',
+    { PORT: '0', HOST, RECORD: '0' },
+    /listening on (http:\/\/\S+\/v2)/,
+  );
   const upstreamUrl = upstream.match[1]!;
   const gateway = await startChild(
     'gateway',
@@ -374,26 +446,46 @@ async function main(): Promise<number> {
   const base = gateway.match[1]!;
   const graphqlUrl = `${base}/graphql`;
   const pid = gateway.child.process.pid;
-  console.log(`Reference upstream ${upstreamUrl} (RECORD=0) · gateway ${graphqlUrl} (pid ${pid}, LOG_LEVEL=${opts.logLevel})`);
+  console.log(
+    `Reference upstream ${upstreamUrl} (RECORD=0) · gateway ${graphqlUrl} (pid ${pid}, LOG_LEVEL=${opts.logLevel})`,
+  );
 
-  const login = await graphql<{ login: { accessToken: string } }>(graphqlUrl, 'mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+  const login = await graphql<{ login: { accessToken: string } }>(
+    graphqlUrl,
+    'mutation($input: LoginInput!) { login(input: $input) { accessToken } }',
+    { input: DEMO_CREDENTIALS },
+  );
   const token = login.login.accessToken;
   gateway.child.watch = token;
-  const listing = await graphql<{ heads: { nodes: { uuid: string }[] } }>(graphqlUrl, '{ heads(first: 100) { nodes { uuid } } }');
+  const listing = await graphql<{ heads: { nodes: { uuid: string }[] } }>(
+    graphqlUrl,
+    '{ heads(first: 100) { nodes { uuid } } }',
+  );
   const headIds = listing.heads.nodes.map((n) => n.uuid);
   // The page cursors, walked once through the gateway (their format is the gateway's business).
   const cursors: string[] = [];
   for (let after: string | null = null; cursors.length < 50; ) {
     type Page = { heads: { pageInfo: { hasNextPage: boolean; endCursor: string | null } } };
-    const page: Page = await graphql<Page>(graphqlUrl, 'query($after: String) { heads(first: 20, after: $after) { pageInfo { hasNextPage endCursor } } }', { after });
+    const page: Page = await graphql<Page>(
+      graphqlUrl,
+      'query($after: String) { heads(first: 20, after: $after) { pageInfo { hasNextPage endCursor } } }',
+      { after },
+    );
     if (!page.heads.pageInfo.hasNextPage || page.heads.pageInfo.endCursor === null) break;
     after = page.heads.pageInfo.endCursor;
     cursors.push(after);
   }
 
   const firstMemory = await readMemory(`${base}/metrics`, pid);
-  const memorySource = firstMemory?.heapUsed !== undefined ? '/metrics' : firstMemory ? `/proc/${pid}/status (no /metrics: heap n/a)` : 'unavailable';
-  console.log(`Gateway memory from ${memorySource}; idle RSS ${mb(firstMemory?.rss)}, heap ${mb(firstMemory?.heapUsed)}`);
+  const memorySource =
+    firstMemory?.heapUsed !== undefined
+      ? '/metrics'
+      : firstMemory
+        ? `/proc/${pid}/status (no /metrics: heap n/a)`
+        : 'unavailable';
+  console.log(
+    `Gateway memory from ${memorySource}; idle RSS ${mb(firstMemory?.rss)}, heap ${mb(firstMemory?.heapUsed)}`,
+  );
 
   let counters = newCounters();
   let interrupted = false;
@@ -407,10 +499,19 @@ async function main(): Promise<number> {
   // Warm-up: same workload, not counted.
   if (opts.warmupSec > 0) {
     console.log(`Warm-up ${opts.warmupSec} s, ${opts.connections} connections…`);
-    const warm = runLoad(graphqlUrl, opts.warmupSec, opts.connections, workload(token, headIds, cursors, () => counters), () => {}, () => {});
+    const warm = runLoad(
+      graphqlUrl,
+      opts.warmupSec,
+      opts.connections,
+      workload(token, headIds, cursors, () => counters),
+      () => {},
+      () => {},
+    );
     current = warm;
     const result = await warm.done;
-    console.log(`Warm-up: ${result.requests.total} requests, ${result.requests.average.toFixed(0)} req/s, ${result.non2xx} non-2xx, ${counters.graphqlErrors} GraphQL errors`);
+    console.log(
+      `Warm-up: ${result.requests.total} requests, ${result.requests.average.toFixed(0)} req/s, ${result.non2xx} non-2xx, ${counters.graphqlErrors} GraphQL errors`,
+    );
   }
   counters = newCounters();
   if (interrupted) {
@@ -418,7 +519,9 @@ async function main(): Promise<number> {
     return 1;
   }
 
-  const upstreamBefore = await getJson<{ total: number }>(`${upstreamUrl.replace(/\/v2$/, '')}/__reference/stats`).catch(() => undefined);
+  const upstreamBefore = await getJson<{ total: number }>(
+    `${upstreamUrl.replace(/\/v2$/, '')}/__reference/stats`,
+  ).catch(() => undefined);
   const samples: Memory[] = [];
   const sample = async () => {
     const memory = await readMemory(`${base}/metrics`, pid);
@@ -480,7 +583,9 @@ async function main(): Promise<number> {
   clearInterval(sampler);
   const elapsedSec = (performance.now() - started) / 1000;
   const endMemory = await sample();
-  const upstreamAfter = await getJson<{ total: number; inFlight: number }>(`${upstreamUrl.replace(/\/v2$/, '')}/__reference/stats`).catch(() => undefined);
+  const upstreamAfter = await getJson<{ total: number; inFlight: number }>(
+    `${upstreamUrl.replace(/\/v2$/, '')}/__reference/stats`,
+  ).catch(() => undefined);
   const gatewayLogLines = gateway.child.lines;
   const tokenInLogs = gateway.child.watchHits;
   const gatewayTail = gateway.child.tail.filter((line) => /"level":(50|60)/.test(line));
@@ -492,19 +597,24 @@ async function main(): Promise<number> {
   // their level at either end says nothing of a leak. Judged instead: RSS and the heap outside
   // the young generation just after full collections, at the first and the last of them, and
   // only in a run long enough and with enough of them (JUDGED_FROM_SECONDS, MIN_SETTLED_COMPARED).
-  const window = Math.max(3, Math.round(Math.max(opts.intervalSec, opts.durationSec / 5) * 1000 / SAMPLE_EVERY_MS));
+  const window = Math.max(3, Math.round((Math.max(opts.intervalSec, opts.durationSec / 5) * 1000) / SAMPLE_EVERY_MS));
   const span = Math.min(window, Math.floor(samples.length / 2) || 1);
   const head = samples.slice(0, span);
   const tail = samples.slice(-span);
-  const valuesOf = (of: Memory[], pick: (m: Memory) => number | undefined) => of.map(pick).filter((v): v is number => v !== undefined);
-  const avg = (of: Memory[], pick: (m: Memory) => number | undefined) => (valuesOf(of, pick).length ? mean(valuesOf(of, pick)) : undefined);
-  const mid = (of: Memory[], pick: (m: Memory) => number | undefined) => (valuesOf(of, pick).length ? median(valuesOf(of, pick)) : undefined);
-  const low = (of: Memory[], pick: (m: Memory) => number | undefined) => (valuesOf(of, pick).length ? Math.min(...valuesOf(of, pick)) : undefined);
+  const valuesOf = (of: Memory[], pick: (m: Memory) => number | undefined) =>
+    of.map(pick).filter((v): v is number => v !== undefined);
+  const avg = (of: Memory[], pick: (m: Memory) => number | undefined) =>
+    valuesOf(of, pick).length ? mean(valuesOf(of, pick)) : undefined;
+  const mid = (of: Memory[], pick: (m: Memory) => number | undefined) =>
+    valuesOf(of, pick).length ? median(valuesOf(of, pick)) : undefined;
+  const low = (of: Memory[], pick: (m: Memory) => number | undefined) =>
+    valuesOf(of, pick).length ? Math.min(...valuesOf(of, pick)) : undefined;
   const rssStart = avg(head, (m) => m.rss);
   const rssEnd = avg(tail, (m) => m.rss);
   const heapStart = mid(head, (m) => m.heapUsed);
   const heapEnd = mid(tail, (m) => m.heapUsed);
-  const change = (from: number | undefined, to: number | undefined) => (from === undefined || to === undefined ? undefined : ((to - from) / from) * 100);
+  const change = (from: number | undefined, to: number | undefined) =>
+    from === undefined || to === undefined ? undefined : ((to - from) / from) * 100;
   const rssChange = change(rssStart, rssEnd);
   const heapChange = change(heapStart, heapEnd);
   const afterFullGc = samples.filter((s, i) => {
@@ -527,25 +637,53 @@ async function main(): Promise<number> {
   const pct = (c: number | undefined) => (c === undefined ? 'n/a' : `${c >= 0 ? '+' : ''}${c.toFixed(1)} %`);
 
   console.log('\n==== Soak summary ====');
-  console.log(`Duration         ${elapsedSec.toFixed(1)} s measured (+ ${opts.warmupSec} s warm-up), ${opts.connections} connections`);
-  console.log(`Requests         ${result.requests.total} total, ${(counters.responses / elapsedSec).toFixed(0)} req/s (autocannon per-second average ${result.requests.average.toFixed(0)})`);
-  console.log(`By operation     ${Object.entries(counters.byQuery).map(([name, n]) => `${name} ${n}`).join(', ')}`);
-  console.log(`Latency          p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms`);
-  console.log(`Errors           ${errors} (non-2xx ${counters.non2xx}, GraphQL errors ${counters.graphqlErrors}, socket errors ${counters.socketErrors}, timeouts ${result.timeouts})`);
+  console.log(
+    `Duration         ${elapsedSec.toFixed(1)} s measured (+ ${opts.warmupSec} s warm-up), ${opts.connections} connections`,
+  );
+  console.log(
+    `Requests         ${result.requests.total} total, ${(counters.responses / elapsedSec).toFixed(0)} req/s (autocannon per-second average ${result.requests.average.toFixed(0)})`,
+  );
+  console.log(
+    `By operation     ${Object.entries(counters.byQuery)
+      .map(([name, n]) => `${name} ${n}`)
+      .join(', ')}`,
+  );
+  console.log(
+    `Latency          p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms`,
+  );
+  console.log(
+    `Errors           ${errors} (non-2xx ${counters.non2xx}, GraphQL errors ${counters.graphqlErrors}, socket errors ${counters.socketErrors}, timeouts ${result.timeouts})`,
+  );
   for (const line of counters.firstErrors) console.log(`                 e.g. ${line}`);
   if (upstreamBefore && upstreamAfter) {
     const calls = upstreamAfter.total - upstreamBefore.total;
-    console.log(`Upstream         ${calls} calls (${(calls / Math.max(1, counters.responses)).toFixed(2)} per request), in flight at the end ${upstreamAfter.inFlight}`);
+    console.log(
+      `Upstream         ${calls} calls (${(calls / Math.max(1, counters.responses)).toFixed(2)} per request), in flight at the end ${upstreamAfter.inFlight}`,
+    );
   }
-  console.log(`Gateway logs     ${gatewayLogLines} lines after start-up, token found in ${tokenInLogs}${gatewayTail.length ? `; error lines: ${gatewayTail.slice(-3).join(' | ')}` : ''}`);
-  console.log(`Memory (${memorySource.startsWith('/metrics') ? 'gateway /metrics' : memorySource}), first vs last ${head.length} samples (one every ${SAMPLE_EVERY_MS / 1000} s, ${samples.length} in all):`);
-  console.log(`  RSS (mean)         ${mb(rssStart)} → ${mb(rssEnd)} (${pct(rssChange)}); trend over the run ${rssSlope === undefined ? 'n/a' : `${mb(rssSlope)}/min`}`);
-  console.log(`  heap used (median) ${mb(heapStart)} → ${mb(heapEnd)} (${pct(heapChange)}); lowest ${mb(low(head, (m) => m.heapUsed))} → ${mb(low(tail, (m) => m.heapUsed))}; trend over the run ${heapSlope === undefined ? 'n/a' : `${mb(heapSlope)}/min`}`);
-  console.log(`  single samples     RSS ${mb(startMemory?.rss)} → ${mb(endMemory?.rss)}, heap ${mb(startMemory?.heapUsed)} → ${mb(endMemory?.heapUsed)}`);
+  console.log(
+    `Gateway logs     ${gatewayLogLines} lines after start-up, token found in ${tokenInLogs}${gatewayTail.length ? `; error lines: ${gatewayTail.slice(-3).join(' | ')}` : ''}`,
+  );
+  console.log(
+    `Memory (${memorySource.startsWith('/metrics') ? 'gateway /metrics' : memorySource}), first vs last ${head.length} samples (one every ${SAMPLE_EVERY_MS / 1000} s, ${samples.length} in all):`,
+  );
+  console.log(
+    `  RSS (mean)         ${mb(rssStart)} → ${mb(rssEnd)} (${pct(rssChange)}); trend over the run ${rssSlope === undefined ? 'n/a' : `${mb(rssSlope)}/min`}`,
+  );
+  console.log(
+    `  heap used (median) ${mb(heapStart)} → ${mb(heapEnd)} (${pct(heapChange)}); lowest ${mb(low(head, (m) => m.heapUsed))} → ${mb(low(tail, (m) => m.heapUsed))}; trend over the run ${heapSlope === undefined ? 'n/a' : `${mb(heapSlope)}/min`}`,
+  );
+  console.log(
+    `  single samples     RSS ${mb(startMemory?.rss)} → ${mb(endMemory?.rss)}, heap ${mb(startMemory?.heapUsed)} → ${mb(endMemory?.heapUsed)}`,
+  );
   if (judged) {
-    console.log(`  after a full GC    median of the first and last ${compared} of the ${afterFullGc.length} samples that followed a full collection:`);
+    console.log(
+      `  after a full GC    median of the first and last ${compared} of the ${afterFullGc.length} samples that followed a full collection:`,
+    );
     console.log(`    RSS              ${mb(settled.rss[0])} → ${mb(settled.rss[1])} (${pct(settledChanges[0])})`);
-    console.log(`    heap, old gen.   ${mb(settled.retained[0])} → ${mb(settled.retained[1])} (${pct(settledChanges[1])}) (heap used outside the young generation)`);
+    console.log(
+      `    heap, old gen.   ${mb(settled.retained[0])} → ${mb(settled.retained[1])} (${pct(settledChanges[1])}) (heap used outside the young generation)`,
+    );
   }
   if (flat === undefined) {
     const why =
@@ -556,7 +694,9 @@ async function main(): Promise<number> {
           : `${afterFullGc.length} samples after a full collection, ${2 * MIN_SETTLED_COMPARED} needed`;
     console.log(`Memory flat      not judged (${why})`);
   } else {
-    console.log(`Memory flat      ${flat ? 'yes' : 'NO'} (RSS and the heap after full collections, tolerance ${opts.tolerancePct} %)`);
+    console.log(
+      `Memory flat      ${flat ? 'yes' : 'NO'} (RSS and the heap after full collections, tolerance ${opts.tolerancePct} %)`,
+    );
   }
   if (died) console.log(`Gateway          ${died}`);
   const ok = errors === 0 && flat !== false && tokenInLogs === 0 && !interrupted && died === undefined;

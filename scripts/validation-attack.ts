@@ -27,7 +27,14 @@ const usage = `Usage: npm run attack:validation -- [--seconds 8] [--connections 
   --bound        ms one batch may hold the event loop`;
 
 function options() {
-  const { values } = parseArgs({ options: { seconds: { type: 'string', default: '8' }, connections: { type: 'string', default: '4' }, bound: { type: 'string', default: '100' }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({
+    options: {
+      seconds: { type: 'string', default: '8' },
+      connections: { type: 'string', default: '4' },
+      bound: { type: 'string', default: '100' },
+      help: { type: 'boolean' },
+    },
+  });
   exitWithHelp(values.help, usage);
   return {
     seconds: integerOption('seconds', values.seconds, 1, 600),
@@ -36,7 +43,10 @@ function options() {
   };
 }
 
-/** One document: a field whose selection spreads `spreads` distinct fragments on the same type (short names: ten fit in MAX_BODY_BYTES). */
+/**
+ * One document: a field whose selection spreads `spreads` distinct fragments on the same type (short names: ten fit in
+ * MAX_BODY_BYTES).
+ */
 function spreadDocument(spreads: number, seed: string): string {
   const fields = ['name', 'url', 'createdAt'];
   const fragments = Array.from({ length: spreads }, (_, i) => `fragment F${seed}_${i} on Head { ${fields[i % 3]} }`);
@@ -46,21 +56,39 @@ function spreadDocument(spreads: number, seed: string): string {
 /** The most fragments one selection set may merge within `pairs`. */
 const spreadsWithin = (pairs: number) => Math.floor((1 + Math.sqrt(1 + 8 * pairs)) / 2);
 
-const percentile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN;
+const percentile = (sorted: number[], q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN;
 
-async function phase(url: string, name: string, batches: (() => string) | undefined, opts: ReturnType<typeof options>, connections = opts.connections): Promise<boolean> {
+async function phase(
+  url: string,
+  name: string,
+  batches: (() => string) | undefined,
+  opts: ReturnType<typeof options>,
+  connections = opts.connections,
+): Promise<boolean> {
   await gatewayMemory(url); // resets the loop's delay histogram
   const until = Date.now() + opts.seconds * 1_000;
   let held = 0;
-  const sampler = setInterval(() => void gatewayMemory(url).then((sample) => (held = Math.max(held, (sample?.loopStall ?? 0) * 1_000))), 250);
+  const sampler = setInterval(
+    () => void gatewayMemory(url).then((sample) => (held = Math.max(held, (sample?.loopStall ?? 0) * 1_000))),
+    250,
+  );
   const answered = new Map<string, number>();
   const attackers = Array.from({ length: batches === undefined ? 0 : connections }, async () => {
     while (Date.now() < until) {
-      const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: batches!() }).catch(() => undefined);
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: batches!(),
+      }).catch(() => undefined);
       type Answer = { data?: unknown; errors?: { extensions?: { code?: string } }[] };
       const body = response === undefined ? undefined : ((await response.json()) as Answer[] | Answer);
       // A batch refused whole (its body too large) is one answer, not an array.
-      for (const answer of body === undefined ? [{ errors: [{ extensions: { code: 'no answer' } }] }] : Array.isArray(body) ? body : [body]) {
+      for (const answer of body === undefined
+        ? [{ errors: [{ extensions: { code: 'no answer' } }] }]
+        : Array.isArray(body)
+          ? body
+          : [body]) {
         const outcome = answer.errors?.[0]?.extensions?.code ?? (answer.data === undefined ? 'none' : 'data');
         answered.set(outcome, (answered.get(outcome) ?? 0) + 1);
       }
@@ -69,7 +97,11 @@ async function phase(url: string, name: string, batches: (() => string) | undefi
   const latencies: number[] = [];
   while (Date.now() < until) {
     const started = performance.now();
-    await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ __typename }"}' }).then((r) => r.text());
+    await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"query":"{ __typename }"}',
+    }).then((r) => r.text());
     latencies.push(performance.now() - started);
   }
   await Promise.all(attackers);
@@ -78,7 +110,9 @@ async function phase(url: string, name: string, batches: (() => string) | undefi
   latencies.sort((a, b) => a - b);
   const ok = connections > 1 || held <= opts.boundMs;
   const answers = [...answered].map(([outcome, count]) => `${count} ${outcome}`).join(', ') || 'none sent';
-  console.log(`${name}, ${batches === undefined ? 'no batches' : `${connections} connection(s)`}: event loop held at most ${held.toFixed(0)} ms${connections > 1 ? '' : ok ? ' OK' : ' NOT OK'}; { __typename }: median ${percentile(latencies, 0.5).toFixed(1)} ms, p99 ${percentile(latencies, 0.99).toFixed(1)} ms (${latencies.length} requests); batches' operations: ${answers}`);
+  console.log(
+    `${name}, ${batches === undefined ? 'no batches' : `${connections} connection(s)`}: event loop held at most ${held.toFixed(0)} ms${connections > 1 ? '' : ok ? ' OK' : ' NOT OK'}; { __typename }: median ${percentile(latencies, 0.5).toFixed(1)} ms, p99 ${percentile(latencies, 0.99).toFixed(1)} ms (${latencies.length} requests); batches' operations: ${answers}`,
+  );
   return ok;
 }
 
@@ -90,11 +124,17 @@ async function main(): Promise<void> {
   const batchOf = (documents: string[]) => JSON.stringify(documents.map((query) => ({ query })));
   let round = 0;
   // Distinct documents each time, as the attack sent them: nothing of one batch is cached for the next.
-  const attack = () => batchOf(Array.from({ length: config.maxBatch }, (_, i) => spreadDocument(135, `a${round++}_${i}`)));
+  const attack = () =>
+    batchOf(Array.from({ length: config.maxBatch }, (_, i) => spreadDocument(135, `a${round++}_${i}`)));
   const single = spreadsWithin(config.limits.maxFragmentPairs);
   const shared = spreadsWithin(Math.floor(config.limits.maxFragmentPairs / config.maxBatch));
-  const allowed = () => (round++ % 2 === 0 ? batchOf([spreadDocument(single, `s${round}`)]) : batchOf(Array.from({ length: config.maxBatch }, (_, i) => spreadDocument(shared, `b${round}_${i}`))));
-  console.log(`Gateway ${url}; MAX_FRAGMENT_PAIRS=${config.limits.maxFragmentPairs}, MAX_BATCH=${config.maxBatch}; ${opts.connections} connections, ${opts.seconds} s a phase`);
+  const allowed = () =>
+    round++ % 2 === 0
+      ? batchOf([spreadDocument(single, `s${round}`)])
+      : batchOf(Array.from({ length: config.maxBatch }, (_, i) => spreadDocument(shared, `b${round}_${i}`)));
+  console.log(
+    `Gateway ${url}; MAX_FRAGMENT_PAIRS=${config.limits.maxFragmentPairs}, MAX_BATCH=${config.maxBatch}; ${opts.connections} connections, ${opts.seconds} s a phase`,
+  );
   await phase(endpoint, 'warm-up', allowed, { ...opts, seconds: 2, boundMs: Number.POSITIVE_INFINITY });
   const allowedName = `allowed (one of ${single} fragments, or ${config.maxBatch} of ${shared})`;
   const results = [

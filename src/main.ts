@@ -1,9 +1,9 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
-import { setTimeout } from 'node:timers/promises';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { setTimeout } from 'node:timers/promises';
+import { type Config, ConfigError, loadConfig } from './config.js';
 import type { ReferenceUpstream } from './reference-upstream/server.js';
 
 function configOrExit(): Config {
@@ -24,7 +24,10 @@ const LISTEN_REFUSALS: Readonly<Record<string, string>> = {
   EADDRNOTAVAIL: 'no such address on this machine (HOST)',
 };
 
-/** Listens, or exits 1 with one line (no stack) when the port cannot be had: an operator changes PORT, ADMIN_PORT or HOST and starts again. */
+/**
+ * Listens, or exits 1 with one line (no stack) when the port cannot be had: an operator changes PORT, ADMIN_PORT or
+ * HOST and starts again.
+ */
 async function listenOrExit(server: Server, port: number, host: string): Promise<void> {
   server.listen(port, host);
   try {
@@ -41,12 +44,19 @@ async function listenOrExit(server: Server, port: number, host: string): Promise
 async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | undefined> {
   if (config.upstreamUrl !== undefined) return undefined;
   if (config.production) {
-    process.stderr.write('Configuration error: UPSTREAM_URL: expected an http(s) URL ending in /v2 (the embedded reference upstream is not for production)\n');
+    process.stderr.write(
+      'Configuration error: UPSTREAM_URL: expected an http(s) URL ending in /v2 (the embedded reference upstream is not for production)\n',
+    );
     process.exit(1);
   }
-  const [{ startReferenceUpstream }, { DEMO_CREDENTIALS }] = await Promise.all([import('./reference-upstream/server.js'), import('./reference-upstream/seed.js')]);
+  const [{ startReferenceUpstream }, { DEMO_CREDENTIALS }] = await Promise.all([
+    import('./reference-upstream/server.js'),
+    import('./reference-upstream/seed.js'),
+  ]);
   const reference = await startReferenceUpstream({ routes: config.routes, record: false });
-  process.stdout.write(`No UPSTREAM_URL set: serving the embedded reference upstream at ${reference.url} (demo login: ${DEMO_CREDENTIALS.username} / ${DEMO_CREDENTIALS.password}).\n`);
+  process.stdout.write(
+    `No UPSTREAM_URL set: serving the embedded reference upstream at ${reference.url} (demo login: ${DEMO_CREDENTIALS.username} / ${DEMO_CREDENTIALS.password}).\n`,
+  );
   return reference;
 }
 
@@ -55,8 +65,17 @@ async function embeddedUpstream(config: Config): Promise<ReferenceUpstream | und
  * load here, not at the top: a cluster primary only forks, and the whole graph (the pipeline, the schema,
  * undici, zod, prom-client) would cost it as much memory as a worker.
  */
-async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port: number; adminPort: number | undefined; stop: Stop }> {
-  const [{ buildGateway }, { createGatewayServer, stopGatewayServer }, { createLogger }, { GatewayMetrics }, { logExportFailures }] = await Promise.all([
+async function serveGateway(
+  config: Config,
+  upstreamUrl: string,
+): Promise<{ port: number; adminPort: number | undefined; stop: Stop }> {
+  const [
+    { buildGateway },
+    { createGatewayServer, stopGatewayServer },
+    { createLogger },
+    { GatewayMetrics },
+    { logExportFailures },
+  ] = await Promise.all([
     import('./server/gateway.js'),
     import('./server/http/http-server.js'),
     import('./server/instruments/logger.js'),
@@ -67,12 +86,26 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const metrics = new GatewayMetrics({ clusterWorker: cluster.isWorker });
   // Shared limit counters and APQ registrations; the gateway serves without them (from process
   // memory) while Redis is unreachable, at start too: it waits for it two seconds at most.
-  const connect = async (settings: NonNullable<typeof config.redis>) => (await import('./server/shared-state/shared-redis.js')).connectSharedState(settings, logger, metrics);
+  const connect = async (settings: NonNullable<typeof config.redis>) =>
+    (await import('./server/shared-state/shared-redis.js')).connectSharedState(settings, logger, metrics);
   const redis = config.redis === undefined ? undefined : await connect(config.redis);
-  // The response cache's own Redis (RESPONSE_CACHE_REDIS_URL), if it has one: its growth never takes the limits' memory.
+  // The response cache's own Redis (RESPONSE_CACHE_REDIS_URL), if it has one: its growth never takes the limits'
+  // memory.
   const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connect(config.responseCacheRedis);
   // Each process (each worker with WORKERS>1) exports its own spans.
-  const { handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis, clusterWorker: cluster.isWorker });
+  const {
+    handler,
+    websocket,
+    shedder,
+    headEvents,
+    knownTokens,
+    subscriptions,
+    upstream,
+    tracing,
+    ready,
+    notReadyBecause,
+    leaveRotation,
+  } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis, clusterWorker: cluster.isWorker });
   // The tokens the fleet knows to be real, before the first request is told its caller (a restart forgets none).
   await knownTokens.load();
   if (tracing.recording) logExportFailures(logger);
@@ -83,7 +116,10 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
   const { adminPort } = config.connections;
   let admin: Server | undefined;
   if (adminPort !== undefined) {
-    admin = (await import('./server/probes/admin-server.js')).createAdminServer({ ready, notReadyBecause, metrics }, config.connections);
+    admin = (await import('./server/probes/admin-server.js')).createAdminServer(
+      { ready, notReadyBecause, metrics },
+      config.connections,
+    );
     await listenOrExit(admin, adminPort, config.host);
   }
   const { delayMs, graceMs } = config.shutdown;
@@ -99,7 +135,10 @@ async function serveGateway(config: Config, upstreamUrl: string): Promise<{ port
       // Every stream completed, its client reconnecting to a replica in rotation, before the drain.
       subscriptions.completeAll();
       websocket.close();
-      await Promise.all([stopGatewayServer(server, graceMs), admin === undefined ? undefined : stopGatewayServer(admin, graceMs)]);
+      await Promise.all([
+        stopGatewayServer(server, graceMs),
+        admin === undefined ? undefined : stopGatewayServer(admin, graceMs),
+      ]);
       shedder.close();
       headEvents.close();
       knownTokens.close();
@@ -152,7 +191,8 @@ interface StopMessage {
   readonly hurry?: boolean;
 }
 
-const isStopMessage = (message: unknown): message is StopMessage => typeof message === 'object' && message !== null && 'gatewayStop' in message;
+const isStopMessage = (message: unknown): message is StopMessage =>
+  typeof message === 'object' && message !== null && 'gatewayStop' in message;
 
 /** Tells a worker to stop (or to hurry); by its signal when the message cannot go (the channel closing). */
 function tell(worker: Worker, message: StopMessage): void {
@@ -176,7 +216,8 @@ function listeningLine(config: Config, port: number): string {
 
 /** Said before the "listening" line, which whoever starts the process waits for. */
 function announceAdminPort(config: Config, port: number | undefined): void {
-  if (port !== undefined) process.stdout.write(`Admin endpoints (/health, /ready, /metrics) on http://${config.host}:${port}\n`);
+  if (port !== undefined)
+    process.stdout.write(`Admin endpoints (/health, /ready, /metrics) on http://${config.host}:${port}\n`);
 }
 
 /** A worker's ports as it listens on them: the public one, then ADMIN_PORT's when set (serveGateway's order). */
@@ -227,7 +268,10 @@ async function main(): Promise<void> {
   // Several workers share the port (node:cluster hands connections round); the primary only
   // forks them, relays the stop signal and head events, sums their metrics for /metrics, and owns
   // the embedded upstream if there is one.
-  const [{ aggregateWorkerMetrics }, { relayWorkerEvents }] = await Promise.all([import('./server/instruments/cluster-metrics.js'), import('./server/shared-state/cluster-events.js')]);
+  const [{ aggregateWorkerMetrics }, { relayWorkerEvents }] = await Promise.all([
+    import('./server/instruments/cluster-metrics.js'),
+    import('./server/shared-state/cluster-events.js'),
+  ]);
   aggregateWorkerMetrics();
   // Without Redis, the workers' head events reach each other through here.
   relayWorkerEvents();
@@ -253,7 +297,10 @@ async function main(): Promise<void> {
   });
   // Every worker serves ADMIN_PORT too (the cluster shares it as it shares the public port): a
   // probe is answered by whichever worker the connection goes to, and /metrics sums them all.
-  const listening = await Promise.race([Promise.all(workers.map((worker) => listeningPorts(worker, config.connections.adminPort === undefined ? 1 : 2))), firstExit(workers)]);
+  const listening = await Promise.race([
+    Promise.all(workers.map((worker) => listeningPorts(worker, config.connections.adminPort === undefined ? 1 : 2))),
+    firstExit(workers),
+  ]);
   if (typeof listening === 'number') {
     // A worker that could not start (its port refused) said why and exited: the others go too.
     for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGKILL');

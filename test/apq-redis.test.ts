@@ -3,8 +3,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createMemoryQueryStore, createRedisQueryStore } from '../src/server/documents/apq-store.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
-import { post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
-import { connectRedis, startRedis, type RedisProcess } from './support/redis.js';
+import { type Answer, post, startTestGateway, type TestGateway } from './support/gateway.js';
+import { connectRedis, type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 
 /*
@@ -15,7 +15,10 @@ import { describeWithRedis } from './support/services.js';
  */
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-const registration = (query: string) => ({ query, extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
+const registration = (query: string) => ({
+  query,
+  extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } },
+});
 const byHash = (query: string) => ({ extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
 const codeOf = (answer: Answer) => answer.body.errors?.[0]?.extensions?.code;
 
@@ -40,14 +43,16 @@ afterAll(async () => {
  */
 async function apqKeys(): Promise<{ all: string[]; texts: Map<string, number>; indexed: number; bytes: number }> {
   const all: string[] = [];
-  for await (const batch of client.scanStream({ match: 'gw:apq:*', count: 1000 }) as AsyncIterable<string[]>) all.push(...batch);
+  for await (const batch of client.scanStream({ match: 'gw:apq:*', count: 1000 }) as AsyncIterable<string[]>)
+    all.push(...batch);
   const texts = new Map<string, number>();
   let indexed = 0;
   let bytes = 0;
   for (const key of all) {
     const [, shard, part] = /^gw:apq:\{(apq-\d+)\}:(texts|index|bytes|owned:.+)$/.exec(key) ?? [];
     expect(shard, key).toBeDefined();
-    if (part === 'texts') for (const [hash, value] of Object.entries(await client.hgetall(key))) texts.set(hash, Buffer.byteLength(value));
+    if (part === 'texts')
+      for (const [hash, value] of Object.entries(await client.hgetall(key))) texts.set(hash, Buffer.byteLength(value));
     if (part === 'index') indexed += await client.zcard(key);
     if (part === 'bytes') bytes += Number(await client.get(key));
   }
@@ -62,7 +67,11 @@ const refused: [kind: string, query: string, limit?: string][] = [
   ['a syntax error', '{ heads(first: 1) { totalCount }'],
   ['text that is no GraphQL', 'junk '.repeat(2_000)],
   ['a field the schema does not have', '{ heads(first: 1) { nope } }'],
-  ['more aliases than MAX_ALIASES', `{ ${Array.from({ length: 31 }, (_, i) => `a${i}: __typename`).join(' ')} }`, 'aliases'],
+  [
+    'more aliases than MAX_ALIASES',
+    `{ ${Array.from({ length: 31 }, (_, i) => `a${i}: __typename`).join(' ')} }`,
+    'aliases',
+  ],
   ['deeper than MAX_DEPTH', `{ __type(name: "Head") { ${'ofType { '.repeat(14)}name${' }'.repeat(15)} }`, 'depth'],
   ['more tokens than MAX_TOKENS', `{ ${'__typename '.repeat(2_100)}}`, 'tokens'],
 ];
@@ -83,17 +92,20 @@ describeWithRedis.each([
     await client.flushall();
   });
 
-  it.each(refused)('%s: answered as its text alone is, then PersistedQueryNotFound by hash, and no key in Redis', async (_kind, query, limit) => {
-    const plain = await post(t, { query });
-    expect(plain.status).toBe(400);
-    expect(plain.body.errors?.[0]?.extensions?.limit).toBe(limit);
-    const registered = await post(t, registration(query));
-    expect(registered.status).toBe(plain.status);
-    expect(registered.body).toEqual(plain.body);
-    expect(codeOf(await post(t, byHash(query)))).toBe('PERSISTED_QUERY_NOT_FOUND');
-    expect(t.calls()).toHaveLength(0);
-    expect(await client.dbsize()).toBe(0);
-  });
+  it.each(refused)(
+    '%s: answered as its text alone is, then PersistedQueryNotFound by hash, and no key in Redis',
+    async (_kind, query, limit) => {
+      const plain = await post(t, { query });
+      expect(plain.status).toBe(400);
+      expect(plain.body.errors?.[0]?.extensions?.limit).toBe(limit);
+      const registered = await post(t, registration(query));
+      expect(registered.status).toBe(plain.status);
+      expect(registered.body).toEqual(plain.body);
+      expect(codeOf(await post(t, byHash(query)))).toBe('PERSISTED_QUERY_NOT_FOUND');
+      expect(t.calls()).toHaveLength(0);
+      expect(await client.dbsize()).toBe(0);
+    },
+  );
 
   it('a valid registration is stored (in Redis with a TTL of APQ_TTL_SECONDS at most) and runs by hash', async () => {
     const query = '{ heads(first: 1) { totalCount } }';
@@ -114,15 +126,19 @@ describeWithRedis.each([
 describeWithRedis('registrations in Redis are bounded across gateways', () => {
   const gateways: TestGateway[] = [];
   // One caller registers everything here: its share is (almost) the whole store, whose own bounds these are.
-  const start = (env: Record<string, string>) => startTestGateway({ env: { REDIS_URL: redis.url, APQ_CALLER_SHARE: '0.99', ...env } });
+  const start = (env: Record<string, string>) =>
+    startTestGateway({ env: { REDIS_URL: redis.url, APQ_CALLER_SHARE: '0.99', ...env } });
   afterAll(() => Promise.all(gateways.splice(0).map((g) => g.close())));
 
-  /** Registers `queries` in turn at two gateways with the bounds of `env`, then asks a third that has none in memory. */
+  /**
+   * Registers `queries` in turn at two gateways with the bounds of `env`, then asks a third that has none in memory.
+   */
   async function registerThroughTwo(env: Record<string, string>, queries: string[]) {
     await client.flushall();
     const [a, b, fresh] = await Promise.all([start(env), start(env), start(env)]);
     gateways.push(a!, b!, fresh!);
-    for (const [i, query] of queries.entries()) expect((await post(i % 2 === 0 ? a! : b!, registration(query))).body.errors).toBeUndefined();
+    for (const [i, query] of queries.entries())
+      expect((await post(i % 2 === 0 ? a! : b!, registration(query))).body.errors).toBeUndefined();
     const runsByHash = async (query: string) => codeOf(await post(fresh!, byHash(query))) === undefined;
     return { ...(await apqKeys()), runsByHash };
   }
@@ -173,10 +189,18 @@ describeWithRedis('registrations in Redis made in one millisecond', () => {
     await client.flushall();
     const shared = await connectRedis(redis.url, new GatewayMetrics({ defaultMetrics: false }));
     // The largest hash first: were the four told apart by hash (their expiry one and the same), the last would go.
-    const queries = Array.from({ length: 4 }, (_, i) => paddedQuery(i)).sort((x, y) => sha256(y).localeCompare(sha256(x)));
+    const queries = Array.from({ length: 4 }, (_, i) => paddedQuery(i)).sort((x, y) =>
+      sha256(y).localeCompare(sha256(x)),
+    );
     vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
     try {
-      const store = createRedisQueryStore({ redis: shared, local: createMemoryQueryStore({ maxEntries: 10, maxBytes: 10_000 }), ttlSeconds: 600, maxEntries: 3, maxBytes: 10_000 });
+      const store = createRedisQueryStore({
+        redis: shared,
+        local: createMemoryQueryStore({ maxEntries: 10, maxBytes: 10_000 }),
+        ttlSeconds: 600,
+        maxEntries: 3,
+        maxBytes: 10_000,
+      });
       for (const query of queries) await store.set(sha256(query), query);
       const { texts, indexed } = await apqKeys();
       expect(indexed).toBe(3);
@@ -194,14 +218,22 @@ describeWithRedis.each([
 ])("one address's registrations (APQ_MAX_ENTRIES=160, APQ_CALLER_SHARE=0.25, TRUST_PROXY) %s", (_name, shared) => {
   it("cannot push another address's out, whatever tokens it sends; registering a known hash again takes nothing over", async () => {
     if (shared) await client.flushall();
-    const t = await startTestGateway({ env: { ...(shared ? { REDIS_URL: redis.url } : {}), APQ_MAX_ENTRIES: '160', TRUST_PROXY: 'true' } });
+    const t = await startTestGateway({
+      env: { ...(shared ? { REDIS_URL: redis.url } : {}), APQ_MAX_ENTRIES: '160', TRUST_PROXY: 'true' },
+    });
     const fresh = shared ? await startTestGateway({ env: { REDIS_URL: redis.url } }) : t;
     try {
-      const from = (address: string, token: string) => ({ 'x-forwarded-for': address, authorization: `Bearer ${token}` });
+      const from = (address: string, token: string) => ({
+        'x-forwarded-for': address,
+        authorization: `Bearer ${token}`,
+      });
       const victim = paddedQuery(-1);
       expect((await post(t, registration(victim), from('203.0.113.1', 'victim'))).body.errors).toBeUndefined();
       const flood = async (from0: number, count: number) => {
-        for (let i = from0; i < from0 + count; i++) expect((await post(t, registration(paddedQuery(i)), from('198.51.100.7', `made-up-${i}`))).body.errors).toBeUndefined();
+        for (let i = from0; i < from0 + count; i++)
+          expect(
+            (await post(t, registration(paddedQuery(i)), from('198.51.100.7', `made-up-${i}`))).body.errors,
+          ).toBeUndefined();
       };
       // Three hundred registrations under made-up tokens from one address.
       await flood(0, 300);
@@ -223,7 +255,15 @@ describeWithRedis("an owner's registration past its TTL, registered again by tha
   it('is registered again, not dropped for its own expired self', async () => {
     await client.flushall();
     const shared = await connectRedis(redis.url, new GatewayMetrics({ defaultMetrics: false }));
-    const storeOf = () => createRedisQueryStore({ redis: shared, local: createMemoryQueryStore({ maxEntries: 10, maxBytes: 10_000 }), ttlSeconds: 60, maxEntries: 4, maxBytes: 10_000, ownerShare: 0.25 });
+    const storeOf = () =>
+      createRedisQueryStore({
+        redis: shared,
+        local: createMemoryQueryStore({ maxEntries: 10, maxBytes: 10_000 }),
+        ttlSeconds: 60,
+        maxEntries: 4,
+        maxBytes: 10_000,
+        ownerShare: 0.25,
+      });
     const query = paddedQuery(1);
     vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
     try {
@@ -240,7 +280,7 @@ describeWithRedis("an owner's registration past its TTL, registered again by tha
 });
 
 describe("the in-memory store, one registration over an owner's share", () => {
-  it('is not stored, and pushes none of that owner\'s out (as the Redis script refuses it)', async () => {
+  it("is not stored, and pushes none of that owner's out (as the Redis script refuses it)", async () => {
     // A share of 250 bytes (a quarter of 1,000): two small registrations fit, one of 400 bytes does not.
     const store = createMemoryQueryStore({ maxEntries: 100, maxBytes: 1_000, ownerShare: 0.25 });
     const owner = ['address:198.51.100.8'];

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { operationNames, type OperationName } from '../src/domain/operations.js';
+import { type OperationName, operationNames } from '../src/domain/operations.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { type GraphQLResponse, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 
 /*
@@ -23,10 +23,15 @@ async function serve(env: Record<string, string> = {}) {
   const t = current;
   const url = await t.listen();
   const post = async (query: string, variables?: Record<string, unknown>, headers: Record<string, string> = {}) => {
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', ...headers }, body: JSON.stringify({ query, variables }) });
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', ...headers },
+      body: JSON.stringify({ query, variables }),
+    });
     return { status: response.status, headers: response.headers, text: await response.text() };
   };
-  const graphql = async (query: string, variables?: Record<string, unknown>, headers?: Record<string, string>) => JSON.parse((await post(query, variables, headers)).text) as GraphQLResponse;
+  const graphql = async (query: string, variables?: Record<string, unknown>, headers?: Record<string, string>) =>
+    JSON.parse((await post(query, variables, headers)).text) as GraphQLResponse;
   const ready = async () => {
     const response = await fetch(new URL('/ready', url));
     return { status: response.status, body: (await response.json()) as unknown };
@@ -39,7 +44,7 @@ const codes = (response: GraphQLResponse) => (response.errors ?? []).map((e) => 
 const metadataQuery = `{ heads(first: 20) { nodes { headMetadata } } }`;
 const headQuery = `query($id: ID!) { head(id: $id) { uuid name } }`;
 
-describe('only Get Heads Ext answering 503 (the issue\'s case)', () => {
+describe("only Get Heads Ext answering 503 (the issue's case)", () => {
   it('30 metadata reads open its breaker alone: then 10 of 10 head(id) reads are answered, and permissions and login', async () => {
     const { t, post, graphql, ready } = await serve();
     t.reference.injectFault('listHeadsExt', { kind: 'status', status: 503 }, 1_000);
@@ -52,9 +57,14 @@ describe('only Get Heads Ext answering 503 (the issue\'s case)', () => {
     // While it is open, its 26 refusals write no line: no warning, no operation line (OPERATION_LOG=failures).
     expect(t.logLines.slice(linesWhenOpen)).toEqual([]);
     // Three attempts each for reads 1 to 3, the 4th read's first is the 10th failure: then it is open.
-    expect(reads.map(codes)).toEqual([...Array(4).fill(['UPSTREAM_ERROR']), ...Array(26).fill(['UPSTREAM_UNAVAILABLE'])]);
+    expect(reads.map(codes)).toEqual([
+      ...Array(4).fill(['UPSTREAM_ERROR']),
+      ...Array(26).fill(['UPSTREAM_UNAVAILABLE']),
+    ]);
     expect(t.calls('listHeadsExt')).toHaveLength(10);
-    expect(reads[29]!.errors![0]!.extensions).toMatchObject({ upstream: { operation: 'listHeadsExt', reason: 'circuit open', sent: false } });
+    expect(reads[29]!.errors![0]!.extensions).toMatchObject({
+      upstream: { operation: 'listHeadsExt', reason: 'circuit open', sent: false },
+    });
 
     // The healthy routes: every one of them still served.
     const ids = t.reference.store.headIds();
@@ -64,15 +74,20 @@ describe('only Get Heads Ext answering 503 (the issue\'s case)', () => {
       if (response.errors === undefined && (response.data as { head: { uuid: string } }).head.uuid === id) answered++;
     }
     expect(answered).toBe(10);
-    const login = await graphql('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+    const login = await graphql('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', {
+      input: DEMO_CREDENTIALS,
+    });
     expect(login.errors).toBeUndefined();
     const token = (login.data as { login: { accessToken: string } }).login.accessToken;
-    const permissions = await graphql('{ permissions(first: 5) { totalCount } }', undefined, { authorization: `Bearer ${token}` });
+    const permissions = await graphql('{ permissions(first: 5) { totalCount } }', undefined, {
+      authorization: `Bearer ${token}`,
+    });
     expect(permissions.errors).toBeUndefined();
 
     expect(await ready()).toEqual({ status: 200, body: { status: 'ready' } });
     expect(await metric(t, 'gateway_upstream_circuit_state{operation="listHeadsExt"}')).toBe(1);
-    for (const operation of operationNames.filter((name) => name !== 'listHeadsExt')) expect(await metric(t, `gateway_upstream_circuit_state{operation="${operation}"}`)).toBe(0);
+    for (const operation of operationNames.filter((name) => name !== 'listHeadsExt'))
+      expect(await metric(t, `gateway_upstream_circuit_state{operation="${operation}"}`)).toBe(0);
     expect(await metric(t, 'gateway_upstream_host_circuit_state')).toBe(0);
     expect(await metric(t, 'gateway_upstream_circuit_refusals_total{operation="listHeadsExt"}')).toBe(26);
     // One line when it opened; no warning for the 26 calls it refused (the four failed reads have theirs).
@@ -95,28 +110,47 @@ describe('only Get Heads Ext answering 503 (the issue\'s case)', () => {
     expect(retryAfterMs).toBeLessThanOrEqual(5_000);
     expect(refused.headers.get('retry-after')).toBe(String(Math.ceil(retryAfterMs / 1000)));
     expect(body.errors![0]!.message).toContain('listHeadsExt');
-    for (const secret of ['/heads/ext', '/v2', new URL(t.reference.url).host, '127.0.0.1', 'secret-token-123', 'Bearer', 'stack', '"http"']) expect(refused.text).not.toContain(secret);
+    for (const secret of [
+      '/heads/ext',
+      '/v2',
+      new URL(t.reference.url).host,
+      '127.0.0.1',
+      'secret-token-123',
+      'Bearer',
+      'stack',
+      '"http"',
+    ])
+      expect(refused.text).not.toContain(secret);
   });
 });
 
 describe('Retry-After goes only on an answer wholly refused by open breakers', () => {
   // A query run again is run by its compiled code (documents/compiled-execution.ts): both ways.
-  it.each(['on', 'off'])("is on a head(id) read Get Head By Id's breaker refuses, not on one whose other field is served (COMPILED_EXECUTION=%s)", async (compiled) => {
-    const { t, post } = await serve({ COMPILED_EXECUTION: compiled });
-    const [a, b] = t.reference.store.headIds();
-    t.reference.injectFault('getHeadById', { kind: 'status', status: 503 }, 1_000);
-    for (let n = 1; n <= 4; n++) await post(headQuery, { id: a });
-    const refused = await post(headQuery, { id: a });
-    expect(JSON.parse(refused.text)).toMatchObject({ data: { head: null }, errors: [{ extensions: { code: 'UPSTREAM_UNAVAILABLE', upstream: { operation: 'getHeadById' } } }] });
-    expect(refused.headers.get('retry-after')).toMatch(/^[1-5]$/);
-    // `updatedAt` is read by Get Head Ext (variant A): that field is served.
-    const partial = await post(`query($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { updatedAt } }`, { a, b });
-    const body = JSON.parse(partial.text) as GraphQLResponse<{ a: unknown; b: { updatedAt: string } | null }>;
-    expect(body.data!.a).toBeNull();
-    expect(body.data!.b?.updatedAt).toEqual(expect.any(String));
-    expect(codes(body)).toEqual(['UPSTREAM_UNAVAILABLE']);
-    expect(partial.headers.get('retry-after')).toBeNull();
-  });
+  it.each(['on', 'off'])(
+    "is on a head(id) read Get Head By Id's breaker refuses, not on one whose other field is served (COMPILED_EXECUTION=%s)",
+    async (compiled) => {
+      const { t, post } = await serve({ COMPILED_EXECUTION: compiled });
+      const [a, b] = t.reference.store.headIds();
+      t.reference.injectFault('getHeadById', { kind: 'status', status: 503 }, 1_000);
+      for (let n = 1; n <= 4; n++) await post(headQuery, { id: a });
+      const refused = await post(headQuery, { id: a });
+      expect(JSON.parse(refused.text)).toMatchObject({
+        data: { head: null },
+        errors: [{ extensions: { code: 'UPSTREAM_UNAVAILABLE', upstream: { operation: 'getHeadById' } } }],
+      });
+      expect(refused.headers.get('retry-after')).toMatch(/^[1-5]$/);
+      // `updatedAt` is read by Get Head Ext (variant A): that field is served.
+      const partial = await post(`query($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { updatedAt } }`, {
+        a,
+        b,
+      });
+      const body = JSON.parse(partial.text) as GraphQLResponse<{ a: unknown; b: { updatedAt: string } | null }>;
+      expect(body.data!.a).toBeNull();
+      expect(body.data!.b?.updatedAt).toEqual(expect.any(String));
+      expect(codes(body)).toEqual(['UPSTREAM_UNAVAILABLE']);
+      expect(partial.headers.get('retry-after')).toBeNull();
+    },
+  );
 });
 
 describe('/ready with one breaker per operation (CIRCUIT_BREAKER_WINDOW=1: one failure opens a breaker)', () => {
@@ -149,7 +183,9 @@ describe('/ready with one breaker per operation (CIRCUIT_BREAKER_WINDOW=1: one f
       // (Readiness asks Get Heads too, on a connection of its own, outside the breakers.)
       expect(t.calls(operation).filter((call) => call.status === 500)).toHaveLength(1);
       expect(await metric(t, `gateway_upstream_circuit_state{operation="${operation}"}`)).toBe(1);
-      expect(await metric(t, `gateway_upstream_circuit_state_changes_total{operation="${operation}",state="open"}`)).toBe(1);
+      expect(
+        await metric(t, `gateway_upstream_circuit_state_changes_total{operation="${operation}",state="open"}`),
+      ).toBe(1);
       if (n < operationNames.length - 1) continue;
       expect(await ready()).toEqual({ status: 503, body: { status: 'not ready', reason: 'circuit open' } });
     }
@@ -160,21 +196,37 @@ describe("time waiting for the gateway's own upstream connections (issue 42, poi
   it("is not the route's: calls queued past UPSTREAM_TIMEOUT_MS fail OVERLOADED, unsent, and the breaker stays closed for the next caller", async () => {
     // Two connections, each call 200 ms: three reads of ten heads from three addresses queue 30 calls, most past 1 s.
     // Shedding off: this is about the breakers (the pool's queue would shed the next caller until it drains).
-    const { t, graphql } = await serve({ UPSTREAM_CONNECTIONS: '2', UPSTREAM_TIMEOUT_MS: '1000', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true', SHED_MAX_IN_FLIGHT: '0', SHED_MAX_UPSTREAM_QUEUED: '0', SHED_EVENT_LOOP_DELAY_MS: '0' });
+    const { t, graphql } = await serve({
+      UPSTREAM_CONNECTIONS: '2',
+      UPSTREAM_TIMEOUT_MS: '1000',
+      UPSTREAM_DEDUPE: 'false',
+      TRUST_PROXY: 'true',
+      SHED_MAX_IN_FLIGHT: '0',
+      SHED_MAX_UPSTREAM_QUEUED: '0',
+      SHED_EVENT_LOOP_DELAY_MS: '0',
+    });
     const ids = t.reference.store.headIds();
     t.reference.injectFault('getHeadById', { kind: 'latency', ms: 200 }, 1_000);
     const nodes = 'query($ids: [ID!]!) { nodes(ids: $ids) { ... on Head { uuid } } }';
     const global = (id: string) => Buffer.from(`Head:${id}`).toString('base64');
     const reads = await Promise.all(
-      [0, 1, 2].map((caller) => graphql(nodes, { ids: ids.slice(caller * 10, caller * 10 + 10).map(global) }, { 'x-forwarded-for': `198.51.100.${caller + 1}` })),
+      [0, 1, 2].map((caller) =>
+        graphql(
+          nodes,
+          { ids: ids.slice(caller * 10, caller * 10 + 10).map(global) },
+          { 'x-forwarded-for': `198.51.100.${caller + 1}` },
+        ),
+      ),
     );
     const refused = reads.flatMap((read) => (read.errors ?? []).map((error) => error.extensions));
     expect(refused.length).toBeGreaterThan(0);
-    for (const extensions of refused) expect(extensions).toMatchObject({ code: 'OVERLOADED', upstream: { operation: 'getHeadById', sent: false } });
+    for (const extensions of refused)
+      expect(extensions).toMatchObject({ code: 'OVERLOADED', upstream: { operation: 'getHeadById', sent: false } });
     // What was refused never reached the upstream: every call it saw was answered.
     expect(t.calls('getHeadById').length).toBe(30 - refused.length);
     expect(await metric(t, 'gateway_upstream_circuit_state{operation="getHeadById"}')).toBe(0);
     t.reference.clearFaults();
-    for (let n = 0; n < 3; n++) expect((await graphql(headQuery, { id: ids[40] }, { 'x-forwarded-for': '198.51.100.9' })).errors).toBeUndefined();
+    for (let n = 0; n < 3; n++)
+      expect((await graphql(headQuery, { id: ids[40] }, { 'x-forwarded-for': '198.51.100.9' })).errors).toBeUndefined();
   });
 });

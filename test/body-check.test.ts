@@ -1,10 +1,17 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { z } from 'zod';
-import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { checkBody } from '../src/upstream/body-check.js';
-import { headAPageSchema, headASchema, headBListSchema, headBSchema, loginResponseSchema, permissionPageSchema } from '../src/upstream/schemas.js';
+import {
+  headAPageSchema,
+  headASchema,
+  headBListSchema,
+  headBSchema,
+  loginResponseSchema,
+  permissionPageSchema,
+} from '../src/upstream/schemas.js';
 
 /*
  * The compiled body check must pass exactly the bodies zod passes, with the same data, and refuse
@@ -19,8 +26,14 @@ const bodies: { name: string; schema: z.ZodType; body: unknown }[] = [];
 
 beforeAll(async () => {
   reference = await startReferenceUpstream({ record: false });
-  const get = async (path: string, headers: Record<string, string> = {}) => (await fetch(`${reference.url}${path}`, { headers })).json();
-  const login = await (await fetch(`${reference.url}/login`, { method: 'POST', body: new URLSearchParams({ ...DEMO_CREDENTIALS, grant_type: 'password' }) })).json();
+  const get = async (path: string, headers: Record<string, string> = {}) =>
+    (await fetch(`${reference.url}${path}`, { headers })).json();
+  const login = await (
+    await fetch(`${reference.url}/login`, {
+      method: 'POST',
+      body: new URLSearchParams({ ...DEMO_CREDENTIALS, grant_type: 'password' }),
+    })
+  ).json();
   const page = (await get('/heads?page=1&size=8')) as { items: { id: string }[] };
   const withHair = page.items.find((head) => (head as { hair?: unknown }).hair)!;
   bodies.push(
@@ -28,7 +41,11 @@ beforeAll(async () => {
     { name: 'Get Head Ext', schema: headASchema, body: await get(`/heads/${withHair.id}/ext`) },
     { name: 'Get Heads Ext', schema: headBListSchema, body: await get('/heads/ext?limit=6&skip=0') },
     { name: 'Get Head Ext By Id', schema: headBSchema, body: await get(`/head/${withHair.id}/ext`) },
-    { name: 'Get Permissions page', schema: permissionPageSchema, body: await get('/permissions?page=1&size=6', { authorization: `Bearer ${login.access_token}` }) },
+    {
+      name: 'Get Permissions page',
+      schema: permissionPageSchema,
+      body: await get('/permissions?page=1&size=6', { authorization: `Bearer ${login.access_token}` }),
+    },
     { name: 'Login', schema: loginResponseSchema, body: login },
   );
 });
@@ -76,7 +93,12 @@ const rewrites = {
 };
 
 type Change = { at: number; remove: boolean; value: unknown; rewrite: keyof typeof rewrites | undefined };
-const change = fc.record({ at: fc.nat(), remove: fc.boolean(), value: telling, rewrite: fc.constantFrom(undefined, ...(Object.keys(rewrites) as (keyof typeof rewrites)[])) });
+const change = fc.record({
+  at: fc.nat(),
+  remove: fc.boolean(),
+  value: telling,
+  rewrite: fc.constantFrom(undefined, ...(Object.keys(rewrites) as (keyof typeof rewrites)[])),
+});
 
 /** Every place in a body a change can land: each object property and array item, at any depth. */
 function places(value: unknown, into: { parent: Record<string | number, unknown>; key: string | number }[] = []) {
@@ -133,7 +155,8 @@ describe('the compiled body check', () => {
       );
       zodParse.mockRestore();
     }
-    // Each way through was taken: fast, refused, and passed by zod after the compiled check refused (an upper-case scheme).
+    // Each way through was taken: fast, refused, and passed by zod after the compiled check refused (an upper-case
+    // scheme).
     expect(seen.passedFast).toBeGreaterThan(100);
     expect(seen.passedByZod).toBeGreaterThan(0);
     expect(seen.refused).toBeGreaterThan(100);
@@ -152,6 +175,9 @@ describe('the compiled body check', () => {
 
     const passed = checkBody(headAPageSchema, body);
     expect(passed.success).toBe(true);
-    expect([passed.data!.items[0]!.created_at, passed.data!.items[0]!.hair!.created_at]).toEqual(['2024-01-01T10:00:00Z', '2024-01-01T10:00:00.5Z']);
+    expect([passed.data!.items[0]!.created_at, passed.data!.items[0]!.hair!.created_at]).toEqual([
+      '2024-01-01T10:00:00Z',
+      '2024-01-01T10:00:00.5Z',
+    ]);
   });
 });

@@ -2,8 +2,8 @@ import { encodeGlobalID } from '@pothos/plugin-relay';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
+import { type GraphQLResponse, startTestGateway, type TestGateway } from './support/gateway.js';
 import { planOf } from './support/plan.js';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
 
 /*
  * The upstream call budget (UPSTREAM_CALL_BUDGET, default 100): an operation whose plan costs
@@ -19,7 +19,10 @@ let plain: TestGateway;
 let ids: string[];
 
 beforeAll(async () => {
-  [t, plain] = await Promise.all([startTestGateway({ env: { UPSTREAM_CALL_BUDGET: '50' } }), startTestGateway({ env: { PLANNER: 'off', UPSTREAM_CALL_BUDGET: '50' } })]);
+  [t, plain] = await Promise.all([
+    startTestGateway({ env: { UPSTREAM_CALL_BUDGET: '50' } }),
+    startTestGateway({ env: { PLANNER: 'off', UPSTREAM_CALL_BUDGET: '50' } }),
+  ]);
   ids = t.reference.store.headIds();
 });
 
@@ -34,12 +37,27 @@ const codes = (response: GraphQLResponse) => (response.errors ?? []).map((e) => 
 const globalId = (id: string) => encodeGlobalID('Head', id);
 
 /** `n` distinct head ids: the seeded heads (the same in every reference upstream), then unknown UUIDs. */
-const distinctIds = (n: number) => [...ids, ...Array.from({ length: Math.max(0, n - ids.length) }, (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`)].slice(0, n);
+const distinctIds = (n: number) =>
+  [
+    ...ids,
+    ...Array.from(
+      { length: Math.max(0, n - ids.length) },
+      (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+    ),
+  ].slice(0, n);
 
 /** `n` aliases of `head(id:)`, each a different id: 11 tokens each. */
-const headAliases = (n: number) => `{ ${distinctIds(n).map((id, i) => `h${i}: head(id: "${id}") { id }`).join(' ')} }`;
+const headAliases = (n: number) =>
+  `{ ${distinctIds(n)
+    .map((id, i) => `h${i}: head(id: "${id}") { id }`)
+    .join(' ')} }`;
 
-function expectBudgetRefusal(response: GraphQLResponse, estimatedCalls: number, budget = 50, on: TestGateway = t): void {
+function expectBudgetRefusal(
+  response: GraphQLResponse,
+  estimatedCalls: number,
+  budget = 50,
+  on: TestGateway = t,
+): void {
   expect(response.data ?? undefined).toBeUndefined();
   expect(codes(response)).toEqual(['UPSTREAM_BUDGET_EXCEEDED']);
   expect(response.errors![0]!.extensions).toMatchObject({ estimatedCalls, budget });
@@ -109,8 +127,13 @@ describe('estimate before execution', () => {
     expect(t.calls().map((r) => r.operation)).toEqual(['listHeadsExt']);
     t.reset();
     // Get Heads Ext has no style filter: the listing is Get Heads, head_metadata one read per head.
-    const style = (t.reference.store.project(t.reference.store.findHead(ids[0]!)!, HeadShape.A_EXT) as { style: { label: string } }).style.label;
-    expectBudgetRefusal(await t.execute(`query($s: String) { heads(first: 100, style: $s) { nodes { headMetadata } } }`, { s: style }), 101);
+    const style = (
+      t.reference.store.project(t.reference.store.findHead(ids[0]!)!, HeadShape.A_EXT) as { style: { label: string } }
+    ).style.label;
+    expectBudgetRefusal(
+      await t.execute(`query($s: String) { heads(first: 100, style: $s) { nodes { headMetadata } } }`, { s: style }),
+      101,
+    );
   });
 
   it('follows named fragments and variables', async () => {
@@ -127,7 +150,9 @@ describe('estimate before execution', () => {
     expectBudgetRefusal(await t.execute(query, { ids: ids.slice(0, 51).map(globalId) }), 51);
     t.reset();
     // The same id sixty times is one head: one call.
-    const repeated = await t.execute<{ nodes: unknown[] }>(query, { ids: Array.from({ length: 60 }, () => globalId(ids[0]!)) });
+    const repeated = await t.execute<{ nodes: unknown[] }>(query, {
+      ids: Array.from({ length: 60 }, () => globalId(ids[0]!)),
+    });
     expect(repeated.errors).toBeUndefined();
     expect(repeated.data!.nodes).toHaveLength(60);
     expect(t.calls()).toHaveLength(1);
@@ -143,7 +168,12 @@ describe('estimate before execution', () => {
       .map((id) => `"${globalId(id)}"`)
       .join(', ')}]) { nodes(ids: $ids) { ... on Head { name } } }`;
     expectBudgetRefusal(await t.execute(defaulted), 60);
-    expectBudgetRefusal(await plain.execute(`query($n: Int = 100) { heads(first: $n) { nodes { headMetadata } } }`), 101, 50, plain);
+    expectBudgetRefusal(
+      await plain.execute(`query($n: Int = 100) { heads(first: $n) { nodes { headMetadata } } }`),
+      101,
+      50,
+      plain,
+    );
   });
 });
 
@@ -157,8 +187,15 @@ describe("the plan's count is the real count, or an upper bound where data decid
   }
 
   const id = (i: number) => ids[i]!;
-  /** The head as the upstream's extended variant A read shows it (the seed is the same for every reference upstream). */
-  const upstreamHead = (i: string) => t.reference.store.project(t.reference.store.findHead(i)!, HeadShape.A_EXT) as { name: string; style: { label: string }; hair?: unknown };
+  /**
+   * The head as the upstream's extended variant A read shows it (the seed is the same for every reference upstream).
+   */
+  const upstreamHead = (i: string) =>
+    t.reference.store.project(t.reference.store.findHead(i)!, HeadShape.A_EXT) as {
+      name: string;
+      style: { label: string };
+      hair?: unknown;
+    };
   const withHair = () => ids.filter((i) => upstreamHead(i).hair != null);
   const style = () => upstreamHead(id(0)).style.label;
   const search = () => upstreamHead(id(1)).name.split(' ').at(-1)!;
@@ -166,38 +203,78 @@ describe("the plan's count is the real count, or an upper bound where data decid
   const cases = (): Case[] => {
     const [h0, h1, h2] = withHair();
     return [
-      { name: 'head, common fields', query: `query($id: ID!) { head(id: $id) { id uuid name url createdAt } }`, variables: { id: id(3) } },
+      {
+        name: 'head, common fields',
+        query: `query($id: ID!) { head(id: $id) { id uuid name url createdAt } }`,
+        variables: { id: id(3) },
+      },
       {
         name: 'head, every variant A field',
         query: `query($id: ID!) { head(id: $id) { arUrl updatedAt headMetadata hair { name sourceType gender objMetadata payableData { price } updatedAt } } }`,
         variables: { id: h0 },
       },
-      { name: 'head, Hair B fields', query: `query($id: ID!) { head(id: $id) { name hair { hairMetadata userId } } }`, variables: { id: h1 } },
-      { name: 'head, metadata, Hair A and B', query: `query($id: ID!) { head(id: $id) { headMetadata hair { userId sourceType } } }`, variables: { id: h2 } },
+      {
+        name: 'head, Hair B fields',
+        query: `query($id: ID!) { head(id: $id) { name hair { hairMetadata userId } } }`,
+        variables: { id: h1 },
+      },
+      {
+        name: 'head, metadata, Hair A and B',
+        query: `query($id: ID!) { head(id: $id) { headMetadata hair { userId sourceType } } }`,
+        variables: { id: h2 },
+      },
       {
         name: 'aliases, same and different heads',
         query: `{ a: head(id: "${id(4)}") { name } b: head(id: "${globalId(id(4))}") { uuid } c: head(id: "${h1}") { hair { hairMetadata } } }`,
       },
-      { name: 'node, inline fragment', query: `query($id: ID!) { node(id: $id) { id ... on Head { name updatedAt hair { userId } } } }`, variables: { id: globalId(h0!) } },
+      {
+        name: 'node, inline fragment',
+        query: `query($id: ID!) { node(id: $id) { id ... on Head { name updatedAt hair { userId } } } }`,
+        variables: { id: globalId(h0!) },
+      },
       {
         name: 'nodes, named fragment',
         query: `query($ids: [ID!]!) { nodes(ids: $ids) { ...H } } fragment H on Head { headMetadata hair { hairMetadata } }`,
         variables: { ids: [h0, h1, id(5)].map((i) => globalId(i!)) },
       },
-      { name: 'heads, listing fields', query: `{ heads(first: 5) { totalCount nodes { id name updatedAt hair { name sourceType } } } }` },
-      { name: 'heads, metadata through a fragment and a variable', query: `query($n: Int) { heads(first: $n) { nodes { ...M } } } fragment M on Head { headMetadata }`, variables: { n: 7 } },
+      {
+        name: 'heads, listing fields',
+        query: `{ heads(first: 5) { totalCount nodes { id name updatedAt hair { name sourceType } } } }`,
+      },
+      {
+        name: 'heads, metadata through a fragment and a variable',
+        query: `query($n: Int) { heads(first: $n) { nodes { ...M } } } fragment M on Head { headMetadata }`,
+        variables: { n: 7 },
+      },
       {
         name: 'heads, search, edges, Hair B',
         query: `query($q: String) { heads(first: 4, search: $q) { pageInfo { hasNextPage } edges { cursor node { hair { hairMetadata userId } } } } }`,
         variables: { q: search() },
       },
-      { name: 'heads, style filter, metadata and Hair B', query: `query($s: String) { heads(first: 3, style: $s) { nodes { headMetadata hair { userId } } } }`, variables: { s: style() } },
-      { name: 'heads, last without before', query: `{ heads(last: 3) { totalCount pageInfo { hasPreviousPage } nodes { name } } }` },
-      { name: 'heads, last, metadata, variant A and Hair B', query: `{ heads(last: 4) { totalCount nodes { headMetadata updatedAt hair { userId } } } }` },
-      { name: 'heads, a variable default over the default page', query: `query($n: Int = 60) { heads(first: $n) { nodes { headMetadata } } }` },
+      {
+        name: 'heads, style filter, metadata and Hair B',
+        query: `query($s: String) { heads(first: 3, style: $s) { nodes { headMetadata hair { userId } } } }`,
+        variables: { s: style() },
+      },
+      {
+        name: 'heads, last without before',
+        query: `{ heads(last: 3) { totalCount pageInfo { hasPreviousPage } nodes { name } } }`,
+      },
+      {
+        name: 'heads, last, metadata, variant A and Hair B',
+        query: `{ heads(last: 4) { totalCount nodes { headMetadata updatedAt hair { userId } } } }`,
+      },
+      {
+        name: 'heads, a variable default over the default page',
+        query: `query($n: Int = 60) { heads(first: $n) { nodes { headMetadata } } }`,
+      },
       { name: 'heads, after a cursor across pages', query: `{ heads(first: 30, after: "CURSOR") { nodes { name } } }` },
       { name: 'permissions, first', query: `{ permissions(first: 3) { totalCount nodes { id role } } }`, auth: true },
-      { name: 'permissions, last', query: `{ permissions(last: 2) { totalCount edges { cursor node { id } } } }`, auth: true },
+      {
+        name: 'permissions, last',
+        query: `{ permissions(last: 2) { totalCount edges { cursor node { id } } } }`,
+        auth: true,
+      },
       {
         name: 'two operations, the named one runs',
         query: `query A { heads(first: 90) { nodes { headMetadata } } } query B { ...Roots } fragment Roots on Query { head(id: "${id(6)}") { name } heads(first: 2) { nodes { headMetadata } } }`,
@@ -212,7 +289,11 @@ describe("the plan's count is the real count, or an upper bound where data decid
         name: 'two updates in one mutation',
         query: `mutation { a: updateHead(input: { id: "${id(7)}", name: "One" }) { head { name } } b: updateHead(input: { id: "${id(8)}", version: { label: "v2" } }) { head { updatedAt hair { hairMetadata } } } }`,
       },
-      { name: 'login', query: `mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }`, variables: { input: DEMO_CREDENTIALS } },
+      {
+        name: 'login',
+        query: `mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }`,
+        variables: { input: DEMO_CREDENTIALS },
+      },
       {
         name: 'updateSubscription',
         query: `mutation($input: UpdateSubscriptionInput!) { updateSubscription(input: $input) { subscription { id active platformType } } }`,
@@ -232,11 +313,16 @@ describe("the plan's count is the real count, or an upper bound where data decid
   for (const planner of ['on', 'off'] as const) {
     it(`holds for varied operations (PLANNER=${planner})`, async () => {
       await withGateway({ UPSTREAM_CALL_BUDGET: '1000', PLANNER: planner }, async (g) => {
-        const login = await g.execute<{ login: { accessToken: string } }>(`mutation($input: LoginInput!) { login(input: $input) { accessToken } }`, {
-          input: DEMO_CREDENTIALS,
-        });
+        const login = await g.execute<{ login: { accessToken: string } }>(
+          `mutation($input: LoginInput!) { login(input: $input) { accessToken } }`,
+          {
+            input: DEMO_CREDENTIALS,
+          },
+        );
         const authorization = `Bearer ${login.data!.login.accessToken}`;
-        const page = await g.execute<{ heads: { pageInfo: { endCursor: string } } }>(`{ heads(first: 45) { pageInfo { endCursor } } }`);
+        const page = await g.execute<{ heads: { pageInfo: { endCursor: string } } }>(
+          `{ heads(first: 45) { pageInfo { endCursor } } }`,
+        );
         const cursor = page.data!.heads.pageInfo.endCursor;
 
         const rows: { name: string; planned: number; exact: boolean; actual: number }[] = [];
@@ -252,7 +338,11 @@ describe("the plan's count is the real count, or an upper bound where data decid
           });
           const body = (await response.json()) as GraphQLResponse;
           expect(body.errors, `${c.name}: ${JSON.stringify(body.errors)}`).toBeUndefined();
-          const plan = planOf(query, c.variables, { strategy: planner === 'on' ? 'selection' : 'plain', operationName: c.operationName, authorized: c.auth === true });
+          const plan = planOf(query, c.variables, {
+            strategy: planner === 'on' ? 'selection' : 'plain',
+            operationName: c.operationName,
+            authorized: c.auth === true,
+          });
           rows.push({ name: c.name, planned: plan.calls, exact: plan.exact, actual: g.calls().length });
         }
         expect(rows.filter((r) => r.actual === 0)).toEqual([]);
@@ -260,8 +350,22 @@ describe("the plan's count is the real count, or an upper bound where data decid
         // Only data-dependent shapes are bounds: a style-filtered page, `last` without `before`.
         expect(rows.filter((r) => !r.exact).map((r) => r.name)).toEqual(
           planner === 'on'
-            ? ['heads, style filter, metadata and Hair B', 'heads, last without before', 'heads, last, metadata, variant A and Hair B', 'permissions, last']
-            : ['heads, metadata through a fragment and a variable', 'heads, search, edges, Hair B', 'heads, style filter, metadata and Hair B', 'heads, last without before', 'heads, last, metadata, variant A and Hair B', 'heads, a variable default over the default page', 'permissions, last', 'two operations, the named one runs'],
+            ? [
+                'heads, style filter, metadata and Hair B',
+                'heads, last without before',
+                'heads, last, metadata, variant A and Hair B',
+                'permissions, last',
+              ]
+            : [
+                'heads, metadata through a fragment and a variable',
+                'heads, search, edges, Hair B',
+                'heads, style filter, metadata and Hair B',
+                'heads, last without before',
+                'heads, last, metadata, variant A and Hair B',
+                'heads, a variable default over the default page',
+                'permissions, last',
+                'two operations, the named one runs',
+              ],
         );
       });
     });
@@ -290,7 +394,9 @@ describe('the budget during execution', () => {
     await withGateway({ UPSTREAM_FANOUT: '1' }, async (g) => {
       g.reference.injectFault('getHeadExt', { kind: 'status', status: 401, body: { detail: 'Not authenticated' } });
       const query = `{ a: head(id: "${ids[0]}") { arUrl } b: head(id: "${ids[1]}") { arUrl } c: head(id: "${ids[2]}") { arUrl } }`;
-      const response = await g.execute<Record<string, unknown>>(query, undefined, { authorization: 'Bearer not-a-valid-token' });
+      const response = await g.execute<Record<string, unknown>>(query, undefined, {
+        authorization: 'Bearer not-a-valid-token',
+      });
       expect(response.data).toEqual({ a: null, b: null, c: null });
       expect(codes(response)).toEqual(['UNAUTHENTICATED', 'UNAUTHENTICATED', 'UNAUTHENTICATED']);
       expect(response.errors!.map((e) => e.path![0]).sort()).toEqual(['a', 'b', 'c']);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { jsonHeaders, post as postTo, startTestGateway, type TestGateway } from './support/gateway.js';
 import { expectRateLimited, knownToken, ok, refusals } from './support/limits.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
 
@@ -15,12 +15,18 @@ const oneCall = '{ heads(first: 1) { totalCount } }';
 const deferred = 'query($id: ID!) { head(id: $id) { name ... @defer { headMetadata } } }';
 
 /** An incremental answer read part by part: its first part, then the rest on demand. */
-async function openStream(response: Response): Promise<{ first: Record<string, any>; rest: () => Promise<Record<string, any>[]> }> {
+async function openStream(
+  response: Response,
+): Promise<{ first: Record<string, any>; rest: () => Promise<Record<string, any>[]> }> {
   expect(response.headers.get('content-type')).toMatch(/^multipart\/mixed/);
   const reader = response.body!.getReader();
   const decoder = new TextDecoder();
   let text = '';
-  const parts = () => text.split(/\r?\n/).filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, any>);
+  const parts = () =>
+    text
+      .split(/\r?\n/)
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, any>);
   while (parts().length === 0) {
     const { done, value } = await reader.read();
     if (done) break;
@@ -50,7 +56,12 @@ describe('RATE_LIMIT_IN_FLIGHT=2 with @defer', () => {
   beforeEach(() => t.reset());
 
   const ask = (id: string, headers: Record<string, string>, signal?: AbortSignal) =>
-    t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json', accept: 'multipart/mixed', ...headers }, body: JSON.stringify({ query: deferred, variables: { id } }), ...(signal ? { signal } : {}) });
+    t.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'multipart/mixed', ...headers },
+      body: JSON.stringify({ query: deferred, variables: { id } }),
+      ...(signal ? { signal } : {}),
+    });
 
   it('holds the slot until the last part: a third operation is refused while two deferred parts are pending, and served once they are out', async () => {
     const caller = { authorization: 'Bearer deferring-caller' };
@@ -58,13 +69,18 @@ describe('RATE_LIMIT_IN_FLIGHT=2 with @defer', () => {
     const a = await openStream(await ask(ids[0]!, caller));
     const b = await openStream(await ask(ids[1]!, caller));
     expect([a.first.hasNext, b.first.hasNext]).toEqual([true, true]);
-    await until(() => t.reference.maxInFlight() >= 2 && t.calls('getHeadExtById').length === 2, 'both deferred reads at the upstream');
+    await until(
+      () => t.reference.maxInFlight() >= 2 && t.calls('getHeadExtById').length === 2,
+      'both deferred reads at the upstream',
+    );
     // Before: the slots came back with the first parts, and this one ran beside the two.
     expectRateLimited(await postTo(t, { query: oneCall }, caller), 'in_flight');
     expect(t.calls('listHeads')).toHaveLength(0);
     t.reference.releaseHeld();
     const [restA, restB] = await Promise.all([a.rest(), b.rest()]);
-    expect(restA.flatMap((part) => part.incremental ?? []).map((d: any) => Object.keys(d.data))).toEqual([['headMetadata']]);
+    expect(restA.flatMap((part) => part.incremental ?? []).map((d: any) => Object.keys(d.data))).toEqual([
+      ['headMetadata'],
+    ]);
     expect(restB.at(-1)!.hasNext).toBe(false);
     expect(ok(await postTo(t, { query: oneCall }, caller))).toBe(true);
   });
@@ -73,9 +89,18 @@ describe('RATE_LIMIT_IN_FLIGHT=2 with @defer', () => {
     const url = await t.listen();
     const caller = { authorization: 'Bearer hanging-up-caller' };
     const overHttp = (id: string, signal?: AbortSignal) =>
-      fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'multipart/mixed', ...caller }, body: JSON.stringify({ query: deferred, variables: { id } }), ...(signal ? { signal } : {}) });
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'multipart/mixed', ...caller },
+        body: JSON.stringify({ query: deferred, variables: { id } }),
+        ...(signal ? { signal } : {}),
+      });
     const plain = async () => {
-      const response = await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...caller }, body: JSON.stringify({ query: oneCall }) });
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: { ...jsonHeaders(), ...caller },
+        body: JSON.stringify({ query: oneCall }),
+      });
       await response.text();
       return response.status;
     };
@@ -106,8 +131,25 @@ describe('the caller key, with RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)'
   it('is one caller however the scheme is cased and however many spaces follow it: 14 spellings of one token get 10 operations; the upstream gets the header as sent', async () => {
     // Tokens the upstream accepted: each a caller of its own (a made-up one counts as its address).
     const [one, other] = [(await knownToken(t)).slice('Bearer '.length), await knownToken(t)];
-    const spellings = ['Bearer', 'bearer', 'BEARER', 'BeArEr', 'bEARER', 'Bearer ', 'Bearer  ', 'bearer   ', 'BEARER    ', 'beaRer', 'BEarer', 'bearER', 'BeareR', 'bEaReR'].map((scheme) => `${scheme} ${one}`);
-    const answers = await Promise.all(spellings.map((authorization) => postTo(t, { query: oneCall }, { authorization: `  ${authorization}  ` })));
+    const spellings = [
+      'Bearer',
+      'bearer',
+      'BEARER',
+      'BeArEr',
+      'bEARER',
+      'Bearer ',
+      'Bearer  ',
+      'bearer   ',
+      'BEARER    ',
+      'beaRer',
+      'BEarer',
+      'bearER',
+      'BeareR',
+      'bEaReR',
+    ].map((scheme) => `${scheme} ${one}`);
+    const answers = await Promise.all(
+      spellings.map((authorization) => postTo(t, { query: oneCall }, { authorization: `  ${authorization}  ` })),
+    );
     expect(answers.filter(ok)).toHaveLength(10);
     for (const a of answers.filter((x) => !ok(x))) expectRateLimited(a, 'requests');
     expect(t.calls('listHeads')).toHaveLength(10);
@@ -124,23 +166,34 @@ describe('the caller key, with RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)'
 describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=5 (a burst of 10), with TRUST_PROXY', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '5', RATE_LIMIT_REQUESTS_PER_SECOND: '5', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: { RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '5', RATE_LIMIT_REQUESTS_PER_SECOND: '5', TRUST_PROXY: 'true' },
+    });
   });
   afterAll(() => t.close());
   beforeEach(() => t.reset());
 
-  const from = (address: string, token?: string) => ({ 'x-forwarded-for': address, ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) });
+  const from = (address: string, token?: string) => ({
+    'x-forwarded-for': address,
+    ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+  });
 
   it('counts every operation of an address, a fresh token each time or none: the 11th is refused with 429, limit "address" and no upstream call; another address is served', async () => {
     const before = await refusals(t, 'address');
-    const minted = await Promise.all(Array.from({ length: 12 }, (_, i) => postTo(t, { query: oneCall }, from('198.51.100.7', `minted-${i}`))));
-    const tokenless = await Promise.all(Array.from({ length: 2 }, () => postTo(t, { query: oneCall }, from('198.51.100.7'))));
+    const minted = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => postTo(t, { query: oneCall }, from('198.51.100.7', `minted-${i}`))),
+    );
+    const tokenless = await Promise.all(
+      Array.from({ length: 2 }, () => postTo(t, { query: oneCall }, from('198.51.100.7'))),
+    );
     const answers = [...minted, ...tokenless];
     expect(answers.filter(ok)).toHaveLength(10);
     const refused = answers.filter((a) => !ok(a));
     expect(refused).toHaveLength(4);
     for (const a of refused) expectRateLimited(a, 'address');
-    expect(refused[0]!.body.errors![0]!.message).toMatch(/^Too many operations from this address: try again in [12] s\.$/);
+    expect(refused[0]!.body.errors![0]!.message).toMatch(
+      /^Too many operations from this address: try again in [12] s\.$/,
+    );
     expect(t.calls('listHeads')).toHaveLength(10);
     expect(await refusals(t, 'address')).toBe(before + 4);
     expect(ok(await postTo(t, { query: oneCall }, from('198.51.100.8', 'minted-0')))).toBe(true);
@@ -156,7 +209,17 @@ describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=5 (a burst of 10), with TRUST_P
     expect(statuses.map((a) => a.status).sort()).toEqual([...Array.from({ length: 10 }, () => 200), 429]);
     // A body that would not parse is never read: the intake stage refuses it first.
     const door = await send(from('198.51.100.9', 'door-new'), '{ not json');
-    expect(door).toEqual({ status: 429, body: { errors: [{ message: expect.stringMatching(/^Too many operations from this address/), extensions: { code: 'RATE_LIMITED', limit: 'address', retryAfterSeconds: expect.any(Number) } }] } });
+    expect(door).toEqual({
+      status: 429,
+      body: {
+        errors: [
+          {
+            message: expect.stringMatching(/^Too many operations from this address/),
+            extensions: { code: 'RATE_LIMITED', limit: 'address', retryAfterSeconds: expect.any(Number) },
+          },
+        ],
+      },
+    });
     expect(t.calls('listHeads')).toHaveLength(10);
   });
 });
@@ -177,7 +240,9 @@ describeWithRedis('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND with REDIS_URL', () =>
   it('is one window for the address across gateways: 6 at the first use it up, the second refuses the 7th', async () => {
     const [a, b] = gateways as [TestGateway, TestGateway];
     const headers = (i: number) => ({ 'x-forwarded-for': '203.0.113.50', authorization: `Bearer shared-${i}` });
-    const first = await Promise.all(Array.from({ length: 6 }, (_, i) => postTo(a, { query: '{ __typename }' }, headers(i))));
+    const first = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => postTo(a, { query: '{ __typename }' }, headers(i))),
+    );
     expect(first.every(ok)).toBe(true);
     expectRateLimited(await postTo(b, { query: '{ __typename }' }, headers(6)), 'address');
   });

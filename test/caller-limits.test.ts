@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import {
+  type Answer,
+  answer,
+  jsonHeaders,
+  post as postTo,
+  startTestGateway,
+  type TestGateway,
+} from './support/gateway.js';
 import { expectRateLimited, knownToken, ok, refusals } from './support/limits.js';
 import { until } from './support/until.js';
 
@@ -13,12 +20,19 @@ import { until } from './support/until.js';
  */
 
 /** A caller of its own: a client address, as a proxy in front names it (TRUST_PROXY). */
-const from = (address: string, authorization?: string): Record<string, string> => ({ 'x-forwarded-for': address, ...(authorization === undefined ? {} : { authorization }) });
+const from = (address: string, authorization?: string): Record<string, string> => ({
+  'x-forwarded-for': address,
+  ...(authorization === undefined ? {} : { authorization }),
+});
 const callerA = from('192.0.2.1');
 const callerB = from('192.0.2.2');
 
-const post = (t: TestGateway, query: string, headers: Record<string, string> = {}, variables?: Record<string, unknown>): Promise<Answer> => postTo(t, { query, variables }, headers);
-
+const post = (
+  t: TestGateway,
+  query: string,
+  headers: Record<string, string> = {},
+  variables?: Record<string, unknown>,
+): Promise<Answer> => postTo(t, { query, variables }, headers);
 
 const oneCall = '{ heads(first: 1) { totalCount } }';
 
@@ -26,7 +40,9 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
     // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' },
+    });
   });
   afterAll(() => t.close());
   beforeEach(() => t.reset());
@@ -55,14 +71,23 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
     const first = await Promise.all(Array.from({ length: 11 }, () => send(caller)));
     expect(first.map((a) => a.status).sort()).toEqual([...Array.from({ length: 10 }, () => 200), 429]);
     // Answered in the media type asked for first, by the limiter as at the door.
-    expect(first.find((a) => a.status === 429)!.headers.get('content-type')).toMatch(/^application\/graphql-response\+json/);
+    expect(first.find((a) => a.status === 429)!.headers.get('content-type')).toMatch(
+      /^application\/graphql-response\+json/,
+    );
     const before = await refusals(t, 'requests');
     // Not even a body that would not parse is read now.
     const door = await send(caller, '{ not json');
     expect(door.status).toBe(429);
     expect(door.headers.get('retry-after')).toMatch(/^[12]$/);
     expect(door.headers.get('content-type')).toMatch(/^application\/graphql-response\+json/);
-    expect(door.body).toEqual({ errors: [{ message: expect.stringMatching(/^Too many operations/), extensions: { code: 'RATE_LIMITED', limit: 'requests', retryAfterSeconds: expect.any(Number) } }] });
+    expect(door.body).toEqual({
+      errors: [
+        {
+          message: expect.stringMatching(/^Too many operations/),
+          extensions: { code: 'RATE_LIMITED', limit: 'requests', retryAfterSeconds: expect.any(Number) },
+        },
+      ],
+    });
     expect(await refusals(t, 'requests')).toBe(before + 1);
     expect(t.calls('listHeads')).toHaveLength(10);
     // A browser's request (Origin) gets the same.
@@ -77,9 +102,20 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
     const batch = Array.from({ length: 4 }, () => ({ query: oneCall }));
     const caller = from('192.0.2.14');
     await Promise.all(Array.from({ length: 8 }, () => post(t, oneCall, caller)));
-    const response = await answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...caller }, body: JSON.stringify(batch) }));
+    const response = await answer(
+      await t.gateway.fetch('http://gateway/graphql', {
+        method: 'POST',
+        headers: { ...jsonHeaders(), ...caller },
+        body: JSON.stringify(batch),
+      }),
+    );
     const results = response.body as unknown as { data?: unknown; errors?: { extensions?: { code?: string } }[] }[];
-    expect(results.map((r) => (r.errors === undefined ? 'ok' : r.errors[0]!.extensions!.code))).toEqual(['ok', 'ok', 'RATE_LIMITED', 'RATE_LIMITED']);
+    expect(results.map((r) => (r.errors === undefined ? 'ok' : r.errors[0]!.extensions!.code))).toEqual([
+      'ok',
+      'ok',
+      'RATE_LIMITED',
+      'RATE_LIMITED',
+    ]);
     // 8 alone, and one for the batch's two: its operations share their reads.
     expect(t.calls('listHeads')).toHaveLength(9);
   });
@@ -88,7 +124,10 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
     const fifty = `{ nodes(ids: ${JSON.stringify(t.reference.store.headIds().slice(0, 50))}) { id } }`;
     const refusedBefore = await refusals(t, 'requests');
     // One caller asks 50 upstream calls 40 times at once; another asks once meanwhile.
-    const [flood, probe] = await Promise.all([Promise.all(Array.from({ length: 40 }, () => post(t, fifty, from('192.0.2.15')))), post(t, oneCall, from('192.0.2.16'))]);
+    const [flood, probe] = await Promise.all([
+      Promise.all(Array.from({ length: 40 }, () => post(t, fifty, from('192.0.2.15')))),
+      post(t, oneCall, from('192.0.2.16')),
+    ]);
     expect(ok(probe)).toBe(true);
     expect(flood.filter(ok)).toHaveLength(10);
     for (const a of flood.filter((x) => !ok(x))) expectRateLimited(a, 'requests');
@@ -104,7 +143,9 @@ describe('RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND=50 (a burst of 100), charged with
   let ids: string[];
   beforeAll(async () => {
     // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
-    t = await startTestGateway({ env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: { RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' },
+    });
     ids = t.reference.store.headIds().slice(0, 50);
   });
   afterAll(() => t.close());
@@ -132,7 +173,15 @@ describe('RATE_LIMIT_IN_FLIGHT=2', () => {
     // 150 operations at once pass the process's own cap (UPSTREAM_CONNECTIONS) while they are
     // refused: off here, where the caller's cap is what is tried. Each operation's own upstream
     // calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
-    t = await startTestGateway({ env: { RATE_LIMIT_IN_FLIGHT: '2', UPSTREAM_CONNECTIONS: '16', SHED_MAX_IN_FLIGHT: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: {
+        RATE_LIMIT_IN_FLIGHT: '2',
+        UPSTREAM_CONNECTIONS: '16',
+        SHED_MAX_IN_FLIGHT: '0',
+        UPSTREAM_DEDUPE: 'false',
+        TRUST_PROXY: 'true',
+      },
+    });
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());
@@ -180,9 +229,17 @@ describe('RATE_LIMIT_IN_FLIGHT=2', () => {
   it('gives a slot back however the operation ended: refused input, a syntax error, a batch', async () => {
     const caller = from('192.0.2.17');
     for (let i = 0; i < 3; i++) {
-      expect((await post(t, '{ heads(first: 0) { totalCount } }', caller)).body.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
-      expect((await post(t, '{ heads(first: 1) { totalCount }', caller)).body.errors?.[0]?.extensions?.code).toBe('GRAPHQL_PARSE_FAILED');
-      const batch = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...caller }, body: JSON.stringify([{ query: oneCall }, { query: '{' }]) });
+      expect((await post(t, '{ heads(first: 0) { totalCount } }', caller)).body.errors?.[0]?.extensions?.code).toBe(
+        'BAD_USER_INPUT',
+      );
+      expect((await post(t, '{ heads(first: 1) { totalCount }', caller)).body.errors?.[0]?.extensions?.code).toBe(
+        'GRAPHQL_PARSE_FAILED',
+      );
+      const batch = await t.gateway.fetch('http://gateway/graphql', {
+        method: 'POST',
+        headers: { ...jsonHeaders(), ...caller },
+        body: JSON.stringify([{ query: oneCall }, { query: '{' }]),
+      });
       expect(batch.status).toBe(200);
       await batch.text();
     }
@@ -204,7 +261,11 @@ describe('who a caller is', () => {
   });
 
   const overHttp = async (url: string, headers: Record<string, string>) => {
-    const response = await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: JSON.stringify({ query: '{ __typename }' }) });
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { ...jsonHeaders(), ...headers },
+      body: JSON.stringify({ query: '{ __typename }' }),
+    });
     await response.text();
     return response.status;
   };
@@ -219,7 +280,11 @@ describe('who a caller is', () => {
     expect(statuses.sort()).toEqual([200, 200, 429]);
 
     const proxiedUrl = await proxied.listen();
-    const byHop = await Promise.all(['203.0.113.1, 10.0.0.1', '203.0.113.2, 10.0.0.1', '203.0.113.3', '203.0.113.3'].map((hops) => overHttp(proxiedUrl, { 'x-forwarded-for': hops })));
+    const byHop = await Promise.all(
+      ['203.0.113.1, 10.0.0.1', '203.0.113.2, 10.0.0.1', '203.0.113.3', '203.0.113.3'].map((hops) =>
+        overHttp(proxiedUrl, { 'x-forwarded-for': hops }),
+      ),
+    );
     expect(byHop).toEqual([200, 200, 200, 200]);
     expect(await overHttp(proxiedUrl, { 'x-forwarded-for': '203.0.113.3' })).toBe(429);
   });
@@ -227,13 +292,22 @@ describe('who a caller is', () => {
   it("with a token known to be real, the token: the same address with two such tokens has two windows; made-up tokens share their address's", async () => {
     const url = await proxied.listen();
     // Each learnt by a read from an address of its own (whose window that read uses).
-    const [one, two] = [await knownToken(proxied, from('198.51.100.1')), await knownToken(proxied, from('198.51.100.2'))];
+    const [one, two] = [
+      await knownToken(proxied, from('198.51.100.1')),
+      await knownToken(proxied, from('198.51.100.2')),
+    ];
     const shared = '198.51.100.3';
-    const statuses = await Promise.all([overHttp(url, from(shared, one)), overHttp(url, from(shared, one)), overHttp(url, from(shared, two))]);
+    const statuses = await Promise.all([
+      overHttp(url, from(shared, one)),
+      overHttp(url, from(shared, one)),
+      overHttp(url, from(shared, two)),
+    ]);
     expect(statuses).toEqual([200, 200, 200]);
     expect(await overHttp(url, from(shared, one))).toBe(429);
     // Tokens the gateway has not seen accepted, however many, have the address's one window.
-    const madeUp = await Promise.all(['a', 'b', 'c'].map((name) => overHttp(url, from('198.51.100.4', `Bearer made-up-${name}`))));
+    const madeUp = await Promise.all(
+      ['a', 'b', 'c'].map((name) => overHttp(url, from('198.51.100.4', `Bearer made-up-${name}`))),
+    );
     expect(madeUp.sort()).toEqual([200, 200, 429]);
   });
 });
@@ -242,20 +316,29 @@ describe('TRUST_PROXY naming the proxies in front (1, or loopback), over HTTP fr
   const gateways: TestGateway[] = [];
   afterAll(() => Promise.all(gateways.map((g) => g.close())));
 
-  it.each(['1', 'loopback'])('TRUST_PROXY=%s: the client is the hop the trusted proxy wrote, so a client writing its own leftmost hops still has one window', async (trust) => {
-    const t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '1', TRUST_PROXY: trust } });
-    gateways.push(t);
-    const url = await t.listen();
-    const send = async (forwardedFor: string) => {
-      const response = await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), 'x-forwarded-for': forwardedFor }, body: JSON.stringify({ query: '{ __typename }' }) });
-      await response.text();
-      return response.status;
-    };
-    // The proxy (this test, at 127.0.0.1) appended 198.51.100.9 to what its client sent.
-    const spoofed = await Promise.all(['203.0.113.1', '203.0.113.2', '203.0.113.3'].map((made) => send(`${made}, 198.51.100.9`)));
-    expect(spoofed.sort()).toEqual([200, 200, 429]);
-    expect(await send('198.51.100.10')).toBe(200);
-  });
+  it.each(['1', 'loopback'])(
+    'TRUST_PROXY=%s: the client is the hop the trusted proxy wrote, so a client writing its own leftmost hops still has one window',
+    async (trust) => {
+      const t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '1', TRUST_PROXY: trust } });
+      gateways.push(t);
+      const url = await t.listen();
+      const send = async (forwardedFor: string) => {
+        const response = await fetch(url, {
+          method: 'POST',
+          headers: { ...jsonHeaders(), 'x-forwarded-for': forwardedFor },
+          body: JSON.stringify({ query: '{ __typename }' }),
+        });
+        await response.text();
+        return response.status;
+      };
+      // The proxy (this test, at 127.0.0.1) appended 198.51.100.9 to what its client sent.
+      const spoofed = await Promise.all(
+        ['203.0.113.1', '203.0.113.2', '203.0.113.3'].map((made) => send(`${made}, 198.51.100.9`)),
+      );
+      expect(spoofed.sort()).toEqual([200, 200, 429]);
+      expect(await send('198.51.100.10')).toBe(200);
+    },
+  );
 });
 
 describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=1 (two a window) and a token known to be real', () => {
@@ -270,10 +353,12 @@ describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=1 (two a window) and a token kn
     const token = await knownToken(t, from('198.51.100.50'));
     const shared = '198.51.100.60';
     const made = [];
-    for (let i = 0; i < 3; i++) made.push(await postTo(t, { query: '{ __typename }' }, from(shared, `Bearer made-up-${i}`)));
+    for (let i = 0; i < 3; i++)
+      made.push(await postTo(t, { query: '{ __typename }' }, from(shared, `Bearer made-up-${i}`)));
     expect(made.map(ok)).toEqual([true, true, false]);
     expectRateLimited(made[2]!, 'address');
     // The known caller, from the address made-up tokens exhausted: its own limits alone.
-    for (let i = 0; i < 3; i++) expect(ok(await postTo(t, { query: '{ __typename }' }, from(shared, token)))).toBe(true);
+    for (let i = 0; i < 3; i++)
+      expect(ok(await postTo(t, { query: '{ __typename }' }, from(shared, token)))).toBe(true);
   });
 });

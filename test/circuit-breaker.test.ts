@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { OperationName } from '../src/domain/operations.js';
 import type { Fault } from '../src/reference-upstream/faults.js';
 import { startReferenceUpstream } from '../src/reference-upstream/server.js';
-import type { OperationName } from '../src/domain/operations.js';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { type GraphQLResponse, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { until } from './support/until.js';
 
@@ -48,10 +48,21 @@ async function readUntil(t: TestGateway, id: string, code: string, limit = 20): 
   throw new Error(`no ${code} in ${limit} reads`);
 }
 
-/** A call an open breaker refused: UPSTREAM_UNAVAILABLE "circuit open", naming the operation, which breaker (its own or the host's) and when to retry. */
-function expectRefused(response: GraphQLResponse, operation: OperationName, circuit: 'operation' | 'host' = 'operation'): void {
+/**
+ * A call an open breaker refused: UPSTREAM_UNAVAILABLE "circuit open", naming the operation, which breaker (its own or
+ * the host's) and when to retry.
+ */
+function expectRefused(
+  response: GraphQLResponse,
+  operation: OperationName,
+  circuit: 'operation' | 'host' = 'operation',
+): void {
   expect(response.errors).toHaveLength(1);
-  expect(response.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation, reason: 'circuit open', circuit, sent: false }, retryAfterMs: expect.any(Number) });
+  expect(response.errors![0]!.extensions).toEqual({
+    code: 'UPSTREAM_UNAVAILABLE',
+    upstream: { operation, reason: 'circuit open', circuit, sent: false },
+    retryAfterMs: expect.any(Number),
+  });
   expect(response.errors![0]!.message).toBe(
     circuit === 'host'
       ? 'Upstream is unreachable: its circuit breaker is open and the call was not sent; safe to retry later'
@@ -59,7 +70,10 @@ function expectRefused(response: GraphQLResponse, operation: OperationName, circ
   );
 }
 
-/** Get Head By Id's breaker is open: a read fails at once and reaches nothing; the other operations (a listing, a change) are still sent. */
+/**
+ * Get Head By Id's breaker is open: a read fails at once and reaches nothing; the other operations (a listing, a
+ * change) are still sent.
+ */
 async function expectReadFailsFast(t: TestGateway, id: string): Promise<void> {
   t.reset();
   const read = await t.execute(headQuery, { id });
@@ -69,11 +83,16 @@ async function expectReadFailsFast(t: TestGateway, id: string): Promise<void> {
   expect(t.calls()).toEqual([]);
   expect(t.attempts).toEqual([]);
   expect((await t.execute(listQuery)).errors).toBeUndefined();
-  expect(codes(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }))).not.toContain('UPSTREAM_UNAVAILABLE');
+  expect(codes(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }))).not.toContain(
+    'UPSTREAM_UNAVAILABLE',
+  );
   expect(t.calls().map((call) => call.operation)).toEqual(['listHeads', 'deleteHead']);
 }
 
-/** The host's breaker is open: reads and a change, whatever their operation, fail at once and nothing reaches the upstream. */
+/**
+ * The host's breaker is open: reads and a change, whatever their operation, fail at once and nothing reaches the
+ * upstream.
+ */
 async function expectEverythingFailsFast(t: TestGateway, id: string): Promise<void> {
   t.reset();
   const read = await t.execute(headQuery, { id });
@@ -96,7 +115,9 @@ describe("an operation's breaker opens on its faults and then fails its calls fa
     expect(codes(fourth)).toEqual(['UPSTREAM_ERROR']);
     expect(t.calls().map((r) => r.status)).toEqual(Array(10).fill(503));
     expect(await headBreaker(t)).toBe(1);
-    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="open"}')).toBe(1);
+    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="open"}')).toBe(
+      1,
+    );
     expect(await metric(t, 'gateway_upstream_circuit_state{operation="listHeads"}')).toBe(0);
     expect(await metric(t, 'gateway_upstream_host_circuit_state')).toBe(0);
 
@@ -106,7 +127,13 @@ describe("an operation's breaker opens on its faults and then fails its calls fa
     // One line for the change of state, none for the six calls it refused.
     const breakerLines = t.logLines.filter((line) => line.includes('upstream circuit breaker'));
     expect(breakerLines).toHaveLength(1);
-    expect(JSON.parse(breakerLines[0]!)).toMatchObject({ level: 40, circuit: 'operation', operation: 'getHeadById', state: 'open', msg: 'upstream circuit breaker opened' });
+    expect(JSON.parse(breakerLines[0]!)).toMatchObject({
+      level: 40,
+      circuit: 'operation',
+      operation: 'getHeadById',
+      state: 'open',
+      msg: 'upstream circuit breaker opened',
+    });
     expect(t.logLines.filter((line) => line.includes('circuit breaker is open'))).toEqual([]);
   });
 
@@ -124,9 +151,9 @@ describe("an operation's breaker opens on its faults and then fails its calls fa
     expect(await headBreaker(t)).toBe(0);
     await expectEverythingFailsFast(t, id);
     expect(await ready(t)).toEqual({ status: 503, body: { status: 'not ready', reason: 'upstream unreachable' } });
-    expect(t.logLines.filter((line) => line.includes('upstream circuit breaker')).map((line) => JSON.parse(line) as unknown)).toEqual([
-      expect.objectContaining({ circuit: 'host', state: 'open', msg: 'upstream circuit breaker opened' }),
-    ]);
+    expect(
+      t.logLines.filter((line) => line.includes('upstream circuit breaker')).map((line) => JSON.parse(line) as unknown),
+    ).toEqual([expect.objectContaining({ circuit: 'host', state: 'open', msg: 'upstream circuit breaker opened' })]);
   });
 
   describe('with a call timeout of 100 ms', () => {
@@ -151,7 +178,10 @@ describe("an operation's breaker opens on its faults and then fails its calls fa
     faultHeadReads(t, { kind: 'status', status: 401, body: { detail: 'Not authenticated' } }, 10);
     for (let n = 1; n <= 20; n++) expect(codes(await t.execute(headQuery, { id }))).not.toEqual([]);
     t.reference.injectFault('deleteHead', { kind: 'status', status: 422, body: { detail: [] } }, 10);
-    for (let n = 1; n <= 10; n++) expect(codes(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }))).toEqual(['BAD_USER_INPUT']);
+    for (let n = 1; n <= 10; n++)
+      expect(codes(await t.execute(deleteMutation, { id }, { authorization: 'Bearer anything' }))).toEqual([
+        'BAD_USER_INPUT',
+      ]);
     expect(await headBreaker(t)).toBe(0);
     expect(await metric(t, 'gateway_upstream_circuit_state{operation="deleteHead"}')).toBe(0);
     t.reset();
@@ -167,7 +197,12 @@ describe("an operation's breaker opens on its faults and then fails its calls fa
     faultHeadReads(t, { kind: 'latency', ms: 600_000 }, 12);
     for (let n = 1; n <= 12; n++) {
       const controller = new AbortController();
-      const pending = fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: headQuery, variables: { id } }), signal: controller.signal });
+      const pending = fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: headQuery, variables: { id } }),
+        signal: controller.signal,
+      });
       await until(() => t.reference.inFlight() === 1, 'the read held at the upstream');
       controller.abort();
       await expect(pending).rejects.toThrow();
@@ -210,9 +245,17 @@ describe('after CIRCUIT_BREAKER_RESET_MS (5 s) one probe call is let through', (
     expect(probe.errors).toBeUndefined();
     expect(t.calls()).toHaveLength(1);
     expect(await headBreaker(t)).toBe(0);
-    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="half_open"}')).toBe(1);
-    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="closed"}')).toBe(1);
-    expect(t.logLines.filter((line) => line.includes('upstream circuit breaker')).map((line) => (JSON.parse(line) as { state: string }).state)).toEqual(['open', 'half_open', 'closed']);
+    expect(
+      await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="half_open"}'),
+    ).toBe(1);
+    expect(
+      await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="closed"}'),
+    ).toBe(1);
+    expect(
+      t.logLines
+        .filter((line) => line.includes('upstream circuit breaker'))
+        .map((line) => (JSON.parse(line) as { state: string }).state),
+    ).toEqual(['open', 'half_open', 'closed']);
     expect(await ready(t)).toEqual({ status: 200, body: { status: 'ready' } });
   });
 
@@ -223,7 +266,9 @@ describe('after CIRCUIT_BREAKER_RESET_MS (5 s) one probe call is let through', (
     expect(codes(await t.execute(headQuery, { id }))).toEqual(['UPSTREAM_ERROR']);
     expect(t.calls()).toHaveLength(1);
     await expectReadFailsFast(t, id);
-    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="open"}')).toBe(2);
+    expect(await metric(t, 'gateway_upstream_circuit_state_changes_total{operation="getHeadById",state="open"}')).toBe(
+      2,
+    );
   });
 
   it('while the probe is in flight, other calls fail at once instead of queueing behind it', async () => {
@@ -272,7 +317,11 @@ describe('after CIRCUIT_BREAKER_RESET_MS (5 s) one probe call is let through', (
 describe('the retry budget (UPSTREAM_RETRY_BUDGET_RATIO 0.2, no minimum) under sustained 503s', () => {
   it('30 reads make 36 calls, not 90: one retry per five calls', async () => {
     // The breaker kept out of the way (it would open long before): this block is about the budget.
-    const t = await start({ UPSTREAM_RETRY_BUDGET_MIN_PER_SECOND: '0', CIRCUIT_BREAKER_WINDOW: '1000', CIRCUIT_BREAKER_MIN_CALLS: '1000' });
+    const t = await start({
+      UPSTREAM_RETRY_BUDGET_MIN_PER_SECOND: '0',
+      CIRCUIT_BREAKER_WINDOW: '1000',
+      CIRCUIT_BREAKER_MIN_CALLS: '1000',
+    });
     const id = t.reference.store.headIds()[0]!;
     faultHeadReads(t, { kind: 'status', status: 503 }, 200);
     for (let n = 1; n <= 30; n++) expect(codes(await t.execute(headQuery, { id }))).toEqual(['UPSTREAM_ERROR']);
@@ -303,7 +352,8 @@ describe('an attempt sent while closed that fails while the probe is out (cockat
     await until(() => t.reference.inFlight() === 1, 'the late read held at the upstream');
     // Ten 500s (never retried) open it.
     faultHeadReads(t, { kind: 'status', status: 500 }, 10);
-    for (let n = 1; n <= 10; n++) expect(codes(await t.execute(headQuery, { id: ids[n]! }))).toEqual(['UPSTREAM_ERROR']);
+    for (let n = 1; n <= 10; n++)
+      expect(codes(await t.execute(headQuery, { id: ids[n]! }))).toEqual(['UPSTREAM_ERROR']);
     expect(await headBreaker(t)).toBe(1);
     // CIRCUIT_BREAKER_RESET_MS later the next read is the probe; the upstream holds it.
     vi.advanceTimersByTime(5_000);

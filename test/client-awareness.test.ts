@@ -1,4 +1,4 @@
-import { ApolloClient, CombinedGraphQLErrors, HttpLink, InMemoryCache, gql } from '@apollo/client';
+import { ApolloClient, CombinedGraphQLErrors, gql, HttpLink, InMemoryCache } from '@apollo/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 
@@ -17,13 +17,20 @@ async function clientCounts(t: TestGateway): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   for (const line of text.split('\n')) {
     if (!line.startsWith(`${series}_count{`)) continue;
-    const labels = Object.fromEntries([...line.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(([, key, value]) => [key!, value!]));
-    counts[`${labels.client_name} ${labels.client_version} ${labels.outcome}`] = Number(line.slice(line.lastIndexOf(' ') + 1));
+    const labels = Object.fromEntries(
+      [...line.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(([, key, value]) => [key!, value!]),
+    );
+    counts[`${labels.client_name} ${labels.client_version} ${labels.outcome}`] = Number(
+      line.slice(line.lastIndexOf(' ') + 1),
+    );
   }
   return counts;
 }
 
-const named = (name: string, version?: string, family = 'apollographql') => ({ [`${family}-client-name`]: name, ...(version === undefined ? {} : { [`${family}-client-version`]: version }) });
+const named = (name: string, version?: string, family = 'apollographql') => ({
+  [`${family}-client-name`]: name,
+  ...(version === undefined ? {} : { [`${family}-client-version`]: version }),
+});
 
 describe('client awareness on the defaults (METRICS_CLIENT_NAMES=50, METRICS_CLIENT_VERSIONS=10)', () => {
   let t: TestGateway;
@@ -37,15 +44,24 @@ describe('client awareness on the defaults (METRICS_CLIENT_NAMES=50, METRICS_CLI
   afterAll(() => t.close());
 
   it('counts Apollo Client 4 operations by its clientAwareness name and version, each outcome apart', async () => {
-    const client = new ApolloClient({ cache: new InMemoryCache(), link: new HttpLink({ uri: url }), clientAwareness: { name: 'head-viewer-web', version: '4.2.0' } });
-    const head = await client.query({ query: gql`query Head($id: ID!) { head(id: $id) { id name } }`, variables: { id: ids[0]! } });
+    const client = new ApolloClient({
+      cache: new InMemoryCache(),
+      link: new HttpLink({ uri: url }),
+      clientAwareness: { name: 'head-viewer-web', version: '4.2.0' },
+    });
+    const head = await client.query({
+      query: gql`query Head($id: ID!) { head(id: $id) { id name } }`,
+      variables: { id: ids[0]! },
+    });
     expect(head.data).toMatchObject({ head: { name: expect.any(String) } });
     const bad = await client.query({ query: gql`query Bad { head(id: "not-an-id") { id } }`, errorPolicy: 'all' });
     expect(CombinedGraphQLErrors.is(bad.error) && bad.error.errors[0]!.extensions!.code).toBe('BAD_USER_INPUT');
     expect(await clientCounts(t)).toMatchObject({ 'head-viewer-web 4.2.0 ok': 1, 'head-viewer-web 4.2.0 error': 1 });
     // The latency buckets are there for it too.
     const text = await (await t.gateway.fetch('http://gateway/metrics')).text();
-    expect(text).toContain(`${series}_bucket{le="+Inf",client_name="head-viewer-web",client_version="4.2.0",outcome="ok"} 1`);
+    expect(text).toContain(
+      `${series}_bucket{le="+Inf",client_name="head-viewer-web",client_version="4.2.0",outcome="ok"} 1`,
+    );
   });
 
   it('reads graphql-client-name/-version too; a request that names no client is `unknown`; each operation of a batch counts', async () => {
@@ -60,7 +76,11 @@ describe('client awareness on the defaults (METRICS_CLIENT_NAMES=50, METRICS_CLI
 
   it('cuts a long name to 64 characters and refuses one with other characters (`invalid`), over HTTP; neither appears in /metrics', async () => {
     const send = async (headers: Record<string, string>) => {
-      const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query: '{ __typename }' }) });
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ query: '{ __typename }' }),
+      });
       expect(response.status).toBe(200);
       await response.text();
     };
@@ -123,7 +143,12 @@ describe('METRICS_KNOWN_CLIENTS=web-app with METRICS_CLIENT_NAMES=2', () => {
       for (let i = 0; i < 60; i++) await post(t, { query: '{ __typename }' }, named(`made-up-${i}`, '1'));
       await post(t, { query: '{ __typename }' }, named('web-app', '4.2.0'));
       const counts = await clientCounts(t);
-      expect(counts).toMatchObject({ 'made-up-0 1 ok': 1, 'made-up-1 1 ok': 1, 'other 1 ok': 58, 'web-app 4.2.0 ok': 1 });
+      expect(counts).toMatchObject({
+        'made-up-0 1 ok': 1,
+        'made-up-1 1 ok': 1,
+        'other 1 ok': 58,
+        'web-app 4.2.0 ok': 1,
+      });
       expect(Object.keys(counts)).toHaveLength(4);
     } finally {
       await t.close();

@@ -4,7 +4,14 @@ import { fileURLToPath } from 'node:url';
 import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
-import { answer, jsonHeaders, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import {
+  type Answer,
+  answer,
+  type GraphQLResponse,
+  jsonHeaders,
+  startTestGateway,
+  type TestGateway,
+} from './support/gateway.js';
 
 /*
  * The client protocol over gateway.fetch (no port): automatic persisted queries, trusted documents,
@@ -17,7 +24,9 @@ const MANIFEST = fileURLToPath(new URL('../src/generated/persisted-documents.jso
 const manifest = JSON.parse(readFileSync(MANIFEST, 'utf8')) as Record<string, string>;
 /** The manifest's id and text of the operation named `name`. */
 const trusted = (name: string) => {
-  const [id, text] = Object.entries(manifest).find(([, document]) => document.includes(` ${name}(`) || document.includes(` ${name} {`))!;
+  const [id, text] = Object.entries(manifest).find(
+    ([, document]) => document.includes(` ${name}(`) || document.includes(` ${name} {`),
+  )!;
   return { id, hash: id.slice('sha256:'.length), text };
 };
 
@@ -27,13 +36,29 @@ afterAll(() => t.close());
 beforeEach(() => t.reset());
 
 /** POSTs any JSON body (one operation's parameters, or a batch). */
-async function post<T = GraphQLResponse>(body: unknown, on: TestGateway = t, headers: Record<string, string> = {}): Promise<Answer<T>> {
-  return answer<T>(await on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: JSON.stringify(body) }));
+async function post<T = GraphQLResponse>(
+  body: unknown,
+  on: TestGateway = t,
+  headers: Record<string, string> = {},
+): Promise<Answer<T>> {
+  return answer<T>(
+    await on.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { ...jsonHeaders(), ...headers },
+      body: JSON.stringify(body),
+    }),
+  );
 }
 
 /** A GET with the parameters in the query string (objects as JSON), as the GraphQL over HTTP spec says. */
-async function get(params: Record<string, unknown>, headers: Record<string, string> = {}, on: TestGateway = t): Promise<Answer> {
-  const search = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
+async function get(
+  params: Record<string, unknown>,
+  headers: Record<string, string> = {},
+  on: TestGateway = t,
+): Promise<Answer> {
+  const search = new URLSearchParams(
+    Object.entries(params).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]),
+  );
   return answer(await on.gateway.fetch(`http://gateway/graphql?${search}`, { method: 'GET', headers }));
 }
 
@@ -51,7 +76,8 @@ function expectRefused(got: Answer, status: number, code: string, on: TestGatewa
 
 const headQuery = (id: string) => `{ head(id: "${id}") { name } }`;
 /** The head as the upstream holds it: the expected values. */
-const upstreamHead = (id: string) => t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.A_EXT) as { name: string; url: string };
+const upstreamHead = (id: string) =>
+  t.reference.store.project(t.reference.store.findHead(id)!, HeadShape.A_EXT) as { name: string; url: string };
 
 describe('automatic persisted queries (Apollo protocol)', () => {
   it('POST: an unknown hash is PersistedQueryNotFound (HTTP 200); hash and text register it; the hash alone then runs it', async () => {
@@ -61,7 +87,10 @@ describe('automatic persisted queries (Apollo protocol)', () => {
     expectRefused(unknown, 200, 'PERSISTED_QUERY_NOT_FOUND');
     expect(unknown.body.errors![0]!.message).toBe('PersistedQueryNotFound');
 
-    const registered = await post<GraphQLResponse<{ head: { name: string } }>>({ query, extensions: persistedQuery(hash) });
+    const registered = await post<GraphQLResponse<{ head: { name: string } }>>({
+      query,
+      extensions: persistedQuery(hash),
+    });
     expect(registered.body).toEqual({ data: { head: { name: upstreamHead(ids[0]!).name } } });
     expect(t.calls()).toHaveLength(1);
 
@@ -76,9 +105,13 @@ describe('automatic persisted queries (Apollo protocol)', () => {
     const query = headQuery(ids[1]!);
     const hash = sha256(query);
     expectRefused(await get({ extensions: persistedQuery(hash) }), 200, 'PERSISTED_QUERY_NOT_FOUND');
-    expect((await get({ query, extensions: persistedQuery(hash) })).body.data).toEqual({ head: { name: upstreamHead(ids[1]!).name } });
+    expect((await get({ query, extensions: persistedQuery(hash) })).body.data).toEqual({
+      head: { name: upstreamHead(ids[1]!).name },
+    });
     t.reset();
-    expect((await get({ extensions: persistedQuery(hash) })).body.data).toEqual({ head: { name: upstreamHead(ids[1]!).name } });
+    expect((await get({ extensions: persistedQuery(hash) })).body.data).toEqual({
+      head: { name: upstreamHead(ids[1]!).name },
+    });
     expect(t.calls()).toHaveLength(1);
   });
 
@@ -93,9 +126,15 @@ describe('automatic persisted queries (Apollo protocol)', () => {
     const small = await startTestGateway({ env: { APQ_MAX_ENTRIES: '2' } });
     try {
       const queries = ids.slice(0, 3).map(headQuery);
-      for (const query of queries) expect((await post({ query, extensions: persistedQuery(sha256(query)) }, small)).body.errors).toBeUndefined();
+      for (const query of queries)
+        expect((await post({ query, extensions: persistedQuery(sha256(query)) }, small)).body.errors).toBeUndefined();
       small.reset();
-      expectRefused(await post({ extensions: persistedQuery(sha256(queries[0]!)) }, small), 200, 'PERSISTED_QUERY_NOT_FOUND', small);
+      expectRefused(
+        await post({ extensions: persistedQuery(sha256(queries[0]!)) }, small),
+        200,
+        'PERSISTED_QUERY_NOT_FOUND',
+        small,
+      );
       expect((await post({ extensions: persistedQuery(sha256(queries[2]!)) }, small)).body.data).toBeDefined();
     } finally {
       await small.close();
@@ -109,13 +148,21 @@ describe('trusted documents (TRUSTED_DOCUMENTS_FILE = the committed codegen mani
   it('alongside APQ: the manifest answers its hashes and documentIds without registration; other queries still run', async () => {
     const withManifest = await startTestGateway({ env: { TRUSTED_DOCUMENTS_FILE: MANIFEST } });
     try {
-      const byHash = await post<GraphQLResponse<{ head: { name: string } }>>({ extensions: persistedQuery(headWithHair.hash), variables: { id: ids[0] } }, withManifest);
+      const byHash = await post<GraphQLResponse<{ head: { name: string } }>>(
+        { extensions: persistedQuery(headWithHair.hash), variables: { id: ids[0] } },
+        withManifest,
+      );
       expect(byHash.body.errors).toBeUndefined();
       expect(byHash.body.data!.head.name).toBe(upstreamHead(ids[0]!).name);
       const byDocumentId = await post({ documentId: headWithHair.id, variables: { id: ids[0] } }, withManifest);
       expect(byDocumentId.body).toEqual(byHash.body);
       withManifest.reset();
-      expectRefused(await post({ documentId: `sha256:${sha256('nope')}` }, withManifest), 200, 'PERSISTED_QUERY_NOT_FOUND', withManifest);
+      expectRefused(
+        await post({ documentId: `sha256:${sha256('nope')}` }, withManifest),
+        200,
+        'PERSISTED_QUERY_NOT_FOUND',
+        withManifest,
+      );
       expect((await post({ query: headQuery(ids[0]!) }, withManifest)).body.errors).toBeUndefined();
     } finally {
       await withManifest.close();
@@ -128,7 +175,10 @@ describe('trusted documents (TRUSTED_DOCUMENTS_FILE = the committed codegen mani
       const name = upstreamHead(ids[3]!).name;
       for (const params of [{ documentId: headWithHair.id }, { extensions: persistedQuery(headWithHair.hash) }]) {
         only.reset();
-        const ran = await post<GraphQLResponse<{ head: { name: string } }>>({ ...params, variables: { id: ids[3] } }, only);
+        const ran = await post<GraphQLResponse<{ head: { name: string } }>>(
+          { ...params, variables: { id: ids[3] } },
+          only,
+        );
         expect(ran.body.data?.head.name, JSON.stringify(ran.body)).toBe(name);
         expect(only.calls()).toHaveLength(1);
         expect((await get({ ...params, variables: { id: ids[3] } }, {}, only)).body.data).toEqual(ran.body.data);
@@ -162,7 +212,10 @@ describe('batches (a JSON array of operations in one POST)', () => {
     const [a, b] = ids;
     const got: Batch = await post([
       { query: `query First { head(id: "${a}") { name } }` },
-      { query: `query Second($id: ID!) { head(id: $id) { name url } other: head(id: "${a}") { name } }`, variables: { id: b } },
+      {
+        query: `query Second($id: ID!) { head(id: $id) { name url } other: head(id: "${a}") { name } }`,
+        variables: { id: b },
+      },
       { query: '{ __typename }' },
     ]);
     expect(got.status).toBe(200);
@@ -173,7 +226,12 @@ describe('batches (a JSON array of operations in one POST)', () => {
       { data: { __typename: 'Query' } },
     ]);
     // Head a is read by both operations: once. Head b once. Two operations, two reads, not three.
-    expect(t.calls().map((call) => call.path).sort()).toEqual([`/v2/head/${a}`, `/v2/head/${b}`].sort());
+    expect(
+      t
+        .calls()
+        .map((call) => call.path)
+        .sort(),
+    ).toEqual([`/v2/head/${a}`, `/v2/head/${b}`].sort());
   });
 
   it('each operation keeps its own errors and its own call budget', async () => {
@@ -181,7 +239,9 @@ describe('batches (a JSON array of operations in one POST)', () => {
     try {
       const got: Batch = await post(
         [
-          { query: `{ a: head(id: "${ids[0]}") { name } b: head(id: "${ids[1]}") { name } c: head(id: "${ids[2]}") { name } }` },
+          {
+            query: `{ a: head(id: "${ids[0]}") { name } b: head(id: "${ids[1]}") { name } c: head(id: "${ids[2]}") { name } }`,
+          },
           { query: headQuery('00000000-0000-4000-8000-000000000000') },
           { query: headQuery(ids[4]!) },
         ],
@@ -207,7 +267,10 @@ describe('batches (a JSON array of operations in one POST)', () => {
     t.reset();
     const three = await startTestGateway({ env: { MAX_BATCH: '3' } });
     try {
-      const refused = await post(Array.from({ length: 4 }, () => operation), three);
+      const refused = await post(
+        Array.from({ length: 4 }, () => operation),
+        three,
+      );
       expectRefused(refused, 400, 'BATCH_TOO_LARGE', three);
       expect(refused.body.errors![0]!.message).toBe('A batch may carry at most 3 operations; this one has 4.');
       expectRefused(await post([], three), 400, 'BAD_REQUEST', three);
@@ -217,7 +280,9 @@ describe('batches (a JSON array of operations in one POST)', () => {
   });
 
   it('the operations of a batch share one request id, echoed in x-request-id and sent upstream', async () => {
-    const got = await post([{ query: headQuery(ids[0]!) }, { query: headQuery(ids[1]!) }], t, { 'x-request-id': 'batch-1' });
+    const got = await post([{ query: headQuery(ids[0]!) }, { query: headQuery(ids[1]!) }], t, {
+      'x-request-id': 'batch-1',
+    });
     expect(got.headers.get('x-request-id')).toBe('batch-1');
     expect(t.calls().map((call) => call.headers['x-request-id'])).toEqual(['batch-1', 'batch-1']);
   });
@@ -243,7 +308,10 @@ describe('batches (a JSON array of operations in one POST)', () => {
       const got: Batch = await post([{ query: deferred }, { query: '{ __typename }' }], t, { accept });
       expect(got.status, accept).toBe(200);
       expect(got.headers.get('content-type'), accept).toMatch(/^application\/json/);
-      expect(got.body, accept).toEqual([{ data: { head: { name: upstreamHead(ids[2]!).name, url: upstreamHead(ids[2]!).url } } }, { data: { __typename: 'Query' } }]);
+      expect(got.body, accept).toEqual([
+        { data: { head: { name: upstreamHead(ids[2]!).name, url: upstreamHead(ids[2]!).url } } },
+        { data: { __typename: 'Query' } },
+      ]);
     }
   });
 });
@@ -255,7 +323,11 @@ describe('GET queries', () => {
     expect(got.body).toEqual({ data: { head: { name: upstreamHead(ids[0]!).name } } });
     expect(t.calls()).toHaveLength(1);
     t.reset();
-    expectRefused(await get({ query: 'mutation { login(input: { username: "a", password: "b" }) { accessToken } }' }), 405, 'BAD_REQUEST');
+    expectRefused(
+      await get({ query: 'mutation { login(input: { username: "a", password: "b" }) { accessToken } }' }),
+      405,
+      'BAD_REQUEST',
+    );
   });
 });
 
@@ -267,14 +339,16 @@ describe('CSRF_PREVENTION=true', () => {
   afterAll(() => csrf.close());
   beforeEach(() => csrf.reset());
 
-  it.each<Record<string, string>>([{ 'x-graphql-csrf': '1' }, { 'apollo-require-preflight': 'true' }, { 'x-apollo-operation-name': 'Head' }, { 'content-type': 'application/json' }])(
-    'runs a GET query carrying %o',
-    async (headers) => {
-      const got = await get({ query: headQuery(ids[0]!) }, headers, csrf);
-      expect(got.status).toBe(200);
-      expect(got.body).toEqual({ data: { head: { name: upstreamHead(ids[0]!).name } } });
-    },
-  );
+  it.each<Record<string, string>>([
+    { 'x-graphql-csrf': '1' },
+    { 'apollo-require-preflight': 'true' },
+    { 'x-apollo-operation-name': 'Head' },
+    { 'content-type': 'application/json' },
+  ])('runs a GET query carrying %o', async (headers) => {
+    const got = await get({ query: headQuery(ids[0]!) }, headers, csrf);
+    expect(got.status).toBe(200);
+    expect(got.body).toEqual({ data: { head: { name: upstreamHead(ids[0]!).name } } });
+  });
 
   it('refuses a GET without any of them (403 BAD_REQUEST, naming them), and a mutation over GET even with one (405)', async () => {
     const refused = await get({ query: headQuery(ids[0]!) }, {}, csrf);
@@ -282,13 +356,26 @@ describe('CSRF_PREVENTION=true', () => {
     expect(refused.body.errors![0]!.message).toBe(
       'A GET, or a POST with a form or text/plain content type, must carry one of the headers x-graphql-csrf, x-graphql-yoga-csrf, apollo-require-preflight, x-apollo-operation-name (any value), or Content-Type: application/json.',
     );
-    expectRefused(await get({ query: 'mutation { login(input: { username: "a", password: "b" }) { accessToken } }' }, { 'apollo-require-preflight': 'true' }, csrf), 405, 'BAD_REQUEST', csrf);
+    expectRefused(
+      await get(
+        { query: 'mutation { login(input: { username: "a", password: "b" }) { accessToken } }' },
+        { 'apollo-require-preflight': 'true' },
+        csrf,
+      ),
+      405,
+      'BAD_REQUEST',
+      csrf,
+    );
   });
 });
 
 describe('compressed request bodies', () => {
   const postEncoded = (body: Uint8Array, encoding: string, on: TestGateway = t) =>
-    on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), 'content-encoding': encoding }, body });
+    on.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { ...jsonHeaders(), 'content-encoding': encoding },
+      body,
+    });
 
   it('accepts gzip and deflate bodies', async () => {
     const json = JSON.stringify({ query: headQuery(ids[0]!) });
@@ -333,7 +420,12 @@ describe('compressed request bodies', () => {
     expect(t.calls()).toEqual([]);
     const requestId = got.headers.get('x-request-id');
     expect(requestId).toEqual(expect.any(String));
-    const lines = t.logLines.slice(logged).map((line) => JSON.parse(line)).filter((line) => line.msg === 'graphql operation');
-    expect(lines.map((line) => [line.requestId, line.outcome, line.upstreamCalls])).toEqual([[requestId, 'refused', 0]]);
+    const lines = t.logLines
+      .slice(logged)
+      .map((line) => JSON.parse(line))
+      .filter((line) => line.msg === 'graphql operation');
+    expect(lines.map((line) => [line.requestId, line.outcome, line.upstreamCalls])).toEqual([
+      [requestId, 'refused', 0],
+    ]);
   });
 });

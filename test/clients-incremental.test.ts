@@ -1,8 +1,8 @@
-import { ApolloClient, HttpLink, InMemoryCache, gql, type TypedDocumentNode } from '@apollo/client';
+import { ApolloClient, gql, HttpLink, InMemoryCache, type TypedDocumentNode } from '@apollo/client';
 import { Defer20220824Handler, GraphQL17Alpha9Handler } from '@apollo/client/incremental';
 import { Client, cacheExchange, fetchExchange } from '@urql/core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestGateway, upstreamHead, type TestGateway } from './support/gateway.js';
+import { startTestGateway, type TestGateway, upstreamHead } from './support/gateway.js';
 
 /*
  * @defer and @stream as the client libraries ask for them, on their defaults, against the gateway
@@ -46,7 +46,10 @@ const DEFERRED: TypedDocumentNode<{ head: Head | null }, { id: string }> = gql`
     }
   }
 `;
-const STREAMED: TypedDocumentNode<{ nodes: ({ __typename: 'Head'; id: string; name: string } | null)[] }, { ids: string[] }> = gql`
+const STREAMED: TypedDocumentNode<
+  { nodes: ({ __typename: 'Head'; id: string; name: string } | null)[] },
+  { ids: string[] }
+> = gql`
   query StreamedHeads($ids: [ID!]!) {
     nodes(ids: $ids) @stream(initialCount: 1) {
       id
@@ -60,7 +63,11 @@ const STREAMED: TypedDocumentNode<{ nodes: ({ __typename: 'Head'; id: string; na
 const globalId = (uuid: string) => Buffer.from(`Head:${uuid}`).toString('base64');
 
 /** Every state an Apollo watchQuery goes through until it is done loading (its last part came). */
-function statesUntilLoaded<T>(client: ApolloClient, query: TypedDocumentNode<T, any>, variables: Record<string, unknown>): Promise<{ dataState: string; loading: boolean; data: T | undefined }[]> {
+function statesUntilLoaded<T>(
+  client: ApolloClient,
+  query: TypedDocumentNode<T, any>,
+  variables: Record<string, unknown>,
+): Promise<{ dataState: string; loading: boolean; data: T | undefined }[]> {
   return new Promise((resolve, reject) => {
     const states: { dataState: string; loading: boolean; data: T | undefined }[] = [];
     const subscription = client.watchQuery({ query, variables }).subscribe({
@@ -82,7 +89,11 @@ describe.each([
   ['GraphQL17Alpha9Handler', () => new GraphQL17Alpha9Handler(), 'incrementalSpec=v0.2'],
 ])('Apollo Client 4 with %s', (_name, handler, spec) => {
   const client = (recorder: ReturnType<typeof acceptRecorder>) =>
-    new ApolloClient({ cache: new InMemoryCache(), link: new HttpLink({ uri: url, fetch: recorder.fetch }), incrementalHandler: handler() });
+    new ApolloClient({
+      cache: new InMemoryCache(),
+      link: new HttpLink({ uri: url, fetch: recorder.fetch }),
+      incrementalHandler: handler(),
+    });
 
   it('@defer: the head first, its deferred metadata after, one read each', async () => {
     const recorder = acceptRecorder();
@@ -92,9 +103,24 @@ describe.each([
     const states = await statesUntilLoaded(client(recorder), DEFERRED, { id: globalId(id) });
     const streaming = states.find((state) => state.dataState === 'streaming');
     expect(streaming?.data?.head).toEqual({ __typename: 'Head', id: globalId(id), name: upstreamHead(t, id).name });
-    expect(states.at(-1)).toMatchObject({ dataState: 'complete', data: { head: { __typename: 'Head', id: globalId(id), name: upstreamHead(t, id).name, headMetadata: upstreamHead(t, id).head_metadata } } });
+    expect(states.at(-1)).toMatchObject({
+      dataState: 'complete',
+      data: {
+        head: {
+          __typename: 'Head',
+          id: globalId(id),
+          name: upstreamHead(t, id).name,
+          headMetadata: upstreamHead(t, id).head_metadata,
+        },
+      },
+    });
     expect(recorder.accepts).toEqual([expect.stringContaining(`multipart/mixed;${spec}`)]);
-    expect(t.calls().map((call) => call.operation).sort()).toEqual(['getHeadById', 'getHeadExtById']);
+    expect(
+      t
+        .calls()
+        .map((call) => call.operation)
+        .sort(),
+    ).toEqual(['getHeadById', 'getHeadExtById']);
   });
 
   it('@stream: the first head, then the others', async () => {
@@ -123,7 +149,20 @@ describe('urql on its defaults', () => {
         if (!result.hasNext) resolve();
       });
     });
-    expect(results[0]).toEqual({ data: { head: { __typename: 'Head', id: globalId(id), name: upstreamHead(t, id).name } }, hasNext: true });
-    expect(results.at(-1)).toEqual({ data: { head: { __typename: 'Head', id: globalId(id), name: upstreamHead(t, id).name, headMetadata: upstreamHead(t, id).head_metadata } }, hasNext: false });
+    expect(results[0]).toEqual({
+      data: { head: { __typename: 'Head', id: globalId(id), name: upstreamHead(t, id).name } },
+      hasNext: true,
+    });
+    expect(results.at(-1)).toEqual({
+      data: {
+        head: {
+          __typename: 'Head',
+          id: globalId(id),
+          name: upstreamHead(t, id).name,
+          headMetadata: upstreamHead(t, id).head_metadata,
+        },
+      },
+      hasNext: false,
+    });
   });
 });

@@ -76,7 +76,14 @@ describe('the size checker', () => {
   });
 
   it("counts a file's lines as wc -l does, and a last line without a newline too", () => {
-    expect([lineCount(''), lineCount('a'), lineCount('a\n'), lineCount('a\nb'), lineCount('a\nb\n'), lineCount('\n\n')]).toEqual([0, 1, 1, 2, 2, 2]);
+    expect([
+      lineCount(''),
+      lineCount('a'),
+      lineCount('a\n'),
+      lineCount('a\nb'),
+      lineCount('a\nb\n'),
+      lineCount('\n\n'),
+    ]).toEqual([0, 1, 1, 2, 2, 2]);
     expect(lineCount(fixture)).toBe(46);
   });
 });

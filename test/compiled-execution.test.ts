@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { post, startTestGateway, upstreamHead, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { type GraphQLResponse, post, startTestGateway, type TestGateway, upstreamHead } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 
 /*
@@ -56,9 +56,21 @@ describe('compiled execution', () => {
     const { answers, calls } = await repeated(4, HOT, hotVariables());
     // Interpreted once, then compiled: three runs of compiled code, one more document kept.
     expect(await compiledOf(t)).toMatchObject({ runs: before.runs + 3, entries: before.entries! + 1 });
-    expect(answers[0]!.data!.a).toEqual({ name: headA(ids[0]!).name, updatedAt: new Date(headA(ids[0]!).updated_at).toISOString(), hair: headA(ids[0]!).hair ? { name: headA(ids[0]!).hair.name, gender: headA(ids[0]!).hair.gender.toUpperCase() } : null });
+    expect(answers[0]!.data!.a).toEqual({
+      name: headA(ids[0]!).name,
+      updatedAt: new Date(headA(ids[0]!).updated_at).toISOString(),
+      hair: headA(ids[0]!).hair
+        ? { name: headA(ids[0]!).hair.name, gender: headA(ids[0]!).hair.gender.toUpperCase() }
+        : null,
+    });
     expect(answers[0]!.data!.b).toBeNull();
-    expect(answers[0]!.errors).toEqual([expect.objectContaining({ path: ['b'], locations: [{ line: 1, column: 96 }], extensions: expect.objectContaining({ code: 'NOT_FOUND' }) })]);
+    expect(answers[0]!.errors).toEqual([
+      expect.objectContaining({
+        path: ['b'],
+        locations: [{ line: 1, column: 96 }],
+        extensions: expect.objectContaining({ code: 'NOT_FOUND' }),
+      }),
+    ]);
     expect(answers[0]!.data!.c).toEqual({ id: expect.any(String), uuid: ids[1], name: headA(ids[1]!).name });
     for (const answer of answers.slice(1)) expect(answer).toEqual(answers[0]);
     for (const made of calls) expect(made.sort()).toEqual(['getHeadById', 'getHeadById', 'getHeadExt']);
@@ -71,13 +83,25 @@ describe('compiled execution', () => {
     const { answers, calls } = await repeated(4, query, { a: ids[0], b: MISSING });
     expect(await compiledOf(t)).toEqual(before);
     expect(answers[0]!.data!.a).toEqual({ name: headA(ids[0]!).name });
-    expect(answers[0]!.errors).toEqual([expect.objectContaining({ path: ['b'], locations: [{ line: 1, column: 59 }], extensions: expect.objectContaining({ code: 'NOT_FOUND' }) })]);
+    expect(answers[0]!.errors).toEqual([
+      expect.objectContaining({
+        path: ['b'],
+        locations: [{ line: 1, column: 59 }],
+        extensions: expect.objectContaining({ code: 'NOT_FOUND' }),
+      }),
+    ]);
     const { heads } = answers[0]!.data!;
-    expect(heads).toMatchObject({ totalCount: ids.length, pageInfo: { startCursor: heads.edges[0].cursor, endCursor: heads.edges[2].cursor, hasNextPage: true } });
+    expect(heads).toMatchObject({
+      totalCount: ids.length,
+      pageInfo: { startCursor: heads.edges[0].cursor, endCursor: heads.edges[2].cursor, hasNextPage: true },
+    });
     for (const answer of answers.slice(1)) expect(answer).toEqual(answers[0]);
     for (const made of calls) expect(made.sort()).toEqual(['getHeadById', 'getHeadById', 'listHeads']);
     // Its non-null root alone is compiled: it is the roots beside it that kept it out.
-    const { answers: alone } = await repeated(3, `query Alone { heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } } }`);
+    const { answers: alone } = await repeated(
+      3,
+      `query Alone { heads(first: 3) { totalCount edges { cursor } pageInfo { startCursor endCursor hasNextPage } } }`,
+    );
     expect(alone.at(-1)).toEqual({ data: { heads } });
     expect(await compiledOf(t)).toMatchObject({ runs: before.runs + 2, entries: before.entries! + 1 });
   });
@@ -86,7 +110,8 @@ describe('compiled execution', () => {
     const query = `{ heads(first: 1) { nodes { ... @skip(if: true) { hair { ... @include(if: true) { objMetadata } } } hair { name } } } }`;
     const before = await compiledOf(t);
     const { answers } = await repeated(4, query);
-    for (const answer of answers) expect(answer).toEqual({ data: { heads: { nodes: [{ hair: { name: headA(ids[0]!).hair.name } }] } } });
+    for (const answer of answers)
+      expect(answer).toEqual({ data: { heads: { nodes: [{ hair: { name: headA(ids[0]!).hair.name } }] } } });
     expect(await compiledOf(t)).toEqual(before);
     // The same selection without its directives is compiled: it is the directives that kept it out.
     const { answers: plain } = await repeated(4, `{ heads(first: 1) { nodes { hair { name } } } }`);
@@ -100,7 +125,12 @@ describe('compiled execution', () => {
     t.reset();
     const refused = await t.execute(typed, { n: 'two' });
     expect(refused.errors).toEqual([
-      expect.objectContaining({ extensions: { code: 'BAD_USER_INPUT', fieldErrors: [expect.objectContaining({ path: ['n'], type: 'invalid_variable' })] } }),
+      expect.objectContaining({
+        extensions: {
+          code: 'BAD_USER_INPUT',
+          fieldErrors: [expect.objectContaining({ path: ['n'], type: 'invalid_variable' })],
+        },
+      }),
     ]);
     expect(t.calls()).toEqual([]);
   });
@@ -109,8 +139,12 @@ describe('compiled execution', () => {
     const document = `query First { heads(first: 1) { nodes { name } } } query Second { heads(first: 2) { totalCount } }`;
     const before = await compiledOf(t);
     for (let i = 0; i < 3; i++) {
-      expect((await post(t, { query: document, operationName: 'First' })).body).toEqual({ data: { heads: { nodes: [{ name: headA(ids[0]!).name }] } } });
-      expect((await post(t, { query: document, operationName: 'Second' })).body).toEqual({ data: { heads: { totalCount: ids.length } } });
+      expect((await post(t, { query: document, operationName: 'First' })).body).toEqual({
+        data: { heads: { nodes: [{ name: headA(ids[0]!).name }] } },
+      });
+      expect((await post(t, { query: document, operationName: 'Second' })).body).toEqual({
+        data: { heads: { totalCount: ids.length } },
+      });
     }
     expect(await compiledOf(t)).toEqual(before);
     // The first operation alone in its document is compiled: it is the second one that kept it out.
@@ -146,9 +180,11 @@ describe('COMPILED_EXECUTION=off', () => {
 });
 
 describe('the compiled documents kept', () => {
-  const HEAD = 'id uuid name url arUrl outputFormat style version lod headMetadata createdAt updatedAt hair { id name url thumbnailUrl style createdAt sourceType gender objMetadata payableData { price description } updatedAt hairMetadata userId }';
+  const HEAD =
+    'id uuid name url arUrl outputFormat style version lod headMetadata createdAt updatedAt hair { id name url thumbnailUrl style createdAt sourceType gender objMetadata payableData { price description } updatedAt hairMetadata userId }';
   /** Distinct query `n`: `aliases` × 29 field selections, each alias a nullable root (so it may be compiled). */
-  const wide = (n: number, aliases: number) => `query Wide${n} { ${Array.from({ length: aliases }, (_, k) => `a${k}: head(id: "${ids[0]}") { ${HEAD} }`).join(' ')} }`;
+  const wide = (n: number, aliases: number) =>
+    `query Wide${n} { ${Array.from({ length: aliases }, (_, k) => `a${k}: head(id: "${ids[0]}") { ${HEAD} }`).join(' ')} }`;
   const twice = async (on: TestGateway, query: string) => {
     for (let i = 0; i < 2; i++) expect((await on.execute(query)).errors).toBeUndefined();
   };
@@ -159,7 +195,9 @@ describe('the compiled documents kept', () => {
       for (const n of [1, 2, 3]) await twice(small, `query Q${n} { heads(first: ${n}) { nodes { uuid } } }`);
       expect(await compiledOf(small)).toMatchObject({ runs: 3, entries: 2 });
       // Q1 was dropped: it is compiled again, and answers the same.
-      expect(await small.execute(`query Q1 { heads(first: 1) { nodes { uuid } } }`)).toEqual({ data: { heads: { nodes: [{ uuid: ids[0] }] } } });
+      expect(await small.execute(`query Q1 { heads(first: 1) { nodes { uuid } } }`)).toEqual({
+        data: { heads: { nodes: [{ uuid: ids[0] }] } },
+      });
       expect(await compiledOf(small)).toMatchObject({ runs: 4, entries: 2 });
     } finally {
       await small.close();
@@ -199,7 +237,10 @@ describe('COMPILED_EXECUTION_AT_RUN=1 and COMPILED_EXECUTION_MAX_FIELDS=3', () =
     const uuids = { data: { heads: { nodes: [{ uuid: ids[0] }] } } };
     expect(await eager.execute('{ heads(first: 1) { nodes { uuid } } }')).toEqual(uuids);
     expect(await compiledOf(eager)).toMatchObject({ runs: 1, entries: 1 });
-    for (let i = 0; i < 3; i++) expect(await eager.execute('{ heads(first: 1) { nodes { uuid name } } }')).toEqual({ data: { heads: { nodes: [{ uuid: ids[0], name: headA(ids[0]!).name }] } } });
+    for (let i = 0; i < 3; i++)
+      expect(await eager.execute('{ heads(first: 1) { nodes { uuid name } } }')).toEqual({
+        data: { heads: { nodes: [{ uuid: ids[0], name: headA(ids[0]!).name }] } },
+      });
     expect(await compiledOf(eager)).toMatchObject({ runs: 1, entries: 1 });
   });
 });

@@ -31,7 +31,9 @@ async function rawClient(port: number, firstBytes?: string): Promise<RawClient> 
 /** `promise`, or a failure naming `what` after `ms`. */
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
+  const late = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)),
+  );
   try {
     return await Promise.race([promise, late]);
   } finally {
@@ -84,10 +86,15 @@ describe('slow requests (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS)', () => {
 
   it('answers 408 to a request whose body trickles in past REQUEST_TIMEOUT_MS, and calls no upstream', async () => {
     on.reset();
-    const client = await rawClient(port, `POST /graphql HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: ${headsQuery.length}\r\n\r\n`);
+    const client = await rawClient(
+      port,
+      `POST /graphql HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: ${headsQuery.length}\r\n\r\n`,
+    );
     // A byte at a time, all but the last: the body is never complete.
     let sent = 0;
-    expect(await trickleUntilClosed(client, () => (sent < headsQuery.length - 1 ? headsQuery[sent++] : undefined))).toMatch(requestTimeout);
+    expect(
+      await trickleUntilClosed(client, () => (sent < headsQuery.length - 1 ? headsQuery[sent++] : undefined)),
+    ).toMatch(requestTimeout);
     expect(on.calls()).toHaveLength(0);
   });
 
@@ -113,11 +120,21 @@ describe('slow requests (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS)', () => {
 const PROCESS_TEST = { timeout: 60_000 };
 
 describe('MAX_CONNECTIONS and ADMIN_PORT (the gateway process)', PROCESS_TEST, () => {
-  it('closes connections over the cap at once and counts them, answers probes on ADMIN_PORT meanwhile, serves again once the flood is gone, and stops the admin port on SIGTERM', async ({ onTestFinished }) => {
+  it('closes connections over the cap at once and counts them, answers probes on ADMIN_PORT meanwhile, serves again once the flood is gone, and stops the admin port on SIGTERM', async ({
+    onTestFinished,
+  }) => {
     const reference = await startReferenceUpstream();
     const adminPort = await freePort();
     // Timeouts longer than the test: whatever closes a connection here is the cap.
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, LOG_LEVEL: 'warn', MAX_CONNECTIONS: '4', ADMIN_PORT: String(adminPort), HEADERS_TIMEOUT_MS: '600000', REQUEST_TIMEOUT_MS: '600000', SHUTDOWN_DELAY_MS: '0' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: reference.url,
+      LOG_LEVEL: 'warn',
+      MAX_CONNECTIONS: '4',
+      ADMIN_PORT: String(adminPort),
+      HEADERS_TIMEOUT_MS: '600000',
+      REQUEST_TIMEOUT_MS: '600000',
+      SHUTDOWN_DELAY_MS: '0',
+    });
     const flood: RawClient[] = [];
     onTestFinished(async () => {
       for (const client of flood) client.socket.destroy();
@@ -135,10 +152,17 @@ describe('MAX_CONNECTIONS and ADMIN_PORT (the gateway process)', PROCESS_TEST, (
 
     // The cap's worth of clients, each in the middle of its request head.
     for (let i = 0; i < 4; i++) flood.push(await rawClient(publicPort, 'GET /health HTTP/1.1\r\nHost: gateway\r\n'));
-    await until(async () => (await adminSample('gateway_connections_open{port="public"}')) === 4, 'the four connections open at the gateway');
+    await until(
+      async () => (await adminSample('gateway_connections_open{port="public"}')) === 4,
+      'the four connections open at the gateway',
+    );
 
     // Over the cap: closed as they arrive, before a byte of an answer; a probe on the public port too.
-    const over = await Promise.all([rawClient(publicPort), rawClient(publicPort), rawClient(publicPort, 'GET /health HTTP/1.1\r\nHost: gateway\r\n\r\n')]);
+    const over = await Promise.all([
+      rawClient(publicPort),
+      rawClient(publicPort),
+      rawClient(publicPort, 'GET /health HTTP/1.1\r\nHost: gateway\r\n\r\n'),
+    ]);
     for (const client of over) expect(await within(client.closed, 10_000, 'a connection over the cap closed')).toBe('');
     expect(await adminSample('gateway_connections_dropped_total{port="public"}')).toBe(3);
     expect(flood.filter((client) => client.socket.destroyed)).toHaveLength(0);
@@ -150,15 +174,28 @@ describe('MAX_CONNECTIONS and ADMIN_PORT (the gateway process)', PROCESS_TEST, (
 
     // The flood ends: once the gateway has seen its connections go, the next query is served.
     for (const client of flood) client.socket.destroy();
-    await until(async () => (await adminSample('gateway_connections_open{port="public"}')) === 0, 'the flood gone at the gateway');
-    const answer = await request(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: headsQuery });
+    await until(
+      async () => (await adminSample('gateway_connections_open{port="public"}')) === 0,
+      'the flood gone at the gateway',
+    );
+    const answer = await request(gateway.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: headsQuery,
+    });
     expect(answer.statusCode).toBe(200);
-    expect(((await answer.body.json()) as { data: { heads: { totalCount: number } } }).data.heads.totalCount).toBe(reference.store.headCount);
+    expect(((await answer.body.json()) as { data: { heads: { totalCount: number } } }).data.heads.totalCount).toBe(
+      reference.store.headCount,
+    );
     expect(await adminSample('gateway_connections_dropped_total{port="public"}')).toBe(3);
 
     // Shutdown closes the admin port with the public one, while an operation is still in flight.
     reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
-    const inFlight = request(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: headsQuery });
+    const inFlight = request(gateway.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: headsQuery,
+    });
     await until(() => reference.inFlight() === 1, 'the listing held at the upstream');
     gateway.child.kill('SIGTERM');
     await until(async () => !(await acceptsConnections(admin)), 'the admin port closed');
@@ -170,9 +207,21 @@ describe('MAX_CONNECTIONS and ADMIN_PORT (the gateway process)', PROCESS_TEST, (
 });
 
 describe('MAX_CONNECTIONS and ADMIN_PORT with WORKERS=2', PROCESS_TEST, () => {
-  it('caps each worker, closing what is over at once (never handed round the workers), and serves the admin port from the workers', async ({ onTestFinished }) => {
+  it('caps each worker, closing what is over at once (never handed round the workers), and serves the admin port from the workers', async ({
+    onTestFinished,
+  }) => {
     const adminPort = await freePort();
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn', MAX_CONNECTIONS: '2', ADMIN_PORT: String(adminPort), HEADERS_TIMEOUT_MS: '600000', REQUEST_TIMEOUT_MS: '600000', SHUTDOWN_DELAY_MS: '0', SHUTDOWN_GRACE_MS: '600000' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: '',
+      WORKERS: '2',
+      LOG_LEVEL: 'warn',
+      MAX_CONNECTIONS: '2',
+      ADMIN_PORT: String(adminPort),
+      HEADERS_TIMEOUT_MS: '600000',
+      REQUEST_TIMEOUT_MS: '600000',
+      SHUTDOWN_DELAY_MS: '0',
+      SHUTDOWN_GRACE_MS: '600000',
+    });
     const flood: RawClient[] = [];
     onTestFinished(() => {
       for (const client of flood) client.socket.destroy();
@@ -185,12 +234,18 @@ describe('MAX_CONNECTIONS and ADMIN_PORT with WORKERS=2', PROCESS_TEST, () => {
     // Seven connections for two workers of two each: whichever worker gets one, it is held or closed.
     let closed = 0;
     for (let i = 0; i < 7; i++) {
-      const client = await rawClient(Number(new URL(gateway.endpoint).port), 'GET /health HTTP/1.1\r\nHost: gateway\r\n');
+      const client = await rawClient(
+        Number(new URL(gateway.endpoint).port),
+        'GET /health HTTP/1.1\r\nHost: gateway\r\n',
+      );
       void client.closed.then(() => closed++);
       flood.push(client);
     }
     // Summed over the workers, as on the public port.
-    await until(async () => closed + (sampleOf(await scrape(), 'gateway_connections_open{port="public"}') ?? 0) === 7, 'every connection held or closed');
+    await until(
+      async () => closed + (sampleOf(await scrape(), 'gateway_connections_open{port="public"}') ?? 0) === 7,
+      'every connection held or closed',
+    );
     expect(closed).toBeGreaterThanOrEqual(3);
     expect(sampleOf(await scrape(), 'gateway_connections_dropped_total{port="public"}')).toBe(closed);
     const health = await request(`${admin}/health`, { reset: true });

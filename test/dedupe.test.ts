@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Fault } from '../src/reference-upstream/faults.js';
 import type { OperationName } from '../src/domain/operations.js';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import type { Fault } from '../src/reference-upstream/faults.js';
+import { type GraphQLResponse, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 import { until } from './support/until.js';
 
@@ -17,8 +17,10 @@ const holdHeadReads = (t: TestGateway, times = 1) => {
   for (const operation of headReads) t.reference.injectFault(operation, held, times);
 };
 const headQuery = `query($id: ID!) { head(id: $id) { uuid name } }`;
-const headCalls = (t: TestGateway) => t.calls().filter((r) => r.operation !== undefined && headReads.includes(r.operation));
-const joined = async (t: TestGateway) => sampleOf(await t.metrics.registry.metrics(), 'gateway_upstream_calls_joined_total') ?? 0;
+const headCalls = (t: TestGateway) =>
+  t.calls().filter((r) => r.operation !== undefined && headReads.includes(r.operation));
+const joined = async (t: TestGateway) =>
+  sampleOf(await t.metrics.registry.metrics(), 'gateway_upstream_calls_joined_total') ?? 0;
 
 let current: TestGateway | undefined;
 const start = async (env: Record<string, string> = {}) => (current = await startTestGateway({ env }));
@@ -32,10 +34,17 @@ afterEach(async () => {
  * Reads of one head, each with its `authorization` (none if undefined), all in flight before the
  * upstream answers: `calls` of them held at the upstream, the rest joined to them.
  */
-async function readTogether(t: TestGateway, id: string, tokens: readonly (string | undefined)[], calls: number): Promise<GraphQLResponse[]> {
+async function readTogether(
+  t: TestGateway,
+  id: string,
+  tokens: readonly (string | undefined)[],
+  calls: number,
+): Promise<GraphQLResponse[]> {
   const joinsAfter = (await joined(t)) + tokens.length - calls;
   holdHeadReads(t, calls);
-  const pending = tokens.map((token) => t.execute(headQuery, { id }, token === undefined ? {} : { authorization: token }));
+  const pending = tokens.map((token) =>
+    t.execute(headQuery, { id }, token === undefined ? {} : { authorization: token }),
+  );
   await until(async () => (await joined(t)) === joinsAfter && t.reference.inFlight() === calls, 'every read in flight');
   t.reference.releaseHeld();
   return Promise.all(pending);
@@ -57,14 +66,25 @@ describe('in-flight deduplication (default: on)', () => {
     const t = await start();
     const id = t.reference.store.headIds()[0]!;
     const tokens = ['a', 'b', 'c', 'd', 'e'].map((name) => `Bearer token-${name}`);
-    const responses = await readTogether(t, id, tokens.flatMap((token) => [token, token, token, token]), 5);
+    const responses = await readTogether(
+      t,
+      id,
+      tokens.flatMap((token) => [token, token, token, token]),
+      5,
+    );
     for (const response of responses) expect(response.errors).toBeUndefined();
-    expect(headCalls(t).map((r) => r.headers.authorization).sort()).toEqual(tokens);
+    expect(
+      headCalls(t)
+        .map((r) => r.headers.authorization)
+        .sort(),
+    ).toEqual(tokens);
 
     t.reset();
     const anonymous = await readTogether(t, id, [undefined, undefined, undefined, 'Bearer token-a'], 2);
     for (const response of anonymous) expect(response.errors).toBeUndefined();
-    expect(headCalls(t).map((r) => r.headers.authorization)).toEqual(expect.arrayContaining([undefined, 'Bearer token-a']));
+    expect(headCalls(t).map((r) => r.headers.authorization)).toEqual(
+      expect.arrayContaining([undefined, 'Bearer token-a']),
+    );
     expect(headCalls(t)).toHaveLength(2);
   });
 
@@ -80,7 +100,11 @@ describe('in-flight deduplication (default: on)', () => {
     const id = t.reference.store.headIds()[0]!;
     const headers = ['Bearer token-a', 'Bearer\ttoken-a', 'Bearer token-a', 'Bearer\ttoken-a'];
     for (const response of await readTogether(t, id, headers, 2)) expect(response.errors).toBeUndefined();
-    expect(headCalls(t).map((r) => r.headers.authorization).sort()).toEqual(['Bearer\ttoken-a', 'Bearer token-a']);
+    expect(
+      headCalls(t)
+        .map((r) => r.headers.authorization)
+        .sort(),
+    ).toEqual(['Bearer\ttoken-a', 'Bearer token-a']);
   });
 
   it('different heads are different calls', async () => {
@@ -100,7 +124,10 @@ describe('in-flight deduplication (default: on)', () => {
     for (const operation of headReads) t.reference.injectFault(operation, { kind: 'status', status: 503 }, 2);
     holdHeadReads(t);
     const pending = Array.from({ length: 10 }, () => t.execute(headQuery, { id }));
-    await until(async () => (await joined(t)) === 9 && t.reference.inFlight() === 1, 'every read joined, the third attempt held');
+    await until(
+      async () => (await joined(t)) === 9 && t.reference.inFlight() === 1,
+      'every read joined, the third attempt held',
+    );
     t.reference.releaseHeld();
     for (const response of await Promise.all(pending)) expect(response.errors).toBeUndefined();
     expect(headCalls(t).map((r) => r.status)).toEqual([503, 503, 200]);
@@ -108,7 +135,12 @@ describe('in-flight deduplication (default: on)', () => {
 
   describe('a request that leaves', () => {
     const post = (url: string, id: string, signal?: AbortSignal) =>
-      fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer token-a' }, body: JSON.stringify({ query: headQuery, variables: { id } }), signal: signal ?? null });
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer token-a' },
+        body: JSON.stringify({ query: headQuery, variables: { id } }),
+        signal: signal ?? null,
+      });
 
     it('the first (whose call it is) going away fails neither the call nor the others', async () => {
       const t = await start();
@@ -125,7 +157,8 @@ describe('in-flight deduplication (default: on)', () => {
       // The shared call is still held at the upstream for the two others.
       await until(() => t.attempts.length === 0 && t.reference.inFlight() === 1, 'the call still in flight');
       t.reference.releaseHeld();
-      for (const response of await Promise.all(others)) expect(((await response.json()) as GraphQLResponse).errors).toBeUndefined();
+      for (const response of await Promise.all(others))
+        expect(((await response.json()) as GraphQLResponse).errors).toBeUndefined();
       expect(headCalls(t).map((r) => r.status)).toEqual([200]);
     });
 
@@ -157,7 +190,9 @@ describe('in-flight deduplication and writes', () => {
     holdHeadReads(t, 2);
     const before = t.execute(headQuery, { id });
     await until(() => t.reference.inFlight() === 1, 'the first read held at the upstream');
-    const written = await t.execute('mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', { i: { id, name: 'written' } });
+    const written = await t.execute('mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', {
+      i: { id, name: 'written' },
+    });
     expect(written.errors).toBeUndefined();
     const after = t.execute(headQuery, { id });
     // Its own call: held beside the first, not joined to it (it would have been read before the write).

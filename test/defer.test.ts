@@ -1,15 +1,15 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { envelop, type Plugin, useEngine, useSchema } from '@envelop/core';
+import { OverlappingFieldsCanBeMergedRule, parse, specifiedRules, type ValidationRule, validate } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { envelop, useEngine, useSchema, type Plugin } from '@envelop/core';
-import { OverlappingFieldsCanBeMergedRule, parse, specifiedRules, validate, type ValidationRule } from 'graphql';
-import { incrementalDeliveryRules } from '../src/server/documents/incremental-delivery.js';
 import { schema } from '../src/schema/index.js';
+import { incrementalDeliveryRules } from '../src/server/documents/incremental-delivery.js';
+import { startTestGateway, type TestGateway, upstreamHead } from './support/gateway.js';
 import { planOf } from './support/plan.js';
-import { startTestGateway, upstreamHead, type TestGateway } from './support/gateway.js';
 
 /*
  * @defer and @stream (GraphQL over HTTP incremental delivery): the planner reads what the initial
@@ -36,7 +36,11 @@ interface Part {
 }
 
 /** Sends a query asking for incremental delivery and reads its parts as they arrive. */
-async function parts(query: string, variables: Record<string, unknown>, accept = 'multipart/mixed'): Promise<{ contentType: string; parts: Part[] }> {
+async function parts(
+  query: string,
+  variables: Record<string, unknown>,
+  accept = 'multipart/mixed',
+): Promise<{ contentType: string; parts: Part[] }> {
   const response = await t.gateway.fetch('http://gateway/graphql', {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept },
@@ -72,7 +76,10 @@ describe('@defer', () => {
     const { contentType, parts: received } = await parts(query, { id });
     expect(contentType).toMatch(/^multipart\/mixed/);
     const [first, ...rest] = received;
-    expect(first!.body).toMatchObject({ data: { head: { name: headA(id).name, hair: { name: headA(id).hair.name } } }, hasNext: true });
+    expect(first!.body).toMatchObject({
+      data: { head: { name: headA(id).name, hair: { name: headA(id).hair.name } } },
+      hasNext: true,
+    });
     expect(first!.body.data.head.headMetadata).toBeUndefined();
     // Arrived while the 300 ms metadata read was still in the upstream's hands.
     expect(first!.at).toBeLessThan(t.calls('getHeadExtById')[0]!.endedAt!);
@@ -80,7 +87,12 @@ describe('@defer', () => {
     expect(deferred).toEqual([{ data: { headMetadata: headA(id).head_metadata }, path: ['head'], label: 'meta' }]);
     expect(rest.at(-1)!.body.hasNext).toBe(false);
     // Get Head By Id for the first part, Get Head Ext By Id (B) for the deferred fields.
-    expect(t.calls().map((r) => r.operation).sort()).toEqual(['getHeadById', 'getHeadExtById']);
+    expect(
+      t
+        .calls()
+        .map((r) => r.operation)
+        .sort(),
+    ).toEqual(['getHeadById', 'getHeadExtById']);
     expect(planOf(query, { id })).toMatchObject({ calls: 2, exact: true });
   });
 
@@ -113,7 +125,9 @@ describe('@defer', () => {
     const { contentType, parts: received } = await parts(query, { id }, 'text/event-stream');
     expect(contentType).toMatch(/^text\/event-stream/);
     expect(received[0]!.body).toMatchObject({ data: { head: { name: headA(id).name } }, hasNext: true });
-    expect(received.flatMap((part) => part.body.incremental ?? [])).toEqual([{ data: { headMetadata: headA(id).head_metadata }, path: ['head'], label: 'meta' }]);
+    expect(received.flatMap((part) => part.body.incremental ?? [])).toEqual([
+      { data: { headMetadata: headA(id).head_metadata }, path: ['head'], label: 'meta' },
+    ]);
   });
 });
 
@@ -127,10 +141,23 @@ describe('the graphql-js 17.0.0-alpha.9 format (multipart/mixed;incrementalSpec=
     const { contentType, parts: received } = await parts(query, { id }, alpha9);
     expect(contentType).toMatch(/^multipart\/mixed/);
     expect(received.map((part) => part.body)).toEqual([
-      { data: { head: { __typename: 'Head', name: headA(id).name } }, pending: [{ id: '0', path: ['head'], label: 'meta' }], hasNext: true },
-      { incremental: [{ id: '0', data: { headMetadata: headA(id).head_metadata } }], completed: [{ id: '0' }], hasNext: false },
+      {
+        data: { head: { __typename: 'Head', name: headA(id).name } },
+        pending: [{ id: '0', path: ['head'], label: 'meta' }],
+        hasNext: true,
+      },
+      {
+        incremental: [{ id: '0', data: { headMetadata: headA(id).head_metadata } }],
+        completed: [{ id: '0' }],
+        hasNext: false,
+      },
     ]);
-    expect(t.calls().map((r) => r.operation).sort()).toEqual(['getHeadById', 'getHeadExtById']);
+    expect(
+      t
+        .calls()
+        .map((r) => r.operation)
+        .sort(),
+    ).toEqual(['getHeadById', 'getHeadExtById']);
   });
 
   it('one pending entry per listed head (a label, no label), each completed once its fields arrive', async () => {
@@ -140,7 +167,9 @@ describe('the graphql-js 17.0.0-alpha.9 format (multipart/mixed;incrementalSpec=
     expect(first!.pending).toEqual([0, 1, 2].map((i) => ({ id: String(i), path: ['heads', 'nodes', i] })));
     const delivered = rest.flatMap((part) => part.incremental ?? []);
     const completed = rest.flatMap((part) => part.completed ?? []);
-    expect(delivered.map((d: any) => [d.id, d.data.headMetadata]).sort()).toEqual([0, 1, 2].map((i) => [String(i), headA(ids[i]!).head_metadata]).sort());
+    expect(delivered.map((d: any) => [d.id, d.data.headMetadata]).sort()).toEqual(
+      [0, 1, 2].map((i) => [String(i), headA(ids[i]!).head_metadata]).sort(),
+    );
     expect(completed.map((c: any) => c.id).sort()).toEqual(['0', '1', '2']);
     expect(rest.flatMap((part) => part.pending ?? [])).toEqual([]);
     expect(rest.at(-1)!.hasNext).toBe(false);
@@ -158,8 +187,12 @@ describe('the graphql-js 17.0.0-alpha.9 format (multipart/mixed;incrementalSpec=
       { id: '1', path: ['head', 'hair'], label: 'inner' },
     ]);
     // Every id is delivered after (or with) its announcement, and completed.
-    const order = bodies.flatMap((b, part) => [...(b.pending ?? []).map((p: any) => ['pending', p.id, part]), ...(b.incremental ?? []).map((d: any) => ['data', d.id, part])]);
-    for (const [, id, part] of order.filter(([kind]) => kind === 'data')) expect(order.find(([kind, other]) => kind === 'pending' && other === id)![2]).toBeLessThanOrEqual(part as number);
+    const order = bodies.flatMap((b, part) => [
+      ...(b.pending ?? []).map((p: any) => ['pending', p.id, part]),
+      ...(b.incremental ?? []).map((d: any) => ['data', d.id, part]),
+    ]);
+    for (const [, id, part] of order.filter(([kind]) => kind === 'data'))
+      expect(order.find(([kind, other]) => kind === 'pending' && other === id)![2]).toBeLessThanOrEqual(part as number);
     expect(bodies.flatMap((b) => b.incremental ?? []).map((d: any) => [d.id, d.data])).toEqual([
       ['0', { hair: { name: headA(id).hair.name } }],
       ['1', { userId: expect.stringMatching(/^[0-9a-f-]{36}$/) }],
@@ -174,14 +207,25 @@ describe('the graphql-js 17.0.0-alpha.9 format (multipart/mixed;incrementalSpec=
     const { parts: received } = await parts(query, { id: globalId }, alpha9);
     const bodies = received.map((part) => part.body);
     expect(bodies[0]).toEqual({ data: { node: { id: globalId } }, pending: [], hasNext: true });
-    expect(bodies.slice(1)).toEqual([{ pending: [{ id: '0', path: ['node'], label: 'h' }], incremental: [{ id: '0', data: { name: headA(id).name } }], completed: [{ id: '0' }], hasNext: false }]);
+    expect(bodies.slice(1)).toEqual([
+      {
+        pending: [{ id: '0', path: ['node'], label: 'h' }],
+        incremental: [{ id: '0', data: { name: headA(id).name } }],
+        completed: [{ id: '0' }],
+        hasNext: false,
+      },
+    ]);
   });
 
   it('streams items by the id of the list, completing it when the answer ends', async () => {
     const query = `query($ids: [ID!]!) { nodes(ids: $ids) @stream(initialCount: 1) { ... on Head { uuid } } }`;
     const { parts: received } = await parts(query, { ids: ids.slice(0, 3) }, alpha9);
     const [first, ...rest] = received.map((part) => part.body);
-    expect(first).toEqual({ data: { nodes: [{ uuid: ids[0] }] }, pending: [{ id: '0', path: ['nodes'] }], hasNext: true });
+    expect(first).toEqual({
+      data: { nodes: [{ uuid: ids[0] }] },
+      pending: [{ id: '0', path: ['nodes'] }],
+      hasNext: true,
+    });
     expect(rest.flatMap((b) => b.incremental ?? [])).toEqual([
       { id: '0', items: [{ uuid: ids[1] }] },
       { id: '0', items: [{ uuid: ids[2] }] },
@@ -192,34 +236,65 @@ describe('the graphql-js 17.0.0-alpha.9 format (multipart/mixed;incrementalSpec=
 
   it("keeps the 2022-08-24 format for multipart/mixed without the parameter, with Apollo's deferSpec=20220824, and over SSE", async () => {
     const query = `query($id: ID!) { head(id: $id) { name ... @defer(label: "meta") { headMetadata } } }`;
-    for (const accept of ['multipart/mixed', 'multipart/mixed;deferSpec=20220824, application/json', 'text/event-stream']) {
+    for (const accept of [
+      'multipart/mixed',
+      'multipart/mixed;deferSpec=20220824, application/json',
+      'text/event-stream',
+    ]) {
       const { parts: received } = await parts(query, { id: ids[2]! }, accept);
       expect(received[0]!.body.pending).toBeUndefined();
-      expect(received.flatMap((part) => part.body.incremental ?? [])).toEqual([{ data: { headMetadata: headA(ids[2]!).head_metadata }, path: ['head'], label: 'meta' }]);
+      expect(received.flatMap((part) => part.body.incremental ?? [])).toEqual([
+        { data: { headMetadata: headA(ids[2]!).head_metadata }, path: ['head'], label: 'meta' },
+      ]);
     }
   });
 });
 
 describe('validation of @defer and @stream', () => {
   it("refuses @defer on a mutation's root field and @stream on a field that is not a list, with the plugin's rules", async () => {
-    const rootDefer = await t.execute(`mutation { ... @defer { login(input: { username: "demo", password: "x" }) { accessToken } } }`);
+    const rootDefer = await t.execute(
+      `mutation { ... @defer { login(input: { username: "demo", password: "x" }) { accessToken } } }`,
+    );
     const streamOne = await t.execute(`query($id: ID!) { head(id: $id) @stream { name } }`, { id: ids[0] });
-    expect(rootDefer.errors?.map((e) => [e.extensions?.code, e.message])).toEqual([['GRAPHQL_VALIDATION_FAILED', 'Defer directive cannot be used on root mutation type "Mutation".']]);
-    expect(streamOne.errors?.map((e) => [e.extensions?.code, e.message])).toEqual([['GRAPHQL_VALIDATION_FAILED', 'Stream directive cannot be used on non-list field "head" on type "Query".']]);
+    expect(rootDefer.errors?.map((e) => [e.extensions?.code, e.message])).toEqual([
+      ['GRAPHQL_VALIDATION_FAILED', 'Defer directive cannot be used on root mutation type "Mutation".'],
+    ]);
+    expect(streamOne.errors?.map((e) => [e.extensions?.code, e.message])).toEqual([
+      ['GRAPHQL_VALIDATION_FAILED', 'Stream directive cannot be used on non-list field "head" on type "Query".'],
+    ]);
     expect(t.calls()).toEqual([]);
   });
 
   it("validates a document that uses them with graphql-js's field-merging rule alone; the others get no extra rule", async () => {
     const seen: string[][] = [];
-    const spy: Plugin = { onValidate: ({ params }) => void seen.push((params.rules ?? []).filter((rule: ValidationRule) => rule.name.startsWith('Overlapping') || rule === OverlappingFieldsCanBeMergedRule || ['labelRule', 'rootFieldRule', 'streamOnListRule'].includes(rule.name)).map((rule: ValidationRule) => (rule === OverlappingFieldsCanBeMergedRule ? 'graphql-js overlap' : rule.name))) };
-    const getEnveloped = envelop({ plugins: [useEngine({ parse, validate, specifiedRules }), useSchema(schema), incrementalDeliveryRules, spy] });
+    const spy: Plugin = {
+      onValidate: ({ params }) =>
+        void seen.push(
+          (params.rules ?? [])
+            .filter(
+              (rule: ValidationRule) =>
+                rule.name.startsWith('Overlapping') ||
+                rule === OverlappingFieldsCanBeMergedRule ||
+                ['labelRule', 'rootFieldRule', 'streamOnListRule'].includes(rule.name),
+            )
+            .map((rule: ValidationRule) =>
+              rule === OverlappingFieldsCanBeMergedRule ? 'graphql-js overlap' : rule.name,
+            ),
+        ),
+    };
+    const getEnveloped = envelop({
+      plugins: [useEngine({ parse, validate, specifiedRules }), useSchema(schema), incrementalDeliveryRules, spy],
+    });
     const check = (query: string) => {
       const enveloped = getEnveloped({});
       enveloped.validate(enveloped.schema, enveloped.parse(query));
     };
     check(`{ heads(first: 1) { nodes { name ... @defer { headMetadata } } } }`);
     check(`{ heads(first: 1) { nodes { name } } }`);
-    expect(seen).toEqual([['graphql-js overlap', 'labelRule', 'rootFieldRule', 'streamOnListRule'], ['graphql-js overlap']]);
+    expect(seen).toEqual([
+      ['graphql-js overlap', 'labelRule', 'rootFieldRule', 'streamOnListRule'],
+      ['graphql-js overlap'],
+    ]);
   });
 });
 
@@ -228,12 +303,15 @@ describe('@stream', () => {
     const query = `query($ids: [ID!]!) { nodes(ids: $ids) @stream(initialCount: 1) { ... on Head { uuid } } }`;
     const { parts: received } = await parts(query, { ids: ids.slice(0, 3) });
     expect(received[0]!.body.data.nodes).toEqual([{ uuid: ids[0] }]);
-    const streamed = received.slice(1).flatMap((part) => part.body.incremental ?? []).flatMap((d: any) => d.items);
+    const streamed = received
+      .slice(1)
+      .flatMap((part) => part.body.incremental ?? [])
+      .flatMap((d: any) => d.items);
     expect(streamed).toEqual([{ uuid: ids[1] }, { uuid: ids[2] }]);
     expect(t.calls()).toHaveLength(3);
   });
 
-  it('refuses an initialCount below 0, written, in a variable or its default, as the client\'s mistake (BAD_USER_INPUT), with no upstream call', async () => {
+  it("refuses an initialCount below 0, written, in a variable or its default, as the client's mistake (BAD_USER_INPUT), with no upstream call", async () => {
     for (const [query, variables] of [
       ['{ heads(first: 2) { nodes @stream(initialCount: -1) { name } } }', {}],
       ['query($n: Int!) { heads(first: 2) { nodes @stream(initialCount: $n) { name } } }', { n: -3 }],
@@ -261,7 +339,15 @@ export const query = graphql\`query HeadScreenQuery($id: ID!) { head(id: $id) { 
 export const fragment = graphql\`fragment HeadScreen_metadata on Head { headMetadata hair { userId } }\`;
 `,
       );
-      writeFileSync(join(project, 'relay.config.json'), JSON.stringify({ src: './src', schema: join(root, 'schema.graphql'), language: 'typescript', eagerEsModules: true }));
+      writeFileSync(
+        join(project, 'relay.config.json'),
+        JSON.stringify({
+          src: './src',
+          schema: join(root, 'schema.graphql'),
+          language: 'typescript',
+          eagerEsModules: true,
+        }),
+      );
       execFileSync(join(root, 'node_modules', '.bin', 'relay-compiler'), { cwd: project, stdio: 'pipe' });
       const generated = join(project, 'src', '__generated__');
       const artifact = readFileSync(join(generated, 'HeadScreenQuery.graphql.ts'), 'utf8');

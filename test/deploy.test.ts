@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { type Environment, environment } from '../src/config/environment.js';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { environment, type Environment } from '../src/config/environment.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { probeAnswer } from '../src/server/probes/answers.js';
 
@@ -23,14 +23,19 @@ type Env = Record<string, string>;
 
 // ---------------------------------------------------------------- what the gateway accepts and serves
 
-/** What is wrong with `env` as a gateway's environment: unknown variables, values the schema refuses, the whole refused by loadConfig. */
+/**
+ * What is wrong with `env` as a gateway's environment: unknown variables, values the schema refuses, the whole refused
+ * by loadConfig.
+ */
 function envProblems(env: Env, where: string): string[] {
   const shape = environment.shape as Record<string, { safeParse(value: unknown): { success: boolean } }>;
   const problems: string[] = [];
   for (const [name, value] of Object.entries(env)) {
     const field = shape[name];
-    if (field === undefined) problems.push(`${where}: ${name} is not a variable the gateway reads (src/config/environment.ts)`);
-    else if (!field.safeParse(value).success) problems.push(`${where}: ${name}=${JSON.stringify(value)} is refused by the schema`);
+    if (field === undefined)
+      problems.push(`${where}: ${name} is not a variable the gateway reads (src/config/environment.ts)`);
+    else if (!field.safeParse(value).success)
+      problems.push(`${where}: ${name}=${JSON.stringify(value)} is refused by the schema`);
   }
   if (problems.length === 0) {
     try {
@@ -40,8 +45,12 @@ function envProblems(env: Env, where: string): string[] {
       problems.push(`${where}: ${error.message}`);
     }
   }
-  if (env.NODE_ENV === 'production' && env.UPSTREAM_URL === undefined) problems.push(`${where}: NODE_ENV=production without UPSTREAM_URL: the gateway refuses to start`);
-  if (!['0.0.0.0', '::'].includes(env.HOST ?? '127.0.0.1')) problems.push(`${where}: HOST=${env.HOST ?? '(default 127.0.0.1)'}: probes and peers from outside the container cannot reach it`);
+  if (env.NODE_ENV === 'production' && env.UPSTREAM_URL === undefined)
+    problems.push(`${where}: NODE_ENV=production without UPSTREAM_URL: the gateway refuses to start`);
+  if (!['0.0.0.0', '::'].includes(env.HOST ?? '127.0.0.1'))
+    problems.push(
+      `${where}: HOST=${env.HOST ?? '(default 127.0.0.1)'}: probes and peers from outside the container cannot reach it`,
+    );
   return problems;
 }
 
@@ -57,9 +66,11 @@ async function statusOf(path: string, upstreamReady: boolean): Promise<number | 
   return answer === undefined ? undefined : (await answer).status;
 }
 /** A liveness path: answered 200 while the upstream is down (an outage must not restart every replica). */
-const isLiveness = async (path: string) => (await statusOf(path, false)) === 200 && (await statusOf(path, true)) === 200;
+const isLiveness = async (path: string) =>
+  (await statusOf(path, false)) === 200 && (await statusOf(path, true)) === 200;
 /** A readiness path: 200 when ready, 503 when not (after SIGTERM too). */
-const isReadiness = async (path: string) => (await statusOf(path, true)) === 200 && (await statusOf(path, false)) === 503;
+const isReadiness = async (path: string) =>
+  (await statusOf(path, true)) === 200 && (await statusOf(path, false)) === 503;
 const isMetrics = async (path: string) => {
   const answer = await probeAnswer(path, noSources(true));
   return answer?.status === 200 && (answer.headers['content-type'] ?? '').startsWith('text/plain');
@@ -100,8 +111,10 @@ function parseDockerfile(text: string): Dockerfile {
   return { stages, instructions };
 }
 
-const inStage = (file: Dockerfile, stage: number, keyword: string) => file.instructions.filter((i) => i.stage === stage && i.keyword === keyword);
-const execForm = (args: string): string[] | undefined => (args.startsWith('[') ? (JSON.parse(args) as string[]) : undefined);
+const inStage = (file: Dockerfile, stage: number, keyword: string) =>
+  file.instructions.filter((i) => i.stage === stage && i.keyword === keyword);
+const execForm = (args: string): string[] | undefined =>
+  args.startsWith('[') ? (JSON.parse(args) as string[]) : undefined;
 
 function envOfStage(file: Dockerfile, stage: number): Env {
   const env: Env = {};
@@ -111,7 +124,8 @@ function envOfStage(file: Dockerfile, stage: number): Env {
       env[name!] = value.join(' ');
       continue;
     }
-    for (const [, name, value] of args.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S*)/g)) env[name!] = value!.replace(/^"|"$/g, '');
+    for (const [, name, value] of args.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S*)/g))
+      env[name!] = value!.replace(/^"|"$/g, '');
   }
   return env;
 }
@@ -134,7 +148,9 @@ describe('Dockerfile', () => {
 
   it('compiles with every dependency in the build stage, and installs only runtime dependencies in the runtime stage', () => {
     const runs = (stage: number) => inStage(dockerfile, stage, 'RUN').map((i) => i.args);
-    const build = dockerfile.stages.findIndex((_, index) => index < runtime && runs(index).some((run) => /\bnpm run build\b/.test(run)));
+    const build = dockerfile.stages.findIndex(
+      (_, index) => index < runtime && runs(index).some((run) => /\bnpm run build\b/.test(run)),
+    );
     expect(build, 'a stage before the last runs `npm run build`').toBeGreaterThanOrEqual(0);
     expect(runs(build).some((run) => /\bnpm ci\b/.test(run) && !/--omit/.test(run))).toBe(true);
     expect(runs(runtime).some((run) => /\bnpm ci\b[^&;]*--omit=dev/.test(run))).toBe(true);
@@ -145,7 +161,8 @@ describe('Dockerfile', () => {
   });
 
   it('runs dist/main.js with the node flags of `npm start`, not npm, under an init that forwards signals', () => {
-    const startFlags = /\bnode ((?:--\S+ )*)dist\/main\.js/.exec(packageJson.scripts.start!)?.[1]?.split(' ').filter(Boolean) ?? [];
+    const startFlags =
+      /\bnode ((?:--\S+ )*)dist\/main\.js/.exec(packageJson.scripts.start!)?.[1]?.split(' ').filter(Boolean) ?? [];
     const cmd = execForm(inStage(dockerfile, runtime, 'CMD').at(-1)?.args ?? '');
     expect(cmd, 'CMD in exec form: a shell as PID 1 would not pass signals on').toBeDefined();
     expect(cmd).toEqual(['node', ...startFlags, 'dist/main.js']);
@@ -153,13 +170,18 @@ describe('Dockerfile', () => {
     const init = /\/(tini|dumb-init)$/.exec(entrypoint[0] ?? '')?.[1];
     expect(init, 'ENTRYPOINT is tini or dumb-init').toBeDefined();
     if (init === 'tini') expect(entrypoint.slice(1)).toEqual(['--']);
-    expect(inStage(dockerfile, runtime, 'RUN').some((i) => new RegExp(`apt-get install[^&;]*\\b${init}\\b`).test(i.args)), `${init} installed in the runtime stage`).toBe(true);
+    expect(
+      inStage(dockerfile, runtime, 'RUN').some((i) => new RegExp(`apt-get install[^&;]*\\b${init}\\b`).test(i.args)),
+      `${init} installed in the runtime stage`,
+    ).toBe(true);
   });
 
   it('sets a production environment the gateway accepts, listening beyond the container, and exposes its two ports', () => {
     expect(imageEnv.NODE_ENV).toBe('production');
     expect(envProblems({ ...imageEnv, UPSTREAM_URL: 'http://upstream:8080/v2' }, 'Dockerfile ENV')).toEqual([]);
-    const exposed = inStage(dockerfile, runtime, 'EXPOSE').flatMap((i) => i.args.split(/\s+/).map((port) => port.replace(/\/tcp$/, '')));
+    const exposed = inStage(dockerfile, runtime, 'EXPOSE').flatMap((i) =>
+      i.args.split(/\s+/).map((port) => port.replace(/\/tcp$/, '')),
+    );
     const ports = effective(imageEnv);
     expect(ports.ADMIN_PORT).toBeDefined();
     expect(exposed.sort()).toEqual([String(ports.PORT), String(ports.ADMIN_PORT)].sort());
@@ -169,7 +191,10 @@ describe('Dockerfile', () => {
     expect(imageUser).toBeDefined();
     expect(['root', '0'].includes(imageUser!.split(':')[0]!)).toBe(false);
     expect(imageUid).toBeGreaterThan(0);
-    const names = [...Object.keys(imageEnv), ...dockerfile.instructions.filter((i) => i.keyword === 'ARG').map((i) => i.args.split('=')[0]!)];
+    const names = [
+      ...Object.keys(imageEnv),
+      ...dockerfile.instructions.filter((i) => i.keyword === 'ARG').map((i) => i.args.split('=')[0]!),
+    ];
     expect(names.filter((name) => /PASSWORD|SECRET|TOKEN|KEY|REDIS_URL/i.test(name))).toEqual([]);
   });
 
@@ -182,10 +207,18 @@ describe('Dockerfile', () => {
     const allowed = patterns.filter((p) => p.startsWith('!')).map((p) => p.slice(1).replace(/\/$/, ''));
     const sources = dockerfile.instructions
       .filter((i) => i.keyword === 'COPY' && !i.args.startsWith('--from'))
-      .flatMap((i) => i.args.split(/\s+/).filter((a) => !a.startsWith('--')).slice(0, -1));
+      .flatMap((i) =>
+        i.args
+          .split(/\s+/)
+          .filter((a) => !a.startsWith('--'))
+          .slice(0, -1),
+      );
     for (const source of sources) {
       const path = source.replace(/^\.\//, '').replace(/\/$/, '');
-      expect(allowed.some((a) => path === a || path.startsWith(`${a}/`)), `${source} is let through`).toBe(true);
+      expect(
+        allowed.some((a) => path === a || path.startsWith(`${a}/`)),
+        `${source} is let through`,
+      ).toBe(true);
       expect(existsSync(path), `${source} exists`).toBe(true);
     }
     expect(allowed.filter((a) => /^(node_modules|dist|\.git|\.env)/.test(a))).toEqual([]);
@@ -212,16 +245,20 @@ interface ComposeService {
   stop_grace_period?: string;
 }
 const compose = yamlOf<{ services: Record<string, ComposeService> }>('compose.yaml');
-const stringEnv = (env: ComposeService['environment']): Env => Object.fromEntries(Object.entries(env ?? {}).map(([k, v]) => [k, String(v)]));
+const stringEnv = (env: ComposeService['environment']): Env =>
+  Object.fromEntries(Object.entries(env ?? {}).map(([k, v]) => [k, String(v)]));
 const gateways = Object.entries(compose.services).filter(([name]) => /^gateway-\d+$/.test(name));
-const builtHere = (service: ComposeService) => (typeof service.build === 'string' ? service.build : service.build?.context) === '.';
+const builtHere = (service: ComposeService) =>
+  (typeof service.build === 'string' ? service.build : service.build?.context) === '.';
 /** A compose container's environment: the image's, then the service's. */
-const composeEnv = (service: ComposeService): Env => (builtHere(service) ? { ...imageEnv, ...stringEnv(service.environment) } : stringEnv(service.environment));
+const composeEnv = (service: ComposeService): Env =>
+  builtHere(service) ? { ...imageEnv, ...stringEnv(service.environment) } : stringEnv(service.environment);
 
 /** Seconds of a compose duration (`25s`, `1m30s`). */
 function durationMs(value: string): number {
   let ms = 0;
-  for (const [, amount, unit] of value.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)) ms += Number(amount) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit as 'ms']!;
+  for (const [, amount, unit] of value.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g))
+    ms += Number(amount) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit as 'ms']!;
   return ms;
 }
 
@@ -235,7 +272,10 @@ const haproxyConfig = () =>
     .map((line) => line.replace(/(^|\s)#.*$/, '').trim())
     .filter((line) => line !== '');
 /** The same with haproxy's environment substituted, as HAProxy reads them. */
-const haproxyLines = () => haproxyConfig().map((line) => line.replace(/"?\$\{([A-Za-z0-9_]+)\}"?/g, (_, name: string) => haproxyEnv[name] ?? `<unset ${name}>`));
+const haproxyLines = () =>
+  haproxyConfig().map((line) =>
+    line.replace(/"?\$\{([A-Za-z0-9_]+)\}"?/g, (_, name: string) => haproxyEnv[name] ?? `<unset ${name}>`),
+  );
 
 describe('compose.yaml', () => {
   it('runs several gateway replicas of this image, with the command of the image', () => {
@@ -246,7 +286,7 @@ describe('compose.yaml', () => {
     }
   });
 
-  it("sets on each gateway only variables the gateway reads, with values it takes", () => {
+  it('sets on each gateway only variables the gateway reads, with values it takes', () => {
     expect(gateways.flatMap(([name, service]) => envProblems(composeEnv(service), `compose ${name}`))).toEqual([]);
   });
 
@@ -280,9 +320,15 @@ describe('compose.yaml', () => {
       const test = service.healthcheck?.test.join(' ') ?? '';
       const path = /['"](\/[\w-]*)['"]/.exec(test)?.[1];
       expect(path, `${name}'s healthcheck names a path`).toBeDefined();
-      expect((await isReadiness(path!)) || (await isLiveness(path!)), `${name}'s healthcheck path ${path} is a probe`).toBe(true);
+      expect(
+        (await isReadiness(path!)) || (await isLiveness(path!)),
+        `${name}'s healthcheck path ${path} is a probe`,
+      ).toBe(true);
       const adminPort = composeEnv(service).ADMIN_PORT!;
-      expect(test.includes('process.env.ADMIN_PORT') || test.includes(`:${adminPort}/`), `${name}'s healthcheck goes to ADMIN_PORT`).toBe(true);
+      expect(
+        test.includes('process.env.ADMIN_PORT') || test.includes(`:${adminPort}/`),
+        `${name}'s healthcheck goes to ADMIN_PORT`,
+      ).toBe(true);
     }
   });
 
@@ -291,11 +337,13 @@ describe('compose.yaml', () => {
       const env = effective(composeEnv(service));
       expect(service.stop_grace_period, `${name} sets stop_grace_period (Docker's default is 10 s)`).toBeDefined();
       expect(durationMs(service.stop_grace_period!)).toBeGreaterThan(env.SHUTDOWN_DELAY_MS + env.SHUTDOWN_GRACE_MS);
-      expect(env.SHUTDOWN_GRACE_MS, 'an operation admitted before the stop may finish').toBeGreaterThanOrEqual(env.OPERATION_TIMEOUT_MS);
+      expect(env.SHUTDOWN_GRACE_MS, 'an operation admitted before the stop may finish').toBeGreaterThanOrEqual(
+        env.OPERATION_TIMEOUT_MS,
+      );
     }
   });
 
-  it('publishes one port, HAProxy\'s listener: the gateways are reached through it', () => {
+  it("publishes one port, HAProxy's listener: the gateways are reached through it", () => {
     const publishing = Object.entries(compose.services).filter(([, service]) => (service.ports ?? []).length > 0);
     expect(publishing.map(([name]) => name)).toEqual(['haproxy']);
     expect(haproxy!.ports).toHaveLength(1);
@@ -312,7 +360,9 @@ describe('compose.yaml', () => {
   it('gives HAProxy every variable haproxy.cfg reads, and none it does not', () => {
     expect(haproxy?.image).toMatch(/^haproxy:/);
     expect(haproxy!.volumes?.some((v) => v.startsWith(`./${haproxyCfgPath}:`))).toBe(true);
-    const used = new Set(haproxyConfig().flatMap((line) => [...line.matchAll(/\$\{([A-Za-z0-9_]+)\}/g)].map((m) => m[1]!)));
+    const used = new Set(
+      haproxyConfig().flatMap((line) => [...line.matchAll(/\$\{([A-Za-z0-9_]+)\}/g)].map((m) => m[1]!)),
+    );
     expect([...used].filter((name) => !(name in haproxyEnv))).toEqual([]);
     expect(Object.keys(haproxyEnv).filter((name) => !used.has(name))).toEqual([]);
   });
@@ -323,7 +373,12 @@ describe('compose.yaml', () => {
     const targets = servers.map((line) => {
       const [, , address] = line.split(/\s+/);
       const [host, port] = address!.split(':');
-      return { host: host!, port: port!, checkPort: /\bport\s+(\d+)/.exec(line)?.[1], checked: /\scheck(\s|$)/.test(line) };
+      return {
+        host: host!,
+        port: port!,
+        checkPort: /\bport\s+(\d+)/.exec(line)?.[1],
+        checked: /\scheck(\s|$)/.test(line),
+      };
     });
     expect(targets.map((t) => t.host).sort()).toEqual(gateways.map(([name]) => name).sort());
     for (const target of targets) {
@@ -332,26 +387,42 @@ describe('compose.yaml', () => {
       expect(target.checked, `${target.host} is health-checked`).toBe(true);
       expect(target.checkPort, `${target.host} is checked on its admin port`).toBe(env.ADMIN_PORT);
     }
-    const checkPath = lines.map((line) => /^option httpchk(?:\s+GET)?\s+(\/\S*)/.exec(line)?.[1] ?? /^http-check send .*\buri\s+(\/\S*)/.exec(line)?.[1]).find(Boolean);
+    const checkPath = lines
+      .map(
+        (line) =>
+          /^option httpchk(?:\s+GET)?\s+(\/\S*)/.exec(line)?.[1] ??
+          /^http-check send .*\buri\s+(\/\S*)/.exec(line)?.[1],
+      )
+      .find(Boolean);
     expect(checkPath, 'haproxy.cfg checks an HTTP path').toBeDefined();
     expect(await isReadiness(checkPath!), `${checkPath} is the readiness path`).toBe(true);
   });
 
-  it("drains each gateway for longer than HAProxy takes to see /ready fail (inter x fall)", () => {
+  it('drains each gateway for longer than HAProxy takes to see /ready fail (inter x fall)', () => {
     const lines = haproxyLines();
-    const setting = (name: string) => lines.map((line) => (/^(default-server|server)\s/.test(line) ? new RegExp(`\\s${name}\\s+(\\S+)`).exec(line)?.[1] : undefined)).find(Boolean);
+    const setting = (name: string) =>
+      lines
+        .map((line) =>
+          /^(default-server|server)\s/.test(line) ? new RegExp(`\\s${name}\\s+(\\S+)`).exec(line)?.[1] : undefined,
+        )
+        .find(Boolean);
     // HAProxy's defaults: inter 2s, fall 3.
-    const inter = durationMs(/^\d+$/.test(setting('inter') ?? '') ? `${setting('inter')}ms` : (setting('inter') ?? '2s'));
+    const inter = durationMs(
+      /^\d+$/.test(setting('inter') ?? '') ? `${setting('inter')}ms` : (setting('inter') ?? '2s'),
+    );
     const fall = Number(setting('fall') ?? 3);
-    for (const [name, service] of gateways) expect(effective(composeEnv(service)).SHUTDOWN_DELAY_MS, name).toBeGreaterThan(inter * fall);
+    for (const [name, service] of gateways)
+      expect(effective(composeEnv(service)).SHUTDOWN_DELAY_MS, name).toBeGreaterThan(inter * fall);
   });
 
   it('keeps idle streams and upgraded WebSockets: every idle timeout outlasts the heartbeat, a tunnel timeout of its own', () => {
     const lines = haproxyLines();
-    const timeout = (name: string) => lines.map((line) => new RegExp(`^timeout\\s+${name}\\s+(\\S+)$`).exec(line)?.[1]).find(Boolean);
+    const timeout = (name: string) =>
+      lines.map((line) => new RegExp(`^timeout\\s+${name}\\s+(\\S+)$`).exec(line)?.[1]).find(Boolean);
     for (const [name, service] of gateways) {
       const heartbeatMs = effective(composeEnv(service)).SUBSCRIPTION_HEARTBEAT_MS;
-      for (const idle of ['client', 'server', 'tunnel']) expect(durationMs(timeout(idle)!), `${name}: timeout ${idle}`).toBeGreaterThan(heartbeatMs);
+      for (const idle of ['client', 'server', 'tunnel'])
+        expect(durationMs(timeout(idle)!), `${name}: timeout ${idle}`).toBeGreaterThan(heartbeatMs);
     }
     expect(durationMs(timeout('tunnel')!)).toBeGreaterThanOrEqual(3_600_000);
   });
@@ -381,7 +452,11 @@ interface Container {
   image: string;
   ports: { name?: string; containerPort: number }[];
   envFrom?: { configMapRef?: { name: string }; secretRef?: { name: string } }[];
-  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string }; configMapKeyRef?: { name: string; key: string } } }[];
+  env?: {
+    name: string;
+    value?: string;
+    valueFrom?: { secretKeyRef?: { name: string; key: string }; configMapKeyRef?: { name: string; key: string } };
+  }[];
   livenessProbe?: Probe;
   readinessProbe?: Probe;
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
@@ -396,7 +471,11 @@ interface PodSpec {
   topologySpreadConstraints?: { labelSelector: { matchLabels: Record<string, string> } }[];
 }
 interface Deployment extends Kubernetes {
-  spec: { replicas?: number; selector: { matchLabels: Record<string, string> }; template: { metadata: Metadata; spec: PodSpec } };
+  spec: {
+    replicas?: number;
+    selector: { matchLabels: Record<string, string> };
+    template: { metadata: Metadata; spec: PodSpec };
+  };
 }
 interface Kustomization {
   apiVersion: string;
@@ -411,7 +490,8 @@ const kustomization = yamlOf<Kustomization>(k8s('kustomization.yaml'));
 const objects = kustomization.resources.map((file) => yamlOf<Kubernetes>(k8s(file)));
 const only = <T extends Kubernetes>(kind: string): T => {
   const found = objects.filter((o) => o.kind === kind);
-  if (found.length !== 1) throw new Error(`expected one ${kind} in kustomization.yaml's resources, found ${found.length}`);
+  if (found.length !== 1)
+    throw new Error(`expected one ${kind} in kustomization.yaml's resources, found ${found.length}`);
   return found[0] as T;
 };
 const secretExample = yamlOf<Kubernetes & { stringData: Record<string, string> }>(k8s('secret.example.yaml'));
@@ -430,7 +510,12 @@ const configMaps = new Map(
     generator.name,
     {
       ...Object.assign({}, ...(generator.envs ?? []).map((file) => envFile(k8s(file)))),
-      ...Object.fromEntries((generator.literals ?? []).map((literal) => [literal.slice(0, literal.indexOf('=')), literal.slice(literal.indexOf('=') + 1)])),
+      ...Object.fromEntries(
+        (generator.literals ?? []).map((literal) => [
+          literal.slice(0, literal.indexOf('=')),
+          literal.slice(literal.indexOf('=') + 1),
+        ]),
+      ),
     } as Env,
   ]),
 );
@@ -441,12 +526,16 @@ function podEnv(container: Container): Env {
   const env: Env = { ...imageEnv };
   for (const from of container.envFrom ?? []) {
     const source = from.configMapRef ? configMaps.get(from.configMapRef.name) : secrets.get(from.secretRef?.name ?? '');
-    if (source === undefined) throw new Error(`envFrom ${JSON.stringify(from)} names neither the generated ConfigMap nor the example Secret`);
+    if (source === undefined)
+      throw new Error(`envFrom ${JSON.stringify(from)} names neither the generated ConfigMap nor the example Secret`);
     Object.assign(env, source);
   }
   for (const variable of container.env ?? []) {
     const ref = variable.valueFrom?.secretKeyRef ?? variable.valueFrom?.configMapKeyRef;
-    const value = ref === undefined ? variable.value : (variable.valueFrom?.secretKeyRef ? secrets : configMaps).get(ref.name)?.[ref.key];
+    const value =
+      ref === undefined
+        ? variable.value
+        : (variable.valueFrom?.secretKeyRef ? secrets : configMaps).get(ref.name)?.[ref.key];
     if (value === undefined) throw new Error(`env ${variable.name} resolves to nothing`);
     env[variable.name] = value;
   }
@@ -461,16 +550,27 @@ describe('deploy/kubernetes', () => {
   // Parsed in each test: a value the schema refuses fails the test that names it, not the whole suite.
   const settings = () => effective(env);
   const podLabels = deployment.spec.template.metadata.labels ?? {};
-  const selects = (selector: Record<string, string> | undefined) => selector !== undefined && Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => podLabels[k] === v);
+  const selects = (selector: Record<string, string> | undefined) =>
+    selector !== undefined &&
+    Object.keys(selector).length > 0 &&
+    Object.entries(selector).every(([k, v]) => podLabels[k] === v);
   /** The containerPort a probe's or a Service's port names (by name or number). */
-  const portNumber = (port: string | number | undefined) => (typeof port === 'number' ? port : container.ports.find((p) => p.name === port)?.containerPort);
+  const portNumber = (port: string | number | undefined) =>
+    typeof port === 'number' ? port : container.ports.find((p) => p.name === port)?.containerPort;
 
-  it('has an Ingress example for streams beside the base: no buffering, timeouts past the heartbeat, to the Service\'s public port', () => {
-    const ingress = yamlOf<{ kind: string; metadata: { annotations: Record<string, string> }; spec: { rules: { http: { paths: { backend: { service: { name: string; port: { name: string } } } }[] } }[] } }>('deploy/kubernetes/ingress.example.yaml');
+  it("has an Ingress example for streams beside the base: no buffering, timeouts past the heartbeat, to the Service's public port", () => {
+    const ingress = yamlOf<{
+      kind: string;
+      metadata: { annotations: Record<string, string> };
+      spec: { rules: { http: { paths: { backend: { service: { name: string; port: { name: string } } } }[] } }[] };
+    }>('deploy/kubernetes/ingress.example.yaml');
     expect(ingress.kind).toBe('Ingress');
     const { annotations } = ingress.metadata;
     expect(annotations['nginx.ingress.kubernetes.io/proxy-buffering']).toBe('off');
-    for (const name of ['proxy-read-timeout', 'proxy-send-timeout']) expect(Number(annotations[`nginx.ingress.kubernetes.io/${name}`]) * 1000, name).toBeGreaterThan(settings().SUBSCRIPTION_HEARTBEAT_MS);
+    for (const name of ['proxy-read-timeout', 'proxy-send-timeout'])
+      expect(Number(annotations[`nginx.ingress.kubernetes.io/${name}`]) * 1000, name).toBeGreaterThan(
+        settings().SUBSCRIPTION_HEARTBEAT_MS,
+      );
     const service = only<Kubernetes & { spec: { ports: { name: string }[] } }>('Service');
     for (const path of ingress.spec.rules.flatMap((rule) => rule.http.paths)) {
       expect(path.backend.service.name).toBe(service.metadata.name);
@@ -480,32 +580,52 @@ describe('deploy/kubernetes', () => {
 
   it('is a kustomize base of a Deployment, a Service, an autoscaler and a disruption budget, in their stable API versions', () => {
     expect(kustomization).toMatchObject({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization' });
-    expect(objects.map((o) => `${o.apiVersion} ${o.kind}`).sort()).toEqual(['apps/v1 Deployment', 'autoscaling/v2 HorizontalPodAutoscaler', 'policy/v1 PodDisruptionBudget', 'v1 Service']);
+    expect(objects.map((o) => `${o.apiVersion} ${o.kind}`).sort()).toEqual([
+      'apps/v1 Deployment',
+      'autoscaling/v2 HorizontalPodAutoscaler',
+      'policy/v1 PodDisruptionBudget',
+      'v1 Service',
+    ]);
     for (const o of objects) expect(o.metadata.name).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
-    expect(container.image, "the container's image is the one kustomization.yaml sets").toBe(kustomization.images?.[0]?.name);
+    expect(container.image, "the container's image is the one kustomization.yaml sets").toBe(
+      kustomization.images?.[0]?.name,
+    );
   });
 
   it('takes its environment from the generated ConfigMap and a Secret that is not in the base', () => {
-    expect(container.envFrom?.some((from) => from.configMapRef !== undefined && configMaps.has(from.configMapRef.name))).toBe(true);
+    expect(
+      container.envFrom?.some((from) => from.configMapRef !== undefined && configMaps.has(from.configMapRef.name)),
+    ).toBe(true);
     expect(Object.keys(secretExample.stringData)).toContain('REDIS_URL');
-    const referenced = [...(container.envFrom ?? []).map((from) => from.secretRef?.name), ...(container.env ?? []).map((v) => v.valueFrom?.secretKeyRef?.name)];
+    const referenced = [
+      ...(container.envFrom ?? []).map((from) => from.secretRef?.name),
+      ...(container.env ?? []).map((v) => v.valueFrom?.secretKeyRef?.name),
+    ];
     expect(referenced).toContain(secretExample.metadata.name);
     // The example holds no secret and is never applied with the base.
     expect(kustomization.resources).not.toContain('secret.example.yaml');
     expect(kustomization.secretGenerator).toBeUndefined();
-    expect(Object.keys(configMaps.get(container.envFrom!.find((f) => f.configMapRef)!.configMapRef!.name)!)).not.toContain('REDIS_URL');
+    expect(
+      Object.keys(configMaps.get(container.envFrom!.find((f) => f.configMapRef)!.configMapRef!.name)!),
+    ).not.toContain('REDIS_URL');
   });
 
   it('sets only variables the gateway reads, with values it takes', () => {
     expect(envProblems(env, 'Kubernetes pod')).toEqual([]);
-    expect(new URL(env.UPSTREAM_URL!).hostname, 'UPSTREAM_URL is a placeholder the operator changes').toMatch(/example\.(com|org|net)$/);
+    expect(new URL(env.UPSTREAM_URL!).hostname, 'UPSTREAM_URL is a placeholder the operator changes').toMatch(
+      /example\.(com|org|net)$/,
+    );
   });
 
   it('names container ports for PORT and ADMIN_PORT, and the Service sends clients to the public one only', () => {
     expect(settings().ADMIN_PORT).toBeDefined();
-    expect(container.ports.map((p) => p.containerPort).sort()).toEqual([settings().PORT, settings().ADMIN_PORT!].sort());
+    expect(container.ports.map((p) => p.containerPort).sort()).toEqual(
+      [settings().PORT, settings().ADMIN_PORT!].sort(),
+    );
     for (const port of container.ports) expect(port.name).toMatch(/^[a-z0-9-]{1,15}$/);
-    const service = only<Kubernetes & { spec: { selector: Record<string, string>; ports: { targetPort: string | number }[] } }>('Service');
+    const service = only<
+      Kubernetes & { spec: { selector: Record<string, string>; ports: { targetPort: string | number }[] } }
+    >('Service');
     expect(selects(service.spec.selector), "the Service selects the Deployment's pods").toBe(true);
     expect(service.spec.ports.map((p) => portNumber(p.targetPort))).toEqual([settings().PORT]);
   });
@@ -530,8 +650,12 @@ describe('deploy/kubernetes', () => {
   });
 
   it('drains before the kubelet kills: terminationGracePeriodSeconds past delay plus grace, readiness failing well inside the delay', () => {
-    expect(pod.terminationGracePeriodSeconds! * 1000).toBeGreaterThan(settings().SHUTDOWN_DELAY_MS + settings().SHUTDOWN_GRACE_MS);
-    expect(settings().SHUTDOWN_GRACE_MS, 'an operation admitted before the stop may finish').toBeGreaterThanOrEqual(settings().OPERATION_TIMEOUT_MS);
+    expect(pod.terminationGracePeriodSeconds! * 1000).toBeGreaterThan(
+      settings().SHUTDOWN_DELAY_MS + settings().SHUTDOWN_GRACE_MS,
+    );
+    expect(settings().SHUTDOWN_GRACE_MS, 'an operation admitted before the stop may finish').toBeGreaterThanOrEqual(
+      settings().OPERATION_TIMEOUT_MS,
+    );
     // After SIGTERM /ready answers 503 at once; the kubelet marks the pod not ready after
     // failureThreshold failed probes, at most period x failureThreshold later. That takes at most
     // half the delay, leaving the other half for the endpoint change to reach every proxy.
@@ -541,23 +665,50 @@ describe('deploy/kubernetes', () => {
   });
 
   it('runs restricted: non-root as the image user, no privilege escalation, no capabilities, a read-only root the gateway never writes to', () => {
-    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: imageUid, seccompProfile: { type: 'RuntimeDefault' } });
-    expect(container.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+    expect(pod.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: imageUid,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(container.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
     expect(container.securityContext?.privileged).not.toBe(true);
     // Were the gateway to write files, it would need a writable volume mounted where it writes.
     if ((container.volumeMounts ?? []).length === 0) expect(filesWritingToDisk()).toEqual([]);
   });
 
-  it('requests CPU (the autoscaler\'s utilization is of the request) and bounds memory', () => {
+  it("requests CPU (the autoscaler's utilization is of the request) and bounds memory", () => {
     expect(container.resources?.requests?.cpu).toBeDefined();
     expect(container.resources?.requests?.memory).toBeDefined();
     expect(container.resources?.limits?.memory).toBeDefined();
   });
 
   it('lets the autoscaler own the replica count, on CPU, with the shedding gauge as a custom metric example', () => {
-    const hpa = only<Kubernetes & { spec: { scaleTargetRef: { apiVersion: string; kind: string; name: string }; minReplicas: number; maxReplicas: number; metrics: { type: string; resource?: { name: string; target: { type: string; averageUtilization: number } } }[] } }>('HorizontalPodAutoscaler');
-    expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: deployment.apiVersion, kind: 'Deployment', name: deployment.metadata.name });
-    expect(deployment.spec.replicas, 'no replicas on the Deployment: applying it would reset what the autoscaler set').toBeUndefined();
+    const hpa = only<
+      Kubernetes & {
+        spec: {
+          scaleTargetRef: { apiVersion: string; kind: string; name: string };
+          minReplicas: number;
+          maxReplicas: number;
+          metrics: {
+            type: string;
+            resource?: { name: string; target: { type: string; averageUtilization: number } };
+          }[];
+        };
+      }
+    >('HorizontalPodAutoscaler');
+    expect(hpa.spec.scaleTargetRef).toEqual({
+      apiVersion: deployment.apiVersion,
+      kind: 'Deployment',
+      name: deployment.metadata.name,
+    });
+    expect(
+      deployment.spec.replicas,
+      'no replicas on the Deployment: applying it would reset what the autoscaler set',
+    ).toBeUndefined();
     expect(hpa.spec.minReplicas).toBeGreaterThanOrEqual(2);
     expect(hpa.spec.maxReplicas).toBeGreaterThan(hpa.spec.minReplicas);
     const cpu = hpa.spec.metrics.find((m) => m.type === 'Resource' && m.resource?.name === 'cpu');
@@ -568,24 +719,35 @@ describe('deploy/kubernetes', () => {
     const example = commentedMetric(read(k8s('hpa.yaml')));
     expect(example).toMatchObject({ type: 'Pods', pods: { target: { type: 'AverageValue' } } });
     const gauge = new GatewayMetrics({ defaultMetrics: false }).registry.getSingleMetric(example.pods.metric.name);
-    expect(gauge, `${example.pods.metric.name} is a gauge in GatewayMetrics's registry (src/server/instruments/)`).toBeInstanceOf(Gauge);
+    expect(
+      gauge,
+      `${example.pods.metric.name} is a gauge in GatewayMetrics's registry (src/server/instruments/)`,
+    ).toBeInstanceOf(Gauge);
     const cap = loadConfig(env).loadShedding.maxInFlight;
     expect(Number(example.pods.target.averageValue)).toBeLessThan(cap || Infinity);
   });
 
   it('selects the same pods in the Deployment, the disruption budget and the spread constraint, and lets a drain through', () => {
     expect(selects(deployment.spec.selector.matchLabels)).toBe(true);
-    const pdb = only<Kubernetes & { spec: { maxUnavailable?: number; minAvailable?: number; selector: { matchLabels: Record<string, string> } } }>('PodDisruptionBudget');
+    const pdb = only<
+      Kubernetes & {
+        spec: { maxUnavailable?: number; minAvailable?: number; selector: { matchLabels: Record<string, string> } };
+      }
+    >('PodDisruptionBudget');
     expect(pdb.spec.selector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
     const hpa = only<Kubernetes & { spec: { minReplicas: number } }>('HorizontalPodAutoscaler');
     if (pdb.spec.minAvailable !== undefined) expect(pdb.spec.minAvailable).toBeLessThan(hpa.spec.minReplicas);
     else expect(pdb.spec.maxUnavailable).toBe(1);
-    for (const spread of pod.topologySpreadConstraints ?? []) expect(selects(spread.labelSelector.matchLabels)).toBe(true);
+    for (const spread of pod.topologySpreadConstraints ?? [])
+      expect(selects(spread.labelSelector.matchLabels)).toBe(true);
   });
 });
 
 /** The HPA's commented-out `- type: Pods` metric, uncommented and parsed. */
-function commentedMetric(text: string): { type: string; pods: { metric: { name: string }; target: { type: string; averageValue: string } } } {
+function commentedMetric(text: string): {
+  type: string;
+  pods: { metric: { name: string }; target: { type: string; averageValue: string } };
+} {
   const lines = text.split('\n');
   const start = lines.findIndex((line) => /^\s*#\s*- type: Pods\s*$/.test(line));
   expect(start, 'hpa.yaml has a commented `- type: Pods` example').toBeGreaterThanOrEqual(0);
@@ -605,7 +767,13 @@ function filesWritingToDisk(): string[] {
     for (const entry of readdirSync(dir)) {
       const path = join(dir, entry);
       if (statSync(path).isDirectory()) walk(path);
-      else if (path.endsWith('.ts') && /\b(writeFile|writeFileSync|appendFile|appendFileSync|createWriteStream|mkdtemp|mkdtempSync|mkdir|mkdirSync|copyFile|tmpdir|writeHeapSnapshot)\b/.test(read(path))) files.push(path);
+      else if (
+        path.endsWith('.ts') &&
+        /\b(writeFile|writeFileSync|appendFile|appendFileSync|createWriteStream|mkdtemp|mkdtempSync|mkdir|mkdirSync|copyFile|tmpdir|writeHeapSnapshot)\b/.test(
+          read(path),
+        )
+      )
+        files.push(path);
     }
   };
   walk('src');

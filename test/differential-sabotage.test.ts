@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { gatewayPolicies } from '../src/server/policies.js';
-import { compare, startSide, type Side } from './support/differential.js';
+import { compare, type Side, startSide } from './support/differential.js';
 
 /*
  * The differential test (test/differential.test.ts) must fail when a stage's step is left out of
@@ -31,9 +31,21 @@ vi.mock('../src/server/policies.js', async (importOriginal) => {
 
 const sabotages: [string, Side['name'], (policies: Policies) => Policies][] = [
   ["the result stage's masking", 'compiled', (p) => ({ ...p, masking: { ...p.masking, result: undefined } })],
-  ["the document stage's validation", 'interpreted', (p) => ({ ...p, documents: { ...p.documents, document: p.documents.parse } })],
-  ["the answer stage's telemetry (the x-request-id header's writer)", 'interpreted', (p) => ({ ...p, telemetry: { ...p.telemetry, answer: undefined } })],
-  ["the answer stage's cache headers", 'compiled', (p) => ({ ...p, cacheHeaders: { ...p.cacheHeaders, answer: undefined } })],
+  [
+    "the document stage's validation",
+    'interpreted',
+    (p) => ({ ...p, documents: { ...p.documents, document: p.documents.parse } }),
+  ],
+  [
+    "the answer stage's telemetry (the x-request-id header's writer)",
+    'interpreted',
+    (p) => ({ ...p, telemetry: { ...p.telemetry, answer: undefined } }),
+  ],
+  [
+    "the answer stage's cache headers",
+    'compiled',
+    (p) => ({ ...p, cacheHeaders: { ...p.cacheHeaders, answer: undefined } }),
+  ],
 ];
 
 describe('the differential test, with one step left out of one side', () => {
@@ -47,12 +59,22 @@ describe('the differential test, with one step left out of one side', () => {
     const sides = {} as Record<Side['name'], Side>;
     for (const name of ['compiled', 'interpreted'] as const) {
       sabotage.current = name === sabotaged ? leaveOut : undefined;
-      const env: Record<string, string> = name === 'compiled' ? { COMPILED_EXECUTION: 'on', COMPILED_EXECUTION_AT_RUN: '2' } : { COMPILED_EXECUTION: 'off' };
+      const env: Record<string, string> =
+        name === 'compiled'
+          ? { COMPILED_EXECUTION: 'on', COMPILED_EXECUTION_AT_RUN: '2' }
+          : { COMPILED_EXECUTION: 'off' };
       sides[name] = await startSide(name, env);
       opened.push(sides[name]);
     }
     sabotage.current = undefined;
-    const failure = await compare(sides.compiled, sides.interpreted, { seed: 20_260_529, runs: 40, shrink: false }).then(() => undefined, (error: Error) => error);
+    const failure = await compare(sides.compiled, sides.interpreted, {
+      seed: 20_260_529,
+      runs: 40,
+      shrink: false,
+    }).then(
+      () => undefined,
+      (error: Error) => error,
+    );
     // fast-check's report, the send that differed as its cause.
     expect(failure, 'the comparison found no difference').toBeInstanceOf(Error);
     expect((failure!.cause as Error | undefined)?.message).toMatch(/^send \d of \d differs/);

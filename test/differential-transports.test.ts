@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSide, type Side } from './support/differential.js';
+import { type Side, startSide } from './support/differential.js';
 import { compareTransports } from './support/transport-differential.js';
 
 /*

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compare, startSides, type Side } from './support/differential.js';
+import { compare, type Side, startSides } from './support/differential.js';
 
 /*
  * Differential test: compiled execution (graphql-jit, the execution stage's engine for hot
@@ -31,8 +31,17 @@ const RUNS = Number(process.env.DIFFERENTIAL_RUNS ?? 120);
 
 describe.each([
   ['the defaults', {}, 1 / 6],
-  // What a public deployment turns on: every answer then carries RateLimit headers, kept answers their cache headers, a browser's its CORS ones.
-  ['a production configuration', { RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RESPONSE_CACHE_TTL_MS: '60000', CORS_ORIGINS: 'https://app.example.com' }, 1 / 20],
+  // What a public deployment turns on: every answer then carries RateLimit headers, kept answers their cache headers, a
+  // browser's its CORS ones.
+  [
+    'a production configuration',
+    {
+      RATE_LIMIT_REQUESTS_PER_SECOND: '100000',
+      RESPONSE_CACHE_TTL_MS: '60000',
+      CORS_ORIGINS: 'https://app.example.com',
+    },
+    1 / 20,
+  ],
 ] as const)('compiled and interpreted execution, %s', (name, env, compiledShare) => {
   let sides: { compiled: Side; interpreted: Side; close: () => Promise<void> };
   beforeAll(async () => {
@@ -40,7 +49,9 @@ describe.each([
   });
   afterAll(() => sides?.close());
 
-  it('answer every generated request identically: status, headers, body text, upstream calls', { timeout: 120_000 }, async () => {
+  it('answer every generated request identically: status, headers, body text, upstream calls', {
+    timeout: 120_000,
+  }, async () => {
     const seen = await compare(sides.compiled, sides.interpreted, { seed: SEED, runs: RUNS });
     console.log(`differential (${name}): ${JSON.stringify(seen)}`);
     // The generator keeps to its purpose: most requests execute, many call the upstream, some are

@@ -2,10 +2,10 @@ import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import { acceptedBy, configRows, readmeTableProblem } from '../scripts/config-table.js';
-import { loadConfig } from '../src/config.js';
 import { environment } from '../src/config/environment.js';
 import { placedSettings, placeOf, setting } from '../src/config/places.js';
 import { flag, integer, text, variableDocs } from '../src/config/values.js';
+import { loadConfig } from '../src/config.js';
 
 describe('the environment schema, the one place of every default', () => {
   const variables = Object.entries(environment.shape);
@@ -27,7 +27,9 @@ describe('the environment schema, the one place of every default', () => {
       if (schema.safeParse('not valid').success) continue;
       refused++;
       const got = name === 'REDIS_URL' ? 'something else' : '"not valid"';
-      expect(() => loadConfig({ [name]: 'not valid' }), name).toThrow(`${name}: expected ${acceptedBy(schema)}, got ${got}`);
+      expect(() => loadConfig({ [name]: 'not valid' }), name).toThrow(
+        `${name}: expected ${acceptedBy(schema)}, got ${got}`,
+      );
     }
     expect(refused).toBeGreaterThan(45);
   });
@@ -66,7 +68,10 @@ describe('the environment schema, the one place of every default', () => {
 
 /** A value of a variable, as the environment carries it, that parses to something other than `current`. */
 function otherValue(schema: z.ZodType, current: unknown): string | undefined {
-  const candidates = typeof current === 'number' ? [current + 1, current - 1, current / 2].map(String) : [String(!current), `${String(current)}-other`, ...optionsOf(schema), '1000', 'http://upstream.test/v2'];
+  const candidates =
+    typeof current === 'number'
+      ? [current + 1, current - 1, current / 2].map(String)
+      : [String(!current), `${String(current)}-other`, ...optionsOf(schema), '1000', 'http://upstream.test/v2'];
   return candidates.find((candidate) => {
     const parsed = schema.safeParse(candidate);
     return parsed.success && !isDeepStrictEqual(parsed.data, current);
@@ -90,14 +95,23 @@ describe('settings at the places their variables declare (config/places.ts)', ()
 
   it('groups the variables by their places, typed and frozen, and leaves the others out', () => {
     const settings = placedSettings(shape, { DEPTH: 7, ON: undefined, OTHER: 'x' });
-    expectTypeOf(settings).toEqualTypeOf<{ readonly limits: { readonly maxDepth: number }; readonly on: boolean | undefined }>();
+    expectTypeOf(settings).toEqualTypeOf<{
+      readonly limits: { readonly maxDepth: number };
+      readonly on: boolean | undefined;
+    }>();
     expect(settings).toEqual({ limits: { maxDepth: 7 }, on: undefined });
     expect(Object.isFrozen(settings) && Object.isFrozen(settings.limits)).toBe(true);
   });
 
   it('refuses two variables at one place, and a place that is a setting and a group at once', () => {
-    expect(() => placedSettings({ A: setting('x.y', text('t')), B: setting('x.y', text('t')) }, { A: 'a', B: 'b' })).toThrow('B: its place x.y is taken already');
-    expect(() => placedSettings({ A: setting('x', text('t')), B: setting('x.y', text('t')) }, { A: 'a', B: 'b' })).toThrow('B: its place x.y is taken already');
-    expect(() => placedSettings({ A: setting('x.y', text('t')), B: setting('x', text('t')) }, { A: 'a', B: 'b' })).toThrow('B: its place x is taken already');
+    expect(() =>
+      placedSettings({ A: setting('x.y', text('t')), B: setting('x.y', text('t')) }, { A: 'a', B: 'b' }),
+    ).toThrow('B: its place x.y is taken already');
+    expect(() =>
+      placedSettings({ A: setting('x', text('t')), B: setting('x.y', text('t')) }, { A: 'a', B: 'b' }),
+    ).toThrow('B: its place x.y is taken already');
+    expect(() =>
+      placedSettings({ A: setting('x.y', text('t')), B: setting('x', text('t')) }, { A: 'a', B: 'b' }),
+    ).toThrow('B: its place x is taken already');
   });
 });

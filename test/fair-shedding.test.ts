@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { answer, jsonHeaders, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { type Answer, answer, jsonHeaders, startTestGateway, type TestGateway } from './support/gateway.js';
 import { ok } from './support/limits.js';
 import { sampleOf } from './support/metrics.js';
 import { until } from './support/until.js';
@@ -14,7 +14,8 @@ import { until } from './support/until.js';
 /** One Get Heads call at the upstream: the slow read. */
 const slowRead = JSON.stringify({ query: '{ heads(first: 1) { nodes { uuid } } }' });
 
-const overloadRefusals = async (t: TestGateway, reason: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_overload_refusals_total{reason="${reason}"}`) ?? 0;
+const overloadRefusals = async (t: TestGateway, reason: string) =>
+  sampleOf(await t.metrics.registry.metrics(), `gateway_overload_refusals_total{reason="${reason}"}`) ?? 0;
 
 const overloaded = (a: Answer) => a.status === 503 && a.body.errors?.[0]?.extensions?.code === 'OVERLOADED';
 
@@ -28,9 +29,18 @@ interface Caller {
 async function fairGateway(env: Record<string, string>) {
   // Identical reads held at the upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE).
   // The event loop is not watched: a busy test machine must not refuse for it.
-  const t = await startTestGateway({ env: { SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true', ...env } });
+  const t = await startTestGateway({
+    env: { SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true', ...env },
+  });
   const url = await t.listen();
-  const send = async (body: string, from: Caller) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), 'x-forwarded-for': from.address, authorization: `Bearer ${from.token}` }, body }));
+  const send = async (body: string, from: Caller) =>
+    answer(
+      await fetch(url, {
+        method: 'POST',
+        headers: { ...jsonHeaders(), 'x-forwarded-for': from.address, authorization: `Bearer ${from.token}` },
+        body,
+      }),
+    );
   return { t, send };
 }
 
@@ -46,12 +56,18 @@ describe('SHED_MAX_IN_FLIGHT=20: one caller holds the cap', () => {
   // A test that failed leaves nothing held for the next.
   afterEach(() => void g.t.reference.releaseHeld());
 
-  /** `count` slow reads sent at once, `from` each; resolves once the upstream holds `held` of them and the rest are answered. */
+  /**
+   * `count` slow reads sent at once, `from` each; resolves once the upstream holds `held` of them and the rest are
+   * answered.
+   */
   async function slowReads(count: number, held: number, from: (i: number) => Caller) {
     const heldBefore = g.t.reference.inFlight();
     let answered = 0;
     const reads = Array.from({ length: count }, (_, i) => g.send(slowRead, from(i)).finally(() => answered++));
-    await until(() => g.t.reference.inFlight() === heldBefore + held && answered === count - held, `${held} slow reads held, the other ${count - held} answered`);
+    await until(
+      () => g.t.reference.inFlight() === heldBefore + held && answered === count - held,
+      `${held} slow reads held, the other ${count - held} answered`,
+    );
     return reads;
   }
 
@@ -61,7 +77,11 @@ describe('SHED_MAX_IN_FLIGHT=20: one caller holds the cap', () => {
     const heavy = { address: '198.51.100.1', token: 'heavy-caller' };
     const reads = await slowReads(40, 20, () => heavy);
 
-    const newcomers = await Promise.all(['a', 'b', 'c'].map((name, i) => g.send(headRead, { address: `198.51.100.${10 + i}`, token: `newcomer-${name}` })));
+    const newcomers = await Promise.all(
+      ['a', 'b', 'c'].map((name, i) =>
+        g.send(headRead, { address: `198.51.100.${10 + i}`, token: `newcomer-${name}` }),
+      ),
+    );
     expect(newcomers.filter((a) => !ok(a))).toEqual([]);
     // The heavy caller is still refused, at the door, for its share.
     expect(overloaded(await g.send(headRead, heavy))).toBe(true);
@@ -107,7 +127,9 @@ describe('the upstream pool saturated by operations that each fan out (UPSTREAM_
   it('counts as overloaded once UPSTREAM_FANOUT (10) calls wait for a connection, far below the cap: the caller whose operations fill the pool is refused, another is served', async () => {
     const ids = g.t.reference.store.headIds();
     // Ten Get Head By Id calls at once (UPSTREAM_FANOUT): two of these fill four connections and queue 16 calls.
-    const tenReads = JSON.stringify({ query: `{ nodes(ids: ${JSON.stringify(ids.slice(0, 10))}) { ... on Head { name } } }` });
+    const tenReads = JSON.stringify({
+      query: `{ nodes(ids: ${JSON.stringify(ids.slice(0, 10))}) { ... on Head { name } } }`,
+    });
     const queued = async () => sampleOf(await g.t.metrics.registry.metrics(), 'gateway_upstream_calls_queued');
     const fanning = { address: '198.51.100.70', token: 'fanning-out' };
     g.t.reference.injectFault('getHeadById', { kind: 'latency', ms: 600_000 }, 4);
@@ -119,7 +141,10 @@ describe('the upstream pool saturated by operations that each fan out (UPSTREAM_
     // Two operations in flight of a cap of 20; before, this one was taken and queued ten more calls.
     expect(overloaded(await g.send(tenReads, fanning))).toBe(true);
     // A caller with nothing in flight is taken: its call waits its turn in the queue.
-    const newcomer = g.send(JSON.stringify({ query: `{ head(id: "${ids[10]!}") { name } }` }), { address: '198.51.100.71', token: 'newcomer' });
+    const newcomer = g.send(JSON.stringify({ query: `{ head(id: "${ids[10]!}") { name } }` }), {
+      address: '198.51.100.71',
+      token: 'newcomer',
+    });
     await until(async () => (await queued()) === 17, "the newcomer's call queued");
     expect(g.t.reference.releaseHeld()).toBe(4);
     expect([await first, await second, await newcomer].every(ok)).toBe(true);

@@ -27,9 +27,12 @@ const files = filesUnder('');
 const names = new Set(files.map((file) => basename(file)));
 
 /** The comments of a TypeScript or JavaScript file (`//` and `/* … *\/`), where a file's name is prose, not data. */
-const commentsOf = (text: string): string => [...text.matchAll(/\/\/[^\n]*|\/\*[\s\S]*?\*\//g)].map((match) => match[0]).join('\n');
+const commentsOf = (text: string): string =>
+  [...text.matchAll(/\/\/[^\n]*|\/\*[\s\S]*?\*\//g)].map((match) => match[0]).join('\n');
 
-/** A `.ts` file's name or path in prose (not a glob such as `*.test.ts`, not a package's file such as `@scope/x.ts`). */
+/**
+ * A `.ts` file's name or path in prose (not a glob such as `*.test.ts`, not a package's file such as `@scope/x.ts`).
+ */
 const named = /(?<![\w@.*/-])(?:\.\/)?((?:[\w-]+\/)*[\w.-]+\.ts)\b/g;
 
 /** Whether a name points at a file here: its path's end matches one, or it is a bare name some file has. */
@@ -42,9 +45,14 @@ describe('file names in comments and documents', () => {
   it('name files that exist', () => {
     const stale: string[] = [];
     for (const file of files) {
-      const prose = /\.(md)$/.test(file) ? readFileSync(join(root, file), 'utf8') : /\.(ts|mts|cjs|mjs)$/.test(file) ? commentsOf(readFileSync(join(root, file), 'utf8')) : undefined;
+      const prose = /\.(md)$/.test(file)
+        ? readFileSync(join(root, file), 'utf8')
+        : /\.(ts|mts|cjs|mjs)$/.test(file)
+          ? commentsOf(readFileSync(join(root, file), 'utf8'))
+          : undefined;
       if (prose === undefined) continue;
-      for (const [, reference] of prose.matchAll(named)) if (!reference!.endsWith('.d.ts') && !exists(reference!)) stale.push(`${file}: ${reference}`);
+      for (const [, reference] of prose.matchAll(named))
+        if (!reference!.endsWith('.d.ts') && !exists(reference!)) stale.push(`${file}: ${reference}`);
     }
     expect([...new Set(stale)].sort()).toEqual([]);
   });
@@ -53,6 +61,8 @@ describe('file names in comments and documents', () => {
     expect(exists('server/pipeline/stages.ts')).toBe(true);
     expect(exists('stages.ts')).toBe(true);
     expect(exists('server/lane.ts')).toBe(false);
-    expect([...'see documents/prepared.ts, server/lane.ts and `*.test.ts`'.matchAll(named)].map((match) => match[1])).toEqual(['documents/prepared.ts', 'server/lane.ts']);
+    expect(
+      [...'see documents/prepared.ts, server/lane.ts and `*.test.ts`'.matchAll(named)].map((match) => match[1]),
+    ).toEqual(['documents/prepared.ts', 'server/lane.ts']);
   });
 });

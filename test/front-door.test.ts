@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { withoutErrorStacks } from '../src/server/pages/graphiql-page.js';
-import { answer, startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { answer, type GraphQLResponse, startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
  * The front door (src/server/pages/front-door.ts), as a person meets it with a browser or curl: where
@@ -14,7 +14,9 @@ import { answer, startTestGateway, type GraphQLResponse, type TestGateway } from
 /** What Chromium sends for a navigation. */
 const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8';
 const MARKER = 'zz-marker-5d1c';
-const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
 
 const open = (on: TestGateway, path: string, accept?: string) =>
   on.gateway.fetch(`http://gateway${path}`, { redirect: 'manual', headers: accept === undefined ? {} : { accept } });
@@ -64,10 +66,14 @@ describe('GraphiQL on (the default outside production)', () => {
   });
 
   it('leaves GraphQL requests to the pipeline and unknown paths to the 404 route: a GET query runs, /nope is 404', async () => {
-    const query = await answer(await open(t, `/graphql?query=${encodeURIComponent('{ __typename }')}`, 'application/json'));
+    const query = await answer(
+      await open(t, `/graphql?query=${encodeURIComponent('{ __typename }')}`, 'application/json'),
+    );
     expect(query).toMatchObject({ status: 200, body: { data: { __typename: 'Query' } } });
     expect((await open(t, '/nope', BROWSER)).status).toBe(404);
-    expect((await t.gateway.fetch('http://gateway/', { method: 'POST', headers: { accept: BROWSER } })).status).toBe(404);
+    expect((await t.gateway.fetch('http://gateway/', { method: 'POST', headers: { accept: BROWSER } })).status).toBe(
+      404,
+    );
   });
 });
 
@@ -95,7 +101,11 @@ describe('GraphiQL off (NODE_ENV=production)', () => {
     const response = await open(t, '/', 'application/json');
     expect(response.status).toBe(200);
     const text = await response.text();
-    expect(JSON.parse(text)).toMatchObject({ graphql: '/graphql', graphiql: null, docs: expect.stringContaining('schema.graphql') });
+    expect(JSON.parse(text)).toMatchObject({
+      graphql: '/graphql',
+      graphiql: null,
+      docs: expect.stringContaining('schema.graphql'),
+    });
     expectNothingToUse(text);
   });
 
@@ -123,7 +133,9 @@ describe('GraphiQL off (NODE_ENV=production)', () => {
     expect(noQuery.status).toBe(400);
     expect(noQuery.body.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
     // A GET query a browser opens runs.
-    const query = await answer(await open(t, `/graphql?query=${encodeURIComponent('{ heads(first: 1) { totalCount } }')}`, BROWSER));
+    const query = await answer(
+      await open(t, `/graphql?query=${encodeURIComponent('{ heads(first: 1) { totalCount } }')}`, BROWSER),
+    );
     expect(query.status).toBe(200);
     expect(query.body).toEqual({ data: { heads: { totalCount: t.reference.store.headCount } } });
     expect(t.calls()).toHaveLength(1);
@@ -142,9 +154,16 @@ describe('no stacks in error answers', () => {
         [`{ head(id: "${ids[0]}") { updatedAt } }`, 'UPSTREAM_ERROR'],
       ] as const) {
         const got = await answer<GraphQLResponse>(
-          await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) }),
+          await t.gateway.fetch('http://gateway/graphql', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ query }),
+          }),
         );
-        expect(got.body.errors?.map((e) => e.extensions?.code), query).toEqual([code]);
+        expect(
+          got.body.errors?.map((e) => e.extensions?.code),
+          query,
+        ).toEqual([code]);
         const text = JSON.stringify(got.body);
         expect(text).not.toMatch(/stack|originalError/);
         expectNothingToUse(text);

@@ -1,5 +1,9 @@
 import fc from 'fast-check';
 import {
+  type GraphQLField,
+  type GraphQLInputType,
+  type GraphQLNamedType,
+  type GraphQLObjectType,
   getNamedType,
   isEnumType,
   isInputObjectType,
@@ -9,16 +13,12 @@ import {
   isObjectType,
   isScalarType,
   isUnionType,
-  type GraphQLField,
-  type GraphQLInputType,
-  type GraphQLNamedType,
-  type GraphQLObjectType,
 } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { OperationName } from '../src/domain/operations.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
 import { schema } from '../src/schema/index.js';
-import type { OperationName } from '../src/domain/operations.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
@@ -45,9 +45,12 @@ let ids: string[];
 
 beforeAll(async () => {
   t = await startTestGateway();
-  const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', {
-    input: DEMO_CREDENTIALS,
-  });
+  const login = await t.execute<{ login: { accessToken: string } }>(
+    'mutation($input: LoginInput!) { login(input: $input) { accessToken } }',
+    {
+      input: DEMO_CREDENTIALS,
+    },
+  );
   token = login.data!.login.accessToken;
   upstreamHost = new URL(t.reference.url).host;
   ids = t.reference.store.headIds();
@@ -101,31 +104,43 @@ function expectSafe(answer: Answer, context: string): void {
   expect(/^\s*at .*:\d+:\d+\)?$/m.test(answer.text), `stack frame: ${where}`).toBe(false);
   for (const error of errorsOf(answer.json)) {
     expect(JSON.stringify(error).includes('    at '), `stack frame in an error: ${where}`).toBe(false);
-    if (error.extensions?.code === 'INTERNAL_SERVER_ERROR') expect(error.message, `unmasked internal error: ${where}`).toBe('Unexpected error.');
+    if (error.extensions?.code === 'INTERNAL_SERVER_ERROR')
+      expect(error.message, `unmasked internal error: ${where}`).toBe('Unexpected error.');
   }
 }
 
-/** Whatever a client sends is its own mistake at worst: never an internal error (the upstream here always answers well). */
+/**
+ * Whatever a client sends is its own mistake at worst: never an internal error (the upstream here always answers well).
+ */
 function expectNotOurFault(answer: Answer, context: string): void {
-  for (const error of errorsOf(answer.json)) expect(error.extensions?.code, `${context}\n→ ${answer.status} ${answer.text.slice(0, 600)}`).not.toBe('INTERNAL_SERVER_ERROR');
+  for (const error of errorsOf(answer.json))
+    expect(error.extensions?.code, `${context}\n→ ${answer.status} ${answer.text.slice(0, 600)}`).not.toBe(
+      'INTERNAL_SERVER_ERROR',
+    );
 }
 
 /** Behind a valid operation: data, or errors that each say what went wrong with a code. */
 function expectDataOrCodedErrors(answer: Answer, context: string): void {
   const where = `${context}\n→ ${answer.status} ${answer.text.slice(0, 600)}`;
   expect(answer.status, where).toBe(200);
-  expect(typeof answer.json === 'object' && answer.json !== null && 'data' in answer.json, `no data key: ${where}`).toBe(true);
+  expect(
+    typeof answer.json === 'object' && answer.json !== null && 'data' in answer.json,
+    `no data key: ${where}`,
+  ).toBe(true);
   for (const error of errorsOf(answer.json)) {
     expect(typeof error.extensions?.code, `uncoded error: ${where}`).toBe('string');
     expect(error.extensions?.code, `internal error: ${where}`).not.toBe('INTERNAL_SERVER_ERROR');
   }
 }
 
-
 const graphqlPost = (body: string, headers: Record<string, string> = {}) =>
   new Request('http://gateway/graphql', {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/graphql-response+json, application/json',
+      ...headers,
+    },
     body,
   });
 
@@ -135,7 +150,8 @@ type Gen = fc.GeneratorValue;
 
 const pick = <T>(g: Gen, items: readonly T[]): T => items[g(fc.nat, { max: items.length - 1 })]!;
 const chance = (g: Gen, percent: number): boolean => g(fc.nat, { max: 99 }) < percent;
-const someString = (g: Gen): string => g(fc.string, { maxLength: 40, unit: pick(g, ['grapheme', 'binary', 'grapheme-ascii'] as const) });
+const someString = (g: Gen): string =>
+  g(fc.string, { maxLength: 40, unit: pick(g, ['grapheme', 'binary', 'grapheme-ascii'] as const) });
 /** A GraphQL string literal; JSON's escapes are GraphQL's (lone surrogates may not parse: fine). */
 const stringLiteral = (value: string) => JSON.stringify(value);
 
@@ -169,17 +185,31 @@ class DocumentBuilder {
     const g = this.g;
     const id = pick(g, ids);
     if (this.mistake(15) || chance(g, 10)) {
-      return pick(g, [`${id}/../../permissions`, '', someString(g), Buffer.from(someString(g)).toString('base64'), Buffer.from(`Head:${someString(g)}`).toString('base64')]);
+      return pick(g, [
+        `${id}/../../permissions`,
+        '',
+        someString(g),
+        Buffer.from(someString(g)).toString('base64'),
+        Buffer.from(`Head:${someString(g)}`).toString('base64'),
+      ]);
     }
-    return pick(g, [id, Buffer.from(`Head:${id}`).toString('base64'), Buffer.from(`Permission:${id}`).toString('base64'), '00000000-0000-4000-8000-000000000000', id.toUpperCase()]);
+    return pick(g, [
+      id,
+      Buffer.from(`Head:${id}`).toString('base64'),
+      Buffer.from(`Permission:${id}`).toString('base64'),
+      '00000000-0000-4000-8000-000000000000',
+      id.toUpperCase(),
+    ]);
   }
 
   /** Values for arguments whose name says more than their type (paging). */
   private byName(name: string | undefined): unknown {
     const g = this.g;
-    if ((name === 'first' || name === 'last') && !this.mistake(20) && chance(g, 90)) return g(fc.integer, { min: 1, max: 100 });
+    if ((name === 'first' || name === 'last') && !this.mistake(20) && chance(g, 90))
+      return g(fc.integer, { min: 1, max: 100 });
     if ((name === 'after' || name === 'before') && !this.mistake(20) && chance(g, 85)) {
-      // The relay cursor format, valid or just past the end, or forged (huge, negative, not an integer); garbage otherwise.
+      // The relay cursor format, valid or just past the end, or forged (huge, negative, not an integer); garbage
+      // otherwise.
       const offset = chance(g, 80) ? g(fc.integer, { min: -1, max: 300 }) : pick(g, forgedOffsets);
       return Buffer.from(`OffsetConnection:${offset}`).toString('base64');
     }
@@ -194,12 +224,15 @@ class DocumentBuilder {
     if (!nonNull && chance(g, 3)) return null;
     const named = this.byName(name);
     if (named !== undefined) return named;
-    if (isListType(type)) return Array.from({ length: g(fc.nat, { max: 4 }) }, () => this.jsonFor(type.ofType, depth + 1));
+    if (isListType(type))
+      return Array.from({ length: g(fc.nat, { max: 4 }) }, () => this.jsonFor(type.ofType, depth + 1));
     if (isEnumType(type)) return this.mistake(5) ? someString(g) : pick(g, type.getValues()).name;
     if (isInputObjectType(type)) {
       const fields = Object.values(type.getFields());
       const value: Record<string, unknown> = {};
-      for (const field of fields) if (isNonNullType(field.type) ? !this.mistake(5) : chance(g, 50)) value[field.name] = this.jsonFor(field.type, depth + 1);
+      for (const field of fields)
+        if (isNonNullType(field.type) ? !this.mistake(5) : chance(g, 50))
+          value[field.name] = this.jsonFor(field.type, depth + 1);
       if (this.mistake(2)) value[g(nameArb)] = g(fc.jsonValue, { maxDepth: 1 });
       return value;
     }
@@ -235,12 +268,14 @@ class DocumentBuilder {
     if (isInputObjectType(type)) {
       const parts: string[] = [];
       for (const field of Object.values(type.getFields())) {
-        if (isNonNullType(field.type) ? !this.mistake(5) : chance(g, 45)) parts.push(`${field.name}: ${this.literal(field.type, depth + 1)}`);
+        if (isNonNullType(field.type) ? !this.mistake(5) : chance(g, 45))
+          parts.push(`${field.name}: ${this.literal(field.type, depth + 1)}`);
       }
       if (this.mistake(2)) parts.push(`${g(nameArb)}: 1`);
       return `{ ${parts.join(', ')} }`;
     }
-    if (isScalarType(type) && type.name === 'JSON') return chance(g, 85) ? jsonLiteral(g(fc.jsonValue, { maxDepth: 3 })) : hostileJsonLiteral(g);
+    if (isScalarType(type) && type.name === 'JSON')
+      return chance(g, 85) ? jsonLiteral(g(fc.jsonValue, { maxDepth: 3 })) : hostileJsonLiteral(g);
     const value = this.jsonFor(type, depth, name, nonNull);
     return typeof value === 'string' ? stringLiteral(value) : jsonLiteral(value);
   }
@@ -250,7 +285,9 @@ class DocumentBuilder {
     if (chance(g, 30)) {
       const variable = `v${this.variableDefinitions.length}`;
       // Sometimes declared with a type other than the argument's: a validation error to answer.
-      const declared = this.mistake(3) ? pick(g, ['Int', 'String!', '[ID]', 'Boolean', 'UpdateHeadInput']) : String(type);
+      const declared = this.mistake(3)
+        ? pick(g, ['Int', 'String!', '[ID]', 'Boolean', 'UpdateHeadInput'])
+        : String(type);
       this.variableDefinitions.push(`$${variable}: ${declared}`);
       if (!this.mistake(3)) this.variables[variable] = this.jsonFor(type, 0, name);
       return `${name}: $${variable}`;
@@ -264,7 +301,8 @@ class DocumentBuilder {
     let text = chance(g, 20) ? `${this.mistake(10) ? g(nameArb) : `a${this.aliases++}`}: ${field.name}` : field.name;
     const args = field.args.filter((arg) => (isNonNullType(arg.type) ? !this.mistake(3) : chance(g, 40)));
     if (args.length > 0) text += `(${args.map((arg) => this.argument(arg.name, arg.type)).join(', ')})`;
-    if (chance(g, 5)) text += ` @${pick(g, ['include', 'skip'])}(if: ${this.mistake(20) ? '1' : pick(g, ['true', 'false'])})`;
+    if (chance(g, 5))
+      text += ` @${pick(g, ['include', 'skip'])}(if: ${this.mistake(20) ? '1' : pick(g, ['true', 'false'])})`;
     const named = getNamedType(field.type);
     if (isObjectType(named) || isInterfaceType(named) || isUnionType(named)) {
       if (this.mistake(1)) return text; // a composite without a selection: refused by validation
@@ -283,15 +321,22 @@ class DocumentBuilder {
     // Distinct fields, except by mistake: the same field twice with other arguments is a conflict.
     const chosen = this.mistake(10)
       ? Array.from({ length: g(fc.integer, { min: 1, max: 5 }) }, () => pick(g, fields))
-      : g(fc.shuffledSubarray, [...fields.keys()], { minLength: 1, maxLength: Math.min(5, fields.length) }).map((i) => fields[i]!);
+      : g(fc.shuffledSubarray, [...fields.keys()], { minLength: 1, maxLength: Math.min(5, fields.length) }).map(
+          (i) => fields[i]!,
+        );
     for (const field of chosen) parts.push(this.field(field, depth));
     if (chance(g, 10)) parts.push('__typename');
     // `__typename` under aliases: they count against MAX_ALIASES like any other.
-    if (chance(g, 3)) parts.push(...Array.from({ length: g(fc.integer, { min: 1, max: 40 }) }, () => `t${this.aliases++}: __typename`));
+    if (chance(g, 3))
+      parts.push(...Array.from({ length: g(fc.integer, { min: 1, max: 40 }) }, () => `t${this.aliases++}: __typename`));
     if (this.mistake(2)) parts.push(pick(g, ['doesNotExist', 'token', 'password', '__schema { types { name } }']));
     if (isInterfaceType(type) || chance(g, 10)) {
-      const possible: readonly GraphQLObjectType[] = isInterfaceType(type) ? schema.getPossibleTypes(type) : [type as GraphQLObjectType];
-      const target = this.mistake(2) ? (schema.getType(pick(g, ['Permission', 'Hair', 'Query'])) as GraphQLObjectType) : pick(g, possible);
+      const possible: readonly GraphQLObjectType[] = isInterfaceType(type)
+        ? schema.getPossibleTypes(type)
+        : [type as GraphQLObjectType];
+      const target = this.mistake(2)
+        ? (schema.getType(pick(g, ['Permission', 'Hair', 'Query'])) as GraphQLObjectType)
+        : pick(g, possible);
       const inner = this.selection(target, depth + 1);
       if (chance(g, 50)) {
         parts.push(`... on ${target.name} ${inner}`);
@@ -306,7 +351,9 @@ class DocumentBuilder {
 
   document(): { query: string; variables: Record<string, unknown> } {
     const g = this.g;
-    const root: GraphQLObjectType = chance(g, 80) ? schema.getQueryType()! : (schema.getMutationType() ?? schema.getQueryType()!);
+    const root: GraphQLObjectType = chance(g, 80)
+      ? schema.getQueryType()!
+      : (schema.getMutationType() ?? schema.getQueryType()!);
     const fields = Object.values(root.getFields());
     // Root fields under unique aliases (same field, other arguments), except by mistake.
     const selections = Array.from({ length: g(fc.integer, { min: 1, max: 4 }) }, (_, i) => {
@@ -322,7 +369,20 @@ class DocumentBuilder {
 }
 
 /** Cursor offsets that were forged against the gateway: past 2^31-1, past 2^53, not integers, not plain. */
-const forgedOffsets = [2 ** 31 - 1, 2 ** 31, 2 ** 53 - 1, 1e14, '1.5', '1e3', '-0', '0x1f', ' 7', '007', 'NaN', ''] as const;
+const forgedOffsets = [
+  2 ** 31 - 1,
+  2 ** 31,
+  2 ** 53 - 1,
+  1e14,
+  '1.5',
+  '1e3',
+  '-0',
+  '0x1f',
+  ' 7',
+  '007',
+  'NaN',
+  '',
+] as const;
 
 /** Nested `depth` deep, as arrays or objects. */
 const deepJson = (depth: number, objects: boolean): unknown => {
@@ -351,21 +411,32 @@ function hostileJsonLiteral(g: Gen): string {
 
 /** A JSON value as a GraphQL literal: object keys made into names, strings escaped. */
 function jsonLiteral(value: unknown): string {
-  if (value === null || typeof value !== 'object') return typeof value === 'number' && !Number.isFinite(value) ? '0' : JSON.stringify(value);
+  if (value === null || typeof value !== 'object')
+    return typeof value === 'number' && !Number.isFinite(value) ? '0' : JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map(jsonLiteral).join(', ')}]`;
-  const entries = Object.entries(value).map(([key, v], i) => `${/^[A-Za-z_]\w*$/.test(key) ? key : `k${i}`}: ${jsonLiteral(v)}`);
+  const entries = Object.entries(value).map(
+    ([key, v], i) => `${/^[A-Za-z_]\w*$/.test(key) ? key : `k${i}`}: ${jsonLiteral(v)}`,
+  );
   return `{ ${entries.join(', ')} }`;
 }
 
 const generatedDocument = fc.gen().map((g) => new DocumentBuilder(g).document());
 
 /** A generated document damaged: cut, or with random text spliced in. */
-const damagedDocument = fc
-  .tuple(generatedDocument, fc.nat(), fc.string({ maxLength: 12 }))
-  .map(([doc, at, junk]) => ({ ...doc, query: doc.query.slice(0, at % (doc.query.length + 1)) + junk + doc.query.slice(at % (doc.query.length + 1) + (junk ? 0 : 5)) }));
+const damagedDocument = fc.tuple(generatedDocument, fc.nat(), fc.string({ maxLength: 12 })).map(([doc, at, junk]) => ({
+  ...doc,
+  query:
+    doc.query.slice(0, at % (doc.query.length + 1)) +
+    junk +
+    doc.query.slice((at % (doc.query.length + 1)) + (junk ? 0 : 5)),
+}));
 
 const garbageDocument = fc.record({
-  query: fc.oneof(fc.string({ maxLength: 200 }), fc.string({ maxLength: 80, unit: 'binary' }), fc.constantFrom('{', '}', '{ head(id: ) }', 'query { heads { nodes { ...F } } }', '#', 'subscription { x }')),
+  query: fc.oneof(
+    fc.string({ maxLength: 200 }),
+    fc.string({ maxLength: 80, unit: 'binary' }),
+    fc.constantFrom('{', '}', '{ head(id: ) }', 'query { heads { nodes { ...F } } }', '#', 'subscription { x }'),
+  ),
   variables: fc.dictionary(nameArb(), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
 });
 
@@ -385,14 +456,22 @@ describe('random operations against the gateway', () => {
   it('never a 5xx, a crash, an unmasked error or a leak', async () => {
     const before = t.calls().length;
     await fc.assert(
-      fc.asyncProperty(fc.oneof({ weight: 8, arbitrary: generatedDocument }, { weight: 1, arbitrary: damagedDocument }, { weight: 1, arbitrary: garbageDocument }), authorization, async (doc, auth) => {
-        const answer = await send(graphqlPost(JSON.stringify(doc), requestHeaders(auth)));
-        expectSafe(answer, JSON.stringify(doc).slice(0, 2_000));
-        expectNotOurFault(answer, JSON.stringify(doc).slice(0, 2_000));
-        // Whatever the document, the answer is a GraphQL response: an object with `data`, or
-        // errors saying why there is none (a null body or a bare value is neither).
-        expect(isGraphQLResponse(answer.json), `not a GraphQL response: ${answer.text.slice(0, 300)}`).toBe(true);
-      }),
+      fc.asyncProperty(
+        fc.oneof(
+          { weight: 8, arbitrary: generatedDocument },
+          { weight: 1, arbitrary: damagedDocument },
+          { weight: 1, arbitrary: garbageDocument },
+        ),
+        authorization,
+        async (doc, auth) => {
+          const answer = await send(graphqlPost(JSON.stringify(doc), requestHeaders(auth)));
+          expectSafe(answer, JSON.stringify(doc).slice(0, 2_000));
+          expectNotOurFault(answer, JSON.stringify(doc).slice(0, 2_000));
+          // Whatever the document, the answer is a GraphQL response: an object with `data`, or
+          // errors saying why there is none (a null body or a bare value is neither).
+          expect(isGraphQLResponse(answer.json), `not a GraphQL response: ${answer.text.slice(0, 300)}`).toBe(true);
+        },
+      ),
       { seed: SEED, numRuns: runs(300) },
     );
     expect(t.reference.inFlight()).toBe(0);
@@ -431,7 +510,16 @@ const contentTypes = [
   '*/*',
   'garbage',
 ];
-const accepts = [undefined, 'application/json', 'application/graphql-response+json', 'text/event-stream', 'multipart/mixed', 'text/html', '*/*', 'nonsense/x'];
+const accepts = [
+  undefined,
+  'application/json',
+  'application/graphql-response+json',
+  'text/event-stream',
+  'multipart/mixed',
+  'text/html',
+  '*/*',
+  'nonsense/x',
+];
 
 const rawBody = fc.oneof(
   fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)),
@@ -440,7 +528,11 @@ const rawBody = fc.oneof(
   fc
     .record(
       {
-        query: fc.oneof(fc.jsonValue({ maxDepth: 1 }), generatedDocument.map((d) => d.query), fc.constant('{ heads(first: 2) { nodes { name } } }')),
+        query: fc.oneof(
+          fc.jsonValue({ maxDepth: 1 }),
+          generatedDocument.map((d) => d.query),
+          fc.constant('{ heads(first: 2) { nodes { name } } }'),
+        ),
         variables: fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constant('{"id":1}')),
         operationName: fc.oneof(fc.jsonValue({ maxDepth: 1 }), nameArb()),
         extensions: fc.jsonValue({ maxDepth: 2 }),
@@ -448,25 +540,65 @@ const rawBody = fc.oneof(
       { requiredKeys: [] },
     )
     .map((v) => JSON.stringify(v)),
-  fc.array(fc.record({ query: fc.constantFrom('{ heads(first: 1) { totalCount } }', '{ x }') }), { maxLength: 3 }).map((v) => JSON.stringify(v)),
-  fc.constantFrom('', '{', '{"query":', 'null', '[]', '{"query": null}', 'query=%7B%20heads%20%7B%20totalCount%20%7D%20%7D', '--xyz\r\nContent-Disposition: form-data; name="operations"\r\n\r\n{}\r\n--xyz--'),
-  fc.nat({ max: 50_000 }).map((n) => JSON.stringify({ query: `{ heads(first: 1) { totalCount } }`, variables: { pad: 'x'.repeat(80_000 + n) } })),
+  fc
+    .array(fc.record({ query: fc.constantFrom('{ heads(first: 1) { totalCount } }', '{ x }') }), { maxLength: 3 })
+    .map((v) => JSON.stringify(v)),
+  fc.constantFrom(
+    '',
+    '{',
+    '{"query":',
+    'null',
+    '[]',
+    '{"query": null}',
+    'query=%7B%20heads%20%7B%20totalCount%20%7D%20%7D',
+    '--xyz\r\nContent-Disposition: form-data; name="operations"\r\n\r\n{}\r\n--xyz--',
+  ),
+  fc
+    .nat({ max: 50_000 })
+    .map((n) =>
+      JSON.stringify({ query: `{ heads(first: 1) { totalCount } }`, variables: { pad: 'x'.repeat(80_000 + n) } }),
+    ),
   // Deep JSON where a JSON scalar or the request parameters take it.
-  fc.integer({ min: 30, max: 6_000 }).map((n) => `{"query": "mutation($m: JSON) { updateHead(input: {id: \\"${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}\\", headMetadata: $m}) { head { id } } }", "variables": {"m": ${'['.repeat(n)}${']'.repeat(n)}}}`),
-  fc.integer({ min: 30, max: 6_000 }).map((n) => `{"query": "{ __typename }", "extensions": ${'{"a":'.repeat(n)}1${'}'.repeat(n)}}`),
+  fc
+    .integer({ min: 30, max: 6_000 })
+    .map(
+      (n) =>
+        `{"query": "mutation($m: JSON) { updateHead(input: {id: \\"${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}\\", headMetadata: $m}) { head { id } } }", "variables": {"m": ${'['.repeat(n)}${']'.repeat(n)}}}`,
+    ),
+  fc
+    .integer({ min: 30, max: 6_000 })
+    .map((n) => `{"query": "{ __typename }", "extensions": ${'{"a":'.repeat(n)}1${'}'.repeat(n)}}`),
 );
 
 const rawQueryString = fc.oneof(
   fc.constant(''),
   fc.constant('?query=%7B%20heads(first%3A%201)%20%7B%20totalCount%20%7D%20%7D'),
-  fc.constant('?query=mutation%20%7B%20login(input%3A%7Busername%3A%22a%22%2Cpassword%3A%22b%22%7D)%20%7B%20tokenType%20%7D%20%7D'),
-  fc.dictionary(fc.constantFrom('query', 'variables', 'operationName', 'extensions', 'x'), fc.string({ maxLength: 40 }), { maxKeys: 3 }).map((d) => `?${new URLSearchParams(d).toString()}`),
+  fc.constant(
+    '?query=mutation%20%7B%20login(input%3A%7Busername%3A%22a%22%2Cpassword%3A%22b%22%7D)%20%7B%20tokenType%20%7D%20%7D',
+  ),
+  fc
+    .dictionary(
+      fc.constantFrom('query', 'variables', 'operationName', 'extensions', 'x'),
+      fc.string({ maxLength: 40 }),
+      { maxKeys: 3 },
+    )
+    .map((d) => `?${new URLSearchParams(d).toString()}`),
   // Malformed or hostile `variables`/`extensions` beside a valid query.
   fc
     .record({
       name: fc.constantFrom('variables', 'extensions'),
       value: fc.oneof(
-        fc.constantFrom('{', '{bad', '[1,', '"x"', '[]', '42', 'null', '{"persistedQuery": 5}', '{"persistedQuery": {"version": 1, "sha256Hash": 7}}'),
+        fc.constantFrom(
+          '{',
+          '{bad',
+          '[1,',
+          '"x"',
+          '[]',
+          '42',
+          'null',
+          '{"persistedQuery": 5}',
+          '{"persistedQuery": {"version": 1, "sha256Hash": 7}}',
+        ),
         fc.integer({ min: 1_000, max: 6_000 }).map((n) => `{"m": ${'['.repeat(n)}${']'.repeat(n)}}`),
         fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v).slice(0, -1)),
       ),
@@ -480,7 +612,17 @@ describe('raw HTTP requests', () => {
       fc.asyncProperty(
         fc.record({
           method: fc.constantFrom(...methods),
-          path: fc.constantFrom('/graphql', '/graphql/', '/', '/graphiql', '/health', '/ready', '/metrics', '/nope', '/graphql/../graphql'),
+          path: fc.constantFrom(
+            '/graphql',
+            '/graphql/',
+            '/',
+            '/graphiql',
+            '/health',
+            '/ready',
+            '/metrics',
+            '/nope',
+            '/graphql/../graphql',
+          ),
           query: rawQueryString,
           contentType: fc.constantFrom(...contentTypes),
           accept: fc.constantFrom(...accepts),
@@ -494,7 +636,11 @@ describe('raw HTTP requests', () => {
           if (input.accept !== undefined) headers.accept = input.accept;
           if (input.csrf) headers['x-graphql-csrf'] = '1';
           const hasBody = input.method !== 'GET' && input.method !== 'HEAD';
-          const request = new Request(`http://gateway${input.path}${input.query}`, { method: input.method, headers, ...(hasBody ? { body: input.body } : {}) });
+          const request = new Request(`http://gateway${input.path}${input.query}`, {
+            method: input.method,
+            headers,
+            ...(hasBody ? { body: input.body } : {}),
+          });
           const answer = await send(request);
           expectSafe(answer, JSON.stringify({ ...input, body: input.body.slice(0, 1_000) }));
           expectNotOurFault(answer, JSON.stringify({ ...input, body: input.body.slice(0, 1_000) }));
@@ -526,7 +672,8 @@ type Mutation =
 /** Sets, replaces or deletes the value at a path of a (cloned) JSON value. */
 function mutate(root: unknown, path: Path, mutation: Mutation): void {
   if (mutation.kind === 'wrapper') {
-    if (typeof root === 'object' && root !== null && 'items' in root) (root as Record<string, unknown>)[mutation.key] = mutation.value;
+    if (typeof root === 'object' && root !== null && 'items' in root)
+      (root as Record<string, unknown>)[mutation.key] = mutation.value;
     return;
   }
   let parent = root as Record<string | number, unknown>;
@@ -557,7 +704,15 @@ const offContractValue = fc.oneof(
     '2024-01-01',
     '2024-01-01 00:00:00Z',
   ),
-  fc.constantFrom('not a url', 'mailto:x@example.org', 'javascript:alert(1)', 'http://', 'ftp://example.org/x', 'http://[::1]:80/x', 'https://例え.jp/パス'),
+  fc.constantFrom(
+    'not a url',
+    'mailto:x@example.org',
+    'javascript:alert(1)',
+    'http://',
+    'ftp://example.org/x',
+    'http://[::1]:80/x',
+    'https://例え.jp/パス',
+  ),
   fc.oneof(fc.double(), fc.integer(), fc.constantFrom(2 ** 31 - 1, 2 ** 31, 2 ** 53 + 1, -1, 0, 0.5, 1e308, -0)),
   fc.oneof(fc.double(), fc.integer(), fc.constantFrom(2 ** 31 - 1, 2 ** 31, 2 ** 53 + 1, -1, 0, 0.5, 1e308, -0)),
   fc.uuid(),
@@ -566,7 +721,10 @@ const offContractValue = fc.oneof(
 const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   { weight: 2, arbitrary: fc.constant({ kind: 'delete' } as const) },
   { weight: 6, arbitrary: offContractValue.map((value) => ({ kind: 'set', value }) as const) },
-  { weight: 1, arbitrary: fc.integer({ min: 1_000, max: 200_000 }).map((length) => ({ kind: 'huge', length }) as const) },
+  {
+    weight: 1,
+    arbitrary: fc.integer({ min: 1_000, max: 200_000 }).map((length) => ({ kind: 'huge', length }) as const),
+  },
   {
     weight: 1,
     arbitrary: fc.record({
@@ -594,7 +752,11 @@ function baseBodies(target: Target, id: string): Partial<Record<OperationName, u
   const store = t.reference.store;
   const entry = store.findHead(id)!;
   const head = (shape: HeadShape) => store.project(entry, shape);
-  const byId = { getHeadExt: head(HeadShape.A_EXT), getHeadById: [head(HeadShape.B)], getHeadExtById: head(HeadShape.B_EXT) };
+  const byId = {
+    getHeadExt: head(HeadShape.A_EXT),
+    getHeadById: [head(HeadShape.B)],
+    getHeadExtById: head(HeadShape.B_EXT),
+  };
   const live = store.headIds();
   const five = live.slice(0, 5).map((i) => store.findHead(i)!);
   switch (target) {
@@ -605,13 +767,22 @@ function baseBodies(target: Target, id: string): Partial<Record<OperationName, u
     case 'headsLast':
       return {
         ...byId,
-        listHeads: { items: five.map((e) => store.project(e, HeadShape.A)), total: live.length, page: 1, size: 5, pages: Math.ceil(live.length / 5) },
+        listHeads: {
+          items: five.map((e) => store.project(e, HeadShape.A)),
+          total: live.length,
+          page: 1,
+          size: 5,
+          pages: Math.ceil(live.length / 5),
+        },
         listHeadsExt: five.map((e) => store.project(e, HeadShape.B_EXT)),
       };
     case 'permissions':
       return {
         getPermissions: {
-          items: store.permissions().slice(0, 4).map((p) => ({ ...p })),
+          items: store
+            .permissions()
+            .slice(0, 4)
+            .map((p) => ({ ...p })),
           total: 140,
           page: 1,
           size: 4,
@@ -649,7 +820,11 @@ describe('off-contract upstream answers', () => {
             }
             t.reference.injectFault(operation, { kind: 'off-contract', body });
           }
-          const answer = await send(graphqlPost(JSON.stringify({ query: offContractQueries[target], variables: { id } }), { authorization: `Bearer ${token}` }));
+          const answer = await send(
+            graphqlPost(JSON.stringify({ query: offContractQueries[target], variables: { id } }), {
+              authorization: `Bearer ${token}`,
+            }),
+          );
           const context = `${target} ${id} ${JSON.stringify(wholeBody ?? mutations).slice(0, 1_500)}`;
           expectSafe(answer, context);
           expectDataOrCodedErrors(answer, context);
@@ -671,7 +846,10 @@ describe('off-contract upstream answers', () => {
 
 describe('defects the fuzzer found, now fixed', () => {
   it('a listing total beyond GraphQL Int is a coded UPSTREAM_ERROR, not INTERNAL_SERVER_ERROR', async () => {
-    t.reference.injectFault('listHeads', { kind: 'off-contract', body: { items: [], total: 2 ** 31, page: 1, size: 5, pages: 1 } });
+    t.reference.injectFault('listHeads', {
+      kind: 'off-contract',
+      body: { items: [], total: 2 ** 31, page: 1, size: 5, pages: 1 },
+    });
     const response = await t.execute(`{ heads(first: 5) { totalCount } }`);
     expect(response.errors?.map((e) => e.extensions?.code)).toEqual(['UPSTREAM_ERROR']);
   });
@@ -682,7 +860,9 @@ describe('logs', () => {
     // Lines of its own, whatever ran before it: an upstream failure of a read that carried the token.
     t.reference.injectFault('getHeadById', { kind: 'malformed-json' });
     const id = t.reference.store.headIds()[0]!;
-    const answer = await send(graphqlPost(JSON.stringify({ query: `{ head(id: "${id}") { name } }` }), { authorization: `Bearer ${token}` }));
+    const answer = await send(
+      graphqlPost(JSON.stringify({ query: `{ head(id: "${id}") { name } }` }), { authorization: `Bearer ${token}` }),
+    );
     t.reference.clearFaults();
     expect(errorsOf(answer.json).map((error) => error.extensions?.code)).toEqual(['UPSTREAM_ERROR']);
     expect(t.logLines.length).toBeGreaterThan(0);

@@ -1,8 +1,19 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  ALICE_PASSWORD,
+  ALICE_USERNAME,
+  DEMO_CREDENTIALS,
+  VIEWER_PASSWORD,
+  VIEWER_USERNAME,
+} from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
-import { ALICE_PASSWORD, ALICE_USERNAME, DEMO_CREDENTIALS, VIEWER_PASSWORD, VIEWER_USERNAME } from '../src/reference-upstream/seed.js';
-import { upstreamHead as projectedHead, startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import {
+  type GraphQLResponse,
+  upstreamHead as projectedHead,
+  startTestGateway,
+  type TestGateway,
+} from './support/gateway.js';
 import { until } from './support/until.js';
 
 let t: TestGateway;
@@ -18,9 +29,12 @@ const errorCodes = (response: GraphQLResponse) => (response.errors ?? []).map((e
 const unknownId = '00000000-0000-4000-8000-000000000000';
 
 async function loginAs(username: string, password: string, on: TestGateway = t): Promise<string> {
-  const response = await on.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }', {
-    input: { username, password },
-  });
+  const response = await on.execute<{ login: { accessToken: string } }>(
+    'mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }',
+    {
+      input: { username, password },
+    },
+  );
   return response.data!.login.accessToken;
 }
 
@@ -61,7 +75,9 @@ describe('Head and Hair fields', () => {
   it('resolves every field of head(id) from the upstream reads, variant A and B merged', async () => {
     const id = ids.find((i) => upstreamHead(i).hair?.payable_data && upstreamHead(i).ar_url)!;
     expect(id).toBeDefined();
-    const response = await t.execute<{ head: any }>(`query($id: ID!) { head(id: $id) { ${fullHead} } }`, { id: globalId(id) });
+    const response = await t.execute<{ head: any }>(`query($id: ID!) { head(id: $id) { ${fullHead} } }`, {
+      id: globalId(id),
+    });
     expect(response.errors).toBeUndefined();
     const a = upstreamHead(id);
     const b = upstreamHeadB(id);
@@ -95,18 +111,29 @@ describe('Head and Hair fields', () => {
       },
     });
     // Head fields, head_metadata and Hair A from the extended variant A read, Hair B from Get Head By Id.
-    expect(t.calls().map((r) => r.operation).sort()).toEqual(['getHeadById', 'getHeadExt']);
+    expect(
+      t
+        .calls()
+        .map((r) => r.operation)
+        .sort(),
+    ).toEqual(['getHeadById', 'getHeadExt']);
   });
 
   it('accepts the raw UUID as well as the global ID', async () => {
-    const response = await t.execute<{ head: { id: string; name: string } }>(`query($id: ID!) { head(id: $id) { id name } }`, { id: ids[7] });
+    const response = await t.execute<{ head: { id: string; name: string } }>(
+      `query($id: ID!) { head(id: $id) { id name } }`,
+      { id: ids[7] },
+    );
     expect(response.data!.head).toEqual({ id: globalId(ids[7]!), name: upstreamHead(ids[7]!).name });
     expect(t.calls()).toHaveLength(1);
   });
 
   it('resolves a head without hair to hair: null', async () => {
     const id = ids.find((i) => !upstreamHead(i).hair)!;
-    const response = await t.execute<{ head: { hair: null } }>(`query($id: ID!) { head(id: $id) { hair { name hairMetadata } } }`, { id });
+    const response = await t.execute<{ head: { hair: null } }>(
+      `query($id: ID!) { head(id: $id) { hair { name hairMetadata } } }`,
+      { id },
+    );
     expect(response.data!.head.hair).toBeNull();
     expect(t.calls()).toHaveLength(1);
   });
@@ -117,9 +144,18 @@ describe('Head and Hair fields', () => {
       { a: globalId(ids[0]!), ids: [globalId(ids[1]!), globalId(ids[0]!), encodeGlobalID('Permission', ids[2]!)] },
     );
     expect(response.data!.node).toEqual({ id: globalId(ids[0]!), name: upstreamHead(ids[0]!).name });
-    expect(response.data!.nodes).toEqual([{ id: globalId(ids[1]!), uuid: ids[1] }, { id: globalId(ids[0]!), uuid: ids[0] }, null]);
+    expect(response.data!.nodes).toEqual([
+      { id: globalId(ids[1]!), uuid: ids[1] },
+      { id: globalId(ids[0]!), uuid: ids[0] },
+      null,
+    ]);
     // Two distinct heads, each read once for node and nodes together.
-    expect(t.calls().map((r) => r.path).sort()).toEqual([ids[0], ids[1]].map((id) => `/v2/head/${id}`).sort());
+    expect(
+      t
+        .calls()
+        .map((r) => r.path)
+        .sort(),
+    ).toEqual([ids[0], ids[1]].map((id) => `/v2/head/${id}`).sort());
   });
 });
 
@@ -135,7 +171,9 @@ describe('upstream calls: dedupe and completion', () => {
   });
 
   it('a listed head whose selected fields the listing answered costs nothing more', async () => {
-    const response = await t.execute<any>(`{ heads(first: 20) { totalCount nodes { id uuid name url arUrl createdAt updatedAt outputFormat hair { id name style sourceType gender payableData { price } } } } }`);
+    const response = await t.execute<any>(
+      `{ heads(first: 20) { totalCount nodes { id uuid name url arUrl createdAt updatedAt outputFormat hair { id name style sourceType gender payableData { price } } } } }`,
+    );
     expect(response.errors).toBeUndefined();
     expect(response.data.heads.nodes).toHaveLength(20);
     expect(t.calls().map((r) => r.operation)).toEqual(['listHeads']);
@@ -143,19 +181,25 @@ describe('upstream calls: dedupe and completion', () => {
 
   it('headMetadata on listed heads comes with the Get Heads Ext listing: one call', async () => {
     const response = await t.execute<any>(`{ heads(first: 5) { nodes { uuid headMetadata } } }`);
-    expect(response.data.heads.nodes.map((n: any) => n.headMetadata)).toEqual(ids.slice(0, 5).map((id) => upstreamHead(id).head_metadata));
+    expect(response.data.heads.nodes.map((n: any) => n.headMetadata)).toEqual(
+      ids.slice(0, 5).map((id) => upstreamHead(id).head_metadata),
+    );
     expect(t.calls().map((r) => [r.operation, r.query])).toEqual([['listHeadsExt', { limit: '6', skip: '0' }]]);
   });
 
   it('Hair B fields on listed heads come with the Get Heads Ext listing: one call', async () => {
     const response = await t.execute<any>(`{ heads(first: 10) { nodes { uuid hair { hairMetadata userId } } } }`);
     const withHair = ids.slice(0, 10).filter((id) => upstreamHead(id).hair);
-    expect(response.data.heads.nodes.filter((n: any) => n.hair).map((n: any) => n.hair.hairMetadata)).toEqual(withHair.map((id) => upstreamHeadB(id).hair.hair_metadata));
+    expect(response.data.heads.nodes.filter((n: any) => n.hair).map((n: any) => n.hair.hairMetadata)).toEqual(
+      withHair.map((id) => upstreamHeadB(id).hair.hair_metadata),
+    );
     expect(t.calls().map((r) => r.operation)).toEqual(['listHeadsExt']);
   });
 
   it('the same list page in one operation is fetched once', async () => {
-    await t.execute(`{ a: heads(first: 10) { nodes { id } } b: heads(first: 10) { totalCount } c: heads(first: 5) { nodes { name } } }`);
+    await t.execute(
+      `{ a: heads(first: 10) { nodes { id } } b: heads(first: 10) { totalCount } c: heads(first: 5) { nodes { name } } }`,
+    );
     expect(t.calls('listHeads').map((r) => r.query)).toEqual([
       { page: '1', size: '10' },
       { page: '1', size: '5' },
@@ -164,9 +208,15 @@ describe('upstream calls: dedupe and completion', () => {
 });
 
 describe('heads connection paging', () => {
-  type Page = { totalCount: number; edges: { cursor: string; node: { uuid: string } }[]; pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null } };
+  type Page = {
+    totalCount: number;
+    edges: { cursor: string; node: { uuid: string } }[];
+    pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
+  };
   const page = async (args: string) => {
-    const response = await t.execute<{ heads: Page }>(`{ heads${args ? `(${args})` : ''} { totalCount edges { cursor node { uuid } } pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }`);
+    const response = await t.execute<{ heads: Page }>(
+      `{ heads${args ? `(${args})` : ''} { totalCount edges { cursor node { uuid } } pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }`,
+    );
     expect(response.errors).toBeUndefined();
     return response.data!.heads;
   };
@@ -224,7 +274,10 @@ describe('heads connection paging', () => {
     const word = upstreamHead(ids[0]!).name.split(' ').at(-1)!;
     const matching = ids.filter((id) => upstreamHead(id).name.toLowerCase().includes(word.toLowerCase()));
     expect(matching.length).toBeLessThan(100);
-    const response = await t.execute<{ heads: Page }>(`query($s: String) { heads(last: 100, search: $s) { totalCount edges { node { uuid } } } }`, { s: word });
+    const response = await t.execute<{ heads: Page }>(
+      `query($s: String) { heads(last: 100, search: $s) { totalCount edges { node { uuid } } } }`,
+      { s: word },
+    );
     expect(response.data!.heads.edges.map((e) => e.node.uuid)).toEqual(matching);
     expect(response.data!.heads.totalCount).toBe(matching.length);
     expect(t.calls('listHeads')).toHaveLength(1);
@@ -232,7 +285,10 @@ describe('heads connection paging', () => {
 
   it('passes search and style to Get Heads', async () => {
     const style = upstreamHead(ids[0]!).style.label as string;
-    const response = await t.execute<any>(`query($style: String) { heads(first: 100, style: $style) { totalCount nodes { style } } }`, { style });
+    const response = await t.execute<any>(
+      `query($style: String) { heads(first: 100, style: $style) { totalCount nodes { style } } }`,
+      { style },
+    );
     expect(response.data.heads.nodes.length).toBeGreaterThan(0);
     expect(response.data.heads.nodes.every((n: any) => n.style.label === style)).toBe(true);
     expect(t.calls('listHeads')[0]!.query).toMatchObject({ style });
@@ -241,14 +297,39 @@ describe('heads connection paging', () => {
 
 describe('permissions connection', () => {
   it('pages permissions with the caller token', async () => {
-    const response = await t.execute<any>(`{ permissions(first: 3) { totalCount nodes { id role } pageInfo { hasNextPage endCursor } } }`, undefined, bearer());
-    const expected = t.reference.store.permissions().slice(0, 3).map((p) => ({ id: p.id, role: p.role.toUpperCase() }));
+    const response = await t.execute<any>(
+      `{ permissions(first: 3) { totalCount nodes { id role } pageInfo { hasNextPage endCursor } } }`,
+      undefined,
+      bearer(),
+    );
+    const expected = t.reference.store
+      .permissions()
+      .slice(0, 3)
+      .map((p) => ({ id: p.id, role: p.role.toUpperCase() }));
     expect(response.data.permissions.nodes).toEqual(expected);
     expect(response.data.permissions.totalCount).toBe(t.reference.store.permissions().length);
-    const next = await t.execute<any>(`query($after: String) { permissions(first: 2, after: $after) { nodes { id } } }`, { after: response.data.permissions.pageInfo.endCursor }, bearer());
-    expect(next.data.permissions.nodes.map((n: any) => n.id)).toEqual(t.reference.store.permissions().slice(3, 5).map((p) => p.id));
-    const last = await t.execute<any>(`{ permissions(last: 2) { nodes { id } pageInfo { hasNextPage } } }`, undefined, bearer());
-    expect(last.data.permissions.nodes.map((n: any) => n.id)).toEqual(t.reference.store.permissions().slice(-2).map((p) => p.id));
+    const next = await t.execute<any>(
+      `query($after: String) { permissions(first: 2, after: $after) { nodes { id } } }`,
+      { after: response.data.permissions.pageInfo.endCursor },
+      bearer(),
+    );
+    expect(next.data.permissions.nodes.map((n: any) => n.id)).toEqual(
+      t.reference.store
+        .permissions()
+        .slice(3, 5)
+        .map((p) => p.id),
+    );
+    const last = await t.execute<any>(
+      `{ permissions(last: 2) { nodes { id } pageInfo { hasNextPage } } }`,
+      undefined,
+      bearer(),
+    );
+    expect(last.data.permissions.nodes.map((n: any) => n.id)).toEqual(
+      t.reference.store
+        .permissions()
+        .slice(-2)
+        .map((p) => p.id),
+    );
     expect(t.calls('getPermissions').every((r) => r.headers.authorization === `Bearer ${token}`)).toBe(true);
   });
 });
@@ -257,11 +338,18 @@ describe('mutations', () => {
   it('updateHead sends only the fields given, once, and answers from the update itself', async () => {
     const id = ids[30]!;
     const before = upstreamHead(id);
-    const response = await t.execute<any>(`mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id name updatedAt style } } }`, {
-      input: { id: globalId(id), name: 'Renamed Head', style: { label: 'cartoon' } },
-    });
+    const response = await t.execute<any>(
+      `mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id name updatedAt style } } }`,
+      {
+        input: { id: globalId(id), name: 'Renamed Head', style: { label: 'cartoon' } },
+      },
+    );
     expect(response.errors).toBeUndefined();
-    expect(response.data.updateHead.head).toMatchObject({ id: globalId(id), name: 'Renamed Head', style: { label: 'cartoon' } });
+    expect(response.data.updateHead.head).toMatchObject({
+      id: globalId(id),
+      name: 'Renamed Head',
+      style: { label: 'cartoon' },
+    });
     expect(response.data.updateHead.head.updatedAt).not.toBe(new Date(before.updated_at).toISOString());
     expect(t.calls()).toHaveLength(1);
     expect(t.calls('updateHead')[0]!.body).toEqual({ name: 'Renamed Head', style: { label: 'cartoon' } });
@@ -271,9 +359,12 @@ describe('mutations', () => {
   it('updateHead attaches a hair by id and reads the new metadata with one more call', async () => {
     const id = ids[31]!;
     const hairId = upstreamHead(ids[32]!).hair?.id ?? upstreamHead(ids.find((i) => upstreamHead(i).hair)!).hair.id;
-    const response = await t.execute<any>(`mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { hair { id } headMetadata } } }`, {
-      input: { id, hairId, hairColor: 'auburn' },
-    });
+    const response = await t.execute<any>(
+      `mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { hair { id } headMetadata } } }`,
+      {
+        input: { id, hairId, hairColor: 'auburn' },
+      },
+    );
     expect(response.errors).toBeUndefined();
     expect(response.data.updateHead.head.hair.id).toBe(hairId);
     // The update answers variant A without head_metadata: the extended variant B read has it.
@@ -288,7 +379,11 @@ describe('mutations', () => {
       const ownToken = await loginAs(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password, own);
       own.reset();
       const id = ids[40]!;
-      const response = await own.execute<any>(`mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadId deletedHeadUuid } }`, { input: { id: globalId(id) } }, bearer(ownToken));
+      const response = await own.execute<any>(
+        `mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadId deletedHeadUuid } }`,
+        { input: { id: globalId(id) } },
+        bearer(ownToken),
+      );
       expect(response.data.deleteHead).toEqual({ deletedHeadId: globalId(id), deletedHeadUuid: id });
       expect(own.calls('deleteHead')).toHaveLength(1);
       expect(own.calls('deleteHead')[0]!.headers.authorization).toBe(`Bearer ${ownToken}`);
@@ -310,8 +405,16 @@ describe('mutations', () => {
     const subscription = response.data.updateSubscription.subscription;
     expect(subscription).toMatchObject({ platformType: 'PRIVATE', active: true });
     expect(t.calls('updateSubscription')[0]!.body).toEqual({ platform_type: 'private', active: true });
-    const stored = t.reference.store.subscriptionDto(t.reference.store.subscriptionForOrganization(subscription.organizationId)!) as any;
-    const cycles: Record<number, string> = { 1: 'MONTHLY', 2: 'BIMONTHLY', 3: 'QUARTERLY', 6: 'SEMIANNUAL', 12: 'ANNUAL' };
+    const stored = t.reference.store.subscriptionDto(
+      t.reference.store.subscriptionForOrganization(subscription.organizationId)!,
+    ) as any;
+    const cycles: Record<number, string> = {
+      1: 'MONTHLY',
+      2: 'BIMONTHLY',
+      3: 'QUARTERLY',
+      6: 'SEMIANNUAL',
+      12: 'ANNUAL',
+    };
     expect(subscription.subscriptionType).toEqual({
       id: stored.subscription_type.id,
       name: stored.subscription_type.name,
@@ -327,33 +430,63 @@ describe('mutations', () => {
   });
 
   it('login proxies the password flow and its token works on the next request', async () => {
-    const response = await t.execute<any>('mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }', {
-      input: { username: ALICE_USERNAME, password: ALICE_PASSWORD },
-    });
+    const response = await t.execute<any>(
+      'mutation($input: LoginInput!) { login(input: $input) { accessToken tokenType } }',
+      {
+        input: { username: ALICE_USERNAME, password: ALICE_PASSWORD },
+      },
+    );
     expect(response.data.login.tokenType.toLowerCase()).toBe('bearer');
-    expect(t.calls('login')[0]!.body).toEqual({ username: ALICE_USERNAME, password: ALICE_PASSWORD, grant_type: 'password' });
+    expect(t.calls('login')[0]!.body).toEqual({
+      username: ALICE_USERNAME,
+      password: ALICE_PASSWORD,
+      grant_type: 'password',
+    });
     // The token handed over is the one the upstream issued to alice.
     expect(t.reference.store.userForToken(response.data.login.accessToken)?.username).toBe(ALICE_USERNAME);
-    const permissions = await t.execute<any>('{ permissions(first: 1) { totalCount } }', undefined, bearer(response.data.login.accessToken));
+    const permissions = await t.execute<any>(
+      '{ permissions(first: 1) { totalCount } }',
+      undefined,
+      bearer(response.data.login.accessToken),
+    );
     expect(permissions.data.permissions.totalCount).toBeGreaterThan(0);
-    const refused = await t.execute<any>('mutation { login(input: { username: "alice", password: "nope" }) { accessToken } }');
+    const refused = await t.execute<any>(
+      'mutation { login(input: { username: "alice", password: "nope" }) { accessToken } }',
+    );
     expect(errorCodes(refused)).toEqual(['UNAUTHENTICATED']);
   });
 });
 
 describe('errors', () => {
-  const fieldErrors = (response: GraphQLResponse) => response.errors?.[0]?.extensions?.fieldErrors as { path: unknown[]; type: string }[];
+  const fieldErrors = (response: GraphQLResponse) =>
+    response.errors?.[0]?.extensions?.fieldErrors as { path: unknown[]; type: string }[];
 
   it.each([
     ['head id that is neither a UUID nor a global ID', `{ head(id: "not-an-id") { name } }`, ['id']],
-    ['global ID of another type', `{ head(id: "${encodeGlobalID('Permission', '00000000-0000-4000-8000-000000000000')}") { name } }`, ['id']],
+    [
+      'global ID of another type',
+      `{ head(id: "${encodeGlobalID('Permission', '00000000-0000-4000-8000-000000000000')}") { name } }`,
+      ['id'],
+    ],
     ['first: 0', `{ heads(first: 0) { totalCount } }`, ['first']],
     ['first: 101', `{ heads(first: 101) { totalCount } }`, ['first']],
     ['last: 101', `{ heads(last: 101) { totalCount } }`, ['last']],
     ['a cursor this gateway did not issue', `{ heads(first: 5, after: "bm90LWEtY3Vyc29y") { totalCount } }`, ['after']],
-    ['an update with nothing to change', `mutation { updateHead(input: { id: "${'00000000-0000-4000-8000-000000000000'}" }) { head { name } } }`, ['input']],
-    ['an update of a head id that is not one', `mutation { updateHead(input: { id: "x", name: "n" }) { head { name } } }`, ['input', 'id']],
-    ['a subscription update with nothing to change', `mutation { updateSubscription(input: {}) { subscription { id } } }`, ['input']],
+    [
+      'an update with nothing to change',
+      `mutation { updateHead(input: { id: "${'00000000-0000-4000-8000-000000000000'}" }) { head { name } } }`,
+      ['input'],
+    ],
+    [
+      'an update of a head id that is not one',
+      `mutation { updateHead(input: { id: "x", name: "n" }) { head { name } } }`,
+      ['input', 'id'],
+    ],
+    [
+      'a subscription update with nothing to change',
+      `mutation { updateSubscription(input: {}) { subscription { id } } }`,
+      ['input'],
+    ],
   ])('refuses %s with BAD_USER_INPUT and no upstream call', async (_, query, path) => {
     const response = await t.execute(query, undefined, bearer());
     expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
@@ -363,7 +496,10 @@ describe('errors', () => {
   });
 
   it('refuses a hair id that is not a UUID with BAD_USER_INPUT and no upstream call', async () => {
-    const response = await t.execute(`mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`, { input: { id: ids[0], hairId: 'not-a-uuid' } });
+    const response = await t.execute(
+      `mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`,
+      { input: { id: ids[0], hairId: 'not-a-uuid' } },
+    );
     expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
     expect(fieldErrors(response).map((e) => e.path)).toEqual([['input', 'hairId']]);
     expect(t.calls()).toHaveLength(0);
@@ -382,7 +518,11 @@ describe('errors', () => {
     expect(errorCodes(badToken)).toEqual(['UNAUTHENTICATED']);
     const viewer = await loginAs(VIEWER_USERNAME, VIEWER_PASSWORD);
     t.reset();
-    const forbidden = await t.execute(`mutation { deleteHead(input: { id: "${ids[0]}" }) { deletedHeadUuid } }`, undefined, bearer(viewer));
+    const forbidden = await t.execute(
+      `mutation { deleteHead(input: { id: "${ids[0]}" }) { deletedHeadUuid } }`,
+      undefined,
+      bearer(viewer),
+    );
     expect(errorCodes(forbidden)).toEqual(['FORBIDDEN']);
     const missing = await t.execute<any>(`{ head(id: "${unknownId}") { name } }`);
     expect(errorCodes(missing)).toEqual(['NOT_FOUND']);
@@ -391,9 +531,14 @@ describe('errors', () => {
   });
 
   it('maps an upstream 422 to BAD_USER_INPUT with fieldErrors on the GraphQL input path', async () => {
-    const response = await t.execute(`mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`, { input: { id: ids[0], style: 'not-an-object' } });
+    const response = await t.execute(
+      `mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`,
+      { input: { id: ids[0], style: 'not-an-object' } },
+    );
     expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
-    expect(fieldErrors(response)).toEqual([{ path: ['input', 'style'], message: expect.any(String), type: 'dict_type' }]);
+    expect(fieldErrors(response)).toEqual([
+      { path: ['input', 'style'], message: expect.any(String), type: 'dict_type' },
+    ]);
     expect(t.calls('updateHead')).toHaveLength(1);
   });
 
@@ -422,7 +567,9 @@ describe('errors', () => {
 
       own.reset();
       own.reference.injectFault('updateHead', { kind: 'status', status: 503 });
-      const mutation = await own.execute(`mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`);
+      const mutation = await own.execute(
+        `mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`,
+      );
       expect(errorCodes(mutation)).toEqual(['UPSTREAM_ERROR']);
       expect(own.calls('updateHead')).toHaveLength(1);
     });
@@ -442,7 +589,9 @@ describe('errors', () => {
   });
 
   it('keeps the data of the other fields when one fails', async () => {
-    const response = await t.execute<any>(`{ ok: head(id: "${ids[0]}") { name } missing: head(id: "${unknownId}") { name } }`);
+    const response = await t.execute<any>(
+      `{ ok: head(id: "${ids[0]}") { name } missing: head(id: "${unknownId}") { name } }`,
+    );
     expect(response.data.ok.name).toBe(upstreamHead(ids[0]!).name);
     expect(response.data.missing).toBeNull();
     expect(response.errors).toHaveLength(1);
@@ -454,11 +603,16 @@ describe('errors', () => {
     const body = { ...upstreamHead(id), hair: { ...upstreamHead(id).hair, gender: 'other', style: 'neon' } };
     t.reference.injectFault('getHeadExt', { kind: 'off-contract', body });
     const logged = t.logLines.length;
-    const response = await t.execute<any>(`{ head(id: "${id}") { name hair { name gender style } } }`, undefined, { 'x-request-id': 'enum-drift-1' });
+    const response = await t.execute<any>(`{ head(id: "${id}") { name hair { name gender style } } }`, undefined, {
+      'x-request-id': 'enum-drift-1',
+    });
     expect(response.errors).toBeUndefined();
     expect(response.data.head.hair).toEqual({ name: body.hair.name, gender: null, style: null });
     // One warning per field, each with the request's id (its child logger, made on first use).
-    const warnings = t.logLines.slice(logged).map((line) => JSON.parse(line)).filter((line) => line.level === 40 && line.field !== undefined);
+    const warnings = t.logLines
+      .slice(logged)
+      .map((line) => JSON.parse(line))
+      .filter((line) => line.level === 40 && line.field !== undefined);
     expect(warnings.map((w) => [w.field, w.value, w.requestId]).sort()).toEqual([
       ['Hair.gender', 'other', 'enum-drift-1'],
       ['Hair.style', 'neon', 'enum-drift-1'],
@@ -468,7 +622,10 @@ describe('errors', () => {
   it('an absent or null optional hair enum reads as the contract default (style PHR, source type CUSTOM), without a warning', async () => {
     const id = ids.find((i) => upstreamHead(i).hair)!;
     const { source_type: _, ...hair } = upstreamHead(id).hair;
-    t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(id), hair: { ...hair, style: null } } });
+    t.reference.injectFault('getHeadExt', {
+      kind: 'off-contract',
+      body: { ...upstreamHead(id), hair: { ...hair, style: null } },
+    });
     const logged = t.logLines.length;
     const response = await t.execute<any>(`{ head(id: "${id}") { hair { style sourceType } } }`);
     expect(response).toEqual({ data: { head: { hair: { style: 'PHR', sourceType: 'CUSTOM' } } } });
@@ -478,27 +635,63 @@ describe('errors', () => {
   it('a timestamp without an offset is read as UTC: answered with a Z, in a head and in a listing', async () => {
     const id = ids.find((i) => upstreamHead(i).hair)!;
     const head = upstreamHead(id);
-    t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...head, created_at: '2024-03-01T10:20:30', hair: { ...head.hair, created_at: '2024-03-01T10:20:30.25' } } });
+    t.reference.injectFault('getHeadExt', {
+      kind: 'off-contract',
+      body: {
+        ...head,
+        created_at: '2024-03-01T10:20:30',
+        hair: { ...head.hair, created_at: '2024-03-01T10:20:30.25' },
+      },
+    });
     expect(await t.execute(`{ head(id: "${id}") { createdAt updatedAt hair { createdAt } } }`)).toEqual({
-      data: { head: { createdAt: '2024-03-01T10:20:30.000Z', updatedAt: new Date(head.updated_at).toISOString(), hair: { createdAt: '2024-03-01T10:20:30.250Z' } } },
+      data: {
+        head: {
+          createdAt: '2024-03-01T10:20:30.000Z',
+          updatedAt: new Date(head.updated_at).toISOString(),
+          hair: { createdAt: '2024-03-01T10:20:30.250Z' },
+        },
+      },
     });
     const page = { items: [{ ...head, updated_at: '2024-03-02T00:00:00' }], total: 1, page: 1, size: 1, pages: 1 };
     t.reference.injectFault('listHeads', { kind: 'off-contract', body: page });
-    expect(await t.execute('{ heads(first: 1) { nodes { updatedAt } } }')).toEqual({ data: { heads: { nodes: [{ updatedAt: '2024-03-02T00:00:00.000Z' }] } } });
+    expect(await t.execute('{ heads(first: 1) { nodes { updatedAt } } }')).toEqual({
+      data: { heads: { nodes: [{ updatedAt: '2024-03-02T00:00:00.000Z' }] } },
+    });
   });
 
   it('answers every timestamp in UTC with milliseconds: one already so as it came, one with an offset or more digits converted', async () => {
     const id = ids.find((i) => upstreamHead(i).hair)!;
     const head = upstreamHead(id);
-    const sent = { created_at: '2024-03-01T10:20:30.123Z', updated_at: '2024-03-01T12:20:30+02:00', hair: '2024-03-01T10:20:30.123456Z' };
-    t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...head, created_at: sent.created_at, updated_at: sent.updated_at, hair: { ...head.hair, created_at: sent.hair } } });
+    const sent = {
+      created_at: '2024-03-01T10:20:30.123Z',
+      updated_at: '2024-03-01T12:20:30+02:00',
+      hair: '2024-03-01T10:20:30.123456Z',
+    };
+    t.reference.injectFault('getHeadExt', {
+      kind: 'off-contract',
+      body: {
+        ...head,
+        created_at: sent.created_at,
+        updated_at: sent.updated_at,
+        hair: { ...head.hair, created_at: sent.hair },
+      },
+    });
     expect(await t.execute(`{ head(id: "${id}") { createdAt updatedAt hair { createdAt } } }`)).toEqual({
-      data: { head: { createdAt: '2024-03-01T10:20:30.123Z', updatedAt: '2024-03-01T10:20:30.000Z', hair: { createdAt: '2024-03-01T10:20:30.123Z' } } },
+      data: {
+        head: {
+          createdAt: '2024-03-01T10:20:30.123Z',
+          updatedAt: '2024-03-01T10:20:30.000Z',
+          hair: { createdAt: '2024-03-01T10:20:30.123Z' },
+        },
+      },
     });
   });
 
   it('refuses an asset address that is not http(s) as off-contract, logged as a warning not an error', async () => {
-    t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: { ...upstreamHead(ids[0]!), url: 'javascript:alert(1)' } });
+    t.reference.injectFault('getHeadExt', {
+      kind: 'off-contract',
+      body: { ...upstreamHead(ids[0]!), url: 'javascript:alert(1)' },
+    });
     const logged = t.logLines.length;
     const response = await t.execute<any>(`{ head(id: "${ids[0]}") { url updatedAt } }`);
     expect(errorCodes(response)).toEqual(['UPSTREAM_ERROR']);
@@ -515,14 +708,31 @@ describe('errors', () => {
       own.reference.injectFault('getHeadById', { kind: 'status', status: 500, body: { detail: leaky } });
       own.reference.injectFault('getHeadExtById', { kind: 'drop' }, 3);
       const withHair = ids.find((id) => projectedHead(own, id).hair)!;
-      own.reference.injectFault('updateHead', { kind: 'status', status: 422, body: { detail: [{ loc: ['body', 'name'], msg: leaky, type: 'value_error' }] } });
+      own.reference.injectFault('updateHead', {
+        kind: 'status',
+        status: 422,
+        body: { detail: [{ loc: ['body', 'name'], msg: leaky, type: 'value_error' }] },
+      });
       const responses = [
         await own.execute(`{ head(id: "${ids[0]}") { name } }`, undefined, bearer(ownToken)),
-        await own.execute(`{ head(id: "${withHair}") { headMetadata hair { hairMetadata } } }`, undefined, bearer(ownToken)),
-        await own.execute(`mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`, undefined, bearer(ownToken)),
+        await own.execute(
+          `{ head(id: "${withHair}") { headMetadata hair { hairMetadata } } }`,
+          undefined,
+          bearer(ownToken),
+        ),
+        await own.execute(
+          `mutation { updateHead(input: { id: "${ids[0]}", name: "x" }) { head { name } } }`,
+          undefined,
+          bearer(ownToken),
+        ),
         await own.execute(`query($id: ID!) { head(id: $id) { name } }`, { id: 42 }, bearer(ownToken)),
       ];
-      expect(responses.map(errorCodes)).toEqual([['UPSTREAM_ERROR'], ['UPSTREAM_UNAVAILABLE'], ['BAD_USER_INPUT'], ['BAD_USER_INPUT']]);
+      expect(responses.map(errorCodes)).toEqual([
+        ['UPSTREAM_ERROR'],
+        ['UPSTREAM_UNAVAILABLE'],
+        ['BAD_USER_INPUT'],
+        ['BAD_USER_INPUT'],
+      ]);
       for (const response of responses) {
         const text = JSON.stringify(response);
         expect(text).not.toContain(new URL(own.reference.url).host);
@@ -547,7 +757,10 @@ describe('token forwarding', () => {
       t.execute<any>(query, { a: ids[0], b: ids[2] }, { ...bearer(alice), 'x-request-id': 'alice-request' }),
     ]);
     await until(() => t.reference.inFlight() === 4, 'four head reads held at the upstream');
-    const heldFor = t.calls('getHeadById').filter((r) => r.status === undefined).map((r) => [r.headers['x-request-id'], r.headers.authorization]);
+    const heldFor = t
+      .calls('getHeadById')
+      .filter((r) => r.status === undefined)
+      .map((r) => [r.headers['x-request-id'], r.headers.authorization]);
     expect(heldFor.sort()).toEqual([
       ['alice-request', `Bearer ${alice}`],
       ['alice-request', `Bearer ${alice}`],

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import type { HeadChange } from '../src/server/request-state.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
 
@@ -19,10 +19,15 @@ const UPDATE = 'mutation($input: UpdateHeadInput!) { updateHead(input: $input) {
 const DELETE = 'mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadUuid } }';
 
 /** What `on` tells the watchers of head `id`, gathered as it comes. */
-function watch(on: TestGateway, id: string): { events: Pick<HeadChange, 'id' | 'deleted'>[]; stop(): Promise<unknown> } {
+function watch(
+  on: TestGateway,
+  id: string,
+): { events: Pick<HeadChange, 'id' | 'deleted'>[]; stop(): Promise<unknown> } {
   const events: Pick<HeadChange, 'id' | 'deleted'>[] = [];
   // What watchers act on: which head, and whether it is gone (each also says when, and the write's span).
-  const unlisten = on.headEvents.listen(id, (change) => events.push({ id: change.id, ...(change.deleted === true ? { deleted: true as const } : {}) }));
+  const unlisten = on.headEvents.listen(id, (change) =>
+    events.push({ id: change.id, ...(change.deleted === true ? { deleted: true as const } : {}) }),
+  );
   return { events, stop: async () => unlisten() };
 }
 
@@ -36,7 +41,10 @@ describe('head events in one process (the defaults)', () => {
   beforeAll(async () => {
     t = await startTestGateway();
     ids = t.reference.store.headIds();
-    const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+    const login = await t.execute<{ login: { accessToken: string } }>(
+      'mutation($input: LoginInput!) { login(input: $input) { accessToken } }',
+      { input: DEMO_CREDENTIALS },
+    );
     token = login.data!.login.accessToken;
   });
   afterAll(() => t.close());
@@ -102,7 +110,10 @@ describeWithRedis('head events across replicas (REDIS_URL)', () => {
   let b: TestGateway;
   beforeAll(async () => {
     redis = await startRedis();
-    [a, b] = await Promise.all([startTestGateway({ env: { REDIS_URL: redis.url } }), startTestGateway({ env: { REDIS_URL: redis.url } })]);
+    [a, b] = await Promise.all([
+      startTestGateway({ env: { REDIS_URL: redis.url } }),
+      startTestGateway({ env: { REDIS_URL: redis.url } }),
+    ]);
     await Promise.all([a.redis!.whenReady(5_000), b.redis!.whenReady(5_000)]);
   });
   afterAll(async () => {
@@ -117,7 +128,10 @@ describeWithRedis('head events across replicas (REDIS_URL)', () => {
     const here = watch(a, id);
     await until(() => b.redis!.subscriber().status === 'ready', 'b subscribed');
     // Its channel subscribed at Redis by both before the write.
-    await until(async () => Number(((await a.redis!.client.pubsub('NUMSUB', `gw:ev:headChanged:${id}`)) as unknown[])[1]) === 2, 'both listen');
+    await until(
+      async () => Number(((await a.redis!.client.pubsub('NUMSUB', `gw:ev:headChanged:${id}`)) as unknown[])[1]) === 2,
+      'both listen',
+    );
     expect((await a.execute(UPDATE, { input: { id: globalId(id), name: 'Seen elsewhere' } })).errors).toBeUndefined();
     await until(() => there.events.length === 1 && here.events.length === 1, 'told on both');
     await settle();

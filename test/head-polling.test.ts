@@ -1,12 +1,12 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
-import { createClient, type Client } from 'graphql-sse';
+import { type Client, createClient } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
-import { sampleOf } from './support/metrics.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
-import { describeWithRedis } from './support/services.js';
 import { gather } from './support/gather.js';
+import { sampleOf } from './support/metrics.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
+import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
 
 /*
@@ -21,20 +21,38 @@ const POLL_MS = 200;
 const globalId = (id: string) => encodeGlobalID('Head', id);
 const WATCH = 'subscription Watch($id: ID!) { headChanged(id: $id) { id head { name } } }';
 
-type Result = { data?: { headChanged: { id: string; head: { name: string } | null } }; errors?: { extensions?: { code?: string } }[] };
+type Result = {
+  data?: { headChanged: { id: string; head: { name: string } | null } };
+  errors?: { extensions?: { code?: string } }[];
+};
 
-const subscribe = (client: Client, id: string) => gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
+const subscribe = (client: Client, id: string) =>
+  gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
 
 /** A change past the gateway: the reference upstream's own Update Head, or Delete Head with the demo user's token. */
 async function outside(t: TestGateway, method: 'PATCH' | 'DELETE', id: string, body?: object) {
-  const login = await fetch(`${t.reference.url}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(DEMO_CREDENTIALS as Record<string, string>) });
+  const login = await fetch(`${t.reference.url}/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(DEMO_CREDENTIALS as Record<string, string>),
+  });
   const { access_token: token } = (await login.json()) as { access_token: string };
-  const response = await fetch(`${t.reference.url}/heads/${id}`, { method, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(`${t.reference.url}/heads/${id}`, {
+    method,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   expect(response.ok).toBe(true);
 }
 
-/** Poll reads (without a token) the reference upstream saw since its recording was last reset: of head `id`, or of any. */
-const pollReads = (t: TestGateway, id?: string) => t.calls('getHeadExt').filter((call) => call.headers.authorization === undefined && (id === undefined || call.path.includes(`/${id}/`))).length;
+/**
+ * Poll reads (without a token) the reference upstream saw since its recording was last reset: of head `id`, or of any.
+ */
+const pollReads = (t: TestGateway, id?: string) =>
+  t
+    .calls('getHeadExt')
+    .filter((call) => call.headers.authorization === undefined && (id === undefined || call.path.includes(`/${id}/`)))
+    .length;
 
 describe(`SUBSCRIPTION_POLL_MS=${POLL_MS}`, () => {
   let t: TestGateway;
@@ -64,11 +82,15 @@ describe(`SUBSCRIPTION_POLL_MS=${POLL_MS}`, () => {
     await until(() => pollReads(t, id) > 0, 'a first poll read of the head');
     await outside(t, 'PATCH', id, { name: 'Changed elsewhere' });
     await until(() => subscribers.every((s) => s.results.length === 1), 'the change sent to each', 5_000, 10);
-    for (const s of subscribers) expect(s.results[0]).toEqual({ data: { headChanged: { id: globalId(id), head: { name: 'Changed elsewhere' } } } });
+    for (const s of subscribers)
+      expect(s.results[0]).toEqual({
+        data: { headChanged: { id: globalId(id), head: { name: 'Changed elsewhere' } } },
+      });
     // Over a few intervals: one poll read per interval, not one per subscriber.
     t.reset();
     await new Promise((resolve) => setTimeout(resolve, POLL_MS * 5 + POLL_MS / 2));
-    // (Five and a half intervals: five reads, give or take the timers of a busy machine; three subscribers reading each would make fifteen.)
+    // (Five and a half intervals: five reads, give or take the timers of a busy machine; three subscribers reading each
+    // would make fifteen.)
     expect(pollReads(t, id)).toBeGreaterThanOrEqual(2);
     expect(pollReads(t, id)).toBeLessThanOrEqual(6);
     expect(subscribers.every((s) => s.results.length === 1)).toBe(true);
@@ -102,9 +124,14 @@ describe(`SUBSCRIPTION_POLL_MS=${POLL_MS}`, () => {
     const id = ids[42]!;
     const s = subscribe(sse(), id);
     await until(() => pollReads(t, id) > 0, 'a first poll read of the head');
-    const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+    const login = await t.execute<{ login: { accessToken: string } }>(
+      'mutation($input: LoginInput!) { login(input: $input) { accessToken } }',
+      { input: DEMO_CREDENTIALS },
+    );
     expect(login.errors).toBeUndefined();
-    await t.execute('mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }', { input: { id: globalId(id), name: 'Once' } });
+    await t.execute('mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }', {
+      input: { id: globalId(id), name: 'Once' },
+    });
     await until(() => s.results.length === 1, 'the write sent');
     await new Promise((resolve) => setTimeout(resolve, POLL_MS * 4));
     expect(s.results.map((result) => result.data?.headChanged.head?.name)).toEqual(['Once']);

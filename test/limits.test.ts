@@ -2,7 +2,15 @@ import { setImmediate } from 'node:timers/promises';
 import { getIntrospectionQuery, Lexer, Source, TokenKind } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { fragmentPairsFloor } from '../src/server/guards/fragment-pairs.js';
-import { answer, jsonHeaders, post as postTo, startTestGateway, type Answer, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import {
+  type Answer,
+  answer,
+  type GraphQLResponse,
+  jsonHeaders,
+  post as postTo,
+  startTestGateway,
+  type TestGateway,
+} from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
 
 /*
@@ -23,10 +31,13 @@ afterAll(() => t.close());
 beforeEach(() => t.reset());
 
 /** POST JSON to a gateway, keeping the HTTP status. */
-const post = (query: string, variables?: Record<string, unknown>, on: TestGateway = t): Promise<Answer> => postTo(on, { query, variables });
+const post = (query: string, variables?: Record<string, unknown>, on: TestGateway = t): Promise<Answer> =>
+  postTo(on, { query, variables });
 
 async function get(query: string, headers: Record<string, string> = {}, on: TestGateway = t): Promise<Answer> {
-  return answer(await on.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent(query)}`, { method: 'GET', headers }));
+  return answer(
+    await on.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent(query)}`, { method: 'GET', headers }),
+  );
 }
 
 const codes = (body: GraphQLResponse) => (body.errors ?? []).map((e) => e.extensions?.code);
@@ -55,11 +66,17 @@ const oneCall = 'heads(first: 1) { totalCount }';
  * A selection `depth` fields deep, as Armor counts it: every field level counts, introspection
  * included; fragments (inline or named) add nothing. `__type` (1) › `ofType` × (depth − 2) › `name`.
  */
-function typeChain(depth: number, fragments: 'none' | 'inline' | 'named' = 'none'): { selection: string; definitions: string } {
+function typeChain(
+  depth: number,
+  fragments: 'none' | 'inline' | 'named' = 'none',
+): { selection: string; definitions: string } {
   const levels = depth - 2;
   if (fragments === 'named') {
     // F0 on __Type { ofType { ...F1 } } … F(levels-1) on __Type { ofType { name } }
-    const definitions = Array.from({ length: levels }, (_, i) => `fragment F${i} on __Type { ofType { ${i === levels - 1 ? 'name' : `...F${i + 1}`} } }`).join('\n');
+    const definitions = Array.from(
+      { length: levels },
+      (_, i) => `fragment F${i} on __Type { ofType { ${i === levels - 1 ? 'name' : `...F${i + 1}`} } }`,
+    ).join('\n');
     return { selection: `__type(name: "Head") { ...F0 }`, definitions };
   }
   const open = fragments === 'inline' ? '... on __Type { ofType { ' : 'ofType { ';
@@ -76,7 +93,10 @@ describe('depth (MAX_DEPTH, default 15)', () => {
       const over = typeChain(16, fragments);
       const refused = await post(`{ ${over.selection} ${oneCall} }\n${over.definitions}`);
       expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
-      expect(refused.body.errors![0]).toMatchObject({ message: 'Query depth limit of 15 exceeded, found 16.', extensions: { limit: 'depth' } });
+      expect(refused.body.errors![0]).toMatchObject({
+        message: 'Query depth limit of 15 exceeded, found 16.',
+        extensions: { limit: 'depth' },
+      });
     }
   });
 
@@ -98,7 +118,10 @@ describe('depth (MAX_DEPTH, default 15)', () => {
 
   it("passes GraphiQL's introspection query, which is exactly 15 deep", async () => {
     // As GraphiQL (yoga's) sends it, and graphql's default.
-    for (const query of [getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }), getIntrospectionQuery()]) {
+    for (const query of [
+      getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }),
+      getIntrospectionQuery(),
+    ]) {
       const got = await post(query);
       expectPassed(got);
       expect((got.body.data as { __schema: { queryType: { name: string } } }).__schema.queryType.name).toBe('Query');
@@ -106,7 +129,11 @@ describe('depth (MAX_DEPTH, default 15)', () => {
     expect(t.calls()).toEqual([]);
     const narrow = await startTestGateway({ env: { MAX_DEPTH: '14' } });
     try {
-      const refused = await post(getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }), undefined, narrow);
+      const refused = await post(
+        getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }),
+        undefined,
+        narrow,
+      );
       expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED', narrow);
       expect(messages(refused.body)).toBe('Query depth limit of 14 exceeded, found 15.');
     } finally {
@@ -117,7 +144,10 @@ describe('depth (MAX_DEPTH, default 15)', () => {
   it('with INTROSPECTION=false refuses introspection with GRAPHQL_VALIDATION_FAILED; other queries still work', async () => {
     const closed = await startTestGateway({ env: { INTROSPECTION: 'false' } });
     try {
-      for (const query of [getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }), `{ __type(name: "Head") { name } ${oneCall} }`]) {
+      for (const query of [
+        getIntrospectionQuery({ inputValueDeprecation: true, schemaDescription: true }),
+        `{ __type(name: "Head") { name } ${oneCall} }`,
+      ]) {
         const refused = await post(query, undefined, closed);
         expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED', closed);
         expect(messages(refused.body)).toMatch(/introspection has been disabled/);
@@ -132,7 +162,8 @@ describe('depth (MAX_DEPTH, default 15)', () => {
 });
 
 /** `n` aliased fields that cost no upstream call (aliases of `__typename` are not counted). */
-const aliases = (n: number) => `__type(name: "Head") { ${Array.from({ length: n }, (_, i) => `a${i}: name`).join(' ')} }`;
+const aliases = (n: number) =>
+  `__type(name: "Head") { ${Array.from({ length: n }, (_, i) => `a${i}: name`).join(' ')} }`;
 
 describe('aliases (MAX_ALIASES, default 30)', () => {
   it('passes 30 aliases and refuses 31 with GRAPHQL_VALIDATION_FAILED', async () => {
@@ -140,7 +171,10 @@ describe('aliases (MAX_ALIASES, default 30)', () => {
     t.reset();
     const refused = await post(`{ ${aliases(31)} ${oneCall} }`);
     expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
-    expect(refused.body.errors![0]).toMatchObject({ message: 'Aliases limit of 30 exceeded, found 31.', extensions: { limit: 'aliases' } });
+    expect(refused.body.errors![0]).toMatchObject({
+      message: 'Aliases limit of 30 exceeded, found 31.',
+      extensions: { limit: 'aliases' },
+    });
   });
 
   it('counts aliases inside fragments', async () => {
@@ -162,7 +196,8 @@ describe('tokens (MAX_TOKENS, default 2000)', () => {
    * Spreads of one fragment, 2 tokens each: cheap to validate (the same field repeated a
    * thousand times would trip graphql's own overlap budget first).
    */
-  const document = (spreads: number, extra: string) => `{ ${oneCall} ${extra} ${'...F '.repeat(spreads)}} fragment F on Query { __typename }`;
+  const document = (spreads: number, extra: string) =>
+    `{ ${oneCall} ${extra} ${'...F '.repeat(spreads)}} fragment F on Query { __typename }`;
 
   it('passes 2000 tokens and refuses 2001 with GRAPHQL_PARSE_FAILED', async () => {
     const at = document(991, '');
@@ -172,19 +207,26 @@ describe('tokens (MAX_TOKENS, default 2000)', () => {
     t.reset();
     const refused = await post(over);
     expectRefused(refused, 400, 'GRAPHQL_PARSE_FAILED');
-    expect(refused.body.errors![0]).toMatchObject({ message: 'Syntax Error: Token limit of 2000 exceeded.', extensions: { limit: 'tokens' } });
+    expect(refused.body.errors![0]).toMatchObject({
+      message: 'Syntax Error: Token limit of 2000 exceeded.',
+      extensions: { limit: 'tokens' },
+    });
   });
 });
 
 describe('directives (MAX_DIRECTIVES, default 20)', () => {
-  const directives = (n: number) => `{ ${oneCall} ${Array.from({ length: n }, (_, i) => `t${i}: __typename @include(if: true)`).join(' ')} }`;
+  const directives = (n: number) =>
+    `{ ${oneCall} ${Array.from({ length: n }, (_, i) => `t${i}: __typename @include(if: true)`).join(' ')} }`;
 
   it('passes 20 directives and refuses 21 with GRAPHQL_VALIDATION_FAILED', async () => {
     expectPassed(await post(directives(20)));
     t.reset();
     const refused = await post(directives(21));
     expectRefused(refused, 400, 'GRAPHQL_VALIDATION_FAILED');
-    expect(refused.body.errors![0]).toMatchObject({ message: 'Directives limit of 20 exceeded, found 21.', extensions: { limit: 'directives' } });
+    expect(refused.body.errors![0]).toMatchObject({
+      message: 'Directives limit of 20 exceeded, found 21.',
+      extensions: { limit: 'directives' },
+    });
   });
 });
 
@@ -211,7 +253,8 @@ describe('body cap (MAX_BODY_BYTES, default 100000)', () => {
   }
 
   // Over the gateway's socket: fetch sends a string body with its Content-Length, a stream chunked.
-  const send = async (init: RequestInit) => answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), ...init }));
+  const send = async (init: RequestInit) =>
+    answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), ...init }));
   const expectTooLarge = (refused: Answer) => {
     expectRefused(refused, 413, 'PAYLOAD_TOO_LARGE');
     expect(JSON.stringify(refused.body)).not.toMatch(/\bat\s.*\.(ts|js):\d+/);
@@ -299,11 +342,17 @@ describe('HTTP method and CSRF', () => {
     });
 
     it('refuses a POST with a simple (non-preflighted) content type with 403', async () => {
-      for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+      for (const contentType of [
+        'text/plain',
+        'application/x-www-form-urlencoded',
+        'multipart/form-data; boundary=x',
+      ]) {
         const response = await csrf.gateway.fetch('http://gateway/graphql', {
           method: 'POST',
           headers: { 'content-type': contentType },
-          body: JSON.stringify({ query: `mutation { login(input: { username: "a", password: "b" }) { accessToken } }` }),
+          body: JSON.stringify({
+            query: `mutation { login(input: { username: "a", password: "b" }) { accessToken } }`,
+          }),
         });
         expectRefused(await answer(response), 403, 'BAD_REQUEST', csrf);
       }
@@ -314,7 +363,11 @@ describe('HTTP method and CSRF', () => {
     const form = new FormData();
     form.set('operations', JSON.stringify({ query: `{ ${oneCall} }` }));
     form.set('map', '{}');
-    const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'x-graphql-csrf': '1' }, body: form });
+    const response = await t.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { 'x-graphql-csrf': '1' },
+      body: form,
+    });
     expect(response.status).toBe(415);
     expect(response.headers.get('x-request-id')).toEqual(expect.any(String));
     expect(t.calls()).toEqual([]);
@@ -325,11 +378,19 @@ describe('CORS', () => {
   const preflight = (on: TestGateway, origin: string) =>
     on.gateway.fetch('http://gateway/graphql', {
       method: 'OPTIONS',
-      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, authorization' },
+      headers: {
+        origin,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type, authorization',
+      },
     });
   /** A POST a browser sends without a preflight. */
   const simple = (on: TestGateway, origin: string) =>
-    on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), origin }, body: JSON.stringify({ query: '{ __typename }' }) });
+    on.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { ...jsonHeaders(), origin },
+      body: JSON.stringify({ query: '{ __typename }' }),
+    });
 
   it('CORS_ORIGINS=https://app.example.com allows that origin and no other', async () => {
     const cors = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com' } });
@@ -353,22 +414,45 @@ describe('CORS', () => {
     const cors = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com' } });
     try {
       const post = (origin?: string) =>
-        cors.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...(origin ? { origin } : {}) }, body: JSON.stringify({ query: '{ __typename }' }) });
-      for (const response of [await preflight(cors, 'https://app.example.com'), await preflight(cors, 'https://evil.example.com'), await post('https://app.example.com'), await post('https://evil.example.com'), await post()]) {
+        cors.gateway.fetch('http://gateway/graphql', {
+          method: 'POST',
+          headers: { ...jsonHeaders(), ...(origin ? { origin } : {}) },
+          body: JSON.stringify({ query: '{ __typename }' }),
+        });
+      for (const response of [
+        await preflight(cors, 'https://app.example.com'),
+        await preflight(cors, 'https://evil.example.com'),
+        await post('https://app.example.com'),
+        await post('https://evil.example.com'),
+        await post(),
+      ]) {
         // Once: one writer of Vary (the cache headers' rule), however many concerns vary the answer.
-        expect(response.headers.get('vary')?.split(/\s*,\s*/).filter((name) => name === 'Origin')).toEqual(['Origin']);
+        expect(
+          response.headers
+            .get('vary')
+            ?.split(/\s*,\s*/)
+            .filter((name) => name === 'Origin'),
+        ).toEqual(['Origin']);
       }
-      expect((await preflight(cors, 'https://app.example.com')).headers.get('vary')?.split(/\s*,\s*/)).toContain('Access-Control-Request-Headers');
-      expect((await post('https://app.example.com')).headers.get('access-control-expose-headers')).toContain('retry-after');
+      expect((await preflight(cors, 'https://app.example.com')).headers.get('vary')?.split(/\s*,\s*/)).toContain(
+        'Access-Control-Request-Headers',
+      );
+      expect((await post('https://app.example.com')).headers.get('access-control-expose-headers')).toContain(
+        'retry-after',
+      );
     } finally {
       await cors.close();
     }
   });
 
   it('with several CORS_ORIGINS an unlisted origin is not allowed', async () => {
-    const cors = await startTestGateway({ env: { CORS_ORIGINS: 'https://app.example.com, https://admin.example.com' } });
+    const cors = await startTestGateway({
+      env: { CORS_ORIGINS: 'https://app.example.com, https://admin.example.com' },
+    });
     try {
-      expect((await preflight(cors, 'https://admin.example.com')).headers.get('access-control-allow-origin')).toBe('https://admin.example.com');
+      expect((await preflight(cors, 'https://admin.example.com')).headers.get('access-control-allow-origin')).toBe(
+        'https://admin.example.com',
+      );
       expect((await preflight(cors, 'https://evil.example.com')).headers.get('access-control-allow-origin')).toBeNull();
     } finally {
       await cors.close();
@@ -405,12 +489,16 @@ describe('CORS', () => {
 });
 
 describe('variables depth (MAX_VARIABLES_DEPTH, default 100)', () => {
-  /** A body whose `variables` carry `deep`, nested `levels` deep (the variables object itself is one), as a client would write it. */
+  /**
+   * A body whose `variables` carry `deep`, nested `levels` deep (the variables object itself is one), as a client would
+   * write it.
+   */
   const body = (levels: number, id: string, wrap: 'object' | 'list' = 'object') => {
     const [open, close] = wrap === 'object' ? ['{"a":', '}'] : ['[', ']'];
     return `{"query":"query Deep($id: ID!) { head(id: $id) { name } }","variables":{"id":"${id}","deep":${open.repeat(levels - 1)}1${close.repeat(levels - 1)}}}`;
   };
-  const send = async (text: string, on: TestGateway = t) => answer(await on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: text }));
+  const send = async (text: string, on: TestGateway = t) =>
+    answer(await on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: text }));
   const refusedForDepth = (got: Answer, on: TestGateway = t) => {
     expectRefused(got, 400, 'BAD_REQUEST', on);
     expect(got.body.errors?.[0]?.extensions).toMatchObject({ limit: 'variables_depth', maxVariablesDepth: 100 });
@@ -435,7 +523,11 @@ describe('variables depth (MAX_VARIABLES_DEPTH, default 100)', () => {
   });
 
   it("a batch's too-deep operation is refused, its others answered", async () => {
-    const got = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: jsonHeaders(), body: `[${body(8_000, ids[0]!)},${body(2, ids[0]!)}]` });
+    const got = await t.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: jsonHeaders(),
+      body: `[${body(8_000, ids[0]!)},${body(2, ids[0]!)}]`,
+    });
     const answers = (await got.json()) as GraphQLResponse[];
     expect(answers[0]!.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_REQUEST', limit: 'variables_depth' });
     expect(answers[1]!.data).toEqual({ head: { name: expect.any(String) } });
@@ -443,17 +535,24 @@ describe('variables depth (MAX_VARIABLES_DEPTH, default 100)', () => {
 
   it('a hot query run by its compiled code (a real port) is refused the same, and the gateway goes on serving', async () => {
     const endpoint = await t.listen();
-    const over = (text: string) => fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+    const over = (text: string) =>
+      fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
     for (let i = 0; i < 3; i++) expect((await over(body(2, ids[1]!))).status).toBe(200);
     const refused = await over(body(8_000, ids[1]!));
     expect(refused.status).toBe(400);
-    expect(((await refused.json()) as GraphQLResponse).errors?.[0]?.extensions).toMatchObject({ code: 'BAD_REQUEST', limit: 'variables_depth' });
+    expect(((await refused.json()) as GraphQLResponse).errors?.[0]?.extensions).toMatchObject({
+      code: 'BAD_REQUEST',
+      limit: 'variables_depth',
+    });
     expect((await over(body(2, ids[1]!))).status).toBe(200);
   });
 });
 
 describe('fragment pairs (MAX_FRAGMENT_PAIRS, default 5000): what validation costs, bounded before it is paid', () => {
-  /** The attack's document: one field with `spreads` distinct fragments spread side by side on the same type (some 8 KB at 135; ten in a batch within MAX_BODY_BYTES). */
+  /**
+   * The attack's document: one field with `spreads` distinct fragments spread side by side on the same type (some 8 KB
+   * at 135; ten in a batch within MAX_BODY_BYTES).
+   */
   const spreadDocument = (spreads: number, seed: string) => {
     const name = (i: number) => `F${seed}_${i}`;
     const fields = ['name', 'url', 'createdAt'];
@@ -466,10 +565,19 @@ describe('fragment pairs (MAX_FRAGMENT_PAIRS, default 5000): what validation cos
     url = await t.listen();
   });
   const batch = async (documents: string[]) => {
-    const response = await fetch(url, { method: 'POST', headers: jsonHeaders(), body: JSON.stringify(documents.map((query) => ({ query }))) });
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: jsonHeaders(),
+      body: JSON.stringify(documents.map((query) => ({ query }))),
+    });
     return { status: response.status, answers: (await response.json()) as GraphQLResponse[] };
   };
-  const refusedForFragments = (body: GraphQLResponse) => expect(body.errors?.[0]?.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit: 'fragments', maxFragmentPairs: 5_000 });
+  const refusedForFragments = (body: GraphQLResponse) =>
+    expect(body.errors?.[0]?.extensions).toMatchObject({
+      code: 'GRAPHQL_VALIDATION_FAILED',
+      limit: 'fragments',
+      maxFragmentPairs: 5_000,
+    });
 
   it("the attack's document (135 fragments side by side: 9,045 pairs) is refused with 400 and no upstream call; 100 (4,950) pass", async () => {
     const refused = await post(spreadDocument(135, 'a'));
@@ -514,7 +622,11 @@ describe('fragment pairs (MAX_FRAGMENT_PAIRS, default 5000): what validation cos
   });
 
   it("a batch's documents share the budget: 60 fragments each (1,770 pairs), the third is refused; the same document twice counts once; a refusal is not the document's for another request", async () => {
-    const [first, second, third] = ['s1', 's2', 's3'].map((seed) => spreadDocument(60, seed)) as [string, string, string];
+    const [first, second, third] = ['s1', 's2', 's3'].map((seed) => spreadDocument(60, seed)) as [
+      string,
+      string,
+      string,
+    ];
     const shared = await batch([first, second, third]);
     expect(shared.answers[0]!.data).toBeDefined();
     expect(shared.answers[1]!.data).toBeDefined();

@@ -1,5 +1,5 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
-import { createClient, type Client } from 'graphql-sse';
+import { type Client, createClient } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { gather } from './support/gather.js';
@@ -15,7 +15,10 @@ const globalId = (id: string) => encodeGlobalID('Head', id);
 const UPDATE = 'mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }';
 const LIST = 'query Heads @live { heads(first: 3) { nodes { id name } } }';
 
-type Result = { data?: { heads: { nodes: { id: string; name: string }[] } }; errors?: { extensions?: { code?: string } }[] };
+type Result = {
+  data?: { heads: { nodes: { id: string; name: string }[] } };
+  errors?: { extensions?: { code?: string } }[];
+};
 
 const live = (client: Client, query: string) => gather(client.iterate({ query }) as AsyncIterableIterator<Result>);
 
@@ -51,16 +54,25 @@ describe('@live queries (SUBSCRIPTION_LIVE_THROTTLE_MS=2000)', () => {
     await new Promise((resolve) => setTimeout(resolve, 600));
     // The two changes to the page within the throttle: one result with both.
     expect(view.results).toHaveLength(2);
-    expect(view.results[1]!.data!.heads.nodes.map((node) => node.name).slice(0, 2)).toEqual(['Renamed once', 'Renamed too']);
+    expect(view.results[1]!.data!.heads.nodes.map((node) => node.name).slice(0, 2)).toEqual([
+      'Renamed once',
+      'Renamed too',
+    ]);
     expect(t.subscriptions.open()).toBe(1);
     await view.stop();
     await until(() => t.subscriptions.open() === 0, 'closed with its client');
   });
 
   it('is refused for a client that takes no stream (406), and @live is declared on queries only', async () => {
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify({ query: LIST }) });
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify({ query: LIST }),
+    });
     expect(response.status).toBe(406);
-    const onMutation = await t.execute('mutation @live { login(input: { username: "x", password: "y" }) { accessToken } }');
+    const onMutation = await t.execute(
+      'mutation @live { login(input: { username: "x", password: "y" }) { accessToken } }',
+    );
     expect(onMutation.errors?.[0]?.message).toMatch(/Directive "@live" may not be used on MUTATION/);
   });
 });
@@ -96,9 +108,15 @@ describe('a live query never goes silent (SUBSCRIPTION_LIVE_THROTTLE_MS=0, CIRCU
     }
     t.reference.clearFaults();
     // The listing's breaker, opened by the failures, lets a probe through again once a read passes.
-    await until(async () => (await t.execute('{ heads(first: 1) { nodes { id } } }')).errors === undefined, 'the listing served again');
+    await until(
+      async () => (await t.execute('{ heads(first: 1) { nodes { id } } }')).errors === undefined,
+      'the listing served again',
+    );
     await t.execute(UPDATE, { input: { id: second, name: 'Served again' } });
-    await until(() => view.results.some((result) => result.data?.heads.nodes.some((node) => node.name === 'Served again')), 'the next change sent');
+    await until(
+      () => view.results.some((result) => result.data?.heads.nodes.some((node) => node.name === 'Served again')),
+      'the next change sent',
+    );
     expect(view.ended).toBe(false);
     await view.stop();
   });

@@ -1,14 +1,13 @@
-import { GraphQLError, type ExecutionResult } from 'graphql';
 import { createServer } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { type AddressInfo, connect, type Socket } from 'node:net';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { ALICE_PASSWORD, ALICE_USERNAME, DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { useAnswerBody } from '../src/server/answers/answer.js';
 import { Pipeline } from '../src/server/pipeline/pipeline.js';
-import type { Policy } from '../src/server/pipeline/stages.js';
+import type { Policy, Serve } from '../src/server/pipeline/stages.js';
 import { OperationState } from '../src/server/request-state.js';
-import type { Serve } from '../src/server/pipeline/stages.js';
 import { routes } from '../src/server/routes.js';
 import { useCallerLimits } from '../src/server/traffic/caller-limits.js';
 import { useInFlight } from '../src/server/traffic/in-flight.js';
@@ -16,7 +15,7 @@ import { createCallerLimiters, take, waitOf } from '../src/server/traffic/limite
 import { LoadShedder } from '../src/server/traffic/load-shedder.js';
 import { fetchTransport } from '../src/server/transports/fetch.js';
 import { nodeTransport } from '../src/server/transports/node.js';
-import { answer, jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { type Answer, answer, jsonHeaders, post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { ok, refusals } from './support/limits.js';
 import { sampleOf } from './support/metrics.js';
 import { until } from './support/until.js';
@@ -40,7 +39,12 @@ function expectOverloaded(a: Answer): void {
   expect(a.status, JSON.stringify(a.body)).toBe(503);
   expect(a.headers.get('retry-after')).toBe('1');
   expect(a.body.data).toBeUndefined();
-  expect(a.body.errors).toEqual([{ message: 'The gateway is overloaded: try again in 1 s.', extensions: { code: 'OVERLOADED', retryAfterSeconds: 1 } }]);
+  expect(a.body.errors).toEqual([
+    {
+      message: 'The gateway is overloaded: try again in 1 s.',
+      extensions: { code: 'OVERLOADED', retryAfterSeconds: 1 },
+    },
+  ]);
 }
 
 describe('load shedding with the defaults', () => {
@@ -67,20 +71,34 @@ describe('users behind one address (SHED_MAX_IN_FLIGHT=4, over HTTP from one add
   let t: TestGateway;
   let url: string;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '4', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false' } });
+    t = await startTestGateway({
+      env: { SHED_MAX_IN_FLIGHT: '4', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false' },
+    });
     url = await t.listen();
   });
   afterAll(() => t.close());
 
   const send = async (query: string, authorization?: string, variables?: Record<string, unknown>) =>
-    answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...(authorization === undefined ? {} : { authorization }) }, body: JSON.stringify({ query, variables }) }));
+    answer(
+      await fetch(url, {
+        method: 'POST',
+        headers: { ...jsonHeaders(), ...(authorization === undefined ? {} : { authorization }) },
+        body: JSON.stringify({ query, variables }),
+      }),
+    );
   const login = `mutation($input: LoginInput!) { login(input: $input) { accessToken } }`;
 
   it('each keep their share once their token is known to be real (issued by login, or accepted by Get Permissions); made-up tokens share the address’s', async () => {
-    // Two tokens the gateway's login issued, to two accounts (each its caller); two the upstream issued and then accepted (each read its permissions through the gateway).
+    // Two tokens the gateway's login issued, to two accounts (each its caller); two the upstream issued and then
+    // accepted (each read its permissions through the gateway).
     const issued = [];
-    for (const input of [DEMO_CREDENTIALS, { username: ALICE_USERNAME, password: ALICE_PASSWORD }]) issued.push(`Bearer ${((await send(login, undefined, { input })).body.data as { login: { accessToken: string } }).login.accessToken}`);
-    const accepted = [0, 1].map(() => `Bearer ${t.reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!}`);
+    for (const input of [DEMO_CREDENTIALS, { username: ALICE_USERNAME, password: ALICE_PASSWORD }])
+      issued.push(
+        `Bearer ${((await send(login, undefined, { input })).body.data as { login: { accessToken: string } }).login.accessToken}`,
+      );
+    const accepted = [0, 1].map(
+      () => `Bearer ${t.reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!}`,
+    );
     for (const token of accepted) expect(ok(await send('{ permissions(first: 1) { totalCount } }', token))).toBe(true);
     const [holder, ...others] = [...issued, ...accepted] as [string, ...string[]];
 
@@ -117,7 +135,10 @@ describe('half-sent bodies (SHED_MAX_IN_FLIGHT=4)', () => {
   const halfSent = (address: string) =>
     new Promise<void>((resolve, reject) => {
       const socket = connect({ host: url.hostname, port: Number(url.port), localAddress: address }, () => {
-        socket.write(`POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"que\r\n`, () => resolve());
+        socket.write(
+          `POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"que\r\n`,
+          () => resolve(),
+        );
       });
       socket.on('error', reject);
       sockets.push(socket);
@@ -129,7 +150,13 @@ describe('half-sent bodies (SHED_MAX_IN_FLIGHT=4)', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(await inFlight(t)).toBe(0);
     for (const authorization of [undefined, 'Bearer innocent']) {
-      const read = answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...(authorization === undefined ? {} : { authorization }) }, body: JSON.stringify({ query: oneCall }) }));
+      const read = answer(
+        await fetch(url, {
+          method: 'POST',
+          headers: { ...jsonHeaders(), ...(authorization === undefined ? {} : { authorization }) },
+          body: JSON.stringify({ query: oneCall }),
+        }),
+      );
       expect((await read).status).toBe(200);
     }
     expect(await refusals(t, 'overloaded')).toBe(0);
@@ -143,14 +170,17 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     // The event loop is not watched here: only the cap refuses. Identical operations held at the
     // upstream are counted by its calls: they would share one (UPSTREAM_DEDUPE). One client
     // address for every request, over HTTP and through the fetch transport alike (TRUST_PROXY): one caller.
-    t = await startTestGateway({ env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: { SHED_MAX_IN_FLIGHT: '2', SHED_EVENT_LOOP_DELAY_MS: '0', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' },
+    });
     url = await t.listen();
   });
   afterAll(() => t.close());
   beforeEach(() => t.reset());
 
   const oneCaller = { 'x-forwarded-for': '203.0.113.20' };
-  const send = async (body: string, headers: Record<string, string> = {}) => answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...oneCaller, ...headers }, body }));
+  const send = async (body: string, headers: Record<string, string> = {}) =>
+    answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...oneCaller, ...headers }, body }));
 
   it('an OVERLOADED answer carries its x-request-id, and the refusals are logged: one line per reason a second, with their count and the last one’s id', async () => {
     t.reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 }, 2);
@@ -158,12 +188,16 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     await until(() => t.reference.inFlight() === 2, 'two listings held at the upstream');
     t.logLines.length = 0;
     const refused = [];
-    for (let i = 0; i < 3; i++) refused.push(await send(JSON.stringify({ query: oneCall }), { 'x-request-id': `shed-${i}` }));
+    for (let i = 0; i < 3; i++)
+      refused.push(await send(JSON.stringify({ query: oneCall }), { 'x-request-id': `shed-${i}` }));
     for (const [i, a] of refused.entries()) {
       expectOverloaded(a);
       expect(a.headers.get('x-request-id')).toBe(`shed-${i}`);
     }
-    const lines = () => t.logLines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'operations refused: the gateway is overloaded');
+    const lines = () =>
+      t.logLines
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((line) => line.msg === 'operations refused: the gateway is overloaded');
     await until(() => lines().length > 0, 'the refusals logged');
     // One line (pino's warn is 40) for the three, and for any refusal of a test before this one still in its second.
     expect(lines()).toEqual([expect.objectContaining({ level: 40, reason: 'caller_share', requestId: 'shed-2' })]);
@@ -232,7 +266,10 @@ describe('SHED_MAX_IN_FLIGHT=2', () => {
     const deferred = await t.gateway.fetch('http://gateway/graphql', {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'multipart/mixed' },
-      body: JSON.stringify({ query: 'query($id: ID!) { head(id: $id) { name ... @defer { headMetadata } } }', variables: { id } }),
+      body: JSON.stringify({
+        query: 'query($id: ID!) { head(id: $id) { name ... @defer { headMetadata } } }',
+        variables: { id },
+      }),
     });
     // The response is out (its first part with it); the deferred read is still held.
     expect(deferred.headers.get('content-type')).toMatch(/^multipart\/mixed/);
@@ -315,13 +352,30 @@ describe('a stream whose next() rejects', () => {
       },
     ];
     const pipeline = new Pipeline({ policies, mask: () => new GraphQLError('Unexpected error.') });
-    const serve = routes({ endpoint: '/graphql', pipeline, callers: { trustProxy: undefined, callerOf: () => undefined }, graphiql: undefined, preflight: undefined, routes: [], everyAnswer: [] });
+    const serve = routes({
+      endpoint: '/graphql',
+      pipeline,
+      callers: { trustProxy: undefined, callerOf: () => undefined },
+      graphiql: undefined,
+      preflight: undefined,
+      routes: [],
+      everyAnswer: [],
+    });
     return { shedder, inFlightSlots: limiters.inFlight!, serve, streamed, fail };
   }
 
   /** Each transport's request for the stream, and what its client reads once the stream failed. */
-  const transports: Record<string, { failure: string; send(serve: Serve, init: RequestInit): Promise<{ response: Response; close(): Promise<void> }> }> = {
-    fetch: { failure: 'a part failed', send: async (serve, init) => ({ response: await fetchTransport(serve)('http://gateway/graphql', init), close: async () => undefined }) },
+  const transports: Record<
+    string,
+    { failure: string; send(serve: Serve, init: RequestInit): Promise<{ response: Response; close(): Promise<void> }> }
+  > = {
+    fetch: {
+      failure: 'a part failed',
+      send: async (serve, init) => ({
+        response: await fetchTransport(serve)('http://gateway/graphql', init),
+        close: async () => undefined,
+      }),
+    },
     // Over a real port the client sees the response cut.
     HTTP: {
       failure: 'terminated',
@@ -329,7 +383,10 @@ describe('a stream whose next() rejects', () => {
         const server = createServer(nodeTransport(serve));
         await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
         const response = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`, init);
-        return { response, close: () => new Promise<void>((resolve) => server.close(() => resolve()).closeAllConnections()) };
+        return {
+          response,
+          close: () => new Promise<void>((resolve) => server.close(() => resolve()).closeAllConnections()),
+        };
       },
     },
   };
@@ -346,44 +403,57 @@ describe('a stream whose next() rejects', () => {
     return seen;
   }
 
-  it.each(Object.keys(transports))("gives back its unit in flight and its caller's in-flight slot, though its consumer never cancels it (the %s transport)", async (name) => {
-    // A consumer that follows the streams spec (an errored stream is not cancelled) never calls the
-    // parts' return(): what gives the counts back is the telemetry stage, which the transport runs
-    // once the body has failed.
-    const transport = transports[name]!;
-    const { shedder, inFlightSlots, serve, streamed, fail } = failingStream();
-    const { response, close } = await transport.send(serve, { method: 'POST', headers: { accept: 'multipart/mixed', authorization: 'Bearer streaming' } });
-    try {
-      expect([response.status, response.headers.get('content-type')]).toEqual([200, 'multipart/mixed; boundary="-"']);
-      const reader = response.body!.getReader();
-      expect(await readUntil(reader, '{"data":{"first":true}}')).toContain('Content-Type: application/json');
-      const [operation] = streamed;
-      const caller = operation!.request.caller;
-      // Its first part is out: its unit and its caller's slot are held until its last.
-      expect([shedder.inFlight, operation!.slot]).toEqual([1, caller.key]);
+  it.each(Object.keys(transports))(
+    "gives back its unit in flight and its caller's in-flight slot, though its consumer never cancels it (the %s transport)",
+    async (name) => {
+      // A consumer that follows the streams spec (an errored stream is not cancelled) never calls the
+      // parts' return(): what gives the counts back is the telemetry stage, which the transport runs
+      // once the body has failed.
+      const transport = transports[name]!;
+      const { shedder, inFlightSlots, serve, streamed, fail } = failingStream();
+      const { response, close } = await transport.send(serve, {
+        method: 'POST',
+        headers: { accept: 'multipart/mixed', authorization: 'Bearer streaming' },
+      });
+      try {
+        expect([response.status, response.headers.get('content-type')]).toEqual([200, 'multipart/mixed; boundary="-"']);
+        const reader = response.body!.getReader();
+        expect(await readUntil(reader, '{"data":{"first":true}}')).toContain('Content-Type: application/json');
+        const [operation] = streamed;
+        const caller = operation!.request.caller;
+        // Its first part is out: its unit and its caller's slot are held until its last.
+        expect([shedder.inFlight, operation!.slot]).toEqual([1, caller.key]);
 
-      fail();
-      await expect(reader.read()).rejects.toThrow(transport.failure);
-      expect(shedder.inFlight).toBe(0);
-      expect(operation!.slot).toBeUndefined();
-      // Its caller's slot is back in the limiter: the limit of one takes it again.
-      expect(waitOf(inFlightSlots, await take(inFlightSlots, caller.key, 1))).toBeUndefined();
-      // Its caller's share is back too: the cap of one takes it again.
-      expect(shedder.admit(caller)).toBe(true);
-    } finally {
-      // A test that failed early leaves no part waiting.
-      fail();
-      await close();
-      shedder.close();
-    }
-  });
+        fail();
+        await expect(reader.read()).rejects.toThrow(transport.failure);
+        expect(shedder.inFlight).toBe(0);
+        expect(operation!.slot).toBeUndefined();
+        // Its caller's slot is back in the limiter: the limit of one takes it again.
+        expect(waitOf(inFlightSlots, await take(inFlightSlots, caller.key, 1))).toBeUndefined();
+        // Its caller's share is back too: the cap of one takes it again.
+        expect(shedder.admit(caller)).toBe(true);
+      } finally {
+        // A test that failed early leaves no part waiting.
+        fail();
+        await close();
+        shedder.close();
+      }
+    },
+  );
 });
 
 describe('UPSTREAM_CONNECTIONS=1, SHED_MAX_UPSTREAM_QUEUED=2, SUBSCRIPTION_POLL_CONCURRENCY=4: a queue that is no operation’s', () => {
   let t: TestGateway;
   let url: string;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { UPSTREAM_CONNECTIONS: '1', SHED_MAX_UPSTREAM_QUEUED: '2', SUBSCRIPTION_POLL_CONCURRENCY: '4', SHED_EVENT_LOOP_DELAY_MS: '0' } });
+    t = await startTestGateway({
+      env: {
+        UPSTREAM_CONNECTIONS: '1',
+        SHED_MAX_UPSTREAM_QUEUED: '2',
+        SUBSCRIPTION_POLL_CONCURRENCY: '4',
+        SHED_EVENT_LOOP_DELAY_MS: '0',
+      },
+    });
     url = await t.listen();
   });
   afterAll(() => t.close());
@@ -391,7 +461,13 @@ describe('UPSTREAM_CONNECTIONS=1, SHED_MAX_UPSTREAM_QUEUED=2, SUBSCRIPTION_POLL_
   it('polling’s reads queued for the one connection, nothing in flight: a caller holding nothing is served, not refused for the queue', async () => {
     t.reference.injectFault('getHeadExt', { kind: 'latency', ms: 600_000 }, 4);
     const ids = t.reference.store.headIds().slice(0, 4);
-    const watchers = ids.map((id) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ query: 'subscription($id: ID!) { headChanged(id: $id) { id } }', variables: { id } }) }));
+    const watchers = ids.map((id) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({ query: 'subscription($id: ID!) { headChanged(id: $id) { id } }', variables: { id } }),
+      }),
+    );
     // Each head's baseline read: one held on the connection, the others queued behind it.
     await until(() => t.reference.inFlight() === 1 && t.upstream.queuedCalls() >= 2, 'the pool’s queue past its mark');
     expect(await inFlight(t)).toBe(0);

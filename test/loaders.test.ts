@@ -1,21 +1,24 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { RequestLoaders } from '../src/loaders/request-loaders.js';
-import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { UpstreamError } from '../src/upstream/errors.js';
+import { defaultTracingSettings, loadConfig } from '../src/config.js';
 import { Need } from '../src/domain/needs.js';
-import { until } from './support/until.js';
+import { RequestLoaders } from '../src/loaders/request-loaders.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../src/reference-upstream/server.js';
+import { createTracing } from '../src/telemetry/tracing.js';
+import { UpstreamError } from '../src/upstream/errors.js';
 import { listHeads } from '../src/upstream/heads.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
-import { defaultTracingSettings, loadConfig } from '../src/config.js';
-import { createTracing } from '../src/telemetry/tracing.js';
+import { until } from './support/until.js';
 
 let reference: ReferenceUpstream;
 let upstream: Upstream;
 let allIds: string[];
 
 const loadersFor = (authorization?: string, fanout = 10) =>
-  new RequestLoaders(upstream.forRequest({ requestId: 'loader-test', authorization }), { fanout, strategy: 'selection' });
+  new RequestLoaders(upstream.forRequest({ requestId: 'loader-test', authorization }), {
+    fanout,
+    strategy: 'selection',
+  });
 const calls = (operation: string) => reference.requests.filter((r) => r.operation === operation);
 const operations = () => reference.requests.map((r) => r.operation).sort();
 
@@ -95,8 +98,15 @@ describe('the head loader', () => {
 
   it('caches nothing across requests and forwards each request its own token', async () => {
     const id = allIds[1]!;
-    await Promise.all([loadersFor('Bearer token-a').heads.load(id, Need.head), loadersFor('Bearer token-b').heads.load(id, Need.head)]);
-    expect(calls('getHeadById').map((r) => r.headers.authorization).sort()).toEqual(['Bearer token-a', 'Bearer token-b']);
+    await Promise.all([
+      loadersFor('Bearer token-a').heads.load(id, Need.head),
+      loadersFor('Bearer token-b').heads.load(id, Need.head),
+    ]);
+    expect(
+      calls('getHeadById')
+        .map((r) => r.headers.authorization)
+        .sort(),
+    ).toEqual(['Bearer token-a', 'Bearer token-b']);
   });
 
   it('fans out concurrently under the cap', async () => {
@@ -106,7 +116,10 @@ describe('the head loader', () => {
     const { heads } = loadersFor(undefined, 4);
     const loading = Promise.all(ids.map((id) => heads.load(id, Need.head)));
     for (let released = 0; released < ids.length; ) {
-      await until(() => reference.inFlight() === Math.min(4, ids.length - released), 'the capped reads held at the upstream');
+      await until(
+        () => reference.inFlight() === Math.min(4, ids.length - released),
+        'the capped reads held at the upstream',
+      );
       released += reference.releaseHeld();
     }
     const records = await loading;
@@ -123,7 +136,10 @@ describe('the head loader', () => {
     await until(() => reference.inFlight() === 1, 'the first read held at the upstream');
     const others = Promise.all(ids.slice(1).map((id) => heads.load(id, Need.head)));
     for (let released = 0; released < ids.length; ) {
-      await until(() => reference.inFlight() === Math.min(4, ids.length - released), 'the capped reads held at the upstream');
+      await until(
+        () => reference.inFlight() === Math.min(4, ids.length - released),
+        'the capped reads held at the upstream',
+      );
       released += reference.releaseHeld();
     }
     expect([(await first).id, ...(await others).map((r) => r.id)]).toEqual(ids);
@@ -195,7 +211,9 @@ describe('list windows', () => {
   });
 
   it('page permissions with the caller token', async () => {
-    const window = await loadersFor('Bearer not-issued').listPermissionsWindow(0, 5).catch((e: unknown) => e);
+    const window = await loadersFor('Bearer not-issued')
+      .listPermissionsWindow(0, 5)
+      .catch((e: unknown) => e);
     expect(window).toBeInstanceOf(UpstreamError);
     expect((window as UpstreamError).code).toBe('UNAUTHENTICATED');
     expect(calls('getPermissions')[0]!.headers.authorization).toBe('Bearer not-issued');

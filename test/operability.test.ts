@@ -4,15 +4,15 @@ import type { AddressInfo } from 'node:net';
 import { ROOT_CONTEXT } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { defaultTracingSettings, loadConfig } from '../src/config.js';
-import { createTracing } from '../src/telemetry/tracing.js';
-import { createLogger } from '../src/server/instruments/logger.js';
-import { operationNamesOf } from '../src/server/documents/trusted-documents.js';
-import { GatewayMetrics } from '../src/server/instruments/metrics.js';
-import { operationLabel, outcomeOf } from '../src/server/telemetry/operation-outcome.js';
-import { OperationRecorder } from '../src/server/telemetry/operation-telemetry.js';
-import { createReadiness, upstreamAnswers } from '../src/server/probes/readiness.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
+import { operationNamesOf } from '../src/server/documents/trusted-documents.js';
+import { createLogger } from '../src/server/instruments/logger.js';
+import { GatewayMetrics } from '../src/server/instruments/metrics.js';
+import { createReadiness, upstreamAnswers } from '../src/server/probes/readiness.js';
+import { operationLabel, outcomeOf } from '../src/server/telemetry/operation-outcome.js';
+import { OperationRecorder } from '../src/server/telemetry/operation-telemetry.js';
+import { createTracing } from '../src/telemetry/tracing.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { until } from './support/until.js';
 
@@ -61,10 +61,15 @@ let f: TestGateway;
 const post = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   f.gateway.fetch('http://gateway/graphql', {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/graphql-response+json, application/json',
+      ...headers,
+    },
     body: JSON.stringify(body),
   });
-const get = (path: string, headers: Record<string, string> = {}) => f.gateway.fetch(`http://gateway${path}`, { headers });
+const get = (path: string, headers: Record<string, string> = {}) =>
+  f.gateway.fetch(`http://gateway${path}`, { headers });
 const scrape = async () => parseMetrics(await (await get('/metrics')).text());
 const operationLogs = (): OperationLog[] =>
   f.logLines.map((line) => JSON.parse(line) as OperationLog).filter((entry) => entry.msg === 'graphql operation');
@@ -109,7 +114,8 @@ describe('/health', () => {
 
   it('answers by its path whatever the query string, even one ending in the GraphQL endpoint', async () => {
     const logs = await logsOf(async () => {
-      for (const path of ['/health?probe=/graphql', '/metrics?x=/graphql']) expect((await get(path)).status, path).toBe(200);
+      for (const path of ['/health?probe=/graphql', '/metrics?x=/graphql'])
+        expect((await get(path)).status, path).toBe(200);
       expect(await (await get('/health?probe=/graphql')).json()).toEqual({ status: 'ok' });
     });
     expect(logs).toEqual([]);
@@ -181,7 +187,12 @@ describe('over real HTTP', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      for (const [path, body] of [['/ready', '{"status":"ready"}'], ['/health', '{"status":"ok"}'], ['/ready', '{"status":"ready"}'], ['/health', '{"status":"ok"}']] as const) {
+      for (const [path, body] of [
+        ['/ready', '{"status":"ready"}'],
+        ['/health', '{"status":"ok"}'],
+        ['/ready', '{"status":"ready"}'],
+        ['/health', '{"status":"ok"}'],
+      ] as const) {
         const response = await fetch(base + path);
         expect(response.headers.get('content-length')).toBe(String(Buffer.byteLength(body)));
         expect(await response.text()).toBe(body);
@@ -201,7 +212,7 @@ describe('upstreamAnswers', () => {
   // The probe's default timeout (800 ms) for answers that come; 200 ms where nothing ever comes.
   const answers = (timeoutMs?: number) => upstreamAnswers(f.upstream, timeoutMs === undefined ? {} : { timeoutMs })();
 
-  it('counts any HTTP answer as an answer, 401, 422 and 5xx included (a failing route is its own breaker\'s business)', async () => {
+  it("counts any HTTP answer as an answer, 401, 422 and 5xx included (a failing route is its own breaker's business)", async () => {
     expect(await answers()).toBe(true);
     f.reference.injectFault('listHeads', { kind: 'status', status: 401, body: { detail: 'Not authenticated' } });
     expect(await answers()).toBe(true);
@@ -226,7 +237,8 @@ describe('upstreamAnswers', () => {
     const attempts = async (status: string) =>
       sampleValue(await scrape(), 'gateway_upstream_call_duration_seconds_count', { operation: 'listHeads', status }) -
       sampleValue(before, 'gateway_upstream_call_duration_seconds_count', { operation: 'listHeads', status });
-    // The probe cancelled its call (ABORTED, counted as the call ends, just after the probe's answer); the call's own timeout would say UPSTREAM_TIMEOUT.
+    // The probe cancelled its call (ABORTED, counted as the call ends, just after the probe's answer); the call's own
+    // timeout would say UPSTREAM_TIMEOUT.
     await until(async () => (await attempts('ABORTED')) === 1, "the probe's cancelled attempt counted");
     expect(await attempts('UPSTREAM_TIMEOUT')).toBe(0);
     expect(f.reference.requests).toHaveLength(1);
@@ -291,17 +303,23 @@ describe('/metrics', () => {
 
   it('records a named query by name, type and outcome, and its upstream calls by operation and status', async () => {
     const before = await scrape();
-    const response = await post({ query: 'query HeadsPage { heads(first: 2) { nodes { name } } }', operationName: 'HeadsPage' });
+    const response = await post({
+      query: 'query HeadsPage { heads(first: 2) { nodes { name } } }',
+      operationName: 'HeadsPage',
+    });
     expect(response.status).toBe(200);
     const after = await scrape();
     const labels = { operation: 'HeadsPage', type: 'query', outcome: 'ok' };
     const count = 'gateway_operation_duration_seconds_count';
     expect(sampleValue(after, count, labels) - sampleValue(before, count, labels)).toBe(1);
-    expect(sampleValue(after, 'gateway_operation_duration_seconds_bucket', { ...labels, le: '+Inf' })).toBe(sampleValue(after, count, labels));
-    const call = { operation: 'listHeads', status: '200' };
-    expect(sampleValue(after, 'gateway_upstream_call_duration_seconds_count', call) - sampleValue(before, 'gateway_upstream_call_duration_seconds_count', call)).toBe(
-      f.reference.requests.filter((q) => q.operation === 'listHeads').length,
+    expect(sampleValue(after, 'gateway_operation_duration_seconds_bucket', { ...labels, le: '+Inf' })).toBe(
+      sampleValue(after, count, labels),
     );
+    const call = { operation: 'listHeads', status: '200' };
+    expect(
+      sampleValue(after, 'gateway_upstream_call_duration_seconds_count', call) -
+        sampleValue(before, 'gateway_upstream_call_duration_seconds_count', call),
+    ).toBe(f.reference.requests.filter((q) => q.operation === 'listHeads').length);
     expect(sampleValue(after, 'gateway_operations_in_flight')).toBe(0);
   });
 
@@ -313,11 +331,14 @@ describe('/metrics', () => {
       expect((await response.json()).errors).toBeUndefined();
     });
     const after = await scrape();
-    const delta = (name: string, labels: Record<string, string>) => sampleValue(after, name, labels) - sampleValue(before, name, labels);
+    const delta = (name: string, labels: Record<string, string>) =>
+      sampleValue(after, name, labels) - sampleValue(before, name, labels);
     expect(delta('gateway_upstream_retries_total', { operation: 'listHeads' })).toBe(1);
     expect(delta('gateway_upstream_call_duration_seconds_count', { operation: 'listHeads', status: '503' })).toBe(1);
     expect(delta('gateway_upstream_call_duration_seconds_count', { operation: 'listHeads', status: '200' })).toBe(1);
-    expect(delta('gateway_operation_duration_seconds_count', { operation: 'RetriedHeads', type: 'query', outcome: 'ok' })).toBe(1);
+    expect(
+      delta('gateway_operation_duration_seconds_count', { operation: 'RetriedHeads', type: 'query', outcome: 'ok' }),
+    ).toBe(1);
     // Both attempts count against the operation, as the upstream saw them.
     expect(logs).toHaveLength(1);
     expect(logs[0]!.upstreamCalls).toBe(2);
@@ -331,41 +352,74 @@ describe('/metrics', () => {
     expect(body.data).toBeUndefined();
     expect(body.errors?.length).toBeGreaterThan(0);
     const after = await scrape();
-    expect(sampleValue(after, 'gateway_refusals_total', { limit: 'aliases' }) - sampleValue(before, 'gateway_refusals_total', { limit: 'aliases' })).toBe(1);
+    expect(
+      sampleValue(after, 'gateway_refusals_total', { limit: 'aliases' }) -
+        sampleValue(before, 'gateway_refusals_total', { limit: 'aliases' }),
+    ).toBe(1);
     const labels = { operation: 'TooManyAliases', type: 'query', outcome: 'refused' };
-    expect(sampleValue(after, 'gateway_operation_duration_seconds_count', labels) - sampleValue(before, 'gateway_operation_duration_seconds_count', labels)).toBe(1);
+    expect(
+      sampleValue(after, 'gateway_operation_duration_seconds_count', labels) -
+        sampleValue(before, 'gateway_operation_duration_seconds_count', labels),
+    ).toBe(1);
     expect(f.reference.requests).toHaveLength(0);
     expect(sampleValue(after, 'gateway_operations_in_flight')).toBe(0);
   });
 
   it('keeps operation labels short and plain whatever name the client sends', async () => {
     const sent = `Évil-name{x="y"}\n${'Z'.repeat(100)}`;
-    const logs = await logsOf(() => post({ query: 'query A { __typename } query B { __typename }', operationName: sent }));
+    const logs = await logsOf(() =>
+      post({ query: 'query A { __typename } query B { __typename }', operationName: sent }),
+    );
     const label = logs[0]!.operationName;
     expect(label).toMatch(/^\w{1,64}$/);
     expect(label).toBe(operationLabel(sent));
     const samples = await scrape();
-    const names = new Set(samples.filter((s) => s.name === 'gateway_operation_duration_seconds_count').map((s) => s.labels.operation));
+    const names = new Set(
+      samples.filter((s) => s.name === 'gateway_operation_duration_seconds_count').map((s) => s.labels.operation),
+    );
     expect(names).toContain(label);
     for (const name of names) expect(name).toMatch(/^\w{1,64}$/);
   });
 
   it('counts names past maxOperationNames as "other", so clients cannot grow the series without bound', async () => {
     const metrics = new GatewayMetrics({ defaultMetrics: false });
-    const recorder = new OperationRecorder({ metrics, logger: createLogger({ level: 'silent' }), tracing: createTracing(defaultTracingSettings), maxOperationNames: 2 });
+    const recorder = new OperationRecorder({
+      metrics,
+      logger: createLogger({ level: 'silent' }),
+      tracing: createTracing(defaultTracingSettings),
+      maxOperationNames: 2,
+    });
     for (const name of ['First', 'Second', 'Third', 'Fourth', 'First']) recordOperation(recorder, name);
-    const samples = parseMetrics(await metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
-    expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({ First: 2, Second: 1, other: 2 });
+    const samples = parseMetrics(await metrics.registry.metrics()).filter(
+      (s) => s.name === 'gateway_operation_duration_seconds_count',
+    );
+    expect(Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]))).toEqual({
+      First: 2,
+      Second: 1,
+      other: 2,
+    });
   });
 
-  it("with a trusted-documents manifest keeps its operation names apart whatever came first; the others share the bounded pool", async () => {
+  it('with a trusted-documents manifest keeps its operation names apart whatever came first; the others share the bounded pool', async () => {
     const metrics = new GatewayMetrics({ defaultMetrics: false });
-    const operationNames = operationNamesOf(loadConfig({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' }).persistedDocuments.trustedDocuments!);
+    const operationNames = operationNamesOf(
+      loadConfig({ TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' }).persistedDocuments
+        .trustedDocuments!,
+    );
     expect(operationNames).toContain('HeadWithHair');
-    const recorder = new OperationRecorder({ metrics, logger: createLogger({ level: 'silent' }), tracing: createTracing(defaultTracingSettings), operationNames, maxOperationNames: 500 });
+    const recorder = new OperationRecorder({
+      metrics,
+      logger: createLogger({ level: 'silent' }),
+      tracing: createTracing(defaultTracingSettings),
+      operationNames,
+      maxOperationNames: 500,
+    });
     // 600 made-up names first: before, the first 500 names seen took every label.
-    for (const name of [...Array.from({ length: 600 }, (_, i) => `Spam${i}`), 'HeadWithHair', 'HeadsPage']) recordOperation(recorder, name);
-    const samples = parseMetrics(await metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
+    for (const name of [...Array.from({ length: 600 }, (_, i) => `Spam${i}`), 'HeadWithHair', 'HeadsPage'])
+      recordOperation(recorder, name);
+    const samples = parseMetrics(await metrics.registry.metrics()).filter(
+      (s) => s.name === 'gateway_operation_duration_seconds_count',
+    );
     const counts = Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]));
     expect(counts).toMatchObject({ Spam0: 1, Spam499: 1, other: 100, HeadWithHair: 1, HeadsPage: 1 });
     expect(Object.keys(counts)).toHaveLength(500 + 3);
@@ -376,16 +430,24 @@ describe('/metrics', () => {
       const t = await startTestGateway({ env });
       try {
         for (const name of ['One', 'HeadWithHair', 'Three']) await t.execute(`query ${name} { __typename }`);
-        const samples = parseMetrics(await t.metrics.registry.metrics()).filter((s) => s.name === 'gateway_operation_duration_seconds_count');
+        const samples = parseMetrics(await t.metrics.registry.metrics()).filter(
+          (s) => s.name === 'gateway_operation_duration_seconds_count',
+        );
         return Object.fromEntries(samples.map((s) => [s.labels.operation, s.value]));
       } finally {
         await t.close();
       }
     };
     expect(await counts({ METRICS_OPERATION_NAMES: '1' })).toEqual({ One: 1, other: 2 });
-    expect(await counts({ METRICS_OPERATION_NAMES: '1', TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' })).toEqual({ One: 1, HeadWithHair: 1, other: 1 });
+    expect(
+      await counts({ METRICS_OPERATION_NAMES: '1', TRUSTED_DOCUMENTS_FILE: 'src/generated/persisted-documents.json' }),
+    ).toEqual({ One: 1, HeadWithHair: 1, other: 1 });
     // An operator's names are kept apart as the manifest's are, whatever came first.
-    expect(await counts({ METRICS_OPERATION_NAMES: '1', METRICS_KNOWN_OPERATIONS: 'Three' })).toEqual({ One: 1, Three: 1, other: 1 });
+    expect(await counts({ METRICS_OPERATION_NAMES: '1', METRICS_KNOWN_OPERATIONS: 'Three' })).toEqual({
+      One: 1,
+      Three: 1,
+      other: 1,
+    });
   });
 
   it('hands queued observations over at a scrape, each once, dropping one prom-client refuses without failing the scrape', async () => {
@@ -394,7 +456,10 @@ describe('/metrics', () => {
     metrics.operations.observe(labels, 0.01);
     metrics.operations.observe(labels, Number.NaN);
     metrics.operations.observe(labels, 0.02);
-    const count = async () => sampleValue(parseMetrics(await metrics.scrape()), 'gateway_operation_duration_seconds_count', { operation: 'Queued' });
+    const count = async () =>
+      sampleValue(parseMetrics(await metrics.scrape()), 'gateway_operation_duration_seconds_count', {
+        operation: 'Queued',
+      });
     expect(await count()).toBe(2);
     expect(await count()).toBe(2);
     metrics.operations.observe(labels, 0.03);
@@ -415,18 +480,30 @@ describe('/metrics', () => {
 describe('one log line per operation', () => {
   it('names the operation, its type, outcome, duration and the upstream calls it made', async () => {
     const ids = f.reference.store.headIds();
-    const withHair = ids.find((id) => (f.reference.store.project(f.reference.store.findHead(id)!, HeadShape.A_EXT) as { hair?: unknown }).hair)!;
+    const withHair = ids.find(
+      (id) => (f.reference.store.project(f.reference.store.findHead(id)!, HeadShape.A_EXT) as { hair?: unknown }).hair,
+    )!;
     expect(withHair).toBeDefined();
     let requestId: string | null = null;
     const logs = await logsOf(async () => {
       // No operationName parameter: the name comes from the document.
-      const response = await post({ query: 'query HeadWithHair($id: ID!) { head(id: $id) { name hair { name hairMetadata } } }', variables: { id: withHair } });
+      const response = await post({
+        query: 'query HeadWithHair($id: ID!) { head(id: $id) { name hair { name hairMetadata } } }',
+        variables: { id: withHair },
+      });
       requestId = response.headers.get('x-request-id');
       expect((await response.json()).errors).toBeUndefined();
     });
     expect(logs).toHaveLength(1);
     const [line] = logs;
-    expect(line).toMatchObject({ level: 30, requestId, operationName: 'HeadWithHair', operationType: 'query', outcome: 'ok', errorCodes: [] });
+    expect(line).toMatchObject({
+      level: 30,
+      requestId,
+      operationName: 'HeadWithHair',
+      operationType: 'query',
+      outcome: 'ok',
+      errorCodes: [],
+    });
     expect(line!.upstreamCalls).toBe(f.reference.requests.length);
     expect(line!.upstreamCalls).toBeGreaterThan(0);
     expect(line!.durationMs).toBeGreaterThanOrEqual(0);
@@ -437,14 +514,28 @@ describe('one log line per operation', () => {
     f.reference.injectFault('listHeads', { kind: 'status', status: 500 });
     const failing = await logsOf(() => post({ query: '{ heads(first: 1) { totalCount } }' }));
     expect(failing).toHaveLength(1);
-    expect(failing[0]).toMatchObject({ operationName: 'anonymous', operationType: 'query', outcome: 'error', errorCodes: ['UPSTREAM_ERROR'], upstreamCalls: 1 });
+    expect(failing[0]).toMatchObject({
+      operationName: 'anonymous',
+      operationType: 'query',
+      outcome: 'error',
+      errorCodes: ['UPSTREAM_ERROR'],
+      upstreamCalls: 1,
+    });
 
     const password = `pw-${randomUUID()}`;
     const login = await logsOf(() =>
-      post({ query: 'mutation LogIn($input: LoginInput!) { login(input: $input) { accessToken } }', variables: { input: { username: DEMO_CREDENTIALS.username, password } } }),
+      post({
+        query: 'mutation LogIn($input: LoginInput!) { login(input: $input) { accessToken } }',
+        variables: { input: { username: DEMO_CREDENTIALS.username, password } },
+      }),
     );
     expect(login).toHaveLength(1);
-    expect(login[0]).toMatchObject({ operationName: 'LogIn', operationType: 'mutation', outcome: 'error', upstreamCalls: 1 });
+    expect(login[0]).toMatchObject({
+      operationName: 'LogIn',
+      operationType: 'mutation',
+      outcome: 'error',
+      upstreamCalls: 1,
+    });
     expect(f.logLines.join('\n')).not.toContain(password);
   });
 
@@ -456,12 +547,22 @@ describe('one log line per operation', () => {
     });
     expect(header).toBe('refused-1');
     expect(logs).toHaveLength(1);
-    expect(logs[0]).toMatchObject({ requestId: 'refused-1', operationName: 'TooManyAliases', outcome: 'refused', upstreamCalls: 0 });
+    expect(logs[0]).toMatchObject({
+      requestId: 'refused-1',
+      operationName: 'TooManyAliases',
+      outcome: 'refused',
+      upstreamCalls: 0,
+    });
     expect(logs[0]!.errorCodes.length).toBeGreaterThan(0);
 
     const syntax = await logsOf(() => post({ query: '{ heads(' }));
     expect(syntax).toHaveLength(1);
-    expect(syntax[0]).toMatchObject({ operationName: 'anonymous', operationType: 'unknown', outcome: 'refused', upstreamCalls: 0 });
+    expect(syntax[0]).toMatchObject({
+      operationName: 'anonymous',
+      operationType: 'unknown',
+      outcome: 'refused',
+      upstreamCalls: 0,
+    });
 
     // A request without a query is refused by the parameters' check (intake/params.ts), after our clock started.
     let missing: Response | undefined;
@@ -475,10 +576,17 @@ describe('one log line per operation', () => {
     expect(sampleValue(await scrape(), 'gateway_operations_in_flight')).toBe(0);
   });
 
-  it('treats /graphql/, which is served as the endpoint too (http/paths.ts), as /graphql: the caller\'s trace, a refused body', async () => {
+  it("treats /graphql/, which is served as the endpoint too (http/paths.ts), as /graphql: the caller's trace, a refused body", async () => {
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    const postSlash = (body: string, headers: Record<string, string>) => f.gateway.fetch('http://gateway/graphql/', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-    const served = await logsOf(() => postSlash(JSON.stringify({ query: '{ __typename }' }), { traceparent: `00-${traceId}-00f067aa0ba902b7-01` }));
+    const postSlash = (body: string, headers: Record<string, string>) =>
+      f.gateway.fetch('http://gateway/graphql/', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+      });
+    const served = await logsOf(() =>
+      postSlash(JSON.stringify({ query: '{ __typename }' }), { traceparent: `00-${traceId}-00f067aa0ba902b7-01` }),
+    );
     expect(served).toMatchObject([{ traceId, outcome: 'ok' }]);
     let refused: Response | undefined;
     const notJson = await logsOf(async () => {
@@ -491,9 +599,27 @@ describe('one log line per operation', () => {
 
   it('never carries the query text, the variables or an error message', async () => {
     const marker = `marker${randomUUID().replaceAll('-', '')}`;
-    const logs = await logsOf(() => post({ query: `query Marked($search: String) { ${marker}: heads(first: 1, search: $search) { totalCount } }`, variables: { search: `${marker}-value` } }));
+    const logs = await logsOf(() =>
+      post({
+        query: `query Marked($search: String) { ${marker}: heads(first: 1, search: $search) { totalCount } }`,
+        variables: { search: `${marker}-value` },
+      }),
+    );
     expect(logs).toHaveLength(1);
-    expect(Object.keys(logs[0]!).sort()).toEqual(['durationMs', 'errorCodes', 'level', 'msg', 'operationName', 'operationType', 'outcome', 'requestId', 'spanId', 'time', 'traceId', 'upstreamCalls']);
+    expect(Object.keys(logs[0]!).sort()).toEqual([
+      'durationMs',
+      'errorCodes',
+      'level',
+      'msg',
+      'operationName',
+      'operationType',
+      'outcome',
+      'requestId',
+      'spanId',
+      'time',
+      'traceId',
+      'upstreamCalls',
+    ]);
     expect(f.logLines.join('\n')).not.toContain(marker);
   });
 });
@@ -520,7 +646,8 @@ describe('tokens', () => {
 });
 
 describe('which operations are logged', () => {
-  const linesOf = (t: TestGateway) => t.logLines.map((line) => JSON.parse(line) as OperationLog).filter((entry) => entry.msg === 'graphql operation');
+  const linesOf = (t: TestGateway) =>
+    t.logLines.map((line) => JSON.parse(line) as OperationLog).filter((entry) => entry.msg === 'graphql operation');
   const withGateway = async (env: Record<string, string>, run: (t: TestGateway) => Promise<void>) => {
     const t = await startTestGateway({ env });
     try {
@@ -542,8 +669,14 @@ describe('which operations are logged', () => {
         ['Broken', 'error'],
       ]);
       // The metrics count every operation, logged or not.
-      const samples = parseMetrics(await t.metrics.registry.metrics()).filter((sample) => sample.name === 'gateway_operation_duration_seconds_count');
-      expect(Object.fromEntries(samples.map((sample) => [sample.labels.operation, sample.value]))).toEqual({ Fine: 1, Wrong: 1, Broken: 1 });
+      const samples = parseMetrics(await t.metrics.registry.metrics()).filter(
+        (sample) => sample.name === 'gateway_operation_duration_seconds_count',
+      );
+      expect(Object.fromEntries(samples.map((sample) => [sample.labels.operation, sample.value]))).toEqual({
+        Fine: 1,
+        Wrong: 1,
+        Broken: 1,
+      });
     });
   });
 
@@ -554,7 +687,7 @@ describe('which operations are logged', () => {
     });
   });
 
-  it('OPERATION_LOG=off: no operation line, not even a refusal\'s', async () => {
+  it("OPERATION_LOG=off: no operation line, not even a refusal's", async () => {
     await withGateway({ OPERATION_LOG: 'off' }, async (t) => {
       await t.execute('query Wrong { heads(first: 1) { noSuchField } }');
       expect(linesOf(t)).toEqual([]);

@@ -3,7 +3,6 @@ import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { printedSchema, schemaFile } from '../scripts/print-schema.js';
-import type { Gateway } from '../src/server/gateway.js';
 import {
   DeleteHeadDocument,
   HeadsPageDocument,
@@ -16,6 +15,7 @@ import {
 } from '../src/generated/graphql.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import type { ReferenceUpstream } from '../src/reference-upstream/server.js';
+import type { Gateway } from '../src/server/gateway.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
@@ -61,7 +61,11 @@ async function execute<TData, TVariables>(
 }
 
 /** Like execute, but fails the test on any GraphQL error and returns the data. */
-async function run<TData, TVariables>(document: TypedDocumentNode<TData, TVariables>, variables: TVariables, headers?: Record<string, string>): Promise<TData> {
+async function run<TData, TVariables>(
+  document: TypedDocumentNode<TData, TVariables>,
+  variables: TVariables,
+  headers?: Record<string, string>,
+): Promise<TData> {
   const result = await execute(document, variables, headers);
   expect(result.errors).toBeUndefined();
   expect(result.data).toBeTruthy();
@@ -71,10 +75,13 @@ async function run<TData, TVariables>(document: TypedDocumentNode<TData, TVariab
 /** The upstream operations recorded since the last reset, in arrival order. */
 const upstreamCalls = () => reference.requests.map((r) => r.operation);
 const globalHeadId = (uuid: string) => Buffer.from(`Head:${uuid}`).toString('base64');
-const sameInstant = (a: string | null | undefined, b: string | null | undefined) => expect(a == null ? a : Date.parse(a)).toBe(b == null ? b : Date.parse(b));
+const sameInstant = (a: string | null | undefined, b: string | null | undefined) =>
+  expect(a == null ? a : Date.parse(a)).toBe(b == null ? b : Date.parse(b));
 
 async function demoToken(): Promise<string> {
-  const data = await run(LoginDocument, { input: { username: DEMO_CREDENTIALS.username, password: DEMO_CREDENTIALS.password } });
+  const data = await run(LoginDocument, {
+    input: { username: DEMO_CREDENTIALS.username, password: DEMO_CREDENTIALS.password },
+  });
   reference.resetRecording();
   return data.login.accessToken;
 }
@@ -96,7 +103,10 @@ describe('schema.graphql', () => {
     const found = readFileSync(schemaFile, 'utf8').split('\n');
     let line = 0;
     while (line < Math.max(expected.length, found.length) && expected[line] === found[line]) line++;
-    const where = line === Math.max(expected.length, found.length) ? undefined : `line ${line + 1}: expected ${JSON.stringify(expected[line])}, found ${JSON.stringify(found[line])}`;
+    const where =
+      line === Math.max(expected.length, found.length)
+        ? undefined
+        : `line ${line + 1}: expected ${JSON.stringify(expected[line])}, found ${JSON.stringify(found[line])}`;
     expect(where, 'schema.graphql is stale: run `npm run schema`').toBeUndefined();
   });
 });
@@ -137,9 +147,13 @@ describe('example operations', () => {
     expect(first.heads.totalCount).toBe(reference.store.headCount);
     expect(first.heads.edges.map((e) => e.node.id)).toEqual(ids.slice(0, 10).map(globalHeadId));
     for (const { node } of first.heads.edges) {
-      const seeded = reference.store.findHead(Buffer.from(node.id, 'base64').toString('utf8').slice('Head:'.length))!.head;
+      const seeded = reference.store.findHead(
+        Buffer.from(node.id, 'base64').toString('utf8').slice('Head:'.length),
+      )!.head;
       expect(node.name).toBe(seeded.name);
-      expect(node.hair?.name ?? null).toBe(seeded.hair_id === undefined ? null : reference.store.getHair(seeded.hair_id)!.name);
+      expect(node.hair?.name ?? null).toBe(
+        seeded.hair_id === undefined ? null : reference.store.getHair(seeded.hair_id)!.name,
+      );
     }
     expect(first.heads.pageInfo.hasNextPage).toBe(true);
     expect(first.heads.pageInfo.endCursor).toBe(first.heads.edges.at(-1)!.cursor);
@@ -175,14 +189,18 @@ describe('example operations', () => {
   });
 
   it('Login: returns a bearer token the upstream knows, in 1 upstream call', async () => {
-    const data = await run(LoginDocument, { input: { username: DEMO_CREDENTIALS.username, password: DEMO_CREDENTIALS.password } });
+    const data = await run(LoginDocument, {
+      input: { username: DEMO_CREDENTIALS.username, password: DEMO_CREDENTIALS.password },
+    });
     expect(data.login.tokenType).toBe('bearer');
     expect(reference.store.userForToken(data.login.accessToken)?.username).toBe(DEMO_CREDENTIALS.username);
     expect(upstreamCalls()).toEqual(['login']);
   });
 
   it('Login: wrong credentials give an error, not a token', async () => {
-    const result = await execute(LoginDocument, { input: { username: DEMO_CREDENTIALS.username, password: 'not-the-password' } });
+    const result = await execute(LoginDocument, {
+      input: { username: DEMO_CREDENTIALS.username, password: 'not-the-password' },
+    });
     expect(result.data ?? null).toBeNull();
     expect(result.errors?.map((e) => e.extensions?.code)).toEqual(['UNAUTHENTICATED']);
     expect(upstreamCalls()).toEqual(['login']);
@@ -192,7 +210,12 @@ describe('example operations', () => {
     const token = await demoToken();
     const data = await run(PermissionsDocument, { first: 5 }, { authorization: `Bearer ${token}` });
     expect(data.permissions.totalCount).toBe(reference.store.permissionCount);
-    expect(data.permissions.nodes).toEqual(reference.store.permissions().slice(0, 5).map((p) => ({ id: p.id, role: p.role.toUpperCase() })));
+    expect(data.permissions.nodes).toEqual(
+      reference.store
+        .permissions()
+        .slice(0, 5)
+        .map((p) => ({ id: p.id, role: p.role.toUpperCase() })),
+    );
     expect(upstreamCalls()).toEqual(['getPermissions']);
     expect(reference.requests[0]!.headers.authorization).toBe(`Bearer ${token}`);
   });
@@ -225,20 +248,33 @@ describe('example operations', () => {
   it('UpdateSubscription: deactivates the caller’s organization subscription in 1 call', async () => {
     const token = await demoToken();
     const organizationId = reference.store.findUser(DEMO_CREDENTIALS.username)!.organization_id!;
-    const data = await run(UpdateSubscriptionDocument, { input: { active: false } }, { authorization: `Bearer ${token}` });
+    const data = await run(
+      UpdateSubscriptionDocument,
+      { input: { active: false } },
+      { authorization: `Bearer ${token}` },
+    );
     const stored = reference.store.subscriptionDto(reference.store.subscriptionForOrganization(organizationId)!) as {
       id: string;
       active: boolean;
       platform_type: string;
       subscription_type: { name: string; payment_cycle: number };
     };
-    const cycles: Record<number, string> = { 1: 'MONTHLY', 2: 'BIMONTHLY', 3: 'QUARTERLY', 6: 'SEMIANNUAL', 12: 'ANNUAL' };
+    const cycles: Record<number, string> = {
+      1: 'MONTHLY',
+      2: 'BIMONTHLY',
+      3: 'QUARTERLY',
+      6: 'SEMIANNUAL',
+      12: 'ANNUAL',
+    };
     expect(stored.active).toBe(false);
     expect(data.updateSubscription.subscription).toEqual({
       id: stored.id,
       active: false,
       platformType: stored.platform_type.toUpperCase(),
-      subscriptionType: { name: stored.subscription_type.name, paymentCycle: cycles[stored.subscription_type.payment_cycle] },
+      subscriptionType: {
+        name: stored.subscription_type.name,
+        paymentCycle: cycles[stored.subscription_type.payment_cycle],
+      },
     });
     expect(upstreamCalls()).toEqual(['updateSubscription']);
     expect(reference.requests[0]!.body).toEqual({ active: false });
@@ -247,7 +283,11 @@ describe('example operations', () => {
   it('DeleteHead: with an admin token, deletes upstream in 1 call; the head is gone', async () => {
     const token = await demoToken();
     const id = reference.store.headIds().at(-1)!;
-    const data = await run(DeleteHeadDocument, { input: { id: globalHeadId(id) } }, { authorization: `Bearer ${token}` });
+    const data = await run(
+      DeleteHeadDocument,
+      { input: { id: globalHeadId(id) } },
+      { authorization: `Bearer ${token}` },
+    );
     expect(data.deleteHead).toEqual({ deletedHeadId: globalHeadId(id), deletedHeadUuid: id });
     expect(reference.store.findHead(id)).toBeUndefined();
     expect(upstreamCalls()).toEqual(['deleteHead']);

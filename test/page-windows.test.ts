@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planPageWindow, sliceWindow, type PageCall, type PagePlan } from '../src/domain/page-windows.js';
+import { type PageCall, type PagePlan, planPageWindow, sliceWindow } from '../src/domain/page-windows.js';
 
 const MAX_SIZE = 100;
 const MAX_OFFSET = 300;
@@ -231,11 +231,28 @@ describe('sliceWindow', () => {
   });
 
   it('ignores items beyond a call size and stops at a gap', () => {
-    const plan: PagePlan = { calls: [{ page: 1, size: 3 }, { page: 2, size: 3 }], offset: 1, limit: 5 };
+    const plan: PagePlan = {
+      calls: [
+        { page: 1, size: 3 },
+        { page: 2, size: 3 },
+      ],
+      offset: 1,
+      limit: 5,
+    };
     // The first page wrongly returns 4 items: only offsets 0..2 are what the call asked for.
-    expect(sliceWindow(plan, [[0, 1, 2, 99], [3, 4, 5]])).toEqual([1, 2, 3, 4, 5]);
+    expect(
+      sliceWindow(plan, [
+        [0, 1, 2, 99],
+        [3, 4, 5],
+      ]),
+    ).toEqual([1, 2, 3, 4, 5]);
     // A short first page leaves a hole at offset 2: nothing after it is trustworthy.
-    expect(sliceWindow(plan, [[0, 1], [3, 4, 5]])).toEqual([1]);
+    expect(
+      sliceWindow(plan, [
+        [0, 1],
+        [3, 4, 5],
+      ]),
+    ).toEqual([1]);
   });
 
   it('rejects a page count that does not match the calls', () => {

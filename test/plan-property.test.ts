@@ -1,8 +1,8 @@
 import { encodeGlobalID, offsetToCursor } from '@pothos/plugin-relay';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { planOf } from './support/plan.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
+import { planOf } from './support/plan.js';
 
 /*
  * Property: for generated operations over head, heads, node and nodes (aliases, named and inline
@@ -40,7 +40,10 @@ const merge = (into: Needs, from: Needs) => {
   into.meta ||= from.meta;
 };
 
-/** One head by id: variant A fields need Get Head Ext By Id (A), which has head_metadata; Hair B one more read. Anything else: one read. */
+/**
+ * One head by id: variant A fields need Get Head Ext By Id (A), which has head_metadata; Hair B one more read. Anything
+ * else: one read.
+ */
 const byIdLowerBound = (n: Needs) => (n.a && n.b ? 2 : 1);
 
 /** Get Heads pages of size 1..100: one call if some page size holds [offset, offset+n), else two. */
@@ -70,7 +73,14 @@ type IdRef = { readonly head: number; readonly form: 'global' | 'raw' | 'variabl
 type Root =
   | { readonly kind: 'head' | 'node'; readonly id: IdRef; readonly items: readonly Item[]; readonly wrap: Wrap }
   | { readonly kind: 'nodes'; readonly ids: readonly IdRef[]; readonly items: readonly Item[]; readonly wrap: Wrap }
-  | { readonly kind: 'heads'; readonly items: readonly Item[]; readonly shape: 'nodes' | 'edges' | 'both'; readonly total: boolean; readonly pageInfo: boolean; readonly wrap: Wrap };
+  | {
+      readonly kind: 'heads';
+      readonly items: readonly Item[];
+      readonly shape: 'nodes' | 'edges' | 'both';
+      readonly total: boolean;
+      readonly pageInfo: boolean;
+      readonly wrap: Wrap;
+    };
 interface Operation {
   readonly roots: readonly Root[];
   readonly first: number;
@@ -78,22 +88,85 @@ interface Operation {
   readonly flag: boolean;
 }
 
-const wrap = fc.constantFrom<Wrap>('plain', 'plain', 'plain', 'inline', 'fragment', 'include', 'excluded', 'skipFalse', 'skipTrue', 'variable');
-const hairItem = fc.record({ field: fc.constantFrom('name', 'id', 'url', 'style', 'gender', 'sourceType', 'objMetadata', 'updatedAt', 'hairMetadata', 'userId', '__typename'), wrap });
+const wrap = fc.constantFrom<Wrap>(
+  'plain',
+  'plain',
+  'plain',
+  'inline',
+  'fragment',
+  'include',
+  'excluded',
+  'skipFalse',
+  'skipTrue',
+  'variable',
+);
+const hairItem = fc.record({
+  field: fc.constantFrom(
+    'name',
+    'id',
+    'url',
+    'style',
+    'gender',
+    'sourceType',
+    'objMetadata',
+    'updatedAt',
+    'hairMetadata',
+    'userId',
+    '__typename',
+  ),
+  wrap,
+});
 const headItem: fc.Arbitrary<Item> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ field: fc.constantFrom('name', 'uuid', 'id', 'url', 'createdAt', 'updatedAt', 'arUrl', 'headMetadata', 'outputFormat', '__typename'), wrap }) },
-  { weight: 2, arbitrary: fc.record({ field: fc.constant('hair'), wrap, hair: fc.array(hairItem, { minLength: 1, maxLength: 4 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      field: fc.constantFrom(
+        'name',
+        'uuid',
+        'id',
+        'url',
+        'createdAt',
+        'updatedAt',
+        'arUrl',
+        'headMetadata',
+        'outputFormat',
+        '__typename',
+      ),
+      wrap,
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      field: fc.constant('hair'),
+      wrap,
+      hair: fc.array(hairItem, { minLength: 1, maxLength: 4 }),
+    }),
+  },
 );
 const items = fc.array(headItem, { minLength: 1, maxLength: 5 });
 const idRef: fc.Arbitrary<IdRef> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ head: fc.integer({ min: 0, max: 5 }), form: fc.constantFrom('global' as const, 'raw' as const, 'variable' as const) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      head: fc.integer({ min: 0, max: 5 }),
+      form: fc.constantFrom('global' as const, 'raw' as const, 'variable' as const),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ other: true as const }) },
 );
 const root: fc.Arbitrary<Root> = fc.oneof(
   fc.record({ kind: fc.constant('head' as const), id: idRef.filter((r) => !('other' in r)), items, wrap }),
   fc.record({ kind: fc.constant('node' as const), id: idRef, items, wrap }),
   fc.record({ kind: fc.constant('nodes' as const), ids: fc.array(idRef, { minLength: 1, maxLength: 5 }), items, wrap }),
-  fc.record({ kind: fc.constant('heads' as const), items, shape: fc.constantFrom('nodes' as const, 'edges' as const, 'both' as const), total: fc.boolean(), pageInfo: fc.boolean(), wrap }),
+  fc.record({
+    kind: fc.constant('heads' as const),
+    items,
+    shape: fc.constantFrom('nodes' as const, 'edges' as const, 'both' as const),
+    total: fc.boolean(),
+    pageInfo: fc.boolean(),
+    wrap,
+  }),
 );
 const operation: fc.Arbitrary<Operation> = fc.record({
   roots: fc.array(root, { minLength: 1, maxLength: 4 }),
@@ -163,7 +236,11 @@ function itemsBound(op: Operation): number {
 
 /** List entries an answer holds, at any depth. */
 const entriesOf = (value: unknown): number =>
-  Array.isArray(value) ? value.length + value.reduce((sum: number, entry) => sum + entriesOf(entry), 0) : value !== null && typeof value === 'object' ? Object.values(value).reduce((sum: number, entry) => sum + entriesOf(entry), 0) : 0;
+  Array.isArray(value)
+    ? value.length + value.reduce((sum: number, entry) => sum + entriesOf(entry), 0)
+    : value !== null && typeof value === 'object'
+      ? Object.values(value).reduce((sum: number, entry) => sum + entriesOf(entry), 0)
+      : 0;
 
 // ---- rendering the model as a GraphQL document ----
 function render(op: Operation, ids: readonly string[]): { query: string; variables: Record<string, unknown> } {
@@ -199,7 +276,9 @@ function render(op: Operation, ids: readonly string[]): { query: string; variabl
     }
   };
   const selection = (list: readonly Item[], onType: string): string =>
-    list.map((item) => wrapped(item.wrap, onType, item.hair ? `hair { ${selection(item.hair, 'Hair')} }` : item.field)).join(' ');
+    list
+      .map((item) => wrapped(item.wrap, onType, item.hair ? `hair { ${selection(item.hair, 'Hair')} }` : item.field))
+      .join(' ');
   const idValue = (ref: IdRef, n: number): string => {
     if ('other' in ref) return JSON.stringify(encodeGlobalID('Permission', '00000000-0000-4000-8000-000000000001'));
     const id = ids[ref.head]!;
@@ -216,7 +295,8 @@ function render(op: Operation, ids: readonly string[]): { query: string; variabl
     let field: string;
     if (r.kind === 'head') field = `${alias}: head(id: ${idValue(r.id, n++)}) { ${heads} }`;
     else if (r.kind === 'node') field = `${alias}: node(id: ${idValue(r.id, n++)}) { id ... on Head { ${heads} } }`;
-    else if (r.kind === 'nodes') field = `${alias}: nodes(ids: [${r.ids.map((ref) => idValue(ref, n++)).join(', ')}]) { ... on Head { ${heads} } }`;
+    else if (r.kind === 'nodes')
+      field = `${alias}: nodes(ids: [${r.ids.map((ref) => idValue(ref, n++)).join(', ')}]) { ... on Head { ${heads} } }`;
     else if (r.kind === 'heads') {
       const parts = [
         r.shape !== 'edges' ? `nodes { ${heads} }` : '',
@@ -236,7 +316,6 @@ let t: TestGateway;
 let ids: string[];
 let operations = 0;
 let listingSize: number;
-
 
 beforeAll(async () => {
   // Generated documents carry many directives; the limits are not what this test is about.
@@ -262,7 +341,11 @@ describe('the plan of generated operations', () => {
         const made = t.calls().filter((r) => r.headers['x-request-id'] === requestId).length - retries;
         const plan = planOf(query, variables);
         const bound = lowerBound(op, ids);
-        expect({ made, planned: plan.calls, exact: plan.exact }, query).toEqual({ made: bound, planned: bound, exact: true });
+        expect({ made, planned: plan.calls, exact: plan.exact }, query).toEqual({
+          made: bound,
+          planned: bound,
+          exact: true,
+        });
         // The items limit's count: what the answer holds when every window is full, never less than it holds.
         const answered = entriesOf(response.data);
         expect(plan.items, query).toBe(itemsBound(op));

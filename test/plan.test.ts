@@ -32,7 +32,9 @@ describe('plans cached per document', () => {
   it('the same document with other ids is bound again, not analysed again; directive variables key the analysis', () => {
     const analyses = vi.spyOn(SelectionAnalysis.prototype, 'rootFields');
     const planner = new Planner({ schema, strategy: 'selection' });
-    const document = parse(`query($id: ID!, $meta: Boolean!) { head(id: $id) { name headMetadata @include(if: $meta) } }`);
+    const document = parse(
+      `query($id: ID!, $meta: Boolean!) { head(id: $id) { name headMetadata @include(if: $meta) } }`,
+    );
     const ids = ['6a3c5a2e-7d1f-4c8e-9b0a-1f2e3d4c5b6a', '7b4d6b3f-8e2a-4d9f-8c1b-2a3f4e5d6c7b'];
     const plan = (id: string, meta: boolean) => planner.plan({ document, variables: { id, meta }, authorized: false });
 
@@ -46,7 +48,9 @@ describe('plans cached per document', () => {
 
   it('a document whose planned arguments read no variable is bound once: the same plan for every request', () => {
     const planner = new Planner({ schema, strategy: 'selection' });
-    const document = parse(`{ head(id: "6a3c5a2e-7d1f-4c8e-9b0a-1f2e3d4c5b6a") { name } heads(first: 5) { nodes { headMetadata } } }`);
+    const document = parse(
+      `{ head(id: "6a3c5a2e-7d1f-4c8e-9b0a-1f2e3d4c5b6a") { name } heads(first: 5) { nodes { headMetadata } } }`,
+    );
     const first = planner.plan({ document, authorized: false });
     expect(first.calls).toBe(2);
     expect(planner.plan({ document, authorized: false })).toBe(first);
@@ -76,7 +80,9 @@ describe('planning is linear in the document', () => {
       SelectionSet(node) {
         sets++;
         const { selections } = node;
-        Object.defineProperty(node, 'selections', { enumerable: true, get: () => {
+        Object.defineProperty(node, 'selections', {
+          enumerable: true,
+          get: () => {
             reads++;
             return selections;
           },
@@ -98,7 +104,10 @@ describe('planning is linear in the document', () => {
   it('by default the crafted document is refused before validation (one field 20 times in one selection), with zero calls', async () => {
     const response = await t.execute(fanOut());
     expect(response.errors).toEqual([
-      { message: 'Field "heads" appears 20 times in one selection; the limit is 10.', extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' } },
+      {
+        message: 'Field "heads" appears 20 times in one selection; the limit is 10.',
+        extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' },
+      },
     ]);
     expect(t.calls()).toEqual([]);
   });
@@ -119,10 +128,18 @@ describe('planning is linear in the document', () => {
 
   it('allowed to repeat fields, the crafted document is answered with one upstream read per operation', async () => {
     const post = async (query: string) =>
-      (await roomy.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) })).json() as Promise<{ errors?: unknown }>;
+      (
+        await roomy.gateway.fetch('http://gateway/graphql', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query }),
+        })
+      ).json() as Promise<{ errors?: unknown }>;
     expect((await post(fanOut())).errors).toBeUndefined();
     expect((await post(plainOfLength(fanOut().length))).errors).toBeUndefined();
     // Each operation read its one page once.
-    expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(Array.from({ length: 2 }, () => ['listHeads', { page: '1', size: '1' }]));
+    expect(roomy.calls().map((r) => [r.operation, r.query])).toEqual(
+      Array.from({ length: 2 }, () => ['listHeads', { page: '1', size: '1' }]),
+    );
   });
 });

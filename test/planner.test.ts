@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HeadShape } from '../src/reference-upstream/store.js';
+import { startTestGateway, type TestGateway, upstreamHead } from './support/gateway.js';
 import { planOf } from './support/plan.js';
 import { until } from './support/until.js';
-import { startTestGateway, upstreamHead, type TestGateway } from './support/gateway.js';
 
 /*
  * The field-aware planner (issue "Performance"): each query shape costs the calls the planner table
@@ -34,20 +34,27 @@ async function data(query: string, variables?: Record<string, unknown>): Promise
 
 describe('head(id)', () => {
   it('Q1: fields variant B has cost one Get Head By Id', async () => {
-    const result = await data(`query($id: ID!) { head(id: $id) { name url createdAt hair { name url } } }`, { id: withHair });
+    const result = await data(`query($id: ID!) { head(id: $id) { name url createdAt hair { name url } } }`, {
+      id: withHair,
+    });
     expect(result.head).toMatchObject({ name: headA(withHair).name, hair: { name: headA(withHair).hair.name } });
     expect(operations()).toEqual(['getHeadById']);
   });
 
   it('headMetadata with variant B fields costs one Get Head Ext By Id (variant B)', async () => {
-    const result = await data(`query($id: ID!) { head(id: $id) { name headMetadata hair { hairMetadata userId } } }`, { id: withHair });
+    const result = await data(`query($id: ID!) { head(id: $id) { name headMetadata hair { hairMetadata userId } } }`, {
+      id: withHair,
+    });
     expect(result.head.headMetadata).toEqual(headA(withHair).head_metadata);
     expect(result.head.hair.hairMetadata).toEqual(headB(withHair).hair.hair_metadata);
     expect(operations()).toEqual(['getHeadExtById']);
   });
 
   it('variant A fields cost one extended variant A read, head_metadata included', async () => {
-    const result = await data(`query($id: ID!) { head(id: $id) { updatedAt arUrl headMetadata hair { gender payableData { price } } } }`, { id: withHair });
+    const result = await data(
+      `query($id: ID!) { head(id: $id) { updatedAt arUrl headMetadata hair { gender payableData { price } } } }`,
+      { id: withHair },
+    );
     expect(result.head.updatedAt).toBe(new Date(headA(withHair).updated_at).toISOString());
     expect(operations()).toEqual(['getHeadExt']);
   });
@@ -55,20 +62,29 @@ describe('head(id)', () => {
   it('Q4: fields of both variants cost both reads, in flight together, never more', async () => {
     t.reference.injectFault('getHeadExt', { kind: 'latency', ms: 600_000 });
     t.reference.injectFault('getHeadById', { kind: 'latency', ms: 600_000 });
-    const answer = data(`query($id: ID!) { head(id: $id) { headMetadata hair { hairMetadata userId gender } } }`, { id: withHair });
+    const answer = data(`query($id: ID!) { head(id: $id) { headMetadata hair { hairMetadata userId gender } } }`, {
+      id: withHair,
+    });
     await until(() => t.reference.inFlight() === 2, 'both reads held at the upstream');
     expect(t.reference.releaseHeld()).toBe(2);
     const result = await answer;
     expect(result.head).toEqual({
       headMetadata: headA(withHair).head_metadata,
-      hair: { hairMetadata: headB(withHair).hair.hair_metadata, userId: headB(withHair).hair.user_id ?? null, gender: headA(withHair).hair.gender.toUpperCase() },
+      hair: {
+        hairMetadata: headB(withHair).hair.hair_metadata,
+        userId: headB(withHair).hair.user_id ?? null,
+        gender: headA(withHair).hair.gender.toUpperCase(),
+      },
     });
     expect(operations().sort()).toEqual(['getHeadById', 'getHeadExt']);
     expect(t.reference.maxInFlight()).toBe(2);
   });
 
   it('aliases of one head merge their needs: one read answers both', async () => {
-    const result = await data(`query($id: ID!) { a: head(id: $id) { uuid name } b: head(id: $id) { name updatedAt } }`, { id: withHair });
+    const result = await data(
+      `query($id: ID!) { a: head(id: $id) { uuid name } b: head(id: $id) { name updatedAt } }`,
+      { id: withHair },
+    );
     expect(result.a).toEqual({ uuid: withHair, name: headA(withHair).name });
     expect(result.b.updatedAt).toBe(new Date(headA(withHair).updated_at).toISOString());
     expect(operations()).toEqual(['getHeadExt']);
@@ -94,7 +110,9 @@ describe('heads', () => {
   it('Q3: headMetadata costs one Get Heads Ext call, with one extra row for hasNextPage', async () => {
     const result = await data(`{ heads(first: 20) { nodes { uuid headMetadata } pageInfo { hasNextPage } } }`);
     expect(result.heads.nodes.map((n: any) => n.uuid)).toEqual(ids.slice(0, 20));
-    expect(result.heads.nodes.map((n: any) => n.headMetadata)).toEqual(ids.slice(0, 20).map((id) => headA(id).head_metadata));
+    expect(result.heads.nodes.map((n: any) => n.headMetadata)).toEqual(
+      ids.slice(0, 20).map((id) => headA(id).head_metadata),
+    );
     expect(result.heads.pageInfo.hasNextPage).toBe(true);
     expect(t.calls().map((r) => [r.operation, r.query])).toEqual([['listHeadsExt', { limit: '21', skip: '0' }]]);
   });
@@ -102,11 +120,16 @@ describe('heads', () => {
   it('Q3 paging: the next window skips by the cursor offset, and the end says so', async () => {
     const first = await data(`{ heads(first: 100) { pageInfo { endCursor } } }`);
     t.reset();
-    const tailWindow = await data(`query($after: String) { heads(first: 100, after: $after) { nodes { uuid hair { hairMetadata } } } }`, { after: first.heads.pageInfo.endCursor });
+    const tailWindow = await data(
+      `query($after: String) { heads(first: 100, after: $after) { nodes { uuid hair { hairMetadata } } } }`,
+      { after: first.heads.pageInfo.endCursor },
+    );
     expect(tailWindow.heads.nodes.map((n: any) => n.uuid)).toEqual(ids.slice(100, 200));
     expect(t.calls().map((r) => [r.operation, r.query])).toEqual([['listHeadsExt', { limit: '101', skip: '100' }]]);
     t.reset();
-    const last = await data(`{ heads(last: 5) { nodes { uuid headMetadata } pageInfo { hasNextPage hasPreviousPage } } }`);
+    const last = await data(
+      `{ heads(last: 5) { nodes { uuid headMetadata } pageInfo { hasNextPage hasPreviousPage } } }`,
+    );
     expect(last.heads.nodes.map((n: any) => n.uuid)).toEqual(ids.slice(-5));
     expect(last.heads.pageInfo).toEqual({ hasNextPage: false, hasPreviousPage: true });
     // `last` needs the total first: one Get Heads of size 1, then the window.
@@ -116,22 +139,35 @@ describe('heads', () => {
   it('totalCount is read only when selected: then one Get Heads of size 1', async () => {
     const result = await data(`{ heads(first: 10) { totalCount nodes { headMetadata } } }`);
     expect(result.heads.totalCount).toBe(ids.length);
-    expect(t.calls().map((r) => [r.operation, r.query]).sort()).toEqual([
+    expect(
+      t
+        .calls()
+        .map((r) => [r.operation, r.query])
+        .sort(),
+    ).toEqual([
       ['listHeads', { page: '1', size: '1' }],
       ['listHeadsExt', { limit: '11', skip: '0' }],
     ]);
   });
 
   it('variant A fields and head_metadata: both listings at once, joined by id', async () => {
-    const result = await data(`{ heads(first: 10) { nodes { uuid updatedAt headMetadata hair { gender hairMetadata } } } }`);
-    expect(result.heads.nodes.map((n: any) => n.headMetadata)).toEqual(ids.slice(0, 10).map((id) => headA(id).head_metadata));
-    expect(result.heads.nodes.map((n: any) => n.updatedAt)).toEqual(ids.slice(0, 10).map((id) => new Date(headA(id).updated_at).toISOString()));
+    const result = await data(
+      `{ heads(first: 10) { nodes { uuid updatedAt headMetadata hair { gender hairMetadata } } } }`,
+    );
+    expect(result.heads.nodes.map((n: any) => n.headMetadata)).toEqual(
+      ids.slice(0, 10).map((id) => headA(id).head_metadata),
+    );
+    expect(result.heads.nodes.map((n: any) => n.updatedAt)).toEqual(
+      ids.slice(0, 10).map((id) => new Date(headA(id).updated_at).toISOString()),
+    );
     expect(operations().sort()).toEqual(['listHeads', 'listHeadsExt']);
   });
 
   it('a style filter (Get Heads Ext has none) falls back to Get Heads and one read per head', async () => {
     const style = headA(ids[0]!).style.label as string;
-    const result = await data(`query($style: String) { heads(first: 3, style: $style) { nodes { headMetadata } } }`, { style });
+    const result = await data(`query($style: String) { heads(first: 3, style: $style) { nodes { headMetadata } } }`, {
+      style,
+    });
     expect(result.heads.nodes).toHaveLength(3);
     expect(operations().filter((o) => o === 'listHeads')).toHaveLength(1);
     expect(operations().filter((o) => o !== 'listHeads')).toHaveLength(3);
@@ -146,14 +182,21 @@ describe('heads', () => {
   });
 
   it("what a read carried answers later fields with zero calls: an update's answer its payload's variant A fields", async () => {
-    const sequence = await t.execute<any>(`mutation($id: ID!) { updateHead(input: { id: $id, name: "Primed" }) { head { name updatedAt hair { gender } } } }`, { id: ids[3] });
+    const sequence = await t.execute<any>(
+      `mutation($id: ID!) { updateHead(input: { id: $id, name: "Primed" }) { head { name updatedAt hair { gender } } } }`,
+      { id: ids[3] },
+    );
     expect(sequence.data.updateHead.head.name).toBe('Primed');
     expect(operations()).toEqual(['updateHead']);
   });
 
   it('a listed head answers its own fields from the listing, every field the page carried', async () => {
-    const result = await data(`{ heads(first: 10) { nodes { uuid name updatedAt arUrl hair { name gender sourceType objMetadata } } } }`);
-    expect(result.heads.nodes.map((n: any) => n.updatedAt)).toEqual(ids.slice(0, 10).map((id) => new Date(headA(id).updated_at).toISOString()));
+    const result = await data(
+      `{ heads(first: 10) { nodes { uuid name updatedAt arUrl hair { name gender sourceType objMetadata } } } }`,
+    );
+    expect(result.heads.nodes.map((n: any) => n.updatedAt)).toEqual(
+      ids.slice(0, 10).map((id) => new Date(headA(id).updated_at).toISOString()),
+    );
     expect(operations()).toEqual(['listHeads']);
   });
 });
@@ -167,12 +210,20 @@ describe('limits that agree', () => {
   });
 
   it('a malformed id in nodes is BAD_USER_INPUT at its index; the other ids and root fields keep their data', async () => {
-    const response = await t.execute<any>(`query($ids: [ID!]!, $id: ID!) { nodes(ids: $ids) { ... on Head { uuid } } head(id: $id) { name } }`, {
-      ids: [ids[0], 'not-an-id', ids[1]],
-      id: ids[2],
+    const response = await t.execute<any>(
+      `query($ids: [ID!]!, $id: ID!) { nodes(ids: $ids) { ... on Head { uuid } } head(id: $id) { name } }`,
+      {
+        ids: [ids[0], 'not-an-id', ids[1]],
+        id: ids[2],
+      },
+    );
+    expect(response.data).toEqual({
+      nodes: [{ uuid: ids[0] }, null, { uuid: ids[1] }],
+      head: { name: headA(ids[2]!).name },
     });
-    expect(response.data).toEqual({ nodes: [{ uuid: ids[0] }, null, { uuid: ids[1] }], head: { name: headA(ids[2]!).name } });
-    expect(response.errors).toEqual([expect.objectContaining({ path: ['nodes', 1], extensions: expect.objectContaining({ code: 'BAD_USER_INPUT' }) })]);
+    expect(response.errors).toEqual([
+      expect.objectContaining({ path: ['nodes', 1], extensions: expect.objectContaining({ code: 'BAD_USER_INPUT' }) }),
+    ]);
     expect(operations()).toHaveLength(3);
   });
 
@@ -198,17 +249,26 @@ describe('PLANNER=off: every need through its one read', () => {
   });
   afterAll(() => off.close());
   beforeEach(() => off.reset());
-  const offOperations = () => off.calls().map((r) => r.operation).sort();
+  const offOperations = () =>
+    off
+      .calls()
+      .map((r) => r.operation)
+      .sort();
 
   it('head(id): the extended variant A read, and the extended variant B read for Hair B fields', async () => {
-    const response = await off.execute<any>(`query($id: ID!) { head(id: $id) { name headMetadata hair { gender hairMetadata } } }`, { id: withHair });
+    const response = await off.execute<any>(
+      `query($id: ID!) { head(id: $id) { name headMetadata hair { gender hairMetadata } } }`,
+      { id: withHair },
+    );
     expect(response.data.head.hair.hairMetadata).toEqual(headB(withHair).hair.hair_metadata);
     expect(offOperations()).toEqual(['getHeadExt', 'getHeadExtById']);
   });
 
   it('heads: Get Heads, then one extended read per head for headMetadata', async () => {
     const response = await off.execute<any>(`{ heads(first: 4) { nodes { headMetadata } } }`);
-    expect(response.data.heads.nodes.map((n: any) => n.headMetadata)).toEqual(ids.slice(0, 4).map((id) => headA(id).head_metadata));
+    expect(response.data.heads.nodes.map((n: any) => n.headMetadata)).toEqual(
+      ids.slice(0, 4).map((id) => headA(id).head_metadata),
+    );
     expect(offOperations()).toEqual(['getHeadExt', 'getHeadExt', 'getHeadExt', 'getHeadExt', 'listHeads']);
   });
 
@@ -216,12 +276,20 @@ describe('PLANNER=off: every need through its one read', () => {
     const response = await off.execute<any>(`{ heads(first: 10) { nodes { uuid hair { userId } } } }`);
     const hairy = ids.slice(0, 10).filter((id) => headA(id).hair);
     expect(response.data.heads.nodes.filter((n: any) => n.hair)).toHaveLength(hairy.length);
-    expect(off.calls('getHeadExtById').map((r) => r.path).sort()).toEqual(hairy.map((id) => `/v2/head/${id}/ext`).sort());
+    expect(
+      off
+        .calls('getHeadExtById')
+        .map((r) => r.path)
+        .sort(),
+    ).toEqual(hairy.map((id) => `/v2/head/${id}/ext`).sort());
     expect(off.calls()).toHaveLength(1 + hairy.length);
   });
 
   it('updateHead: the update, then the extended variant A read for headMetadata', async () => {
-    const response = await off.execute<any>(`mutation($id: ID!) { updateHead(input: { id: $id, name: "Off" }) { head { name headMetadata } } }`, { id: ids[20] });
+    const response = await off.execute<any>(
+      `mutation($id: ID!) { updateHead(input: { id: $id, name: "Off" }) { head { name headMetadata } } }`,
+      { id: ids[20] },
+    );
     expect(response.data.updateHead.head.name).toBe('Off');
     expect(off.calls().map((r) => r.operation)).toEqual(['updateHead', 'getHeadExt']);
   });

@@ -1,15 +1,15 @@
-import { useAPQ } from '@graphql-yoga/plugin-apq';
-import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
-import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
-import { defaultExtractPersistedOperationId, usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { useAPQ } from '@graphql-yoga/plugin-apq';
+import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
+import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
+import { defaultExtractPersistedOperationId, usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { createGraphQLError, createYoga, type Plugin } from 'graphql-yoga';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { csrfHeaders } from '../src/server/guards/operation-limits.js';
 import { schema } from '../src/schema/index.js';
+import { csrfHeaders } from '../src/server/guards/operation-limits.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
@@ -31,12 +31,27 @@ interface Seen {
   readonly errors: { code: unknown; message: string }[];
 }
 
-async function send(url: string, init: { method?: string; query?: string; body?: object; headers?: Record<string, string> }): Promise<Seen> {
+async function send(
+  url: string,
+  init: { method?: string; query?: string; body?: object; headers?: Record<string, string> },
+): Promise<Seen> {
   const target = init.method === 'GET' ? `${url}?query=${encodeURIComponent(init.query!)}` : url;
-  const headers = init.method === 'GET' ? (init.headers ?? {}) : { 'content-type': 'application/json', ...init.headers };
-  const response = await fetch(target, { method: init.method ?? 'POST', headers: { accept: 'application/graphql-response+json, application/json', ...headers }, ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }) });
-  const body = (await response.json().catch(() => ({}))) as { data?: unknown; errors?: { message: string; extensions?: { code?: unknown } }[] };
-  return { status: response.status, data: body.data, errors: (body.errors ?? []).map((error) => ({ code: error.extensions?.code, message: error.message })) };
+  const headers =
+    init.method === 'GET' ? (init.headers ?? {}) : { 'content-type': 'application/json', ...init.headers };
+  const response = await fetch(target, {
+    method: init.method ?? 'POST',
+    headers: { accept: 'application/graphql-response+json, application/json', ...headers },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+  });
+  const body = (await response.json().catch(() => ({}))) as {
+    data?: unknown;
+    errors?: { message: string; extensions?: { code?: unknown } }[];
+  };
+  return {
+    status: response.status,
+    data: body.data,
+    errors: (body.errors ?? []).map((error) => ({ code: error.extensions?.code, message: error.message })),
+  };
 }
 
 /** A plain yoga over the gateway's schema with `plugins`, on a real port: its /graphql. */
@@ -46,23 +61,37 @@ async function plainYoga(plugins: Plugin[]): Promise<{ url: string; close: () =>
   const server = createServer(yoga);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}/graphql`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://127.0.0.1:${port}/graphql`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** A row: the request, and what the gateway answers otherwise on purpose (else: the same as yoga). */
 interface Row {
   readonly name: string;
   readonly request: Parameters<typeof send>[1];
-  readonly differs?: { readonly gateway: Partial<Seen> & { codes?: unknown[] }; readonly yoga: Partial<Seen> & { codes?: unknown[] }; readonly why: string };
+  readonly differs?: {
+    readonly gateway: Partial<Seen> & { codes?: unknown[] };
+    readonly yoga: Partial<Seen> & { codes?: unknown[] };
+    readonly why: string;
+  };
 }
 
 /** Both answers, compared: the same, or each as the row says. */
 function compare(row: Row, yoga: Seen, gateway: Seen): void {
   if (row.differs === undefined) return void expect(gateway, row.name).toEqual(yoga);
-  for (const [side, seen] of [['gateway', gateway], ['yoga', yoga]] as const) {
+  for (const [side, seen] of [
+    ['gateway', gateway],
+    ['yoga', yoga],
+  ] as const) {
     const { codes, ...rest } = row.differs[side];
     expect(seen, `${row.name} (${side}; ${row.differs.why})`).toMatchObject(rest);
-    if (codes !== undefined) expect(seen.errors.map((error) => error.code), `${row.name} (${side})`).toEqual(codes);
+    if (codes !== undefined)
+      expect(
+        seen.errors.map((error) => error.code),
+        `${row.name} (${side})`,
+      ).toEqual(codes);
   }
 }
 
@@ -76,7 +105,10 @@ describe('APQ and CSRF, as @graphql-yoga/plugin-apq 3.6.2 and plugin-csrf-preven
     gateway = await t.listen();
     yoga = await plainYoga([
       useCSRFPrevention({ requestHeaders: [...csrfHeaders] }),
-      useAPQ({ store: { get: (hash) => yogaStore.get(hash), set: (hash, query) => void yogaStore.set(hash, query) }, responseConfig: { forceStatusCodeOk: true } }),
+      useAPQ({
+        store: { get: (hash) => yogaStore.get(hash), set: (hash, query) => void yogaStore.set(hash, query) },
+        responseConfig: { forceStatusCodeOk: true },
+      }),
       useDeferStream(),
     ]);
   });
@@ -85,23 +117,48 @@ describe('APQ and CSRF, as @graphql-yoga/plugin-apq 3.6.2 and plugin-csrf-preven
     await t.close();
   });
 
-  const apq = (query: string | undefined, hash: string, version = 1) => ({ ...(query === undefined ? {} : { query }), extensions: { persistedQuery: { version, sha256Hash: hash } } });
+  const apq = (query: string | undefined, hash: string, version = 1) => ({
+    ...(query === undefined ? {} : { query }),
+    extensions: { persistedQuery: { version, sha256Hash: hash } },
+  });
   const csrfRefused = { status: 403, codes: ['BAD_REQUEST'] };
   const rows: Row[] = [
-    { name: 'a hash never registered', request: { body: apq(undefined, sha256('{ __typename __schema { queryType { name } } }')) } },
+    {
+      name: 'a hash never registered',
+      request: { body: apq(undefined, sha256('{ __typename __schema { queryType { name } } }')) },
+    },
     { name: 'a hash with its text: run (and registered)', request: { body: apq(TYPENAME, sha256(TYPENAME)) } },
     { name: 'that hash alone, after', request: { body: apq(undefined, sha256(TYPENAME)) } },
     {
       name: 'a hash that is not its text’s',
       request: { body: apq(TYPENAME, sha256('something else')) },
-      differs: { yoga: { status: 200, codes: ['PERSISTED_QUERY_MISMATCH'] }, gateway: { status: 400, codes: ['BAD_USER_INPUT'] }, why: 'a client’s mistake is a 400 with the input code; the Apollo links do not retry on it' },
+      differs: {
+        yoga: { status: 200, codes: ['PERSISTED_QUERY_MISMATCH'] },
+        gateway: { status: 400, codes: ['BAD_USER_INPUT'] },
+        why: 'a client’s mistake is a 400 with the input code; the Apollo links do not retry on it',
+      },
     },
     { name: 'an extension of another version: a plain query', request: { body: apq(TYPENAME, 'not a hash', 2) } },
     { name: 'a hash with a text that does not validate', request: { body: apq('{ nope }', sha256('{ nope }')) } },
-    { name: 'a GET with no CSRF header', request: { method: 'GET', query: TYPENAME }, differs: { yoga: { status: 403, codes: [undefined] }, gateway: csrfRefused, why: 'the refusal has a code and names the headers that pass' } },
+    {
+      name: 'a GET with no CSRF header',
+      request: { method: 'GET', query: TYPENAME },
+      differs: {
+        yoga: { status: 403, codes: [undefined] },
+        gateway: csrfRefused,
+        why: 'the refusal has a code and names the headers that pass',
+      },
+    },
     { name: 'a GET with one', request: { method: 'GET', query: TYPENAME, headers: { 'x-graphql-yoga-csrf': '1' } } },
-    { name: 'a GET with Apollo’s', request: { method: 'GET', query: TYPENAME, headers: { 'apollo-require-preflight': 'true' } } },
-    { name: 'a form-typed POST with none', request: { body: { query: TYPENAME }, headers: { 'content-type': 'text/plain' } }, differs: { yoga: { status: 403, codes: [undefined] }, gateway: csrfRefused, why: 'as above' } },
+    {
+      name: 'a GET with Apollo’s',
+      request: { method: 'GET', query: TYPENAME, headers: { 'apollo-require-preflight': 'true' } },
+    },
+    {
+      name: 'a form-typed POST with none',
+      request: { body: { query: TYPENAME }, headers: { 'content-type': 'text/plain' } },
+      differs: { yoga: { status: 403, codes: [undefined] }, gateway: csrfRefused, why: 'as above' },
+    },
     { name: 'a JSON POST', request: { body: { query: TYPENAME } } },
   ];
 
@@ -114,21 +171,36 @@ describe('APQ and CSRF, as @graphql-yoga/plugin-apq 3.6.2 and plugin-csrf-preven
       await send(yoga.url, row.request);
       await send(gateway, row.request);
     }
-    const registered = async (hash: string) => (await send(gateway, { body: apq(undefined, hash) })).errors.length === 0;
+    const registered = async (hash: string) =>
+      (await send(gateway, { body: apq(undefined, hash) })).errors.length === 0;
     expect(yogaStore.has(sha256(TYPENAME))).toBe(true);
     expect(await registered(sha256(TYPENAME))).toBe(true);
     // yoga stores the text before it validates; the gateway stores only what validated.
     expect(yogaStore.has(sha256('{ nope }'))).toBe(true);
-    expect((await send(gateway, { body: apq(undefined, sha256('{ nope }')) })).errors.map((error) => error.code)).toEqual(['PERSISTED_QUERY_NOT_FOUND']);
+    expect(
+      (await send(gateway, { body: apq(undefined, sha256('{ nope }')) })).errors.map((error) => error.code),
+    ).toEqual(['PERSISTED_QUERY_NOT_FOUND']);
   });
 
   it.each([
-    ['a label that is not a static string', 'query($l: String) { heads(first: 1) { nodes { ... @defer(label: $l) { name } } } }'],
-    ['one label twice', '{ heads(first: 1) { nodes { ... @defer(label: "a") { name } ... @defer(label: "a") { url } } } }'],
-    ['@defer on a root mutation field', 'mutation { ... @defer { login(input: { username: "x", password: "y" }) { accessToken } } }'],
+    [
+      'a label that is not a static string',
+      'query($l: String) { heads(first: 1) { nodes { ... @defer(label: $l) { name } } } }',
+    ],
+    [
+      'one label twice',
+      '{ heads(first: 1) { nodes { ... @defer(label: "a") { name } ... @defer(label: "a") { url } } } }',
+    ],
+    [
+      '@defer on a root mutation field',
+      'mutation { ... @defer { login(input: { username: "x", password: "y" }) { accessToken } } }',
+    ],
     ['@stream on a field that is no list', '{ heads(first: 1) @stream { totalCount } }'],
   ])('@defer and @stream, as plugin-defer-stream 3.24.1 validates them: %s', async (_name, query) => {
-    const [fromYoga, fromGateway] = [await send(yoga.url, { body: { query } }), await send(gateway, { body: { query } })];
+    const [fromYoga, fromGateway] = [
+      await send(yoga.url, { body: { query } }),
+      await send(gateway, { body: { query } }),
+    ];
     expect(fromGateway.errors.map((error) => error.message)).toEqual(fromYoga.errors.map((error) => error.message));
     expect(fromGateway.errors.length).toBeGreaterThan(0);
   });
@@ -140,9 +212,12 @@ describe('trusted documents only, as @graphql-yoga/plugin-persisted-operations 3
   let yoga: Awaited<ReturnType<typeof plainYoga>>;
   const id = `sha256:${sha256(KNOWN)}`;
   const trustedOnly = () =>
-    createGraphQLError('Only trusted documents run here: send the id of a document in the manifest (extensions.persistedQuery.sha256Hash or documentId), not a query.', {
-      extensions: { code: 'PERSISTED_QUERY_ONLY', http: { status: 400 } },
-    });
+    createGraphQLError(
+      'Only trusted documents run here: send the id of a document in the manifest (extensions.persistedQuery.sha256Hash or documentId), not a query.',
+      {
+        extensions: { code: 'PERSISTED_QUERY_ONLY', http: { status: 400 } },
+      },
+    );
   beforeAll(async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'manifest-')), 'manifest.json');
     writeFileSync(file, JSON.stringify({ [id]: KNOWN }));
@@ -155,7 +230,10 @@ describe('trusted documents only, as @graphql-yoga/plugin-persisted-operations 3
     yoga = await plainYoga([
       usePersistedOperations({
         allowArbitraryOperations: false,
-        extractPersistedOperationId: (params, request, context) => (typeof (params as { documentId?: unknown }).documentId === 'string' ? (params as { documentId: string }).documentId : defaultExtractPersistedOperationId(params, request, context)),
+        extractPersistedOperationId: (params, request, context) =>
+          typeof (params as { documentId?: unknown }).documentId === 'string'
+            ? (params as { documentId: string }).documentId
+            : defaultExtractPersistedOperationId(params, request, context),
         getPersistedOperation: (key) => manifest.get(key) ?? null,
         customErrors: { notFound: trustedOnly, keyNotFound: trustedOnly, persistedQueryOnly: trustedOnly },
       }),
@@ -168,7 +246,10 @@ describe('trusted documents only, as @graphql-yoga/plugin-persisted-operations 3
 
   const rows: Row[] = [
     { name: 'a known documentId', request: { body: { documentId: id } } },
-    { name: 'its hash as APQ sends it', request: { body: { extensions: { persistedQuery: { version: 1, sha256Hash: sha256(KNOWN) } } } } },
+    {
+      name: 'its hash as APQ sends it',
+      request: { body: { extensions: { persistedQuery: { version: 1, sha256Hash: sha256(KNOWN) } } } },
+    },
     { name: 'an unknown id', request: { body: { documentId: `sha256:${sha256('{ other }')}` } } },
     { name: 'a query text', request: { body: { query: KNOWN } } },
     { name: 'a query text beside a known id', request: { body: { query: KNOWN, documentId: id } } },

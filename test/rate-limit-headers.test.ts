@@ -1,8 +1,8 @@
 import { parseList } from 'structured-headers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { answer, jsonHeaders, post, startTestGateway, type Answer, type TestGateway } from './support/gateway.js';
+import { type Answer, answer, jsonHeaders, post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { expectRateLimited, knownToken, ok } from './support/limits.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 
 /*
@@ -24,7 +24,9 @@ const as = (caller: string) => ({ 'x-forwarded-for': `192.0.2.${addresses.indexO
 /** A structured-field list as a client's parser reads it: each member's name and integer parameters. */
 function policies(value: string | null): Record<string, Record<string, unknown>> {
   expect(value).not.toBeNull();
-  return Object.fromEntries(parseList(value!).map(([name, params]) => [String(name), Object.fromEntries(params as Map<string, unknown>)]));
+  return Object.fromEntries(
+    parseList(value!).map(([name, params]) => [String(name), Object.fromEntries(params as Map<string, unknown>)]),
+  );
 }
 
 /** What an answer's headers say of one policy, and the triple. */
@@ -33,7 +35,11 @@ function state(a: Answer | { headers: Headers }, policy = 'requests') {
   return {
     remaining: item.r as number,
     reset: item.t as number,
-    triple: { limit: Number(a.headers.get('ratelimit-limit')), remaining: Number(a.headers.get('ratelimit-remaining')), reset: Number(a.headers.get('ratelimit-reset')) },
+    triple: {
+      limit: Number(a.headers.get('ratelimit-limit')),
+      remaining: Number(a.headers.get('ratelimit-remaining')),
+      reset: Number(a.headers.get('ratelimit-reset')),
+    },
   };
 }
 
@@ -45,7 +51,10 @@ describe('without an advertised limit', () => {
   afterAll(() => Promise.all(gateways.map((t) => t.close())));
 
   it('answers carry no rate-limit header: no limit set, or only limits a client cannot pace on (in flight, upstream calls)', async () => {
-    for (const env of [{}, { RATE_LIMIT_IN_FLIGHT: '5', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', TRUST_PROXY: 'true' }] as Record<string, string>[]) {
+    for (const env of [
+      {},
+      { RATE_LIMIT_IN_FLIGHT: '5', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '50', TRUST_PROXY: 'true' },
+    ] as Record<string, string>[]) {
       const t = await startTestGateway({ env });
       gateways.push(t);
       const a = await post(t, { query: oneCall }, as('anyone'));
@@ -58,7 +67,9 @@ describe('without an advertised limit', () => {
 describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', CORS_ORIGINS: 'https://app.example.com', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', CORS_ORIGINS: 'https://app.example.com', TRUST_PROXY: 'true' },
+    });
   });
   afterAll(() => t.close());
 
@@ -96,7 +107,13 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
 
   it('a batch counts each of its operations and tells what is left after the last', async () => {
     const batch = Array.from({ length: 3 }, () => ({ query: '{ __typename }' }));
-    const a = await answer(await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...as('batch') }, body: JSON.stringify(batch) }));
+    const a = await answer(
+      await t.gateway.fetch('http://gateway/graphql', {
+        method: 'POST',
+        headers: { ...jsonHeaders(), ...as('batch') },
+        body: JSON.stringify(batch),
+      }),
+    );
     expect(a.status).toBe(200);
     expect(state(a).remaining).toBe(7);
   });
@@ -111,9 +128,13 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
     const browser = await send({ ...as('browser'), origin: 'https://app.example.com' });
     expect(browser.status).toBe(200);
     expect(state(browser).remaining).toBe(9);
-    expect(browser.headers.get('access-control-expose-headers')?.split(/,\s*/)).toEqual(expect.arrayContaining(rateLimitHeaders));
+    expect(browser.headers.get('access-control-expose-headers')?.split(/,\s*/)).toEqual(
+      expect.arrayContaining(rateLimitHeaders),
+    );
 
-    const statuses = (await Promise.all(Array.from({ length: 11 }, () => send(as('at-the-door'))))).map((r) => r.status);
+    const statuses = (await Promise.all(Array.from({ length: 11 }, () => send(as('at-the-door'))))).map(
+      (r) => r.status,
+    );
     expect(statuses.sort()).toEqual([...Array.from({ length: 10 }, () => 200), 429]);
     // A body that would not parse is never read: the intake refuses at once, as the limiter did.
     const door = await send(as('at-the-door'), '{ not json');
@@ -121,14 +142,20 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
     expect(door.headers.get('content-type')).toMatch(/^application\/graphql-response\+json/);
     expect(door.headers.get('retry-after')).toMatch(/^[12]$/);
     expect(door.headers.get('ratelimit-policy')).toBe('"requests";q=10;w=2');
-    expect(state(door)).toEqual({ remaining: 0, reset: Number(door.headers.get('retry-after')), triple: { limit: 10, remaining: 0, reset: Number(door.headers.get('retry-after')) } });
+    expect(state(door)).toEqual({
+      remaining: 0,
+      reset: Number(door.headers.get('retry-after')),
+      triple: { limit: 10, remaining: 0, reset: Number(door.headers.get('retry-after')) },
+    });
   });
 });
 
 describe('RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND=3 beside RATE_LIMIT_REQUESTS_PER_SECOND=5, with TRUST_PROXY', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '3', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', RATE_LIMIT_ADDRESS_REQUESTS_PER_SECOND: '3', TRUST_PROXY: 'true' },
+    });
   });
   afterAll(() => t.close());
 
@@ -167,10 +194,14 @@ describeWithRedis('RATE_LIMIT_REQUESTS_PER_SECOND=3 with REDIS_URL, two gateways
 
   it('tells the count they share in Redis: 4 at the first read 5 to 2, the second goes on from there, and its 429 keeps Retry-After', async () => {
     const [a, b] = gateways as [TestGateway, TestGateway];
-    const first = await Promise.all(Array.from({ length: 4 }, () => post(a, { query: '{ __typename }' }, as('shared'))));
+    const first = await Promise.all(
+      Array.from({ length: 4 }, () => post(a, { query: '{ __typename }' }, as('shared'))),
+    );
     expect(first.every(ok)).toBe(true);
     expect(first.map((x) => state(x).remaining).sort()).toEqual([2, 3, 4, 5]);
-    const second = await Promise.all(Array.from({ length: 3 }, () => post(b, { query: '{ __typename }' }, as('shared'))));
+    const second = await Promise.all(
+      Array.from({ length: 3 }, () => post(b, { query: '{ __typename }' }, as('shared'))),
+    );
     const served = second.filter(ok);
     expect(served.map((x) => state(x).remaining).sort()).toEqual([0, 1]);
     for (const x of [...first, ...served]) {
@@ -187,19 +218,28 @@ describeWithRedis('RATE_LIMIT_REQUESTS_PER_SECOND=3 with REDIS_URL, two gateways
 describe('RATE_LIMIT_REQUESTS_PER_SECOND=2 over RATE_LIMIT_WINDOW_SECONDS=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '2', RATE_LIMIT_WINDOW_SECONDS: '5', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: { RATE_LIMIT_REQUESTS_PER_SECOND: '2', RATE_LIMIT_WINDOW_SECONDS: '5', TRUST_PROXY: 'true' },
+    });
   });
   afterAll(() => t.close());
 
   it('a caller may spend the whole window at once: ten served, then refused; the policy says the quota and the window', async () => {
     const answers = await Promise.all(Array.from({ length: 12 }, () => post(t, { query: oneCall }, as('window'))));
     for (const a of answers) expect(policies(a.headers.get('ratelimit-policy'))).toEqual({ requests: { q: 10, w: 5 } });
-    expect(answers.filter(ok).map((a) => state(a).remaining).sort((x, y) => y - x)).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+    expect(
+      answers
+        .filter(ok)
+        .map((a) => state(a).remaining)
+        .sort((x, y) => y - x),
+    ).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
     const refused = answers.filter((a) => !ok(a));
     expect(refused).toHaveLength(2);
     for (const a of refused) {
       expect(a.status).toBe(429);
-      expect(a.body.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: 'RATE_LIMITED', limit: 'requests' }) })]);
+      expect(a.body.errors).toEqual([
+        expect.objectContaining({ extensions: expect.objectContaining({ code: 'RATE_LIMITED', limit: 'requests' }) }),
+      ]);
       // The window turns within its five seconds (whole seconds, rounded up).
       expect(a.headers.get('retry-after')).toMatch(/^[1-5]$/);
     }

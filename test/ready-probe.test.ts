@@ -19,18 +19,24 @@ describe('/ready while operations hold every upstream connection', () => {
     t = undefined;
   });
 
-  /** 4 connections, 8 operations: 4 whose reads hang at the upstream, 4 waiting in the pool behind them; and how many are answered so far. */
+  /**
+   * 4 connections, 8 operations: 4 whose reads hang at the upstream, 4 waiting in the pool behind them; and how many
+   * are answered so far.
+   */
   async function fillThePool(on: TestGateway): Promise<{ operations: Promise<unknown>[]; answered: () => number }> {
     const ids = on.reference.store.headIds();
     on.reference.injectFault('getHeadById', { kind: 'latency', ms: 600_000 }, 4);
     let answered = 0;
-    const operations = ids.slice(0, 8).map((id) => post(on, { query: `{ head(id: "${id}") { name } }` }).finally(() => answered++));
+    const operations = ids
+      .slice(0, 8)
+      .map((id) => post(on, { query: `{ head(id: "${id}") { name } }` }).finally(() => answered++));
     await until(() => on.reference.inFlight() === 4, 'every upstream connection held');
     return { operations, answered: () => answered };
   }
 
   const ready = async (on: TestGateway) => (await on.gateway.fetch('http://gateway/ready')).status;
-  // Eight operations queued on four connections: load shedding (by default at UPSTREAM_CONNECTIONS in flight) would refuse the last four.
+  // Eight operations queued on four connections: load shedding (by default at UPSTREAM_CONNECTIONS in flight) would
+  // refuse the last four.
   const poolOfFour = { UPSTREAM_CONNECTIONS: '4', SHED_MAX_IN_FLIGHT: '0' };
 
   it('answers 200 when the upstream answers the probe, while every operation still waits: the probe does not wait in the pool', async () => {

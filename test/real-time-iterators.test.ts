@@ -1,4 +1,4 @@
-import { parse, type ExecutionResult } from 'graphql';
+import { type ExecutionResult, parse } from 'graphql';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { HeadChange } from '../src/domain/head-changes.js';
@@ -27,7 +27,12 @@ function listener() {
   return { state, listen };
 }
 
-const change = (n: number, extra: Partial<HeadChange> = {}): HeadChange => ({ id: 'h', at: Date.now(), eventId: `${Date.now()}-${n}`, ...extra });
+const change = (n: number, extra: Partial<HeadChange> = {}): HeadChange => ({
+  id: 'h',
+  at: Date.now(),
+  eventId: `${Date.now()}-${n}`,
+  ...extra,
+});
 
 describe('a subscriber’s change queue', () => {
   it('two next() at once: each settles with its own change, in order', async () => {
@@ -73,8 +78,24 @@ describe('a subscriber’s change queue', () => {
 describe('a subscriber’s stream of results', () => {
   /** A subscription operation, and its events resolved by an entry that answers each with its change's id. */
   function subscription() {
-    const request = RequestState.ofHttp({ method: 'POST', target: '/graphql', headers: new Headers(), signal: new AbortController().signal, gone: false, peer: undefined, body: null }, { trustProxy: undefined, callerOf: () => undefined });
-    request.negotiated = { whole: 'application/json', parts: 'text/event-stream', alpha9: false, subscriptionSpec: false };
+    const request = RequestState.ofHttp(
+      {
+        method: 'POST',
+        target: '/graphql',
+        headers: new Headers(),
+        signal: new AbortController().signal,
+        gone: false,
+        peer: undefined,
+        body: null,
+      },
+      { trustProxy: undefined, callerOf: () => undefined },
+    );
+    request.negotiated = {
+      whole: 'application/json',
+      parts: 'text/event-stream',
+      alpha9: false,
+      subscriptionSpec: false,
+    };
     const operation = new OperationState({ query: 'subscription { headChanged(id: "h") { id } }' }, request);
     const document = parse(operation.params.query!);
     operation.prepared = { text: operation.params.query!, document, incremental: false, whole: document };
@@ -99,7 +120,9 @@ describe('a subscriber’s stream of results', () => {
     state.onChange!(change(1));
     await new Promise((resolve) => setImmediate(resolve));
     state.onChange!(change(2));
-    const ids = [(await first).value, (await second).value].map((result) => ((result as ExecutionResult).data as { headChanged: { id: string } }).headChanged.id);
+    const ids = [(await first).value, (await second).value].map(
+      (result) => ((result as ExecutionResult).data as { headChanged: { id: string } }).headChanged.id,
+    );
     expect(ids).toHaveLength(2);
     expect(ids[0]).toMatch(/-1$/);
     expect(ids[1]).toMatch(/-2$/);

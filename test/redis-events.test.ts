@@ -1,11 +1,11 @@
 import { createPubSub } from '@graphql-yoga/subscription';
-import { Redis, type Cluster } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { quitRedis, redisClientOf } from '../src/server/shared-state/redis-client.js';
 import { redisEventTarget } from '../src/server/shared-state/redis-events.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
-import { startRedisCluster, type RedisClusterProcess } from './support/redis-cluster.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
+import { type RedisClusterProcess, startRedisCluster } from './support/redis-cluster.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
 
@@ -67,7 +67,8 @@ describeWithRedis('events across processes over one Redis node', () => {
   let a: Replica;
   let b: Replica;
   /** How many connections listen on the channel of head `id`. */
-  const listeners = async (id: string) => Number(((await inspector.pubsub('NUMSUB', `gw:ev:headChanged:${id}`)) as unknown[])[1]);
+  const listeners = async (id: string) =>
+    Number(((await inspector.pubsub('NUMSUB', `gw:ev:headChanged:${id}`)) as unknown[])[1]);
   beforeAll(async () => {
     redis = await startRedis();
     inspector = new Redis(redis.url, { maxRetriesPerRequest: null });
@@ -138,7 +139,11 @@ describeWithRedis('events across processes over a Cluster (sharded pub/sub)', ()
       const streams = ids.map((id) => listen(b, id));
       // Each channel is a shard channel of exactly one master.
       await until(async () => {
-        const counts = await Promise.all(cluster.nodes.map(async ({ port }) => (await cluster.client(port).pubsub('SHARDCHANNELS', 'gw:ev:*')) as string[]));
+        const counts = await Promise.all(
+          cluster.nodes.map(
+            async ({ port }) => (await cluster.client(port).pubsub('SHARDCHANNELS', 'gw:ev:*')) as string[],
+          ),
+        );
         return counts.flat().length === ids.length;
       }, 'every channel subscribed on its master');
       for (const id of ids) a.pubsub.publish('headChanged', id, { id, deleted: false });

@@ -3,7 +3,7 @@ import { Redis, ReplyError } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
 
@@ -26,13 +26,18 @@ const limits = { RATE_LIMIT_REQUESTS_PER_SECOND: '5', RATE_LIMIT_IN_FLIGHT: '100
  */
 async function drive(t: TestGateway, caller = '192.0.2.1') {
   const statuses: number[] = [];
-  for (let i = 0; i < 15; i++) statuses.push((await post(t, { query: '{ __typename }' }, { 'x-forwarded-for': caller })).status);
+  for (let i = 0; i < 15; i++)
+    statuses.push((await post(t, { query: '{ __typename }' }, { 'x-forwarded-for': caller })).status);
   const registered = await post(t, { query, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
   const byHash = await post(t, { extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
   return { statuses, registered, byHash };
 }
 
-const fallbacks = async (t: TestGateway, store: string, reason: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_shared_state_fallbacks_total{store="${store}",reason="${reason}"}`) ?? 0;
+const fallbacks = async (t: TestGateway, store: string, reason: string) =>
+  sampleOf(
+    await t.metrics.registry.metrics(),
+    `gateway_shared_state_fallbacks_total{store="${store}",reason="${reason}"}`,
+  ) ?? 0;
 const warnings = (t: TestGateway) => t.logLines.filter((line) => line.includes('"level":40') && line.includes('Redis'));
 
 describeWithRedis.each([
@@ -89,7 +94,9 @@ describeWithRedis.each([
       // A node answering READONLY is connected to again (at most every 10 s: a managed endpoint's
       // name may lead to the new primary now); what comes while it reconnects is not sent.
       expect(await fallbacks(t, 'limits', reason)).toBeGreaterThanOrEqual(1);
-      expect((await fallbacks(t, 'limits', reason)) + (await fallbacks(t, 'limits', 'unreachable'))).toBeGreaterThanOrEqual(15);
+      expect(
+        (await fallbacks(t, 'limits', reason)) + (await fallbacks(t, 'limits', 'unreachable')),
+      ).toBeGreaterThanOrEqual(15);
       expect((await fallbacks(t, 'apq', reason)) + (await fallbacks(t, 'apq', 'unreachable'))).toBe(1);
     } else {
       expect(await fallbacks(t, 'limits', reason)).toBeGreaterThanOrEqual(15);
@@ -129,7 +136,14 @@ describeWithRedis("RESPONSE_CACHE_REDIS_URL: the response cache's own Redis, ful
     limitsRedis = await startRedis();
     cacheRedis = await startRedis({ args: ['--maxmemory', '2mb', '--maxmemory-policy', 'noeviction'] });
     [inLimits, inCache] = [new Redis(limitsRedis.url), new Redis(cacheRedis.url)];
-    t = await startTestGateway({ env: { REDIS_URL: limitsRedis.url, RESPONSE_CACHE_REDIS_URL: cacheRedis.url, RESPONSE_CACHE_TTL_MS: '60000', ...limits } });
+    t = await startTestGateway({
+      env: {
+        REDIS_URL: limitsRedis.url,
+        RESPONSE_CACHE_REDIS_URL: cacheRedis.url,
+        RESPONSE_CACHE_TTL_MS: '60000',
+        ...limits,
+      },
+    });
   });
   afterAll(async () => {
     inLimits.disconnect();
@@ -173,7 +187,14 @@ describeWithRedis('RESPONSE_CACHE_MAX_BYTES: the response cache within its budge
   beforeAll(async () => {
     redis = await startRedis({ args: ['--maxmemory', '8mb', '--maxmemory-policy', 'noeviction'] });
     client = new Redis(redis.url);
-    t = await startTestGateway({ env: { REDIS_URL: redis.url, RESPONSE_CACHE_TTL_MS: '60000', RESPONSE_CACHE_MAX_BYTES: String(budget), ...limits } });
+    t = await startTestGateway({
+      env: {
+        REDIS_URL: redis.url,
+        RESPONSE_CACHE_TTL_MS: '60000',
+        RESPONSE_CACHE_MAX_BYTES: String(budget),
+        ...limits,
+      },
+    });
   });
   afterAll(async () => {
     client.disconnect();
@@ -188,7 +209,15 @@ describeWithRedis('RESPONSE_CACHE_MAX_BYTES: the response cache within its budge
     let bytes = 0;
     for (let round = 0; round < 30; round++) {
       // Ten made-up tokens a round, each round from an address of its own: within its limits (a burst of 10).
-      const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => post(t, { query: page }, { authorization: `Bearer made-up-${round}-${i}`, 'x-forwarded-for': `198.51.100.${round + 1}` })));
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          post(
+            t,
+            { query: page },
+            { authorization: `Bearer made-up-${round}-${i}`, 'x-forwarded-for': `198.51.100.${round + 1}` },
+          ),
+        ),
+      );
       for (const { status, body } of answers) {
         expect(status).toBe(200);
         bytes += JSON.stringify(body).length;
@@ -197,7 +226,8 @@ describeWithRedis('RESPONSE_CACHE_MAX_BYTES: the response cache within its budge
     // Without the budget these answers (each kept for its own token) would take more than Redis's 8 MB.
     expect(bytes).toBeGreaterThan(8 * 1024 * 1024);
     // Refused for the budget, or (ten answers from one address) for their address's share of it first.
-    const overBudget = async (bound: string) => sampleOf(await t.metrics.registry.metrics(), `gateway_response_cache_over_budget_total{bound="${bound}"}`) ?? 0;
+    const overBudget = async (bound: string) =>
+      sampleOf(await t.metrics.registry.metrics(), `gateway_response_cache_over_budget_total{bound="${bound}"}`) ?? 0;
     expect((await overBudget('total')) + (await overBudget('caller'))).toBeGreaterThan(250);
     expect(await overBudget('caller')).toBeGreaterThan(0);
     expect(await usedMemory()).toBeLessThan(before + budget);

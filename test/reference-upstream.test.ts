@@ -6,16 +6,16 @@ import {
   createSeed,
   DEMO_CREDENTIALS,
   HEAD_COUNT,
+  type ReferenceSeed,
   referenceSeed,
   unattachedHairIds,
   VIEWER_PASSWORD,
   VIEWER_USERNAME,
-  type ReferenceSeed,
 } from '../src/reference-upstream/seed.js';
-import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
 import { SeedValidationError, validateSeed } from '../src/reference-upstream/seed-validation.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { ReferenceStore } from '../src/reference-upstream/store.js';
-import { applyRouteOverrides, fillPath, defaultRoutes } from '../src/upstream/routes.js';
+import { applyRouteOverrides, defaultRoutes, fillPath } from '../src/upstream/routes.js';
 import {
   headAPageSchema,
   headASchema,
@@ -68,8 +68,17 @@ async function call(method: string, path: string, options: CallOptions = {}, bas
     body = new URLSearchParams(options.form).toString();
   }
   if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
-  const query = options.query === undefined ? '' : `?${new URLSearchParams(Object.entries(options.query).map(([k, v]) => [k, String(v)]))}`;
-  const answer = await request(`${base}${path}${query}`, { method: method as 'GET', headers, body, dispatcher: agent, signal: options.signal });
+  const query =
+    options.query === undefined
+      ? ''
+      : `?${new URLSearchParams(Object.entries(options.query).map(([k, v]) => [k, String(v)]))}`;
+  const answer = await request(`${base}${path}${query}`, {
+    method: method as 'GET',
+    headers,
+    body,
+    dispatcher: agent,
+    signal: options.signal,
+  });
   const text = await answer.body.text();
   let parsed: unknown;
   try {
@@ -80,7 +89,8 @@ async function call(method: string, path: string, options: CallOptions = {}, bas
   return { status: answer.statusCode, headers: answer.headers, text, body: parsed };
 }
 
-const path = (operation: keyof typeof defaultRoutes, params: Record<string, string> = {}) => fillPath(defaultRoutes[operation], params);
+const path = (operation: keyof typeof defaultRoutes, params: Record<string, string> = {}) =>
+  fillPath(defaultRoutes[operation], params);
 const firstIds = (n: number, server: ReferenceUpstream = upstream) => server.store.headIds().slice(0, n);
 
 /** The loc/type pairs of a 422, after checking the body is FastAPI's validation error. */
@@ -126,9 +136,18 @@ describe('seed', () => {
     expect(seed.subscriptionTypes.filter((t) => t.statement_descriptor === undefined)).toHaveLength(1);
     expect(seed.subscriptionTypes.every((t) => [1, 2, 3, 6, 12].includes(t.payment_cycle))).toBe(true);
     expect(seed.organizations).toHaveLength(3);
-    expect(new Set(seed.subscriptions.map((s) => s.organization_id))).toEqual(new Set(seed.organizations.map((o) => o.id)));
+    expect(new Set(seed.subscriptions.map((s) => s.organization_id))).toEqual(
+      new Set(seed.organizations.map((o) => o.id)),
+    );
     expect(unattachedHairIds()).toHaveLength(10);
-    const ids = [...seed.heads, ...seed.hairs, ...seed.permissions, ...seed.subscriptionTypes, ...seed.organizations, ...seed.subscriptions].map((x) => x.id);
+    const ids = [
+      ...seed.heads,
+      ...seed.hairs,
+      ...seed.permissions,
+      ...seed.subscriptionTypes,
+      ...seed.organizations,
+      ...seed.subscriptions,
+    ].map((x) => x.id);
     expect(ids.every((id) => UUID_V4.test(id))).toBe(true);
     expect(new Set(ids).size).toBe(ids.length);
   });
@@ -163,30 +182,42 @@ describe('reads', () => {
 
     const last = headAPageSchema.parse((await call('GET', path('listHeads'), { query: { page: 6, size: 50 } })).body);
     expect(last.items).toHaveLength(HEAD_COUNT - 250);
-    const beyond = headAPageSchema.parse((await call('GET', path('listHeads'), { query: { page: 99, size: 100 } })).body);
+    const beyond = headAPageSchema.parse(
+      (await call('GET', path('listHeads'), { query: { page: 99, size: 100 } })).body,
+    );
     expect(beyond).toMatchObject({ items: [], total: HEAD_COUNT, pages: 3 });
   });
 
   it('search is a case-insensitive name substring and style matches the label', async () => {
     const word = seed.heads[0]!.name.split(' ').at(-1)!;
-    const found = headAPageSchema.parse((await call('GET', path('listHeads'), { query: { search: word.toUpperCase(), size: 100 } })).body);
+    const found = headAPageSchema.parse(
+      (await call('GET', path('listHeads'), { query: { search: word.toUpperCase(), size: 100 } })).body,
+    );
     expect(found.total).toBeGreaterThan(0);
     expect(found.total).toBeLessThan(HEAD_COUNT / 5);
     expect(found.items.every((h) => h.name.includes(word))).toBe(true);
 
-    const anime = headAPageSchema.parse((await call('GET', path('listHeads'), { query: { style: 'ANIME', size: 100 } })).body);
+    const anime = headAPageSchema.parse(
+      (await call('GET', path('listHeads'), { query: { style: 'ANIME', size: 100 } })).body,
+    );
     const expected = seed.heads.filter((h) => h.style?.label === 'anime').length;
     expect(anime.total).toBe(expected);
     expect(anime.items.every((h) => h.style?.label === 'anime')).toBe(true);
 
-    const both = headAPageSchema.parse((await call('GET', path('listHeads'), { query: { search: 'head 00', style: 'anime' } })).body);
+    const both = headAPageSchema.parse(
+      (await call('GET', path('listHeads'), { query: { search: 'head 00', style: 'anime' } })).body,
+    );
     expect(both.items.every((h) => h.name.startsWith('Head 00') && h.style?.label === 'anime')).toBe(true);
   });
 
   it('Get Heads and Get Heads Ext list the same ids in the same order', async () => {
     const viaPages: string[] = [];
     for (let page = 1; page <= 3; page++) {
-      viaPages.push(...headAPageSchema.parse((await call('GET', path('listHeads'), { query: { page, size: 100 } })).body).items.map((h) => h.id));
+      viaPages.push(
+        ...headAPageSchema
+          .parse((await call('GET', path('listHeads'), { query: { page, size: 100 } })).body)
+          .items.map((h) => h.id),
+      );
     }
     const ext = headBListSchema.parse((await call('GET', path('listHeadsExt'), { query: { limit: 1000 } })).body);
     expect(ext.map((h) => h.id)).toEqual(viaPages);
@@ -194,9 +225,11 @@ describe('reads', () => {
     const created = ext.map((h) => h.created_at);
     expect([...created].sort()).toEqual(created);
 
-    const defaults = headBListSchema.parse((await call('GET', path('listHeadsExt')).then((a) => a.body)));
+    const defaults = headBListSchema.parse(await call('GET', path('listHeadsExt')).then((a) => a.body));
     expect(defaults.map((h) => h.id)).toEqual(viaPages.slice(0, 10));
-    const window = headBListSchema.parse((await call('GET', path('listHeadsExt'), { query: { skip: 5, limit: 3 } })).body);
+    const window = headBListSchema.parse(
+      (await call('GET', path('listHeadsExt'), { query: { skip: 5, limit: 3 } })).body,
+    );
     expect(window.map((h) => h.id)).toEqual(viaPages.slice(5, 8));
   });
 
@@ -204,7 +237,12 @@ describe('reads', () => {
     const withLod = seed.heads.find((h) => h.lod !== undefined && h.hair_id !== undefined && h.ar_url !== undefined)!;
     const extA = await call('GET', path('getHeadExt', { head_id: withLod.id }));
     const a = headASchema.parse(extA.body);
-    expect(a).toMatchObject({ id: withLod.id, head_metadata: withLod.head_metadata, ar_url: withLod.ar_url, lod: withLod.lod });
+    expect(a).toMatchObject({
+      id: withLod.id,
+      head_metadata: withLod.head_metadata,
+      ar_url: withLod.ar_url,
+      lod: withLod.lod,
+    });
     expect(a.hair?.id).toBe(withLod.hair_id);
 
     const byId = await call('GET', path('getHeadById', { id: withLod.id }));
@@ -219,31 +257,46 @@ describe('reads', () => {
   });
 
   it('Get Permissions pages with the token', async () => {
-    const answer = await call('GET', path('getPermissions'), { token: viewerToken, headers: { accept: 'application/json' } });
+    const answer = await call('GET', path('getPermissions'), {
+      token: viewerToken,
+      headers: { accept: 'application/json' },
+    });
     const page = permissionPageSchema.parse(answer.body);
     expect(page).toMatchObject({ total: seed.permissions.length, page: 1, size: 50, pages: 3 });
-    const last = permissionPageSchema.parse((await call('GET', path('getPermissions'), { token: adminToken, query: { page: 2, size: 100 } })).body);
+    const last = permissionPageSchema.parse(
+      (await call('GET', path('getPermissions'), { token: adminToken, query: { page: 2, size: 100 } })).body,
+    );
     expect(last.items.map((p) => p.id)).toEqual(seed.permissions.slice(100).map((p) => p.id));
   });
 });
 
 describe('validation (422)', () => {
   it('path ids must be UUIDs', async () => {
-    expect(issues(await call('GET', path('getHeadExt', { head_id: 'not-a-uuid' })))).toEqual([['path.head_id', 'uuid_parsing']]);
+    expect(issues(await call('GET', path('getHeadExt', { head_id: 'not-a-uuid' })))).toEqual([
+      ['path.head_id', 'uuid_parsing'],
+    ]);
     expect(issues(await call('GET', path('getHeadById', { id: '123' })))).toEqual([['path.id', 'uuid_parsing']]);
-    expect(issues(await call('GET', path('getHeadExtById', { id: UNKNOWN_ID.slice(1) })))).toEqual([['path.id', 'uuid_parsing']]);
+    expect(issues(await call('GET', path('getHeadExtById', { id: UNKNOWN_ID.slice(1) })))).toEqual([
+      ['path.id', 'uuid_parsing'],
+    ]);
     const detail = validationErrorSchema.parse((await call('GET', path('getHeadById', { id: 'zz' }))).body).detail[0]!;
     expect(detail.msg).toMatch(/^Input should be a valid UUID, /);
   });
 
   it('page, size, limit and skip bounds and integer parsing', async () => {
-    expect(issues(await call('GET', path('listHeads'), { query: { page: 0 } }))).toEqual([['query.page', 'greater_than_equal']]);
-    expect(issues(await call('GET', path('listHeads'), { query: { size: 0 } }))).toEqual([['query.size', 'greater_than_equal']]);
+    expect(issues(await call('GET', path('listHeads'), { query: { page: 0 } }))).toEqual([
+      ['query.page', 'greater_than_equal'],
+    ]);
+    expect(issues(await call('GET', path('listHeads'), { query: { size: 0 } }))).toEqual([
+      ['query.size', 'greater_than_equal'],
+    ]);
     expect(issues(await call('GET', path('listHeads'), { query: { page: 0, size: 101 } }))).toEqual([
       ['query.page', 'greater_than_equal'],
       ['query.size', 'less_than_equal'],
     ]);
-    expect(issues(await call('GET', path('getPermissions'), { token: adminToken, query: { page: 'x', size: '1.5' } }))).toEqual([
+    expect(
+      issues(await call('GET', path('getPermissions'), { token: adminToken, query: { page: 'x', size: '1.5' } })),
+    ).toEqual([
       ['query.page', 'int_parsing'],
       ['query.size', 'int_parsing'],
     ]);
@@ -251,13 +304,23 @@ describe('validation (422)', () => {
       ['query.limit', 'greater_than_equal'],
       ['query.skip', 'greater_than_equal'],
     ]);
-    expect(issues(await call('GET', path('listHeadsExt'), { query: { limit: 1001 } }))).toEqual([['query.limit', 'less_than_equal']]);
+    expect(issues(await call('GET', path('listHeadsExt'), { query: { limit: 1001 } }))).toEqual([
+      ['query.limit', 'less_than_equal'],
+    ]);
   });
 
   it('Update Head reports every wrong field together', async () => {
     const id = firstIds(1)[0]!;
     const answer = await call('PATCH', path('updateHead', { head_id: id }), {
-      json: { name: 'x'.repeat(101), output_format: 'glb', style: [], version: 2, head_metadata: 'm', hair_id: 'nope', hair_color: 7 },
+      json: {
+        name: 'x'.repeat(101),
+        output_format: 'glb',
+        style: [],
+        version: 2,
+        head_metadata: 'm',
+        hair_id: 'nope',
+        hair_color: 7,
+      },
     });
     expect(issues(answer)).toEqual([
       ['body.name', 'string_too_long'],
@@ -268,7 +331,9 @@ describe('validation (422)', () => {
       ['body.hair_id', 'uuid_parsing'],
       ['body.hair_color', 'string_type'],
     ]);
-    expect(issues(await call('PATCH', path('updateHead', { head_id: 'bad' }), { json: { name: 5, hair_id: UNKNOWN_ID } }))).toEqual([
+    expect(
+      issues(await call('PATCH', path('updateHead', { head_id: 'bad' }), { json: { name: 5, hair_id: UNKNOWN_ID } })),
+    ).toEqual([
       ['path.head_id', 'uuid_parsing'],
       ['body.name', 'string_type'],
       ['body.hair_id', 'value_error'],
@@ -279,13 +344,21 @@ describe('validation (422)', () => {
   it('bodies that are not JSON objects', async () => {
     const target = path('updateHead', { head_id: firstIds(1)[0]! });
     expect(issues(await call('PATCH', target, { json: [1, 2] }))).toEqual([['body', 'model_attributes_type']]);
-    expect(issues(await call('PATCH', target, { raw: '{"name":', headers: { 'content-type': 'application/json' } }))).toEqual([['body', 'json_invalid']]);
+    expect(
+      issues(await call('PATCH', target, { raw: '{"name":', headers: { 'content-type': 'application/json' } })),
+    ).toEqual([['body', 'json_invalid']]);
     expect(issues(await call('PATCH', target))).toEqual([['body', 'missing']]);
   });
 
   it('Update Subscription field types, enum and unknown subscription type', async () => {
     const answer = await call('PATCH', path('updateSubscription'), {
-      json: { organization_id: 'org', platform_type: 'secret', expire_at: 5, active: 'maybe', subscription_type_id: UNKNOWN_ID },
+      json: {
+        organization_id: 'org',
+        platform_type: 'secret',
+        expire_at: 5,
+        active: 'maybe',
+        subscription_type_id: UNKNOWN_ID,
+      },
     });
     expect(issues(answer)).toEqual([
       ['body.organization_id', 'uuid_parsing'],
@@ -295,19 +368,27 @@ describe('validation (422)', () => {
       ['body.subscription_type_id', 'value_error'],
     ]);
     expect(validationErrorSchema.parse(answer.body).detail[1]!.msg).toBe("Input should be 'public' or 'private'");
-    expect(issues(await call('PATCH', path('updateSubscription'), { json: { active: true } }))).toEqual([['body.organization_id', 'missing']]);
-    expect(issues(await call('PATCH', path('updateSubscription'), { json: { active: true }, token: viewerToken }))).toEqual([['body.organization_id', 'missing']]);
+    expect(issues(await call('PATCH', path('updateSubscription'), { json: { active: true } }))).toEqual([
+      ['body.organization_id', 'missing'],
+    ]);
+    expect(
+      issues(await call('PATCH', path('updateSubscription'), { json: { active: true }, token: viewerToken })),
+    ).toEqual([['body.organization_id', 'missing']]);
   });
 
   it('login form fields', async () => {
-    expect(issues(await call('POST', path('login'), { form: { password: 'x' } }))).toEqual([['body.username', 'missing']]);
-    expect(issues(await call('POST', path('login'), { json: { username: 'demo', password: 'demo-password' } }))).toEqual([
+    expect(issues(await call('POST', path('login'), { form: { password: 'x' } }))).toEqual([
+      ['body.username', 'missing'],
+    ]);
+    expect(
+      issues(await call('POST', path('login'), { json: { username: 'demo', password: 'demo-password' } })),
+    ).toEqual([
       ['body.username', 'missing'],
       ['body.password', 'missing'],
     ]);
-    expect(issues(await call('POST', path('login'), { form: { ...DEMO_CREDENTIALS, grant_type: 'client_credentials' } }))).toEqual([
-      ['body.grant_type', 'string_pattern_mismatch'],
-    ]);
+    expect(
+      issues(await call('POST', path('login'), { form: { ...DEMO_CREDENTIALS, grant_type: 'client_credentials' } })),
+    ).toEqual([['body.grant_type', 'string_pattern_mismatch']]);
   });
 });
 
@@ -317,7 +398,9 @@ describe('auth, 404 and routing', () => {
       await call('GET', path('getPermissions')),
       await call('GET', path('getPermissions'), { token: 'forged' }),
       await call('DELETE', path('deleteHead', { head_id: UNKNOWN_ID })),
-      await call('DELETE', path('deleteHead', { head_id: 'not-even-a-uuid' }), { headers: { authorization: 'Basic abc' } }),
+      await call('DELETE', path('deleteHead', { head_id: 'not-even-a-uuid' }), {
+        headers: { authorization: 'Basic abc' },
+      }),
     ]) {
       expect(answer.status).toBe(401);
       expect(answer.body).toEqual({ detail: 'Not authenticated' });
@@ -339,7 +422,9 @@ describe('auth, 404 and routing', () => {
     const again = await login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password);
     expect(again).not.toBe(adminToken);
     expect((await call('GET', path('getPermissions'), { token: again, query: { size: 1 } })).status).toBe(200);
-    expect((await call('POST', path('login'), { form: { username: 'demo', password: 'demo-password' } })).body).toMatchObject({ token_type: 'bearer' });
+    expect(
+      (await call('POST', path('login'), { form: { username: 'demo', password: 'demo-password' } })).body,
+    ).toMatchObject({ token_type: 'bearer' });
   });
 
   it('404 for an unknown head on every by-id route', async () => {
@@ -348,19 +433,27 @@ describe('auth, 404 and routing', () => {
     expect(await call('GET', path('getHeadById', { id: UNKNOWN_ID }))).toMatchObject(notFound);
     expect(await call('GET', path('getHeadExtById', { id: UNKNOWN_ID }))).toMatchObject(notFound);
     expect(await call('PATCH', path('updateHead', { head_id: UNKNOWN_ID }), { json: {} })).toMatchObject(notFound);
-    expect(await call('DELETE', path('deleteHead', { head_id: UNKNOWN_ID }), { token: adminToken })).toMatchObject(notFound);
+    expect(await call('DELETE', path('deleteHead', { head_id: UNKNOWN_ID }), { token: adminToken })).toMatchObject(
+      notFound,
+    );
   });
 
   it('unknown path 404, known path with another method 405', async () => {
     expect(await call('GET', '/nothing')).toMatchObject({ status: 404, body: { detail: 'Not Found' } });
     expect(await call('GET', '/heads/')).toMatchObject({ status: 404 });
-    expect(await call('PUT', path('updateHead', { head_id: UNKNOWN_ID }))).toMatchObject({ status: 405, body: { detail: 'Method Not Allowed' } });
+    expect(await call('PUT', path('updateHead', { head_id: UNKNOWN_ID }))).toMatchObject({
+      status: 405,
+      body: { detail: 'Method Not Allowed' },
+    });
     expect(await call('GET', '/v1/heads', {}, upstream.url.replace(/\/v2$/, ''))).toMatchObject({ status: 404 });
     expect(upstream.requests.map((r) => r.operation)).toEqual([undefined, undefined, undefined, undefined]);
   });
 
   it('serves an overridden route table', async () => {
-    const routes = applyRouteOverrides({ listHeadsExt: { path: '/heads-ext' }, updateSubscription: { method: 'PUT', path: '/subscription' } });
+    const routes = applyRouteOverrides({
+      listHeadsExt: { path: '/heads-ext' },
+      updateSubscription: { method: 'PUT', path: '/subscription' },
+    });
     const moved = await startReferenceUpstream({ routes, record: false });
     try {
       expect((await call('GET', '/heads-ext', { query: { limit: 2 } }, moved.url)).status).toBe(200);
@@ -391,32 +484,53 @@ describe('mutations', () => {
     const before = headASchema.parse((await ownCall('GET', path('getHeadExt', { head_id: id }))).body);
     const hairId = unattachedHairIds()[0]!;
     const answer = await ownCall('PATCH', path('updateHead', { head_id: id }), {
-      json: { name: 'Renamed Aurora', style: { label: 'anime' }, hair_id: hairId, hair_color: 'teal', head_metadata: { polygons: 1 } },
+      json: {
+        name: 'Renamed Aurora',
+        style: { label: 'anime' },
+        hair_id: hairId,
+        hair_color: 'teal',
+        head_metadata: { polygons: 1 },
+      },
     });
     expect(answer.status).toBe(200);
     expect(answer.body).not.toHaveProperty('head_metadata');
     const updated = headASchema.parse(answer.body);
-    expect(updated).toMatchObject({ id, name: 'Renamed Aurora', style: { label: 'anime' }, output_format: before.output_format, version: before.version });
+    expect(updated).toMatchObject({
+      id,
+      name: 'Renamed Aurora',
+      style: { label: 'anime' },
+      output_format: before.output_format,
+      version: before.version,
+    });
     expect(updated.hair).toMatchObject({ id: hairId, obj_metadata: { color: 'teal' } });
     expect(updated.updated_at > before.updated_at).toBe(true);
 
     const after = headASchema.parse((await ownCall('GET', path('getHeadExt', { head_id: id }))).body);
     expect(after).toMatchObject({ name: 'Renamed Aurora', head_metadata: { polygons: 1 }, hair: { id: hairId } });
-    const search = headAPageSchema.parse((await ownCall('GET', path('listHeads'), { query: { search: 'renamed aur' } })).body);
+    const search = headAPageSchema.parse(
+      (await ownCall('GET', path('listHeads'), { query: { search: 'renamed aur' } })).body,
+    );
     expect(search.items.map((h) => h.id)).toEqual([id]);
 
-    const unchanged = headASchema.parse((await ownCall('PATCH', path('updateHead', { head_id: id }), { json: {} })).body);
+    const unchanged = headASchema.parse(
+      (await ownCall('PATCH', path('updateHead', { head_id: id }), { json: {} })).body,
+    );
     expect(unchanged.name).toBe('Renamed Aurora');
   });
 
   it('hair_color on a head without hair is refused', async () => {
     const bald = own.store.selectHeads().find((e) => e.head.hair_id === undefined)!.head;
-    expect(issues(await ownCall('PATCH', path('updateHead', { head_id: bald.id }), { json: { hair_color: 'red' } }))).toEqual([['body.hair_color', 'value_error']]);
+    expect(
+      issues(await ownCall('PATCH', path('updateHead', { head_id: bald.id }), { json: { hair_color: 'red' } })),
+    ).toEqual([['body.hair_color', 'value_error']]);
   });
 
   it('Delete Head removes it from every read', async () => {
     const id = firstIds(2, own)[1]!;
-    expect(await ownCall('DELETE', path('deleteHead', { head_id: id }), { token: ownAdminToken })).toMatchObject({ status: 204, text: '' });
+    expect(await ownCall('DELETE', path('deleteHead', { head_id: id }), { token: ownAdminToken })).toMatchObject({
+      status: 204,
+      text: '',
+    });
     expect((await ownCall('GET', path('getHeadById', { id }))).status).toBe(404);
     const page = headAPageSchema.parse((await ownCall('GET', path('listHeads'), { query: { size: 100 } })).body);
     expect(page.total).toBe(own.store.headCount);
@@ -426,21 +540,35 @@ describe('mutations', () => {
   it('Update Subscription selects by body organization or by the token', async () => {
     const [northwind, lumen] = seed.organizations;
     const enterprise = seed.subscriptionTypes.find((t) => t.tag === 'enterprise')!;
-    const byToken = subscriptionSchema.parse((await ownCall('PATCH', path('updateSubscription'), { json: { active: false }, token: ownAdminToken })).body);
+    const byToken = subscriptionSchema.parse(
+      (await ownCall('PATCH', path('updateSubscription'), { json: { active: false }, token: ownAdminToken })).body,
+    );
     expect(byToken).toMatchObject({ organization_id: northwind!.id, active: false });
 
     const aliceToken = await login(ALICE_USERNAME, ALICE_PASSWORD, own.url);
     const before = own.store.subscriptionForOrganization(lumen!.id)!.updated_at;
     const answer = await ownCall('PATCH', path('updateSubscription'), {
-      json: { organization_id: lumen!.id, platform_type: 'private', expire_at: '2030-01-01T00:00:00Z', subscription_type_id: enterprise.id },
+      json: {
+        organization_id: lumen!.id,
+        platform_type: 'private',
+        expire_at: '2030-01-01T00:00:00Z',
+        subscription_type_id: enterprise.id,
+      },
       token: aliceToken,
     });
     const swapped = subscriptionSchema.parse(answer.body);
-    expect(swapped).toMatchObject({ organization_id: lumen!.id, platform_type: 'private', expire_at: '2030-01-01T00:00:00Z', subscription_type: { id: enterprise.id, tag: 'enterprise' } });
+    expect(swapped).toMatchObject({
+      organization_id: lumen!.id,
+      platform_type: 'private',
+      expire_at: '2030-01-01T00:00:00Z',
+      subscription_type: { id: enterprise.id, tag: 'enterprise' },
+    });
     expect(swapped.updated_at > before).toBe(true);
     expect(own.store.subscriptionForOrganization(lumen!.id)!.subscription_type_id).toBe(enterprise.id);
 
-    expect(await ownCall('PATCH', path('updateSubscription'), { json: { organization_id: UNKNOWN_ID } })).toMatchObject({ status: 404 });
+    expect(await ownCall('PATCH', path('updateSubscription'), { json: { organization_id: UNKNOWN_ID } })).toMatchObject(
+      { status: 404 },
+    );
   });
 });
 
@@ -451,11 +579,29 @@ describe('recording', () => {
     await call('PATCH', path('updateHead', { head_id: id }), { json: { hair_color: 'black' } });
     await call('POST', path('login'), { form: { ...DEMO_CREDENTIALS } });
     const [list, update, signIn] = upstream.requests;
-    expect(list).toMatchObject({ operation: 'listHeads', method: 'GET', path: '/v2/heads', query: { page: '2', search: 'a b' }, body: undefined, status: 200 });
+    expect(list).toMatchObject({
+      operation: 'listHeads',
+      method: 'GET',
+      path: '/v2/heads',
+      query: { page: '2', search: 'a b' },
+      body: undefined,
+      status: 200,
+    });
     expect(list!.headers['x-request-id']).toBe('r-1');
     expect(list!.endedAt!).toBeGreaterThanOrEqual(list!.startedAt);
-    expect(update).toMatchObject({ operation: 'updateHead', method: 'PATCH', path: `/v2/heads/${id}`, query: {}, body: { hair_color: 'black' }, status: 200 });
-    expect(signIn).toMatchObject({ operation: 'login', body: { username: 'demo', password: 'demo-password' }, status: 200 });
+    expect(update).toMatchObject({
+      operation: 'updateHead',
+      method: 'PATCH',
+      path: `/v2/heads/${id}`,
+      query: {},
+      body: { hair_color: 'black' },
+      status: 200,
+    });
+    expect(signIn).toMatchObject({
+      operation: 'login',
+      body: { username: 'demo', password: 'demo-password' },
+      status: 200,
+    });
     expect(upstream.countsByOperation()).toMatchObject({ listHeads: 1, updateHead: 1, login: 1, getHeadExt: 0 });
     expect(upstream.inFlight()).toBe(0);
   });
@@ -463,7 +609,10 @@ describe('recording', () => {
   it('records the W3C traceparent it receives, on every route and on a 404', async () => {
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     await call('GET', path('getHeadExt', { head_id: firstIds(1)[0]! }), { headers: { traceparent } });
-    await call('POST', path('login'), { form: { ...DEMO_CREDENTIALS }, headers: { traceparent: traceparent.replace(/01$/, '00') } });
+    await call('POST', path('login'), {
+      form: { ...DEMO_CREDENTIALS },
+      headers: { traceparent: traceparent.replace(/01$/, '00') },
+    });
     await call('GET', '/nothing', { headers: { traceparent } });
     await call('GET', path('listHeads'));
     expect(upstream.requests.map((r) => [r.operation, r.traceparent])).toEqual([
@@ -579,9 +728,16 @@ describe('admin endpoints and a separate-process setup', () => {
       const stats = await call('GET', '/stats', {}, admin);
       expect(stats.body).toMatchObject({ counts: { listHeads: 1, listHeadsExt: 2, login: 0 }, total: 3 });
 
-      const queued = await call('POST', '/faults', { json: { operation: 'listHeads', fault: { kind: 'status', status: 504 }, times: 2 } }, admin);
+      const queued = await call(
+        'POST',
+        '/faults',
+        { json: { operation: 'listHeads', fault: { kind: 'status', status: 504 }, times: 2 } },
+        admin,
+      );
       expect(queued.status).toBe(204);
-      expect((await call('POST', '/faults', { json: { operation: 'nope', fault: { kind: 'drop' } } }, admin)).status).toBe(400);
+      expect(
+        (await call('POST', '/faults', { json: { operation: 'nope', fault: { kind: 'drop' } } }, admin)).status,
+      ).toBe(400);
       expect((await call('GET', path('listHeads'), {}, bench.url)).status).toBe(504);
       expect((await call('GET', path('listHeads'), {}, bench.url)).status).toBe(504);
       expect((await call('GET', path('listHeads'), {}, bench.url)).status).toBe(200);
@@ -601,7 +757,10 @@ describe('admin endpoints and a separate-process setup', () => {
   });
 
   it('each server mutates its own copy of the seed', async () => {
-    const [one, other] = await Promise.all([startReferenceUpstream({ record: false }), startReferenceUpstream({ record: false })]);
+    const [one, other] = await Promise.all([
+      startReferenceUpstream({ record: false }),
+      startReferenceUpstream({ record: false }),
+    ]);
     try {
       const id = one.store.headIds()[0]!;
       expect(one.store.deleteHead(id)).toBe(true);

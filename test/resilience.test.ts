@@ -1,11 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startReferenceUpstream, type Fault, type ReferenceUpstream } from '../src/reference-upstream/server.js';
-import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
-import { HeadShape } from '../src/reference-upstream/store.js';
 import type { OperationName } from '../src/domain/operations.js';
-import { startTestGateway, type GraphQLResponse, type TestGateway } from './support/gateway.js';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { type Fault, type ReferenceUpstream, startReferenceUpstream } from '../src/reference-upstream/server.js';
+import { HeadShape } from '../src/reference-upstream/store.js';
+import { type GraphQLResponse, startTestGateway, type TestGateway } from './support/gateway.js';
 import { until } from './support/until.js';
 
 /*
@@ -16,7 +16,8 @@ import { until } from './support/until.js';
 
 type ErrorEntry = NonNullable<GraphQLResponse['errors']>[number];
 
-const codeAt = (response: GraphQLResponse, path: string) => response.errors?.find((e) => e.path?.join('.') === path)?.extensions?.code;
+const codeAt = (response: GraphQLResponse, path: string) =>
+  response.errors?.find((e) => e.path?.join('.') === path)?.extensions?.code;
 const codes = (response: GraphQLResponse) => (response.errors ?? []).map((e: ErrorEntry) => e.extensions?.code);
 
 const headName = (t: TestGateway, id: string) => t.reference.store.findHead(id)!.head.name;
@@ -29,7 +30,8 @@ const headReads: readonly OperationName[] = ['getHeadExt', 'getHeadById', 'getHe
 const faultHeadReads = (t: TestGateway, fault: Fault, times = 1) => {
   for (const operation of headReads) t.reference.injectFault(operation, fault, times);
 };
-const headReadCalls = (t: TestGateway) => t.calls().filter((r) => r.operation !== undefined && headReads.includes(r.operation));
+const headReadCalls = (t: TestGateway) =>
+  t.calls().filter((r) => r.operation !== undefined && headReads.includes(r.operation));
 const calledIds = (t: TestGateway) => headReadCalls(t).map((r) => /[0-9a-f]{8}-[0-9a-f-]{27}/.exec(r.path)?.[0]);
 /** An answer the upstream holds until the test releases it (`releaseHeld`) or the caller goes. */
 const held: Fault = { kind: 'latency', ms: 600_000 };
@@ -44,7 +46,9 @@ describe('one deadline per operation', () => {
   // holds its answers, so which limit cuts a call never depends on how fast the machine is.
   beforeAll(async () => {
     // Fanout 1 makes the order of the upstream calls (and so which one takes a fault) deterministic.
-    t = await startTestGateway({ env: { OPERATION_TIMEOUT_MS: '20000', UPSTREAM_TIMEOUT_MS: '15000', UPSTREAM_FANOUT: '1' } });
+    t = await startTestGateway({
+      env: { OPERATION_TIMEOUT_MS: '20000', UPSTREAM_TIMEOUT_MS: '15000', UPSTREAM_FANOUT: '1' },
+    });
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());
@@ -57,13 +61,17 @@ describe('one deadline per operation', () => {
   });
 
   /** The nth by-id read has reached the upstream, which holds it. */
-  const holding = (n: number) => until(() => headReadCalls(t).length === n && t.reference.inFlight() === 1, `read ${n} held at the upstream`);
+  const holding = (n: number) =>
+    until(() => headReadCalls(t).length === n && t.reference.inFlight() === 1, `read ${n} held at the upstream`);
 
   it('answers with the fast field and UPSTREAM_TIMEOUT for the slow one, and cancels the slow call', async () => {
     const [a, b] = [ids[0]!, ids[1]!];
     faultHeadReads(t, held);
     faultHeadReads(t, held);
-    const pending = t.execute<{ fast: { name: string } | null; slow: unknown }>(`query($a: ID!, $b: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } }`, { a, b });
+    const pending = t.execute<{ fast: { name: string } | null; slow: unknown }>(
+      `query($a: ID!, $b: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } }`,
+      { a, b },
+    );
     await holding(1);
     t.reference.releaseHeld();
     await holding(2);
@@ -83,7 +91,10 @@ describe('one deadline per operation', () => {
     const [a, b, c] = [ids[2]!, ids[3]!, ids[4]!];
     faultHeadReads(t, held);
     faultHeadReads(t, held);
-    const pending = t.execute(`query($a: ID!, $b: ID!, $c: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } late: head(id: $c) { name } }`, { a, b, c });
+    const pending = t.execute(
+      `query($a: ID!, $b: ID!, $c: ID!) { fast: head(id: $a) { name } slow: head(id: $b) { name } late: head(id: $c) { name } }`,
+      { a, b, c },
+    );
     await holding(1);
     // a answers 6 s into the operation: b starts with 14 s left, less than its own 15 s.
     vi.advanceTimersByTime(6_000);
@@ -123,7 +134,9 @@ describe('a client that disconnects', () => {
   beforeAll(async () => {
     // Longer than any test may run: only the gateway cancelling a call can end it early.
     // Every operation logged: its line says when the operation has ended.
-    t = await startTestGateway({ env: { OPERATION_TIMEOUT_MS: '120000', UPSTREAM_TIMEOUT_MS: '60000', OPERATION_LOG: 'all' } });
+    t = await startTestGateway({
+      env: { OPERATION_TIMEOUT_MS: '120000', UPSTREAM_TIMEOUT_MS: '60000', OPERATION_LOG: 'all' },
+    });
     server = createServer(t.handler);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`;
@@ -141,7 +154,11 @@ describe('a client that disconnects', () => {
     const controller = new AbortController();
     const pending = fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', 'x-request-id': 'goes-away' },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/graphql-response+json',
+        'x-request-id': 'goes-away',
+      },
       body: JSON.stringify({ query: `query($id: ID!) { head(id: $id) { name } }`, variables: { id } }),
       signal: controller.signal,
     });
@@ -151,7 +168,13 @@ describe('a client that disconnects', () => {
     // The upstream would hold the answer for 10 minutes and the call could wait 60 s.
     await until(() => t.reference.inFlight() === 0, 'the upstream call cancelled');
     // The operation has ended (its log line is written): nothing more will be sent for it.
-    await until(() => t.logLines.some((line) => line.includes('"msg":"graphql operation"') && line.includes('"requestId":"goes-away"')), 'the operation log line');
+    await until(
+      () =>
+        t.logLines.some(
+          (line) => line.includes('"msg":"graphql operation"') && line.includes('"requestId":"goes-away"'),
+        ),
+      'the operation log line',
+    );
     expect(headReadCalls(t)).toHaveLength(1);
     expect(t.attempts.map((a) => [a.code, a.retry])).toEqual([['ABORTED', false]]);
   });
@@ -181,9 +204,12 @@ describe('flaky upstream sequences: exact call counts', () => {
   beforeEach(async () => {
     t = await startTestGateway();
     ids = t.reference.store.headIds();
-    const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', {
-      input: DEMO_CREDENTIALS,
-    });
+    const login = await t.execute<{ login: { accessToken: string } }>(
+      'mutation($input: LoginInput!) { login(input: $input) { accessToken } }',
+      {
+        input: DEMO_CREDENTIALS,
+      },
+    );
     token = login.data!.login.accessToken;
     t.reset();
   });
@@ -274,10 +300,16 @@ describe('flaky upstream sequences: exact call counts', () => {
     const id = ids[3]!;
     const before = headName(t, id);
     t.reference.injectFault('updateHead', { kind: 'status', status: 503 });
-    const response = await t.execute(`mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`, { input: { id, name: 'renamed by a test' } });
+    const response = await t.execute(
+      `mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`,
+      { input: { id, name: 'renamed by a test' } },
+    );
     expect(response.data).toBeNull();
     expect(response.errors).toHaveLength(1);
-    expect(response.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_ERROR', upstream: { operation: 'updateHead', status: 503 } });
+    expect(response.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_ERROR',
+      upstream: { operation: 'updateHead', status: 503 },
+    });
     expect(t.calls('updateHead')).toHaveLength(1);
     expect(t.calls()).toHaveLength(1);
     expect(headName(t, id)).toBe(before);
@@ -285,9 +317,13 @@ describe('flaky upstream sequences: exact call counts', () => {
 
   describe('an upstream 429 (it limits its rate)', () => {
     const post = (query: string, variables: Record<string, unknown>) =>
-      t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }) });
+      t.gateway.fetch('http://gateway/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      });
 
-    it('GET: 1 call, never retried; UPSTREAM_UNAVAILABLE with the upstream\'s Retry-After in ms, and Retry-After on the answer that holds nothing else', async () => {
+    it("GET: 1 call, never retried; UPSTREAM_UNAVAILABLE with the upstream's Retry-After in ms, and Retry-After on the answer that holds nothing else", async () => {
       faultHeadReads(t, { kind: 'status', status: 429, headers: { 'retry-after': '7' } });
       const response = await post(headQuery, { id: ids[0]! });
       expect(response.status).toBe(200);
@@ -295,19 +331,30 @@ describe('flaky upstream sequences: exact call counts', () => {
       const body = (await response.json()) as GraphQLResponse;
       expect(body.data).toEqual({ head: null });
       expect(body.errors).toHaveLength(1);
-      expect(body.errors![0]!.message).toBe('Upstream is limiting the rate of calls: it refused this one and applied nothing; safe to retry later');
-      expect(body.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation: headReadCalls(t)[0]!.operation, status: 429, reason: 'rate limited' }, retryAfterMs: 7_000 });
+      expect(body.errors![0]!.message).toBe(
+        'Upstream is limiting the rate of calls: it refused this one and applied nothing; safe to retry later',
+      );
+      expect(body.errors![0]!.extensions).toEqual({
+        code: 'UPSTREAM_UNAVAILABLE',
+        upstream: { operation: headReadCalls(t)[0]!.operation, status: 429, reason: 'rate limited' },
+        retryAfterMs: 7_000,
+      });
       expect(headReadCalls(t).map((r) => r.status)).toEqual([429]);
       expect(t.calls()).toHaveLength(1);
-      // Logged as a failure (OPERATION_LOG=failures), unlike a breaker's refusal: an upstream's limit is the operator's business.
-      const lines = t.logLines.map((line) => JSON.parse(line) as { msg: string; outcome?: string; errorCodes?: string[] }).filter((line) => line.msg === 'graphql operation');
+      // Logged as a failure (OPERATION_LOG=failures), unlike a breaker's refusal: an upstream's limit is the operator's
+      // business.
+      const lines = t.logLines
+        .map((line) => JSON.parse(line) as { msg: string; outcome?: string; errorCodes?: string[] })
+        .filter((line) => line.msg === 'graphql operation');
       expect(lines).toMatchObject([{ outcome: 'error', errorCodes: ['UPSTREAM_UNAVAILABLE'] }]);
     });
 
     it('GET: an HTTP-date Retry-After is counted from now, and an answer with a field served carries none', async () => {
       const inTwoMinutes = new Date(Date.now() + 120_000).toUTCString();
       faultHeadReads(t, { kind: 'status', status: 429, headers: { 'retry-after': inTwoMinutes } });
-      const response = await post(`query($id: ID!) { heads(first: 1) { totalCount } head(id: $id) { uuid } }`, { id: ids[1]! });
+      const response = await post(`query($id: ID!) { heads(first: 1) { totalCount } head(id: $id) { uuid } }`, {
+        id: ids[1]!,
+      });
       expect(response.headers.get('retry-after')).toBeNull();
       const body = (await response.json()) as GraphQLResponse<{ heads: { totalCount: number }; head: null }>;
       expect(body.data!.head).toBeNull();
@@ -321,15 +368,22 @@ describe('flaky upstream sequences: exact call counts', () => {
       const id = ids[3]!;
       const before = headName(t, id);
       t.reference.injectFault('updateHead', { kind: 'status', status: 429 });
-      const response = await t.execute(`mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`, { input: { id, name: 'renamed by a test' } });
-      expect(response.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: { operation: 'updateHead', status: 429, reason: 'rate limited' } });
+      const response = await t.execute(
+        `mutation($input: UpdateHeadInput!) { updateHead(input: $input) { head { name } } }`,
+        { input: { id, name: 'renamed by a test' } },
+      );
+      expect(response.errors![0]!.extensions).toEqual({
+        code: 'UPSTREAM_UNAVAILABLE',
+        upstream: { operation: 'updateHead', status: 429, reason: 'rate limited' },
+      });
       expect(t.calls('updateHead')).toHaveLength(1);
       expect(headName(t, id)).toBe(before);
     });
 
     it("is not a fault for the breakers: after 20 of them the route's next read is served", async () => {
       t.reference.injectFault('listHeads', { kind: 'status', status: 429, headers: { 'retry-after': '1' } }, 20);
-      for (let i = 0; i < 20; i++) expect(codes(await t.execute('{ heads(first: 1) { totalCount } }'))).toEqual(['UPSTREAM_UNAVAILABLE']);
+      for (let i = 0; i < 20; i++)
+        expect(codes(await t.execute('{ heads(first: 1) { totalCount } }'))).toEqual(['UPSTREAM_UNAVAILABLE']);
       const next = await t.execute<{ heads: { totalCount: number } }>('{ heads(first: 1) { totalCount } }');
       expect(next.errors).toBeUndefined();
       expect(next.data!.heads.totalCount).toBeGreaterThan(0);
@@ -340,9 +394,13 @@ describe('flaky upstream sequences: exact call counts', () => {
   it('DELETE: a connection dropped after the upstream read the request is sent exactly once and UPSTREAM_OUTCOME_UNKNOWN (the change may have been applied)', async () => {
     const id = ids[4]!;
     t.reference.injectFault('deleteHead', { kind: 'drop' });
-    const response = await t.execute(`mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadUuid } }`, { input: { id } }, {
-      authorization: `Bearer ${token}`,
-    });
+    const response = await t.execute(
+      `mutation($input: DeleteHeadInput!) { deleteHead(input: $input) { deletedHeadUuid } }`,
+      { input: { id } },
+      {
+        authorization: `Bearer ${token}`,
+      },
+    );
     expect(response.data).toBeNull();
     expect(codes(response)).toEqual(['UPSTREAM_OUTCOME_UNKNOWN']);
     expect(t.calls('deleteHead')).toHaveLength(1);
@@ -386,7 +444,9 @@ describe('an upstream that stops and comes back on the same port', () => {
 
     // A change that could not connect never left: UPSTREAM_UNAVAILABLE, safe to retry (it is not retried here).
     t.attempts.length = 0;
-    const change = await t.execute(`mutation { login(input: { username: "demo", password: "demo-password" }) { accessToken } }`);
+    const change = await t.execute(
+      `mutation { login(input: { username: "demo", password: "demo-password" }) { accessToken } }`,
+    );
     expect(codes(change)).toEqual(['UPSTREAM_UNAVAILABLE']);
     expect(t.attempts.map((a) => [a.operation, a.code])).toEqual([['login', 'UPSTREAM_UNAVAILABLE']]);
 
@@ -404,7 +464,10 @@ describe('an upstream that stops and comes back on the same port', () => {
 /** Each by-id read's own on-contract answer for the head, padded (in `lod`) to about 8 KB. */
 function faultBigHead(t: TestGateway, id: string): void {
   const entry = t.reference.store.findHead(id)!;
-  const padded = (shape: HeadShape) => ({ ...t.reference.store.project(entry, shape), lod: { padding: 'x'.repeat(8_000) } });
+  const padded = (shape: HeadShape) => ({
+    ...t.reference.store.project(entry, shape),
+    lod: { padding: 'x'.repeat(8_000) },
+  });
   t.reference.injectFault('getHeadExt', { kind: 'off-contract', body: padded(HeadShape.A_EXT) });
   t.reference.injectFault('getHeadById', { kind: 'off-contract', body: [padded(HeadShape.B)] });
   t.reference.injectFault('getHeadExtById', { kind: 'off-contract', body: padded(HeadShape.B_EXT) });
@@ -425,7 +488,10 @@ describe('an oversized upstream body (UPSTREAM_MAX_RESPONSE_BYTES 2048)', () => 
     const response = await t.execute(`{ heads(first: 100) { totalCount } }`);
     expect(response.data).toBeNull();
     expect(response.errors).toHaveLength(1);
-    expect(response.errors![0]).toMatchObject({ path: ['heads'], extensions: { code: 'UPSTREAM_ERROR', upstream: { operation: 'listHeads' } } });
+    expect(response.errors![0]).toMatchObject({
+      path: ['heads'],
+      extensions: { code: 'UPSTREAM_ERROR', upstream: { operation: 'listHeads' } },
+    });
     expect(response.errors![0]!.message).toContain('the body is too large');
     // Not retried: the answer would be as big the second time.
     expect(t.calls('listHeads')).toHaveLength(1);

@@ -1,6 +1,11 @@
 import { describe, expect, it, vi } from 'vitest';
+import {
+  expiresAtKey,
+  type GuardedStore,
+  ResponseCache,
+  type ResponseCacheEvents,
+} from '../src/server/response-cache/cache.js';
 import { createMemoryResponseCache } from '../src/server/response-cache/memory-store.js';
-import { expiresAtKey, ResponseCache, type GuardedStore, type ResponseCacheEvents } from '../src/server/response-cache/cache.js';
 
 /*
  * The response cache's store in process memory and the cache the plugin is handed over any store
@@ -34,7 +39,10 @@ function counting(): ResponseCacheEvents & { counts: Record<string, number>; fai
 
 describe('the store in process memory', () => {
   it('is bounded by count and by the heap its answers hold, and keeps no answer weighing over an eighth of it nor over RESPONSE_CACHE_MAX_ENTRY_BYTES of JSON', () => {
-    const byCount = createMemoryResponseCache({ maxEntries: 2, maxBytes: 1_000_000, callerBytes: 1_000_000 }, MAX_ENTRY);
+    const byCount = createMemoryResponseCache(
+      { maxEntries: 2, maxBytes: 1_000_000, callerBytes: 1_000_000 },
+      MAX_ENTRY,
+    );
     for (const key of ['a', 'b', 'c']) byCount.write(key, answer(key), [], 60_000, 0);
     expect(byCount.use()).toEqual({ entries: 2, bytes: expect.any(Number) });
     expect(byCount.lookup('a')).toEqual({ epoch: 0 });
@@ -42,14 +50,21 @@ describe('the store in process memory', () => {
     const size = Buffer.byteLength(JSON.stringify(answer('x'.repeat(10))));
     // An answer weighs the heap it holds, estimated: 2.4 bytes a byte of JSON, 350 an index key, 256 the entry.
     const weight = Math.ceil(2.4 * size + 256);
-    const byBytes = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * weight, callerBytes: 8 * weight }, MAX_ENTRY);
+    const byBytes = createMemoryResponseCache(
+      { maxEntries: 1_000, maxBytes: 8 * weight, callerBytes: 8 * weight },
+      MAX_ENTRY,
+    );
     for (let i = 0; i < 20; i++) byBytes.write(`k${i}`, answer(String(i).padStart(10, '0')), [], 60_000, 0);
     expect(byBytes.use()).toEqual({ entries: 8, bytes: 8 * weight });
     expect(byBytes.write('large', answer('y'.repeat(11)), [], 60_000, 0)).toBe(false);
     expect(byBytes.lookup('large')).toEqual({ epoch: 0 });
-    // The objects an answer holds weigh too (the attack: 64 MiB of JSON held 320 MB of heap): 20 heads, 21 index keys (`Head` and each `Head:id`), 7,350 bytes more.
+    // The objects an answer holds weigh too (the attack: 64 MiB of JSON held 320 MB of heap): 20 heads, 21 index keys
+    // (`Head` and each `Head:id`), 7,350 bytes more.
     const heads = Array.from({ length: 20 }, (_, i) => head(`h${i}`));
-    const indexed = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 8 * (weight + 7_350), callerBytes: 8 * (weight + 7_350) }, MAX_ENTRY);
+    const indexed = createMemoryResponseCache(
+      { maxEntries: 1_000, maxBytes: 8 * (weight + 7_350), callerBytes: 8 * (weight + 7_350) },
+      MAX_ENTRY,
+    );
     for (let i = 0; i < 20; i++) indexed.write(`k${i}`, answer(String(i).padStart(10, '0')), heads, 60_000, 0);
     expect(indexed.use()).toEqual({ entries: 8, bytes: 8 * (weight + 7_350) });
 
@@ -63,12 +78,19 @@ describe('the store in process memory', () => {
     const weight = Math.ceil(2.4 * Buffer.byteLength(JSON.stringify(answer('0000'))) + 256);
     const met: string[] = [];
     // Room for 20 answers, 4 per caller (keys `<scope>:<hash>`, as responseCacheKey makes).
-    const store = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 20 * weight, callerBytes: 4 * weight }, MAX_ENTRY, { overBudget: (bound) => met.push(bound) });
+    const store = createMemoryResponseCache(
+      { maxEntries: 1_000, maxBytes: 20 * weight, callerBytes: 4 * weight },
+      MAX_ENTRY,
+      { overBudget: (bound) => met.push(bound) },
+    );
     for (let i = 0; i < 3; i++) expect(store.write(`victim:${i}`, answer(`v00${i}`), [], 60_000, 0)).toBe(true);
-    for (let i = 0; i < 50; i++) expect(store.write(`greedy:${i}`, answer(String(i).padStart(4, '0')), [], 60_000, 0)).toBe(true);
+    for (let i = 0; i < 50; i++)
+      expect(store.write(`greedy:${i}`, answer(String(i).padStart(4, '0')), [], 60_000, 0)).toBe(true);
     // The victim's three are kept; the greedy caller holds its last four, its others dropped for them.
     for (let i = 0; i < 3; i++) expect(store.lookup(`victim:${i}`).answer?.result).toEqual(answer(`v00${i}`));
-    expect(Array.from({ length: 50 }, (_, i) => store.lookup(`greedy:${i}`).answer !== undefined).lastIndexOf(false)).toBe(45);
+    expect(
+      Array.from({ length: 50 }, (_, i) => store.lookup(`greedy:${i}`).answer !== undefined).lastIndexOf(false),
+    ).toBe(45);
     expect(store.use()).toEqual({ entries: 7, bytes: 7 * weight });
     expect(met).toEqual(Array(46).fill('caller'));
     // Replacing one of its own answers makes room with that answer first.
@@ -76,7 +98,11 @@ describe('the store in process memory', () => {
     expect(store.lookup('greedy:46').answer).toBeDefined();
     expect(met).toHaveLength(46);
     // An answer weighing more than a whole share is never kept.
-    const narrow = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 100 * weight, callerBytes: 2 * weight }, MAX_ENTRY, { overBudget: (bound) => met.push(bound) });
+    const narrow = createMemoryResponseCache(
+      { maxEntries: 1_000, maxBytes: 100 * weight, callerBytes: 2 * weight },
+      MAX_ENTRY,
+      { overBudget: (bound) => met.push(bound) },
+    );
     expect(narrow.write('greedy:big', answer('x'.repeat(300)), [], 60_000, 0)).toBe(false);
     expect(met).toHaveLength(47);
   });
@@ -84,10 +110,24 @@ describe('the store in process memory', () => {
   it("keeps an address's answers within a share too, whatever tokens it sends: made-up tokens cannot push another address's out", () => {
     const weight = Math.ceil(2.4 * Buffer.byteLength(JSON.stringify(answer('0000'))) + 256);
     const met: string[] = [];
-    const store = createMemoryResponseCache({ maxEntries: 1_000, maxBytes: 20 * weight, callerBytes: 4 * weight }, MAX_ENTRY, { overBudget: (bound) => met.push(bound) });
-    for (let i = 0; i < 3; i++) expect(store.write(`victim:${i}`, answer(`v00${i}`), [], 60_000, 0, 'address:203.0.113.1')).toBe(true);
+    const store = createMemoryResponseCache(
+      { maxEntries: 1_000, maxBytes: 20 * weight, callerBytes: 4 * weight },
+      MAX_ENTRY,
+      { overBudget: (bound) => met.push(bound) },
+    );
+    for (let i = 0; i < 3; i++)
+      expect(store.write(`victim:${i}`, answer(`v00${i}`), [], 60_000, 0, 'address:203.0.113.1')).toBe(true);
     // Thirty made-up tokens from one address, two answers each: each token under its share, the address far over.
-    for (let token = 0; token < 30; token++) for (let i = 0; i < 2; i++) store.write(`made-up-${token}:${i}`, answer(String(token * 2 + i).padStart(4, '0')), [], 60_000, 0, 'address:198.51.100.7');
+    for (let token = 0; token < 30; token++)
+      for (let i = 0; i < 2; i++)
+        store.write(
+          `made-up-${token}:${i}`,
+          answer(String(token * 2 + i).padStart(4, '0')),
+          [],
+          60_000,
+          0,
+          'address:198.51.100.7',
+        );
     for (let i = 0; i < 3; i++) expect(store.lookup(`victim:${i}`).answer?.result).toEqual(answer(`v00${i}`));
     // The address holds its share: its last four answers.
     expect(store.use()).toEqual({ entries: 7, bytes: 7 * weight });
@@ -97,7 +137,9 @@ describe('the store in process memory', () => {
   });
 
   it('keeps an answer keepExpiredMs past its TTL for `stale` only, and a write evicts it', async () => {
-    const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 100_000, callerBytes: 100_000 }, MAX_ENTRY, { keepExpiredMs: 150 });
+    const store = createMemoryResponseCache({ maxEntries: 10, maxBytes: 100_000, callerBytes: 100_000 }, MAX_ENTRY, {
+      keepExpiredMs: 150,
+    });
     store.write('kept', answer('kept'), [head('1')], 50, 0);
     store.write('evicted', answer('evicted'), [head('2')], 50, 0);
     await new Promise((resolve) => setTimeout(resolve, 80));
@@ -145,7 +187,11 @@ describe('the store in process memory', () => {
 describe('the cache over a store', () => {
   it('serves a hit with its expiry, and does not store an answer read before an invalidation', async () => {
     const events = counting();
-    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY), events, 10_000);
+    const cache = new ResponseCache(
+      createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY),
+      events,
+      10_000,
+    );
     expect(cache.get('k')).toBeNull();
     await cache.evict([head('other')]);
     cache.set('k', answer('read before the write'), [head('h')], 60_000);
@@ -158,7 +204,11 @@ describe('the cache over a store', () => {
   });
 
   it('does not store an answer whose miss it never saw', () => {
-    const cache = new ResponseCache(createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY), counting(), 10_000);
+    const cache = new ResponseCache(
+      createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY),
+      counting(),
+      10_000,
+    );
     cache.set('k', answer('unasked'), [], 60_000);
     expect(cache.get('k')).toBeNull();
   });
@@ -186,7 +236,10 @@ describe('the cache over a store', () => {
         expect(events.failures).toEqual(['lookup', 'invalidate', 'invalidate']);
       }
       // A store that works on the lookup but fails on the write.
-      const flaky: GuardedStore<number> = { ...createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY), write: reject };
+      const flaky: GuardedStore<number> = {
+        ...createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY),
+        write: reject,
+      };
       const events = counting();
       const cache = new ResponseCache(flaky, events, 10_000);
       expect(cache.get('k')).toBeNull();
@@ -202,7 +255,10 @@ describe('the cache over a store', () => {
   it('settles only once the invalidations under way are done', async () => {
     let finish!: () => void;
     const slow = createMemoryResponseCache({ maxEntries: 10, maxBytes: 10_000, callerBytes: 10_000 }, MAX_ENTRY);
-    const store: GuardedStore<number> = { ...slow, invalidate: () => new Promise<number>((resolve) => (finish = () => resolve(0))) };
+    const store: GuardedStore<number> = {
+      ...slow,
+      invalidate: () => new Promise<number>((resolve) => (finish = () => resolve(0))),
+    };
     const cache = new ResponseCache(store, counting(), 10_000);
     expect(cache.settled()).toBeUndefined();
     cache.invalidate([head('h')]);

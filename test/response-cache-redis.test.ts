@@ -1,18 +1,18 @@
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { useResponseCache } from '@graphql-yoga/plugin-response-cache';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
-import { ResponseCache, type GuardedStore, type ResponseCacheEvents } from '../src/server/response-cache/cache.js';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { type GuardedStore, ResponseCache, type ResponseCacheEvents } from '../src/server/response-cache/cache.js';
 import { CLOCK_SKEW_MS } from '../src/server/response-cache/redis-answers.js';
 import { createRedisResponseCache, type RedisEpoch } from '../src/server/response-cache/redis-store.js';
 import type { SharedRedis } from '../src/server/shared-state/shared-redis.js';
 import { sampleOf } from './support/metrics.js';
-import { connectRedis, startRedis, type RedisProcess } from './support/redis.js';
-import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
+import { connectRedis, type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
+import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 import { until } from './support/until.js';
 
 /*
@@ -25,7 +25,12 @@ import { until } from './support/until.js';
 type Store = GuardedStore<RedisEpoch>;
 
 const prefix = 'gw:rc:';
-const options = { maxTtlMs: 60_000, maxEntryBytes: 4_096, raceWindowMs: 30_000, budget: { maxBytes: 64 * 1024 * 1024, callerBytes: 64 * 1024 * 1024 } };
+const options = {
+  maxTtlMs: 60_000,
+  maxEntryBytes: 4_096,
+  raceWindowMs: 30_000,
+  budget: { maxBytes: 64 * 1024 * 1024, callerBytes: 64 * 1024 * 1024 },
+};
 const answer = (name: string) => ({ data: { head: { id: name, name } } });
 const head = (id: string) => ({ typename: 'Head', id });
 const ignored: ResponseCacheEvents = { hit() {}, miss() {}, invalidated() {}, stale() {}, failed() {} };
@@ -43,7 +48,10 @@ describeWithRedis('the response cache in Redis', () => {
     redis = await startRedis({ args: ['--rename-command', 'KEYS', ''] });
     inspector = new Redis(redis.url);
     for (let i = 0; i < 2; i++) connections.push(await connectRedis(redis.url, metrics));
-    [a, b] = connections.map((connection) => createRedisResponseCache({ redis: connection, ...options })) as [Store, Store];
+    [a, b] = connections.map((connection) => createRedisResponseCache({ redis: connection, ...options })) as [
+      Store,
+      Store,
+    ];
   });
   afterAll(async () => {
     await Promise.all(connections.map((connection) => connection.close()));
@@ -55,11 +63,25 @@ describeWithRedis('the response cache in Redis', () => {
     // Each test starts with both replicas answering: one that dropped their connections, or let
     // them owe an eviction, may leave them reconnecting or still making evictions again (answering
     // nothing meanwhile) after its own last check.
-    for (const store of [a, b]) await until(() => Promise.resolve(store.lookup('x')).then(() => true, () => false), 'each replica answers');
+    for (const store of [a, b])
+      await until(
+        () =>
+          Promise.resolve(store.lookup('x')).then(
+            () => true,
+            () => false,
+          ),
+        'each replica answers',
+      );
   });
 
   /** Stores `result` as a miss followed by the answer would: the epoch from the lookup. */
-  async function fill(store: Store, key: string, result: object, entities: { typename: string; id?: string }[], ttlMs = 10_000) {
+  async function fill(
+    store: Store,
+    key: string,
+    result: object,
+    entities: { typename: string; id?: string }[],
+    ttlMs = 10_000,
+  ) {
     const { answer: found, epoch } = await store.lookup(key);
     expect(found).toBeUndefined();
     return store.write(key, result, entities, ttlMs, epoch!);
@@ -148,9 +170,24 @@ describeWithRedis('the response cache in Redis', () => {
     const keys = await keysWithTtl();
     // Answers, per-entity and per-type indexes and the invalidation versions, each entity's two in
     // one hash slot; the budget's buckets (these keys name no caller), all in one slot too.
-    const [budget, rest] = [[...keys.keys()].filter((key) => key.startsWith('gw:rc:{budget}:')), [...keys.keys()].filter((key) => !key.startsWith('gw:rc:{budget}:'))];
-    expect(rest.sort()).toEqual(['gw:rc:a:short', 'gw:rc:{Head}:i', 'gw:rc:{Head:1}:i', 'gw:rc:{HeadConnection}:i', 'gw:rc:{Hair:9}:i', 'gw:rc:{Hair}:v', 'gw:rc:{Head:2}:v'].sort());
-    expect(new Set(budget.map((key) => key.replace(/:\d+$/, '')))).toEqual(new Set(['gw:rc:{budget}:all', 'gw:rc:{budget}:caller:']));
+    const [budget, rest] = [
+      [...keys.keys()].filter((key) => key.startsWith('gw:rc:{budget}:')),
+      [...keys.keys()].filter((key) => !key.startsWith('gw:rc:{budget}:')),
+    ];
+    expect(rest.sort()).toEqual(
+      [
+        'gw:rc:a:short',
+        'gw:rc:{Head}:i',
+        'gw:rc:{Head:1}:i',
+        'gw:rc:{HeadConnection}:i',
+        'gw:rc:{Hair:9}:i',
+        'gw:rc:{Hair}:v',
+        'gw:rc:{Head:2}:v',
+      ].sort(),
+    );
+    expect(new Set(budget.map((key) => key.replace(/:\d+$/, '')))).toEqual(
+      new Set(['gw:rc:{budget}:all', 'gw:rc:{budget}:caller:']),
+    );
     for (const [key, ttl] of keys) expect({ key, expires: ttl > 0 }).toEqual({ key, expires: true });
     // An index lives as long as the longest answer it holds.
     expect(keys.get('gw:rc:{Head:1}:i')).toBeGreaterThan(1_000);
@@ -158,7 +195,8 @@ describeWithRedis('the response cache in Redis', () => {
 
   it('keeps in an index only the answers still kept: those that expired leave it as others come, whose traffic keeps the index alive', async () => {
     // Brief, but long enough for all 50 to be written before the first expires, on a busy machine too.
-    for (let i = 0; i < 50; i++) await fill(a, `brief-${i}`, answer(`brief-${i}`), [head(`brief-${i}`), { typename: 'HeadConnection' }], 1_000);
+    for (let i = 0; i < 50; i++)
+      await fill(a, `brief-${i}`, answer(`brief-${i}`), [head(`brief-${i}`), { typename: 'HeadConnection' }], 1_000);
     expect(await inspector.zcard(`${prefix}{HeadConnection}:i`)).toBe(50);
     await until(async () => (await inspector.exists(`${prefix}a:brief-49`)) === 0, 'the brief answers expired');
     await fill(a, 'later', answer('later'), [head('later'), { typename: 'HeadConnection' }]);
@@ -172,7 +210,15 @@ describeWithRedis('the response cache in Redis', () => {
     expect(await b.invalidate([head('1'), { typename: 'HeadConnection' }])).toBe(0);
 
     expect(await a.write('slow-head-1', answer('stale'), [head('1'), head('3')], 10_000, slow.epoch!)).toBe(false);
-    expect(await a.write('slow-listing', answer('stale list'), [{ typename: 'HeadConnection' }, head('5')], 10_000, listing.epoch!)).toBe(false);
+    expect(
+      await a.write(
+        'slow-listing',
+        answer('stale list'),
+        [{ typename: 'HeadConnection' }, head('5')],
+        10_000,
+        listing.epoch!,
+      ),
+    ).toBe(false);
     expect(await get(b, 'slow-head-1')).toBeUndefined();
     expect(await get(b, 'slow-listing')).toBeUndefined();
     // The invalidation does not concern head 3: its answer is stored.
@@ -188,9 +234,15 @@ describeWithRedis('the response cache in Redis', () => {
 
   it('refuses an epoch older than raceWindowMs, and an epoch from before Redis lost its data', async () => {
     const epoch = await epochOf(a);
-    expect(await a.write('old', answer('old'), [head('1')], 10_000, { ...epoch, at: performance.now() - options.raceWindowMs - 1 })).toBe(false);
+    expect(
+      await a.write('old', answer('old'), [head('1')], 10_000, {
+        ...epoch,
+        at: performance.now() - options.raceWindowMs - 1,
+      }),
+    ).toBe(false);
 
-    // Redis empties (a restart, a failover to a replica that had not caught up): an invalidation after it is dated after the epoch all the same.
+    // Redis empties (a restart, a failover to a replica that had not caught up): an invalidation after it is dated
+    // after the epoch all the same.
     const before = await epochOf(a);
     await inspector.flushall();
     await b.invalidate([head('1')]);
@@ -209,13 +261,19 @@ describeWithRedis('the response cache in Redis', () => {
   });
 
   it('keeps an answer keepExpiredMs past its TTL for `stale` only, in its indexes too: a write evicts it', async () => {
-    const [x, y] = connections.map((redis) => createRedisResponseCache({ redis, ...options, keepExpiredMs: 60_000 })) as [Store, Store];
+    const [x, y] = connections.map((redis) =>
+      createRedisResponseCache({ redis, ...options, keepExpiredMs: 60_000 }),
+    ) as [Store, Store];
     expect(await fill(x, 'kept', answer('kept'), [head('1')], 200)).toBe(true);
     expect(await fill(x, 'evicted', answer('evicted'), [head('2')], 200)).toBe(true);
     await sleep(300);
     // Past its TTL: a miss to a lookup, from either replica; there for `stale`, with when it expired.
     expect((await y.lookup('kept')).answer).toBeUndefined();
-    expect(await y.stale('kept')).toEqual({ result: answer('kept'), expiresAt: expect.any(Number), storedAt: expect.any(Number) });
+    expect(await y.stale('kept')).toEqual({
+      result: answer('kept'),
+      expiresAt: expect.any(Number),
+      storedAt: expect.any(Number),
+    });
     expect((await y.stale('kept'))!.expiresAt).toBeLessThan(Date.now());
     expect(await inspector.pttl(`${prefix}a:kept`)).toBeGreaterThan(50_000);
     await y.invalidate([head('2')]);
@@ -239,12 +297,22 @@ describeWithRedis('the response cache in Redis', () => {
     /** Two replicas' stores with this budget, and the bounds they report. */
     function budgeted(maxBytes: number, callerBytes: number) {
       const met: string[] = [];
-      const [x, y] = connections.map((redis) => createRedisResponseCache({ redis, ...options, budget: { maxBytes, callerBytes }, overBudget: (bound) => met.push(bound) })) as [Store, Store];
+      const [x, y] = connections.map((redis) =>
+        createRedisResponseCache({
+          redis,
+          ...options,
+          budget: { maxBytes, callerBytes },
+          overBudget: (bound) => met.push(bound),
+        }),
+      ) as [Store, Store];
       return { x, y, met };
     }
     /** A 3 kB answer about heads of its own, kept for `caller` (a key `<scope>:<hash>`, as responseCacheKey makes). */
     const write = (store: Store, caller: string, i: number) =>
-      fill(store, `${caller}:${i}`, { data: { text: 'x'.repeat(3_000) } }, [head(`${caller}-${i}-a`), head(`${caller}-${i}-b`)]);
+      fill(store, `${caller}:${i}`, { data: { text: 'x'.repeat(3_000) } }, [
+        head(`${caller}-${i}-a`),
+        head(`${caller}-${i}-b`),
+      ]);
 
     it('stores no answer past the budget, whichever replica writes it, and Redis holds no more than the budget', async () => {
       const before = await heldBytes();
@@ -257,7 +325,9 @@ describeWithRedis('the response cache in Redis', () => {
       expect(kept).toBeGreaterThan(20);
       expect(kept).toBeLessThan(60);
       expect(met).toEqual(Array(100 - kept).fill('total'));
-      expect((await Promise.all(Array.from({ length: 100 }, (_, i) => get(x, `c0ffee:${i}`)))).filter(Boolean)).toHaveLength(kept);
+      expect(
+        (await Promise.all(Array.from({ length: 100 }, (_, i) => get(x, `c0ffee:${i}`)))).filter(Boolean),
+      ).toHaveLength(kept);
       // What it weighs is an upper bound of what Redis holds for it (each index counted as one of
       // its own: the type-wide one is shared here). Counted in keys: Redis's used_memory also
       // moves with its clients' buffers, by tens of kB either way on a busy machine.
@@ -279,7 +349,9 @@ describeWithRedis('the response cache in Redis', () => {
 
     it('takes answers again once what it charged is older than the longest TTL', async () => {
       const short = { ...options, maxTtlMs: 1_000 };
-      const [x] = connections.map((redis) => createRedisResponseCache({ redis, ...short, budget: { maxBytes: 30_000, callerBytes: 30_000 } })) as [Store];
+      const [x] = connections.map((redis) =>
+        createRedisResponseCache({ redis, ...short, budget: { maxBytes: 30_000, callerBytes: 30_000 } }),
+      ) as [Store];
       const large = (i: number) => fill(x, `c:${i}`, { data: { text: 'x'.repeat(3_000) } }, [head(`${i}`)], 1_000);
       let i = 0;
       while (await large(i)) i++;
@@ -297,7 +369,11 @@ describeWithRedis('the response cache in Redis', () => {
     const epoch = await epochOf(a);
     // In rounds of 250: 5,000 at once could queue longer than a command may take (500 ms) on a busy machine.
     for (let from = 0; from < keys.length; from += 250) {
-      const round = keys.slice(from, from + 250).map((key, i) => (i % 2 ? a : b).write(key, answer(key), [head('popular'), head(`own-${from + i}`)], 30_000, epoch));
+      const round = keys
+        .slice(from, from + 250)
+        .map((key, i) =>
+          (i % 2 ? a : b).write(key, answer(key), [head('popular'), head(`own-${from + i}`)], 30_000, epoch),
+        );
       expect(await Promise.all(round)).toEqual(Array(round.length).fill(true));
     }
     await fill(a, 'unrelated', answer('u'), [head('other')]);
@@ -305,7 +381,9 @@ describeWithRedis('the response cache in Redis', () => {
     await inspector.config('RESETSTAT');
     expect(await a.invalidate([head('popular')])).toBe(5_000);
     // One script per 500 evictions at most: Redis is never held for the whole of them.
-    const scripts = [...(await inspector.info('commandstats')).matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+)/gm)].reduce((sum, [, calls]) => sum + Number(calls), 0);
+    const scripts = [
+      ...(await inspector.info('commandstats')).matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+)/gm),
+    ].reduce((sum, [, calls]) => sum + Number(calls), 0);
     expect(scripts).toBeGreaterThanOrEqual(10);
     const left = await keysWithTtl();
     expect([...left.keys()].filter((key) => key.startsWith('gw:rc:a:'))).toEqual(['gw:rc:a:unrelated']);
@@ -318,7 +396,8 @@ describeWithRedis('the response cache in Redis', () => {
   it("is the store of yoga's useResponseCache through ResponseCache: a hit on one replica for what the other cached, evicted by the other's mutation", async () => {
     const reads: string[] = [];
     const schema = createSchema({
-      typeDefs: 'type Head { id: ID! name: String! } type Query { head(id: ID!): Head! } type Mutation { renameHead(id: ID!): Head! }',
+      typeDefs:
+        'type Head { id: ID! name: String! } type Query { head(id: ID!): Head! } type Mutation { renameHead(id: ID!): Head! }',
       resolvers: {
         Query: {
           head: (_: unknown, { id }: { id: string }) => {
@@ -332,9 +411,25 @@ describeWithRedis('the response cache in Redis', () => {
     // Stores of their own, under a prefix no other test reads: the plugin stores without waiting, and
     // a write of this test landing after the next one emptied Redis is left out of that test's keys.
     const own = 'yoga:rc:';
-    const stores = connections.map((connection) => createRedisResponseCache({ redis: connection, ...options, prefix: own }));
-    const replicas = stores.map((store) => createYoga({ schema, plugins: [useResponseCache({ cache: new ResponseCache(store, ignored, 30_000), session: () => null, ttl: 10_000 })] }));
-    const run = async (replica: number, query: string) => (await (await replicas[replica]!.fetch('http://yoga/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) })).json()) as { data?: unknown };
+    const stores = connections.map((connection) =>
+      createRedisResponseCache({ redis: connection, ...options, prefix: own }),
+    );
+    const replicas = stores.map((store) =>
+      createYoga({
+        schema,
+        plugins: [
+          useResponseCache({ cache: new ResponseCache(store, ignored, 30_000), session: () => null, ttl: 10_000 }),
+        ],
+      }),
+    );
+    const run = async (replica: number, query: string) =>
+      (await (
+        await replicas[replica]!.fetch('http://yoga/graphql', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query }),
+        })
+      ).json()) as { data?: unknown };
     const read = '{ head(id: "7") { id name } }';
 
     expect((await run(0, read)).data).toEqual({ head: { id: '7', name: 'head 7' } });
@@ -350,7 +445,11 @@ describeWithRedis('the response cache in Redis', () => {
   });
 
   describe('when Redis stops', () => {
-    const fallbacks = async () => sampleOf(await metrics.registry.metrics(), 'gateway_shared_state_fallbacks_total{store="response_cache",reason="unreachable"}') ?? 0;
+    const fallbacks = async () =>
+      sampleOf(
+        await metrics.registry.metrics(),
+        'gateway_shared_state_fallbacks_total{store="response_cache",reason="unreachable"}',
+      ) ?? 0;
 
     it('rejects every call (the cache takes it as a miss), counts each fallback, and works again once Redis is back', async () => {
       await fill(a, 'kept', answer('kept'), [head('1')]);
@@ -366,8 +465,17 @@ describeWithRedis('the response cache in Redis', () => {
 
       await redis.start();
       expect(await Promise.all(connections.map((connection) => connection.whenReady(10_000)))).toEqual([true, true]);
-      // b makes its lost eviction, and each its recent ones, again as it reconnects, answering nothing meanwhile: then both work as before.
-      for (const store of [a, b]) await until(() => Promise.resolve(store.lookup('x')).then(() => true, () => false), 'each has made its evictions again');
+      // b makes its lost eviction, and each its recent ones, again as it reconnects, answering nothing meanwhile: then
+      // both work as before.
+      for (const store of [a, b])
+        await until(
+          () =>
+            Promise.resolve(store.lookup('x')).then(
+              () => true,
+              () => false,
+            ),
+          'each has made its evictions again',
+        );
       // (Of a type no test invalidates: b has just made its recent evictions again, dated now.)
       const fresh = { typename: 'Permission', id: '1' };
       expect(await fill(a, 'again', answer('again'), [fresh])).toBe(true);
@@ -378,7 +486,11 @@ describeWithRedis('the response cache in Redis', () => {
   });
 
   describe('evictions Redis did not take, or lost', () => {
-    const allFallbacks = async () => (await metrics.registry.getSingleMetric('gateway_shared_state_fallbacks_total')!.get()).values.reduce((sum, { value }) => sum + value, 0);
+    const allFallbacks = async () =>
+      (await metrics.registry.getSingleMetric('gateway_shared_state_fallbacks_total')!.get()).values.reduce(
+        (sum, { value }) => sum + value,
+        0,
+      );
 
     it('an eviction whose answers were taken off their index but not deleted owes them by key, and deletes them once it can', async () => {
       // A type of its own: a store still making its recent evictions again after a test that cut
@@ -394,7 +506,8 @@ describeWithRedis('the response cache in Redis', () => {
         expect(await get(a, 'taken')).toEqual(answer('taken'));
         // Meanwhile b answers nothing from Redis, which is no fallback: Redis answers.
         const fallbacks = await allFallbacks();
-        for (let i = 0; i < 3; i++) await expect(Promise.resolve(b.lookup('taken'))).rejects.toThrow('Evictions are owed');
+        for (let i = 0; i < 3; i++)
+          await expect(Promise.resolve(b.lookup('taken'))).rejects.toThrow('Evictions are owed');
         expect(await allFallbacks()).toBe(fallbacks);
       } finally {
         await inspector.call('ACL', 'SETUSER', 'default', '+unlink');
@@ -423,7 +536,12 @@ describeWithRedis('the response cache in Redis', () => {
       expect(await b.invalidate([head('recent')])).toBe(1);
       // What a replica promoted between the eviction's two steps would hold: the answer, which its
       // index no longer names (the script that took it off was replicated, its deletion was not).
-      await inspector.set(`${prefix}a:evicted`, `${Date.now() + 30_000}:${JSON.stringify(answer('evicted'))}`, 'PX', 30_000);
+      await inspector.set(
+        `${prefix}a:evicted`,
+        `${Date.now() + 30_000}:${JSON.stringify(answer('evicted'))}`,
+        'PX',
+        30_000,
+      );
       expect(await get(a, 'evicted')).toEqual(answer('evicted'));
       // Every connection but this one dropped: each replica reconnects, and b makes its recent evictions again.
       await inspector.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
@@ -460,7 +578,14 @@ describeWithRedis('the response cache in Redis', () => {
       await until(async () => (await get(a, 'held')) === undefined, 'the owed eviction made');
       // Only the answers holding head 1 went; c answers again once its eviction is made.
       expect(await get(a, 'other')).toEqual(answer('other'));
-      await until(() => Promise.resolve(c.lookup('other')).then(({ answer: hit }) => hit !== undefined, () => false), 'c answers again');
+      await until(
+        () =>
+          Promise.resolve(c.lookup('other')).then(
+            ({ answer: hit }) => hit !== undefined,
+            () => false,
+          ),
+        'c answers again',
+      );
     });
   });
 });

@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { tokenCallerOf } from '../src/server/callers.js';
 import { responseCacheKey } from '../src/server/response-cache/plugin.js';
 import { sampleOf } from './support/metrics.js';
-import { startGatewayProcess, type GatewayProcess } from './support/process.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { type GatewayProcess, startGatewayProcess } from './support/process.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
 
@@ -26,7 +26,8 @@ const headName = 'query Name($id: ID!) { head(id: $id) { name } }';
 const headCount = '{ heads(first: 1) { totalCount } }';
 const updateHead = 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }';
 const deleteHead = 'mutation($i: DeleteHeadInput!) { deleteHead(input: $i) { deletedHeadUuid } }';
-const updateSubscription = 'mutation($i: UpdateSubscriptionInput!) { updateSubscription(input: $i) { subscription { id active } } }';
+const updateSubscription =
+  'mutation($i: UpdateSubscriptionInput!) { updateSubscription(input: $i) { subscription { id active } } }';
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const globalHeadId = (uuid: string) => Buffer.from(`Head:${uuid}`).toString('base64');
 
@@ -51,7 +52,12 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
     // It loses Redis too while the last test stops it.
     inspector.on('error', () => {});
     reference = await startReferenceUpstream();
-    const env = { UPSTREAM_URL: reference.url, REDIS_URL: redis.url, RESPONSE_CACHE_TTL_MS: String(TTL_MS), LOG_LEVEL: 'warn' };
+    const env = {
+      UPSTREAM_URL: reference.url,
+      REDIS_URL: redis.url,
+      RESPONSE_CACHE_TTL_MS: String(TTL_MS),
+      LOG_LEVEL: 'warn',
+    };
     [a, b] = await Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);
   }, 60_000);
   afterAll(async () => {
@@ -64,7 +70,11 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
   beforeEach(() => reference.resetRecording());
 
   async function post(through: GatewayProcess, body: object, headers: Record<string, string> = {}): Promise<Answer> {
-    const response = await fetch(through.endpoint, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', ...headers }, body: JSON.stringify(body) });
+    const response = await fetch(through.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', ...headers },
+      body: JSON.stringify(body),
+    });
     const { query, variables } = body as { query: string; variables?: unknown };
     // Where Redis keeps its answer: the plugin's key of this query, variables and caller.
     const key = `gw:rc:a:${responseCacheKey(query, undefined, variables, tokenCallerOf(headers.authorization) ?? null)}`;
@@ -73,7 +83,10 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
 
   /** A fresh token of `username`, logged in through `through`. */
   async function login(through: GatewayProcess, username: string): Promise<string> {
-    const { body } = await post(through, { query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }', variables: { i: { username, password: `${username}-password` } } });
+    const { body } = await post(through, {
+      query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }',
+      variables: { i: { username, password: `${username}-password` } },
+    });
     return body.data.login.accessToken as string;
   }
 
@@ -87,19 +100,26 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
    * Posts `body` through `through` until its answer is kept in Redis: an answer read less than the
    * clocks' allowed skew after a write that concerns it is not (CLOCK_SKEW_MS).
    */
-  async function keptAnswer(through: GatewayProcess, body: object, headers: Record<string, string> = {}): Promise<Answer> {
+  async function keptAnswer(
+    through: GatewayProcess,
+    body: object,
+    headers: Record<string, string> = {},
+  ): Promise<Answer> {
     let answer: Answer | undefined;
     await until(async () => {
       answer = await post(through, body, headers);
       // The process stores an answer after sending it.
-      return (await inspector.exists(answer.key)) === 1 || (await sleep(100).then(() => inspector.exists(answer!.key))) === 1;
+      return (
+        (await inspector.exists(answer.key)) === 1 || (await sleep(100).then(() => inspector.exists(answer!.key))) === 1
+      );
     }, 'the answer stored in Redis');
     expect(answer!.headers.get('etag')).toMatch(/^W\/"[\w-]{43}"$/);
     return answer!;
   }
 
   /** Reads `id`'s name through `through` until the answer is kept. */
-  const cachedName = async (through: GatewayProcess, id: string, headers: Record<string, string> = {}) => (await keptAnswer(through, { query: headName, variables: { id } }, headers)).body.data.head.name as string;
+  const cachedName = async (through: GatewayProcess, id: string, headers: Record<string, string> = {}) =>
+    (await keptAnswer(through, { query: headName, variables: { id } }, headers)).body.data.head.name as string;
 
   const scrape = async (through: GatewayProcess) => (await fetch(new URL('/metrics', through.endpoint))).text();
   const calls = () => reference.requests.length;
@@ -122,7 +142,9 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
 
     // The same operation as a GET: the same key, so a hit, and the hit's tag is the client's.
     const url = `${b.endpoint}?query=${encodeURIComponent(headName)}&variables=${encodeURIComponent(JSON.stringify({ id }))}`;
-    const revalidated = await fetch(url, { headers: { ...bearer(token), 'if-none-match': first.headers.get('etag')! } });
+    const revalidated = await fetch(url, {
+      headers: { ...bearer(token), 'if-none-match': first.headers.get('etag')! },
+    });
     expect(revalidated.status).toBe(304);
     expect(await revalidated.text()).toBe('');
     expect(calls()).toBe(1);
@@ -148,22 +170,42 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
       await cachedName(writer, id);
       const count = await keptAnswer(reader, { query: headCount });
 
-      const written = await post(writer, { query: updateHead, variables: { i: { id, name: `round ${round}` } } }, bearer(token));
+      const written = await post(
+        writer,
+        { query: updateHead, variables: { i: { id, name: `round ${round}` } } },
+        bearer(token),
+      );
       expect(written.body).toEqual({ data: { updateHead: { head: { name: `round ${round}` } } } });
-      expect((await post(reader, { query: headName, variables: { id } }, bearer(token))).body.data).toEqual({ head: { name: `round ${round}` } });
-      expect((await post(reader, { query: headName, variables: { id } })).body.data).toEqual({ head: { name: `round ${round}` } });
+      expect((await post(reader, { query: headName, variables: { id } }, bearer(token))).body.data).toEqual({
+        head: { name: `round ${round}` },
+      });
+      expect((await post(reader, { query: headName, variables: { id } })).body.data).toEqual({
+        head: { name: `round ${round}` },
+      });
 
       // Kept again, then deleted through the writer: gone at the reader, and counted out of the listing.
       await cachedName(reader, id, bearer(token));
-      const deleted = await post(writer, { query: deleteHead, variables: { i: { id: globalHeadId(id) } } }, bearer(token));
+      const deleted = await post(
+        writer,
+        { query: deleteHead, variables: { i: { id: globalHeadId(id) } } },
+        bearer(token),
+      );
       expect(deleted.body).toEqual({ data: { deleteHead: { deletedHeadUuid: id } } });
-      expect((await post(reader, { query: headName, variables: { id } }, bearer(token))).body.data).toEqual({ head: null });
-      expect((await post(reader, { query: headCount })).body.data).toEqual({ heads: { totalCount: count.body.data.heads.totalCount - 1 } });
+      expect((await post(reader, { query: headName, variables: { id } }, bearer(token))).body.data).toEqual({
+        head: null,
+      });
+      expect((await post(reader, { query: headCount })).body.data).toEqual({
+        heads: { totalCount: count.body.data.heads.totalCount - 1 },
+      });
 
       // No query reads a subscription: its eviction reaches the shared store, and evicts nothing else.
       const kept = reference.store.headIds()[0]!;
       await cachedName(reader, kept, bearer(token));
-      const subscription = await post(writer, { query: updateSubscription, variables: { i: { active: round % 2 === 0 } } }, bearer(token));
+      const subscription = await post(
+        writer,
+        { query: updateSubscription, variables: { i: { active: round % 2 === 0 } } },
+        bearer(token),
+      );
       expect(subscription.body.errors).toBeUndefined();
       const subscriptionId = subscription.body.data.updateSubscription.subscription.id as string;
       expect(await inspector.exists(`gw:rc:{OrganizationSubscription:${subscriptionId}}:v`)).toBe(1);
@@ -176,7 +218,8 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
   it('no answer of one token is served to another: many tokens of several users, each with data of its own, through both processes', async () => {
     const id = reference.store.headIds()[7]!;
     const tokens: string[] = [];
-    for (const user of ['demo', 'alice', 'viewer']) for (let i = 0; i < 3; i++) tokens.push(await login(tokens.length % 2 ? a : b, user));
+    for (const user of ['demo', 'alice', 'viewer'])
+      for (let i = 0; i < 3; i++) tokens.push(await login(tokens.length % 2 ? a : b, user));
     reference.resetRecording();
     // The head changes under the gateways (not through them: nothing is evicted) before each
     // caller reads it, so each caller's kept answer differs from every other's.
@@ -190,7 +233,9 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
 
     reference.store.updateHead(id, { name: 'changed after every read' });
     // Each caller through the process it did not read through, all at once.
-    const again = await Promise.all(tokens.map((token, i) => post(i % 2 ? b : a, { query: headName, variables: { id } }, bearer(token))));
+    const again = await Promise.all(
+      tokens.map((token, i) => post(i % 2 ? b : a, { query: headName, variables: { id } }, bearer(token))),
+    );
     expect(again.map((answer) => answer.body.data.head.name)).toEqual(tokens.map((_, i) => `tenant ${i}`));
     expect((await post(b, { query: headName, variables: { id } })).body.data).toEqual({ head: { name: 'public' } });
     expect(calls()).toBe(tokens.length + 1);
@@ -200,7 +245,11 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
     const id = reference.store.headIds()[8]!;
     const token = await login(a, 'demo');
     const name = await cachedName(a, id, bearer(token));
-    const fallbacks = async (through: GatewayProcess) => sampleOf(await scrape(through), 'gateway_shared_state_fallbacks_total{store="response_cache",reason="unreachable"}') ?? 0;
+    const fallbacks = async (through: GatewayProcess) =>
+      sampleOf(
+        await scrape(through),
+        'gateway_shared_state_fallbacks_total{store="response_cache",reason="unreachable"}',
+      ) ?? 0;
     const before = await Promise.all([fallbacks(a), fallbacks(b)]);
     await redis.stop();
     reference.resetRecording();
@@ -212,13 +261,21 @@ describeWithRedis('the response cache shared through Redis by two gateway proces
     // Each a miss: one upstream call each.
     expect(calls()).toBe(4);
     // A write while Redis is down is answered (its eviction is lost with Redis), and read fresh.
-    const written = await post(a, { query: updateHead, variables: { i: { id, name: 'written while Redis was down' } } }, bearer(token));
+    const written = await post(
+      a,
+      { query: updateHead, variables: { i: { id, name: 'written while Redis was down' } } },
+      bearer(token),
+    );
     expect(written.body).toEqual({ data: { updateHead: { head: { name: 'written while Redis was down' } } } });
-    expect((await post(b, { query: headName, variables: { id } }, bearer(token))).body).toEqual({ data: { head: { name: 'written while Redis was down' } } });
+    expect((await post(b, { query: headName, variables: { id } }, bearer(token))).body).toEqual({
+      data: { head: { name: 'written while Redis was down' } },
+    });
     const after = await Promise.all([fallbacks(a), fallbacks(b)]);
     expect(after[0]).toBeGreaterThanOrEqual(before[0]! + 3);
     expect(after[1]).toBeGreaterThanOrEqual(before[1]! + 3);
-    expect(sampleOf(await scrape(a), 'gateway_response_cache_failures_total{call="invalidate"}')).toBeGreaterThanOrEqual(1);
+    expect(
+      sampleOf(await scrape(a), 'gateway_response_cache_failures_total{call="invalidate"}'),
+    ).toBeGreaterThanOrEqual(1);
 
     await redis.start();
     // Once both have reconnected, what one keeps the other serves again.

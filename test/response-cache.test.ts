@@ -23,7 +23,10 @@ beforeAll(async () => {
 afterAll(() => t.close());
 beforeEach(() => t.reset());
 
-/** A fresh token of `username`, issued by the reference upstream's own login (one a login; the gateway's login limits are not what these tests are about). */
+/**
+ * A fresh token of `username`, issued by the reference upstream's own login (one a login; the gateway's login limits
+ * are not what these tests are about).
+ */
 const login = (username: string) => loginOn(t, username);
 async function loginOn(on: TestGateway, username: string): Promise<string> {
   return on.reference.store.login(username, `${username}-password`)!;
@@ -66,13 +69,21 @@ describe('scope: one caller never gets an answer kept for another', () => {
       expect(body).toEqual({ data: { head: { name: `tenant ${i}` } } });
     }
     t.reference.store.updateHead(id, { name: 'public' });
-    expect((await post(t, { query: headName, variables: { id } })).body).toEqual({ data: { head: { name: 'public' } } });
+    expect((await post(t, { query: headName, variables: { id } })).body).toEqual({
+      data: { head: { name: 'public' } },
+    });
     expect(t.calls()).toHaveLength(tokens.length + 1);
     t.reset();
     t.reference.store.updateHead(id, { name: 'changed after every read' });
-    const again = await Promise.all(tokens.map((token) => post(t, { query: headName, variables: { id } }, bearer(token))));
-    expect(again.map((a) => (a.body.data as { head: { name: string } }).head.name)).toEqual(tokens.map((_, i) => `tenant ${i}`));
-    expect((await post(t, { query: headName, variables: { id } })).body).toEqual({ data: { head: { name: 'public' } } });
+    const again = await Promise.all(
+      tokens.map((token) => post(t, { query: headName, variables: { id } }, bearer(token))),
+    );
+    expect(again.map((a) => (a.body.data as { head: { name: string } }).head.name)).toEqual(
+      tokens.map((_, i) => `tenant ${i}`),
+    );
+    expect((await post(t, { query: headName, variables: { id } })).body).toEqual({
+      data: { head: { name: 'public' } },
+    });
     expect(t.calls()).toHaveLength(0);
   });
 
@@ -199,13 +210,21 @@ describe('HTTP revalidation', () => {
     const renamed = await t.gateway.fetch('http://gateway/graphql', {
       method: 'POST',
       headers: { ...bearer(token), 'content-type': 'application/json', 'if-none-match': etag },
-      body: JSON.stringify({ query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', variables: { i: { id, name: 'renamed with a tag' } } }),
+      body: JSON.stringify({
+        query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }',
+        variables: { i: { id, name: 'renamed with a tag' } },
+      }),
     });
     expect(renamed.status).toBe(200);
     expect(t.reference.store.findHead(id)!.head.name).toBe('renamed with a tag');
-    const other = await t.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 1) { nodes { name } } }')}`, { headers: { ...bearer(token), 'if-none-match': etag } });
+    const other = await t.gateway.fetch(
+      `http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 1) { nodes { name } } }')}`,
+      { headers: { ...bearer(token), 'if-none-match': etag } },
+    );
     expect(other.status).toBe(200);
-    const anotherCaller = await t.gateway.fetch(url, { headers: { ...bearer(await login('viewer')), 'if-none-match': etag } });
+    const anotherCaller = await t.gateway.fetch(url, {
+      headers: { ...bearer(await login('viewer')), 'if-none-match': etag },
+    });
     // Another token's own answer may hold the same data (the same tag): what matters is that it was its own.
     expect([200, 304]).toContain(anotherCaller.status);
     expect(anotherCaller.headers.get('cache-control')).toMatch(/^private, max-age=/);
@@ -217,7 +236,10 @@ describe('HTTP revalidation', () => {
     const first = await t.gateway.fetch(url);
     await first.text();
     const etag = first.headers.get('etag')!;
-    const renamed = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', variables: { i: { id, name: 'a new name' } } });
+    const renamed = await post(t, {
+      query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }',
+      variables: { i: { id, name: 'a new name' } },
+    });
     expect(renamed.body.errors).toBeUndefined();
     const again = await t.gateway.fetch(url, { headers: { 'if-none-match': etag } });
     expect(again.status).toBe(200);
@@ -239,7 +261,10 @@ describe('HTTP revalidation', () => {
   });
 
   it('an If-None-Match that matches nothing kept is answered in full', async () => {
-    const response = await t.gateway.fetch(`http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 1) { totalCount } }')}`, { headers: { 'if-none-match': 'f'.repeat(64) } });
+    const response = await t.gateway.fetch(
+      `http://gateway/graphql?query=${encodeURIComponent('{ heads(first: 1) { totalCount } }')}`,
+      { headers: { 'if-none-match': 'f'.repeat(64) } },
+    );
     expect(response.status).toBe(200);
     expect((await answer(response)).body.data).toEqual({ heads: { totalCount: headIds().length } });
   });
@@ -260,16 +285,37 @@ describe('never kept', () => {
   it('an answer with errors, a partial one too', async () => {
     const ids = headIds();
     t.reference.injectFault('getHeadById', { kind: 'status', status: 500 }, 10);
-    const [first] = await expectNotKept({ query: 'query($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { name } }', variables: { a: ids[4], b: ids[5] } }, {}, 'getHeadById');
+    const [first] = await expectNotKept(
+      {
+        query: 'query($a: ID!, $b: ID!) { a: head(id: $a) { name } b: head(id: $b) { name } }',
+        variables: { a: ids[4], b: ids[5] },
+      },
+      {},
+      'getHeadById',
+    );
     expect(first.body.errors?.length).toBeGreaterThan(0);
     t.reference.clearFaults();
   });
 
   it('mutations, login among them; a token is never answered from the cache', async () => {
     const token = await login('demo');
-    const [, second] = await expectNotKept({ query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', variables: { i: { id: headIds()[6], name: 'renamed twice' } } }, bearer(token), 'updateHead');
+    const [, second] = await expectNotKept(
+      {
+        query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }',
+        variables: { i: { id: headIds()[6], name: 'renamed twice' } },
+      },
+      bearer(token),
+      'updateHead',
+    );
     expect(second.headers.get('cache-control')).toBe('private, no-store');
-    const [a, b] = await expectNotKept({ query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }', variables: { i: { username: 'demo', password: 'demo-password' } } }, {}, 'login');
+    const [a, b] = await expectNotKept(
+      {
+        query: 'mutation($i: LoginInput!) { login(input: $i) { accessToken } }',
+        variables: { i: { username: 'demo', password: 'demo-password' } },
+      },
+      {},
+      'login',
+    );
     expect(a.body.data).not.toEqual(b.body.data);
   });
 
@@ -279,7 +325,11 @@ describe('never kept', () => {
     t.reset();
     const parts = { ...jsonHeaders(), accept: 'multipart/mixed' };
     for (let i = 0; i < 2; i++) {
-      const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: parts, body: JSON.stringify({ query, variables: { id: headIds()[7] } }) });
+      const response = await t.gateway.fetch('http://gateway/graphql', {
+        method: 'POST',
+        headers: parts,
+        body: JSON.stringify({ query, variables: { id: headIds()[7] } }),
+      });
       expect(response.headers.get('content-type')).toContain('multipart/mixed');
       await response.text();
     }
@@ -287,11 +337,18 @@ describe('never kept', () => {
   });
 
   it('an operation with @defer spelled as GraphQL also reads it (`@ defer`, `@,defer`): never kept, its parts never merged into a kept answer', async () => {
-    for (const [spelling, index] of [['@ defer', 9], ['@,defer', 10]] as const) {
+    for (const [spelling, index] of [
+      ['@ defer', 9],
+      ['@,defer', 10],
+    ] as const) {
       const query = `{ head(id: "${headIds()[index]}") { name ... ${spelling} { url } } }`;
       const v02 = { ...jsonHeaders(), accept: 'multipart/mixed;incrementalSpec=v0.2' };
       for (let i = 0; i < 2; i++) {
-        const response = await t.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: v02, body: JSON.stringify({ query }) });
+        const response = await t.gateway.fetch('http://gateway/graphql', {
+          method: 'POST',
+          headers: v02,
+          body: JSON.stringify({ query }),
+        });
         expect(response.headers.get('content-type')).toContain('multipart/mixed');
         await response.text();
       }
@@ -332,7 +389,10 @@ describe('a mutation evicts only what it may have changed: by its outcome', () =
       return t.calls().length;
     };
   }
-  const update = (uuid: string, name: string) => ({ query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }', variables: { i: { id: uuid, name } } });
+  const update = (uuid: string, name: string) => ({
+    query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { name } } }',
+    variables: { i: { id: uuid, name } },
+  });
 
   it("the attack's: an anonymous deleteHead refused UNAUTHENTICATED, an updateHead refused BAD_USER_INPUT, neither sent: another token's answers stay kept", async () => {
     const uuid = headIds()[30]!;
@@ -350,16 +410,36 @@ describe('a mutation evicts only what it may have changed: by its outcome', () =
   it("a hair's colour changed through one head: another head wearing that hair is read afresh, not served stale", async () => {
     const store = t.reference.store;
     // Two heads wearing one hair: the second made to wear the first's (the seed gives each its own).
-    const [wearerA, wearerB] = headIds().filter((id) => store.findHead(id)!.head.hair_id !== undefined) as [string, string];
+    const [wearerA, wearerB] = headIds().filter((id) => store.findHead(id)!.head.hair_id !== undefined) as [
+      string,
+      string,
+    ];
     const writer = await login('demo');
     const hairId = store.findHead(wearerA)!.head.hair_id!;
-    const shared = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: wearerB, hairId } } }, bearer(writer));
+    const shared = await post(
+      t,
+      {
+        query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }',
+        variables: { i: { id: wearerB, hairId } },
+      },
+      bearer(writer),
+    );
     expect(shared.body.errors).toBeUndefined();
-    const read = { query: 'query Hair($id: ID!) { head(id: $id) { hair { objMetadata } } }', variables: { id: wearerB } };
+    const read = {
+      query: 'query Hair($id: ID!) { head(id: $id) { hair { objMetadata } } }',
+      variables: { id: wearerB },
+    };
     const token = await login('alice');
     await post(t, read, bearer(token));
     t.reset();
-    const painted = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: wearerA, hairColor: 'teal' } } }, bearer(writer));
+    const painted = await post(
+      t,
+      {
+        query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }',
+        variables: { i: { id: wearerA, hairColor: 'teal' } },
+      },
+      bearer(writer),
+    );
     expect(painted.body.errors).toBeUndefined();
     t.reset();
     const again = await post(t, read, bearer(token));
@@ -373,7 +453,11 @@ describe('a mutation evicts only what it may have changed: by its outcome', () =
     const writer = await login('demo');
     for (const status of [422, 404]) {
       t.reset();
-      t.reference.injectFault('updateHead', { kind: 'status', status, body: status === 422 ? { detail: [] } : { detail: 'Not Found' } });
+      t.reference.injectFault('updateHead', {
+        kind: 'status',
+        status,
+        body: status === 422 ? { detail: [] } : { detail: 'Not Found' },
+      });
       const answered = await post(t, update(uuid, `refused with ${status}`), bearer(writer));
       expect(answered.body.errors?.[0]?.extensions?.upstream).toMatchObject({ operation: 'updateHead', status });
       expect(await reread(), String(status)).toBe(0);
@@ -412,12 +496,22 @@ describe("the gateway's mutations evict what they change, for every caller, befo
     for (const read of reads) await post(t, read.body, read.headers);
     expect(t.calls()).toHaveLength(0);
     // The mutation names the head by its UUID, and selects nothing of it.
-    const written = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: uuid, name: 'written through the gateway' } } }, bearer(writer));
+    const written = await post(
+      t,
+      {
+        query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }',
+        variables: { i: { id: uuid, name: 'written through the gateway' } },
+      },
+      bearer(writer),
+    );
     expect(written.body.errors).toBeUndefined();
     t.reset();
     const after = await Promise.all(reads.map((read) => post(t, read.body, read.headers)));
-    for (const read of after.slice(0, 3)) expect(read.body.data).toEqual({ head: { name: 'written through the gateway' } });
-    expect((after[3]!.body.data as { heads: { nodes: { name: string }[] } }).heads.nodes.map((n) => n.name)).toContain('written through the gateway');
+    for (const read of after.slice(0, 3))
+      expect(read.body.data).toEqual({ head: { name: 'written through the gateway' } });
+    expect((after[3]!.body.data as { heads: { nodes: { name: string }[] } }).heads.nodes.map((n) => n.name)).toContain(
+      'written through the gateway',
+    );
     expect(t.calls()).toHaveLength(reads.length);
   });
 
@@ -425,7 +519,9 @@ describe("the gateway's mutations evict what they change, for every caller, befo
     const uuid = headIds()[12]!;
     const read = { query: headName, variables: { id: uuid } };
     await post(t, read);
-    const written = await post(t, { query: `mutation Rename($id: ID = "${uuid}") { updateHead(input: { id: $id, name: "named by a default" }) { __typename } }` });
+    const written = await post(t, {
+      query: `mutation Rename($id: ID = "${uuid}") { updateHead(input: { id: $id, name: "named by a default" }) { __typename } }`,
+    });
     expect(written.body.errors).toBeUndefined();
     t.reset();
     expect((await post(t, read)).body.data).toEqual({ head: { name: 'named by a default' } });
@@ -442,19 +538,37 @@ describe("the gateway's mutations evict what they change, for every caller, befo
     await post(t, count);
     await post(t, { query: headName, variables: { id: uuid } }, bearer(token));
     expect(t.calls()).toHaveLength(0);
-    const deleted = await post(t, { query: 'mutation($i: DeleteHeadInput!) { deleteHead(input: $i) { deletedHeadUuid } }', variables: { i: { id: globalHeadId(uuid) } } }, bearer(token));
+    const deleted = await post(
+      t,
+      {
+        query: 'mutation($i: DeleteHeadInput!) { deleteHead(input: $i) { deletedHeadUuid } }',
+        variables: { i: { id: globalHeadId(uuid) } },
+      },
+      bearer(token),
+    );
     expect(deleted.body.data).toEqual({ deleteHead: { deletedHeadUuid: uuid } });
     expect((await post(t, count)).body.data).toEqual({ heads: { totalCount: before.heads.totalCount - 1 } });
-    expect((await post(t, { query: headName, variables: { id: uuid } }, bearer(token))).body.data).toEqual({ head: null });
+    expect((await post(t, { query: headName, variables: { id: uuid } }, bearer(token))).body.data).toEqual({
+      head: null,
+    });
   });
 
   it('updateSubscription: the subscription it returns is invalidated (no query reads one) and nothing else', async () => {
     const token = await login('demo');
     const id = headIds()[10]!;
     await post(t, { query: headName, variables: { id } }, bearer(token));
-    const invalidations = async () => sampleOf(await t.metrics.scrape(), 'gateway_response_cache_invalidations_total') ?? 0;
+    const invalidations = async () =>
+      sampleOf(await t.metrics.scrape(), 'gateway_response_cache_invalidations_total') ?? 0;
     const before = await invalidations();
-    const updated = await post(t, { query: 'mutation($i: UpdateSubscriptionInput!) { updateSubscription(input: $i) { subscription { id active subscriptionType { id name } } } }', variables: { i: { active: false } } }, bearer(token));
+    const updated = await post(
+      t,
+      {
+        query:
+          'mutation($i: UpdateSubscriptionInput!) { updateSubscription(input: $i) { subscription { id active subscriptionType { id name } } } }',
+        variables: { i: { active: false } },
+      },
+      bearer(token),
+    );
     expect(updated.body.errors).toBeUndefined();
     expect(await invalidations()).toBe(before + 1);
     t.reset();
@@ -468,7 +582,11 @@ describe("the gateway's mutations evict what they change, for every caller, befo
     t.reference.injectFault('getHeadById', { kind: 'latency', ms: 200 });
     const slow = post(t, { query: headName, variables: { id } }, bearer(token));
     await until(() => t.calls('getHeadById').length === 1, 'the read at the upstream');
-    await post(t, { query: updateHead, variables: { i: { id, name: 'written while a read was under way' } } }, bearer(token));
+    await post(
+      t,
+      { query: updateHead, variables: { i: { id, name: 'written while a read was under way' } } },
+      bearer(token),
+    );
     await slow;
     t.reset();
     const next = await post(t, { query: headName, variables: { id } }, bearer(token));
@@ -479,10 +597,14 @@ describe("the gateway's mutations evict what they change, for every caller, befo
 
 describe('with its neighbours', () => {
   const manifest = fileURLToPath(new URL('../src/generated/persisted-documents.json', import.meta.url));
-  const headWithHair = Object.entries(JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, string>).find(([, text]) => text.startsWith('query HeadWithHair('))!;
+  const headWithHair = Object.entries(JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, string>).find(
+    ([, text]) => text.startsWith('query HeadWithHair('),
+  )!;
 
   it('compiled execution (compiling at the first run): hits make no call, and an answer kept from compiled code is evicted by a write', async () => {
-    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), COMPILED_EXECUTION_AT_RUN: '1' } });
+    const g = await startTestGateway({
+      env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), COMPILED_EXECUTION_AT_RUN: '1' },
+    });
     try {
       const uuid = g.reference.store.headIds()[0]!;
       const compiledRuns = async () => sampleOf(await g.metrics.scrape(), 'gateway_compiled_executions_total');
@@ -493,8 +615,13 @@ describe('with its neighbours', () => {
       expect((await post(g, { query: headName, variables: { id: uuid } })).body).toEqual(first.body);
       expect(g.calls()).toHaveLength(0);
       expect(await compiledRuns()).toBe(1);
-      await post(g, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { id } } }', variables: { i: { id: uuid, name: 'compiled and evicted' } } });
-      expect((await post(g, { query: headName, variables: { id: uuid } })).body).toEqual({ data: { head: { name: 'compiled and evicted' } } });
+      await post(g, {
+        query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { head { id } } }',
+        variables: { i: { id: uuid, name: 'compiled and evicted' } },
+      });
+      expect((await post(g, { query: headName, variables: { id: uuid } })).body).toEqual({
+        data: { head: { name: 'compiled and evicted' } },
+      });
       expect(await compiledRuns()).toBe(2);
     } finally {
       await g.close();
@@ -502,9 +629,16 @@ describe('with its neighbours', () => {
   });
 
   it("a caller's rate limit still holds on a hit", async () => {
-    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), RATE_LIMIT_REQUESTS_PER_SECOND: '1', RATE_LIMIT_WINDOW_SECONDS: '2' } });
+    const g = await startTestGateway({
+      env: {
+        RESPONSE_CACHE_TTL_MS: String(TTL_MS),
+        RATE_LIMIT_REQUESTS_PER_SECOND: '1',
+        RATE_LIMIT_WINDOW_SECONDS: '2',
+      },
+    });
     try {
-      const read = () => post(g, { query: headName, variables: { id: g.reference.store.headIds()[0] } }, bearer('a-caller'));
+      const read = () =>
+        post(g, { query: headName, variables: { id: g.reference.store.headIds()[0] } }, bearer('a-caller'));
       const answers = [await read(), await read(), await read()];
       expect(answers.map((a) => a.status)).toEqual([200, 200, 429]);
       expect(answers[2]!.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMITED');
@@ -515,7 +649,9 @@ describe('with its neighbours', () => {
   });
 
   it('trusted documents only: a manifest document is answered from the cache; its text, sent as a query, is still refused', async () => {
-    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), TRUSTED_DOCUMENTS_FILE: manifest, TRUSTED_DOCUMENTS_ONLY: 'true' } });
+    const g = await startTestGateway({
+      env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), TRUSTED_DOCUMENTS_FILE: manifest, TRUSTED_DOCUMENTS_ONLY: 'true' },
+    });
     try {
       const [documentId, text] = headWithHair;
       const variables = { id: g.reference.store.headIds()[0] };
@@ -536,9 +672,13 @@ describe('with its neighbours', () => {
     const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
     const ids = headIds();
     const [a, b] = [`query A { head(id: "${ids[12]}") { name } }`, `query A { head(id: "${ids[13]}") { name } }`];
-    for (const query of [a, b]) await post(t, { query, extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
+    for (const query of [a, b])
+      await post(t, { query, extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
     t.reset();
-    for (const [query, id] of [[a, ids[12]!], [b, ids[13]!]] as const) {
+    for (const [query, id] of [
+      [a, ids[12]!],
+      [b, ids[13]!],
+    ] as const) {
       const byHash = await post(t, { extensions: { persistedQuery: { version: 1, sha256Hash: sha256(query) } } });
       expect(byHash.body).toEqual({ data: { head: { name: t.reference.store.findHead(id)!.head.name } } });
     }
@@ -546,13 +686,24 @@ describe('with its neighbours', () => {
   });
 
   it('RESPONSE_CACHE_TTL_PER_TYPE: an answer lives as long as its shortest type allows; 0 keeps it not at all', async () => {
-    const g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), RESPONSE_CACHE_TTL_PER_TYPE: 'Hair=5000,Permission=0' } });
+    const g = await startTestGateway({
+      env: { RESPONSE_CACHE_TTL_MS: String(TTL_MS), RESPONSE_CACHE_TTL_PER_TYPE: 'Hair=5000,Permission=0' },
+    });
     try {
       const id = g.reference.store.headIds()[0];
-      const withHair = await post(g, { query: 'query($id: ID!) { head(id: $id) { name hair { name } } }', variables: { id } });
+      const withHair = await post(g, {
+        query: 'query($id: ID!) { head(id: $id) { name hair { name } } }',
+        variables: { id },
+      });
       expect(withHair.headers.get('cache-control')).toBe('public, max-age=5');
-      expect((await post(g, { query: headName, variables: { id } })).headers.get('cache-control')).toBe(`public, max-age=${TTL_MS / 1000}`);
-      const token = (await post(g, { query: 'mutation { login(input: { username: "demo", password: "demo-password" }) { accessToken } }' })).body.data as { login: { accessToken: string } };
+      expect((await post(g, { query: headName, variables: { id } })).headers.get('cache-control')).toBe(
+        `public, max-age=${TTL_MS / 1000}`,
+      );
+      const token = (
+        await post(g, {
+          query: 'mutation { login(input: { username: "demo", password: "demo-password" }) { accessToken } }',
+        })
+      ).body.data as { login: { accessToken: string } };
       const permissions = { query: '{ permissions(first: 1) { nodes { role } } }' };
       const kept = await post(g, permissions, bearer(token.login.accessToken));
       expect(kept.headers.get('cache-control')).toBe('private, no-store');
@@ -561,7 +712,10 @@ describe('with its neighbours', () => {
       expect(g.calls('getPermissions')).toHaveLength(1);
       // The connection and its count hold no Permission, and are kept no longer than one (the attack's).
       const counted = { query: '{ permissions(first: 1) { totalCount } }' };
-      for (let i = 0; i < 2; i++) expect((await post(g, counted, bearer(token.login.accessToken))).headers.get('cache-control')).toBe('private, no-store');
+      for (let i = 0; i < 2; i++)
+        expect((await post(g, counted, bearer(token.login.accessToken))).headers.get('cache-control')).toBe(
+          'private, no-store',
+        );
       expect(g.calls('getPermissions')).toHaveLength(3);
     } finally {
       await g.close();
@@ -574,7 +728,9 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
   const [ttlMs, staleMs] = [1_000, 1_500];
   let g: TestGateway;
   beforeEach(async () => {
-    g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: String(ttlMs), RESPONSE_CACHE_STALE_IF_ERROR_MS: String(staleMs) } });
+    g = await startTestGateway({
+      env: { RESPONSE_CACHE_TTL_MS: String(ttlMs), RESPONSE_CACHE_STALE_IF_ERROR_MS: String(staleMs) },
+    });
     url = await g.listen();
     return () => g.close();
   });
@@ -586,36 +742,48 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
   };
   // Over real HTTP: what a client and an HTTP cache between see (Age, Cache-Control).
   const read = async (id: string, token?: string) =>
-    answer(await fetch(url, { method: 'POST', headers: { ...jsonHeaders(), ...(token === undefined ? {} : bearer(token)) }, body: JSON.stringify({ query: headName, variables: { id } }) }));
+    answer(
+      await fetch(url, {
+        method: 'POST',
+        headers: { ...jsonHeaders(), ...(token === undefined ? {} : bearer(token)) },
+        body: JSON.stringify({ query: headName, variables: { id } }),
+      }),
+    );
   const expired = () => new Promise((resolve) => setTimeout(resolve, ttlMs + 100));
   const staleCount = async () => sampleOf(await g.metrics.scrape(), 'gateway_response_cache_stale_answers_total') ?? 0;
 
   it.each([
     ['a 503', { kind: 'status', status: 503 }, 'UPSTREAM_ERROR'],
     ['a dropped connection', { kind: 'drop' }, 'UPSTREAM_UNAVAILABLE'],
-  ] as const)('%s: the kept answer, marked stale (extensions.stale, max-age=0, Age), counted', async (_name, fault, reason) => {
-    const id = headIds()[40]!;
-    const kept = await read(id);
-    expect(kept.body.errors).toBeUndefined();
-    await expired();
-    const before = await staleCount();
-    failHeadReads(fault);
-    const stale = await read(id);
-    expect(stale.status).toBe(200);
-    expect(stale.body.data).toEqual(kept.body.data);
-    expect(stale.body.errors).toBeUndefined();
-    expect(stale.body).toEqual({ data: kept.body.data, extensions: { stale: { reason, expiredMs: expect.any(Number) } } });
-    const { expiredMs } = (stale.body as { extensions: { stale: { expiredMs: number } } }).extensions.stale;
-    expect(expiredMs).toBeGreaterThan(0);
-    expect(stale.headers.get('cache-control')).toBe('public, max-age=0');
-    // Its Age counts from when it was stored (RFC 9111 §4.2.3): its TTL and the time since it expired.
-    expect(Number(stale.headers.get('age'))).toBeGreaterThanOrEqual(Math.ceil((ttlMs + expiredMs) / 1000));
-    expect(Number(stale.headers.get('age'))).toBeLessThanOrEqual(Math.ceil((ttlMs + expiredMs) / 1000) + 1);
-    expect(stale.headers.get('etag')).toBe(kept.headers.get('etag'));
-    // It was tried upstream first.
-    expect(g.calls().length).toBeGreaterThan(0);
-    expect(await staleCount()).toBe(before + 1);
-  });
+  ] as const)(
+    '%s: the kept answer, marked stale (extensions.stale, max-age=0, Age), counted',
+    async (_name, fault, reason) => {
+      const id = headIds()[40]!;
+      const kept = await read(id);
+      expect(kept.body.errors).toBeUndefined();
+      await expired();
+      const before = await staleCount();
+      failHeadReads(fault);
+      const stale = await read(id);
+      expect(stale.status).toBe(200);
+      expect(stale.body.data).toEqual(kept.body.data);
+      expect(stale.body.errors).toBeUndefined();
+      expect(stale.body).toEqual({
+        data: kept.body.data,
+        extensions: { stale: { reason, expiredMs: expect.any(Number) } },
+      });
+      const { expiredMs } = (stale.body as { extensions: { stale: { expiredMs: number } } }).extensions.stale;
+      expect(expiredMs).toBeGreaterThan(0);
+      expect(stale.headers.get('cache-control')).toBe('public, max-age=0');
+      // Its Age counts from when it was stored (RFC 9111 §4.2.3): its TTL and the time since it expired.
+      expect(Number(stale.headers.get('age'))).toBeGreaterThanOrEqual(Math.ceil((ttlMs + expiredMs) / 1000));
+      expect(Number(stale.headers.get('age'))).toBeLessThanOrEqual(Math.ceil((ttlMs + expiredMs) / 1000) + 1);
+      expect(stale.headers.get('etag')).toBe(kept.headers.get('etag'));
+      // It was tried upstream first.
+      expect(g.calls().length).toBeGreaterThan(0);
+      expect(await staleCount()).toBe(before + 1);
+    },
+  );
 
   it("never across callers: another token's failed read gets its error", async () => {
     const id = headIds()[41]!;
@@ -631,7 +799,10 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
   it('never an answer a write evicted, nor one past the window, nor for an answer of the upstream (404)', async () => {
     const [evicted, old, missing] = [headIds()[42]!, headIds()[43]!, headIds()[44]!];
     for (const id of [evicted, old, missing]) expect((await read(id)).body.errors).toBeUndefined();
-    const written = await post(g, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: evicted, name: 'evicted, never stale' } } });
+    const written = await post(g, {
+      query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }',
+      variables: { i: { id: evicted, name: 'evicted, never stale' } },
+    });
     expect(written.body.errors).toBeUndefined();
     await expired();
     // The upstream's 404 is its answer, not a fault: its error, not the kept head.
@@ -645,7 +816,8 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
     expect((await read(evicted)).body.errors?.[0]?.extensions?.code).toBe('UPSTREAM_ERROR');
     expect((await read(old)).body).toMatchObject({ extensions: { stale: { reason: 'UPSTREAM_ERROR' } } });
     // Once the 503s open the breaker, a read refused unsent is answered with it too.
-    const reason = async () => ((await read(old)).body as { extensions?: { stale?: { reason?: string } } }).extensions?.stale?.reason;
+    const reason = async () =>
+      ((await read(old)).body as { extensions?: { stale?: { reason?: string } } }).extensions?.stale?.reason;
     await until(async () => (await reason()) === 'UPSTREAM_UNAVAILABLE', 'the breaker open, the kept answer served');
     g.reset();
     expect(await reason()).toBe('UPSTREAM_UNAVAILABLE');
@@ -676,7 +848,11 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
     failHeadReads({ kind: 'status', status: 429, headers: { 'retry-after': '2' } });
     const limited = await read(id);
     expect(limited.body.data).toEqual({ head: null });
-    expect(limited.body.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: { status: 429, reason: 'rate limited' }, retryAfterMs: 2_000 });
+    expect(limited.body.errors?.[0]?.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      upstream: { status: 429, reason: 'rate limited' },
+      retryAfterMs: 2_000,
+    });
     expect(limited.body).not.toHaveProperty('extensions');
   });
 
@@ -687,7 +863,9 @@ describe('RESPONSE_CACHE_STALE_IF_ERROR_MS: a kept answer past its TTL stands in
       expect((await post(short, { query: headName, variables: { id } })).body.errors).toBeUndefined();
       await expired();
       for (const operation of headReads) short.reference.injectFault(operation, { kind: 'status', status: 503 }, 100);
-      expect((await post(short, { query: headName, variables: { id } })).body.errors?.[0]?.extensions?.code).toBe('UPSTREAM_ERROR');
+      expect((await post(short, { query: headName, variables: { id } })).body.errors?.[0]?.extensions?.code).toBe(
+        'UPSTREAM_ERROR',
+      );
     } finally {
       await short.close();
     }
@@ -699,7 +877,12 @@ describe('metrics', () => {
     // Its own misses, hit and eviction (heads no other test reads): the counters are the shared gateway's,
     // counted since it started, whatever the tests before this one did.
     const [evicted, kept] = [headIds()[16]!, headIds()[17]!];
-    const series = ['gateway_response_cache_lookups_total{result="hit"}', 'gateway_response_cache_lookups_total{result="miss"}', 'gateway_response_cache_invalidations_total', 'gateway_response_cache_evictions_total'];
+    const series = [
+      'gateway_response_cache_lookups_total{result="hit"}',
+      'gateway_response_cache_lookups_total{result="miss"}',
+      'gateway_response_cache_invalidations_total',
+      'gateway_response_cache_evictions_total',
+    ];
     const counts = async () => {
       const scraped = await t.metrics.scrape();
       return Object.fromEntries(series.map((name) => [name, sampleOf(scraped, name) ?? 0]));
@@ -709,7 +892,10 @@ describe('metrics', () => {
     await post(t, { query: headName, variables: { id: evicted } });
     await post(t, { query: headName, variables: { id: kept } });
     expect(t.calls()).toHaveLength(2);
-    const written = await post(t, { query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }', variables: { i: { id: evicted, name: 'evicted for the metrics' } } });
+    const written = await post(t, {
+      query: 'mutation($i: UpdateHeadInput!) { updateHead(input: $i) { __typename } }',
+      variables: { i: { id: evicted, name: 'evicted for the metrics' } },
+    });
     expect(written.body.errors).toBeUndefined();
     const after = await counts();
     for (const name of series) expect(after[name], name).toBeGreaterThan(before[name]!);
@@ -720,7 +906,9 @@ describe('metrics', () => {
     expect(sampleOf(text, 'gateway_response_cache_invalidations_total')).toBeGreaterThan(0);
     expect(sampleOf(text, 'gateway_response_cache_evictions_total')).toBeGreaterThan(0);
     expect(sampleOf(text, 'gateway_response_cache_entries')).toBeGreaterThan(0);
-    expect(sampleOf(text, 'gateway_response_cache_bytes')).toBeGreaterThan(sampleOf(text, 'gateway_response_cache_entries')!);
+    expect(sampleOf(text, 'gateway_response_cache_bytes')).toBeGreaterThan(
+      sampleOf(text, 'gateway_response_cache_entries')!,
+    );
     // No store call failed: the counter has no series yet.
     expect(text).not.toMatch(/^gateway_response_cache_failures_total\{/m);
   });
@@ -731,7 +919,9 @@ describe('made-up tokens from one address (RESPONSE_CACHE_MAX_BYTES=8 MiB, a sha
   let url: string;
   const agents: Agent[] = [];
   beforeAll(async () => {
-    g = await startTestGateway({ env: { RESPONSE_CACHE_TTL_MS: '60000', RESPONSE_CACHE_MAX_BYTES: String(8 * 1024 * 1024) } });
+    g = await startTestGateway({
+      env: { RESPONSE_CACHE_TTL_MS: '60000', RESPONSE_CACHE_MAX_BYTES: String(8 * 1024 * 1024) },
+    });
     url = await g.listen();
   });
   afterAll(async () => {
@@ -744,13 +934,19 @@ describe('made-up tokens from one address (RESPONSE_CACHE_MAX_BYTES=8 MiB, a sha
     const agent = new Agent({ localAddress: address });
     agents.push(agent);
     return async (query: string, token: string) => {
-      const response = await httpFetch(url, { method: 'POST', dispatcher: agent, headers: { ...jsonHeaders(), ...bearer(token) }, body: JSON.stringify({ query }) });
+      const response = await httpFetch(url, {
+        method: 'POST',
+        dispatcher: agent,
+        headers: { ...jsonHeaders(), ...bearer(token) },
+        body: JSON.stringify({ query }),
+      });
       return (await response.json()) as { data?: unknown; errors?: unknown[] };
     };
   };
 
   it("cannot push another address's kept answer out, however many tokens they make up", async () => {
-    const page = '{ heads(first: 100) { nodes { uuid name url arUrl style version lod createdAt updatedAt hair { name } } } }';
+    const page =
+      '{ heads(first: 100) { nodes { uuid name url arUrl style version lod createdAt updatedAt hair { name } } } }';
     const [victim, attacker] = [client('127.0.0.2'), client('127.0.0.3')];
     expect((await victim(page, 'victim')).errors).toBeUndefined();
     // Sixty tokens' pages, some 230 KB of heap each: well over the whole cache, from one address.

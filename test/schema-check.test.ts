@@ -4,10 +4,10 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { acknowledgedCoordinates } from '../scripts/schema-check/changelog.js';
-import { checkSchema, type CheckedChange, type CheckInput, type CheckReport } from '../scripts/schema-check/check.js';
+import { type CheckedChange, type CheckInput, type CheckReport, checkSchema } from '../scripts/schema-check/check.js';
 import { loadOperations } from '../scripts/schema-check/operations.js';
 import { formatReport } from '../scripts/schema-check/report.js';
-import { loadUsage, usageFromExposition, usageQuery, type Usage } from '../scripts/schema-check/usage.js';
+import { loadUsage, type Usage, usageFromExposition, usageQuery } from '../scripts/schema-check/usage.js';
 
 /*
  * The schema check (issue 43) on fixtures (test/fixtures/schema-check/): a schema before and after
@@ -18,10 +18,20 @@ import { loadUsage, usageFromExposition, usageQuery, type Usage } from '../scrip
 
 const fixtures = fileURLToPath(new URL('./fixtures/schema-check/', import.meta.url));
 const read = (name: string) => readFileSync(fixtures + name, 'utf8');
-const operations = [...loadOperations(`${fixtures}manifest.json`, fixtures), ...loadOperations(`${fixtures}operations`, fixtures)];
+const operations = [
+  ...loadOperations(`${fixtures}manifest.json`, fixtures),
+  ...loadOperations(`${fixtures}operations`, fixtures),
+];
 
 const check = (over: Partial<CheckInput> = {}): Promise<CheckReport> =>
-  checkSchema({ base: read('base.graphql'), next: read('next.graphql'), operations, acknowledged: new Set(), strict: false, ...over });
+  checkSchema({
+    base: read('base.graphql'),
+    next: read('next.graphql'),
+    operations,
+    acknowledged: new Set(),
+    strict: false,
+    ...over,
+  });
 
 const changeAt = (report: CheckReport, coordinate: string): CheckedChange => {
   const found = report.changes.filter((change) => change.coordinate === coordinate && change.class !== 'safe');
@@ -72,7 +82,9 @@ describe('the changes, classified with their coordinates', () => {
     const report = await check({ next: read('base.graphql') });
     expect(report.changes).toEqual([]);
     expect(report.failures).toEqual([]);
-    expect(formatReport(report, { base: 'a', next: 'b', why: 'given', sources: [], usage: undefined })).toContain('No changes to the schema.');
+    expect(formatReport(report, { base: 'a', next: 'b', why: 'given', sources: [], usage: undefined })).toContain(
+      'No changes to the schema.',
+    );
   });
 });
 
@@ -109,7 +121,9 @@ describe('against the operations clients use', () => {
     expect(changeAt(report, 'Head.rig(format:)').breaks).toEqual([]);
     expect(named(changeAt(report, 'Head.rig(format:)').leavesAlone)).toContain('HeadUrls');
     const text = formatReport(report, { base: 'a', next: 'b', why: 'given', sources: [], usage: undefined });
-    expect(text).toMatch(/^breaking `Head\.arUrl`: .*\n {2}breaks 1 operation: HeadCard \(manifest\.json sha256:[0-9a-f]{12}…\)\n {2}leaves 5 alone: HeadStats, HeadUrls, Search, Rename, Tiny$/m);
+    expect(text).toMatch(
+      /^breaking `Head\.arUrl`: .*\n {2}breaks 1 operation: HeadCard \(manifest\.json sha256:[0-9a-f]{12}…\)\n {2}leaves 5 alone: HeadStats, HeadUrls, Search, Rename, Tiny$/m,
+    );
     expect(text).toMatch(/^breaking `Head\.rig\(format:\)`: .*\n {2}breaks no known operation; leaves all 6 alone$/m);
   });
 
@@ -138,23 +152,45 @@ describe('against the operations clients use', () => {
 
   it('a breaking change that breaks no known operation passes without --strict', async () => {
     // Only the unused changes: the argument removed and the deprecated field removed.
-    const next = read('base.graphql').replace('rig(format: String): String', 'rig: String').replace(/ {2}legacyCount: Int @deprecated\(reason: "Count the heads\."\)\n/, '');
+    const next = read('base.graphql')
+      .replace('rig(format: String): String', 'rig: String')
+      .replace(/ {2}legacyCount: Int @deprecated\(reason: "Count the heads\."\)\n/, '');
     const report = await check({ next });
-    expect(report.changes.map((change) => `${change.class} ${change.coordinate}`)).toEqual(['breaking Query.legacyCount', 'breaking Head.rig(format:)']);
+    expect(report.changes.map((change) => `${change.class} ${change.coordinate}`)).toEqual([
+      'breaking Query.legacyCount',
+      'breaking Head.rig(format:)',
+    ]);
     expect(report.failures).toEqual([]);
-    expect(formatReport(report, { base: 'a', next: 'b', why: 'given', sources: [], usage: undefined })).toMatch(/^OK: 2 breaking changes/m);
+    expect(formatReport(report, { base: 'a', next: 'b', why: 'given', sources: [], usage: undefined })).toMatch(
+      /^OK: 2 breaking changes/m,
+    );
     expect((await check({ next, strict: true })).failures).toHaveLength(2);
     // Acknowledged in CHANGELOG.md's Unreleased section, --strict passes them.
-    const acknowledged = acknowledgedCoordinates('# Changelog\n\n## [Unreleased]\n### Removed\n- `Query.legacyCount` (deprecated in 0.1.0, no uses in 30 days)\n- `Head.rig(format:)`\n\n## [0.1.0] - 2025-01-01\n');
+    const acknowledged = acknowledgedCoordinates(
+      '# Changelog\n\n## [Unreleased]\n### Removed\n- `Query.legacyCount` (deprecated in 0.1.0, no uses in 30 days)\n- `Head.rig(format:)`\n\n## [0.1.0] - 2025-01-01\n',
+    );
     const passed = await check({ next, strict: true, acknowledged });
     expect(passed.failures).toEqual([]);
-    expect(formatReport(passed, { base: 'a', next: 'b', why: 'given', sources: [], usage: undefined })).toContain('acknowledged in CHANGELOG.md (Unreleased)');
+    expect(formatReport(passed, { base: 'a', next: 'b', why: 'given', sources: [], usage: undefined })).toContain(
+      'acknowledged in CHANGELOG.md (Unreleased)',
+    );
   });
 });
 
 describe('CHANGELOG.md acknowledgements', () => {
   it('counts only coordinates in backticks under ## [Unreleased], not under a released version', () => {
-    const changelog = ['# Changelog', '', '## [Unreleased]', '', '### Removed', '- `Head.arUrl`, replaced by `Head.assets` (#43)', '- Head.polygons without backticks', '', '## [0.2.0] - 2025-06-01', '- `Query.legacyCount`'].join('\n');
+    const changelog = [
+      '# Changelog',
+      '',
+      '## [Unreleased]',
+      '',
+      '### Removed',
+      '- `Head.arUrl`, replaced by `Head.assets` (#43)',
+      '- Head.polygons without backticks',
+      '',
+      '## [0.2.0] - 2025-06-01',
+      '- `Query.legacyCount`',
+    ].join('\n');
     expect([...acknowledgedCoordinates(changelog)].sort()).toEqual(['Head.arUrl', 'Head.assets']);
     expect(acknowledgedCoordinates('# Changelog\n\n## [0.2.0]\n- `Head.arUrl`\n').size).toBe(0);
     expect([...acknowledgedCoordinates('## Unreleased\n- `Result`\n')]).toEqual(['Result']);
@@ -174,26 +210,52 @@ describe('against the fleet usage', () => {
     expect(changeAt(report, 'Head.rig(format:)').uses).toEqual({ uses: 0, clients: [] });
     expect(text).toContain('`Head.rig(format:)`: no uses in 7 days');
     // A change reaching other coordinates counts their uses: an enum value added, by those reading the enum.
-    expect(changeAt(report, 'Style.COILY').reaches).toEqual(['Head.style', 'HeadInput.style', 'Query.heads(style:)', 'Style.COILY']);
+    expect(changeAt(report, 'Style.COILY').reaches).toEqual([
+      'Head.style',
+      'HeadInput.style',
+      'Query.heads(style:)',
+      'Style.COILY',
+    ]);
   });
 
   it('removing a field with uses in the period fails, deprecated or not, acknowledged or not', async () => {
     const next = read('base.graphql').replace(/ {2}legacyCount: Int @deprecated\(reason: "Count the heads\."\)\n/, '');
     const report = await check({ next, usage, acknowledged: new Set(['Query.legacyCount']), strict: true });
-    expect(report.failures).toEqual(['`Query.legacyCount` has 3 uses in 7 days: deprecate it and wait for its uses to fall to zero first']);
+    expect(report.failures).toEqual([
+      '`Query.legacyCount` has 3 uses in 7 days: deprecate it and wait for its uses to fall to zero first',
+    ]);
     // With no uses in the period, the acknowledged removal passes.
-    const quiet = await check({ next, usage: { period: 'in 7 days', byCoordinate: new Map() }, acknowledged: new Set(['Query.legacyCount']), strict: true });
+    const quiet = await check({
+      next,
+      usage: { period: 'in 7 days', byCoordinate: new Map() },
+      acknowledged: new Set(['Query.legacyCount']),
+      strict: true,
+    });
     expect(quiet.failures).toEqual([]);
   });
 
   it('reports each @deprecated coordinate with the operations selecting it and its uses', async () => {
     const report = await check({ usage });
-    expect(report.deprecations.map((d) => ({ coordinate: d.coordinate, reason: d.reason, selectedBy: named(d.selectedBy), uses: d.uses?.uses }))).toEqual([{ coordinate: 'Head.url', reason: 'Use assets.', selectedBy: ['HeadUrls'], uses: 50 }]);
+    expect(
+      report.deprecations.map((d) => ({
+        coordinate: d.coordinate,
+        reason: d.reason,
+        selectedBy: named(d.selectedBy),
+        uses: d.uses?.uses,
+      })),
+    ).toEqual([{ coordinate: 'Head.url', reason: 'Use assets.', selectedBy: ['HeadUrls'], uses: 50 }]);
     const text = formatReport(report, { base: 'a', next: 'b', why: 'given', sources: [], usage: 'usage.json' });
-    expect(text).toMatch(/^ {2}`Head\.url` \("Use assets\."\): selected by HeadUrls \(manifest\.json sha256:[0-9a-f]{12}…\); 50 uses by `web` in 7 days$/m);
+    expect(text).toMatch(
+      /^ {2}`Head\.url` \("Use assets\."\): selected by HeadUrls \(manifest\.json sha256:[0-9a-f]{12}…\); 50 uses by `web` in 7 days$/m,
+    );
     // Before the change, Query.legacyCount was the deprecated one: no operation, no use, ready to go.
-    const before = await check({ next: read('base.graphql'), usage: { period: 'in 30 days', byCoordinate: new Map() } });
-    expect(formatReport(before, { base: 'a', next: 'b', why: 'given', sources: [], usage: 'x' })).toContain('`Query.legacyCount` ("Count the heads."): selected by no known operation; no uses in 30 days: ready to remove');
+    const before = await check({
+      next: read('base.graphql'),
+      usage: { period: 'in 30 days', byCoordinate: new Map() },
+    });
+    expect(formatReport(before, { base: 'a', next: 'b', why: 'given', sources: [], usage: 'x' })).toContain(
+      '`Query.legacyCount` ("Count the heads."): selected by no known operation; no uses in 30 days: ready to remove',
+    );
   });
 
   it('reads /metrics text too: several replicas summed, other metrics ignored, escaped label values undone', () => {
@@ -202,7 +264,9 @@ describe('against the fleet usage', () => {
       { clientName: 'ios', clientVersion: '3.2', uses: 1000 },
       { clientName: 'web', clientVersion: 'unknown', uses: 204 },
     ]);
-    expect(exposition.byCoordinate.get('Head.url')).toEqual([{ clientName: 'we"b\\x', clientVersion: 'unknown', uses: 50 }]);
+    expect(exposition.byCoordinate.get('Head.url')).toEqual([
+      { clientName: 'we"b\\x', clientVersion: 'unknown', uses: 50 },
+    ]);
     expect([...exposition.byCoordinate.keys()].sort()).toEqual(['Head.arUrl', 'Head.url', 'Query.legacyCount']);
     expect(exposition.period).toBe('since each gateway started');
   });
@@ -220,7 +284,9 @@ describe('against the fleet usage', () => {
       const fromServer = await loadUsage(`http://127.0.0.1:${port}/`, '30d');
       const url = new URL(asked[0]!, 'http://x');
       expect(url.pathname).toBe('/api/v1/query');
-      expect(url.searchParams.get('query')).toBe('sum by (coordinate, client_name, client_version) (increase(gateway_schema_coordinate_uses_total[30d]))');
+      expect(url.searchParams.get('query')).toBe(
+        'sum by (coordinate, client_name, client_version) (increase(gateway_schema_coordinate_uses_total[30d]))',
+      );
       expect(fromServer.period).toBe('in 30 days');
       expect(fromServer.byCoordinate.get('Head.arUrl')!.reduce((sum, use) => sum + use.uses, 0)).toBe(1204);
     } finally {
@@ -231,7 +297,10 @@ describe('against the fleet usage', () => {
   it('refuses a period that is not one Prometheus duration, and an answer that is not an instant vector', async () => {
     expect(() => usageQuery('7d) or vector(1')).toThrow(/--period: expected a Prometheus duration/);
     expect(() => usageQuery('0d')).toThrow(/--period/);
-    const fetcher = (async () => new Response(JSON.stringify({ status: 'error', error: 'bad' }), { status: 200 })) as typeof fetch;
-    await expect(loadUsage('http://prometheus.invalid', '7d', fetcher)).rejects.toThrow(/expected Prometheus's answer to an instant query/);
+    const fetcher = (async () =>
+      new Response(JSON.stringify({ status: 'error', error: 'bad' }), { status: 200 })) as typeof fetch;
+    await expect(loadUsage('http://prometheus.invalid', '7d', fetcher)).rejects.toThrow(
+      /expected Prometheus's answer to an instant query/,
+    );
   });
 });

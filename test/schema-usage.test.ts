@@ -1,18 +1,18 @@
 import { Writable } from 'node:stream';
-import { buildSchema, parse, printSchema, type OperationDefinitionNode } from 'graphql';
+import { buildSchema, type OperationDefinitionNode, parse, printSchema } from 'graphql';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkSchema } from '../scripts/schema-check/check.js';
 import { formatReport } from '../scripts/schema-check/report.js';
-import { usageFromExposition, type Usage } from '../scripts/schema-check/usage.js';
-import { useCoordinateUsage, DEPRECATION_LOG_INTERVAL_MS } from '../src/server/documents/coordinate-usage.js';
+import { type Usage, usageFromExposition } from '../scripts/schema-check/usage.js';
+import { schema as gatewaySchema } from '../src/schema/index.js';
+import { DEPRECATION_LOG_INTERVAL_MS, useCoordinateUsage } from '../src/server/documents/coordinate-usage.js';
 import { selectedCoordinates } from '../src/server/documents/coordinates.js';
+import type { HttpIncoming } from '../src/server/incoming.js';
 import type { ClientIdentity } from '../src/server/instruments/client-awareness.js';
 import { createLogger } from '../src/server/instruments/logger.js';
 import { SchemaUsageMetrics } from '../src/server/instruments/usage-metrics.js';
 import { OperationState, RequestState } from '../src/server/request-state.js';
-import type { HttpIncoming } from '../src/server/incoming.js';
-import { schema as gatewaySchema } from '../src/schema/index.js';
 import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
@@ -24,16 +24,25 @@ import { post, startTestGateway, type TestGateway } from './support/gateway.js';
  */
 
 const METRIC = 'gateway_schema_coordinate_uses_total';
-const apollo = (name: string, version?: string) => ({ 'apollographql-client-name': name, ...(version === undefined ? {} : { 'apollographql-client-version': version }) });
+const apollo = (name: string, version?: string) => ({
+  'apollographql-client-name': name,
+  ...(version === undefined ? {} : { 'apollographql-client-version': version }),
+});
 
 const scrape = async (t: TestGateway) => (await t.gateway.fetch('http://gateway/metrics')).text();
 /** The counter's samples, as the check reads them: coordinate → `name version` → uses. */
 async function usesOn(t: TestGateway): Promise<Record<string, Record<string, number>>> {
   const usage = usageFromExposition(await scrape(t));
-  return Object.fromEntries([...usage.byCoordinate].map(([coordinate, clients]) => [coordinate, Object.fromEntries(clients.map((c) => [`${c.clientName} ${c.clientVersion}`, c.uses]))]));
+  return Object.fromEntries(
+    [...usage.byCoordinate].map(([coordinate, clients]) => [
+      coordinate,
+      Object.fromEntries(clients.map((c) => [`${c.clientName} ${c.clientVersion}`, c.uses])),
+    ]),
+  );
 }
 
-const card = 'query Card($id: ID!) { head(id: $id) { __typename ...Bits hair { name } } } fragment Bits on Head { name url }';
+const card =
+  'query Card($id: ID!) { head(id: $id) { __typename ...Bits hair { name } } } fragment Bits on Head { name url }';
 
 describe('the coordinates each operation selects, by client, in /metrics', () => {
   let t: TestGateway;
@@ -45,7 +54,8 @@ describe('the coordinates each operation selects, by client, in /metrics', () =>
   afterAll(() => t.close());
 
   it('counts fields (through fragments too), the arguments given, per client name and version; __typename is no coordinate', async () => {
-    for (let i = 0; i < 2; i++) expect((await post(t, { query: card, variables: { id } }, apollo('ios', '3.2'))).body.errors).toBeUndefined();
+    for (let i = 0; i < 2; i++)
+      expect((await post(t, { query: card, variables: { id } }, apollo('ios', '3.2'))).body.errors).toBeUndefined();
     await post(t, { query: card, variables: { id } }, { 'graphql-client-name': 'web' });
     await post(t, { query: card, variables: { id } });
     const uses = await usesOn(t);
@@ -65,29 +75,62 @@ describe('the coordinates each operation selects, by client, in /metrics', () =>
   });
 
   it("counts a batch's operations each, not one that fails validation", async () => {
-    const batch = [{ query: '{ heads(first: 2, search: "Head") { totalCount } }' }, { query: '{ heads(first: 1) { totalCount } }' }, { query: '{ heads(first: 1) { nodes { nope } } }' }];
-    const answers = (await post(t, batch, apollo('batcher', '1'))).body as unknown as { errors?: { message: string }[] }[];
+    const batch = [
+      { query: '{ heads(first: 2, search: "Head") { totalCount } }' },
+      { query: '{ heads(first: 1) { totalCount } }' },
+      { query: '{ heads(first: 1) { nodes { nope } } }' },
+    ];
+    const answers = (await post(t, batch, apollo('batcher', '1'))).body as unknown as {
+      errors?: { message: string }[];
+    }[];
     expect(answers[2]!.errors?.[0]?.message).toMatch(/Cannot query field "nope"/);
     const uses = await usesOn(t);
     const batcher = (coordinate: string) => uses[coordinate]?.['batcher 1'];
-    expect(['Query.heads', 'Query.heads(first:)', 'Query.heads(search:)', 'HeadConnection.totalCount', 'HeadConnection.nodes'].map(batcher)).toEqual([2, 2, 1, 2, undefined]);
+    expect(
+      [
+        'Query.heads',
+        'Query.heads(first:)',
+        'Query.heads(search:)',
+        'HeadConnection.totalCount',
+        'HeadConnection.nodes',
+      ].map(batcher),
+    ).toEqual([2, 2, 1, 2, undefined]);
   });
 
   it('labels clients as client awareness bounds them: a hostile name is `invalid`, nothing of it reaches /metrics', async () => {
     await post(t, { query: '{ heads(first: 1) { totalCount } }' }, apollo('evil"} 1 fake_metric{x="', '1'));
     const text = await scrape(t);
     expect(text).not.toContain('fake_metric');
-    expect(text).toMatch(new RegExp(`^${METRIC}\\{coordinate="HeadConnection.totalCount",client_name="invalid",client_version="1"\\} 1$`, 'm'));
+    expect(text).toMatch(
+      new RegExp(
+        `^${METRIC}\\{coordinate="HeadConnection.totalCount",client_name="invalid",client_version="1"\\} 1$`,
+        'm',
+      ),
+    );
   });
 
   it('is what schema:check reads: a change to a field the fleet uses names its uses and clients, and fails', async () => {
-    for (const client of [apollo('ios-app', '4.0'), apollo('ios-app', '4.0'), { 'graphql-client-name': 'kiosk' }]) await post(t, { query: card, variables: { id } }, client);
+    for (const client of [apollo('ios-app', '4.0'), apollo('ios-app', '4.0'), { 'graphql-client-name': 'kiosk' }])
+      await post(t, { query: card, variables: { id } }, client);
     const usage: Usage = usageFromExposition(await scrape(t));
-    expect(usage.byCoordinate.get('Head.url')).toEqual(expect.arrayContaining([{ clientName: 'ios-app', clientVersion: '4.0', uses: 2 }, { clientName: 'kiosk', clientVersion: 'unknown', uses: 1 }]));
+    expect(usage.byCoordinate.get('Head.url')).toEqual(
+      expect.arrayContaining([
+        { clientName: 'ios-app', clientVersion: '4.0', uses: 2 },
+        { clientName: 'kiosk', clientVersion: 'unknown', uses: 1 },
+      ]),
+    );
     const base = printSchema(gatewaySchema);
     const at = base.indexOf('\ntype Head ');
-    const next = base.slice(0, at) + base.slice(at).replace('\n  """Address of the head model file."""\n  url: URL!\n', '\n');
-    const report = await checkSchema({ base, next, operations: [], usage, acknowledged: new Set(['Head.url']), strict: true });
+    const next =
+      base.slice(0, at) + base.slice(at).replace('\n  """Address of the head model file."""\n  url: URL!\n', '\n');
+    const report = await checkSchema({
+      base,
+      next,
+      operations: [],
+      usage,
+      acknowledged: new Set(['Head.url']),
+      strict: true,
+    });
     expect(report.changes.map((change) => `${change.class} ${change.coordinate}`)).toEqual(['breaking Head.url']);
     const text = formatReport(report, { base: 'a', next: 'b', why: 'given', sources: [], usage: '/metrics' });
     expect(text).toMatch(/`Head\.url`: [\d,]+ uses by .*`ios-app 4\.0`.* since each gateway started/);
@@ -122,20 +165,46 @@ describe('the coordinates of one operation, read once from its document', () => 
       fragment F on Head { name arUrl __typename }
     `);
     const a = selectedCoordinates(schema, document, document.definitions[0] as OperationDefinitionNode);
-    expect(a.coordinates).toEqual(['@live', 'Filter.legacy', 'Filter.style', 'Head.arUrl', 'Head.id', 'Head.name', 'Query.find', 'Query.find(filter:)', 'Query.head', 'Query.head(id:)', 'Query.head(size:)', 'Style.OLD']);
+    expect(a.coordinates).toEqual([
+      '@live',
+      'Filter.legacy',
+      'Filter.style',
+      'Head.arUrl',
+      'Head.id',
+      'Head.name',
+      'Query.find',
+      'Query.find(filter:)',
+      'Query.head',
+      'Query.head(id:)',
+      'Query.head(size:)',
+      'Style.OLD',
+    ]);
     expect(a.deprecated).toEqual(['Filter.legacy', 'Head.arUrl', 'Query.head(size:)', 'Style.OLD']);
     // B spreads no fragment: F's fields are not its.
-    expect(selectedCoordinates(schema, document, document.definitions[1] as OperationDefinitionNode)).toEqual({ coordinates: ['Head.arUrl', 'Query.find'], deprecated: ['Head.arUrl'] });
+    expect(selectedCoordinates(schema, document, document.definitions[1] as OperationDefinitionNode)).toEqual({
+      coordinates: ['Head.arUrl', 'Query.find'],
+      deprecated: ['Head.arUrl'],
+    });
   });
 });
 
 describe('deprecated coordinates in the log', () => {
-  const schema = buildSchema('type Query { old: Int @deprecated(reason: "Use new."), older: Int @deprecated(reason: "x"), fresh: Int }');
-  const client = (nameLabel: string, versionLabel = 'unknown'): ClientIdentity => ({ name: nameLabel, version: undefined, nameLabel, versionLabel });
+  const schema = buildSchema(
+    'type Query { old: Int @deprecated(reason: "Use new."), older: Int @deprecated(reason: "x"), fresh: Int }',
+  );
+  const client = (nameLabel: string, versionLabel = 'unknown'): ClientIdentity => ({
+    name: nameLabel,
+    version: undefined,
+    nameLabel,
+    versionLabel,
+  });
 
   function harness() {
     const lines: Record<string, unknown>[] = [];
-    const logger = createLogger({ level: 'info', destination: new Writable({ write: (chunk: Buffer, _e, done) => {
+    const logger = createLogger({
+      level: 'info',
+      destination: new Writable({
+        write: (chunk: Buffer, _e, done) => {
           lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
           done();
         },
@@ -143,12 +212,20 @@ describe('deprecated coordinates in the log', () => {
     });
     let clock = 1_000;
     const registry = new Registry();
-    const step = useCoordinateUsage({ schema, metrics: new SchemaUsageMetrics(registry), logger, now: () => clock }).document!;
+    const step = useCoordinateUsage({ schema, metrics: new SchemaUsageMetrics(registry), logger, now: () => clock })
+      .document!;
     const documents = new Map<string, ReturnType<typeof parse>>();
     const send = (text: string, who: ClientIdentity) => {
       const document = documents.get(text) ?? parse(text);
       documents.set(text, document);
-      const incoming = { method: 'POST', target: '/graphql', headers: new Headers(), peer: undefined, body: null, gone: false } as unknown as HttpIncoming;
+      const incoming = {
+        method: 'POST',
+        target: '/graphql',
+        headers: new Headers(),
+        peer: undefined,
+        body: null,
+        gone: false,
+      } as unknown as HttpIncoming;
       const request = RequestState.ofHttp(incoming, { trustProxy: undefined, callerOf: () => undefined });
       request.client = who;
       const operation = new OperationState({ query: text }, request);
@@ -156,7 +233,11 @@ describe('deprecated coordinates in the log', () => {
       operation.definition = document.definitions[0] as OperationDefinitionNode;
       step(operation);
     };
-    return { lines, send, registry, advance: (ms: number) => {
+    return {
+      lines,
+      send,
+      registry,
+      advance: (ms: number) => {
         clock += ms;
       },
     };
@@ -170,9 +251,32 @@ describe('deprecated coordinates in the log', () => {
     send('query C { fresh }', client('ios', '3.2'));
     send('query A { old fresh }', client('web'));
     await new Promise((resolve) => setImmediate(resolve));
-    expect(lines.map(({ level, msg, clientName, clientVersion, operationName, coordinates }) => ({ level, msg, clientName, clientVersion, operationName, coordinates }))).toEqual([
-      { level: 40, msg: 'deprecated schema coordinates selected', clientName: 'ios', clientVersion: '3.2', operationName: 'A', coordinates: ['Query.old'] },
-      { level: 40, msg: 'deprecated schema coordinates selected', clientName: 'web', clientVersion: 'unknown', operationName: 'A', coordinates: ['Query.old'] },
+    expect(
+      lines.map(({ level, msg, clientName, clientVersion, operationName, coordinates }) => ({
+        level,
+        msg,
+        clientName,
+        clientVersion,
+        operationName,
+        coordinates,
+      })),
+    ).toEqual([
+      {
+        level: 40,
+        msg: 'deprecated schema coordinates selected',
+        clientName: 'ios',
+        clientVersion: '3.2',
+        operationName: 'A',
+        coordinates: ['Query.old'],
+      },
+      {
+        level: 40,
+        msg: 'deprecated schema coordinates selected',
+        clientName: 'web',
+        clientVersion: 'unknown',
+        operationName: 'A',
+        coordinates: ['Query.old'],
+      },
     ]);
     // Another deprecated coordinate of the same client is its own line; a minute later, the first again.
     send('query D { older old }', client('ios', '3.2'));
@@ -186,7 +290,11 @@ describe('deprecated coordinates in the log', () => {
     expect(lines.slice(3).map((line) => [line.operationName, line.coordinates])).toEqual([['A', ['Query.old']]]);
     // Every operation counted all the same.
     const counted = usageFromExposition(await registry.metrics()).byCoordinate.get('Query.old')!;
-    expect(Object.fromEntries(counted.map((c) => [`${c.clientName} ${c.clientVersion}`, c.uses]))).toEqual({ 'ios 3.2': 5, 'ios 3.3': 1, 'web unknown': 1 });
+    expect(Object.fromEntries(counted.map((c) => [`${c.clientName} ${c.clientVersion}`, c.uses]))).toEqual({
+      'ios 3.2': 5,
+      'ios 3.3': 1,
+      'web unknown': 1,
+    });
   });
 });
 

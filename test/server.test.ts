@@ -1,17 +1,17 @@
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { type AddressInfo, connect, type Socket } from 'node:net';
 import { getIntrospectionQuery, type IntrospectionQuery } from 'graphql';
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { createGatewayServer, stopGatewayServer } from '../src/server/http/http-server.js';
-import { startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { schema } from '../src/schema/index.js';
+import { createGatewayServer, stopGatewayServer } from '../src/server/http/http-server.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
-import { acceptsConnections, startGatewayProcess, type GatewayProcess } from './support/process.js';
+import { acceptsConnections, type GatewayProcess, startGatewayProcess } from './support/process.js';
 import { until } from './support/until.js';
 
 /**
@@ -31,12 +31,18 @@ describe('the gateway process (npm start)', { shuffle: false }, () => {
   afterAll(() => gateway.kill());
 
   const post = async (query: string, headers: Record<string, string> = {}) => {
-    const response = await fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query }) });
+    const response = await fetch(endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ query }),
+    });
     return { status: response.status, headers: response.headers, body: (await response.json()) as any };
   };
 
   it('says in one line that it serves the embedded reference upstream', () => {
-    expect(gateway.stdout()).toMatch(/^No UPSTREAM_URL set: serving the embedded reference upstream at http:\/\/127\.0\.0\.1:\d+\/v2 \(demo login: demo \/ demo-password\)\.$/m);
+    expect(gateway.stdout()).toMatch(
+      /^No UPSTREAM_URL set: serving the embedded reference upstream at http:\/\/127\.0\.0\.1:\d+\/v2 \(demo login: demo \/ demo-password\)\.$/m,
+    );
   });
 
   it('gives the GraphiQL address in its listening line; /graphiql and a browser opening / are sent there', async () => {
@@ -55,7 +61,9 @@ describe('the gateway process (npm start)', { shuffle: false }, () => {
     expect(heads.body.data.heads.totalCount).toBeGreaterThanOrEqual(250);
     expect(heads.body.data.heads.nodes).toHaveLength(2);
 
-    const login = await post(`mutation { login(input: { username: "${DEMO_CREDENTIALS.username}", password: "${DEMO_CREDENTIALS.password}" }) { accessToken } }`);
+    const login = await post(
+      `mutation { login(input: { username: "${DEMO_CREDENTIALS.username}", password: "${DEMO_CREDENTIALS.password}" }) { accessToken } }`,
+    );
     const token = login.body.data.login.accessToken as string;
     const permissions = await post('{ permissions(first: 1) { totalCount } }', { authorization: `Bearer ${token}` });
     expect(permissions.body.data.permissions.totalCount).toBeGreaterThan(0);
@@ -73,7 +81,10 @@ describe('the gateway process (npm start)', { shuffle: false }, () => {
 const PROCESS_TEST = { timeout: 60_000 };
 
 describe('log lines', PROCESS_TEST, () => {
-  /** Sends one operation with `requestId` to a gateway process, stops it with `signal` once answered, and returns its JSON log lines and how it ended. */
+  /**
+   * Sends one operation with `requestId` to a gateway process, stops it with `signal` once answered, and returns its
+   * JSON log lines and how it ended.
+   */
   async function linesAfter(requestId: string, signal: NodeJS.Signals) {
     // The drain alone: time out of rotation first (SHUTDOWN_DELAY_MS) is the subject of its own tests below.
     // Every operation logged (OPERATION_LOG=all): the line of a success is the one followed here.
@@ -88,7 +99,11 @@ describe('log lines', PROCESS_TEST, () => {
       expect(response.status).toBe(200);
       // Outright, the kill loses what was not yet written: it comes once the line is on its way out
       // (pino's asynchronous destination writes it within milliseconds, not at exit).
-      if (signal === 'SIGKILL') await until(() => gateway.stdout().includes(`"requestId":"${requestId}"`), 'the operation line on stdout while the process runs');
+      if (signal === 'SIGKILL')
+        await until(
+          () => gateway.stdout().includes(`"requestId":"${requestId}"`),
+          'the operation line on stdout while the process runs',
+        );
       gateway.child.kill(signal);
       const [code, endedBy] = await closed;
       const lines = gateway
@@ -105,7 +120,9 @@ describe('log lines', PROCESS_TEST, () => {
   it('are all on stdout when the process has exited: the operation line and the last line, written on the way out', async () => {
     const { lines, code } = await linesAfter('last-batch-1', 'SIGTERM');
     expect(code).toBe(0);
-    expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'last-batch-1', outcome: 'ok', upstreamCalls: 1 }));
+    expect(lines).toContainEqual(
+      expect.objectContaining({ msg: 'graphql operation', requestId: 'last-batch-1', outcome: 'ok', upstreamCalls: 1 }),
+    );
     // 'shutting down' is logged as the stop begins; only the drain's operations may log after it
     // (the answer can reach the client before its operation's line is logged).
     const stopping = lines.findIndex((line) => line.msg === 'shutting down');
@@ -117,7 +134,14 @@ describe('log lines', PROCESS_TEST, () => {
     // No exit handler runs on SIGKILL: what was not written before it is lost (the last few milliseconds' lines).
     const { lines, endedBy } = await linesAfter('killed-after-1', 'SIGKILL');
     expect(endedBy).toBe('SIGKILL');
-    expect(lines).toContainEqual(expect.objectContaining({ msg: 'graphql operation', requestId: 'killed-after-1', outcome: 'ok', upstreamCalls: 1 }));
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        msg: 'graphql operation',
+        requestId: 'killed-after-1',
+        outcome: 'ok',
+        upstreamCalls: 1,
+      }),
+    );
   });
 });
 
@@ -128,12 +152,18 @@ describe('log lines', PROCESS_TEST, () => {
 describe('NODE_ENV=production: no GraphiQL', PROCESS_TEST, () => {
   it('names none at start; a browser opening / or /graphql gets a page saying where the endpoint and the docs are', async () => {
     const reference = await startReferenceUpstream();
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, NODE_ENV: 'production', LOG_LEVEL: 'warn' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: reference.url,
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'warn',
+    });
     try {
       expect(gateway.stdout()).toMatch(/^Gateway listening on http:\/\/127\.0\.0\.1:\d+\/graphql$/m);
       const origin = new URL(gateway.endpoint).origin;
       for (const path of ['/', '/graphql']) {
-        const response = await fetch(`${origin}${path}`, { headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
+        const response = await fetch(`${origin}${path}`, {
+          headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' },
+        });
         expect(response.status, path).toBe(200);
         expect(response.headers.get('content-type'), path).toBe('text/html; charset=utf-8');
         const html = await response.text();
@@ -153,48 +183,68 @@ describe('NODE_ENV=production: no GraphiQL', PROCESS_TEST, () => {
 describe('graceful shutdown', PROCESS_TEST, () => {
   const headsQuery = '{ heads(first: 2) { totalCount nodes { name } } }';
   const postHeads = (endpoint: string, dispatcher: Dispatcher) =>
-    request(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: headsQuery }), dispatcher });
+    request(endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: headsQuery }),
+      dispatcher,
+    });
 
   it.each([
     ['SIGTERM', '0'],
     // A person's Ctrl-C: no time in rotation to wait out, whatever SHUTDOWN_DELAY_MS says.
     ['SIGINT', '600000'],
-  ] as const)('on %s (SHUTDOWN_DELAY_MS=%s): refuses new connections, lets the request in flight finish, closes its connection, exits 0', async (signal, delayMs) => {
-    const reference = await startReferenceUpstream();
-    // A grace far longer than the test: only the request finishing can end the wait.
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: delayMs, SHUTDOWN_GRACE_MS: '600000' });
-    // One connection, which the client would keep alive for ten minutes.
-    const client = new Agent({ connections: 1, keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000 });
-    try {
-      reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
-      let answered = false;
-      const inFlight = postHeads(gateway.endpoint, client).finally(() => (answered = true));
-      await until(() => reference.inFlight() === 1, 'the listing held at the upstream');
-      expect(await acceptsConnections(gateway.endpoint)).toBe(true);
+  ] as const)(
+    'on %s (SHUTDOWN_DELAY_MS=%s): refuses new connections, lets the request in flight finish, closes its connection, exits 0',
+    async (signal, delayMs) => {
+      const reference = await startReferenceUpstream();
+      // A grace far longer than the test: only the request finishing can end the wait.
+      const gateway = await startGatewayProcess({
+        UPSTREAM_URL: reference.url,
+        LOG_LEVEL: 'warn',
+        SHUTDOWN_DELAY_MS: delayMs,
+        SHUTDOWN_GRACE_MS: '600000',
+      });
+      // One connection, which the client would keep alive for ten minutes.
+      const client = new Agent({ connections: 1, keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000 });
+      try {
+        reference.injectFault('listHeads', { kind: 'latency', ms: 600_000 });
+        let answered = false;
+        const inFlight = postHeads(gateway.endpoint, client).finally(() => (answered = true));
+        await until(() => reference.inFlight() === 1, 'the listing held at the upstream');
+        expect(await acceptsConnections(gateway.endpoint)).toBe(true);
 
-      gateway.child.kill(signal);
-      await until(async () => !(await acceptsConnections(gateway.endpoint)), 'new connections refused');
-      expect(answered).toBe(false);
-      expect(gateway.child.exitCode).toBeNull();
+        gateway.child.kill(signal);
+        await until(async () => !(await acceptsConnections(gateway.endpoint)), 'new connections refused');
+        expect(answered).toBe(false);
+        expect(gateway.child.exitCode).toBeNull();
 
-      expect(reference.releaseHeld()).toBe(1);
-      const response = await inFlight;
-      expect(response.statusCode).toBe(200);
-      // The answer itself says the connection ends with it.
-      expect(response.headers.connection).toBe('close');
-      const body = (await response.body.json()) as { data: { heads: { totalCount: number; nodes: { name: string }[] } } };
-      expect(body.data.heads.totalCount).toBe(reference.store.headCount);
-      expect(body.data.heads.nodes.map((n) => n.name)).toEqual(reference.store.headIds().slice(0, 2).map((id) => reference.store.findHead(id)!.head.name));
-      // The connection that carried it was closed behind the answer: no further request rides it.
-      await expect(postHeads(gateway.endpoint, client)).rejects.toThrow();
-      expect(await gateway.exited).toBe(0);
-      expect(reference.requests).toHaveLength(1);
-    } finally {
-      gateway.kill();
-      await client.close();
-      await reference.close();
-    }
-  });
+        expect(reference.releaseHeld()).toBe(1);
+        const response = await inFlight;
+        expect(response.statusCode).toBe(200);
+        // The answer itself says the connection ends with it.
+        expect(response.headers.connection).toBe('close');
+        const body = (await response.body.json()) as {
+          data: { heads: { totalCount: number; nodes: { name: string }[] } };
+        };
+        expect(body.data.heads.totalCount).toBe(reference.store.headCount);
+        expect(body.data.heads.nodes.map((n) => n.name)).toEqual(
+          reference.store
+            .headIds()
+            .slice(0, 2)
+            .map((id) => reference.store.findHead(id)!.head.name),
+        );
+        // The connection that carried it was closed behind the answer: no further request rides it.
+        await expect(postHeads(gateway.endpoint, client)).rejects.toThrow();
+        expect(await gateway.exited).toBe(0);
+        expect(reference.requests).toHaveLength(1);
+      } finally {
+        gateway.kill();
+        await client.close();
+        await reference.close();
+      }
+    },
+  );
 
   it('cuts a request still in flight after SHUTDOWN_GRACE_MS, cancels its upstream call and exits 0', async () => {
     const graceMs = 500;
@@ -250,13 +300,25 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
 
   it('on SIGTERM /ready answers 503 on both ports at once while both go on serving, kept-alive connections too; a second signal ends the wait', async () => {
     // A delay longer than the test: only the second signal can end it.
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', ADMIN_PORT: '0', SHUTDOWN_DELAY_MS: '600000', SHUTDOWN_GRACE_MS: '600000' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: '',
+      LOG_LEVEL: 'warn',
+      ADMIN_PORT: '0',
+      SHUTDOWN_DELAY_MS: '600000',
+      SHUTDOWN_GRACE_MS: '600000',
+    });
     const client = new Agent({ connections: 1, keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000 });
     try {
       const admin = /Admin endpoints \(\/health, \/ready, \/metrics\) on (\S+)/.exec(gateway.stdout())![1]!;
       const ready = { public: new URL('/ready', gateway.endpoint).href, admin: `${admin}/ready` };
       expect((await probe(ready.admin)).status).toBe(200);
-      const query = () => request(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }), dispatcher: client });
+      const query = () =>
+        request(gateway.endpoint, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }),
+          dispatcher: client,
+        });
       const before = await query();
       await before.body.json();
       const served = new Set<unknown>();
@@ -265,7 +327,10 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
       gateway.child.kill('SIGTERM');
       await until(async () => (await probe(ready.admin)).status === 503, '/ready on ADMIN_PORT answering 503');
       expect(await probe(ready.admin)).toEqual({ status: 503, body: { status: 'not ready', reason: 'shutting down' } });
-      expect(await probe(ready.public)).toEqual({ status: 503, body: { status: 'not ready', reason: 'shutting down' } });
+      expect(await probe(ready.public)).toEqual({
+        status: 503,
+        body: { status: 'not ready', reason: 'shutting down' },
+      });
       // Alive all the same, and serving as before: on the kept-alive connection (no new one made,
       // none closed behind the answer) and on new ones.
       expect((await probe(`${admin}/health`)).status).toBe(200);
@@ -288,7 +353,13 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
   });
 
   it('with WORKERS=2 the primary hands the signal to every worker: each leaves the rotation, and each drains on the second', async () => {
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '2', ADMIN_PORT: '0', SHUTDOWN_DELAY_MS: '600000' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: '',
+      LOG_LEVEL: 'warn',
+      WORKERS: '2',
+      ADMIN_PORT: '0',
+      SHUTDOWN_DELAY_MS: '600000',
+    });
     try {
       const admin = /Admin endpoints \(\/health, \/ready, \/metrics\) on (\S+)/.exec(gateway.stdout())![1]!;
       gateway.child.kill('SIGTERM');
@@ -304,17 +375,36 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
   });
 
   it('with WORKERS=2, a signal to the whole process group (a supervisor, a terminal) is one signal to each worker, not two: the delay holds', async () => {
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '2', ADMIN_PORT: '0', SHUTDOWN_DELAY_MS: '600000' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: '',
+      LOG_LEVEL: 'warn',
+      WORKERS: '2',
+      ADMIN_PORT: '0',
+      SHUTDOWN_DELAY_MS: '600000',
+    });
     try {
       const admin = /Admin endpoints \(\/health, \/ready, \/metrics\) on (\S+)/.exec(gateway.stdout())![1]!;
-      const workers = execFileSync('ps', ['-o', 'pid=', '--ppid', String(gateway.child.pid)], { encoding: 'utf8' }).trim().split(/\s+/).map(Number);
+      const workers = execFileSync('ps', ['-o', 'pid=', '--ppid', String(gateway.child.pid)], { encoding: 'utf8' })
+        .trim()
+        .split(/\s+/)
+        .map(Number);
       expect(workers).toHaveLength(2);
       // What systemd's KillMode=control-group does: every process of the group at once.
       for (const pid of [gateway.child.pid!, ...workers]) process.kill(pid, 'SIGTERM');
       await until(async () => (await probe(`${admin}/ready`)).status === 503, '/ready answering 503');
       // Each worker heard the primary's relay as the same stop: both still serve, out of rotation.
       const statuses = await Promise.all(
-        Array.from({ length: 8 }, async () => (await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ __typename }' }) })).status),
+        Array.from(
+          { length: 8 },
+          async () =>
+            (
+              await fetch(gateway.endpoint, {
+                method: 'POST',
+                headers: { 'content-type': 'application/json' },
+                body: JSON.stringify({ query: '{ __typename }' }),
+              })
+            ).status,
+        ),
       );
       expect(statuses).toEqual(Array(8).fill(200));
       expect(gateway.child.exitCode).toBeNull();
@@ -328,7 +418,12 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
 
   it('a connection that sent part of a request head and nothing more does not hold the stop: answered 408 and closed, even when the client keeps its end open', async () => {
     // A grace far longer than the test: only the half-sent head being cut can end the wait.
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '0', SHUTDOWN_GRACE_MS: '600000' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: '',
+      LOG_LEVEL: 'warn',
+      SHUTDOWN_DELAY_MS: '0',
+      SHUTDOWN_GRACE_MS: '600000',
+    });
     const { hostname, port } = new URL(gateway.endpoint);
     // As a slow client that ignores the server's end of the connection would.
     const socket = connect({ host: hostname, port: Number(port), allowHalfOpen: true });
@@ -352,7 +447,12 @@ describe('leaving the rotation before the drain (SHUTDOWN_DELAY_MS)', PROCESS_TE
 
 describe('a request head under way as the process stops', PROCESS_TEST, () => {
   it('is served if it arrives within a second of the stop, with Connection: close', async () => {
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '0', SHUTDOWN_GRACE_MS: '600000' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: '',
+      LOG_LEVEL: 'warn',
+      SHUTDOWN_DELAY_MS: '0',
+      SHUTDOWN_GRACE_MS: '600000',
+    });
     const { hostname, port } = new URL(gateway.endpoint);
     const socket = connect({ host: hostname, port: Number(port) });
     try {
@@ -437,8 +537,10 @@ describe('the schema as a manual', () => {
           for (const arg of field.args) if (!arg.description) missing.push(`${type.name}.${field.name}(${arg.name})`);
         }
       }
-      if ('inputFields' in type && type.inputFields) for (const field of type.inputFields) if (!field.description) missing.push(`${type.name}.${field.name}`);
-      if ('enumValues' in type && type.enumValues) for (const value of type.enumValues) if (!value.description) missing.push(`${type.name}.${value.name}`);
+      if ('inputFields' in type && type.inputFields)
+        for (const field of type.inputFields) if (!field.description) missing.push(`${type.name}.${field.name}`);
+      if ('enumValues' in type && type.enumValues)
+        for (const value of type.enumValues) if (!value.description) missing.push(`${type.name}.${value.name}`);
     }
     expect(missing).toEqual([]);
   });
@@ -446,12 +548,21 @@ describe('the schema as a manual', () => {
 
 describe('WORKERS=2 (node:cluster)', PROCESS_TEST, () => {
   it('serves from two workers behind one port and stops them all on SIGTERM', async () => {
-    const gateway = await startGatewayProcess({ UPSTREAM_URL: '', WORKERS: '2', LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '0' });
+    const gateway = await startGatewayProcess({
+      UPSTREAM_URL: '',
+      WORKERS: '2',
+      LOG_LEVEL: 'warn',
+      SHUTDOWN_DELAY_MS: '0',
+    });
     try {
       expect(gateway.stdout()).toMatch(/Gateway listening on \S+ \(2 workers\)/);
       const answers = await Promise.all(
         Array.from({ length: 8 }, async () => {
-          const response = await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
+          const response = await fetch(gateway.endpoint, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }),
+          });
           return ((await response.json()) as any).data.heads.totalCount as number;
         }),
       );
@@ -492,7 +603,9 @@ describe('WORKERS=2: /metrics answers the sum over the workers', PROCESS_TEST, (
       const text = await answer.body.text();
       expect(sampleOf(text, `gateway_operation_duration_seconds_count{${labels}}`)).toBe(operations);
       expect(sampleOf(text, `gateway_operation_duration_seconds_bucket{le="+Inf",${labels}}`)).toBe(operations);
-      expect(sampleOf(text, 'gateway_upstream_call_duration_seconds_count{operation="listHeads",status="200"}')).toBe(operations);
+      expect(sampleOf(text, 'gateway_upstream_call_duration_seconds_count{operation="listHeads",status="200"}')).toBe(
+        operations,
+      );
       expect(sampleOf(text, 'gateway_operations_in_flight')).toBe(0);
     }
   });
@@ -509,25 +622,35 @@ describe('a client that sends Connection: close', () => {
 
   /** One request on a fresh socket, written by hand; the whole exchange until the server closes it. */
   async function exchange(accept: string): Promise<{ head: string; body: string; closedByServer: boolean }> {
-    const body = JSON.stringify({ query: `{ head(id: "${t.reference.store.headIds()[0]!}") { name ... @defer { url } } }` });
+    const body = JSON.stringify({
+      query: `{ head(id: "${t.reference.store.headIds()[0]!}") { name ... @defer { url } } }`,
+    });
     const socket = connect(port, '127.0.0.1');
     await once(socket, 'connect');
-    socket.write(`POST /graphql HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: ${accept}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    socket.write(
+      `POST /graphql HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: ${accept}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-    const closedByServer = await Promise.race([once(socket, 'end').then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 5_000))]);
+    const closedByServer = await Promise.race([
+      once(socket, 'end').then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 5_000)),
+    ]);
     socket.destroy();
     const text = Buffer.concat(chunks).toString('utf8');
     const split = text.indexOf('\r\n\r\n');
     return { head: text.slice(0, split).toLowerCase(), body: text.slice(split + 4), closedByServer };
   }
 
-  it.each(['multipart/mixed', 'text/event-stream', 'application/json'])('gets %s answers that say Connection: close, and its connection closed behind them', async (accept) => {
-    const { head, body, closedByServer } = await exchange(accept);
-    expect(head).toMatch(/^http\/1\.1 200/);
-    expect(head).toMatch(/\r\nconnection: close(\r\n|$)/);
-    expect(head).not.toMatch(/connection: keep-alive/);
-    expect(body).toContain('"url"');
-    expect(closedByServer).toBe(true);
-  });
+  it.each(['multipart/mixed', 'text/event-stream', 'application/json'])(
+    'gets %s answers that say Connection: close, and its connection closed behind them',
+    async (accept) => {
+      const { head, body, closedByServer } = await exchange(accept);
+      expect(head).toMatch(/^http\/1\.1 200/);
+      expect(head).toMatch(/\r\nconnection: close(\r\n|$)/);
+      expect(head).not.toMatch(/connection: keep-alive/);
+      expect(body).toContain('"url"');
+      expect(closedByServer).toBe(true);
+    },
+  );
 });

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer, type AddressInfo, type Server } from 'node:net';
+import { type AddressInfo, createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 describe('the gateway process', () => {
@@ -39,7 +39,10 @@ describe('the gateway process', () => {
       expect(result.status).toBe(1);
       const lines = result.stderr.trim().split('\n');
       expect(lines.length).toBeGreaterThanOrEqual(1);
-      for (const line of lines) expect(line).toBe(`Cannot listen on 127.0.0.1:${port()}: the port is in use (another process holds it, a gateway still draining?)`);
+      for (const line of lines)
+        expect(line).toBe(
+          `Cannot listen on 127.0.0.1:${port()}: the port is in use (another process holds it, a gateway still draining?)`,
+        );
       expect(result.stdout).not.toMatch(/Gateway listening/);
     });
   });

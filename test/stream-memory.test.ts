@@ -1,7 +1,7 @@
-import { request, type ClientRequest } from 'node:http';
+import { type ClientRequest, request } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startGatewayProcess, type GatewayProcess } from './support/process.js';
 import { sampleOf } from './support/metrics.js';
+import { type GatewayProcess, startGatewayProcess } from './support/process.js';
 import { until } from './support/until.js';
 
 /*
@@ -29,18 +29,40 @@ describe('memory per open SSE subscription', () => {
   ])(`stays under ${BOUND_KB} KB with %s (${STREAMS} streams)`, async (_who, acceptEncoding) => {
     gateway = await startGatewayProcess({ SUBSCRIPTION_HEARTBEAT_MS: '200' });
     const { endpoint } = gateway;
-    const rss = async () => sampleOf(await (await fetch(endpoint.replace(/\/graphql$/, '/metrics'))).text(), 'process_resident_memory_bytes')!;
-    const listed = (await (await fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 1) { nodes { uuid } } }' }) })).json()) as { data: { heads: { nodes: { uuid: string }[] } } };
+    const rss = async () =>
+      sampleOf(
+        await (await fetch(endpoint.replace(/\/graphql$/, '/metrics'))).text(),
+        'process_resident_memory_bytes',
+      )!;
+    const listed = (await (
+      await fetch(endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ heads(first: 1) { nodes { uuid } } }' }),
+      })
+    ).json()) as { data: { heads: { nodes: { uuid: string }[] } } };
     const body = JSON.stringify({ query: WATCH, variables: { id: listed.data.heads.nodes[0]!.uuid } });
     const before = await rss();
     let beating = 0;
     for (let i = 0; i < STREAMS; i++) {
-      const stream = request(endpoint, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'accept-encoding': acceptEncoding } }, (response) => {
-        expect(response.headers['content-encoding']).toBeUndefined();
-        let chunks = 0;
-        // Its first bytes, then a heartbeat: whatever a compressor would hold, it holds by now.
-        response.on('data', () => void (++chunks === 2 && beating++));
-      });
+      const stream = request(
+        endpoint,
+        {
+          method: 'POST',
+          agent: false,
+          headers: {
+            'content-type': 'application/json',
+            accept: 'text/event-stream',
+            'accept-encoding': acceptEncoding,
+          },
+        },
+        (response) => {
+          expect(response.headers['content-encoding']).toBeUndefined();
+          let chunks = 0;
+          // Its first bytes, then a heartbeat: whatever a compressor would hold, it holds by now.
+          response.on('data', () => void (++chunks === 2 && beating++));
+        },
+      );
       stream.end(body);
       open.push(stream);
     }

@@ -1,6 +1,6 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
 import type { ExecutionResult } from 'graphql';
-import { createClient, type Client } from 'graphql-sse';
+import { type Client, createClient } from 'graphql-sse';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { gather } from './support/gather.js';
@@ -19,7 +19,10 @@ const UPDATE = 'mutation($input: UpdateHeadInput!) { updateHead(input: $input) {
 type Result = ExecutionResult & { errors?: { extensions?: { code?: string } }[] };
 const code = (result: Result | undefined) => result?.errors?.[0]?.extensions?.code;
 
-/** What refused a stream before it began: graphql-sse's client throws with the answer (429, its error's code in the body). */
+/**
+ * What refused a stream before it began: graphql-sse's client throws with the answer (429, its error's code in the
+ * body).
+ */
 async function refusal(s: { failure: Promise<unknown> }): Promise<string | undefined> {
   const response = ((await s.failure) as { response?: Response } | undefined)?.response;
   if (response === undefined) return undefined;
@@ -68,7 +71,8 @@ describe('SUBSCRIPTION_WATCHED_HEADS_PER_CALLER=5, SUBSCRIPTION_LIVE_THROTTLE_MS
   it('a live query whose re-run reads more heads than its caller may watch says SUBSCRIPTION_LIMIT, and ends', async () => {
     const { t } = state;
     const ids = t.reference.store.headIds();
-    const rename = async (id: string, name: string) => expect((await t.execute(UPDATE, { input: { id: globalId(id), name } })).errors).toBeUndefined();
+    const rename = async (id: string, name: string) =>
+      expect((await t.execute(UPDATE, { input: { id: globalId(id), name } })).errors).toBeUndefined();
     for (const [i, letter] of ['A', 'B', 'C', 'D', 'E'].entries()) await rename(ids[60 + i]!, `Bounded ${letter}`);
     const page = stream('query Found @live { heads(first: 10, search: "Bounded") { nodes { name } } }', {}, from);
     await until(() => page.results.length === 1, 'the first result: five heads, the whole share');
@@ -106,13 +110,18 @@ describe('SUBSCRIPTIONS_MAX=8, SUBSCRIPTIONS_PER_CALLER=8', () => {
 });
 
 describe('SUBSCRIPTION_EVENT_CONCURRENCY=2, SUBSCRIPTION_EVENT_CONCURRENCY_PER_CALLER=1', () => {
-  const { state, stream } = harness({ SUBSCRIPTION_EVENT_CONCURRENCY: '2', SUBSCRIPTION_EVENT_CONCURRENCY_PER_CALLER: '1' });
+  const { state, stream } = harness({
+    SUBSCRIPTION_EVENT_CONCURRENCY: '2',
+    SUBSCRIPTION_EVENT_CONCURRENCY_PER_CALLER: '1',
+  });
 
   it('a write told to ten callers’ subscribers: their events resolved two at a time, every one sent', async () => {
     const { t } = state;
     const id = t.reference.store.headIds()[50]!;
     // Ten callers, each its own token (made up: the read needs none): ten sharing keys, ten reads.
-    const subscribers = Array.from({ length: 10 }, (_, i) => stream(WATCH, { id }, { 'x-forwarded-for': `10.3.0.${i + 1}`, authorization: `Bearer caller-${i}` }));
+    const subscribers = Array.from({ length: 10 }, (_, i) =>
+      stream(WATCH, { id }, { 'x-forwarded-for': `10.3.0.${i + 1}`, authorization: `Bearer caller-${i}` }),
+    );
     await until(() => t.subscriptions.open() === 10, 'ten open');
     t.reset();
     t.reference.injectFault('getHeadById', { kind: 'latency', ms: 100 }, 10);
@@ -120,7 +129,9 @@ describe('SUBSCRIPTION_EVENT_CONCURRENCY=2, SUBSCRIPTION_EVENT_CONCURRENCY_PER_C
     await until(() => subscribers.every((s) => s.results.length === 1), 'every event', 10_000);
     expect(t.calls('getHeadById')).toHaveLength(10);
     expect(t.reference.maxInFlight()).toBeLessThanOrEqual(2);
-    expect(subscribers.map((s) => s.results[0]?.data)).toEqual(Array(10).fill({ headChanged: { head: { name: 'Told to ten' } } }));
+    expect(subscribers.map((s) => s.results[0]?.data)).toEqual(
+      Array(10).fill({ headChanged: { head: { name: 'Told to ten' } } }),
+    );
   });
 
   it('a burst of changes to one head while its event waits for its turn: one read for them all', async () => {
@@ -129,7 +140,9 @@ describe('SUBSCRIPTION_EVENT_CONCURRENCY=2, SUBSCRIPTION_EVENT_CONCURRENCY_PER_C
     const busy = t.reference.store.headIds()[52]!;
     const s = stream(WATCH, { id }, { 'x-forwarded-for': '10.4.0.1' });
     // Two slow events of other callers take both turns.
-    const others = [1, 2].map((n) => stream(WATCH, { id: busy }, { 'x-forwarded-for': `10.4.0.${n + 1}`, authorization: `Bearer busy-${n}` }));
+    const others = [1, 2].map((n) =>
+      stream(WATCH, { id: busy }, { 'x-forwarded-for': `10.4.0.${n + 1}`, authorization: `Bearer busy-${n}` }),
+    );
     await until(() => t.subscriptions.open() === 3, 'open');
     t.reset();
     t.reference.injectFault('getHeadById', { kind: 'latency', ms: 300 }, 2);

@@ -1,7 +1,7 @@
-import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
+import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
 import { GraphQLWsLink } from '@apollo/client/link/subscriptions';
 import { encodeGlobalID } from '@pothos/plugin-relay';
-import { Client as UrqlClient, fetchExchange, subscriptionExchange } from '@urql/core';
+import { fetchExchange, subscriptionExchange, Client as UrqlClient } from '@urql/core';
 import { createClient as createWsClient, type Client as WsClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -29,7 +29,13 @@ describe('subscription clients on their defaults', () => {
   let token: string;
   const closers: (() => unknown)[] = [];
   const wsClient = (connectionParams: Record<string, unknown> = {}): WsClient => {
-    const client = createWsClient({ url: wsUrl, webSocketImpl: WebSocket, connectionParams, retryAttempts: 0, lazy: true });
+    const client = createWsClient({
+      url: wsUrl,
+      webSocketImpl: WebSocket,
+      connectionParams,
+      retryAttempts: 0,
+      lazy: true,
+    });
     closers.push(() => client.dispose());
     return client;
   };
@@ -43,7 +49,10 @@ describe('subscription clients on their defaults', () => {
     url = await t.listen();
     wsUrl = url.replace(/^http/, 'ws');
     ids = t.reference.store.headIds();
-    const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+    const login = await t.execute<{ login: { accessToken: string } }>(
+      'mutation($input: LoginInput!) { login(input: $input) { accessToken } }',
+      { input: DEMO_CREDENTIALS },
+    );
     token = login.data!.login.accessToken;
   });
   afterAll(async () => {
@@ -58,9 +67,13 @@ describe('subscription clients on their defaults', () => {
     const first = iterator.next();
     t.reset();
     await changeOnce(id, 'Over WebSocket');
-    expect((await first).value).toEqual({ data: { headChanged: { id: globalId(id), head: { name: 'Over WebSocket' } } } });
+    expect((await first).value).toEqual({
+      data: { headChanged: { id: globalId(id), head: { name: 'Over WebSocket' } } },
+    });
     expect(t.calls('getHeadById').map((call) => call.headers.authorization)).toEqual([`Bearer ${token}`]);
-    const query = await client.iterate<{ heads: { totalCount: number } }>({ query: '{ heads(first: 1) { totalCount } }' }).next();
+    const query = await client
+      .iterate<{ heads: { totalCount: number } }>({ query: '{ heads(first: 1) { totalCount } }' })
+      .next();
     expect(query.value?.data?.heads.totalCount).toBeGreaterThan(0);
     await iterator.return?.();
     await until(() => t.subscriptions.open() === 0, 'closed by its client');
@@ -83,14 +96,19 @@ describe('subscription clients on their defaults', () => {
     const document = gql(WATCH);
     const overHttp = new ApolloClient({ link: new HttpLink({ uri: url }), cache: new InMemoryCache() });
     const overWs = new ApolloClient({ link: new GraphQLWsLink(wsClient()), cache: new InMemoryCache() });
-    closers.push(() => overHttp.stop(), () => overWs.stop());
+    closers.push(
+      () => overHttp.stop(),
+      () => overWs.stop(),
+    );
     for (const [client, name, i] of [
       [overHttp, 'Apollo over HTTP', 31],
       [overWs, 'Apollo over WebSocket', 32],
     ] as const) {
       const id = ids[i]!;
       const seen: unknown[] = [];
-      const subscription = client.subscribe<Change>({ query: document, variables: { id } }).subscribe({ next: (result) => seen.push(result.data) });
+      const subscription = client
+        .subscribe<Change>({ query: document, variables: { id } })
+        .subscribe({ next: (result) => seen.push(result.data) });
       await changeOnce(id, name);
       await until(() => seen.length === 1, `${name}: the event`);
       expect(seen[0]).toMatchObject({ headChanged: { id: globalId(id), head: { name } } });
@@ -125,7 +143,9 @@ describe('subscription clients on their defaults', () => {
   it('the stop: each stream completed, then every socket closed 1001 (going away), so clients reconnect elsewhere', async () => {
     const client = createWsClient({ url: wsUrl, webSocketImpl: WebSocket, retryAttempts: 0 });
     closers.push(() => client.dispose());
-    const closed = new Promise<number>((resolve) => client.on('closed', (event) => resolve((event as { code: number }).code)));
+    const closed = new Promise<number>((resolve) =>
+      client.on('closed', (event) => resolve((event as { code: number }).code)),
+    );
     const iterator = client.iterate<Change>({ query: WATCH, variables: { id: ids[34] } });
     const first = iterator.next();
     await until(() => t.subscriptions.open() === 1, 'open');
@@ -155,7 +175,8 @@ describe('urql over plain multipart (fetchSubscriptions), SUBSCRIPTION_HEARTBEAT
       const [mine, theirs] = response.body!.tee();
       void (async () => {
         const decoder = new TextDecoder();
-        for await (const chunk of mine as unknown as AsyncIterable<Uint8Array>) raw += decoder.decode(chunk, { stream: true });
+        for await (const chunk of mine as unknown as AsyncIterable<Uint8Array>)
+          raw += decoder.decode(chunk, { stream: true });
       })();
       return new Response(theirs, { status: response.status, headers: response.headers });
     };

@@ -1,6 +1,6 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
 import type { ExecutionResult } from 'graphql';
-import { createClient as createSseClient, type Client } from 'graphql-sse';
+import { type Client, createClient as createSseClient } from 'graphql-sse';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { gather } from './support/gather.js';
@@ -28,7 +28,11 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=1, RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND
   const clients: Client[] = [];
   const code = (result: Result) => result.errors?.[0]?.extensions?.code ?? 'ok';
   const read = async (id: string, address: string) => {
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...from(address) }, body: JSON.stringify({ query: READ, variables: { id: globalId(id) } }) });
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...from(address) },
+      body: JSON.stringify({ query: READ, variables: { id: globalId(id) } }),
+    });
     return code((await response.json()) as Result);
   };
   const subscribe = (id: string, address: string) => {
@@ -37,7 +41,15 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=1, RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND
     return gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
   };
   beforeAll(async () => {
-    t = await startTestGateway({ env: { RATE_LIMIT_REQUESTS_PER_SECOND: '1', RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '1', RATE_LIMIT_WINDOW_SECONDS: '6', UPSTREAM_CALL_BUDGET: '6', TRUST_PROXY: '1' } });
+    t = await startTestGateway({
+      env: {
+        RATE_LIMIT_REQUESTS_PER_SECOND: '1',
+        RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND: '1',
+        RATE_LIMIT_WINDOW_SECONDS: '6',
+        UPSTREAM_CALL_BUDGET: '6',
+        TRUST_PROXY: '1',
+      },
+    });
     url = await t.listen();
   });
   afterEach(async () => {
@@ -46,7 +58,7 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=1, RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND
   });
   afterAll(() => t.close());
 
-  it("three addresses sharing a document: each change one read, data for all three, though the first spent its own window", async () => {
+  it('three addresses sharing a document: each change one read, data for all three, though the first spent its own window', async () => {
     const id = t.reference.store.headIds()[82]!;
     const streams = ['10.0.0.1', '10.0.0.2', '10.0.0.3'].map((address) => subscribe(id, address));
     await until(() => t.subscriptions.open() === 3, 'open');
@@ -68,7 +80,8 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=1, RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND
     const id = t.reference.store.headIds()[83]!;
     const s = subscribe(id, '10.0.1.1');
     await until(() => t.subscriptions.open() === 1, 'open');
-    // Its subscription took one request of six; five reads (five upstream calls) of its own are left, whatever the events cost.
+    // Its subscription took one request of six; five reads (five upstream calls) of its own are left, whatever the
+    // events cost.
     const own: string[] = [];
     for (let sent = 1; sent <= 8; sent++) {
       t.headEvents.publish({ id });
@@ -86,13 +99,18 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=1, RATE_LIMIT_UPSTREAM_CALLS_PER_SECOND
     const s = gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
     await until(() => t.subscriptions.open() === 1, 'open');
     const watchOk = 'gateway_operation_duration_seconds_count{operation="Watch",type="subscription",outcome="ok"}';
-    const [refusedBefore, measuredBefore] = [sampleOf(await t.metrics.registry.metrics(), 'gateway_refusals_total{limit="requests"}') ?? 0, sampleOf(await t.metrics.registry.metrics(), watchOk) ?? 0];
+    const [refusedBefore, measuredBefore] = [
+      sampleOf(await t.metrics.registry.metrics(), 'gateway_refusals_total{limit="requests"}') ?? 0,
+      sampleOf(await t.metrics.registry.metrics(), watchOk) ?? 0,
+    ];
     for (let sent = 1; sent <= 8; sent++) {
       t.headEvents.publish({ id });
       await until(() => s.results.length === sent, `event ${sent}`);
     }
     expect(sampleOf(await t.metrics.registry.metrics(), watchOk)).toBe(measuredBefore + 8);
-    expect(sampleOf(await t.metrics.registry.metrics(), 'gateway_refusals_total{limit="requests"}') ?? 0).toBe(refusedBefore);
+    expect(sampleOf(await t.metrics.registry.metrics(), 'gateway_refusals_total{limit="requests"}') ?? 0).toBe(
+      refusedBefore,
+    );
   });
 });
 
@@ -101,7 +119,11 @@ describe('SHED_MAX_IN_FLIGHT=1, TRUST_PROXY=1', () => {
   let url: string;
   const inFlight = async () => sampleOf(await t.metrics.registry.metrics(), 'gateway_operations_in_flight');
   const read = async (id: string) => {
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...from('10.0.3.1') }, body: JSON.stringify({ query: READ, variables: { id: globalId(id) } }) });
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...from('10.0.3.1') },
+      body: JSON.stringify({ query: READ, variables: { id: globalId(id) } }),
+    });
     return (await response.json()) as Result;
   };
   beforeAll(async () => {

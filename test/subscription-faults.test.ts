@@ -1,13 +1,13 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
 import type { ExecutionResult } from 'graphql';
-import { createClient as createSseClient, type Client } from 'graphql-sse';
+import { type Client, createClient as createSseClient } from 'graphql-sse';
 import { createClient as createWsClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { framings, partsBody } from '../src/server/answers/parts.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
-import { sampleOf } from './support/metrics.js';
 import { gather } from './support/gather.js';
+import { sampleOf } from './support/metrics.js';
 import { until } from './support/until.js';
 
 /*
@@ -29,7 +29,9 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
   let ids: string[];
   const clients: Client[] = [];
   beforeAll(async () => {
-    t = await startTestGateway({ env: { SUBSCRIPTION_HEARTBEAT_MS: String(HEARTBEAT_MS), SUBSCRIPTIONS_MAX: '3', TRUST_PROXY: '1' } });
+    t = await startTestGateway({
+      env: { SUBSCRIPTION_HEARTBEAT_MS: String(HEARTBEAT_MS), SUBSCRIPTIONS_MAX: '3', TRUST_PROXY: '1' },
+    });
     url = await t.listen();
     ids = t.reference.store.headIds();
   });
@@ -41,15 +43,26 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
   let subscribers = 0;
   const subscribe = (id: string, authorization?: string) => {
     const address = { 'x-forwarded-for': `10.9.0.${++subscribers}` };
-    const client = createSseClient({ url, retryAttempts: 0, headers: authorization === undefined ? address : { ...address, authorization } });
+    const client = createSseClient({
+      url,
+      retryAttempts: 0,
+      headers: authorization === undefined ? address : { ...address, authorization },
+    });
     clients.push(client);
     return gather(client.iterate({ query: WATCH, variables: { id } }) as AsyncIterableIterator<Result>);
   };
 
-  /** What an idle stream of `accept` writes until `enough` of it has come (its heartbeats), then its client hangs up. */
+  /**
+   * What an idle stream of `accept` writes until `enough` of it has come (its heartbeats), then its client hangs up.
+   */
   const idle = async (accept: string, enough: (text: string) => boolean, query = WATCH) => {
     const controller = new AbortController();
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept }, body: JSON.stringify({ query, variables: { id: ids[70] } }), signal: controller.signal });
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept },
+      body: JSON.stringify({ query, variables: { id: ids[70] } }),
+      signal: controller.signal,
+    });
     let text = '';
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
@@ -68,12 +81,16 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
     const comments = count(/^:\n\n/gm);
     expect(comments(await idle('text/event-stream', (text) => comments(text) >= 4))).toBeGreaterThanOrEqual(4);
     const empty = count(/\r\n\r\n\{\}\r\n--graphql/g);
-    expect(empty(await idle('multipart/mixed;subscriptionSpec="1.0",application/json', (text) => empty(text) >= 3))).toBeGreaterThanOrEqual(3);
+    expect(
+      empty(await idle('multipart/mixed;subscriptionSpec="1.0",application/json', (text) => empty(text) >= 3)),
+    ).toBeGreaterThanOrEqual(3);
     // Plain multipart (urql's, Relay's): a space after the boundary, RFC 2046's transport padding.
     const padded = (text: string) => /--- {3}$/.test(text);
     expect(await idle('multipart/mixed', padded)).toMatch(/^\r\n--- {3}$/);
     // A live query's stream too, in Apollo's format and plain: its first result, then heartbeats.
-    expect(empty(await idle('multipart/mixed;subscriptionSpec="1.0",application/json', (text) => empty(text) >= 3, LIVE))).toBeGreaterThanOrEqual(3);
+    expect(
+      empty(await idle('multipart/mixed;subscriptionSpec="1.0",application/json', (text) => empty(text) >= 3, LIVE)),
+    ).toBeGreaterThanOrEqual(3);
     expect(await idle('multipart/mixed', padded, LIVE)).toMatch(/"head":\{"name":.*\r\n--- {3}$/s);
     let pings = 0;
     const ws = createWsClient({
@@ -129,7 +146,9 @@ describe(`SUBSCRIPTION_HEARTBEAT_MS=${HEARTBEAT_MS}, SUBSCRIPTIONS_MAX=3`, () =>
     const fourth = subscribe(ids[76]!, 'Bearer d');
     await until(() => fourth.ended, 'the fourth refused');
     expect(t.subscriptions.open()).toBe(3);
-    expect(sampleOf(await t.metrics.registry.metrics(), 'gateway_refusals_total{limit="subscriptions"}')).toBeGreaterThanOrEqual(1);
+    expect(
+      sampleOf(await t.metrics.registry.metrics(), 'gateway_refusals_total{limit="subscriptions"}'),
+    ).toBeGreaterThanOrEqual(1);
     await Promise.all(open.map((s) => s.stop()));
     await until(() => t.subscriptions.open() === 0, 'closed');
   });

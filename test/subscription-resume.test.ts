@@ -1,9 +1,9 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
-import { subscribeSse, type SseEvent } from './support/sse.js';
+import { type SseEvent, subscribeSse } from './support/sse.js';
 import { until } from './support/until.js';
 
 /*
@@ -18,7 +18,12 @@ const WATCH = 'subscription Watch($id: ID!) { headChanged(id: $id) { head { name
 
 /** A subscription over SSE by hand (an EventSource's requests), answered at `url`, its `next` events gathered. */
 async function sse(url: string, id: string, lastEventId?: string) {
-  const subscription = subscribeSse({ url, query: WATCH, variables: { id }, ...(lastEventId === undefined ? {} : { lastEventId }) });
+  const subscription = subscribeSse({
+    url,
+    query: WATCH,
+    variables: { id },
+    ...(lastEventId === undefined ? {} : { lastEventId }),
+  });
   const events = subscription.events;
   return {
     get events() {
@@ -28,7 +33,8 @@ async function sse(url: string, id: string, lastEventId?: string) {
   };
 }
 
-const nameIn = (event: SseEvent | undefined) => (JSON.parse(event!.data) as { data: { headChanged: { head: { name: string } } } }).data.headChanged.head.name;
+const nameIn = (event: SseEvent | undefined) =>
+  (JSON.parse(event!.data) as { data: { headChanged: { head: { name: string } } } }).data.headChanged.head.name;
 
 describe('SSE resume in one process (the defaults)', () => {
   let t: TestGateway;
@@ -77,7 +83,12 @@ describe('SSE resume in one process (the defaults)', () => {
 
   it('a Last-Event-ID the log cannot vouch for (older than the replay window, not an id, never logged): the head as it is now', async () => {
     const id = ids[51]!;
-    for (const lastEventId of [`${Date.now() - 10 * 60_000}-0`, String(Date.now()), 'not-an-id', `${Date.now() - 1_000}-7`]) {
+    for (const lastEventId of [
+      `${Date.now() - 10 * 60_000}-0`,
+      String(Date.now()),
+      'not-an-id',
+      `${Date.now() - 1_000}-7`,
+    ]) {
       const resumed = await sse(url, id, lastEventId);
       await until(() => resumed.events.length === 1, `the head as it is now, after ${lastEventId}`);
       expect(nameIn(resumed.events[0])).toBe(t.reference.store.findHead(id)!.head.name);
@@ -96,7 +107,12 @@ describe('SSE resume in one process (the defaults)', () => {
     await until(() => t.subscriptions.open() === 0, 'the client gone');
     await t.execute(UPDATE, { input: { id: globalId(id), name: 'Missed in the flood' } });
     // Changes to 10,100 other heads (made-up ids, as polling finds them gone): the log keeps 10,000 heads.
-    for (let i = 0; i < 10_100; i++) t.headEvents.publish({ id: `0b1ab1e5-0000-4000-8000-${String(i).padStart(12, '0')}`, deleted: true, polled: true });
+    for (let i = 0; i < 10_100; i++)
+      t.headEvents.publish({
+        id: `0b1ab1e5-0000-4000-8000-${String(i).padStart(12, '0')}`,
+        deleted: true,
+        polled: true,
+      });
     const again = await sse(url, id, first.events[0]!.id);
     await until(() => again.events.length === 1, 'the head as it is now');
     expect(nameIn(again.events[0])).toBe('Missed in the flood');
@@ -147,7 +163,10 @@ describeWithRedis('SSE resume across replicas over Redis', () => {
     // 3,000 changes at a in a few milliseconds (a clock that added a millisecond a change would run 3 s ahead).
     for (let i = 0; i < 3_000; i++) a.headEvents.publish({ id });
     await a.execute(UPDATE, { input: { id: globalId(id), name: 'The end of the burst' } });
-    await until(() => first.events.length >= 1 && nameIn(first.events.at(-1)) === 'The end of the burst', 'the burst’s last event at the client');
+    await until(
+      () => first.events.length >= 1 && nameIn(first.events.at(-1)) === 'The end of the burst',
+      'the burst’s last event at the client',
+    );
     const seen = first.events.at(-1)!.id!;
     first.close();
     await until(() => a.subscriptions.open() === 0, 'the client gone');

@@ -1,16 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { encodeGlobalID } from '@pothos/plugin-relay';
-import { createClient, type Client } from 'graphql-sse';
+import { type Client, createClient } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
-import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
-import { startGatewayProcess, type GatewayProcess } from './support/process.js';
-import { startRedis, type RedisProcess } from './support/redis.js';
+import { gather } from './support/gather.js';
+import { type GatewayProcess, startGatewayProcess } from './support/process.js';
+import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 import { subscribeSse } from './support/sse.js';
-import { gather } from './support/gather.js';
 import { until } from './support/until.js';
 
 /*
@@ -30,7 +30,8 @@ type Change = { headChanged: { id: string; head: { name: string } | null } };
 type Result = { data?: Change; errors?: { message: string; extensions?: { code?: string } }[] };
 
 /** A subscription through `client`, its results gathered as they come. */
-const subscribe = (client: Client, query: string, variables: Record<string, unknown>) => gather(client.iterate<Change>({ query, variables }) as AsyncIterableIterator<Result>);
+const subscribe = (client: Client, query: string, variables: Record<string, unknown>) =>
+  gather(client.iterate<Change>({ query, variables }) as AsyncIterableIterator<Result>);
 
 describe('Subscription.headChanged over SSE and multipart (the defaults)', () => {
   let t: TestGateway;
@@ -47,7 +48,10 @@ describe('Subscription.headChanged over SSE and multipart (the defaults)', () =>
     t = await startTestGateway();
     url = await t.listen();
     ids = t.reference.store.headIds();
-    const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+    const login = await t.execute<{ login: { accessToken: string } }>(
+      'mutation($input: LoginInput!) { login(input: $input) { accessToken } }',
+      { input: DEMO_CREDENTIALS },
+    );
     token = login.data!.login.accessToken;
   });
   afterAll(async () => {
@@ -62,7 +66,8 @@ describe('Subscription.headChanged over SSE and multipart (the defaults)', () =>
     t.reset();
     expect((await t.execute(UPDATE, { input: { id: globalId(id), name: 'Seen by three' } })).errors).toBeUndefined();
     await until(() => subscribers.every((s) => s.results.length === 1), 'the change sent to each');
-    for (const s of subscribers) expect(s.results[0]).toEqual({ data: { headChanged: { id: globalId(id), head: { name: 'Seen by three' } } } });
+    for (const s of subscribers)
+      expect(s.results[0]).toEqual({ data: { headChanged: { id: globalId(id), head: { name: 'Seen by three' } } } });
     // The update itself, then one read of the head for the three.
     expect(t.calls().map((call) => call.operation)).toEqual(['updateHead', 'getHeadById']);
     await Promise.all(subscribers.map((s) => s.stop()));
@@ -87,7 +92,9 @@ describe('Subscription.headChanged over SSE and multipart (the defaults)', () =>
     const s = subscribe(sse({ authorization: `Bearer ${token}` }), WATCH, { id });
     await until(() => t.subscriptions.open() === 1, 'open');
     t.reset();
-    expect((await t.execute(DELETE, { input: { id: globalId(id) } }, { authorization: `Bearer ${token}` })).errors).toBeUndefined();
+    expect(
+      (await t.execute(DELETE, { input: { id: globalId(id) } }, { authorization: `Bearer ${token}` })).errors,
+    ).toBeUndefined();
     await until(() => s.ended, 'the stream ended');
     expect(s.results).toEqual([{ data: { headChanged: { id: globalId(id), head: null } } }]);
     expect(t.calls('getHeadById')).toEqual([]);
@@ -102,20 +109,35 @@ describe('Subscription.headChanged over SSE and multipart (the defaults)', () =>
   });
 
   it('answers a client that takes no stream 406 NOT_ACCEPTABLE, and a batched subscription 400, before anything runs', async () => {
-    const asJson = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify({ query: WATCH, variables: { id: ids[0] } }) });
+    const asJson = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify({ query: WATCH, variables: { id: ids[0] } }),
+    });
     expect(asJson.status).toBe(406);
-    expect(((await asJson.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('NOT_ACCEPTABLE');
-    const batched = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify([{ query: WATCH, variables: { id: ids[0] } }]) });
-    expect(((await batched.json()) as { errors: { extensions: { code: string } }[] }[])[0]!.errors[0]!.extensions.code).toBe('BAD_REQUEST');
+    expect(((await asJson.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe(
+      'NOT_ACCEPTABLE',
+    );
+    const batched = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify([{ query: WATCH, variables: { id: ids[0] } }]),
+    });
+    expect(
+      ((await batched.json()) as { errors: { extensions: { code: string } }[] }[])[0]!.errors[0]!.extensions.code,
+    ).toBe('BAD_REQUEST');
     expect(t.subscriptions.open()).toBe(0);
   });
 
-  it("speaks Apollo's multipart subscriptions: each event a {\"payload\": …} part, the stream ended as the process stops", async () => {
+  it('speaks Apollo\'s multipart subscriptions: each event a {"payload": …} part, the stream ended as the process stops', async () => {
     const id = ids[23]!;
     const controller = new AbortController();
     const response = await fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'multipart/mixed;boundary="graphql";subscriptionSpec=1.0,application/json' },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'multipart/mixed;boundary="graphql";subscriptionSpec=1.0,application/json',
+      },
       body: JSON.stringify({ query: WATCH, variables: { id } }),
       signal: controller.signal,
     });
@@ -125,15 +147,21 @@ describe('Subscription.headChanged over SSE and multipart (the defaults)', () =>
     const reading = (async () => {
       const decoder = new TextDecoder();
       const reader = response.body!.getReader();
-      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += decoder.decode(chunk.value, { stream: true });
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+        text += decoder.decode(chunk.value, { stream: true });
     })();
     await until(() => t.subscriptions.open() === 1, 'open');
     await t.execute(UPDATE, { input: { id: globalId(id), name: 'Multipart' } });
     await until(() => text.includes('"payload"'), 'the event');
     t.subscriptions.completeAll();
     await reading;
-    const parts = text.split('\r\n--graphql').map((part) => part.split('\r\n\r\n')[1]).filter((body) => body !== undefined);
-    expect(parts.map((body) => JSON.parse(body))).toEqual([{ payload: { data: { headChanged: { id: globalId(id), head: { name: 'Multipart' } } } } }]);
+    const parts = text
+      .split('\r\n--graphql')
+      .map((part) => part.split('\r\n\r\n')[1])
+      .filter((body) => body !== undefined);
+    expect(parts.map((body) => JSON.parse(body))).toEqual([
+      { payload: { data: { headChanged: { id: globalId(id), head: { name: 'Multipart' } } } } },
+    ]);
     expect(text.endsWith('\r\n--graphql--\r\n')).toBe(true);
   });
 });
@@ -145,7 +173,9 @@ describe('SUBSCRIPTIONS_PER_CALLER=2, SHED_MAX_IN_FLIGHT=1', () => {
   const clients: Client[] = [];
   beforeAll(async () => {
     // Callers told apart by address (TRUST_PROXY): a token is a caller of its own once known to be real.
-    t = await startTestGateway({ env: { SUBSCRIPTIONS_PER_CALLER: '2', SHED_MAX_IN_FLIGHT: '1', TRUST_PROXY: 'true' } });
+    t = await startTestGateway({
+      env: { SUBSCRIPTIONS_PER_CALLER: '2', SHED_MAX_IN_FLIGHT: '1', TRUST_PROXY: 'true' },
+    });
     url = await t.listen();
     ids = t.reference.store.headIds();
   });
@@ -160,11 +190,15 @@ describe('SUBSCRIPTIONS_PER_CALLER=2, SHED_MAX_IN_FLIGHT=1', () => {
       clients.push(made);
       return made;
     };
-    const open = [subscribe(client('192.0.2.1'), WATCH, { id: ids[0] }), subscribe(client('192.0.2.1'), WATCH, { id: ids[1] })];
+    const open = [
+      subscribe(client('192.0.2.1'), WATCH, { id: ids[0] }),
+      subscribe(client('192.0.2.1'), WATCH, { id: ids[1] }),
+    ];
     await until(() => t.subscriptions.open() === 2, 'two open');
     const third = subscribe(client('192.0.2.1'), WATCH, { id: ids[2] });
     await until(() => third.ended, 'the third refused');
-    // Refused before its stream began: HTTP 429, the error in its one event (graphql-sse's client throws with the response).
+    // Refused before its stream began: HTTP 429, the error in its one event (graphql-sse's client throws with the
+    // response).
     const refused = (await third.failure) as { response: Response };
     expect(refused.response.status).toBe(429);
     expect(await refused.response.text()).toContain('"code":"SUBSCRIPTION_LIMIT"');
@@ -183,12 +217,17 @@ describe('TRUSTED_DOCUMENTS_ONLY=true (the committed manifest)', () => {
     try {
       const url = await t.listen();
       const id = t.reference.store.headIds()[5]!;
-      const documentId = Object.entries(JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, string>).find(([, text]) => text.startsWith('subscription WatchHead'))![0];
+      const documentId = Object.entries(JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, string>).find(
+        ([, text]) => text.startsWith('subscription WatchHead'),
+      )![0];
       const s = subscribeSse({ url, documentId, variables: { id: globalId(id) } });
       await until(() => t.subscriptions.open() === 1, 'open');
       t.headEvents.publish({ id });
       await until(() => s.events.length === 1, 'the event');
-      const event = JSON.parse(s.events[0]!.data) as { data?: { headChanged: { head: { name: string } } }; errors?: unknown };
+      const event = JSON.parse(s.events[0]!.data) as {
+        data?: { headChanged: { head: { name: string } } };
+        errors?: unknown;
+      };
       expect(event.errors).toBeUndefined();
       expect(event.data?.headChanged.head.name).toBe(t.reference.store.findHead(id)?.head.name);
       s.close();
@@ -205,7 +244,10 @@ describeWithRedis('two gateway processes over one Redis', () => {
   beforeAll(async () => {
     redis = await startRedis();
     reference = await startReferenceUpstream();
-    for (let i = 0; i < 2; i++) processes.push(await startGatewayProcess({ UPSTREAM_URL: reference.url, REDIS_URL: redis.url, LOG_LEVEL: 'warn' }));
+    for (let i = 0; i < 2; i++)
+      processes.push(
+        await startGatewayProcess({ UPSTREAM_URL: reference.url, REDIS_URL: redis.url, LOG_LEVEL: 'warn' }),
+      );
   }, 60_000);
   afterAll(async () => {
     for (const gateway of processes) gateway.kill();
@@ -220,7 +262,12 @@ describeWithRedis('two gateway processes over one Redis', () => {
     try {
       // Subscribed at b once a write through a reaches it.
       let n = 0;
-      const post = (name: string) => fetch(a.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: UPDATE, variables: { input: { id: globalId(id), name } } }) });
+      const post = (name: string) =>
+        fetch(a.endpoint, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query: UPDATE, variables: { input: { id: globalId(id), name } } }),
+        });
       await until(
         async () => {
           await post(`warm-up ${n++}`);
@@ -243,7 +290,10 @@ describeWithRedis('two gateway processes over one Redis', () => {
       const before = settled;
       reference.resetRecording();
       await post('Across processes');
-      await until(() => events().length > before && events().at(-1)!.data.includes('Across processes'), 'the event at b');
+      await until(
+        () => events().length > before && events().at(-1)!.data.includes('Across processes'),
+        'the event at b',
+      );
       expect(reference.requests.map((request) => request.operation)).toEqual(['updateHead', 'getHeadById']);
     } finally {
       subscriber.close();
@@ -256,7 +306,12 @@ describe('WORKERS=2 without Redis', () => {
   let gateway: GatewayProcess;
   beforeAll(async () => {
     reference = await startReferenceUpstream();
-    gateway = await startGatewayProcess({ UPSTREAM_URL: reference.url, WORKERS: '2', SUBSCRIPTION_POLL_MS: '0', LOG_LEVEL: 'warn' });
+    gateway = await startGatewayProcess({
+      UPSTREAM_URL: reference.url,
+      WORKERS: '2',
+      SUBSCRIPTION_POLL_MS: '0',
+      LOG_LEVEL: 'warn',
+    });
   }, 60_000);
   afterAll(async () => {
     gateway?.kill();
@@ -266,14 +321,24 @@ describe('WORKERS=2 without Redis', () => {
   it('a write through one worker is an event at the subscribers of both (through the primary)', async () => {
     const id = reference.store.headIds()[25]!;
     // Connections go round the workers: six subscribers are at both.
-    const subscribers = Array.from({ length: 6 }, () => subscribeSse({ url: gateway.endpoint, query: WATCH, variables: { id } }));
+    const subscribers = Array.from({ length: 6 }, () =>
+      subscribeSse({ url: gateway.endpoint, query: WATCH, variables: { id } }),
+    );
     try {
-      const events = (subscriber: (typeof subscribers)[number]) => subscriber.events.filter((event) => event.event === 'next');
+      const events = (subscriber: (typeof subscribers)[number]) =>
+        subscriber.events.filter((event) => event.event === 'next');
       // Subscribed: each has its first stream open (its heartbeat comment came).
       await new Promise((resolve) => setTimeout(resolve, 500));
-      const write = await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: UPDATE, variables: { input: { id: globalId(id), name: 'Through one worker' } } }) });
+      const write = await fetch(gateway.endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: UPDATE, variables: { input: { id: globalId(id), name: 'Through one worker' } } }),
+      });
       expect(((await write.json()) as { errors?: unknown }).errors).toBeUndefined();
-      await until(() => subscribers.every((subscriber) => events(subscriber).length === 1), 'the event at every subscriber');
+      await until(
+        () => subscribers.every((subscriber) => events(subscriber).length === 1),
+        'the event at every subscriber',
+      );
       for (const subscriber of subscribers) expect(events(subscriber)[0]!.data).toContain('Through one worker');
     } finally {
       for (const subscriber of subscribers) subscriber.close();

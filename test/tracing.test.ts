@@ -1,7 +1,7 @@
-import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { post, startTestGateway, type TestGateway } from './support/gateway.js';
@@ -32,7 +32,13 @@ const CLIENT = 3;
 const INTERNAL = 1;
 const STATUS_ERROR = 2;
 
-type AnyValue = { stringValue?: string; intValue?: number | string; boolValue?: boolean; doubleValue?: number; arrayValue?: { values?: AnyValue[] } };
+type AnyValue = {
+  stringValue?: string;
+  intValue?: number | string;
+  boolValue?: boolean;
+  doubleValue?: number;
+  arrayValue?: { values?: AnyValue[] };
+};
 
 function plainValue(value: AnyValue): unknown {
   if (value.arrayValue !== undefined) return (value.arrayValue.values ?? []).map(plainValue);
@@ -42,9 +48,20 @@ function plainValue(value: AnyValue): unknown {
 
 function spansOf(received: readonly Received[]): ExportedSpan[] {
   return received.flatMap(({ body }) => {
-    const request = JSON.parse(body.toString()) as { resourceSpans: { scopeSpans: { spans: (Omit<ExportedSpan, 'attributes'> & { attributes: { key: string; value: AnyValue }[] })[] }[] }[] };
+    const request = JSON.parse(body.toString()) as {
+      resourceSpans: {
+        scopeSpans: {
+          spans: (Omit<ExportedSpan, 'attributes'> & { attributes: { key: string; value: AnyValue }[] })[];
+        }[];
+      }[];
+    };
     return request.resourceSpans.flatMap((resource) =>
-      resource.scopeSpans.flatMap((scope) => scope.spans.map((span) => ({ ...span, attributes: Object.fromEntries(span.attributes.map(({ key, value }) => [key, plainValue(value)])) }))),
+      resource.scopeSpans.flatMap((scope) =>
+        scope.spans.map((span) => ({
+          ...span,
+          attributes: Object.fromEntries(span.attributes.map(({ key, value }) => [key, plainValue(value)])),
+        })),
+      ),
     );
   });
 }
@@ -80,7 +97,10 @@ function parseTraceparent(header: string | undefined): { traceId: string; spanId
 }
 
 /** A POST to the gateway with a body as given (an object is sent as JSON) and extra headers. */
-const operationLine = (t: TestGateway) => t.logLines.map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.msg === 'graphql operation')!;
+const operationLine = (t: TestGateway) =>
+  t.logLines
+    .map((text) => JSON.parse(text) as Record<string, unknown>)
+    .find((entry) => entry.msg === 'graphql operation')!;
 
 const headWithHair = 'query HeadWithHair($id: ID!) { head(id: $id) { updatedAt hair { userId } } }';
 
@@ -91,7 +111,15 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    t = await startTestGateway({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', UPSTREAM_CALL_BUDGET: '20', MAX_DEPTH: '4', OPERATION_LOG: 'all' } });
+    t = await startTestGateway({
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        UPSTREAM_CALL_BUDGET: '20',
+        MAX_DEPTH: '4',
+        OPERATION_LOG: 'all',
+      },
+    });
     headId = t.reference.store.headIds()[0]!;
   });
 
@@ -121,24 +149,42 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     const operation = spans.find((span) => span.kind === SERVER)!;
     expect(operation).toMatchObject({
       name: 'query HeadWithHair',
-      attributes: { 'graphql.operation.name': 'HeadWithHair', 'graphql.operation.type': 'query', 'gateway.operation.outcome': 'ok', 'gateway.operation.upstream_calls': 2 },
+      attributes: {
+        'graphql.operation.name': 'HeadWithHair',
+        'graphql.operation.type': 'query',
+        'gateway.operation.outcome': 'ok',
+        'gateway.operation.upstream_calls': 2,
+      },
     });
     expect(operation.parentSpanId ?? '').toBe(''); // no traceparent came in: a new trace
     expect(spans.every((span) => span.traceId === operation.traceId)).toBe(true);
 
     const plan = spans.filter((span) => span.kind === INTERNAL);
     expect(plan).toHaveLength(1);
-    expect(plan[0]).toMatchObject({ name: 'upstream plan', parentSpanId: operation.spanId, attributes: { 'gateway.plan.calls': 2, 'gateway.plan.exact': true } });
+    expect(plan[0]).toMatchObject({
+      name: 'upstream plan',
+      parentSpanId: operation.spanId,
+      attributes: { 'gateway.plan.calls': 2, 'gateway.plan.exact': true },
+    });
 
     const calls = spans.filter((span) => span.kind === CLIENT);
     // updatedAt is in Get Head Ext, hair.userId in Get Head By Id.
-    expect(calls.map((call) => [call.name, call.attributes['gateway.upstream.operation'], call.attributes['url.template']]).sort()).toEqual([
+    expect(
+      calls
+        .map((call) => [call.name, call.attributes['gateway.upstream.operation'], call.attributes['url.template']])
+        .sort(),
+    ).toEqual([
       ['GET /head/{id}', 'getHeadById', '/head/{id}'],
       ['GET /heads/{head_id}/ext', 'getHeadExt', '/heads/{head_id}/ext'],
     ]);
     for (const call of calls) {
       expect(call.parentSpanId).toBe(operation.spanId);
-      expect(call.attributes).toMatchObject({ 'http.request.method': 'GET', 'http.response.status_code': 200, 'gateway.upstream.attempt': 1, 'gateway.upstream.retried': false });
+      expect(call.attributes).toMatchObject({
+        'http.request.method': 'GET',
+        'http.response.status_code': 200,
+        'gateway.upstream.attempt': 1,
+        'gateway.upstream.retried': false,
+      });
     }
 
     // The upstream saw each call's own span as the parent, in the operation's trace, sampled.
@@ -157,12 +203,17 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     const response = await t.gateway.fetch('http://gateway/graphql', {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify({ query: 'subscription Traced($id: ID!) { headChanged(id: $id) { head { name } } }', variables: { id: headId } }),
+      body: JSON.stringify({
+        query: 'subscription Traced($id: ID!) { headChanged(id: $id) { head { name } } }',
+        variables: { id: headId },
+      }),
       signal: controller.signal,
     });
     const reader = response.body!.getReader();
     let text = '';
-    await t.execute('mutation Rename($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }', { input: { id: headId, name: 'Traced' } });
+    await t.execute('mutation Rename($input: UpdateHeadInput!) { updateHead(input: $input) { head { id } } }', {
+      input: { id: headId, name: 'Traced' },
+    });
     while (!text.includes('event: next')) text += new TextDecoder().decode((await reader.read()).value);
     await reader.cancel();
     controller.abort();
@@ -180,24 +231,40 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     const subscription = spans.find((span) => span.name === 'subscription Traced' && span !== event);
     expect(event.parentSpanId).toBe(subscription?.spanId);
     const reads = spans.filter((span) => span.kind === CLIENT && span.parentSpanId === event.spanId);
-    expect(reads.map((read) => read.attributes)).toEqual([expect.objectContaining({ 'http.request.method': 'GET', 'http.response.status_code': 200 })]);
+    expect(reads.map((read) => read.attributes)).toEqual([
+      expect.objectContaining({ 'http.request.method': 'GET', 'http.response.status_code': 200 }),
+    ]);
   });
 
   it('continues the trace of an incoming traceparent, and follows its sampling decision', async () => {
     const callerTrace = '4bf92f3577b34da6a3ce929d0e0e4736';
     const callerSpan = '00f067aa0ba902b7';
-    await post(t, { query: headWithHair, variables: { id: headId } }, { traceparent: `00-${callerTrace}-${callerSpan}-01`, tracestate: 'caller=1' });
+    await post(
+      t,
+      { query: headWithHair, variables: { id: headId } },
+      { traceparent: `00-${callerTrace}-${callerSpan}-01`, tracestate: 'caller=1' },
+    );
     const spans = await exported();
     const operation = spans.find((span) => span.kind === SERVER)!;
     expect(operation).toMatchObject({ traceId: callerTrace, parentSpanId: callerSpan });
-    expect(spans.filter((span) => span.kind === CLIENT).map((call) => call.traceId)).toEqual([callerTrace, callerTrace]);
-    expect(t.reference.requests.map((request) => parseTraceparent(request.traceparent).traceId)).toEqual([callerTrace, callerTrace]);
+    expect(spans.filter((span) => span.kind === CLIENT).map((call) => call.traceId)).toEqual([
+      callerTrace,
+      callerTrace,
+    ]);
+    expect(t.reference.requests.map((request) => parseTraceparent(request.traceparent).traceId)).toEqual([
+      callerTrace,
+      callerTrace,
+    ]);
     expect(t.reference.requests.map((request) => request.headers.tracestate)).toEqual(['caller=1', 'caller=1']);
 
     // A caller that does not sample: nothing recorded, but the upstream still joins its trace (unsampled).
     receiver.received.length = 0;
     t.reset();
-    await post(t, { query: headWithHair, variables: { id: headId } }, { traceparent: `00-${callerTrace}-${callerSpan}-00` });
+    await post(
+      t,
+      { query: headWithHair, variables: { id: headId } },
+      { traceparent: `00-${callerTrace}-${callerSpan}-00` },
+    );
     expect(await exported()).toEqual([]);
     expect(t.reference.requests.map((request) => parseTraceparent(request.traceparent))).toEqual([
       expect.objectContaining({ traceId: callerTrace, flags: '00' }),
@@ -209,17 +276,31 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     t.reference.injectFault('getHeadById', { kind: 'status', status: 503 });
     const { body } = await post(t, { query: headWithHair, variables: { id: headId } });
     expect(body.errors).toBeUndefined();
-    const attempts = (await exported()).filter((span) => span.attributes['gateway.upstream.operation'] === 'getHeadById');
+    const attempts = (await exported()).filter(
+      (span) => span.attributes['gateway.upstream.operation'] === 'getHeadById',
+    );
     expect(attempts.map((span) => span.attributes)).toEqual([
-      expect.objectContaining({ 'gateway.upstream.attempt': 1, 'gateway.upstream.retried': true, 'http.response.status_code': 503, 'error.type': 'UPSTREAM_ERROR' }),
-      expect.objectContaining({ 'gateway.upstream.attempt': 2, 'gateway.upstream.retried': false, 'http.response.status_code': 200, 'http.request.resend_count': 1 }),
+      expect.objectContaining({
+        'gateway.upstream.attempt': 1,
+        'gateway.upstream.retried': true,
+        'http.response.status_code': 503,
+        'error.type': 'UPSTREAM_ERROR',
+      }),
+      expect.objectContaining({
+        'gateway.upstream.attempt': 2,
+        'gateway.upstream.retried': false,
+        'http.response.status_code': 200,
+        'http.request.resend_count': 1,
+      }),
     ]);
     expect(attempts[0]!.status.code).toBe(STATUS_ERROR);
-    const parents = t.reference.requests.filter((request) => request.operation === 'getHeadById').map((request) => parseTraceparent(request.traceparent).spanId);
+    const parents = t.reference.requests
+      .filter((request) => request.operation === 'getHeadById')
+      .map((request) => parseTraceparent(request.traceparent).spanId);
     expect(parents).toEqual(attempts.map((span) => span.spanId));
   });
 
-  it('gives each operation of a batch a span of its own, both children of the caller\'s span', async () => {
+  it("gives each operation of a batch a span of its own, both children of the caller's span", async () => {
     const callerTrace = '5bf92f3577b34da6a3ce929d0e0e4736';
     const callerSpan = '10f067aa0ba902b7';
     const batch = [
@@ -231,12 +312,19 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     const spans = await exported();
     const operations = spans.filter((span) => span.kind === SERVER);
     expect(operations.map((span) => span.name).sort()).toEqual(['query Counted', 'query HeadWithHair']);
-    for (const operation of operations) expect(operation).toMatchObject({ traceId: callerTrace, parentSpanId: callerSpan, attributes: { 'gateway.operation.outcome': 'ok' } });
+    for (const operation of operations)
+      expect(operation).toMatchObject({
+        traceId: callerTrace,
+        parentSpanId: callerSpan,
+        attributes: { 'gateway.operation.outcome': 'ok' },
+      });
     const operationIds = operations.map((span) => span.spanId);
     const calls = spans.filter((span) => span.kind === CLIENT);
     expect(calls).toHaveLength(3);
     for (const call of calls) expect(operationIds).toContain(call.parentSpanId);
-    expect(t.reference.requests.map((request) => parseTraceparent(request.traceparent).spanId).sort()).toEqual(calls.map((call) => call.spanId).sort());
+    expect(t.reference.requests.map((request) => parseTraceparent(request.traceparent).spanId).sort()).toEqual(
+      calls.map((call) => call.spanId).sort(),
+    );
   });
 
   it('puts no token, password or variable value in any span', async () => {
@@ -246,7 +334,14 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     });
     const token = (login.body.data as { login: { accessToken: string } }).login.accessToken;
     const marker = `marker-${Date.now().toString(36)}`;
-    await post(t, { query: 'query Listed($search: String) { heads(first: 1, search: $search) { totalCount } }', variables: { search: marker } }, { authorization: `Bearer ${token}` });
+    await post(
+      t,
+      {
+        query: 'query Listed($search: String) { heads(first: 1, search: $search) { totalCount } }',
+        variables: { search: marker },
+      },
+      { authorization: `Bearer ${token}` },
+    );
     await post(t, { query: headWithHair, variables: { id: headId } }, { authorization: `Bearer ${token}` });
     await post(t, { query: '{ permissions(first: 1) { totalCount } }' }, { authorization: `Bearer ${token}` });
     const spans = await exported();
@@ -255,17 +350,32 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     for (const secret of [token, DEMO_CREDENTIALS.password, marker, headId]) expect(everything).not.toContain(secret);
   });
 
-  it('carries the client app as it names itself (graphql.client.name and .version): Apollo Client 4\'s clientAwareness, graphql-client-name; nothing for none or a refused value', async () => {
+  it("carries the client app as it names itself (graphql.client.name and .version): Apollo Client 4's clientAwareness, graphql-client-name; nothing for none or a refused value", async () => {
     const url = await t.listen();
-    const apollo = new ApolloClient({ cache: new InMemoryCache(), link: new HttpLink({ uri: url }), clientAwareness: { name: 'head-viewer-ios', version: '7.1.0 (311)' } });
+    const apollo = new ApolloClient({
+      cache: new InMemoryCache(),
+      link: new HttpLink({ uri: url }),
+      clientAwareness: { name: 'head-viewer-ios', version: '7.1.0 (311)' },
+    });
     await apollo.query({ query: gql`query Named { heads(first: 1) { totalCount } }` });
-    await post(t, { query: 'query Hive { heads(first: 1) { totalCount } }' }, { 'graphql-client-name': 'hive-cli', 'graphql-client-version': '0.9.1' });
+    await post(
+      t,
+      { query: 'query Hive { heads(first: 1) { totalCount } }' },
+      { 'graphql-client-name': 'hive-cli', 'graphql-client-version': '0.9.1' },
+    );
     await post(t, { query: 'query Nameless { heads(first: 1) { totalCount } }' });
-    await post(t, { query: 'query Hostile { heads(first: 1) { totalCount } }' }, { 'apollographql-client-name': 'a"b', 'apollographql-client-version': `1.${'0'.repeat(100)}` });
+    await post(
+      t,
+      { query: 'query Hostile { heads(first: 1) { totalCount } }' },
+      { 'apollographql-client-name': 'a"b', 'apollographql-client-version': `1.${'0'.repeat(100)}` },
+    );
     const byOperation = Object.fromEntries(
       (await exported())
         .filter((span) => span.kind === SERVER)
-        .map((span) => [span.attributes['graphql.operation.name'], [span.attributes['graphql.client.name'], span.attributes['graphql.client.version']]]),
+        .map((span) => [
+          span.attributes['graphql.operation.name'],
+          [span.attributes['graphql.client.name'], span.attributes['graphql.client.version']],
+        ]),
     );
     expect(byOperation).toEqual({
       Named: ['head-viewer-ios', '7.1.0 (311)'],
@@ -281,13 +391,22 @@ describe('tracing to an OTLP/HTTP receiver (http/json)', () => {
     ['body', `{"query":"{ heads(first: 1) { totalCount } }","pad":"${'x'.repeat(110_000)}"}`],
     ['batch', JSON.stringify(Array.from({ length: 11 }, () => ({ query: '{ heads(first: 1) { totalCount } }' })))],
     // 21 heads by id: 21 calls planned, over the budget of 20.
-    ['budget', { query: `{ ${Array.from({ length: 21 }, (_, i) => `h${i}: head(id: "00000000-0000-4000-8000-${String(i).padStart(12, '0')}") { name }`).join(' ')} }` }],
+    [
+      'budget',
+      {
+        query: `{ ${Array.from({ length: 21 }, (_, i) => `h${i}: head(id: "00000000-0000-4000-8000-${String(i).padStart(12, '0')}") { name }`).join(' ')} }`,
+      },
+    ],
   ])('names the limit that refused an operation (%s)', async (limit, request) => {
     const { body } = await post(t, request);
     expect(body.data ?? undefined).toBeUndefined();
     const [operation, ...others] = (await exported()).filter((span) => span.kind === SERVER);
     expect(others).toEqual([]);
-    expect(operation!.attributes).toMatchObject({ 'gateway.operation.outcome': 'refused', 'gateway.operation.refused_by': limit, 'gateway.operation.upstream_calls': 0 });
+    expect(operation!.attributes).toMatchObject({
+      'gateway.operation.outcome': 'refused',
+      'gateway.operation.refused_by': limit,
+      'gateway.operation.upstream_calls': 0,
+    });
     expect(operation!.attributes['gateway.operation.error_codes']).toEqual([body.errors![0]!.extensions!.code]);
     expect(t.reference.requests).toEqual([]);
   });
@@ -348,14 +467,29 @@ describe('the gateway process', () => {
     const receiver = await startReceiver();
     try {
       // A schedule delay of ten minutes: only the shutdown can send the batch.
-      const gateway = await startGatewayProcess({ UPSTREAM_URL: '', LOG_LEVEL: 'warn', WORKERS: '1', SHUTDOWN_DELAY_MS: '0', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '600000' });
+      const gateway = await startGatewayProcess({
+        UPSTREAM_URL: '',
+        LOG_LEVEL: 'warn',
+        WORKERS: '1',
+        SHUTDOWN_DELAY_MS: '0',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_BSP_SCHEDULE_DELAY: '600000',
+      });
       try {
-        const response = await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'query Shutdown { heads(first: 1) { totalCount } }' }) });
+        const response = await fetch(gateway.endpoint, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query: 'query Shutdown { heads(first: 1) { totalCount } }' }),
+        });
         expect(response.status).toBe(200);
         expect(receiver.received).toEqual([]);
         gateway.child.kill('SIGTERM');
         expect(await gateway.exited).toBe(0);
-        expect(spansOf(receiver.received).find((span) => span.kind === SERVER)).toMatchObject({ name: 'query Shutdown', attributes: { 'gateway.operation.outcome': 'ok' } });
+        expect(spansOf(receiver.received).find((span) => span.kind === SERVER)).toMatchObject({
+          name: 'query Shutdown',
+          attributes: { 'gateway.operation.outcome': 'ok' },
+        });
       } finally {
         gateway.kill();
       }

@@ -1,19 +1,24 @@
 import type { Dispatcher } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { OperationName } from '../src/domain/operations.js';
 import { defaultTracingSettings } from '../src/config.js';
+import type { OperationName } from '../src/domain/operations.js';
 import { createTracing } from '../src/telemetry/tracing.js';
 import type { CallGuard } from '../src/upstream/call-guard.js';
 import { UpstreamCircuits } from '../src/upstream/circuits.js';
-import { RetryBudget } from '../src/upstream/retry-budget.js';
 import type { UpstreamErrorCode } from '../src/upstream/errors.js';
+import { RetryBudget } from '../src/upstream/retry-budget.js';
 import { defaultRoutes } from '../src/upstream/routes.js';
 import { UpstreamTransport } from '../src/upstream/transport.js';
 import { until } from './support/until.js';
 
 /** A dispatcher the test answers by hand: each dispatched request waits in `pending`. */
 function fakeDispatcher() {
-  const pending: { path: string; method: string; answer: (status: number, body?: string) => void; fail: (error: Error) => void }[] = [];
+  const pending: {
+    path: string;
+    method: string;
+    answer: (status: number, body?: string) => void;
+    fail: (error: Error) => void;
+  }[] = [];
   const sent: string[] = [];
   const dispatcher = {
     dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
@@ -66,7 +71,11 @@ class CountingGuard implements CallGuard {
 }
 
 const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
-const settle = (promise: Promise<unknown>) => promise.then(() => 'resolved', (error: { code?: string }) => error.code);
+const settle = (promise: Promise<unknown>) =>
+  promise.then(
+    () => 'resolved',
+    (error: { code?: string }) => error.code,
+  );
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -183,12 +192,22 @@ describe('a GET whose retry the open breaker refused', () => {
     const { dispatcher, pending } = fakeDispatcher();
     const circuits = new UpstreamCircuits({ failureRatio: 0.5, window: 4, minimumCalls: 2, resetMs: 60_000 });
     const transport = new UpstreamTransport({
-      baseUrl: 'http://upstream/v2', routes: defaultRoutes, dispatcher, timeoutMs: 5_000, circuits,
+      baseUrl: 'http://upstream/v2',
+      routes: defaultRoutes,
+      dispatcher,
+      timeoutMs: 5_000,
+      circuits,
       retry: { limit: 2, statusCodes: [503], errorCodes: [], baseDelayMs: 1_000_000, maxDelayMs: 200 },
       tracing: createTracing(defaultTracingSettings),
     });
-    const read = transport.forRequest({ requestId: 'a' }).call({ operation: 'listHeads' }).catch((e: unknown) => e as { code: string; reason?: string; status?: number });
-    const other = transport.forRequest({ requestId: 'o' }).call({ operation: 'listHeads', query: { page: 2 } }).catch(() => undefined);
+    const read = transport
+      .forRequest({ requestId: 'a' })
+      .call({ operation: 'listHeads' })
+      .catch((e: unknown) => e as { code: string; reason?: string; status?: number });
+    const other = transport
+      .forRequest({ requestId: 'o' })
+      .call({ operation: 'listHeads', query: { page: 2 } })
+      .catch(() => undefined);
     await tick();
     pending[0]!.answer(503);
     await tick();
@@ -202,25 +221,39 @@ describe('a GET whose retry the open breaker refused', () => {
 });
 
 describe('a client going away while the breaker is half-open', () => {
-  it('says nothing of the upstream when the call is not the probe: the probe\'s success closes the breaker', async () => {
+  it("says nothing of the upstream when the call is not the probe: the probe's success closes the breaker", async () => {
     const { dispatcher, pending } = fakeDispatcher();
     const circuits = new UpstreamCircuits({ failureRatio: 0.5, window: 4, minimumCalls: 2, resetMs: 50 });
     const transport = new UpstreamTransport({
-      baseUrl: 'http://upstream/v2', routes: defaultRoutes, dispatcher, timeoutMs: 5_000, circuits,
+      baseUrl: 'http://upstream/v2',
+      routes: defaultRoutes,
+      dispatcher,
+      timeoutMs: 5_000,
+      circuits,
       retry: { limit: 0, statusCodes: [], errorCodes: [], baseDelayMs: 1, maxDelayMs: 1 },
       tracing: createTracing(defaultTracingSettings),
     });
     const client = new AbortController();
-    const slow = settle(transport.forRequest({ requestId: 's', signal: client.signal }).call({ operation: 'getHeadById', params: { id: '0' } }));
-    const f1 = settle(transport.forRequest({ requestId: 'f1' }).call({ operation: 'getHeadById', params: { id: '1' } }));
-    const f2 = settle(transport.forRequest({ requestId: 'f2' }).call({ operation: 'getHeadById', params: { id: '2' } }));
+    const slow = settle(
+      transport
+        .forRequest({ requestId: 's', signal: client.signal })
+        .call({ operation: 'getHeadById', params: { id: '0' } }),
+    );
+    const f1 = settle(
+      transport.forRequest({ requestId: 'f1' }).call({ operation: 'getHeadById', params: { id: '1' } }),
+    );
+    const f2 = settle(
+      transport.forRequest({ requestId: 'f2' }).call({ operation: 'getHeadById', params: { id: '2' } }),
+    );
     await tick();
     pending[1]!.answer(500);
     pending[2]!.answer(500);
     await Promise.all([f1, f2]);
     expect(circuits.stateOf('getHeadById')).toBe('open');
     await new Promise((resolve) => setTimeout(resolve, 60));
-    const probe = settle(transport.forRequest({ requestId: 'p' }).call({ operation: 'getHeadById', params: { id: '3' } }));
+    const probe = settle(
+      transport.forRequest({ requestId: 'p' }).call({ operation: 'getHeadById', params: { id: '3' } }),
+    );
     expect(circuits.stateOf('getHeadById')).toBe('half_open');
     client.abort(); // the slow read's client goes: says nothing of the upstream
     expect(await slow).toBe('ABORTED');

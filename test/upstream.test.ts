@@ -2,13 +2,23 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startReferenceUpstream, type ReferenceUpstream } from '../src/reference-upstream/server.js';
+import { defaultTracingSettings, loadConfig } from '../src/config.js';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../src/reference-upstream/server.js';
 import { HeadShape } from '../src/reference-upstream/store.js';
-import { login } from '../src/upstream/auth.js';
+import { createTracing } from '../src/telemetry/tracing.js';
 import { retryAfterMs } from '../src/upstream/answer.js';
+import { login } from '../src/upstream/auth.js';
 import { UpstreamError } from '../src/upstream/errors.js';
-import { deleteHead, getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, updateHead } from '../src/upstream/heads.js';
+import {
+  deleteHead,
+  getHeadById,
+  getHeadExt,
+  getHeadExtById,
+  listHeads,
+  listHeadsExt,
+  updateHead,
+} from '../src/upstream/heads.js';
 import { getPermissions } from '../src/upstream/permissions.js';
 import { applyRouteOverrides, defaultRoutes, type RouteTable } from '../src/upstream/routes.js';
 import { headASchema } from '../src/upstream/schemas.js';
@@ -17,8 +27,6 @@ import type { CallContext, UpstreamAttempt } from '../src/upstream/transport.js'
 import { createUpstream, type Upstream } from '../src/upstream/upstream.js';
 import { freePort } from './support/process.js';
 import { until } from './support/until.js';
-import { defaultTracingSettings, loadConfig } from '../src/config.js';
-import { createTracing } from '../src/telemetry/tracing.js';
 
 let reference: ReferenceUpstream;
 let upstream: Upstream;
@@ -35,14 +43,21 @@ function client(options: { timeoutMs?: number; routes?: RouteTable; baseUrl?: st
     // The pool's other settings as an operator gets them by default.
     keepAliveTimeoutMs: configured.upstreamKeepAliveMs,
     maxResponseBytes: configured.upstreamMaxResponseBytes,
-    retry: { limit: 2, statusCodes: [502, 503, 504], errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'], baseDelayMs: 5, maxDelayMs: 20 },
+    retry: {
+      limit: 2,
+      statusCodes: [502, 503, 504],
+      errorCodes: ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'],
+      baseDelayMs: 5,
+      maxDelayMs: 20,
+    },
     onAttempt: (attempt) => attempts.push(attempt),
     tracing: createTracing(defaultTracingSettings),
   });
 }
 
 const anonymous = (extra: Partial<CallContext> = {}) => upstream.forRequest({ requestId: 'req-anon', ...extra });
-const authed = (extra: Partial<CallContext> = {}) => upstream.forRequest({ requestId: 'req-auth', authorization: `Bearer ${token}`, ...extra });
+const authed = (extra: Partial<CallContext> = {}) =>
+  upstream.forRequest({ requestId: 'req-auth', authorization: `Bearer ${token}`, ...extra });
 const calls = (operation: string) => reference.requests.filter((r) => r.operation === operation);
 
 async function failure(promise: Promise<unknown>): Promise<UpstreamError> {
@@ -101,7 +116,12 @@ describe('operations', () => {
     expect(b.id).toBe(id);
     expect(b.head_metadata).toBeUndefined();
     expect(extB.head_metadata).toEqual(extA.head_metadata);
-    expect(reference.requests.map((r) => r.path)).toEqual([`/v2/heads`, `/v2/heads/${id}/ext`, `/v2/head/${id}`, `/v2/head/${id}/ext`]);
+    expect(reference.requests.map((r) => r.path)).toEqual([
+      `/v2/heads`,
+      `/v2/heads/${id}/ext`,
+      `/v2/head/${id}`,
+      `/v2/head/${id}/ext`,
+    ]);
   });
 
   it('lists heads ext with limit and skip in the same order as Get Heads', async () => {
@@ -117,7 +137,11 @@ describe('operations', () => {
     const id = items[4]!.id;
     const updated = await updateHead(anonymous(), id, { name: 'Renamed by test' });
     expect(updated).toMatchObject({ id, name: 'Renamed by test' });
-    expect(calls('updateHead')[0]).toMatchObject({ method: 'PATCH', path: `/v2/heads/${id}`, body: { name: 'Renamed by test' } });
+    expect(calls('updateHead')[0]).toMatchObject({
+      method: 'PATCH',
+      path: `/v2/heads/${id}`,
+      body: { name: 'Renamed by test' },
+    });
     expect((await getHeadExt(anonymous(), id)).name).toBe('Renamed by test');
 
     await expect(deleteHead(authed(), id)).resolves.toBeUndefined();
@@ -139,9 +163,14 @@ describe('operations', () => {
   it('logs in with a form and refuses wrong credentials', async () => {
     const answer = await login(anonymous(), DEMO_CREDENTIALS);
     expect(answer.token_type.toLowerCase()).toBe('bearer');
-    expect(calls('login')[0]).toMatchObject({ method: 'POST', body: { username: DEMO_CREDENTIALS.username, grant_type: 'password' } });
+    expect(calls('login')[0]).toMatchObject({
+      method: 'POST',
+      body: { username: DEMO_CREDENTIALS.username, grant_type: 'password' },
+    });
     expect(calls('login')[0]!.headers['content-type']).toBe('application/x-www-form-urlencoded');
-    expect((await failure(login(anonymous(), { username: DEMO_CREDENTIALS.username, password: 'wrong' }))).code).toBe('UNAUTHENTICATED');
+    expect((await failure(login(anonymous(), { username: DEMO_CREDENTIALS.username, password: 'wrong' }))).code).toBe(
+      'UNAUTHENTICATED',
+    );
   });
 });
 
@@ -201,11 +230,20 @@ describe('error codes', () => {
 
   it('5xx, non-JSON and off-contract bodies are UPSTREAM_ERROR', async () => {
     reference.injectFault('getPermissions', { kind: 'status', status: 500, body: { detail: 'boom' } });
-    expect(await failure(getPermissions(authed(), { page: 1, size: 1 }))).toMatchObject({ code: 'UPSTREAM_ERROR', status: 500 });
+    expect(await failure(getPermissions(authed(), { page: 1, size: 1 }))).toMatchObject({
+      code: 'UPSTREAM_ERROR',
+      status: 500,
+    });
     reference.injectFault('getPermissions', { kind: 'malformed-json' });
-    expect(await failure(getPermissions(authed(), { page: 1, size: 1 }))).toMatchObject({ code: 'UPSTREAM_ERROR', message: expect.stringContaining('not JSON') });
+    expect(await failure(getPermissions(authed(), { page: 1, size: 1 }))).toMatchObject({
+      code: 'UPSTREAM_ERROR',
+      message: expect.stringContaining('not JSON'),
+    });
     reference.injectFault('getPermissions', { kind: 'off-contract' });
-    expect(await failure(getPermissions(authed(), { page: 1, size: 1 }))).toMatchObject({ code: 'UPSTREAM_ERROR', message: expect.stringContaining('off-contract') });
+    expect(await failure(getPermissions(authed(), { page: 1, size: 1 }))).toMatchObject({
+      code: 'UPSTREAM_ERROR',
+      message: expect.stringContaining('off-contract'),
+    });
     expect(calls('getPermissions')).toHaveLength(3);
   });
 
@@ -296,7 +334,12 @@ describe('retries', () => {
     expect((await failure(deleteHead(authed(), id))).code).toBe('UPSTREAM_OUTCOME_UNKNOWN');
     expect((await failure(login(anonymous(), DEMO_CREDENTIALS))).code).toBe('UPSTREAM_ERROR');
     expect((await failure(updateSubscription(authed(), { active: true }))).code).toBe('UPSTREAM_OUTCOME_UNKNOWN');
-    expect(reference.requests.map((r) => r.operation)).toEqual(['updateHead', 'deleteHead', 'login', 'updateSubscription']);
+    expect(reference.requests.map((r) => r.operation)).toEqual([
+      'updateHead',
+      'deleteHead',
+      'login',
+      'updateSubscription',
+    ]);
   });
 });
 
@@ -364,21 +407,27 @@ describe('body schemas', () => {
     const body = head();
     body.lod = { levels: 3, nested: { deep: [1, { x: null }] } };
     expect(headASchema.parse(body).lod).toEqual(body.lod);
-    for (const bad of [[1, 2], 'lod', 7, true]) expect(headASchema.safeParse({ ...head(), lod: bad }).success).toBe(false);
+    for (const bad of [[1, 2], 'lod', 7, true])
+      expect(headASchema.safeParse({ ...head(), lod: bad }).success).toBe(false);
     expect(headASchema.safeParse({ ...head(), lod: null }).success).toBe(true);
     expect(headASchema.safeParse({ ...head(), hair: { ...head().hair, obj_metadata: [] } }).success).toBe(false);
   });
 
   it('reads a timestamp without an offset as UTC, keeps one with an offset, refuses one that is not a timestamp', () => {
     expect(headASchema.parse({ ...head(), created_at: '2024-01-01T05:00:00' }).created_at).toBe('2024-01-01T05:00:00Z');
-    expect(headASchema.parse({ ...head(), created_at: '2024-01-01T05:00:00+02:00' }).created_at).toBe('2024-01-01T05:00:00+02:00');
+    expect(headASchema.parse({ ...head(), created_at: '2024-01-01T05:00:00+02:00' }).created_at).toBe(
+      '2024-01-01T05:00:00+02:00',
+    );
     expect(headASchema.safeParse({ ...head(), created_at: 'yesterday' }).success).toBe(false);
   });
 });
 
 describe('routes', () => {
   it('follows an overridden route table', async () => {
-    const routes = applyRouteOverrides({ getHeadExt: { path: '/heads/{head_id}/extended' }, updateSubscription: { method: 'PUT' } });
+    const routes = applyRouteOverrides({
+      getHeadExt: { path: '/heads/{head_id}/extended' },
+      updateSubscription: { method: 'PUT' },
+    });
     const moved = await startReferenceUpstream({ routes });
     const movedClient = client({ baseUrl: moved.url, routes });
     try {
@@ -395,13 +444,14 @@ describe('routes', () => {
   it('refuses an unknown operation, a bad method and a path missing its placeholder', () => {
     expect(() => applyRouteOverrides({ getHead: { path: '/x' } })).toThrow(/unknown operation/);
     expect(() => applyRouteOverrides({ listHeads: { method: 'FETCH' } })).toThrow(/method must be one of/);
-    expect(() => applyRouteOverrides({ getHeadExt: { path: '/heads/ext' } })).toThrow(/getHeadExt\.path: path must contain \{head_id\}/);
+    expect(() => applyRouteOverrides({ getHeadExt: { path: '/heads/ext' } })).toThrow(
+      /getHeadExt\.path: path must contain \{head_id\}/,
+    );
     expect(() => applyRouteOverrides({ listHeads: { path: '/heads/{id}' } })).toThrow(/takes no placeholder/);
   });
 });
 
 afterEach(() => reference.clearFaults());
-
 
 describe("an upstream's Retry-After (on its 429)", () => {
   const now = Date.parse('2026-11-27T10:00:00Z');

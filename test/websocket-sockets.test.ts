@@ -25,7 +25,9 @@ interface RawSocket {
 async function rawSocket(url: string, connectionParams: object = {}): Promise<RawSocket> {
   const socket = new WebSocket(url, 'graphql-transport-ws');
   const messages: RawSocket['messages'] = [];
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => socket.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    socket.once('close', (code, reason) => resolve({ code, reason: String(reason) })),
+  );
   socket.on('message', (data) => messages.push(JSON.parse(String(data)) as RawSocket['messages'][number]));
   await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
   socket.send(JSON.stringify({ type: 'connection_init', payload: connectionParams }));
@@ -41,7 +43,11 @@ async function rawSocket(url: string, connectionParams: object = {}): Promise<Ra
   };
 }
 
-const subscribe = (id: string, head: string) => ({ id, type: 'subscribe', payload: { query: WATCH, variables: { id: head } } });
+const subscribe = (id: string, head: string) => ({
+  id,
+  type: 'subscribe',
+  payload: { query: WATCH, variables: { id: head } },
+});
 const complete = (id: string) => ({ id, type: 'complete' });
 
 describe('a WebSocket’s operations (the defaults)', () => {
@@ -54,22 +60,31 @@ describe('a WebSocket’s operations (the defaults)', () => {
     ids = t.reference.store.headIds();
   });
   afterAll(() => t.close());
-  const inFlight = async () => sampleOf(await (await t.gateway.fetch('http://gateway/metrics')).text(), 'gateway_operations_in_flight');
+  const inFlight = async () =>
+    sampleOf(await (await t.gateway.fetch('http://gateway/metrics')).text(), 'gateway_operations_in_flight');
 
   it('subscribe, complete, subscribe of one id in one write: one stream under it, one event a change, none left once the socket closes', async () => {
     const head = ids[40]!;
     const socket = await rawSocket(url);
     // Fifty triples on fifty ids: each id's first stream is completed before it was set up.
-    const triples = Array.from({ length: 50 }, (_, i) => [subscribe(`x${i}`, head), complete(`x${i}`), subscribe(`x${i}`, head)]).flat();
+    const triples = Array.from({ length: 50 }, (_, i) => [
+      subscribe(`x${i}`, head),
+      complete(`x${i}`),
+      subscribe(`x${i}`, head),
+    ]).flat();
     socket.send(...triples);
     await until(() => t.subscriptions.open() >= 50, 'a stream per id', 10_000);
     // Two changes: a stream left under an id would send its event beside the other's, from the same shared read.
     for (const [n, name] of ['Reused ids', 'Reused ids again'].entries()) {
       expect((await t.execute(UPDATE, { input: { id: globalId(head), name } })).errors).toBeUndefined();
-      await until(() => socket.messages.filter((message) => message.type === 'next').length >= 50 * (n + 1), `an event per id, change ${n + 1}`);
+      await until(
+        () => socket.messages.filter((message) => message.type === 'next').length >= 50 * (n + 1),
+        `an event per id, change ${n + 1}`,
+      );
     }
     const perId = new Map<string | undefined, number>();
-    for (const event of socket.messages.filter((message) => message.type === 'next')) perId.set(event.id, (perId.get(event.id) ?? 0) + 1);
+    for (const event of socket.messages.filter((message) => message.type === 'next'))
+      perId.set(event.id, (perId.get(event.id) ?? 0) + 1);
     expect([...perId.values()]).toEqual(Array(50).fill(2));
     expect(t.subscriptions.open()).toBe(50);
     socket.close();
@@ -80,7 +95,13 @@ describe('a WebSocket’s operations (the defaults)', () => {
     const socket = await rawSocket(url);
     t.reset();
     t.reference.injectFault('getHeadById', { kind: 'latency', ms: 20_000 }, 10);
-    socket.send(...ids.slice(0, 10).map((head, i) => ({ id: `q${i}`, type: 'subscribe', payload: { query: 'query($id: ID!) { head(id: $id) { name } }', variables: { id: head } } })));
+    socket.send(
+      ...ids.slice(0, 10).map((head, i) => ({
+        id: `q${i}`,
+        type: 'subscribe',
+        payload: { query: 'query($id: ID!) { head(id: $id) { name } }', variables: { id: head } },
+      })),
+    );
     await until(() => t.reference.inFlight() === 10, 'the ten reads held at the upstream');
     expect(await inFlight()).toBe(10);
     socket.close();

@@ -25,8 +25,14 @@ describe('the A/B bench report', () => {
     const orderEffect = 5;
     const a = [300, 310, 290, 305];
     // A loaded first: B (second) gains the effect; B loaded first: A (second) gains it.
-    const aFirst = compareRounds(a, a.map((v) => v + trueDifference - orderEffect));
-    const bFirst = compareRounds(a.map((v) => v - orderEffect), a.map((v) => v + trueDifference));
+    const aFirst = compareRounds(
+      a,
+      a.map((v) => v + trueDifference - orderEffect),
+    );
+    const bFirst = compareRounds(
+      a.map((v) => v - orderEffect),
+      a.map((v) => v + trueDifference),
+    );
     const combined = combinePasses(aFirst, bFirst);
     expect(aFirst.difference).toBe(-13);
     expect(bFirst.difference).toBe(-3);
@@ -39,9 +45,16 @@ describe('the A/B bench report', () => {
     const noisy = combinePasses(compareRounds([250, 270], [255, 262]), compareRounds([260, 250], [252, 258]));
     const lines = describeComparison({ a: '../before', b: '.' }, 'Q1', noisy);
     expect(lines[0]).toBe('Q1, A = ../before, B = .');
-    expect(lines[1]).toMatch(/^A loaded first: A 260\.0 µs, B 258\.5 µs an operation; B − A −1\.5 ± \d+\.\d µs \(2 rounds\)$/);
+    expect(lines[1]).toMatch(
+      /^A loaded first: A 260\.0 µs, B 258\.5 µs an operation; B − A −1\.5 ± \d+\.\d µs \(2 rounds\)$/,
+    );
     expect(lines[3]).toContain('within the noise');
-    const clear = combinePasses(compareRounds([250, 252, 251], [240, 241, 240]), compareRounds([251, 250, 252], [241, 240, 242]));
-    expect(describeComparison({ a: 'A', b: 'B' }, 'Q1', clear)[3]).toMatch(/^B − A −10\.3 ± \d\.\d µs an operation \(95 %\), B costs less/);
+    const clear = combinePasses(
+      compareRounds([250, 252, 251], [240, 241, 240]),
+      compareRounds([251, 250, 252], [241, 240, 242]),
+    );
+    expect(describeComparison({ a: 'A', b: 'B' }, 'Q1', clear)[3]).toMatch(
+      /^B − A −10\.3 ± \d\.\d µs an operation \(95 %\), B costs less/,
+    );
   });
 });

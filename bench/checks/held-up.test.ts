@@ -13,7 +13,8 @@ import { median, slowdown } from './latency.js';
  * (the flood's upstream calls).
  */
 
-const typename = (on: TestGateway) => async () => expect((await post(on, json('{ __typename }'))).body).toEqual({ data: { __typename: 'Query' } });
+const typename = (on: TestGateway) => async () =>
+  expect((await post(on, json('{ __typename }'))).body).toEqual({ data: { __typename: 'Query' } });
 
 describe('the abuse corpus, in the default configuration', () => {
   let t: TestGateway;
@@ -22,11 +23,14 @@ describe('the abuse corpus, in the default configuration', () => {
   });
   afterAll(() => t.close());
 
-  it.each(abuseAttacks(() => t).map((attack) => [attack.name, attack] as const))('%s: a { __typename } beside it is not held up', async (_, attack) => {
-    // Both sides take a millisecond or so, where a GC pause shows: 11 rounds, and a bound that
-    // still catches what these attacks did before (an 885 KB answer, a stack overflow).
-    expect(await slowdown(typename(t), attack.send, typename(t), 11)).toBeLessThan(10);
-  });
+  it.each(abuseAttacks(() => t).map((attack) => [attack.name, attack] as const))(
+    '%s: a { __typename } beside it is not held up',
+    async (_, attack) => {
+      // Both sides take a millisecond or so, where a GC pause shows: 11 rounds, and a bound that
+      // still catches what these attacks did before (an 885 KB answer, a stack overflow).
+      expect(await slowdown(typename(t), attack.send, typename(t), 11)).toBeLessThan(10);
+    },
+  );
 });
 
 describe('the fragment fan-out with MAX_REPEATED_FIELDS=1000', () => {
@@ -77,12 +81,19 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5', () => {
   it('one caller flooding at its limit costs another no more than the cheapest operation would', async () => {
     const fifty = `{ nodes(ids: ${JSON.stringify(t.reference.store.headIds().slice(0, 50))}) { id } }`;
     // One caller asks 50 upstream calls 40 times at once, every round: at most 10 a window are served.
-    const flood = () => Promise.all(Array.from({ length: 40 }, () => post(t, { query: fifty }, { 'x-forwarded-for': '192.0.2.1' })));
+    const flood = () =>
+      Promise.all(Array.from({ length: 40 }, () => post(t, { query: fifty }, { 'x-forwarded-for': '192.0.2.1' })));
     // The same number of the cheapest operations there is, each from a caller of its own (none refused).
     let fresh = 0;
     const address = () => `2001:db8::${(fresh++).toString(16)}`;
-    const cheap = () => Promise.all(Array.from({ length: 40 }, () => post(t, { query: '{ __typename }' }, { 'x-forwarded-for': address() })));
-    const probe = async () => expect(ok(await post(t, { query: '{ heads(first: 1) { totalCount } }' }, { 'x-forwarded-for': address() }))).toBe(true);
+    const cheap = () =>
+      Promise.all(
+        Array.from({ length: 40 }, () => post(t, { query: '{ __typename }' }, { 'x-forwarded-for': address() })),
+      );
+    const probe = async () =>
+      expect(ok(await post(t, { query: '{ heads(first: 1) { totalCount } }' }, { 'x-forwarded-for': address() }))).toBe(
+        true,
+      );
     await flood();
     // Unlimited, each of the 40 would make 50 calls beside the probe's one.
     expect(await slowdown(probe, flood, cheap)).toBeLessThan(3);

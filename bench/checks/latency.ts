@@ -1,5 +1,6 @@
 /** The median of some numbers. */
-export const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+export const median = (values: readonly number[]): number =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /** Milliseconds `probe` takes, started together with `beside` (which runs alongside, not awaited in the timing). */
 async function timedBeside(probe: () => Promise<unknown>, beside: () => Promise<unknown>): Promise<number> {
@@ -13,7 +14,12 @@ async function timedBeside(probe: () => Promise<unknown>, beside: () => Promise<
  * `rounds` alternating rounds (after one warm-up of each). A ratio, not a time: the machine may be
  * shared and loaded, which slows both sides alike.
  */
-export async function slowdown(probe: () => Promise<unknown>, load: () => Promise<unknown>, baseline: () => Promise<unknown>, rounds = 7): Promise<number> {
+export async function slowdown(
+  probe: () => Promise<unknown>,
+  load: () => Promise<unknown>,
+  baseline: () => Promise<unknown>,
+  rounds = 7,
+): Promise<number> {
   await timedBeside(probe, load);
   await timedBeside(probe, baseline);
   const loaded: number[] = [];

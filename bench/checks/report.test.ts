@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { summarize, toMarkdown, type BenchReport, type Measurement, type ScenarioResult } from '../report.js';
+import { type BenchReport, type Measurement, type ScenarioResult, summarize, toMarkdown } from '../report.js';
 
 /* The bench's arithmetic and report, on made-up measurements: medians, spreads, both tables. */
 
@@ -16,14 +16,30 @@ const measurement = (reqPerSec: number, p99Ms: number, rssMb: number, ratio?: nu
   ratio,
 });
 
-const scenario = (name: string, rounds: Measurement[]): ScenarioResult => ({ name, description: `${name} scenario`, check: 'ok', rounds });
+const scenario = (name: string, rounds: Measurement[]): ScenarioResult => ({
+  name,
+  description: `${name} scenario`,
+  check: 'ok',
+  rounds,
+});
 
 function report(cores: 'one' | 'all' | 'both'): BenchReport {
   const oneCore = [
-    scenario('direct', [measurement(20_000, 1, 100, 1), measurement(24_000, 1, 100, 1), measurement(22_000, 2, 100, 1)]),
-    scenario('Q1', [measurement(3_000, 9, 130, 0.15), measurement(3_300, 6, 134, 0.1375), measurement(2_900, 7, 132, 0.1318)]),
+    scenario('direct', [
+      measurement(20_000, 1, 100, 1),
+      measurement(24_000, 1, 100, 1),
+      measurement(22_000, 2, 100, 1),
+    ]),
+    scenario('Q1', [
+      measurement(3_000, 9, 130, 0.15),
+      measurement(3_300, 6, 134, 0.1375),
+      measurement(2_900, 7, 132, 0.1318),
+    ]),
   ];
-  const allCores = [scenario('direct', [measurement(24_000, 1, 260, 1)]), scenario('Q1', [measurement(4_200, 11, 320, 0.175)])];
+  const allCores = [
+    scenario('direct', [measurement(24_000, 1, 260, 1)]),
+    scenario('Q1', [measurement(4_200, 11, 320, 0.175)]),
+  ];
   summarize(oneCore);
   summarize(allCores);
   return {
@@ -48,8 +64,22 @@ function report(cores: 'one' | 'all' | 'both'): BenchReport {
       gatewayLogSamples: [],
     },
     scenarios: cores === 'all' ? [] : oneCore,
-    rss: cores === 'all' ? { afterRound1: undefined, afterLastRound: undefined } : { afterRound1: 134.8 * 1024 * 1024, afterLastRound: 133 * 1024 * 1024 },
-    ...(cores === 'one' ? {} : { allCores: { workers: 2, pinning: 'not pinned', scenarios: allCores, rssAfterRun: 338 * 1024 * 1024, gatewayLogLines: 0, gatewayLogSamples: [] } }),
+    rss:
+      cores === 'all'
+        ? { afterRound1: undefined, afterLastRound: undefined }
+        : { afterRound1: 134.8 * 1024 * 1024, afterLastRound: 133 * 1024 * 1024 },
+    ...(cores === 'one'
+      ? {}
+      : {
+          allCores: {
+            workers: 2,
+            pinning: 'not pinned',
+            scenarios: allCores,
+            rssAfterRun: 338 * 1024 * 1024,
+            gatewayLogLines: 0,
+            gatewayLogSamples: [],
+          },
+        }),
   };
 }
 
@@ -65,7 +95,9 @@ describe('bench report', () => {
   it('renders the one-core table with the RSS of round 1 and of the last round, then the all-cores table', () => {
     const markdown = toMarkdown(report('both'));
     expect(markdown).toContain('3 round(s) on one core + 1 round on all cores');
-    expect(markdown).toContain('| Q1 | 3000 (2900–3300) | 1 | 7 (6–9) | 1 | 0.138 (0.132–0.15) | 132 (130–134) | 0 / 0 | ok |');
+    expect(markdown).toContain(
+      '| Q1 | 3000 (2900–3300) | 1 | 7 (6–9) | 1 | 0.138 (0.132–0.15) | 132 (130–134) | 0 / 0 | ok |',
+    );
     expect(markdown).toContain('Gateway RSS after round 1: 134.8 MB; after round 3: 133.0 MB (-1.8 MB).');
     const allCores = markdown.slice(markdown.indexOf('## All cores (WORKERS=auto, 2 workers, not pinned)'));
     expect(allCores).toContain('| Q1 | 4200 | 1 | 11 | 1 | 0.175 | 320 | 0 / 0 | ok |');

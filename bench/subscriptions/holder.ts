@@ -25,19 +25,32 @@ const arrived = (i: number) => {
 };
 const open = (i: number) =>
   new Promise<void>((resolve, reject) => {
-    const req = request(url, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': Buffer.byteLength(body) } }, (response) => {
-      if (response.statusCode !== 200) return reject(new Error(`SSE: ${response.statusCode}`));
-      seen[i] = 0;
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => {
-        for (let at = chunk.indexOf('event: next'); at !== -1; at = chunk.indexOf('event: next', at + 1)) arrived(i);
-      });
-      resolve();
-    });
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        agent: false,
+        headers: {
+          'content-type': 'application/json',
+          accept: 'text/event-stream',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (response) => {
+        if (response.statusCode !== 200) return reject(new Error(`SSE: ${response.statusCode}`));
+        seen[i] = 0;
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          for (let at = chunk.indexOf('event: next'); at !== -1; at = chunk.indexOf('event: next', at + 1)) arrived(i);
+        });
+        resolve();
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
-for (let i = 0; i < count; i += 200) await Promise.all(Array.from({ length: Math.min(200, count - i) }, (_, k) => open(i + k)));
+for (let i = 0; i < count; i += 200)
+  await Promise.all(Array.from({ length: Math.min(200, count - i) }, (_, k) => open(i + k)));
 process.stdout.write(`holding ${count} listening on ${url}\n`);
 process.on('SIGINT', () => process.exit(0));
 setInterval(() => undefined, 1 << 30);

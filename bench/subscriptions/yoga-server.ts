@@ -1,8 +1,8 @@
 import { createServer } from 'node:http';
-import { createPubSub, createSchema, createYoga } from 'graphql-yoga';
 import { createRedisEventTarget } from '@graphql-yoga/redis-event-target';
-import { Redis } from 'ioredis';
 import { useServer } from 'graphql-ws/use/ws';
+import { createPubSub, createSchema, createYoga } from 'graphql-yoga';
+import { Redis } from 'ioredis';
 import { WebSocketServer } from 'ws';
 
 /*
@@ -16,7 +16,14 @@ const upstream = process.env.UPSTREAM_URL!;
 const redisUrl = process.env.REDIS_URL;
 type Topics = { headChanged: [id: string, change: { id: string }] };
 const pubsub = createPubSub<Topics>(
-  redisUrl === undefined ? undefined : { eventTarget: createRedisEventTarget({ publishClient: new Redis(redisUrl), subscribeClient: new Redis(redisUrl) }) as never },
+  redisUrl === undefined
+    ? undefined
+    : {
+        eventTarget: createRedisEventTarget({
+          publishClient: new Redis(redisUrl),
+          subscribeClient: new Redis(redisUrl),
+        }) as never,
+      },
 );
 
 const schema = createSchema({
@@ -43,7 +50,10 @@ const schema = createSchema({
       },
     },
     Subscription: {
-      headChanged: { subscribe: (_: unknown, { id }: { id: string }) => pubsub.subscribe('headChanged', id), resolve: (change: { id: string }) => change },
+      headChanged: {
+        subscribe: (_: unknown, { id }: { id: string }) => pubsub.subscribe('headChanged', id),
+        resolve: (change: { id: string }) => change,
+      },
     },
   },
 });
@@ -57,8 +67,20 @@ useServer(
     execute: (args: any) => args.rootValue.execute(args),
     subscribe: (args: any) => args.rootValue.subscribe(args),
     onSubscribe: async (ctx: any, _id: string, params: any) => {
-      const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params });
-      const args = { schema, operationName: params.operationName, document: parse(params.query), variableValues: params.variables, contextValue: await contextFactory(), rootValue: { execute, subscribe } };
+      const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+        ...ctx,
+        req: ctx.extra.request,
+        socket: ctx.extra.socket,
+        params,
+      });
+      const args = {
+        schema,
+        operationName: params.operationName,
+        document: parse(params.query),
+        variableValues: params.variables,
+        contextValue: await contextFactory(),
+        rootValue: { execute, subscribe },
+      };
       const errors = validate(args.schema, args.document);
       return errors.length > 0 ? errors : args;
     },

@@ -16,7 +16,12 @@ export type Git = (args: readonly string[]) => string | undefined;
 export function gitIn(cwd: string): Git {
   return (args) => {
     try {
-      return execFileSync('git', args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+      return execFileSync('git', args, {
+        cwd,
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }).trim();
     } catch {
       return undefined;
     }
@@ -32,14 +37,22 @@ export interface BaseChoice {
 const commitOf = (git: Git, ref: string) => git(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`]) || undefined;
 
 /** The oldest commit of `git log args` (the one that introduced what it searches). */
-const oldest = (git: Git, args: readonly string[]) => git(['log', '--format=%H', ...args])?.split('\n').filter(Boolean).at(-1);
+const oldest = (git: Git, args: readonly string[]) =>
+  git(['log', '--format=%H', ...args])
+    ?.split('\n')
+    .filter(Boolean)
+    .at(-1);
 
 /**
  * The base: `given` (--base, or SCHEMA_CHECK_BASE), else the merge base with origin/main (or main)
  * when HEAD is not on it, else the last release, else the commit that started CHANGELOG.md, else
  * the previous commit; undefined in a repository of one commit.
  */
-export function chooseBase(git: Git, changelog: string | undefined, given: BaseChoice | undefined): BaseChoice | undefined {
+export function chooseBase(
+  git: Git,
+  changelog: string | undefined,
+  given: BaseChoice | undefined,
+): BaseChoice | undefined {
   if (given !== undefined) return given;
   const head = commitOf(git, 'HEAD');
   for (const main of ['origin/main', 'main']) {
@@ -50,9 +63,11 @@ export function chooseBase(git: Git, changelog: string | undefined, given: BaseC
   }
   const release = changelog === undefined ? undefined : lastRelease(changelog);
   if (release !== undefined) {
-    for (const tag of [`v${release}`, release]) if (commitOf(git, tag) !== undefined) return { ref: tag, why: `the release ${release} (tag ${tag})` };
+    for (const tag of [`v${release}`, release])
+      if (commitOf(git, tag) !== undefined) return { ref: tag, why: `the release ${release} (tag ${tag})` };
     const released = oldest(git, ['-S', `[${release}]`, '--', 'CHANGELOG.md']);
-    if (released !== undefined) return { ref: released, why: `the release ${release} (the commit that named it in CHANGELOG.md)` };
+    if (released !== undefined)
+      return { ref: released, why: `the release ${release} (the commit that named it in CHANGELOG.md)` };
   }
   const started = oldest(git, ['--diff-filter=A', '--', 'CHANGELOG.md']);
   if (started !== undefined) return { ref: started, why: 'the commit that started CHANGELOG.md (no release yet)' };
@@ -60,10 +75,15 @@ export function chooseBase(git: Git, changelog: string | undefined, given: BaseC
   return undefined;
 }
 
-/** schema.graphql (or `path`) as `ref` has it; undefined when `ref` has no such file; throws when `ref` is not a commit here. */
+/**
+ * schema.graphql (or `path`) as `ref` has it; undefined when `ref` has no such file; throws when `ref` is not a commit
+ * here.
+ */
 export function schemaAt(git: Git, ref: string, path = 'schema.graphql'): string | undefined {
   if (commitOf(git, ref) === undefined) {
-    throw new Error(`${ref} is not a commit of this repository (a shallow clone? fetch its history, or name another base with --base or SCHEMA_CHECK_BASE)`);
+    throw new Error(
+      `${ref} is not a commit of this repository (a shallow clone? fetch its history, or name another base with --base or SCHEMA_CHECK_BASE)`,
+    );
   }
   return git(['show', `${ref}:${path}`]);
 }

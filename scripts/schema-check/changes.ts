@@ -1,5 +1,12 @@
-import { CriticalityLevel, diff, type Change } from '@graphql-inspector/core';
-import { isEnumType, isInputObjectType, isInterfaceType, isIntrospectionType, isObjectType, type GraphQLSchema } from 'graphql';
+import { type Change, CriticalityLevel, diff } from '@graphql-inspector/core';
+import {
+  type GraphQLSchema,
+  isEnumType,
+  isInputObjectType,
+  isInterfaceType,
+  isIntrospectionType,
+  isObjectType,
+} from 'graphql';
 import { memberCoordinates } from './schema-coordinates.js';
 
 /*
@@ -49,7 +56,14 @@ function coordinateIndex(schema: GraphQLSchema): Map<string, TypeCoordinates> {
   const index = new Map<string, TypeCoordinates>();
   for (const type of Object.values(schema.getTypeMap())) {
     if (isIntrospectionType(type)) continue;
-    const kind = isObjectType(type) || isInterfaceType(type) ? 'output' : isInputObjectType(type) ? 'input' : isEnumType(type) ? 'enum' : 'other';
+    const kind =
+      isObjectType(type) || isInterfaceType(type)
+        ? 'output'
+        : isInputObjectType(type)
+          ? 'input'
+          : isEnumType(type)
+            ? 'enum'
+            : 'other';
     index.set(type.name, { kind, members: new Set(), typedAs: new Set() });
   }
   for (const { coordinate, parent, type } of memberCoordinates(schema)) {
@@ -60,7 +74,10 @@ function coordinateIndex(schema: GraphQLSchema): Map<string, TypeCoordinates> {
   return index;
 }
 
-/** The change's path as a schema coordinate: `Type.field.arg` is `Type.field(arg:)`; a directive's part (`.@deprecated…`) is left off. */
+/**
+ * The change's path as a schema coordinate: `Type.field.arg` is `Type.field(arg:)`; a directive's part
+ * (`.@deprecated…`) is left off.
+ */
 export function coordinateOf(change: Pick<Change, 'path' | 'type'>): string {
   if (change.path === undefined) return 'schema';
   const parts = change.path.split('.');
@@ -76,7 +93,8 @@ export function coordinateOf(change: Pick<Change, 'path' | 'type'>): string {
 function reachOf(coordinate: string, type: string, indexes: readonly Map<string, TypeCoordinates>[]): string[] {
   if (coordinate.startsWith('@') || coordinate === 'schema') return [coordinate.replace(/\(.*$/, '')];
   const argument = /^(\w+)\.(\w+)\((\w+):\)$/.exec(coordinate);
-  // Giving an argument that is gone touches those that give it; any other change to one (its type, its default, one added) every selection of its field.
+  // Giving an argument that is gone touches those that give it; any other change to one (its type, its default, one
+  // added) every selection of its field.
   if (argument !== null) return [type === 'FIELD_ARGUMENT_REMOVED' ? coordinate : `${argument[1]}.${argument[2]}`];
   const reached = new Set<string>();
   const [typeName, member] = coordinate.split('.') as [string, string | undefined];
@@ -85,11 +103,13 @@ function reachOf(coordinate: string, type: string, indexes: readonly Map<string,
     const named = index.get(typeName);
     if (named === undefined) continue;
     if (member === undefined) {
-      // A type removed, its kind changed, a member of a union or an interface of an object gone: its fields, and whatever has it as type.
+      // A type removed, its kind changed, a member of a union or an interface of an object gone: its fields, and
+      // whatever has it as type.
       for (const c of named.members) reached.add(c);
       for (const c of named.typedAs) reached.add(c);
     } else if (named.kind === 'enum' || named.kind === 'input') {
-      // An enum value or an input field: also whatever reads or takes its type (a value sent in a variable is not in the document).
+      // An enum value or an input field: also whatever reads or takes its type (a value sent in a variable is not in
+      // the document).
       for (const c of named.typedAs) reached.add(c);
     }
   }
@@ -97,10 +117,17 @@ function reachOf(coordinate: string, type: string, indexes: readonly Map<string,
   return [...reached].sort();
 }
 
-/** Whether a change is one of the directive-usage changes @deprecated makes beside FIELD_DEPRECATION_*: the same news twice. */
-const repeatsDeprecation = (change: Change) => change.type.startsWith('DIRECTIVE_USAGE_') && change.path?.includes('.@deprecated') === true;
+/**
+ * Whether a change is one of the directive-usage changes @deprecated makes beside FIELD_DEPRECATION_*: the same news
+ * twice.
+ */
+const repeatsDeprecation = (change: Change) =>
+  change.type.startsWith('DIRECTIVE_USAGE_') && change.path?.includes('.@deprecated') === true;
 
-/** The changes from `base` to `next`, classified, each with its coordinate and what it reaches; in the inspector's order. */
+/**
+ * The changes from `base` to `next`, classified, each with its coordinate and what it reaches; in the inspector's
+ * order.
+ */
 export async function schemaChanges(base: GraphQLSchema, next: GraphQLSchema): Promise<SchemaChange[]> {
   const indexes = [coordinateIndex(base), coordinateIndex(next)];
   const changes = await diff(base, next);
@@ -108,6 +135,13 @@ export async function schemaChanges(base: GraphQLSchema, next: GraphQLSchema): P
     .filter((change) => !repeatsDeprecation(change))
     .map((change) => {
       const coordinate = coordinateOf(change);
-      return { class: classOf[change.criticality.level], coordinate, message: change.message, type: change.type, reason: change.criticality.reason, reaches: reachOf(coordinate, change.type, indexes) };
+      return {
+        class: classOf[change.criticality.level],
+        coordinate,
+        message: change.message,
+        type: change.type,
+        reason: change.criticality.reason,
+        reaches: reachOf(coordinate, change.type, indexes),
+      };
     });
 }

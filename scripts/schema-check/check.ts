@@ -1,8 +1,8 @@
 import { buildSchema } from 'graphql';
-import { schemaChanges, type SchemaChange } from './changes.js';
+import { type SchemaChange, schemaChanges } from './changes.js';
+import { type JudgedOperation, judgeOperations, type KnownOperation } from './operations.js';
 import { memberCoordinates } from './schema-coordinates.js';
-import { judgeOperations, type JudgedOperation, type KnownOperation } from './operations.js';
-import { usesOf, type Usage } from './usage.js';
+import { type Usage, usesOf } from './usage.js';
 
 /*
  * The schema check (issue 43), a pure function of its inputs: two schemas' SDL, the operations
@@ -20,7 +20,9 @@ export interface CheckInput {
   readonly usage?: Usage | undefined;
   /** Coordinates CHANGELOG.md's `## [Unreleased]` names (changelog.ts). */
   readonly acknowledged: ReadonlySet<string>;
-  /** `--strict`: a breaking change fails unless acknowledged, even when it breaks no known operation and has no uses. */
+  /**
+   * `--strict`: a breaking change fails unless acknowledged, even when it breaks no known operation and has no uses.
+   */
   readonly strict: boolean;
 }
 
@@ -60,14 +62,19 @@ export interface CheckReport {
   readonly failures: readonly string[];
 }
 
-const selectsAny = (judged: JudgedOperation, coordinates: readonly string[]) => coordinates.some((coordinate) => judged.selects.has(coordinate));
+const selectsAny = (judged: JudgedOperation, coordinates: readonly string[]) =>
+  coordinates.some((coordinate) => judged.selects.has(coordinate));
 const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
 
-/** What one breaking or dangerous change does to the operations (valid against the base) and how much the fleet uses what it reaches. */
+/**
+ * What one breaking or dangerous change does to the operations (valid against the base) and how much the fleet uses
+ * what it reaches.
+ */
 function checkChange(change: SchemaChange, judged: readonly JudgedOperation[], input: CheckInput): CheckedChange {
   const judgedHere = change.class === 'safe' ? [] : judged;
   const touched = judgedHere.filter((operation) => selectsAny(operation, change.reaches));
-  // A dangerous change breaks nothing by itself: what it touches still validates, its answers may differ (a value it did not know).
+  // A dangerous change breaks nothing by itself: what it touches still validates, its answers may differ (a value it
+  // did not know).
   const breaks = change.class === 'breaking' ? touched : [];
   return {
     ...change,
@@ -79,18 +86,33 @@ function checkChange(change: SchemaChange, judged: readonly JudgedOperation[], i
   };
 }
 
-/** Why a breaking change fails the check: it breaks known operations, the fleet uses it, or (--strict) it is not acknowledged. */
+/**
+ * Why a breaking change fails the check: it breaks known operations, the fleet uses it, or (--strict) it is not
+ * acknowledged.
+ */
 function failuresOf(change: CheckedChange, input: CheckInput, period: string | undefined): string[] {
   if (change.class !== 'breaking') return [];
   const failures: string[] = [];
   const named = `\`${change.coordinate}\``;
-  if (change.breaks.length > 0) failures.push(`${named} breaks ${count(change.breaks.length, 'known operation')}: change them (or retire them from their manifest) first`);
-  if (change.uses !== undefined && change.uses.uses > 0) failures.push(`${named} has ${count(change.uses.uses, 'use')} ${period}: deprecate it and wait for its uses to fall to zero first`);
-  if (input.strict && !change.acknowledged && failures.length === 0) failures.push(`${named} is a breaking change: acknowledge it with a line naming ${named} under "## [Unreleased]" in CHANGELOG.md`);
+  if (change.breaks.length > 0)
+    failures.push(
+      `${named} breaks ${count(change.breaks.length, 'known operation')}: change them (or retire them from their manifest) first`,
+    );
+  if (change.uses !== undefined && change.uses.uses > 0)
+    failures.push(
+      `${named} has ${count(change.uses.uses, 'use')} ${period}: deprecate it and wait for its uses to fall to zero first`,
+    );
+  if (input.strict && !change.acknowledged && failures.length === 0)
+    failures.push(
+      `${named} is a breaking change: acknowledge it with a line naming ${named} under "## [Unreleased]" in CHANGELOG.md`,
+    );
   return failures;
 }
 
-/** The check: the changes from `base` to `next`, each against the operations and the usage, the deprecations, and what fails. */
+/**
+ * The check: the changes from `base` to `next`, each against the operations and the usage, the deprecations, and what
+ * fails.
+ */
 export async function checkSchema(input: CheckInput): Promise<CheckReport> {
   const base = buildSchema(input.base);
   const next = buildSchema(input.next);
@@ -104,14 +126,21 @@ export async function checkSchema(input: CheckInput): Promise<CheckReport> {
   const period = input.usage?.period;
   const failures = [
     ...changes.flatMap((change) => failuresOf(change, input, period)),
-    ...noLongerValid.filter((operation) => !broken.has(operation.operation)).map(({ operation, invalidAfter }) => `${operation.name} (${operation.file}) no longer validates: ${invalidAfter[0]}`),
+    ...noLongerValid
+      .filter((operation) => !broken.has(operation.operation))
+      .map(
+        ({ operation, invalidAfter }) =>
+          `${operation.name} (${operation.file}) no longer validates: ${invalidAfter[0]}`,
+      ),
   ];
   const deprecations = memberCoordinates(next)
     .filter((member) => member.deprecationReason !== undefined)
     .map(({ coordinate, deprecationReason }) => ({
       coordinate,
       reason: deprecationReason!,
-      selectedBy: judged.filter((operation) => operation.selects.has(coordinate)).map((operation) => operation.operation),
+      selectedBy: judged
+        .filter((operation) => operation.selects.has(coordinate))
+        .map((operation) => operation.operation),
       uses: input.usage === undefined ? undefined : usesOf(input.usage, [coordinate]),
     }));
   return { changes, deprecations, operations, noLongerValid, alreadyInvalid, usagePeriod: period, failures };

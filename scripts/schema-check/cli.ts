@@ -1,14 +1,17 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { chooseBase, describeRef, gitIn, schemaAt, type BaseChoice } from './base.js';
+import { type BaseChoice, chooseBase, describeRef, gitIn, schemaAt } from './base.js';
 import { acknowledgedCoordinates } from './changelog.js';
 import { checkSchema } from './check.js';
-import { loadOperations, type KnownOperation } from './operations.js';
+import { type KnownOperation, loadOperations } from './operations.js';
 import { formatReport } from './report.js';
 import { checkedPeriod, loadUsage, type Usage } from './usage.js';
 
-/** The trusted-documents manifest `npm run codegen` writes: the operations the apps ship (docs/clients.md#trusted-documents). */
+/**
+ * The trusted-documents manifest `npm run codegen` writes: the operations the apps ship
+ * (docs/clients.md#trusted-documents).
+ */
 export const MANIFEST = 'src/generated/persisted-documents.json';
 export const CHANGELOG = 'CHANGELOG.md';
 const SCHEMA = 'schema.graphql';
@@ -71,22 +74,57 @@ export async function runSchemaCheck(argv: readonly string[], run: CliRun): Prom
   if (values.help) return { exitCode: 0, stdout: usageText, stderr: '' };
   const git = gitIn(run.cwd);
   const at = (path: string) => resolve(run.cwd, path);
-  const fromHead = (path: string) => (values.head === undefined ? (existsSync(at(path)) ? readFileSync(at(path), 'utf8') : undefined) : schemaAt(git, values.head, path));
+  const fromHead = (path: string) =>
+    values.head === undefined
+      ? existsSync(at(path))
+        ? readFileSync(at(path), 'utf8')
+        : undefined
+      : schemaAt(git, values.head, path);
   try {
     const changelog = fromHead(CHANGELOG);
     const envBase = run.env.SCHEMA_CHECK_BASE;
-    const given: BaseChoice | undefined = values.base !== undefined ? { ref: values.base, why: 'given with --base' } : envBase ? { ref: envBase, why: 'given with SCHEMA_CHECK_BASE' } : undefined;
+    const given: BaseChoice | undefined =
+      values.base !== undefined
+        ? { ref: values.base, why: 'given with --base' }
+        : envBase
+          ? { ref: envBase, why: 'given with SCHEMA_CHECK_BASE' }
+          : undefined;
     const base = chooseBase(git, changelog, given);
-    if (base === undefined) return { exitCode: 0, stdout: 'schema:check: no commit to compare with (a repository of one commit): nothing to check\n', stderr: '' };
+    if (base === undefined)
+      return {
+        exitCode: 0,
+        stdout: 'schema:check: no commit to compare with (a repository of one commit): nothing to check\n',
+        stderr: '',
+      };
     const baseSchema = schemaAt(git, base.ref, SCHEMA);
-    if (baseSchema === undefined) return { exitCode: 0, stdout: `schema:check: ${base.ref} (${base.why}) has no ${SCHEMA}: nothing to compare\n`, stderr: '' };
+    if (baseSchema === undefined)
+      return {
+        exitCode: 0,
+        stdout: `schema:check: ${base.ref} (${base.why}) has no ${SCHEMA}: nothing to compare\n`,
+        stderr: '',
+      };
     const nextSchema = fromHead(SCHEMA);
-    if (nextSchema === undefined) throw new Error(`no ${SCHEMA} ${values.head === undefined ? 'in the working tree' : `at ${values.head}`}`);
+    if (nextSchema === undefined)
+      throw new Error(`no ${SCHEMA} ${values.head === undefined ? 'in the working tree' : `at ${values.head}`}`);
     const sources = [...(existsSync(at(MANIFEST)) ? [MANIFEST] : []), ...values.documents];
     const loaded = sources.map((path) => ({ path, operations: loadOperations(at(path), run.cwd) }));
     const operations: KnownOperation[] = loaded.flatMap((source) => source.operations);
-    const usage: Usage | undefined = values.usage === undefined ? undefined : await loadUsage(/^https?:\/\//.test(values.usage) ? values.usage : at(values.usage), values.period, run.fetch);
-    const report = await checkSchema({ base: baseSchema, next: nextSchema, operations, usage, acknowledged: acknowledgedCoordinates(changelog ?? ''), strict: values.strict });
+    const usage: Usage | undefined =
+      values.usage === undefined
+        ? undefined
+        : await loadUsage(
+            /^https?:\/\//.test(values.usage) ? values.usage : at(values.usage),
+            values.period,
+            run.fetch,
+          );
+    const report = await checkSchema({
+      base: baseSchema,
+      next: nextSchema,
+      operations,
+      usage,
+      acknowledged: acknowledgedCoordinates(changelog ?? ''),
+      strict: values.strict,
+    });
     const context = {
       base: describeRef(git, base.ref),
       next: values.head === undefined ? 'the working tree' : describeRef(git, values.head),

@@ -1,6 +1,14 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { Kind, parse, validate, type DocumentNode, type FragmentDefinitionNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
+import {
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
+  Kind,
+  type OperationDefinitionNode,
+  parse,
+  validate,
+} from 'graphql';
 import { loadTrustedDocuments } from '../../src/config/trusted-documents.js';
 import { fragmentsOf, fragmentsSpreadBy, selectedCoordinates } from '../../src/server/documents/coordinates.js';
 
@@ -33,13 +41,24 @@ function parsed(text: string, where: string): DocumentNode {
 }
 
 /** The operations of one parsed text, each with the fragments of `fragments` it spreads: a document of its own. */
-function operationsOf(document: DocumentNode, file: string, fragments: ReadonlyMap<string, FragmentDefinitionNode>): KnownOperation[] {
+function operationsOf(
+  document: DocumentNode,
+  file: string,
+  fragments: ReadonlyMap<string, FragmentDefinitionNode>,
+): KnownOperation[] {
   return document.definitions
     .filter((definition): definition is OperationDefinitionNode => definition.kind === Kind.OPERATION_DEFINITION)
-    .map((definition) => ({ name: definition.name?.value ?? 'anonymous', file, document: { kind: Kind.DOCUMENT, definitions: [definition, ...fragmentsSpreadBy(definition, fragments)] } }));
+    .map((definition) => ({
+      name: definition.name?.value ?? 'anonymous',
+      file,
+      document: { kind: Kind.DOCUMENT, definitions: [definition, ...fragmentsSpreadBy(definition, fragments)] },
+    }));
 }
 
-/** A manifest (JSON object of id → document, codegen's or relay-compiler's): each document on its own, named by `file` and its id. */
+/**
+ * A manifest (JSON object of id → document, codegen's or relay-compiler's): each document on its own, named by `file`
+ * and its id.
+ */
 function manifestOperations(file: string, shown: string): KnownOperation[] {
   const operations: KnownOperation[] = [];
   const seen = new Set<string>();
@@ -54,7 +73,10 @@ function manifestOperations(file: string, shown: string): KnownOperation[] {
   return operations;
 }
 
-/** `.graphql` and `.gql` files under `path` (or `path` itself): their operations, fragments shared across the files as codegen shares them. */
+/**
+ * `.graphql` and `.gql` files under `path` (or `path` itself): their operations, fragments shared across the files as
+ * codegen shares them.
+ */
 function folderOperations(path: string, root: string): KnownOperation[] {
   const files = statSync(path).isDirectory()
     ? readdirSync(path, { recursive: true, withFileTypes: true })
@@ -84,9 +106,13 @@ export interface JudgedOperation {
 }
 
 const operationOf = (document: DocumentNode) => document.definitions[0] as OperationDefinitionNode;
-const coordinatesIn = (schema: GraphQLSchema, document: DocumentNode) => selectedCoordinates(schema, document, operationOf(document)).coordinates;
+const coordinatesIn = (schema: GraphQLSchema, document: DocumentNode) =>
+  selectedCoordinates(schema, document, operationOf(document)).coordinates;
 
-/** graphql-js's validation, and what it leaves to execution: a schema without the operation's root type (no Subscription) cannot run it. */
+/**
+ * graphql-js's validation, and what it leaves to execution: a schema without the operation's root type (no
+ * Subscription) cannot run it.
+ */
 function validationErrors(schema: GraphQLSchema, document: DocumentNode): string[] {
   const { operation } = operationOf(document);
   if (schema.getRootType(operation) === undefined) return [`The schema has no ${operation} type.`];
@@ -94,7 +120,11 @@ function validationErrors(schema: GraphQLSchema, document: DocumentNode): string
 }
 
 /** Each operation validated against both schemas, with the coordinates it selects in either. */
-export function judgeOperations(operations: readonly KnownOperation[], base: GraphQLSchema, next: GraphQLSchema): JudgedOperation[] {
+export function judgeOperations(
+  operations: readonly KnownOperation[],
+  base: GraphQLSchema,
+  next: GraphQLSchema,
+): JudgedOperation[] {
   return operations.map((operation) => ({
     operation,
     selects: new Set([...coordinatesIn(base, operation.document), ...coordinatesIn(next, operation.document)]),

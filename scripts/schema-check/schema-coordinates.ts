@@ -1,4 +1,13 @@
-import { getNamedType, isEnumType, isInputObjectType, isInterfaceType, isIntrospectionType, isObjectType, type GraphQLNamedType, type GraphQLSchema } from 'graphql';
+import {
+  type GraphQLNamedType,
+  type GraphQLSchema,
+  getNamedType,
+  isEnumType,
+  isInputObjectType,
+  isInterfaceType,
+  isIntrospectionType,
+  isObjectType,
+} from 'graphql';
 
 /** One member coordinate of a schema: a field, a field's argument, an input field or an enum value. */
 export interface MemberCoordinate {
@@ -14,16 +23,23 @@ export interface MemberCoordinate {
 /** Every member coordinate of `schema` (introspection's types left out), type by type. */
 export function memberCoordinates(schema: GraphQLSchema): MemberCoordinate[] {
   const members: MemberCoordinate[] = [];
-  const add = (coordinate: string, parent: GraphQLNamedType, type: GraphQLNamedType | undefined, reason: string | null | undefined) => members.push({ coordinate, parent, type, deprecationReason: reason ?? undefined });
+  const add = (
+    coordinate: string,
+    parent: GraphQLNamedType,
+    type: GraphQLNamedType | undefined,
+    reason: string | null | undefined,
+  ) => members.push({ coordinate, parent, type, deprecationReason: reason ?? undefined });
   for (const type of Object.values(schema.getTypeMap())) {
     if (isIntrospectionType(type)) continue;
     if (isObjectType(type) || isInterfaceType(type)) {
       for (const field of Object.values(type.getFields())) {
         add(`${type.name}.${field.name}`, type, getNamedType(field.type), field.deprecationReason);
-        for (const arg of field.args) add(`${type.name}.${field.name}(${arg.name}:)`, type, getNamedType(arg.type), arg.deprecationReason);
+        for (const arg of field.args)
+          add(`${type.name}.${field.name}(${arg.name}:)`, type, getNamedType(arg.type), arg.deprecationReason);
       }
     } else if (isInputObjectType(type)) {
-      for (const field of Object.values(type.getFields())) add(`${type.name}.${field.name}`, type, getNamedType(field.type), field.deprecationReason);
+      for (const field of Object.values(type.getFields()))
+        add(`${type.name}.${field.name}`, type, getNamedType(field.type), field.deprecationReason);
     } else if (isEnumType(type)) {
       for (const value of type.getValues()) add(`${type.name}.${value.name}`, type, undefined, value.deprecationReason);
     }

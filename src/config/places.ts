@@ -17,7 +17,10 @@ export type Placed<Schema extends z.ZodType, Path extends string> = Schema & { r
 const places = z.registry<{ readonly path: string }>();
 
 /** Declares the variable `schema` reads to be, as parsed, the setting at `path` (`'limits.maxDepth'`). */
-export function setting<const Path extends string, Schema extends z.ZodType>(path: Path, schema: Schema): Placed<Schema, Path> {
+export function setting<const Path extends string, Schema extends z.ZodType>(
+  path: Path,
+  schema: Schema,
+): Placed<Schema, Path> {
   places.add(schema, { path });
   return schema as Placed<Schema, Path>;
 }
@@ -29,7 +32,9 @@ export function placeOf(schema: z.ZodType): string | undefined {
 
 /** Each place of the variables of `Shape`, and the type its variable is parsed to. */
 type Placements<Shape> = {
-  [Name in keyof Shape as Shape[Name] extends { readonly [placedAt]: infer Path extends string } ? Path : never]: z.output<Shape[Name]>;
+  [Name in keyof Shape as Shape[Name] extends { readonly [placedAt]: infer Path extends string }
+    ? Path
+    : never]: z.output<Shape[Name]>;
 };
 
 /**
@@ -37,11 +42,17 @@ type Placements<Shape> = {
  * (A conditional type, so that a group reads as its fields, not as these aliases, in hovers and errors.)
  */
 type Grouped<Paths> = Paths extends unknown
-  ? { readonly [Path in keyof Paths & string as Path extends `${infer Group}.${string}` ? Group : Path]: Path extends `${infer Group}.${string}` ? Grouped<Within<Paths, Group>> : Paths[Path] }
+  ? {
+      readonly [Path in keyof Paths & string as Path extends `${infer Group}.${string}`
+        ? Group
+        : Path]: Path extends `${infer Group}.${string}` ? Grouped<Within<Paths, Group>> : Paths[Path];
+    }
   : never;
 
 /** The places inside `Group`, without its name. */
-type Within<Paths, Group extends string> = { [Path in keyof Paths & string as Path extends `${Group}.${infer Rest}` ? Rest : never]: Paths[Path] };
+type Within<Paths, Group extends string> = {
+  [Path in keyof Paths & string as Path extends `${Group}.${infer Rest}` ? Rest : never]: Paths[Path];
+};
 
 /** The settings the variables of an environment's shape are, grouped by their places. */
 export type PlacedSettings<Shape> = Grouped<Placements<Shape>>;
@@ -51,13 +62,17 @@ export type PlacedSettings<Shape> = Grouped<Placements<Shape>>;
  * `values`; every group frozen. Two variables at one place, or a place inside another variable's,
  * are a mistake of the declarations, thrown.
  */
-export function placedSettings<Shape extends Readonly<Record<string, z.ZodType>>>(shape: Shape, values: Readonly<Record<string, unknown>>): PlacedSettings<Shape> {
+export function placedSettings<Shape extends Readonly<Record<string, z.ZodType>>>(
+  shape: Shape,
+  values: Readonly<Record<string, unknown>>,
+): PlacedSettings<Shape> {
   const settings: Record<string, unknown> = {};
   const groups = new Set<unknown>([settings]);
   for (const [variable, schema] of Object.entries(shape)) {
     const place = placeOf(schema);
     if (place === undefined) continue;
-    const taken = () => new Error(`${variable}: its place ${place} is taken already, by another variable or inside one`);
+    const taken = () =>
+      new Error(`${variable}: its place ${place} is taken already, by another variable or inside one`);
     const path = place.split('.');
     const name = path.pop()!;
     let group = settings;

@@ -31,7 +31,14 @@ export function expecting<T extends z.ZodType>(schema: T, expected: string): T {
 
 export const integer = (min: number, max: number) => {
   const expected = `an integer from ${min} to ${max}`;
-  return expecting(z.coerce.number({ error: expected }).int({ error: expected }).min(min, { error: expected }).max(max, { error: expected }), expected);
+  return expecting(
+    z.coerce
+      .number({ error: expected })
+      .int({ error: expected })
+      .min(min, { error: expected })
+      .max(max, { error: expected }),
+    expected,
+  );
 };
 
 /** One of a few words: "a or b", or "one of a, b, c". */
@@ -42,7 +49,12 @@ export const oneOf = <const T extends readonly [string, ...string[]]>(values: T)
 
 export const flag = () => {
   const expected = 'true or false (or 1/0, on/off)';
-  return expecting(z.enum(['true', 'false', '1', '0', 'on', 'off'], { error: expected }).transform((v) => v === 'true' || v === '1' || v === 'on'), expected);
+  return expecting(
+    z
+      .enum(['true', 'false', '1', '0', 'on', 'off'], { error: expected })
+      .transform((v) => v === 'true' || v === '1' || v === 'on'),
+    expected,
+  );
 };
 
 /**
@@ -99,7 +111,12 @@ export const names = (pattern: RegExp, expected: string) =>
   expecting(
     z
       .string()
-      .transform((value) => value.split(',').map((name) => name.trim()).filter(Boolean))
+      .transform((value) =>
+        value
+          .split(',')
+          .map((name) => name.trim())
+          .filter(Boolean),
+      )
       .pipe(z.array(z.string().regex(pattern, { error: expected }), { error: expected }))
       .transform((list): ReadonlySet<string> => new Set(list)),
     expected,
@@ -110,17 +127,42 @@ export const origins = () => {
   return expecting(
     z
       .string()
-      .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
-      .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ }).transform((url) => new URL(url).origin)], { error: expected }))),
+      .transform((value) =>
+        value
+          .split(',')
+          .map((origin) => origin.trim())
+          .filter(Boolean),
+      )
+      .pipe(
+        z.array(
+          z.union([z.literal('*'), z.url({ protocol: /^https?$/ }).transform((url) => new URL(url).origin)], {
+            error: expected,
+          }),
+        ),
+      ),
     expected,
   );
 };
 
-/** Where the shared state lives (REDIS_URL): one node, a Sentinel-watched master, or a Cluster. Holds a password: never logged. */
+/**
+ * Where the shared state lives (REDIS_URL): one node, a Sentinel-watched master, or a Cluster. Holds a password: never
+ * logged.
+ */
 export type RedisTopology =
   | { readonly kind: 'node'; readonly url: string }
-  | { readonly kind: 'sentinel'; readonly sentinels: readonly RedisNode[]; readonly masterName: string; readonly credentials: RedisCredentials; readonly tls: boolean }
-  | { readonly kind: 'cluster'; readonly nodes: readonly RedisNode[]; readonly credentials: RedisCredentials; readonly tls: boolean };
+  | {
+      readonly kind: 'sentinel';
+      readonly sentinels: readonly RedisNode[];
+      readonly masterName: string;
+      readonly credentials: RedisCredentials;
+      readonly tls: boolean;
+    }
+  | {
+      readonly kind: 'cluster';
+      readonly nodes: readonly RedisNode[];
+      readonly credentials: RedisCredentials;
+      readonly tls: boolean;
+    };
 
 export interface RedisNode {
   readonly host: string;
@@ -145,7 +187,14 @@ function topologyOf(value: string): RedisTopology | undefined {
   if (/^rediss?:\/\//.test(value)) return URL.canParse(value) ? { kind: 'node', url: value } : undefined;
   const match = multiHost.exec(value);
   if (match === null) return undefined;
-  const [, scheme, kind, userInfo, hosts, path] = match as unknown as [string, string, 'sentinel' | 'cluster', string | undefined, string, string | undefined];
+  const [, scheme, kind, userInfo, hosts, path] = match as unknown as [
+    string,
+    string,
+    'sentinel' | 'cluster',
+    string | undefined,
+    string,
+    string | undefined,
+  ];
   const nodes: RedisNode[] = [];
   for (const entry of hosts.split(',')) {
     const parts = hostPort.exec(entry.trim());
@@ -153,13 +202,17 @@ function topologyOf(value: string): RedisTopology | undefined {
     if (parts === null || !(port >= 1 && port <= 65_535)) return undefined;
     nodes.push({ host: parts[1] ?? parts[2]!, port });
   }
-  const decoded = (part: string | undefined) => (part === undefined || part === '' ? undefined : decodeURIComponent(part));
+  const decoded = (part: string | undefined) =>
+    part === undefined || part === '' ? undefined : decodeURIComponent(part);
   let credentials: RedisCredentials = {};
   let masterName: string | undefined;
   try {
     if (userInfo !== undefined) {
       const colon = userInfo.indexOf(':');
-      credentials = colon === -1 ? { username: decoded(userInfo) } : { username: decoded(userInfo.slice(0, colon)), password: decoded(userInfo.slice(colon + 1)) };
+      credentials =
+        colon === -1
+          ? { username: decoded(userInfo) }
+          : { username: decoded(userInfo.slice(0, colon)), password: decoded(userInfo.slice(colon + 1)) };
     }
     masterName = decoded(path);
   } catch {
@@ -172,7 +225,8 @@ function topologyOf(value: string): RedisTopology | undefined {
 }
 
 export const redisUrl = () => {
-  const expected = 'a redis://, rediss://, redis-sentinel://HOST:PORT[,HOST:PORT…]/MASTER or redis-cluster://HOST:PORT[,HOST:PORT…] URL (rediss-… for TLS)';
+  const expected =
+    'a redis://, rediss://, redis-sentinel://HOST:PORT[,HOST:PORT…]/MASTER or redis-cluster://HOST:PORT[,HOST:PORT…] URL (rediss-… for TLS)';
   return expecting(
     z.string({ error: expected }).transform((value, context) => {
       const topology = topologyOf(value.trim());
@@ -188,13 +242,19 @@ export const redisUrl = () => {
 
 export const ratio = () => {
   const expected = 'a ratio from 0 to 1';
-  return expecting(z.coerce.number({ error: expected }).min(0, { error: expected }).max(1, { error: expected }), expected);
+  return expecting(
+    z.coerce.number({ error: expected }).min(0, { error: expected }).max(1, { error: expected }),
+    expected,
+  );
 };
 
 /** A share strictly between 0 and 1 (cockatiel's breaker takes no other). */
 export const openRatio = () => {
   const expected = 'a number between 0 and 1, both excluded';
-  return expecting(z.coerce.number({ error: expected }).gt(0, { error: expected }).lt(1, { error: expected }), expected);
+  return expecting(
+    z.coerce.number({ error: expected }).gt(0, { error: expected }).lt(1, { error: expected }),
+    expected,
+  );
 };
 
 export const workers = () => {
@@ -202,7 +262,10 @@ export const workers = () => {
   return expecting(z.union([z.literal('auto'), integer(1, 256)], { error: expected }), expected);
 };
 
-/** `Type=ms,Type=ms`: a TTL in milliseconds per GraphQL type name (that the names are the schema's is checked in config.ts). */
+/**
+ * `Type=ms,Type=ms`: a TTL in milliseconds per GraphQL type name (that the names are the schema's is checked in
+ * config.ts).
+ */
 export const ttlPerType = () => {
   const expected = 'a comma-separated list of TypeName=milliseconds (an integer from 0 to 31536000000)';
   const entry = z

@@ -44,6 +44,5 @@ export function nodeIdFrom(value: unknown): string | null | undefined {
 /** The head a node id names, for the plan; nothing for any other ID. */
 export const nodeHeadIdFrom = (value: unknown): string | undefined => nodeIdFrom(value) ?? undefined;
 
-
 /** At most this many IDs per `nodes`; each distinct head costs its reads against the call budget. */
 export const MAX_NODE_IDS = 100;

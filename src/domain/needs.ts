@@ -78,14 +78,20 @@ const byIdReads: readonly HeadRead[] = ['getHeadById', 'getHeadExtById', 'getHea
 const weight: Readonly<Record<HeadRead, number>> = { getHeadById: 1, getHeadExtById: 2, getHeadExt: 3 };
 
 /** Every set of by-id reads, cheapest first: fewest calls, then the smallest answers. */
-const readSets: readonly { reads: readonly HeadRead[]; carried: Needs }[] = Array.from({ length: 1 << byIdReads.length }, (_, mask) =>
-  byIdReads.filter((_, i) => mask & (1 << i)),
+const readSets: readonly { reads: readonly HeadRead[]; carried: Needs }[] = Array.from(
+  { length: 1 << byIdReads.length },
+  (_, mask) => byIdReads.filter((_, i) => mask & (1 << i)),
 )
   .sort((a, b) => a.length - b.length || a.reduce((s, r) => s + weight[r], 0) - b.reduce((s, r) => s + weight[r], 0))
   .map((reads) => ({ reads, carried: reads.reduce((bits, read) => bits | carries[read], 0) }));
 
 /** The read that answers each part under the plain strategy. */
-const plainReads: Readonly<Record<HeadPart, HeadRead>> = { head: 'getHeadExt', variantA: 'getHeadExt', hairB: 'getHeadExtById', metadata: 'getHeadExt' };
+const plainReads: Readonly<Record<HeadPart, HeadRead>> = {
+  head: 'getHeadExt',
+  variantA: 'getHeadExt',
+  hairB: 'getHeadExtById',
+  metadata: 'getHeadExt',
+};
 
 /** One by-id read of a head, and the parts it was chosen to bring. */
 export interface ChosenRead {

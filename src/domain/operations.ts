@@ -21,4 +21,7 @@ export type OperationName = (typeof operationNames)[number];
  * The operations the contract says require a bearer token (4.1 Delete Head, 4.2 Get Permissions):
  * a 2xx answer to one is the upstream accepting the caller's token (the others may not check it).
  */
-export const tokenCheckingOperations: ReadonlySet<OperationName> = new Set<OperationName>(['deleteHead', 'getPermissions']);
+export const tokenCheckingOperations: ReadonlySet<OperationName> = new Set<OperationName>([
+  'deleteHead',
+  'getPermissions',
+]);

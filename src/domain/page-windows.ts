@@ -151,7 +151,7 @@ export function sliceWindow<T>(plan: PagePlan, pages: readonly (readonly T[])[])
     }
     if (pick < 0) break; // no page has `pos`: the collection ended inside the window
     const items = pages[pick]!;
-    const stop = Math.min(reach , end);
+    const stop = Math.min(reach, end);
     for (; pos < stop; pos++) out.push(items[pos - pickStart] as T);
   }
   return out;

@@ -50,4 +50,3 @@ export const connectionArgsSchema = z
     path: ['last'],
     params: { type: 'first_and_last' },
   });
-

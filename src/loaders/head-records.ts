@@ -1,13 +1,28 @@
 import DataLoader from 'dataloader';
-import { carries, chooseHeadReads, HEAD_NEEDS, headParts, Need, type HeadPart, type HeadRead, type HeadSourceRead, type Needs, type Strategy } from '../domain/needs.js';
+import {
+  carries,
+  chooseHeadReads,
+  HEAD_NEEDS,
+  type HeadPart,
+  type HeadRead,
+  type HeadSourceRead,
+  headParts,
+  Need,
+  type Needs,
+  type Strategy,
+} from '../domain/needs.js';
 import type { HeadReads } from '../plan/reads.js';
 import { UpstreamError } from '../upstream/errors.js';
 import type { HeadADto, HeadBDto } from '../upstream/schemas.js';
 
 export type HeadDto = HeadADto | HeadBDto;
 
-/** A head as one read answered it, with its variant: A from Get Head Ext, the pages and Update Head; B from the others. */
-export type HeadAnswer = { readonly variant: 'A'; readonly head: HeadADto } | { readonly variant: 'B'; readonly head: HeadBDto };
+/**
+ * A head as one read answered it, with its variant: A from Get Head Ext, the pages and Update Head; B from the others.
+ */
+export type HeadAnswer =
+  | { readonly variant: 'A'; readonly head: HeadADto }
+  | { readonly variant: 'B'; readonly head: HeadBDto };
 
 /** What each part of a head holds, once a read carrying it answered. */
 export interface HeadPartValues {
@@ -94,7 +109,10 @@ export class HeadRecord {
       const carriers = settled.filter((read) => read.bits & bit).map((read) => read.done);
       if (carriers.length === 0) continue;
       // The bit is there as soon as any read carrying it answered.
-      const outcome = carriers.length === 1 ? carriers[0]! : Promise.any(carriers).catch((error: AggregateError) => Promise.reject(error.errors[0]));
+      const outcome =
+        carriers.length === 1
+          ? carriers[0]!
+          : Promise.any(carriers).catch((error: AggregateError) => Promise.reject(error.errors[0]));
       outcome.catch(() => undefined); // awaited by whoever needs it; nobody else must see it fail
       this.#outcomes ??= new Map();
       this.#outcomes.set(bit, outcome);
@@ -217,7 +235,9 @@ export class HeadLoader {
     return record;
   }
 
-  /** The same for a deferred fragment's reads: started after this tick's, never in their way; failures are its fields'. */
+  /**
+   * The same for a deferred fragment's reads: started after this tick's, never in their way; failures are its fields'.
+   */
   carryOutLater(id: string, planned: HeadReads): void {
     if (planned.reads.length === 0) return;
     setImmediate(() => this.carryOut(id, planned));
@@ -228,13 +248,18 @@ export class HeadLoader {
    * fields wait for it rather than read each head. A head the window turns out not to hold (the
    * listings disagree) is read by id instead.
    */
-  expectFromExtListing(records: readonly HeadRecord[], window: Promise<{ readonly items: readonly HeadRecord[] }>): void {
+  expectFromExtListing(
+    records: readonly HeadRecord[],
+    window: Promise<{ readonly items: readonly HeadRecord[] }>,
+  ): void {
     const bits = carries.listHeadsExt;
     for (const record of records) {
       if ((record.carried & bits) === bits) continue;
       const answer = window.then(({ items }): HeadAnswer | Promise<HeadAnswer> => {
         const listed = items.find((item) => item.id === record.id);
-        return listed !== undefined && listed.available & Need.hairB ? { variant: 'B', head: listed.part('hairB') } : this.#read('getHeadExtById', record.id);
+        return listed !== undefined && listed.available & Need.hairB
+          ? { variant: 'B', head: listed.part('hairB') }
+          : this.#read('getHeadExtById', record.id);
       });
       record.start([{ bits, answer }]);
     }

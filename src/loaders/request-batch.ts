@@ -1,7 +1,7 @@
-import type { RequestLoaders } from './request-loaders.js';
 import type { UpstreamErrorCode } from '../upstream/errors.js';
 import type { OperationGuard } from '../upstream/operation-guard.js';
 import type { CallGuard } from '../upstream/transport.js';
+import type { RequestLoaders } from './request-loaders.js';
 
 /**
  * What the operations of one batched request (a JSON array of operations in one POST) share: the

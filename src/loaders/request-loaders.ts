@@ -1,13 +1,21 @@
 import DataLoader from 'dataloader';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { HeadRead, Strategy } from '../domain/needs.js';
-import { COUNT_CALL, extWindow, pageCalls, type HeadFilter } from '../plan/windows.js';
-import { getHeadById, getHeadExt, getHeadExtById, listHeads, listHeadsExt, type ListHeadsArgs, type ListHeadsExtArgs } from '../upstream/heads.js';
-import { sliceWindow, type PageCall } from '../domain/page-windows.js';
+import { type PageCall, sliceWindow } from '../domain/page-windows.js';
+import { COUNT_CALL, extWindow, type HeadFilter, pageCalls } from '../plan/windows.js';
+import {
+  getHeadById,
+  getHeadExt,
+  getHeadExtById,
+  type ListHeadsArgs,
+  type ListHeadsExtArgs,
+  listHeads,
+  listHeadsExt,
+} from '../upstream/heads.js';
 import { getPermissions } from '../upstream/permissions.js';
 import type { HeadADto, HeadBDto, PageDto, PermissionDto } from '../upstream/schemas.js';
 import type { UpstreamCaller } from '../upstream/transport.js';
-import { HeadLoader, type HeadAnswer, type HeadRecord } from './head-records.js';
+import { type HeadAnswer, HeadLoader, type HeadRecord } from './head-records.js';
 
 /**
  * A window of a listing: the items at [offset, offset+size), and what the calls told about the
@@ -71,24 +79,35 @@ export class RequestLoaders {
   }
 
   #byKey<K extends object, V>(load: (key: K) => Promise<V>): DataLoader<K, V, string> {
-    return new DataLoader<K, V, string>((keys) => Promise.all(keys.map((key) => this.#capped(() => load(key)).catch((error: unknown) => error as Error))), {
-      cacheKeyFn: (key) => JSON.stringify(key),
-    });
+    return new DataLoader<K, V, string>(
+      (keys) => Promise.all(keys.map((key) => this.#capped(() => load(key)).catch((error: unknown) => error as Error))),
+      {
+        cacheKeyFn: (key) => JSON.stringify(key),
+      },
+    );
   }
 
   /** The heads at [offset, offset+size) of Get Heads (variant A), in the fewest page calls. */
   async listHeadsWindow(filter: HeadFilter, offset: number, size: number): Promise<ListWindow<HeadRecord>> {
     this.#headsPage ??= this.#byKey((key: ListHeadsArgs) => listHeads(this.#caller, key));
     const loader = this.#headsPage;
-    const window = await loadPages(offset, size, (call) => loader.load({ search: filter.search, style: filter.style, ...call }));
-    return { items: window.items.map((head) => this.heads.seed({ variant: 'A', head }, 'listHeads')), total: window.total };
+    const window = await loadPages(offset, size, (call) =>
+      loader.load({ search: filter.search, style: filter.style, ...call }),
+    );
+    return {
+      items: window.items.map((head) => this.heads.seed({ variant: 'A', head }, 'listHeads')),
+      total: window.total,
+    };
   }
 
   /** The heads at [offset, offset+size) of Get Heads Ext (variant B with head_metadata), in one call. */
   async listHeadsExtWindow(search: string | undefined, offset: number, size: number): Promise<ListWindow<HeadRecord>> {
     this.#headsExt ??= this.#byKey((key: ListHeadsExtArgs) => listHeadsExt(this.#caller, key));
     const rows = await this.#headsExt.load({ ...extWindow(offset, size), search });
-    return { items: rows.slice(0, size).map((head) => this.heads.seed({ variant: 'B', head }, 'listHeadsExt')), hasMore: rows.length > size };
+    return {
+      items: rows.slice(0, size).map((head) => this.heads.seed({ variant: 'B', head }, 'listHeadsExt')),
+      hasMore: rows.length > size,
+    };
   }
 
   /** How many heads Get Heads lists for the filter: one page of one. */
@@ -116,8 +135,18 @@ async function readHead(caller: UpstreamCaller, read: HeadRead, id: string): Pro
   }
 }
 
-async function loadPages<T>(offset: number, size: number, loadPage: (call: PageCall) => Promise<PageDto<T>>): Promise<ListWindow<T>> {
+async function loadPages<T>(
+  offset: number,
+  size: number,
+  loadPage: (call: PageCall) => Promise<PageDto<T>>,
+): Promise<ListWindow<T>> {
   const calls = pageCalls(offset, size);
   const pages = await Promise.all(calls.map(loadPage));
-  return { items: sliceWindow({ calls, offset, limit: size }, pages.map((p) => p.items)), total: pages[0]!.total };
+  return {
+    items: sliceWindow(
+      { calls, offset, limit: size },
+      pages.map((p) => p.items),
+    ),
+    total: pages[0]!.total,
+  };
 }

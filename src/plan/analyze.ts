@@ -1,24 +1,24 @@
 import {
-  getDirectiveValues,
-  getNamedType,
-  GraphQLIncludeDirective,
-  GraphQLSkipDirective,
-  isAbstractType,
-  isObjectType,
-  Kind,
-  typeFromAST,
   type FieldNode,
   type FragmentDefinitionNode,
+  type FragmentSpreadNode,
   type GraphQLField,
+  GraphQLIncludeDirective,
   type GraphQLObjectType,
   type GraphQLOutputType,
   type GraphQLSchema,
+  GraphQLSkipDirective,
+  getDirectiveValues,
+  getNamedType,
   type InlineFragmentNode,
-  type FragmentSpreadNode,
+  isAbstractType,
+  isObjectType,
+  Kind,
   type SelectionSetNode,
+  typeFromAST,
 } from 'graphql';
-import { factsOf } from './facts.js';
 import type { Needs } from '../domain/needs.js';
+import { factsOf } from './facts.js';
 
 /*
  * What a selection needs, read from the document with graphql-js's field collection rules:
@@ -44,20 +44,35 @@ export interface RootField {
   readonly needs: SelectionNeeds;
 }
 
-/** Reads selections as execution will: `@skip`/`@include` for these variables, fragments where their type condition matches. */
+/**
+ * Reads selections as execution will: `@skip`/`@include` for these variables, fragments where their type condition
+ * matches.
+ */
 export class FieldCollector {
   protected readonly schema: GraphQLSchema;
   protected readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>;
   protected readonly variables: Readonly<Record<string, unknown>>;
 
-  constructor(schema: GraphQLSchema, fragments: ReadonlyMap<string, FragmentDefinitionNode>, variables: Readonly<Record<string, unknown>>) {
+  constructor(
+    schema: GraphQLSchema,
+    fragments: ReadonlyMap<string, FragmentDefinitionNode>,
+    variables: Readonly<Record<string, unknown>>,
+  ) {
     this.schema = schema;
     this.fragments = fragments;
     this.variables = variables;
   }
 
-  /** The fields a selection set answers on `type`, by response key (graphql-js's CollectFields); each named fragment once. */
-  collect(type: GraphQLObjectType, selectionSet: SelectionSetNode, into: Map<string, FieldNode[]>, visited: Set<string>): void {
+  /**
+   * The fields a selection set answers on `type`, by response key (graphql-js's CollectFields); each named fragment
+   * once.
+   */
+  collect(
+    type: GraphQLObjectType,
+    selectionSet: SelectionSetNode,
+    into: Map<string, FieldNode[]>,
+    visited: Set<string>,
+  ): void {
     for (const selection of selectionSet.selections) {
       if (!this.included(selection)) continue;
       if (selection.kind === Kind.FIELD) {

@@ -1,6 +1,6 @@
 import type { GraphQLField } from 'graphql';
-import type { OperationName } from '../domain/operations.js';
 import type { Needs } from '../domain/needs.js';
+import type { OperationName } from '../domain/operations.js';
 
 /*
  * Facts fields declare about themselves, on their Pothos definition (`extensions`), for the
@@ -64,7 +64,9 @@ const extensions = (facts: FieldFacts): Extensions => ({ extensions: { ...facts 
 export const needs = (bits: Needs): Extensions => extensions({ needs: bits });
 
 /** `extensions` for a root field with its upstream fact (and, for a mutation, what it changes). */
-export const plan = (fact: RootFact, changes?: ChangesFact): Extensions => extensions(changes === undefined ? { plan: fact } : { plan: fact, changes });
+export const plan = (fact: RootFact, changes?: ChangesFact): Extensions =>
+  extensions(changes === undefined ? { plan: fact } : { plan: fact, changes });
 
 /** `extensions` for a list field with its length fact (a root field's upstream fact beside it, if any). */
-export const items = (fact: ItemsFact, root?: RootFact): Extensions => extensions(root === undefined ? { items: fact } : { items: fact, plan: root });
+export const items = (fact: ItemsFact, root?: RootFact): Extensions =>
+  extensions(root === undefined ? { items: fact } : { items: fact, plan: root });

@@ -1,4 +1,9 @@
 import {
+  type FieldNode,
+  type GraphQLField,
+  type GraphQLNamedType,
+  type GraphQLObjectType,
+  type GraphQLSchema,
   getArgumentValues,
   getNamedType,
   getNullableType,
@@ -6,11 +11,6 @@ import {
   isCompositeType,
   isListType,
   isObjectType,
-  type FieldNode,
-  type GraphQLField,
-  type GraphQLNamedType,
-  type GraphQLObjectType,
-  type GraphQLSchema,
 } from 'graphql';
 import { FieldCollector, type RootField } from './analyze.js';
 import { factsOf } from './facts.js';
@@ -38,7 +38,11 @@ function holdsList(schema: GraphQLSchema, type: GraphQLNamedType): boolean {
   // A type that reaches itself holds a list only if something else on the way does.
   known.set(type.name, false);
   const types = isAbstractType(type) ? schema.getPossibleTypes(type) : isObjectType(type) ? [type] : [];
-  const holds = types.some((object) => Object.values(object.getFields()).some((field) => isListType(getNullableType(field.type)) || holdsList(schema, getNamedType(field.type))));
+  const holds = types.some((object) =>
+    Object.values(object.getFields()).some(
+      (field) => isListType(getNullableType(field.type)) || holdsList(schema, getNamedType(field.type)),
+    ),
+  );
   known.set(type.name, holds);
   return holds;
 }
@@ -61,7 +65,9 @@ export class ItemCount extends FieldCollector {
   /** Entries answered below one value of `type` (each element of a list, counted once). */
   #below(type: GraphQLNamedType, nodes: readonly FieldNode[], window: number | undefined): number {
     if (!isCompositeType(type) || !holdsList(this.schema, type)) return 0;
-    const objects: readonly GraphQLObjectType[] = isAbstractType(type) ? this.schema.getPossibleTypes(type) : [type as GraphQLObjectType];
+    const objects: readonly GraphQLObjectType[] = isAbstractType(type)
+      ? this.schema.getPossibleTypes(type)
+      : [type as GraphQLObjectType];
     let most = 0;
     for (const object of objects) {
       const collected = new Map<string, FieldNode[]>();

@@ -1,6 +1,16 @@
 import { HEAD_NEEDS, Need, type Needs, type Strategy } from '../domain/needs.js';
-import { carriedBy, headReads, NO_READS, type HeadReads, type ReadList } from './reads.js';
-import { COUNT_CALL, extWindow, headListingSource, pageCalls, sourceCarries, windowSize, type ConnectionWindow, type HeadFilter, type HeadListingSource } from './windows.js';
+import { carriedBy, type HeadReads, headReads, NO_READS, type ReadList } from './reads.js';
+import {
+  COUNT_CALL,
+  type ConnectionWindow,
+  extWindow,
+  type HeadFilter,
+  type HeadListingSource,
+  headListingSource,
+  pageCalls,
+  sourceCarries,
+  windowSize,
+} from './windows.js';
 
 /*
  * The reads of the listings (the `heads` and `permissions` connections): which listing answers a
@@ -15,7 +25,10 @@ export interface HeadListingPlan {
   readonly source: HeadListingSource;
   /** The reads each listed head needs beyond what its listing carried (a filtered page's head_metadata, say). */
   readonly completion: HeadReads;
-  /** What their deferred fields need beyond that, and where it comes from: the window of Get Heads Ext beside the page, or these reads per head. */
+  /**
+   * What their deferred fields need beyond that, and where it comes from: the window of Get Heads Ext beside the page,
+   * or these reads per head.
+   */
   readonly deferred: Needs;
   readonly deferredSource: 'ext' | HeadReads;
 }
@@ -28,7 +41,12 @@ export interface HeadListing {
   deferred: Needs;
 }
 
-export function planHeadListing({ filter, window, needs, deferred }: HeadListing, strategy: Strategy, reads: ReadList, responseKey: string): HeadListingPlan {
+export function planHeadListing(
+  { filter, window, needs, deferred }: HeadListing,
+  strategy: Strategy,
+  reads: ReadList,
+  responseKey: string,
+): HeadListingPlan {
   const items = needs & HEAD_NEEDS & ~Need.head;
   const source = headListingSource(items, filter, strategy);
   if (source === 'pages') {
@@ -40,29 +58,37 @@ export function planHeadListing({ filter, window, needs, deferred }: HeadListing
     reads.estimate('listHeadsExt', { limit: window.last + 1, skip: 'total - last', search: filter.search });
   } else {
     if (window.size > 0) {
-      if (source === 'both') for (const call of pageCalls(window.offset, window.size)) reads.add('listHeads', { ...filter, ...call });
+      if (source === 'both')
+        for (const call of pageCalls(window.offset, window.size)) reads.add('listHeads', { ...filter, ...call });
       reads.add('listHeadsExt', { ...extWindow(window.offset, window.size), search: filter.search });
     }
     // Get Heads Ext carries no total: one page of one tells it, when it is selected.
-    if (needs & Need.total && (source === 'ext' || window.size === 0)) reads.add('listHeads', { ...filter, ...COUNT_CALL });
+    if (needs & Need.total && (source === 'ext' || window.size === 0))
+      reads.add('listHeads', { ...filter, ...COUNT_CALL });
   }
 
   // Heads a filtered page lists may still need a read each: as many as the page has, at most.
   const completion = headReads(items, sourceCarries(source), strategy);
   const size = windowSize(window);
-  for (let item = 0; item < size; item++) for (const { read } of completion.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
+  for (let item = 0; item < size; item++)
+    for (const { read } of completion.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
 
   // Deferred fields of the listed heads: read beside the page, never in its way. Get Heads Ext
   // answers the window's head_metadata and Hair B in one call; anything else is a read per head.
   const carried = carriedBy(completion.reads) | sourceCarries(source);
   const later = deferred & HEAD_NEEDS & ~carried;
-  const besideInOne = strategy === 'selection' && filter.style === undefined && !window.fromEnd && (later & ~(Need.metadata | Need.hairB)) === 0;
+  const besideInOne =
+    strategy === 'selection' &&
+    filter.style === undefined &&
+    !window.fromEnd &&
+    (later & ~(Need.metadata | Need.hairB)) === 0;
   if (later !== 0 && besideInOne) {
     if (window.size > 0) reads.add('listHeadsExt', { ...extWindow(window.offset, window.size), search: filter.search });
     return { kind: 'headListing', items, source, completion, deferred: later, deferredSource: 'ext' };
   }
   const perHead = later === 0 ? NO_READS : headReads(later, carried, strategy);
-  for (let item = 0; item < size; item++) for (const { read } of perHead.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
+  for (let item = 0; item < size; item++)
+    for (const { read } of perHead.reads) reads.estimate(read, { id: `${responseKey}[${item}]` });
   return { kind: 'headListing', items, source, completion, deferred: later, deferredSource: perHead };
 }
 

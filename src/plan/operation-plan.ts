@@ -1,24 +1,24 @@
 import {
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
   getArgumentValues,
   getOperationAST,
   getVariableValues,
   Kind,
-  visit,
-  type DocumentNode,
-  type FragmentDefinitionNode,
-  type GraphQLSchema,
   type OperationDefinitionNode,
+  visit,
 } from 'graphql';
 import { LRUCache } from 'lru-cache';
 import { headIdFrom, MAX_NODE_IDS, nodeHeadIdFrom } from '../domain/ids.js';
-import { connectionArgsSchema } from '../domain/pages.js';
 import { carries, Need, type Strategy } from '../domain/needs.js';
-import { SelectionAnalysis, type RootField, type SelectionNeeds } from './analyze.js';
+import { connectionArgsSchema } from '../domain/pages.js';
+import { type RootField, SelectionAnalysis, type SelectionNeeds } from './analyze.js';
 import { factsOf, type RootFact } from './facts.js';
 import { ItemCount } from './items.js';
-import { planHeadListing, planPagedListing, type HeadListing, type HeadListingPlan } from './listings.js';
-import { carriedBy, headReads, ReadList, type HeadReads, type PlannedRead } from './reads.js';
-import { connectionWindow, windowSize, type ConnectionArgs } from './windows.js';
+import { type HeadListing, type HeadListingPlan, planHeadListing, planPagedListing } from './listings.js';
+import { carriedBy, type HeadReads, headReads, type PlannedRead, ReadList } from './reads.js';
+import { type ConnectionArgs, connectionWindow, windowSize } from './windows.js';
 
 /*
  * One upstream plan per operation: which reads and calls it makes, worked out once from the
@@ -26,7 +26,10 @@ import { connectionWindow, windowSize, type ConnectionArgs } from './windows.js'
  * resolvers take their reads from it, and tests compare it with what the upstream saw.
  */
 
-/** A head the operation names by id: the reads of its initial payload, and those of its deferred fields, started beside them. */
+/**
+ * A head the operation names by id: the reads of its initial payload, and those of its deferred fields, started beside
+ * them.
+ */
 export interface PlannedHead {
   readonly now: HeadReads;
   readonly deferred: HeadReads;
@@ -55,7 +58,14 @@ export interface OperationPlan {
 }
 
 /** The plan of an operation that plans nothing (or of execution without the planner's plugin). */
-export const EMPTY_PLAN: OperationPlan = Object.freeze({ heads: new Map(), fields: new Map(), reads: [], calls: 0, exact: true, items: 0 });
+export const EMPTY_PLAN: OperationPlan = Object.freeze({
+  heads: new Map(),
+  fields: new Map(),
+  reads: [],
+  calls: 0,
+  exact: true,
+  items: 0,
+});
 
 /** The root fields of one operation with their needs: everything but the variables' values. */
 interface OperationShape {
@@ -136,7 +146,8 @@ export class Planner {
       const fragments = new Map<string, FragmentDefinitionNode>();
       const directiveVariables = new Set<string>();
       let argumentVariables = false;
-      for (const definition of document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+      for (const definition of document.definitions)
+        if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
       visit(document, {
         Directive: (directive) => {
           visit(directive, { Variable: (variable) => void directiveVariables.add(variable.name.value) });
@@ -151,23 +162,40 @@ export class Planner {
           return false;
         },
       });
-      plans = { fragments, directiveVariables: [...directiveVariables], argumentVariables, shapes: new LRUCache({ max: SHAPES_PER_DOCUMENT }) };
+      plans = {
+        fragments,
+        directiveVariables: [...directiveVariables],
+        argumentVariables,
+        shapes: new LRUCache({ max: SHAPES_PER_DOCUMENT }),
+      };
       this.#documents.set(document, plans);
     }
     return plans;
   }
 
-  #shape(operation: OperationDefinitionNode, plans: DocumentPlans, variables: Readonly<Record<string, unknown>>): OperationShape | 'none' {
+  #shape(
+    operation: OperationDefinitionNode,
+    plans: DocumentPlans,
+    variables: Readonly<Record<string, unknown>>,
+  ): OperationShape | 'none' {
     const type = this.#schema.getRootType(operation.operation);
     if (type === undefined || type === null) return 'none';
-    const fields = new SelectionAnalysis(this.#schema, plans.fragments, variables).rootFields(type, operation.selectionSet).map((root) => ({ root, fact: factsOf(root.definition).plan }));
+    const fields = new SelectionAnalysis(this.#schema, plans.fragments, variables)
+      .rootFields(type, operation.selectionSet)
+      .map((root) => ({ root, fact: factsOf(root.definition).plan }));
     if (fields.length === 0) return 'none';
     return { operation, fields, fragments: plans.fragments, constant: !plans.argumentVariables, bound: {} };
   }
 }
 
 /** The plan of one shape for these variables: ids, windows and the reads they make. */
-function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>>, authorized: boolean, strategy: Strategy, schema: GraphQLSchema): OperationPlan {
+function bind(
+  shape: OperationShape,
+  variables: Readonly<Record<string, unknown>>,
+  authorized: boolean,
+  strategy: Strategy,
+  schema: GraphQLSchema,
+): OperationPlan {
   const counter = new ItemCount(schema, shape.fragments, variables);
   const heads = new Map<string, SelectionNeeds>();
   const fields = new Map<string, FieldPlan>();
@@ -189,7 +217,8 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
     }
     const listed = fact?.kind === 'headListing' || fact?.kind === 'permissionListing';
     // Arguments a listing refuses (first: 101, a forged cursor) make no call and answer no item.
-    const window = listed && connectionArgsSchema.safeParse(args).success ? connectionWindow(args as ConnectionArgs) : undefined;
+    const window =
+      listed && connectionArgsSchema.safeParse(args).success ? connectionWindow(args as ConnectionArgs) : undefined;
     const length = listed ? (window === undefined ? 0 : windowSize(window)) : undefined;
     if (length !== 0) items += counter.ofRoot(root, length);
     switch (fact?.kind) {
@@ -198,20 +227,33 @@ function bind(shape: OperationShape, variables: Readonly<Record<string, unknown>
         break;
       case 'heads': {
         const ids = args[fact.arg];
-        if (Array.isArray(ids) && ids.length <= MAX_NODE_IDS) for (const id of ids) nameHead(nodeHeadIdFrom(id), root.needs);
+        if (Array.isArray(ids) && ids.length <= MAX_NODE_IDS)
+          for (const id of ids) nameHead(nodeHeadIdFrom(id), root.needs);
         break;
       }
       case 'headListing': {
         if (window === undefined) break;
         // Listings of the same window share their reads: their items' needs are merged first.
-        const listing = { filter: { search: (args.search as string | null | undefined) ?? undefined, style: (args.style as string | null | undefined) ?? undefined }, window };
+        const listing = {
+          filter: {
+            search: (args.search as string | null | undefined) ?? undefined,
+            style: (args.style as string | null | undefined) ?? undefined,
+          },
+          window,
+        };
         const key = JSON.stringify(listing);
         const group = listings.get(key);
         if (group) {
           group.needs |= root.needs.now;
           group.deferred |= root.needs.deferred;
           group.fields.push(root.responseKey);
-        } else listings.set(key, { ...listing, needs: root.needs.now, deferred: root.needs.deferred, fields: [root.responseKey] });
+        } else
+          listings.set(key, {
+            ...listing,
+            needs: root.needs.now,
+            deferred: root.needs.deferred,
+            fields: [root.responseKey],
+          });
         break;
       }
       case 'permissionListing':
@@ -259,4 +301,3 @@ export function updatePlan(plan: OperationPlan, responseKey: string): HeadUpdate
   const field = plan.fields.get(responseKey);
   return field?.kind === 'headUpdate' ? field : undefined;
 }
-

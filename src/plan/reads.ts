@@ -1,4 +1,4 @@
-import { carries, chooseHeadReads, type ChosenRead, type Needs, type Strategy } from '../domain/needs.js';
+import { type ChosenRead, carries, chooseHeadReads, type Needs, type Strategy } from '../domain/needs.js';
 import type { OperationName } from '../domain/operations.js';
 
 /*
@@ -59,5 +59,5 @@ export function headReads(needs: Needs, known: Needs, strategy: Strategy): HeadR
 }
 
 /** What a set of reads carries. */
-export const carriedBy = (reads: readonly ChosenRead[]): Needs => reads.reduce((bits, { read }) => bits | carries[read], 0);
-
+export const carriedBy = (reads: readonly ChosenRead[]): Needs =>
+  reads.reduce((bits, { read }) => bits | carries[read], 0);

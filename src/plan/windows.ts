@@ -1,7 +1,7 @@
 import { offsetForArgs } from '@pothos/plugin-relay';
-import { planPageWindow, type PageCall } from '../domain/page-windows.js';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
 import { carries, Need, type Needs, type Strategy } from '../domain/needs.js';
+import { type PageCall, planPageWindow } from '../domain/page-windows.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
 
 /*
  * Which listing reads a connection makes: pure, shared by the plan (counting before execution)
@@ -19,7 +19,9 @@ export interface ConnectionArgs {
  * The window a connection's arguments name: `[offset, offset + size)`, or, for `last` without
  * `before`, the last `last` items, which needs the listing's total first.
  */
-export type ConnectionWindow = { readonly fromEnd: false; readonly offset: number; readonly size: number } | { readonly fromEnd: true; readonly last: number };
+export type ConnectionWindow =
+  | { readonly fromEnd: false; readonly offset: number; readonly size: number }
+  | { readonly fromEnd: true; readonly last: number };
 
 export function connectionWindow(args: ConnectionArgs): ConnectionWindow {
   if (args.last != null && args.before == null) return { fromEnd: true, last: args.last };
@@ -50,13 +52,18 @@ export interface HeadFilter {
  * strategy never joins listings.
  */
 export function headListingSource(items: Needs, filter: HeadFilter, strategy: Strategy): HeadListingSource {
-  if (strategy === 'plain' || filter.style !== undefined || (items & (Need.metadata | Need.hairB)) === 0) return 'pages';
+  if (strategy === 'plain' || filter.style !== undefined || (items & (Need.metadata | Need.hairB)) === 0)
+    return 'pages';
   return items & Need.variantA ? 'both' : 'ext';
 }
 
 /** What a listing source carries of each head it lists. */
 export const sourceCarries = (source: HeadListingSource): Needs =>
-  source === 'pages' ? carries.listHeads : source === 'ext' ? carries.listHeadsExt : carries.listHeads | carries.listHeadsExt;
+  source === 'pages'
+    ? carries.listHeads
+    : source === 'ext'
+      ? carries.listHeadsExt
+      : carries.listHeads | carries.listHeadsExt;
 
 /** One page call of a paged listing (Get Heads, Get Permissions). */
 export const pageCalls = (offset: number, size: number): readonly PageCall[] => planPageWindow(offset, size).calls;

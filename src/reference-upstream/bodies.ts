@@ -30,7 +30,9 @@ const TOO_LARGE = JSON.stringify({ detail: 'Request body too large' });
 export function receiveBody<E extends BodyReceiver>(ex: E, proceed: (ex: E) => void): void {
   const { req } = ex;
   const headers = req.headers;
-  const hasBody = (headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined;
+  const hasBody =
+    (headers['content-length'] !== undefined && headers['content-length'] !== '0') ||
+    headers['transfer-encoding'] !== undefined;
   if (!hasBody) {
     proceed(ex);
     return;
@@ -79,7 +81,8 @@ function parseBody(contentType: string | undefined, raw: Buffer): Body {
       return { kind: 'invalid-json', text, error: (error as Error).message };
     }
   }
-  if (type === 'application/x-www-form-urlencoded') return { kind: 'form', value: Object.fromEntries(new URLSearchParams(text)) };
+  if (type === 'application/x-www-form-urlencoded')
+    return { kind: 'form', value: Object.fromEntries(new URLSearchParams(text)) };
   return { kind: 'other', text };
 }
 
@@ -104,7 +107,13 @@ export function jsonObjectBody(body: Body, issues: ValidationIssue[]): Record<st
       issues.push(missing(['body']));
       return undefined;
     case 'invalid-json':
-      issues.push({ type: 'json_invalid', loc: ['body'], msg: 'JSON decode error', input: {}, ctx: { error: body.error } });
+      issues.push({
+        type: 'json_invalid',
+        loc: ['body'],
+        msg: 'JSON decode error',
+        input: {},
+        ctx: { error: body.error },
+      });
       return undefined;
     case 'json':
       if (body.value === null) {

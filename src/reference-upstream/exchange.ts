@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationName } from '../domain/operations.js';
-import { NO_BODY, recordedBody, type Body } from './bodies.js';
+import { type Body, NO_BODY, recordedBody } from './bodies.js';
 import type { RecordedRequest, Recording } from './recording.js';
 import type { RouteMatch } from './routing.js';
 import type { ValidationIssue } from './validation.js';
@@ -9,17 +9,28 @@ const NOT_AUTHENTICATED = JSON.stringify({ detail: 'Not authenticated' });
 const UNAUTHORIZED_HEADERS = { 'www-authenticate': 'Bearer' };
 
 /** Answers `res` with a JSON text, or with no body when `json` is undefined. */
-export function writeJson(res: ServerResponse, status: number, json: string | undefined, extraHeaders?: Record<string, string>): void {
+export function writeJson(
+  res: ServerResponse,
+  status: number,
+  json: string | undefined,
+  extraHeaders?: Record<string, string>,
+): void {
   if (json === undefined) {
     res.writeHead(status, extraHeaders);
     res.end();
   } else {
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json), ...extraHeaders });
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(json),
+      ...extraHeaders,
+    });
     res.end(json);
   }
 }
 
-/** One request and its answer, from arrival to the last byte (or to the client going away); recorded from its arrival. */
+/**
+ * One request and its answer, from arrival to the last byte (or to the client going away); recorded from its arrival.
+ */
 export class Exchange {
   readonly operation: OperationName | undefined;
   readonly param: string | undefined;

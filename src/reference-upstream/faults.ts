@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import { z } from 'zod';
-import { operationNames, type OperationName } from '../domain/operations.js';
+import { type OperationName, operationNames } from '../domain/operations.js';
 import type { Exchange } from './exchange.js';
 
 export type Fault =
@@ -14,7 +14,12 @@ export type Fault =
 
 const faultSchema: z.ZodType<Fault> = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('latency'), ms: z.number().int().min(0).max(600_000) }),
-  z.object({ kind: z.literal('status'), status: z.number().int().min(200).max(599), body: z.unknown().optional(), headers: z.record(z.string(), z.string()).optional() }),
+  z.object({
+    kind: z.literal('status'),
+    status: z.number().int().min(200).max(599),
+    body: z.unknown().optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+  }),
   z.object({ kind: z.literal('malformed-json') }),
   z.object({ kind: z.literal('off-contract'), body: z.unknown().optional() }),
   z.object({ kind: z.literal('drop') }),
@@ -73,7 +78,11 @@ export class FaultQueue {
         return;
       case 'status': {
         const noBody = fault.status === 204 || fault.status === 304;
-        ex.send(fault.status, noBody ? undefined : JSON.stringify(fault.body ?? { detail: STATUS_CODES[fault.status] ?? 'Injected fault' }), fault.headers);
+        ex.send(
+          fault.status,
+          noBody ? undefined : JSON.stringify(fault.body ?? { detail: STATUS_CODES[fault.status] ?? 'Injected fault' }),
+          fault.headers,
+        );
         return;
       }
       case 'malformed-json':

@@ -16,7 +16,10 @@ function hairA(hair: SeedHair) {
     id: hair.id,
     url: hair.url,
     thumbnail_url: hair.thumbnail_url ?? null,
-    payable_data: hair.payable_data === undefined ? null : { price: hair.payable_data.price, description: hair.payable_data.description ?? null },
+    payable_data:
+      hair.payable_data === undefined
+        ? null
+        : { price: hair.payable_data.price, description: hair.payable_data.description ?? null },
     created_at: hair.created_at,
     updated_at: hair.updated_at ?? null,
   };
@@ -36,7 +39,12 @@ function hairB(hair: SeedHair) {
 }
 
 /** A head as the contract's variant A (2.1) or B (2.3) reads it, with head_metadata in the extended reads. */
-export function headDto(head: Readonly<SeedHead>, hair: SeedHair | undefined, variantA: boolean, extended: boolean): Record<string, unknown> {
+export function headDto(
+  head: Readonly<SeedHead>,
+  hair: SeedHair | undefined,
+  variantA: boolean,
+  extended: boolean,
+): Record<string, unknown> {
   const dto: Record<string, unknown> = {
     name: head.name,
     output_format: head.output_format ?? null,
@@ -60,7 +68,10 @@ export function headDto(head: Readonly<SeedHead>, hair: SeedHair | undefined, va
 }
 
 /** A subscription with its type, as Update Subscription answers it. */
-export function subscriptionDto(subscription: Readonly<SeedSubscription>, type: Readonly<SeedSubscriptionType>): Record<string, unknown> {
+export function subscriptionDto(
+  subscription: Readonly<SeedSubscription>,
+  type: Readonly<SeedSubscriptionType>,
+): Record<string, unknown> {
   return {
     id: subscription.id,
     organization_id: subscription.organization_id,

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { operationNames, type OperationName } from '../domain/operations.js';
+import { type OperationName, operationNames } from '../domain/operations.js';
 
 export interface RecordedRequest {
   /** undefined for a path or method outside the route table. */
@@ -54,7 +54,16 @@ export class Recording {
     if (!this.keep) return undefined;
     // Always present (undefined without the header), so every record has the same shape.
     const traceparent = typeof headers.traceparent === 'string' ? headers.traceparent : undefined;
-    return { operation: route?.operation, method, path, query: query ?? {}, headers, traceparent, body: undefined, startedAt: performance.now() };
+    return {
+      operation: route?.operation,
+      method,
+      path,
+      query: query ?? {},
+      headers,
+      traceparent,
+      body: undefined,
+      startedAt: performance.now(),
+    };
   }
 
   /** Keeps a record once its body is known. */

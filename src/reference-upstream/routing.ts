@@ -1,5 +1,5 @@
+import { type OperationName, operationNames } from '../domain/operations.js';
 import type { RouteTable } from '../upstream/routes.js';
-import { operationNames, type OperationName } from '../domain/operations.js';
 import type { RoutedOperation } from './recording.js';
 
 export const BASE_PATH = '/v2';
@@ -51,7 +51,8 @@ export function compileRoutes(routes: RouteTable): Router {
 /** Routes a request path (with the `/v2` base, without the query); the path parameter comes back URL-decoded. */
 export function routeRequest(router: Router, method: string, path: string): RouteMatch {
   // 47 is '/': `/v2x/...` is not under the base.
-  if (path.length <= BASE_PATH.length || !path.startsWith(BASE_PATH) || path.charCodeAt(BASE_PATH.length) !== 47) return undefined;
+  if (path.length <= BASE_PATH.length || !path.startsWith(BASE_PATH) || path.charCodeAt(BASE_PATH.length) !== 47)
+    return undefined;
   const match = matchRoute(router, method, path.slice(BASE_PATH.length));
   if (typeof match === 'object' && match.param !== undefined && match.param.includes('%')) {
     try {

@@ -33,13 +33,19 @@ export function validateSeed(seed: ReferenceSeed): void {
   for (const head of seed.heads) {
     if (headIds.has(head.id)) problems.push(`head ${head.id}: duplicate id`);
     headIds.add(head.id);
-    if (head.hair_id !== undefined && !hairIds.has(head.hair_id)) problems.push(`head ${head.id}: hair ${head.hair_id} not in the catalogue`);
+    if (head.hair_id !== undefined && !hairIds.has(head.hair_id))
+      problems.push(`head ${head.id}: hair ${head.hair_id} not in the catalogue`);
   }
   const typeIds = new Set<string>();
   for (const type of seed.subscriptionTypes) {
     typeIds.add(type.id);
-    if (type.statement_descriptor !== undefined && characterLength(type.statement_descriptor) > STATEMENT_DESCRIPTOR_MAX_LENGTH) {
-      problems.push(`subscription type ${type.id}: statement_descriptor longer than ${STATEMENT_DESCRIPTOR_MAX_LENGTH} characters`);
+    if (
+      type.statement_descriptor !== undefined &&
+      characterLength(type.statement_descriptor) > STATEMENT_DESCRIPTOR_MAX_LENGTH
+    ) {
+      problems.push(
+        `subscription type ${type.id}: statement_descriptor longer than ${STATEMENT_DESCRIPTOR_MAX_LENGTH} characters`,
+      );
     }
   }
   for (const subscription of seed.subscriptions) {

@@ -1,4 +1,14 @@
-import { assetStyles, genders, sourceTypes, type AssetStyleValue, type GenderValue, type PaymentCycleValue, type PlatformTypeValue, type SourceTypeValue, type UserRoleValue } from '../upstream/schemas.js';
+import {
+  type AssetStyleValue,
+  assetStyles,
+  type GenderValue,
+  genders,
+  type PaymentCycleValue,
+  type PlatformTypeValue,
+  type SourceTypeValue,
+  sourceTypes,
+  type UserRoleValue,
+} from '../upstream/schemas.js';
 import { SeedRandom } from './seed-random.js';
 
 /*
@@ -124,15 +134,50 @@ export interface ReferenceSeed {
 }
 
 const HEAD_WORDS = [
-  'Aurora', 'Basalt', 'Cobalt', 'Dune', 'Ember', 'Fjord', 'Glacier', 'Harbor', 'Iris', 'Juniper', 'Kestrel', 'Lumen', 'Meridian',
-  'Nimbus', 'Onyx', 'Prairie', 'Quartz', 'Raven', 'Sierra', 'Tundra', 'Umber', 'Vesper', 'Willow', 'Xenon', 'Yarrow', 'Zephyr',
+  'Aurora',
+  'Basalt',
+  'Cobalt',
+  'Dune',
+  'Ember',
+  'Fjord',
+  'Glacier',
+  'Harbor',
+  'Iris',
+  'Juniper',
+  'Kestrel',
+  'Lumen',
+  'Meridian',
+  'Nimbus',
+  'Onyx',
+  'Prairie',
+  'Quartz',
+  'Raven',
+  'Sierra',
+  'Tundra',
+  'Umber',
+  'Vesper',
+  'Willow',
+  'Xenon',
+  'Yarrow',
+  'Zephyr',
 ] as const;
 const OUTPUT_FORMATS = ['glb', 'fbx'] as const;
 const HEAD_STYLES = ['realistic', 'cartoon', 'anime'] as const;
 const VERSIONS = ['v1', 'v2'] as const;
 const RIGS = ['arkit-52', 'basic-jaw', 'full-face', 'none'] as const;
 const HAIR_TEXTURES = ['Wavy', 'Straight', 'Curly', 'Braided', 'Spiky', 'Tousled', 'Sleek', 'Coiled'] as const;
-const HAIR_CUTS = ['Bob', 'Pixie', 'Undercut', 'Ponytail', 'Bun', 'Mohawk', 'Afro', 'Fade', 'Mullet', 'Dreadlocks'] as const;
+const HAIR_CUTS = [
+  'Bob',
+  'Pixie',
+  'Undercut',
+  'Ponytail',
+  'Bun',
+  'Mohawk',
+  'Afro',
+  'Fade',
+  'Mullet',
+  'Dreadlocks',
+] as const;
 const HAIR_COLORS = ['black', 'brown', 'blonde', 'auburn', 'red', 'grey', 'platinum', 'blue'] as const;
 const SHADERS = ['strand-pbr', 'card-alpha', 'toon-ramp'] as const;
 
@@ -173,10 +218,25 @@ function makeHair(rng: SeedRandom, index: number, createdMs: number, ownerIds: r
 export function createSeed(seedValue = 0x5eed_2024): ReferenceSeed {
   const rng = new SeedRandom(seedValue);
 
-  const organizations: SeedOrganization[] = ['Northwind Studios', 'Lumen Labs', 'Kestrel Games'].map((name) => ({ id: rng.uuid(), name }));
+  const organizations: SeedOrganization[] = ['Northwind Studios', 'Lumen Labs', 'Kestrel Games'].map((name) => ({
+    id: rng.uuid(),
+    name,
+  }));
   const users: SeedUser[] = [
-    { id: rng.uuid(), username: DEMO_USERNAME, password: DEMO_PASSWORD, role: 'admin', organization_id: organizations[0]!.id },
-    { id: rng.uuid(), username: ALICE_USERNAME, password: ALICE_PASSWORD, role: 'creator', organization_id: organizations[1]!.id },
+    {
+      id: rng.uuid(),
+      username: DEMO_USERNAME,
+      password: DEMO_PASSWORD,
+      role: 'admin',
+      organization_id: organizations[0]!.id,
+    },
+    {
+      id: rng.uuid(),
+      username: ALICE_USERNAME,
+      password: ALICE_PASSWORD,
+      role: 'creator',
+      organization_id: organizations[1]!.id,
+    },
     // No organization on purpose: Update Subscription with this user's token alone has nothing to select.
     { id: rng.uuid(), username: VIEWER_USERNAME, password: VIEWER_PASSWORD, role: 'default' },
   ];
@@ -225,21 +285,49 @@ export function createSeed(seedValue = 0x5eed_2024): ReferenceSeed {
 
   const subscriptionTypes: SeedSubscriptionType[] = [
     {
-      id: rng.uuid(), name: 'Starter', tag: 'starter', description: 'One creator, a handful of avatars.',
-      statement_descriptor: 'AVATARHEADS STARTER', avatar_limit: 10, user_limit: 1, price: 9.99, payment_cycle: 1, type: { label: 'individual' },
+      id: rng.uuid(),
+      name: 'Starter',
+      tag: 'starter',
+      description: 'One creator, a handful of avatars.',
+      statement_descriptor: 'AVATARHEADS STARTER',
+      avatar_limit: 10,
+      user_limit: 1,
+      price: 9.99,
+      payment_cycle: 1,
+      type: { label: 'individual' },
     },
     {
-      id: rng.uuid(), name: 'Studio', tag: 'studio', description: 'Small teams sharing a head library.',
-      statement_descriptor: 'AVATARHEADS STUDIO', avatar_limit: 250, user_limit: 10, price: 79, payment_cycle: 3, type: { label: 'team' },
+      id: rng.uuid(),
+      name: 'Studio',
+      tag: 'studio',
+      description: 'Small teams sharing a head library.',
+      statement_descriptor: 'AVATARHEADS STUDIO',
+      avatar_limit: 250,
+      user_limit: 10,
+      price: 79,
+      payment_cycle: 3,
+      type: { label: 'team' },
     },
     {
       // Exactly 22 characters: the contract's upper bound, so clients see the edge case.
-      id: rng.uuid(), name: 'Enterprise', tag: 'enterprise', description: 'Unlimited avatars, SSO and support.',
-      statement_descriptor: 'AVATARHEADS ENTERPRISE', user_limit: 500, price: 2400, payment_cycle: 12, type: { label: 'enterprise' },
+      id: rng.uuid(),
+      name: 'Enterprise',
+      tag: 'enterprise',
+      description: 'Unlimited avatars, SSO and support.',
+      statement_descriptor: 'AVATARHEADS ENTERPRISE',
+      user_limit: 500,
+      price: 2400,
+      payment_cycle: 12,
+      type: { label: 'enterprise' },
     },
     {
-      id: rng.uuid(), name: 'Education', tag: 'education', description: 'Discounted plan for schools.',
-      avatar_limit: 50, price: 0, payment_cycle: 6,
+      id: rng.uuid(),
+      name: 'Education',
+      tag: 'education',
+      description: 'Discounted plan for schools.',
+      avatar_limit: 50,
+      price: 0,
+      payment_cycle: 6,
     },
   ];
 

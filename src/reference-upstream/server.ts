@@ -1,13 +1,13 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { defaultRoutes, type RouteTable } from '../upstream/routes.js';
 import type { OperationName } from '../domain/operations.js';
+import { defaultRoutes, type RouteTable } from '../upstream/routes.js';
 import { ADMIN_PREFIX, createAdmin } from './admin.js';
 import { receiveBody } from './bodies.js';
 import { Exchange } from './exchange.js';
-import { FaultQueue, type Fault } from './faults.js';
+import { type Fault, FaultQueue } from './faults.js';
 import { dispatch } from './handlers/index.js';
-import { Recording, type RecordedRequest } from './recording.js';
+import { type RecordedRequest, Recording } from './recording.js';
 import { BASE_PATH, compileRoutes, routeRequest } from './routing.js';
 import { ReferenceStore } from './store.js';
 
@@ -19,7 +19,9 @@ export interface ReferenceUpstreamOptions {
   port?: number;
   host?: string;
   routes?: RouteTable;
-  /** Keep the last requests for tests (default true); benchmarks turn it off. Counting per operation happens either way. */
+  /**
+   * Keep the last requests for tests (default true); benchmarks turn it off. Counting per operation happens either way.
+   */
   record?: boolean;
   keepAliveTimeoutMs?: number;
 }

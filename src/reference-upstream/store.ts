@@ -1,8 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import { headDto, subscriptionDto } from './projections.js';
-import { referenceSeed, type LabelObject, type ReferenceSeed, type SeedHair, type SeedHead, type SeedPermission, type SeedSubscription, type SeedSubscriptionType, type SeedUser } from './seed.js';
-import { validateSeed } from './seed-validation.js';
 import type { PlatformTypeValue } from '../upstream/schemas.js';
+import { headDto, subscriptionDto } from './projections.js';
+import {
+  type LabelObject,
+  type ReferenceSeed,
+  referenceSeed,
+  type SeedHair,
+  type SeedHead,
+  type SeedPermission,
+  type SeedSubscription,
+  type SeedSubscriptionType,
+  type SeedUser,
+} from './seed.js';
+import { validateSeed } from './seed-validation.js';
 
 /**
  * The four head shapes of the contract: variant A (2.1) and B (2.3), each with or without
@@ -46,7 +56,12 @@ export interface SubscriptionPatch {
 }
 
 function newEntry(head: SeedHead): HeadEntry {
-  return { head, nameLower: head.name.toLowerCase(), styleLower: labelOf(head.style)?.toLowerCase(), json: [undefined, undefined, undefined, undefined] };
+  return {
+    head,
+    nameLower: head.name.toLowerCase(),
+    styleLower: labelOf(head.style)?.toLowerCase(),
+    json: [undefined, undefined, undefined, undefined],
+  };
 }
 
 function labelOf(value: LabelObject | undefined): string | undefined {
@@ -77,7 +92,8 @@ export class ReferenceStore {
     this.permissionList = data.permissions;
     this.permissionJson = data.permissions.map((p) => JSON.stringify({ role: p.role, id: p.id }));
     for (const type of data.subscriptionTypes) this.subscriptionTypesById.set(type.id, type);
-    for (const subscription of data.subscriptions) this.subscriptionsByOrganization.set(subscription.organization_id, subscription);
+    for (const subscription of data.subscriptions)
+      this.subscriptionsByOrganization.set(subscription.organization_id, subscription);
     for (const user of data.users) this.usersByName.set(user.username, user);
   }
 
@@ -100,13 +116,20 @@ export class ReferenceStore {
     const search = filter.search ? filter.search.toLowerCase() : undefined;
     const style = filter.style ? filter.style.toLowerCase() : undefined;
     if (search === undefined && style === undefined) return this.ordered;
-    return this.ordered.filter((e) => (search === undefined || e.nameLower.includes(search)) && (style === undefined || e.styleLower === style));
+    return this.ordered.filter(
+      (e) => (search === undefined || e.nameLower.includes(search)) && (style === undefined || e.styleLower === style),
+    );
   }
 
   project(entry: HeadEntry, shape: HeadShape): Record<string, unknown> {
     const head = entry.head;
     const hair = head.hair_id === undefined ? undefined : this.hairsById.get(head.hair_id);
-    return headDto(head, hair, shape === HeadShape.A || shape === HeadShape.A_EXT, shape === HeadShape.A_EXT || shape === HeadShape.B_EXT);
+    return headDto(
+      head,
+      hair,
+      shape === HeadShape.A || shape === HeadShape.A_EXT,
+      shape === HeadShape.A_EXT || shape === HeadShape.B_EXT,
+    );
   }
 
   /** The projection as JSON text, serialised once per head and shape until the head changes. */
@@ -115,11 +138,15 @@ export class ReferenceStore {
     return entry.json[shape];
   }
 
-  /** Applies the given fields only. Throws on an unknown hair or on a colour for a head without hair; the server checks both first. */
+  /**
+   * Applies the given fields only. Throws on an unknown hair or on a colour for a head without hair; the server checks
+   * both first.
+   */
   updateHead(id: string, patch: HeadPatch): HeadEntry | undefined {
     const entry = this.headsById.get(id);
     if (entry === undefined) return undefined;
-    if (patch.hair_id !== undefined && !this.hairsById.has(patch.hair_id)) throw new Error(`unknown hair ${patch.hair_id}`);
+    if (patch.hair_id !== undefined && !this.hairsById.has(patch.hair_id))
+      throw new Error(`unknown hair ${patch.hair_id}`);
     const hairId = patch.hair_id ?? entry.head.hair_id;
     if (patch.hair_color !== undefined && hairId === undefined) throw new Error(`head ${id} has no hair to colour`);
 

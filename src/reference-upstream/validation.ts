@@ -16,7 +16,12 @@ export interface ValidationIssue {
   ctx?: Record<string, unknown>;
 }
 
-export const missing = (loc: Loc, input: unknown = null): ValidationIssue => ({ type: 'missing', loc, msg: 'Field required', input });
+export const missing = (loc: Loc, input: unknown = null): ValidationIssue => ({
+  type: 'missing',
+  loc,
+  msg: 'Field required',
+  input,
+});
 
 const HEX = new Uint8Array(128);
 for (const c of '0123456789abcdefABCDEF') HEX[c.charCodeAt(0)] = 1;
@@ -64,7 +69,9 @@ export function parseUuid(input: string): string | { reason: string } {
   for (let i = 0; i < body.length; i++) {
     const code = body.charCodeAt(i);
     if (code !== 45 && !isHex(code)) {
-      return { reason: `invalid character: expected an optional prefix of \`urn:uuid:\` followed by [0-9a-fA-F-], found \`${body[i]}\` at ${i + offset + 1}` };
+      return {
+        reason: `invalid character: expected an optional prefix of \`urn:uuid:\` followed by [0-9a-fA-F-], found \`${body[i]}\` at ${i + offset + 1}`,
+      };
     }
   }
   if (body.includes('-')) {
@@ -72,12 +79,15 @@ export function parseUuid(input: string): string | { reason: string } {
     if (groups.length !== 5) return { reason: `invalid group count: expected 5, found ${groups.length}` };
     for (let g = 0; g < 5; g++) {
       if (groups[g]!.length !== GROUP_LENGTHS[g]) {
-        return { reason: `invalid group length in group ${g}: expected ${GROUP_LENGTHS[g]}, found ${groups[g]!.length}` };
+        return {
+          reason: `invalid group length in group ${g}: expected ${GROUP_LENGTHS[g]}, found ${groups[g]!.length}`,
+        };
       }
     }
     return groups.join('-').toLowerCase();
   }
-  if (body.length !== 32) return { reason: `invalid length: expected length 32 for simple format, found ${body.length}` };
+  if (body.length !== 32)
+    return { reason: `invalid length: expected length 32 for simple format, found ${body.length}` };
   const hex = body.toLowerCase();
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
@@ -90,7 +100,13 @@ export function uuidValue(input: unknown, loc: Loc, issues: ValidationIssue[]): 
   }
   const parsed = parseUuid(input);
   if (typeof parsed === 'string') return parsed;
-  issues.push({ type: 'uuid_parsing', loc, msg: `Input should be a valid UUID, ${parsed.reason}`, input, ctx: { error: parsed.reason } });
+  issues.push({
+    type: 'uuid_parsing',
+    loc,
+    msg: `Input should be a valid UUID, ${parsed.reason}`,
+    input,
+    ctx: { error: parsed.reason },
+  });
   return undefined;
 }
 
@@ -112,33 +128,67 @@ export interface IntBounds {
 }
 
 /** An integer query parameter with its default and bounds; NaN (with an issue pushed) when invalid. */
-export function intQuery(query: Record<string, string> | undefined, name: string, fallback: number, bounds: IntBounds, issues: ValidationIssue[]): number {
+export function intQuery(
+  query: Record<string, string> | undefined,
+  name: string,
+  fallback: number,
+  bounds: IntBounds,
+  issues: ValidationIssue[],
+): number {
   const raw = query?.[name];
   if (raw === undefined) return fallback;
   const loc = ['query', name];
   const value = parseIntegerText(raw);
   if (value === undefined) {
-    issues.push({ type: 'int_parsing', loc, msg: 'Input should be a valid integer, unable to parse string as an integer', input: raw });
+    issues.push({
+      type: 'int_parsing',
+      loc,
+      msg: 'Input should be a valid integer, unable to parse string as an integer',
+      input: raw,
+    });
     return Number.NaN;
   }
   if (bounds.ge !== undefined && value < bounds.ge) {
-    issues.push({ type: 'greater_than_equal', loc, msg: `Input should be greater than or equal to ${bounds.ge}`, input: raw, ctx: { ge: bounds.ge } });
+    issues.push({
+      type: 'greater_than_equal',
+      loc,
+      msg: `Input should be greater than or equal to ${bounds.ge}`,
+      input: raw,
+      ctx: { ge: bounds.ge },
+    });
     return Number.NaN;
   }
   if (bounds.le !== undefined && value > bounds.le) {
-    issues.push({ type: 'less_than_equal', loc, msg: `Input should be less than or equal to ${bounds.le}`, input: raw, ctx: { le: bounds.le } });
+    issues.push({
+      type: 'less_than_equal',
+      loc,
+      msg: `Input should be less than or equal to ${bounds.le}`,
+      input: raw,
+      ctx: { le: bounds.le },
+    });
     return Number.NaN;
   }
   return value;
 }
 
-export function stringValue(input: unknown, loc: Loc, issues: ValidationIssue[], maxLength?: number): string | undefined {
+export function stringValue(
+  input: unknown,
+  loc: Loc,
+  issues: ValidationIssue[],
+  maxLength?: number,
+): string | undefined {
   if (typeof input !== 'string') {
     issues.push({ type: 'string_type', loc, msg: 'Input should be a valid string', input });
     return undefined;
   }
   if (maxLength !== undefined && characterLength(input) > maxLength) {
-    issues.push({ type: 'string_too_long', loc, msg: `String should have at most ${maxLength} characters`, input, ctx: { max_length: maxLength } });
+    issues.push({
+      type: 'string_too_long',
+      loc,
+      msg: `String should have at most ${maxLength} characters`,
+      input,
+      ctx: { max_length: maxLength },
+    });
     return undefined;
   }
   return input;
@@ -167,14 +217,24 @@ export function boolValue(input: unknown, loc: Loc, issues: ValidationIssue[]): 
     if (FALSE_WORDS.has(word)) return false;
   }
   if (typeof input === 'string' || typeof input === 'number') {
-    issues.push({ type: 'bool_parsing', loc, msg: 'Input should be a valid boolean, unable to interpret input', input });
+    issues.push({
+      type: 'bool_parsing',
+      loc,
+      msg: 'Input should be a valid boolean, unable to interpret input',
+      input,
+    });
   } else {
     issues.push({ type: 'bool_type', loc, msg: 'Input should be a valid boolean', input });
   }
   return undefined;
 }
 
-export function enumValue<T extends string>(input: unknown, allowed: readonly T[], loc: Loc, issues: ValidationIssue[]): T | undefined {
+export function enumValue<T extends string>(
+  input: unknown,
+  allowed: readonly T[],
+  loc: Loc,
+  issues: ValidationIssue[],
+): T | undefined {
   if (typeof input === 'string' && (allowed as readonly string[]).includes(input)) return input as T;
   const quoted = allowed.map((v) => `'${v}'`);
   const expected = quoted.length < 2 ? quoted.join('') : `${quoted.slice(0, -1).join(', ')} or ${quoted.at(-1)}`;

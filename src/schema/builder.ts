@@ -2,9 +2,9 @@ import SchemaBuilder from '@pothos/core';
 import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { DateTimeResolver, JSONResolver, URLResolver, UUIDResolver } from 'graphql-scalars';
-import type { GatewayContext } from './context.js';
 import { MAX_PAGE_SIZE } from '../domain/pages.js';
 import { items } from '../plan/facts.js';
+import type { GatewayContext } from './context.js';
 import { boundedJson, invalidInput, literalWithinDepth } from './inputs.js';
 
 /** How graphql-scalars' DateTime writes a timestamp (`Date#toISOString` of years 0 to 9999). */
@@ -17,7 +17,8 @@ const canonicalTimestamp = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
  * checks); no port, user or fragment; a path and a query of characters the parser never encodes,
  * with no dot segment (`.`, `..`, `%2e`) for it to resolve.
  */
-const canonicalUrl = /^https?:\/\/(?:(?!xn--)[a-z0-9-]+\.)*(?!xn--)[a-z][a-z0-9-]*(?:\/[\w\-.~!$&'()*+,;=:@%]*)+(?:\?[\w\-.~!$&()*+,;=:@/?%]*)?$/;
+const canonicalUrl =
+  /^https?:\/\/(?:(?!xn--)[a-z0-9-]+\.)*(?!xn--)[a-z][a-z0-9-]*(?:\/[\w\-.~!$&'()*+,;=:@%]*)+(?:\?[\w\-.~!$&()*+,;=:@/?%]*)?$/;
 const dotSegment = /\/(?:\.|%2e){1,2}(?:[/?]|$)/i;
 
 export const builder = new SchemaBuilder<{
@@ -39,18 +40,29 @@ export const builder = new SchemaBuilder<{
     clientMutationId: 'omit',
     idFieldOptions: { description: 'Globally unique ID (Relay).' },
     cursorType: 'String',
-    edgesFieldOptions: { nullable: false, description: 'The items of this page, each with its cursor.', ...items('window') },
+    edgesFieldOptions: {
+      nullable: false,
+      description: 'The items of this page, each with its cursor.',
+      ...items('window'),
+    },
     nodeFieldOptions: { nullable: false, description: 'The item.' },
     cursorFieldOptions: { description: 'Opaque cursor of this item, for `after`/`before`.' },
-    nodesOnConnection: { description: 'The items of this page, for clients that do not need cursors.', ...items('window') },
+    nodesOnConnection: {
+      description: 'The items of this page, for clients that do not need cursors.',
+      ...items('window'),
+    },
     pageInfoFieldOptions: { description: 'Where this page sits in the whole listing.' },
     hasNextPageFieldOptions: { description: 'Whether items follow this page.' },
     hasPreviousPageFieldOptions: { description: 'Whether items precede this page.' },
     startCursorFieldOptions: { description: 'Cursor of the first item of this page; null when the page is empty.' },
     endCursorFieldOptions: { description: 'Cursor of the last item of this page; null when the page is empty.' },
-    firstArgOptions: { description: `Page forwards: how many items (1 to ${MAX_PAGE_SIZE}) after \`after\`, or from the start.` },
+    firstArgOptions: {
+      description: `Page forwards: how many items (1 to ${MAX_PAGE_SIZE}) after \`after\`, or from the start.`,
+    },
     afterArgOptions: { description: 'Cursor after which the page starts.' },
-    lastArgOptions: { description: `Page backwards: how many items (1 to ${MAX_PAGE_SIZE}) before \`before\`, or up to the end.` },
+    lastArgOptions: {
+      description: `Page backwards: how many items (1 to ${MAX_PAGE_SIZE}) before \`before\`, or up to the end.`,
+    },
     beforeArgOptions: { description: 'Cursor before which the page ends.' },
     nodeTypeOptions: { description: 'An object with a globally unique ID, refetchable through `node(id:)`.' },
     pageInfoTypeOptions: { description: 'Where a page of a connection sits in the whole listing.' },
@@ -70,12 +82,16 @@ builder.addScalarType('DateTime', DateTimeResolver, {
   // date that does not exist. Anything else goes through graphql-scalars, which normalises it to
   // that form. Its way (check, parse into a Date, which JSON.stringify then turns back into this
   // string) cost some 2 µs a field.
-  serialize: (value) => (typeof value === 'string' && canonicalTimestamp.test(value) ? value : DateTimeResolver.serialize(value)),
+  serialize: (value) =>
+    typeof value === 'string' && canonicalTimestamp.test(value) ? value : DateTimeResolver.serialize(value),
 });
 builder.addScalarType('URL', URLResolver, {
   // An asset address already as the URL parser writes it is answered as it came (it is some 1 µs a
   // field in place to parse and write it again: a hundred on a page of heads with their hair).
-  serialize: (value) => (typeof value === 'string' && canonicalUrl.test(value) && !dotSegment.test(value) ? value : (URLResolver.serialize(value) as string)),
+  serialize: (value) =>
+    typeof value === 'string' && canonicalUrl.test(value) && !dotSegment.test(value)
+      ? value
+      : (URLResolver.serialize(value) as string),
 });
 // JSON inputs bounded in depth and size before anything walks them (inputs.ts); a literal is
 // checked for depth before graphql-scalars' recursive parseLiteral runs.

@@ -1,6 +1,6 @@
 import { offsetToCursor } from '@pothos/plugin-relay';
 import type { ListWindow } from '../loaders/request-loaders.js';
-import { connectionWindow, type ConnectionArgs } from '../plan/windows.js';
+import { type ConnectionArgs, connectionWindow } from '../plan/windows.js';
 
 /** Where a connection's items come from: the reads `plan/windows.ts` counts, and no others. */
 export interface ListingReader<T> {
@@ -27,7 +27,9 @@ class OffsetEdge<T> {
   }
 }
 
-/** Where a window of `count` items from `offset` sits in the listing; cursors made only when selected, as the edges'. */
+/**
+ * Where a window of `count` items from `offset` sits in the listing; cursors made only when selected, as the edges'.
+ */
 class WindowPageInfo {
   constructor(
     private readonly offset: number,
@@ -62,7 +64,10 @@ export interface WindowConnection<T> {
  * read through the request's loaders (one upstream call for most windows). `last` without
  * `before` counts back from the end, so the total comes first.
  */
-export async function resolveWindowConnection<T>(args: ConnectionArgs, reader: ListingReader<T>): Promise<WindowConnection<T>> {
+export async function resolveWindowConnection<T>(
+  args: ConnectionArgs,
+  reader: ListingReader<T>,
+): Promise<WindowConnection<T>> {
   const named = connectionWindow(args);
   let offset: number;
   let page: ListWindow<T>;

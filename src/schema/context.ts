@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { ROOT_CONTEXT, type Context } from '@opentelemetry/api';
+import { type Context, ROOT_CONTEXT } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { HeadChange } from '../domain/head-changes.js';
-import { RequestLoaders } from '../loaders/request-loaders.js';
 import type { Strategy } from '../domain/needs.js';
-import { EMPTY_PLAN, type OperationPlan } from '../plan/operation-plan.js';
 import type { RequestBatch } from '../loaders/request-batch.js';
+import { RequestLoaders } from '../loaders/request-loaders.js';
+import { EMPTY_PLAN, type OperationPlan } from '../plan/operation-plan.js';
 import { OperationGuard } from '../upstream/operation-guard.js';
 import type { UpstreamCaller } from '../upstream/transport.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -25,7 +25,9 @@ export interface GatewayContext {
    * each head and connection reads. An empty one: fields load what they need as they run.
    */
   readonly plan: OperationPlan;
-  /** The operation's span (server/telemetry/operation-telemetry.ts): the parent of its plan's and upstream calls' spans. */
+  /**
+   * The operation's span (server/telemetry/operation-telemetry.ts): the parent of its plan's and upstream calls' spans.
+   */
   readonly trace: Context;
   /**
    * The request's logger (its request id bound), made on first use: most operations never log.
@@ -36,7 +38,10 @@ export interface GatewayContext {
   readonly headChanges: HeadChangeSource;
 }
 
-/** The changes to one head (by UUID) as they come to the operation of `context`, until the iteration is ended (server/real-time/). */
+/**
+ * The changes to one head (by UUID) as they come to the operation of `context`, until the iteration is ended
+ * (server/real-time/).
+ */
 export type HeadChangeSource = (id: string, context: GatewayContext) => AsyncIterable<HeadChange>;
 
 /** Where no process serves subscriptions (a context made outside the gateway's pipeline). */
@@ -100,7 +105,20 @@ export function createContext(request: ContextRequest, options: ContextOptions, 
       batch === undefined
         ? new RequestLoaders(upstream, loaderOptions)
         : // Reads the batch shares hang under the span of the operation that made its loaders (the first).
-          batch.loadersFor(guard, (batchGuard) => new RequestLoaders(options.upstream.forRequest({ requestId, authorization, signal: request.signal, guard: batchGuard, trace }), loaderOptions)),
+          batch.loadersFor(
+            guard,
+            (batchGuard) =>
+              new RequestLoaders(
+                options.upstream.forRequest({
+                  requestId,
+                  authorization,
+                  signal: request.signal,
+                  guard: batchGuard,
+                  trace,
+                }),
+                loaderOptions,
+              ),
+          ),
     guard,
     plan: facts.plan ?? EMPTY_PLAN,
     trace,

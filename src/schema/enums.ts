@@ -1,5 +1,5 @@
-import type { Logger } from 'pino';
 import { GraphQLError } from 'graphql';
+import type { Logger } from 'pino';
 import { assetStyles, genders, paymentCycles, platformTypes, sourceTypes, userRoles } from '../upstream/schemas.js';
 import { builder } from './builder.js';
 
@@ -9,7 +9,9 @@ import { builder } from './builder.js';
  */
 
 const upperValues = <T extends string | number>(values: readonly T[], name: (value: T) => string) =>
-  Object.fromEntries(values.map((value) => [name(value), { value, description: `Upstream value \`${value}\`.` }])) as Record<string, { value: T; description: string }>;
+  Object.fromEntries(
+    values.map((value) => [name(value), { value, description: `Upstream value \`${value}\`.` }]),
+  ) as Record<string, { value: T; description: string }>;
 
 export const SourceType = builder.enumType('SourceType', {
   description: 'Where a hair asset comes from (contract SourceTypes).',
@@ -36,7 +38,13 @@ export const PlatformType = builder.enumType('PlatformType', {
   values: upperValues(platformTypes, (v) => v.toUpperCase()),
 });
 
-const cycleNames: Record<(typeof paymentCycles)[number], string> = { 1: 'MONTHLY', 2: 'BIMONTHLY', 3: 'QUARTERLY', 6: 'SEMIANNUAL', 12: 'ANNUAL' };
+const cycleNames: Record<(typeof paymentCycles)[number], string> = {
+  1: 'MONTHLY',
+  2: 'BIMONTHLY',
+  3: 'QUARTERLY',
+  6: 'SEMIANNUAL',
+  12: 'ANNUAL',
+};
 
 export const PaymentCycle = builder.enumType('PaymentCycle', {
   description: 'How often a subscription is billed; upstream sends the number of months (1, 2, 3, 6, 12).',
@@ -47,16 +55,30 @@ export const PaymentCycle = builder.enumType('PaymentCycle', {
  * An upstream value outside a contract enum must not fail the whole object: the field goes null
  * and the deviation is logged, so operators see the upstream drifting from the contract.
  */
-export function knownOrNull<T extends string | number>(allowed: readonly T[], value: string | number | undefined, where: string, logger: () => Logger): T | null {
+export function knownOrNull<T extends string | number>(
+  allowed: readonly T[],
+  value: string | number | undefined,
+  where: string,
+  logger: () => Logger,
+): T | null {
   if (value === undefined) return null;
   if ((allowed as readonly (string | number)[]).includes(value)) return value as T;
-  logger().warn({ field: where, value: String(value).slice(0, 64) }, 'upstream value outside the contract enum; field set to null');
+  logger().warn(
+    { field: where, value: String(value).slice(0, 64) },
+    'upstream value outside the contract enum; field set to null',
+  );
   return null;
 }
 
 /** The same for a non-null field: nothing sensible to return, so the field fails as UPSTREAM_ERROR. */
-export function knownOrFail<T extends string | number>(allowed: readonly T[], value: string | number, where: string, logger: () => Logger): T {
+export function knownOrFail<T extends string | number>(
+  allowed: readonly T[],
+  value: string | number,
+  where: string,
+  logger: () => Logger,
+): T {
   const known = knownOrNull(allowed, value, where, logger);
-  if (known === null) throw new GraphQLError(`Upstream sent a ${where} outside the contract`, { extensions: { code: 'UPSTREAM_ERROR' } });
+  if (known === null)
+    throw new GraphQLError(`Upstream sent a ${where} outside the contract`, { extensions: { code: 'UPSTREAM_ERROR' } });
   return known;
 }

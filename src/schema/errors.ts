@@ -1,4 +1,15 @@
-import { getNullableType, GraphQLError, isInputObjectType, isInputType, isListType, Kind, print, typeFromAST, type GraphQLInputType, type ValueNode } from 'graphql';
+import {
+  GraphQLError,
+  type GraphQLInputType,
+  getNullableType,
+  isInputObjectType,
+  isInputType,
+  isListType,
+  Kind,
+  print,
+  typeFromAST,
+  type ValueNode,
+} from 'graphql';
 import { CIRCUIT_OPEN, RATE_LIMITED, UpstreamError } from '../upstream/errors.js';
 import type { ValidationDetail } from '../upstream/schemas.js';
 import { schema } from './index.js';
@@ -38,17 +49,32 @@ function fieldPath(operation: string, loc: ValidationDetail['loc']): (string | n
  */
 export function toClientError(error: UpstreamError): GraphQLError {
   const code = error.code === 'ABORTED' ? 'UPSTREAM_TIMEOUT' : error.code;
-  const extensions: Record<string, unknown> = { code, upstream: { operation: error.operation, ...(error.status ? { status: error.status } : {}) } };
-  // An open breaker refused the call: nothing reached the upstream, so a client may retry it as it is, once the breaker may let it through.
-  if (error.reason === CIRCUIT_OPEN) extensions.upstream = { operation: error.operation, reason: CIRCUIT_OPEN, circuit: error.circuit ?? 'operation', sent: false };
+  const extensions: Record<string, unknown> = {
+    code,
+    upstream: { operation: error.operation, ...(error.status ? { status: error.status } : {}) },
+  };
+  // An open breaker refused the call: nothing reached the upstream, so a client may retry it as it is, once the breaker
+  // may let it through.
+  if (error.reason === CIRCUIT_OPEN)
+    extensions.upstream = {
+      operation: error.operation,
+      reason: CIRCUIT_OPEN,
+      circuit: error.circuit ?? 'operation',
+      sent: false,
+    };
   // The upstream refused it for its rate (429): nothing was applied, and it may have said when to come back.
-  if (error.reason === RATE_LIMITED) extensions.upstream = { operation: error.operation, status: error.status, reason: RATE_LIMITED };
+  if (error.reason === RATE_LIMITED)
+    extensions.upstream = { operation: error.operation, status: error.status, reason: RATE_LIMITED };
   // The gateway's own pool had no connection for it in time: nothing was sent (a change was not applied).
   if (error.code === 'OVERLOADED') extensions.upstream = { operation: error.operation, sent: false };
   if (error.retryAfterMs !== undefined) extensions.retryAfterMs = error.retryAfterMs;
   if (error.code === 'BAD_USER_INPUT') {
     extensions.fieldErrors = error.details.map(
-      (detail): FieldError => ({ path: fieldPath(error.operation, detail.loc), message: safeMessage(detail.msg), type: detail.type }),
+      (detail): FieldError => ({
+        path: fieldPath(error.operation, detail.loc),
+        message: safeMessage(detail.msg),
+        type: detail.type,
+      }),
     );
   }
   return new GraphQLError(error.message, { extensions });
@@ -63,11 +89,14 @@ type ClientError = { readonly extensions?: Record<string, unknown> };
  */
 export function retryAfterMsOf(error: ClientError): number | undefined {
   const extensions = error.extensions;
-  return extensions?.code === 'UPSTREAM_UNAVAILABLE' && typeof extensions.retryAfterMs === 'number' ? extensions.retryAfterMs : undefined;
+  return extensions?.code === 'UPSTREAM_UNAVAILABLE' && typeof extensions.retryAfterMs === 'number'
+    ? extensions.retryAfterMs
+    : undefined;
 }
 
 /** Whether an open upstream breaker refused the call (nothing was sent). */
-export const refusedByBreaker = (error: ClientError): boolean => (error.extensions?.upstream as { reason?: unknown } | undefined)?.reason === CIRCUIT_OPEN;
+export const refusedByBreaker = (error: ClientError): boolean =>
+  (error.extensions?.upstream as { reason?: unknown } | undefined)?.reason === CIRCUIT_OPEN;
 
 /** graphql-js's reasons that never carry the value (a scalar's own reason may: "Value is not a valid UUID: …"). */
 const valueFreeReasons = [
@@ -95,16 +124,25 @@ function typeAt(type: GraphQLInputType, path: readonly (string | number)[]): Gra
   return at;
 }
 
-/** graphql-js ends a message with its suggestions: `… Did you mean "x"?`, `… Did you mean to use an inline fragment on "Head"?`. */
+/**
+ * graphql-js ends a message with its suggestions: `… Did you mean "x"?`, `… Did you mean to use an inline fragment on
+ * "Head"?`.
+ */
 export const suggestion = /\s*Did you mean [^?]*\?/g;
 
 /** graphql-js's wording of a variable it refused; a message already rewritten here ("is invalid") does not match. */
-const refusedVariablePattern = /^Variable "\$(\w+)" (?:got invalid value|of required type|of non-null type|expected value of type)/;
+const refusedVariablePattern =
+  /^Variable "\$(\w+)" (?:got invalid value|of required type|of non-null type|expected value of type)/;
 
 /** The variable a graphql-js coercion error refuses, if it is one (an error with a path is a resolver's). */
-const refusedVariableName = (error: GraphQLError): string | undefined => (error.path === undefined ? refusedVariablePattern.exec(error.message)?.[1] : undefined);
+const refusedVariableName = (error: GraphQLError): string | undefined =>
+  error.path === undefined ? refusedVariablePattern.exec(error.message)?.[1] : undefined;
 
-const pathSegments = (printed: string) => printed.split(/\.|\[(\d+)\]/).filter(Boolean).map((segment) => (/^\d+$/.test(segment) ? Number(segment) : segment));
+const pathSegments = (printed: string) =>
+  printed
+    .split(/\.|\[(\d+)\]/)
+    .filter(Boolean)
+    .map((segment) => (/^\d+$/.test(segment) ? Number(segment) : segment));
 
 /**
  * graphql-js refuses a variable that does not fit its type (a hair id that is not a UUID) before
@@ -126,16 +164,22 @@ function variableError(error: GraphQLError): GraphQLError | undefined {
     const inner = error.originalError;
     // Production cuts the suggestions from the message (operation-limits.ts), not from the original's.
     const hidden = !/Did you mean/.test(error.message);
-    const innerMessage = inner === undefined ? undefined : hidden ? inner.message.replace(suggestion, '') : inner.message;
+    const innerMessage =
+      inner === undefined ? undefined : hidden ? inner.message.replace(suggestion, '') : inner.message;
     const suffix = innerMessage === undefined ? undefined : `; ${innerMessage}`;
-    const prefix = suffix !== undefined && error.message.endsWith(suffix) ? error.message.slice(0, -suffix.length) : undefined;
+    const prefix =
+      suffix !== undefined && error.message.endsWith(suffix) ? error.message.slice(0, -suffix.length) : undefined;
     const at = prefix === undefined ? undefined : / at "([^"]+)"$/.exec(prefix)?.[1];
-    if (at !== undefined && (at === variable || at.startsWith(`${variable}.`) || at.startsWith(`${variable}[`))) path = pathSegments(at);
+    if (at !== undefined && (at === variable || at.startsWith(`${variable}.`) || at.startsWith(`${variable}[`)))
+      path = pathSegments(at);
     const declared = definition?.kind === Kind.VARIABLE_DEFINITION ? typeFromAST(schema, definition.type) : undefined;
     const expected = declared === undefined || !isInputType(declared) ? undefined : typeAt(declared, path.slice(1));
     const ours = inner instanceof GraphQLError && inner.extensions?.code === 'BAD_USER_INPUT';
     // An enum's reason quotes the value; its suggestions name the schema's values (cut in production).
-    const enumReason = innerMessage === undefined ? undefined : /^Value ".*" does not exist in ("[^"]+" enum\.(?: Did you mean [^?]*\?)?)$/s.exec(innerMessage)?.[1];
+    const enumReason =
+      innerMessage === undefined
+        ? undefined
+        : /^Value ".*" does not exist in ("[^"]+" enum\.(?: Did you mean [^?]*\?)?)$/s.exec(innerMessage)?.[1];
     reason =
       enumReason !== undefined
         ? `Value does not exist in ${enumReason}`
@@ -145,10 +189,16 @@ function variableError(error: GraphQLError): GraphQLError | undefined {
     message = `Variable "$${variable}" is invalid${path.length > 1 ? ` at "${printPath(path)}"` : ''}: ${reason}`;
   }
   const fieldErrors: FieldError[] = [{ path, message: reason, type: 'invalid_variable' }];
-  return new GraphQLError(message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { code: 'BAD_USER_INPUT', fieldErrors } });
+  return new GraphQLError(message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    extensions: { code: 'BAD_USER_INPUT', fieldErrors },
+  });
 }
 
-const printPath = (path: readonly (string | number)[]) => path.map((segment, i) => (typeof segment === 'number' ? `[${segment}]` : i === 0 ? segment : `.${segment}`)).join('');
+const printPath = (path: readonly (string | number)[]) =>
+  path.map((segment, i) => (typeof segment === 'number' ? `[${segment}]` : i === 0 ? segment : `.${segment}`)).join('');
 
 /** Literal values in a document that could carry something secret (not enum names, booleans or null). */
 const literalKinds = new Set<Kind>([Kind.STRING, Kind.INT, Kind.FLOAT, Kind.LIST, Kind.OBJECT]);
@@ -157,7 +207,8 @@ function literalTexts(node: ValueNode, into: Set<string>): Set<string> {
   if (node.kind === Kind.LIST) for (const value of node.values) literalTexts(value, into);
   else if (node.kind === Kind.OBJECT) for (const field of node.fields) literalTexts(field.value, into);
   // Two characters or fewer cannot hide a secret and would mangle the message's own words.
-  else if ((node.kind === Kind.STRING || node.kind === Kind.INT || node.kind === Kind.FLOAT) && node.value.length > 2) into.add(node.value);
+  else if ((node.kind === Kind.STRING || node.kind === Kind.INT || node.kind === Kind.FLOAT) && node.value.length > 2)
+    into.add(node.value);
   if (literalKinds.has(node.kind)) into.add(print(node));
   return into;
 }
@@ -168,7 +219,8 @@ function literalTexts(node: ValueNode, into: Set<string>): Set<string> {
  */
 export function withoutLiterals(error: GraphQLError): GraphQLError {
   const texts = new Set<string>();
-  for (const node of error.nodes ?? []) if ('kind' in node && literalKinds.has(node.kind)) literalTexts(node as ValueNode, texts);
+  for (const node of error.nodes ?? [])
+    if ('kind' in node && literalKinds.has(node.kind)) literalTexts(node as ValueNode, texts);
   let message = error.message;
   // Longest first: an object's print contains its fields' values.
   for (const text of [...texts].sort((a, b) => b.length - a.length)) message = message.split(text).join('…');
@@ -179,23 +231,41 @@ export function withoutLiterals(error: GraphQLError): GraphQLError {
 /** A syntax error quotes the token it stopped at: a string or number literal is named by its kind only. */
 const quotedLiteral = /\b(String|BlockString|Int|Float) "(?:[^"\\]|\\.)*"/g;
 
-/** What a log line may say of an error the masking replaced: the gateway's own faults at error, a client's mistakes at debug, never a value. */
+/**
+ * What a log line may say of an error the masking replaced: the gateway's own faults at error, a client's mistakes at
+ * debug, never a value.
+ */
 export type ErrorLogEntry = { level: 'error' | 'warn' | 'debug'; fields: Record<string, unknown>; message: string };
 
-/** The log line of an error the masking replaced; none for a call an open breaker refused (counted, and its breaker's changes are logged). */
+/**
+ * The log line of an error the masking replaced; none for a call an open breaker refused (counted, and its breaker's
+ * changes are logged).
+ */
 export function errorLogEntry(error: unknown): ErrorLogEntry | undefined {
   const original = error instanceof GraphQLError ? (error.originalError ?? error) : error;
   if (original instanceof UpstreamError) {
     if (original.reason === CIRCUIT_OPEN) return undefined;
     // The route stays here and in metrics; clients never see it.
-    const fields = { code: original.code, operation: original.operation, method: original.method, route: original.path, status: original.status };
+    const fields = {
+      code: original.code,
+      operation: original.operation,
+      method: original.method,
+      route: original.path,
+      status: original.status,
+    };
     // Its message is ours and names no value (errors.ts in upstream/).
     return { level: original.code.startsWith('UPSTREAM_') ? 'warn' : 'debug', fields, message: original.message };
   }
-  if (error instanceof GraphQLError && refusedVariableName(error) !== undefined) return { level: 'debug', fields: { code: 'BAD_USER_INPUT' }, message: 'variable refused' };
-  if (original instanceof GraphQLError) return { level: 'debug', fields: { code: original.extensions?.code }, message: 'request refused' };
+  if (error instanceof GraphQLError && refusedVariableName(error) !== undefined)
+    return { level: 'debug', fields: { code: 'BAD_USER_INPUT' }, message: 'variable refused' };
+  if (original instanceof GraphQLError)
+    return { level: 'debug', fields: { code: original.extensions?.code }, message: 'request refused' };
   const name = original instanceof Error ? original.name : typeof original;
-  return { level: 'error', fields: { error: name }, message: original instanceof Error ? original.message : 'unexpected error' };
+  return {
+    level: 'error',
+    fields: { error: name },
+    message: original instanceof Error ? original.message : 'unexpected error',
+  };
 }
 
 /**
@@ -214,12 +284,20 @@ export function maskError(error: unknown, fallbackMessage: string): Error {
   if (original instanceof UpstreamError) {
     const mapped = toClientError(original);
     return error instanceof GraphQLError
-      ? new GraphQLError(mapped.message, { nodes: error.nodes, source: error.source, positions: error.positions, path: error.path, extensions: mapped.extensions })
+      ? new GraphQLError(mapped.message, {
+          nodes: error.nodes,
+          source: error.source,
+          positions: error.positions,
+          path: error.path,
+          extensions: mapped.extensions,
+        })
       : mapped;
   }
   if (original instanceof GraphQLError) return error as GraphQLError;
   return new GraphQLError(fallbackMessage, {
     extensions: { code: 'INTERNAL_SERVER_ERROR', unexpected: true },
-    ...(error instanceof GraphQLError ? { nodes: error.nodes, path: error.path, positions: error.positions, source: error.source } : {}),
+    ...(error instanceof GraphQLError
+      ? { nodes: error.nodes, path: error.path, positions: error.positions, source: error.source }
+      : {}),
   });
 }

@@ -22,11 +22,15 @@ async function headAfter(change: HeadChange, context: GatewayContext): Promise<H
 const HeadChangeRef = builder.objectRef<HeadChange>('HeadChange').implement({
   description: 'A change to a head: made through the gateway, or found by its polling of the upstream.',
   fields: (t) => ({
-    id: t.id({ description: 'The global ID of the head that changed.', resolve: (change) => encodeGlobalID('Head', change.id) }),
+    id: t.id({
+      description: 'The global ID of the head that changed.',
+      resolve: (change) => encodeGlobalID('Head', change.id),
+    }),
     head: t.field({
       type: HeadRef,
       nullable: true,
-      description: 'The head as it is now, read with the subscriber’s token as `head(id:)` reads it; null once it is deleted (the stream then ends).',
+      description:
+        'The head as it is now, read with the subscriber’s token as `head(id:)` reads it; null once it is deleted (the stream then ends).',
       resolve: (change, _, context) => headAfter(change, context),
     }),
   }),

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { deleteHead, updateHead } from '../upstream/heads.js';
-import type { UpdateHeadBody } from '../upstream/schemas.js';
-import { builder } from './builder.js';
 import type { HeadRecord } from '../loaders/head-records.js';
 import { plan } from '../plan/facts.js';
 import { updatePlan } from '../plan/operation-plan.js';
+import { deleteHead, updateHead } from '../upstream/heads.js';
+import type { UpdateHeadBody } from '../upstream/schemas.js';
+import { builder } from './builder.js';
 import { HeadRef } from './head.js';
 import { headIdSchema, requireAuthorization } from './inputs.js';
 import { anyFieldGiven } from './mutation-inputs.js';
@@ -21,12 +21,17 @@ const UpdateHeadInput = builder.inputType('UpdateHeadInput', {
     hairId: t.field({ type: 'UUID', description: 'Attach this hair.' }),
     hairColor: t.string({ description: 'New hair color.', validate: z.string().max(64) }),
   }),
-  validate: anyFieldGiven(['name', 'outputFormat', 'style', 'version', 'headMetadata', 'hairId', 'hairColor'], 'Give at least one field to change'),
+  validate: anyFieldGiven(
+    ['name', 'outputFormat', 'style', 'version', 'headMetadata', 'hairId', 'hairColor'],
+    'Give at least one field to change',
+  ),
 });
 
 const DeleteHeadInput = builder.inputType('DeleteHeadInput', {
   description: 'Which head to delete.',
-  fields: (t) => ({ id: t.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }) }),
+  fields: (t) => ({
+    id: t.id({ required: true, description: 'Global ID or UUID of the head.', validate: headIdSchema }),
+  }),
 });
 
 const UpdateHeadPayload = builder.objectRef<{ head: HeadRecord }>('UpdateHeadPayload').implement({
@@ -37,7 +42,10 @@ const UpdateHeadPayload = builder.objectRef<{ head: HeadRecord }>('UpdateHeadPay
 const DeleteHeadPayload = builder.objectRef<{ uuid: string }>('DeleteHeadPayload').implement({
   description: 'The result of deleteHead.',
   fields: (t) => ({
-    deletedHeadId: t.globalID({ description: 'Global ID of the deleted head.', resolve: (p) => ({ type: 'Head', id: p.uuid }) }),
+    deletedHeadId: t.globalID({
+      description: 'Global ID of the deleted head.',
+      resolve: (p) => ({ type: 'Head', id: p.uuid }),
+    }),
     deletedHeadUuid: t.field({ type: 'UUID', description: 'UUID of the deleted head.', resolve: (p) => p.uuid }),
   }),
 });
@@ -48,7 +56,10 @@ builder.mutationFields((t) => ({
     description: 'Changes a head (Update Head). Sent once, never retried.',
     args: { input: t.arg({ type: UpdateHeadInput, required: true, description: 'The head and the changes.' }) },
     // A listing's answer changes with a head it does not hold (its `totalCount`, a search a new name enters).
-    ...plan({ kind: 'headUpdate' }, { head: 'input', types: ['HeadConnection'], given: { hairId: ['Hair'], hairColor: ['Hair'] } }),
+    ...plan(
+      { kind: 'headUpdate' },
+      { head: 'input', types: ['HeadConnection'], given: { hairId: ['Hair'], hairColor: ['Hair'] } },
+    ),
     resolve: async (_, { input }, ctx, info) => {
       // The validated id is the UUID (headIdSchema transforms); Pothos types it as the raw input.
       const id = String(input.id);
@@ -67,7 +78,9 @@ builder.mutationFields((t) => ({
       ctx.loaders.heads.forget(id);
       const head = ctx.loaders.heads.seed({ variant: 'A', head: answer }, 'updateHead');
       const planned = updatePlan(ctx.plan, String(info.path.key));
-      return { head: await (planned === undefined ? head : ctx.loaders.heads.carryOut(head.id, planned.after)).whole() };
+      return {
+        head: await (planned === undefined ? head : ctx.loaders.heads.carryOut(head.id, planned.after)).whole(),
+      };
     },
   }),
   deleteHead: t.field({
@@ -75,7 +88,10 @@ builder.mutationFields((t) => ({
     description: 'Deletes a head (Delete Head). Needs a bearer token. Sent once, never retried.',
     args: { input: t.arg({ type: DeleteHeadInput, required: true, description: 'The head to delete.' }) },
     // It answers no Head for the cache to find: the head is named by its argument.
-    ...plan({ kind: 'call', operation: 'deleteHead', needsToken: true }, { head: 'input', deletes: true, types: ['HeadConnection'] }),
+    ...plan(
+      { kind: 'call', operation: 'deleteHead', needsToken: true },
+      { head: 'input', deletes: true, types: ['HeadConnection'] },
+    ),
     resolve: async (_, { input }, ctx) => {
       requireAuthorization(ctx);
       const id = String(input.id);

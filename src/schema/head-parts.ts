@@ -1,4 +1,4 @@
-import { Need, type HeadPart } from '../domain/needs.js';
+import { type HeadPart, Need } from '../domain/needs.js';
 import type { HeadPartValues, HeadRecord } from '../loaders/head-records.js';
 import { needs } from '../plan/facts.js';
 import type { HairADto, HairBDto } from '../upstream/schemas.js';
@@ -13,13 +13,18 @@ import type { GatewayContext } from './context.js';
 
 type Resolved<T> = T | Promise<T>;
 
-const then = <A, B>(value: Resolved<A>, map: (value: A) => B): Resolved<B> => (value instanceof Promise ? value.then(map) : map(value));
+const then = <A, B>(value: Resolved<A>, map: (value: A) => B): Resolved<B> =>
+  value instanceof Promise ? value.then(map) : map(value);
 
 /** A Head field carried by `part` of the head: its need, and a resolver reading it from that part. */
-export function carriedBy<P extends HeadPart, T>(part: P, read: (value: HeadPartValues[P], context: GatewayContext) => T) {
+export function carriedBy<P extends HeadPart, T>(
+  part: P,
+  read: (value: HeadPartValues[P], context: GatewayContext) => T,
+) {
   return {
     ...needs(Need[part]),
-    resolve: (record: HeadRecord, _args: unknown, context: GatewayContext): Resolved<T> => then(context.loaders.heads.part(record, part), (value) => read(value, context)),
+    resolve: (record: HeadRecord, _args: unknown, context: GatewayContext): Resolved<T> =>
+      then(context.loaders.heads.part(record, part), (value) => read(value, context)),
   };
 }
 
@@ -36,17 +41,21 @@ interface HairVariants {
 }
 
 /** Where each hair variant is on the head part that carries it. */
-const hairIn: { readonly [P in keyof HairVariants]: (head: HeadPartValues[P]) => HairVariants[P] | null | undefined } = {
-  variantA: (head) => head.hair,
-  hairB: (head) => head.hair,
-};
+const hairIn: { readonly [P in keyof HairVariants]: (head: HeadPartValues[P]) => HairVariants[P] | null | undefined } =
+  {
+    variantA: (head) => head.hair,
+    hairB: (head) => head.hair,
+  };
 
 /**
  * A Hair field carried by one variant of the hair (Hair A with the head's variant A, Hair B with
  * its variant B reads): null when that read found another hair on the head (it changed between
  * the reads).
  */
-export function hairCarriedBy<P extends keyof HairVariants, T>(part: P, read: (hair: HairVariants[P], context: GatewayContext) => T) {
+export function hairCarriedBy<P extends keyof HairVariants, T>(
+  part: P,
+  read: (hair: HairVariants[P], context: GatewayContext) => T,
+) {
   return {
     ...needs(Need[part]),
     resolve: ({ record, hair }: HairOfHead, _args: unknown, context: GatewayContext): Resolved<T | null> =>

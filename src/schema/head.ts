@@ -1,16 +1,16 @@
 import { z } from 'zod';
-import type { GatewayContext } from './context.js';
+import { Need } from '../domain/needs.js';
+import { connectionArgsSchema, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
 import { HeadRecord } from '../loaders/head-records.js';
 import { needs, plan } from '../plan/facts.js';
-import { Need } from '../domain/needs.js';
 import type { HeadListingPlan } from '../plan/listings.js';
 import { listingPlan } from '../plan/operation-plan.js';
 import type { HeadFilter, HeadListingSource } from '../plan/windows.js';
 import { builder } from './builder.js';
-import { resolveWindowConnection, type ListingReader, type WindowConnection } from './connections.js';
+import { type ListingReader, resolveWindowConnection, type WindowConnection } from './connections.js';
+import type { GatewayContext } from './context.js';
 import { HairRef } from './hair.js';
 import { carriedBy } from './head-parts.js';
-import { connectionArgsSchema, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
 import { headIdSchema } from './inputs.js';
 
 /**
@@ -37,7 +37,12 @@ export function loadHead(context: GatewayContext, id: string): HeadRecord | Prom
  * (a filtered page's head_metadata, say), started now; and what their deferred fields need,
  * beside the answer: the window of Get Heads Ext, or reads per head.
  */
-function completeListedHeads(context: GatewayContext, filter: HeadFilter, listing: HeadListingPlan, connection: WindowConnection<HeadRecord>): void {
+function completeListedHeads(
+  context: GatewayContext,
+  filter: HeadFilter,
+  listing: HeadListingPlan,
+  connection: WindowConnection<HeadRecord>,
+): void {
   const heads = connection.edges.map((edge) => edge.node);
   for (const head of heads) context.loaders.heads.carryOut(head.id, listing.completion);
   if (listing.deferred === 0 || heads.length === 0) return;
@@ -49,16 +54,24 @@ function completeListedHeads(context: GatewayContext, filter: HeadFilter, listin
 }
 
 /** Where the `heads` connection reads, as its plan says (`plan/windows.ts`). */
-function headsReader(context: GatewayContext, filter: HeadFilter, source: HeadListingSource): ListingReader<HeadRecord> {
+function headsReader(
+  context: GatewayContext,
+  filter: HeadFilter,
+  source: HeadListingSource,
+): ListingReader<HeadRecord> {
   const { loaders } = context;
   const pages = (offset: number, size: number) => loaders.listHeadsWindow(filter, offset, size);
   const total = () => loaders.countHeads(filter);
   if (source === 'pages') return { window: pages, total, first: (size) => pages(0, size) };
-  if (source === 'ext') return { window: (offset, size) => loaders.listHeadsExtWindow(filter.search, offset, size), total };
+  if (source === 'ext')
+    return { window: (offset, size) => loaders.listHeadsExtWindow(filter.search, offset, size), total };
   return {
     // Both listings at once; the Ext rows fill the same records by id.
     async window(offset, size) {
-      const [window] = await Promise.all([pages(offset, size), loaders.listHeadsExtWindow(filter.search, offset, size)]);
+      const [window] = await Promise.all([
+        pages(offset, size),
+        loaders.listHeadsExtWindow(filter.search, offset, size),
+      ]);
       return window;
     },
     total,
@@ -73,19 +86,52 @@ builder.node(HeadRef, {
     uuid: t.field({ type: 'UUID', description: 'The head UUID in the upstream service.', resolve: (r) => r.id }),
     name: t.string({ description: 'Display name.', resolve: (r) => r.head.name }),
     url: t.field({ type: 'URL', description: 'Address of the head model file.', resolve: (r) => r.head.url }),
-    arUrl: t.string({ nullable: true, description: 'Address of the augmented-reality rendition, when there is one.', ...carriedBy('variantA', (a) => a.ar_url ?? null) }),
-    outputFormat: t.field({ type: 'JSON', nullable: true, description: 'Format label; allowed values are not specified by the contract.', resolve: (r) => r.head.output_format ?? null }),
-    style: t.field({ type: 'JSON', nullable: true, description: 'Style label; allowed values are not specified by the contract.', resolve: (r) => r.head.style ?? null }),
-    version: t.field({ type: 'JSON', nullable: true, description: 'Version label; allowed values are not specified by the contract.', resolve: (r) => r.head.version ?? null }),
-    lod: t.field({ type: 'JSON', nullable: true, description: 'Level-of-detail data; structure not specified by the contract.', resolve: (r) => r.head.lod ?? null }),
+    arUrl: t.string({
+      nullable: true,
+      description: 'Address of the augmented-reality rendition, when there is one.',
+      ...carriedBy('variantA', (a) => a.ar_url ?? null),
+    }),
+    outputFormat: t.field({
+      type: 'JSON',
+      nullable: true,
+      description: 'Format label; allowed values are not specified by the contract.',
+      resolve: (r) => r.head.output_format ?? null,
+    }),
+    style: t.field({
+      type: 'JSON',
+      nullable: true,
+      description: 'Style label; allowed values are not specified by the contract.',
+      resolve: (r) => r.head.style ?? null,
+    }),
+    version: t.field({
+      type: 'JSON',
+      nullable: true,
+      description: 'Version label; allowed values are not specified by the contract.',
+      resolve: (r) => r.head.version ?? null,
+    }),
+    lod: t.field({
+      type: 'JSON',
+      nullable: true,
+      description: 'Level-of-detail data; structure not specified by the contract.',
+      resolve: (r) => r.head.lod ?? null,
+    }),
     headMetadata: t.field({
       type: 'JSON',
       nullable: true,
       description: 'Metadata of the head; structure not specified by the contract. Only the extended reads carry it.',
       ...carriedBy('metadata', (metadata) => metadata),
     }),
-    createdAt: t.field({ type: 'DateTime', description: 'When the head was created.', resolve: (r) => r.head.created_at }),
-    updatedAt: t.field({ type: 'DateTime', nullable: true, description: 'When the head last changed. Only the variant A reads carry it.', ...carriedBy('variantA', (a) => a.updated_at) }),
+    createdAt: t.field({
+      type: 'DateTime',
+      description: 'When the head was created.',
+      resolve: (r) => r.head.created_at,
+    }),
+    updatedAt: t.field({
+      type: 'DateTime',
+      nullable: true,
+      description: 'When the head last changed. Only the variant A reads carry it.',
+      ...carriedBy('variantA', (a) => a.updated_at),
+    }),
     hair: t.field({
       type: HairRef,
       nullable: true,
@@ -110,7 +156,10 @@ builder.queryFields((t) => ({
       type: HeadRef,
       description: `Heads in listing order, paged forwards (\`first\`/\`after\`) or backwards (\`last\`/\`before\`); 1 to ${MAX_PAGE_SIZE} per page, ${DEFAULT_PAGE_SIZE} by default.`,
       args: {
-        search: t.arg.string({ description: 'Only heads whose name contains this text.', validate: z.string().max(200) }),
+        search: t.arg.string({
+          description: 'Only heads whose name contains this text.',
+          validate: z.string().max(200),
+        }),
         style: t.arg.string({ description: 'Only heads with this style label.', validate: z.string().max(200) }),
       },
       validate: connectionArgsSchema,
@@ -126,7 +175,13 @@ builder.queryFields((t) => ({
     {
       name: 'HeadConnection',
       description: 'A page of heads.',
-      fields: (t) => ({ totalCount: t.int({ description: 'How many heads the whole listing has.', ...needs(Need.total), resolve: (c) => c.totalCount() }) }),
+      fields: (t) => ({
+        totalCount: t.int({
+          description: 'How many heads the whole listing has.',
+          ...needs(Need.total),
+          resolve: (c) => c.totalCount(),
+        }),
+      }),
     },
     { name: 'HeadEdge', description: 'A head and its cursor.' },
   ),

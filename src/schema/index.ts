@@ -19,7 +19,10 @@ const built = builder.toSchema({ sortSchema: false });
  * against a schema without it). graphql-tools' executor serves them, with the validation rules of
  * yoga's defer-stream plugin (server/documents/incremental-delivery.ts).
  */
-/** A live query: answered as a stream, whose first result is the query's and each next one sent as a head it read changes (server/real-time/live-queries.ts). */
+/**
+ * A live query: answered as a stream, whose first result is the query's and each next one sent as a head it read
+ * changes (server/real-time/live-queries.ts).
+ */
 const GraphQLLiveDirective = new GraphQLDirective({
   name: 'live',
   description:
@@ -27,4 +30,7 @@ const GraphQLLiveDirective = new GraphQLDirective({
   locations: [DirectiveLocation.QUERY],
 });
 
-export const schema = new GraphQLSchema({ ...built.toConfig(), directives: [...built.getDirectives(), GraphQLDeferDirective, GraphQLStreamDirective, GraphQLLiveDirective] });
+export const schema = new GraphQLSchema({
+  ...built.toConfig(),
+  directives: [...built.getDirectives(), GraphQLDeferDirective, GraphQLStreamDirective, GraphQLLiveDirective],
+});

@@ -25,13 +25,22 @@ export function invalidInput(issues: readonly Issue[]): GraphQLError {
       return typeof key === 'number' ? key : String(key);
     }),
     message: issue.message,
-    type: typeof issue.params?.type === 'string' ? issue.params.type : typeof issue.code === 'string' ? issue.code : 'invalid',
+    type:
+      typeof issue.params?.type === 'string'
+        ? issue.params.type
+        : typeof issue.code === 'string'
+          ? issue.code
+          : 'invalid',
   }));
   const summary = fieldErrors.map((e) => (e.path.length ? `${e.path.join('.')}: ${e.message}` : e.message)).join('; ');
   return new GraphQLError(`Invalid input: ${summary}`, { extensions: { code: 'BAD_USER_INPUT', fieldErrors } });
 }
 
-const invalidNodeId = { code: 'custom', message: 'Not a valid global ID or head UUID', params: { type: 'invalid_global_id' } } as const;
+const invalidNodeId = {
+  code: 'custom',
+  message: 'Not a valid global ID or head UUID',
+  params: { type: 'invalid_global_id' },
+} as const;
 
 /** A node id: garbage is the caller's mistake (BAD_USER_INPUT); another type's ID resolves to null. */
 export const nodeIdSchema = z.string().transform((value, ctx) => {
@@ -41,12 +50,18 @@ export const nodeIdSchema = z.string().transform((value, ctx) => {
 });
 
 /** The BAD_USER_INPUT of one id of a list that is not an ID; the other ids still resolve. */
-export const invalidNodeIdAt = (path: readonly (string | number)[]) => invalidInput([{ ...invalidNodeId, path: [...path] }]);
+export const invalidNodeIdAt = (path: readonly (string | number)[]) =>
+  invalidInput([{ ...invalidNodeId, path: [...path] }]);
 
 /** A head's ID as clients may give it: its global ID or its raw UUID. Resolves to the UUID. */
 export const headIdSchema = z.string().transform((value, ctx) => {
   const id = headIdFrom(value);
-  if (id === undefined) ctx.addIssue({ code: 'custom', message: 'Expected a Head global ID or a UUID', params: { type: 'invalid_head_id' } });
+  if (id === undefined)
+    ctx.addIssue({
+      code: 'custom',
+      message: 'Expected a Head global ID or a UUID',
+      params: { type: 'invalid_head_id' },
+    });
   return id ?? z.NEVER;
 });
 
@@ -69,7 +84,8 @@ export function boundedJson<T>(value: T): T {
     if (depth >= MAX_JSON_DEPTH) throw jsonInputError(`A JSON value may nest at most ${MAX_JSON_DEPTH} levels deep.`);
     for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push([child, depth + 1]);
   }
-  if (Buffer.byteLength(JSON.stringify(value) ?? '') > MAX_JSON_BYTES) throw jsonInputError(`A JSON value may take at most ${MAX_JSON_BYTES} bytes.`);
+  if (Buffer.byteLength(JSON.stringify(value) ?? '') > MAX_JSON_BYTES)
+    throw jsonInputError(`A JSON value may take at most ${MAX_JSON_BYTES} bytes.`);
   return value;
 }
 
@@ -80,17 +96,21 @@ export function literalWithinDepth<T extends ValueNode>(ast: T): T {
     const [node, depth] = pending.pop()!;
     if (node.kind !== Kind.LIST && node.kind !== Kind.OBJECT) continue;
     if (depth >= MAX_JSON_DEPTH) throw jsonInputError(`A JSON value may nest at most ${MAX_JSON_DEPTH} levels deep.`);
-    for (const child of node.kind === Kind.LIST ? node.values : node.fields.map((field) => field.value)) pending.push([child, depth + 1]);
+    for (const child of node.kind === Kind.LIST ? node.values : node.fields.map((field) => field.value))
+      pending.push([child, depth + 1]);
   }
   return ast;
 }
 
 /** Whether the request carries an Authorization header to forward. */
-export const carriesToken = (context: Pick<GatewayContext, 'authorization'>): boolean => context.authorization !== undefined && context.authorization.trim() !== '';
+export const carriesToken = (context: Pick<GatewayContext, 'authorization'>): boolean =>
+  context.authorization !== undefined && context.authorization.trim() !== '';
 
 /** Operations the contract says need a bearer token fail here, before any upstream call. */
 export function requireAuthorization(context: GatewayContext): void {
   if (!carriesToken(context)) {
-    throw new GraphQLError('This field needs an Authorization header with a bearer token', { extensions: { code: 'UNAUTHENTICATED' } });
+    throw new GraphQLError('This field needs an Authorization header with a bearer token', {
+      extensions: { code: 'UNAUTHENTICATED' },
+    });
   }
 }

@@ -1,8 +1,8 @@
 import { z } from 'zod';
+import { MAX_NODE_IDS, nodeIdFrom } from '../domain/ids.js';
 import { items, plan } from '../plan/facts.js';
 import { builder } from './builder.js';
 import { loadHead } from './head.js';
-import { MAX_NODE_IDS, nodeIdFrom } from '../domain/ids.js';
 import { invalidNodeIdAt, nodeIdSchema } from './inputs.js';
 
 builder.queryFields((t) => ({
@@ -22,7 +22,13 @@ builder.queryFields((t) => ({
     type: [builder.nodeInterfaceRef()],
     nullable: { list: false, items: true },
     description: `Fetches objects by their global IDs (heads also by raw UUIDs), in order; an ID that matches nothing gives null, one that is not an ID an error at its index. At most ${MAX_NODE_IDS}; the same ID twice is read once.`,
-    args: { ids: t.arg.idList({ required: true, description: `Global IDs or head UUIDs (at most ${MAX_NODE_IDS}).`, validate: z.array(z.string()).max(MAX_NODE_IDS) }) },
+    args: {
+      ids: t.arg.idList({
+        required: true,
+        description: `Global IDs or head UUIDs (at most ${MAX_NODE_IDS}).`,
+        validate: z.array(z.string()).max(MAX_NODE_IDS),
+      }),
+    },
     ...items({ arg: 'ids' }, { kind: 'heads', arg: 'ids' }),
     resolve: (_, args, ctx) =>
       args.ids.map((raw, index) => {
@@ -33,7 +39,9 @@ builder.queryFields((t) => ({
         // An item's failure is its value, never a rejection: graphql-jit 0.8 would put the null of a
         // rejected item at the end of the list (graphql-js completes an Error item as it would a rejection).
         const head = loadHead(ctx, id);
-        return head instanceof Promise ? head.catch((error: unknown) => (error instanceof Error ? error : Promise.reject(error))) : head;
+        return head instanceof Promise
+          ? head.catch((error: unknown) => (error instanceof Error ? error : Promise.reject(error)))
+          : head;
       }),
   }),
 }));

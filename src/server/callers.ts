@@ -34,11 +34,16 @@ export interface Caller {
 export interface CallerRules {
   /** Which proxies in front may name the client address (TRUST_PROXY), as `trustingProxies` compiled it. */
   readonly trustProxy: ProxyTrusted | undefined;
-  /** The caller a token (its `token:<hash>`) counts as, once it is known to be real (itself, or its login's account). */
+  /**
+   * The caller a token (its `token:<hash>`) counts as, once it is known to be real (itself, or its login's account).
+   */
   readonly callerOf: (tokenCaller: string) => string | undefined;
 }
 
-/** Whether the hop `i` from the connection (0: the peer itself) at `address` is a proxy trusted to name the one before it. */
+/**
+ * Whether the hop `i` from the connection (0: the peer itself) at `address` is a proxy trusted to name the one before
+ * it.
+ */
 export type ProxyTrusted = (address: string, i: number) => boolean;
 
 /** TRUST_PROXY as proxy-addr judges each hop (Express's `trust proxy`): none, all, the nearest N, or by address. */
@@ -50,9 +55,16 @@ export function trustingProxies(trust: Config['callerLimits']['trustProxy']): Pr
 }
 
 /** The client address: the nearest `X-Forwarded-For` hop not sent by a trusted proxy (proxy-addr), else the peer. */
-function clientAddress(forwardedFor: string | undefined, peer: string | undefined, trusted: ProxyTrusted | undefined): string | undefined {
+function clientAddress(
+  forwardedFor: string | undefined,
+  peer: string | undefined,
+  trusted: ProxyTrusted | undefined,
+): string | undefined {
   if (trusted === undefined || forwardedFor === undefined) return peer;
-  const request = { headers: { 'x-forwarded-for': forwardedFor }, socket: { remoteAddress: peer } } as unknown as IncomingMessage;
+  const request = {
+    headers: { 'x-forwarded-for': forwardedFor },
+    socket: { remoteAddress: peer },
+  } as unknown as IncomingMessage;
   return proxyaddr(request, trusted) || peer;
 }
 
@@ -64,7 +76,12 @@ function clientAddress(forwardedFor: string | undefined, peer: string | undefine
  * per-address limit does not bind it), so users behind one address, each with a real token, each
  * keep theirs; any other shares its address's, so one address making up tokens still has one.
  */
-export function callerFrom(tokenCaller: string | undefined, forwardedFor: string | undefined, peer: string | undefined, rules: CallerRules): Caller {
+export function callerFrom(
+  tokenCaller: string | undefined,
+  forwardedFor: string | undefined,
+  peer: string | undefined,
+  rules: CallerRules,
+): Caller {
   const address = `address:${clientAddress(forwardedFor, peer, rules.trustProxy) || 'unknown'}`;
   const counted = tokenCaller === undefined ? undefined : rules.callerOf(tokenCaller);
   return { key: counted ?? address, address, token: tokenCaller, known: counted !== undefined };

@@ -6,8 +6,8 @@ import type { CircuitName } from '../upstream/circuits.js';
 import { CIRCUIT_OPEN } from '../upstream/errors.js';
 import type { UpstreamAttempt } from '../upstream/transport.js';
 import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
-import type { GatewayMetrics } from './instruments/metrics.js';
 import { trustingProxies } from './callers.js';
+import type { GatewayMetrics } from './instruments/metrics.js';
 import { frontDoor, isBrowserPageView } from './pages/front-door.js';
 import { graphiQLPage } from './pages/graphiql-cache.js';
 import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
@@ -16,16 +16,16 @@ import type { Policy, Serve } from './pipeline/stages.js';
 import { gatewayPolicies, type PolicyOptions } from './policies.js';
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { probes } from './probes/routes.js';
-import { routes } from './routes.js';
 import type { HeadEvents } from './real-time/head-events.js';
 import type { Subscriptions } from './real-time/subscriptions.js';
+import { routes } from './routes.js';
 import { redisEventTarget } from './shared-state/redis-events.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
-import { fetchTransport } from './transports/fetch.js';
-import { nodeTransport, type Handler } from './transports/node.js';
-import { websocketTransport, type WebSocketTransport } from './transports/websocket.js';
 import { KnownTokens } from './traffic/known-tokens.js';
 import type { LoadShedder } from './traffic/load-shedder.js';
+import { fetchTransport } from './transports/fetch.js';
+import { type Handler, nodeTransport } from './transports/node.js';
+import { type WebSocketTransport, websocketTransport } from './transports/websocket.js';
 
 export type { GatewaySettings } from './policies.js';
 
@@ -56,8 +56,8 @@ function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
   const policies: (Policy | undefined)[] = [
     // answer: first, it makes the answer (status, type, body) on which every later step writes headers.
     parts.answerBody,
-    // intake: first, a request refused for overload costs no more than its refusal. document: first, each operation counted
-    // (refused for overload) before any work of its own. release: its unit given back once its results are out.
+    // intake: first, a request refused for overload costs no more than its refusal. document: first, each operation
+    // counted (refused for overload) before any work of its own. release: its unit given back once its results are out.
     parts.inFlight,
     parts.eventsInFlight,
     // document: the span times the rest of it. record: once the results are out.
@@ -66,11 +66,13 @@ function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
     parts.contentNegotiation,
     // plan: the plan is made before the caller limits charge its upstream calls.
     parts.upstreamPlan,
-    // intake: a caller refused a moment ago, before its body is read. admission: before a kept answer (a refusal replaces it).
+    // intake: a caller refused a moment ago, before its body is read. admission: before a kept answer (a refusal
+    // replaces it).
     parts.callerLimits,
     // admission: a login's account and address windows, before its upstream call.
     parts.loginLimits,
-    // intake: the body's coding and declared length, CSRF and the method, then the body read, its operations made, a batch's size.
+    // intake: the body's coding and declared length, CSRF and the method, then the body read, its operations made, a
+    // batch's size.
     parts.body,
     parts.csrf,
     parts.method,
@@ -78,24 +80,25 @@ function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
     parts.batching,
     // document: before anything reads the variables.
     parts.variablesDepth,
-    // result: the suggestions cut before the masking, which rewrites a refused variable's error from what they leave; then
-    // every later step, and the record, reads the errors clients read.
+    // result: the suggestions cut before the masking, which rewrites a refused variable's error from what they leave;
+    // then every later step, and the record, reads the errors clients read.
     parts.hiddenSuggestions,
     parts.masking,
-    // document: before anything reads the query text (APQ and trusted documents name it). admission: a registration written
-    // once its document validated and it was admitted. result: the answer waits for the write.
+    // document: before anything reads the query text (APQ and trusted documents name it). admission: a registration
+    // written once its document validated and it was admitted. result: the answer waits for the write.
     parts.persisted,
     parts.paramsCheck,
     // document: parsed, the request's validation budget spent, validated: once per text (the prepared document).
     parts.documents,
     // document: once valid, the coordinates it selects counted by client (refused later or not).
     parts.coordinateUsage,
-    // document: once valid, what its transport carries decides @defer/@stream and streams. result: parts in the format asked.
+    // document: once valid, what its transport carries decides @defer/@stream and streams. result: parts in the format
+    // asked.
     parts.incrementalDelivery,
     // execution: a subscription or live query runs as a stream, before the engine would run it as a query.
     parts.subscriptions.policy,
-    // admission: the last (after the caller limits). result: keeps the masked result; its evictions read by the head events.
-    // answer: a revalidation's 304 on the body made.
+    // admission: the last (after the caller limits). result: keeps the masked result; its evictions read by the head
+    // events. answer: a revalidation's 304 on the body made.
     parts.responseCache,
     // result: a mutation's heads told to their watchers, by the outcome the cache's evictions read.
     parts.headEvents.policy,
@@ -110,35 +113,80 @@ function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
 }
 
 /** The gateway over an upstream, on every transport; `buildGateway` makes it as the configuration says. */
-function createGateway(options: GatewayOptions): { app: Gateway; handler: Handler; websocket: WebSocketTransport; shedder: LoadShedder; pipeline: Pipeline; headEvents: HeadEvents; subscriptions: Subscriptions } {
+function createGateway(options: GatewayOptions): {
+  app: Gateway;
+  handler: Handler;
+  websocket: WebSocketTransport;
+  shedder: LoadShedder;
+  pipeline: Pipeline;
+  headEvents: HeadEvents;
+  subscriptions: Subscriptions;
+} {
   const { settings } = options;
   const parts = gatewayPolicies(options);
   const pipeline = new Pipeline({ policies: inOrder(parts), mask: parts.masking.mask });
-  const callers = { trustProxy: trustingProxies(settings.callerLimits.trustProxy), callerOf: options.knownTokens.callerOf };
+  const callers = {
+    trustProxy: trustingProxies(settings.callerLimits.trustProxy),
+    callerOf: options.knownTokens.callerOf,
+  };
   // GraphiQL needs introspection, so it goes where introspection goes (off in production).
   const graphiql = settings.introspection
-    ? graphiQLPage(renderGraphiQLPage, { title: TITLE, defaultQuery: defaultGraphiQLQuery, isHeadersEditorEnabled: true, defaultEditorToolsVisibility: 'headers' })
+    ? graphiQLPage(renderGraphiQLPage, {
+        title: TITLE,
+        defaultQuery: defaultGraphiQLQuery,
+        isHeadersEditorEnabled: true,
+        defaultEditorToolsVisibility: 'headers',
+      })
     : undefined;
   const door = frontDoor({ graphiql: graphiql !== undefined, title: TITLE, endpoint: ENDPOINT });
   const serve: Serve = routes({
     endpoint: ENDPOINT,
     pipeline,
     callers,
-    graphiql: graphiql === undefined ? undefined : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined),
+    graphiql:
+      graphiql === undefined ? undefined : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined),
     preflight: parts.cors?.preflight,
-    routes: [door, probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics })],
+    routes: [
+      door,
+      probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics }),
+    ],
     // The answer stage's writers of what every answer says, the routes' too.
     everyAnswer: [parts.cors?.answer, parts.cacheHeaders.answer].filter((step) => step !== undefined),
   });
   parts.subscriptions.enterThrough(pipeline);
-  const websocket = websocketTransport(pipeline, { callers, endpoint: ENDPOINT, maxMessageBytes: settings.limits.maxBodyBytes, heartbeatMs: settings.subscriptions.heartbeatMs, logger: options.logger, ...settings.websocket });
-  return { app: { fetch: fetchTransport(serve) }, handler: nodeTransport(serve), websocket, shedder: parts.shedder, pipeline, headEvents: parts.headEvents, subscriptions: parts.subscriptions };
+  const websocket = websocketTransport(pipeline, {
+    callers,
+    endpoint: ENDPOINT,
+    maxMessageBytes: settings.limits.maxBodyBytes,
+    heartbeatMs: settings.subscriptions.heartbeatMs,
+    logger: options.logger,
+    ...settings.websocket,
+  });
+  return {
+    app: { fetch: fetchTransport(serve) },
+    handler: nodeTransport(serve),
+    websocket,
+    shedder: parts.shedder,
+    pipeline,
+    headEvents: parts.headEvents,
+    subscriptions: parts.subscriptions,
+  };
 }
 
-/** One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the rest at info. */
+/**
+ * One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the
+ * rest at info.
+ */
 function logCircuitChange(logger: Logger, circuit: CircuitName, state: CircuitStateName): void {
   const fields = circuit === 'host' ? { circuit, state } : { circuit: 'operation', operation: circuit, state };
-  logger[state === 'open' ? 'warn' : 'info'](fields, state === 'open' ? 'upstream circuit breaker opened' : state === 'closed' ? 'upstream circuit breaker closed' : 'upstream circuit breaker half-open: one probe call let through');
+  logger[state === 'open' ? 'warn' : 'info'](
+    fields,
+    state === 'open'
+      ? 'upstream circuit breaker opened'
+      : state === 'closed'
+        ? 'upstream circuit breaker closed'
+        : 'upstream circuit breaker half-open: one probe call let through',
+  );
 }
 
 /** The upstream options an operator configured, for the upstream at `baseUrl`. */
@@ -165,7 +213,10 @@ export interface BuildGatewayOptions {
   readonly redis?: SharedRedis | undefined;
   /** The response cache's own Redis connection (RESPONSE_CACHE_REDIS_URL), if any; else it uses `redis`. */
   readonly cacheRedis?: SharedRedis | undefined;
-  /** This process is one of several workers behind one port (WORKERS>1): without Redis, events go to the others through the primary. */
+  /**
+   * This process is one of several workers behind one port (WORKERS>1): without Redis, events go to the others through
+   * the primary.
+   */
   readonly clusterWorker?: boolean | undefined;
 }
 
@@ -174,7 +225,10 @@ export interface BuiltGateway {
   readonly app: Gateway;
   /** The gateway on the HTTP transport: what an HTTP server serves (`main.ts` on its port). */
   readonly handler: Handler;
-  /** The gateway on WebSocket (graphql-transport-ws): attached to that server's upgrades, closed (1001) by whoever stops the gateway. */
+  /**
+   * The gateway on WebSocket (graphql-transport-ws): attached to that server's upgrades, closed (1001) by whoever stops
+   * the gateway.
+   */
   readonly websocket: WebSocketTransport;
   /** The one path of its GraphQL requests: its stages' steps by name (`pipeline.stages`). */
   readonly pipeline: Pipeline;
@@ -192,7 +246,10 @@ export interface BuiltGateway {
   readonly tracing: Tracing;
   /** Its readiness check, cached: `/ready` on the public port and on ADMIN_PORT share it. */
   readonly ready: () => Promise<boolean>;
-  /** Why it is not ready whatever the upstream answered: `shutting down` once it left the rotation, `upstream unreachable` while the host's breaker refuses calls, `circuit open` while every operation's does. */
+  /**
+   * Why it is not ready whatever the upstream answered: `shutting down` once it left the rotation, `upstream
+   * unreachable` while the host's breaker refuses calls, `circuit open` while every operation's does.
+   */
   readonly notReadyBecause: () => string | undefined;
   /** From now on `/ready` answers 503 (`shutting down`): the first step of a stop, while both ports still serve. */
   readonly leaveRotation: () => void;
@@ -214,7 +271,15 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
   // Learnt from the upstream's answers (a token it accepted, one login issued), read as each
   // request's caller is told; with REDIS_URL told to every replica.
   const { redis } = options;
-  const knownTokens = new KnownTokens(config.knownTokens, redis === undefined ? undefined : { channel: redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), prefix: 'gw:known:' }), redis });
+  const knownTokens = new KnownTokens(
+    config.knownTokens,
+    redis === undefined
+      ? undefined
+      : {
+          channel: redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), prefix: 'gw:known:' }),
+          redis,
+        },
+  );
   metrics.watchKnownTokens(() => knownTokens.size);
   const upstream = createUpstream({
     ...upstreamOptionsFrom(config, upstreamUrl),
@@ -247,8 +312,33 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
-  const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({ upstream, logger, settings: config, metrics, ready, notReadyBecause, tracing, knownTokens, redis: options.redis, cacheRedis: options.cacheRedis, clusterWorker: options.clusterWorker });
-  return { app, handler, websocket, shedder, pipeline, headEvents, knownTokens, subscriptions, upstream, tracing, ready, notReadyBecause, leaveRotation: () => {
+  const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({
+    upstream,
+    logger,
+    settings: config,
+    metrics,
+    ready,
+    notReadyBecause,
+    tracing,
+    knownTokens,
+    redis: options.redis,
+    cacheRedis: options.cacheRedis,
+    clusterWorker: options.clusterWorker,
+  });
+  return {
+    app,
+    handler,
+    websocket,
+    shedder,
+    pipeline,
+    headEvents,
+    knownTokens,
+    subscriptions,
+    upstream,
+    tracing,
+    ready,
+    notReadyBecause,
+    leaveRotation: () => {
       leaving = true;
     },
   };

@@ -5,7 +5,10 @@ import type { Readable } from 'node:stream';
  * answer in, and a whole answer a route or a step makes: the gateway's side of the wire.
  */
 
-/** A request's headers as every transport gives them, asked by their names in lower case: a repeated header's values joined by commas. */
+/**
+ * A request's headers as every transport gives them, asked by their names in lower case: a repeated header's values
+ * joined by commas.
+ */
 export interface RequestHeaders {
   get(name: string): string | null;
   has(name: string): boolean;
@@ -32,7 +35,9 @@ export interface HttpIncoming extends Incoming {
   readonly body: Readable | null;
 }
 
-/** An answer a step makes whole, instead of going on: a refusal at the door (before the media type is agreed), a page. */
+/**
+ * An answer a step makes whole, instead of going on: a refusal at the door (before the media type is agreed), a page.
+ */
 export interface WholeAnswer {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
@@ -47,7 +52,11 @@ export interface RequestLike {
 }
 
 /** The media types an answer goes out in: one JSON document, or parts (multipart/mixed, an event stream). */
-export type AnswerType = 'application/graphql-response+json' | 'application/json' | 'multipart/mixed' | 'text/event-stream';
+export type AnswerType =
+  | 'application/graphql-response+json'
+  | 'application/json'
+  | 'multipart/mixed'
+  | 'text/event-stream';
 
 /**
  * What a request's answer may go out in: for HTTP, what its Accept header allows
@@ -56,10 +65,16 @@ export type AnswerType = 'application/graphql-response+json' | 'application/json
 export interface Negotiated {
   /** The type a whole answer goes out in (one result's, a batch's); undefined: none the client takes (406). */
   readonly whole: AnswerType | undefined;
-  /** What carries an answer in parts; undefined: the client takes none (@defer and @stream are then left out, a subscription refused). */
+  /**
+   * What carries an answer in parts; undefined: the client takes none (@defer and @stream are then left out, a
+   * subscription refused).
+   */
   readonly parts: AnswerType | 'websocket' | undefined;
   /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
   readonly alpha9: boolean;
-  /** Whether a subscription's parts, in multipart/mixed, are in Apollo's subscription format (`{"payload": …}`, heartbeats). */
+  /**
+   * Whether a subscription's parts, in multipart/mixed, are in Apollo's subscription format (`{"payload": …}`,
+   * heartbeats).
+   */
   readonly subscriptionSpec: boolean;
 }

@@ -10,6 +10,7 @@ import { useAnswerHeaders } from './answers/answer-headers.js';
 import { useCors } from './answers/cors.js';
 import { errorMasking } from './answers/masking.js';
 import { useContentNegotiation, useIncrementalDelivery } from './answers/negotiation.js';
+import { retryAfter } from './answers/retry-after.js';
 import { createMemoryQueryStore, createRedisQueryStore, type PersistedQueryStore } from './documents/apq-store.js';
 import { compiledExecution } from './documents/compiled-execution.js';
 import { useCoordinateUsage } from './documents/coordinate-usage.js';
@@ -21,27 +22,26 @@ import { operationNamesOf } from './documents/trusted-documents.js';
 import { planAdmission, useUpstreamPlan } from './documents/upstream-plan.js';
 import { fragmentPairsLimit } from './guards/fragment-pairs.js';
 import { csrfCheck, documentPolicies, hiddenExecutionSuggestions } from './guards/operation-limits.js';
-import { graphqlMethods } from './intake/method.js';
-import { retryAfter } from './answers/retry-after.js';
 import { ClientAwareness } from './instruments/client-awareness.js';
 import type { GatewayMetrics } from './instruments/metrics.js';
 import { useBatching } from './intake/batching.js';
 import { useRequestBody } from './intake/body.js';
+import { graphqlMethods } from './intake/method.js';
 import { paramsCheck, useRequestParams, variablesDepth } from './intake/params.js';
+import type { MaybePromise } from './pipeline/stages.js';
 import { useHeadEvents } from './real-time/head-events.js';
 import { headPolling } from './real-time/head-polling.js';
 import { useSubscriptions } from './real-time/subscriptions.js';
-import type { MaybePromise } from './pipeline/stages.js';
 import type { OperationResult, OperationState } from './request-state.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
 import { useCallerLimits } from './traffic/caller-limits.js';
 import { useEventsInFlight, useInFlight } from './traffic/in-flight.js';
-import { useLoginLimits } from './traffic/login-limits.js';
-import { overloadLog } from './traffic/overload-log.js';
 import { createCallerLimiters } from './traffic/limiters.js';
 import { LoadShedder, overloadReasons } from './traffic/load-shedder.js';
+import { useLoginLimits } from './traffic/login-limits.js';
+import { overloadLog } from './traffic/overload-log.js';
 
 /** The part of the configuration the gateway's policies use. */
 export type GatewaySettings = Pick<
@@ -81,13 +81,22 @@ export interface PolicyOptions {
   readonly settings: GatewaySettings;
   readonly metrics: GatewayMetrics;
   readonly tracing: Tracing;
-  /** Where automatic persisted queries are registered. @default in Redis with `redis`, else in this process's memory, bounded by the settings */
+  /**
+   * Where automatic persisted queries are registered. @default in Redis with `redis`, else in this process's memory,
+   * bounded by the settings
+   */
   readonly apqStore?: PersistedQueryStore | undefined;
-  /** Redis (REDIS_URL) for the limit counters, APQ registrations and response cache shared by every process. @default none: process memory */
+  /**
+   * Redis (REDIS_URL) for the limit counters, APQ registrations and response cache shared by every process. @default
+   * none: process memory
+   */
   readonly redis?: SharedRedis | undefined;
   /** The response cache's own Redis (RESPONSE_CACHE_REDIS_URL). @default `redis` */
   readonly cacheRedis?: SharedRedis | undefined;
-  /** One of several workers behind one port (WORKERS>1): without Redis, head events go to the other workers through the primary. @default false */
+  /**
+   * One of several workers behind one port (WORKERS>1): without Redis, head events go to the other workers through the
+   * primary. @default false
+   */
   readonly clusterWorker?: boolean | undefined;
 }
 
@@ -108,7 +117,10 @@ function loadShedder(options: PolicyOptions): LoadShedder {
   return shedder;
 }
 
-/** The operation recorder: the manifest's names and the operator's kept apart in metrics, the others sharing the bounded pool. */
+/**
+ * The operation recorder: the manifest's names and the operator's kept apart in metrics, the others sharing the bounded
+ * pool.
+ */
 function operationRecorder(options: PolicyOptions): OperationRecorder {
   const { settings } = options;
   const { trustedDocuments } = settings.persistedDocuments;
@@ -118,7 +130,10 @@ function operationRecorder(options: PolicyOptions): OperationRecorder {
     log: settings.operationLog,
     tracing: options.tracing,
     clients: new ClientAwareness(settings.metricsClients),
-    operationNames: new Set([...(trustedDocuments ? operationNamesOf(trustedDocuments) : []), ...settings.metricsOperations.known]),
+    operationNames: new Set([
+      ...(trustedDocuments ? operationNamesOf(trustedDocuments) : []),
+      ...settings.metricsOperations.known,
+    ]),
     maxOperationNames: settings.metricsOperations.max,
   });
 }
@@ -126,26 +141,61 @@ function operationRecorder(options: PolicyOptions): OperationRecorder {
 /** Where APQ registrations go: given, or Redis in front of this process's memory, or memory alone. */
 function apqStoreOf(options: PolicyOptions): PersistedQueryStore {
   const { persistedDocuments } = options.settings;
-  const bounds = { maxEntries: persistedDocuments.apqMaxEntries, maxBytes: persistedDocuments.apqMaxBytes, ownerShare: persistedDocuments.apqCallerShare };
+  const bounds = {
+    maxEntries: persistedDocuments.apqMaxEntries,
+    maxBytes: persistedDocuments.apqMaxBytes,
+    ownerShare: persistedDocuments.apqCallerShare,
+  };
   const local = createMemoryQueryStore(bounds);
-  return options.apqStore ?? (options.redis ? createRedisQueryStore({ redis: options.redis, local, ttlSeconds: persistedDocuments.apqTtlSeconds, ...bounds }) : local);
+  return (
+    options.apqStore ??
+    (options.redis
+      ? createRedisQueryStore({ redis: options.redis, local, ttlSeconds: persistedDocuments.apqTtlSeconds, ...bounds })
+      : local)
+  );
 }
 
-/** Execution's engine (compiled or interpreted) and the envelop that runs the document policies and the response cache's. */
+/**
+ * Execution's engine (compiled or interpreted) and the envelop that runs the document policies and the response
+ * cache's.
+ */
 function execution(options: PolicyOptions, responseCache: ReturnType<typeof responseCachePlugin> | undefined) {
   const { settings, metrics } = options;
   const compiled = settings.compiledExecution
-    ? compiledExecution({ ...settings.compiledQueries, ...settings.compiledDocuments, onCompiledRun: () => metrics.compiledExecutions.inc(), watchCache: (use) => metrics.watchDocumentCache('compiled', use) })
+    ? compiledExecution({
+        ...settings.compiledQueries,
+        ...settings.compiledDocuments,
+        onCompiledRun: () => metrics.compiledExecutions.inc(),
+        watchCache: (use) => metrics.watchDocumentCache('compiled', use),
+      })
     : undefined;
-  const documents = documentPolicies({ limits: settings.limits, introspection: settings.introspection, hideSuggestions: settings.production });
-  return gatewayEnvelop({ schema, compiled, plugins: [...documents, incrementalDeliveryRules, ...(responseCache?.envelop ?? [])] });
+  const documents = documentPolicies({
+    limits: settings.limits,
+    introspection: settings.introspection,
+    hideSuggestions: settings.production,
+  });
+  return gatewayEnvelop({
+    schema,
+    compiled,
+    plugins: [...documents, incrementalDeliveryRules, ...(responseCache?.envelop ?? [])],
+  });
 }
 
-/** The real-time policies: head events (a write's changes told to their watchers), polling for changes made elsewhere, subscriptions and live queries. */
+/**
+ * The real-time policies: head events (a write's changes told to their watchers), polling for changes made elsewhere,
+ * subscriptions and live queries.
+ */
 function realTime(options: PolicyOptions, execute: (operation: OperationState) => MaybePromise<OperationResult>) {
   const { settings, metrics } = options;
   const { realTime: counts } = metrics;
-  const headEvents = useHeadEvents({ schema, redis: options.redis, onPublishFailed: (error) => options.redis?.fellBack('events', error), onPublished: () => counts.published.inc({ source: 'write' }), replayMs: settings.subscriptions.replayMs, workers: options.clusterWorker });
+  const headEvents = useHeadEvents({
+    schema,
+    redis: options.redis,
+    onPublishFailed: (error) => options.redis?.fellBack('events', error),
+    onPublished: () => counts.published.inc({ source: 'write' }),
+    replayMs: settings.subscriptions.replayMs,
+    workers: options.clusterWorker,
+  });
   const polling = headPolling({
     upstream: options.upstream,
     publish: headEvents.publish,
@@ -157,7 +207,16 @@ function realTime(options: PolicyOptions, execute: (operation: OperationState) =
       if (outcome === 'changed' || outcome === 'deleted') counts.published.inc({ source: 'poll' });
     },
   });
-  const subscriptions = useSubscriptions({ schema, events: headEvents, limits: settings.subscriptions, liveThrottleMs: settings.subscriptions.liveThrottleMs, polling, metrics: counts, execute, onRefused: () => metrics.refusals.inc({ limit: 'subscriptions' }) });
+  const subscriptions = useSubscriptions({
+    schema,
+    events: headEvents,
+    limits: settings.subscriptions,
+    liveThrottleMs: settings.subscriptions.liveThrottleMs,
+    polling,
+    metrics: counts,
+    execute,
+    onRefused: () => metrics.refusals.inc({ limit: 'subscriptions' }),
+  });
   return { headEvents, subscriptions };
 }
 
@@ -169,14 +228,43 @@ export function gatewayPolicies(options: PolicyOptions) {
   const { settings, metrics } = options;
   const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
   const refused = (limit: string) => () => countRefusal(limit);
-  const limiters = createCallerLimiters(settings.callerLimits, { redis: options.redis, inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000) });
-  const responseCache = settings.responseCache === undefined ? undefined : responseCachePlugin(settings.responseCache, schema, settings.operationTimeoutMs, metrics, options.cacheRedis ?? options.redis);
+  const limiters = createCallerLimiters(settings.callerLimits, {
+    redis: options.redis,
+    inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000),
+  });
+  const responseCache =
+    settings.responseCache === undefined
+      ? undefined
+      : responseCachePlugin(
+          settings.responseCache,
+          schema,
+          settings.operationTimeoutMs,
+          metrics,
+          options.cacheRedis ?? options.redis,
+        );
   const engine = execution(options, responseCache);
-  const fragmentPairs = fragmentPairsLimit({ max: settings.limits.maxFragmentPairs, onRefused: () => countRefusal('fragments') });
-  const documents = preparedDocuments({ envelop: engine.getEnveloped, bounds: settings.documentCache, maxDepth: settings.limits.maxDepth, onRefused: countRefusal, budget: fragmentPairs });
+  const fragmentPairs = fragmentPairsLimit({
+    max: settings.limits.maxFragmentPairs,
+    onRefused: () => countRefusal('fragments'),
+  });
+  const documents = preparedDocuments({
+    envelop: engine.getEnveloped,
+    bounds: settings.documentCache,
+    maxDepth: settings.limits.maxDepth,
+    onRefused: countRefusal,
+    budget: fragmentPairs,
+  });
   metrics.watchDocumentCache('parsed', documents.use);
   const { headEvents, subscriptions } = realTime(options, engine.execute);
-  const contextOptions: ContextOptions = { upstream: options.upstream, logger: options.logger, fanout: settings.upstreamFanout, budget: settings.upstreamCallBudget, deadlineMs: settings.operationTimeoutMs, strategy: settings.planner, headChanges: subscriptions.headChanges };
+  const contextOptions: ContextOptions = {
+    upstream: options.upstream,
+    logger: options.logger,
+    fanout: settings.upstreamFanout,
+    budget: settings.upstreamCallBudget,
+    deadlineMs: settings.operationTimeoutMs,
+    strategy: settings.planner,
+    headChanges: subscriptions.headChanges,
+  };
   const planner = new Planner({ schema, strategy: settings.planner });
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);
@@ -190,20 +278,43 @@ export function gatewayPolicies(options: PolicyOptions) {
     telemetry: useOperationTelemetry(operationRecorder(options)),
     contentNegotiation: useContentNegotiation(),
     callerLimits: useCallerLimits({ limiters, onRefused: countRefusal }),
-    loginLimits: useLoginLimits({ schema, settings: settings.logins, redis: options.redis, onRefused: refused('logins') }),
+    loginLimits: useLoginLimits({
+      schema,
+      settings: settings.logins,
+      redis: options.redis,
+      onRefused: refused('logins'),
+    }),
     body,
     csrf: settings.csrfPrevention ? csrfCheck : undefined,
     method: graphqlMethods,
     params: useRequestParams((request, use) => body.read(request.http.body, request.headers, use)),
     batching: useBatching({ maxBatch: settings.maxBatch, onRefused: refused('batch') }),
-    variablesDepth: variablesDepth({ maxVariablesDepth: settings.limits.maxVariablesDepth, onRefused: refused('variables_depth') }),
-    persisted: usePersistedDocuments({ apqStore: apqStoreOf(options), trustedDocuments: settings.persistedDocuments.trustedDocuments, trustedDocumentsOnly: settings.persistedDocuments.trustedDocumentsOnly }),
+    variablesDepth: variablesDepth({
+      maxVariablesDepth: settings.limits.maxVariablesDepth,
+      onRefused: refused('variables_depth'),
+    }),
+    persisted: usePersistedDocuments({
+      apqStore: apqStoreOf(options),
+      trustedDocuments: settings.persistedDocuments.trustedDocuments,
+      trustedDocumentsOnly: settings.persistedDocuments.trustedDocumentsOnly,
+    }),
     paramsCheck,
     documents,
-    coordinateUsage: settings.schemaUsage ? useCoordinateUsage({ schema, metrics: metrics.schemaUsage, logger: options.logger }) : undefined,
+    coordinateUsage: settings.schemaUsage
+      ? useCoordinateUsage({ schema, metrics: metrics.schemaUsage, logger: options.logger })
+      : undefined,
     incrementalDelivery: useIncrementalDelivery({ schema }),
     responseCache,
-    upstreamPlan: useUpstreamPlan(planAdmission({ planner, budget: settings.upstreamCallBudget, maxItems: settings.maxResultItems, onRefused: countRefusal, tracing: options.tracing }), contextOptions),
+    upstreamPlan: useUpstreamPlan(
+      planAdmission({
+        planner,
+        budget: settings.upstreamCallBudget,
+        maxItems: settings.maxResultItems,
+        onRefused: countRefusal,
+        tracing: options.tracing,
+      }),
+      contextOptions,
+    ),
     execution: engine.policy,
     hiddenSuggestions: settings.production ? hiddenExecutionSuggestions : undefined,
     masking: errorMasking(options.logger),
@@ -212,7 +323,10 @@ export function gatewayPolicies(options: PolicyOptions) {
       maxBytes: settings.maxResponseBytes,
       onRefused: refused('response_bytes'),
       onAbandoned: () => metrics.abandonedAnswers.inc(),
-      stream: { heartbeatMs: settings.subscriptions.heartbeatMs, onStalled: () => metrics.realTime.streamsCut.inc({ reason: 'stalled' }) },
+      stream: {
+        heartbeatMs: settings.subscriptions.heartbeatMs,
+        onStalled: () => metrics.realTime.streamsCut.inc({ reason: 'stalled' }),
+      },
     }),
     cors: useCors(settings.corsOrigins),
     cacheHeaders: useAnswerHeaders({ cors: settings.corsOrigins.length > 0 }),

@@ -1,14 +1,14 @@
+import type { Cache } from '@envelop/response-cache';
 import type { Context, Span } from '@opentelemetry/api';
 import type { DocumentNode, ExecutionResult, GraphQLError, OperationDefinitionNode } from 'graphql';
-import type { Cache } from '@envelop/response-cache';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import type { HeadChange } from '../domain/head-changes.js';
 import { RequestBatch } from '../loaders/request-batch.js';
 import type { OperationPlan } from '../plan/operation-plan.js';
-import { requestIdFrom, type GatewayContext } from '../schema/context.js';
-import type { ClientIdentity } from './instruments/client-awareness.js';
-import { callerFrom, tokenCallerOf, type Caller, type CallerRules } from './callers.js';
+import { type GatewayContext, requestIdFrom } from '../schema/context.js';
+import { type Caller, type CallerRules, callerFrom, tokenCallerOf } from './callers.js';
 import type { HttpIncoming, Incoming, Negotiated, RequestHeaders, RequestLike, WholeAnswer } from './incoming.js';
+import type { ClientIdentity } from './instruments/client-awareness.js';
 
 /*
  * Everything the gateway knows of one request and of each of its operations, in two typed
@@ -32,7 +32,9 @@ export interface SubscriptionEvent {
  * What an answer may say to HTTP caches (response-cache/): seconds left and its tag, or not
  * cacheable; `stale` for an answer kept past its TTL served for a read that failed (its age: since it was stored).
  */
-export type Cacheable = { readonly maxAge: number; readonly tag: string; readonly stale?: { readonly ageSeconds: number } } | false;
+export type Cacheable =
+  | { readonly maxAge: number; readonly tag: string; readonly stale?: { readonly ageSeconds: number } }
+  | false;
 
 /** An APQ registration waiting for its document to validate (documents/persisted-documents.ts). */
 export interface Registration {
@@ -65,7 +67,10 @@ export interface OperationParams {
   documentId?: string | undefined;
 }
 
-/** Where a subscription's part says the id of the change it answers: an SSE event's `id` (answers/parts.ts), what `Last-Event-ID` names on reconnecting. */
+/**
+ * Where a subscription's part says the id of the change it answers: an SSE event's `id` (answers/parts.ts), what
+ * `Last-Event-ID` names on reconnecting.
+ */
 export const eventIdOf = Symbol('event id');
 
 /** An operation's result: one, or a stream of parts (@defer, @stream). */
@@ -108,9 +113,13 @@ export interface PreparedDocument {
 const operationKey = Symbol('operation');
 
 /** The operation a context was made for: envelop's plugins (the response cache's) are handed the context alone. */
-export const operationOf = (context: unknown): OperationState | undefined => (context as { [operationKey]?: OperationState } | null)?.[operationKey];
+export const operationOf = (context: unknown): OperationState | undefined =>
+  (context as { [operationKey]?: OperationState } | null)?.[operationKey];
 
-/** What an operation entering after the document stage's work was done brings: its subscription's document, prepared already. */
+/**
+ * What an operation entering after the document stage's work was done brings: its subscription's document, prepared
+ * already.
+ */
 export interface PreparedOperation {
   readonly prepared: PreparedDocument;
   readonly document: DocumentNode;
@@ -142,7 +151,10 @@ export class OperationState {
   cacheKey: string | undefined;
   /** Its answer came from the response cache: with its JSON as kept, when the store has it (what a client is sent). */
   kept: { readonly json?: string | undefined } | undefined;
-  /** What a mutation's fields evict from the response cache, beyond the objects they return, if their outcome says they may have changed it. */
+  /**
+   * What a mutation's fields evict from the response cache, beyond the objects they return, if their outcome says they
+   * may have changed it.
+   */
   evictions: readonly FieldEvictions[] | undefined;
   /** An APQ registration waiting for validation, then its write under way. */
   registration: Registration | undefined;
@@ -155,7 +167,10 @@ export class OperationState {
     public params: OperationParams,
     /** Its request: a batch's operations share one. */
     readonly request: RequestState,
-    /** The JSON type of what the client sent as its parameters: `object`, or what checkParams refuses (params then empty). */
+    /**
+     * The JSON type of what the client sent as its parameters: `object`, or what checkParams refuses (params then
+     * empty).
+     */
     readonly sent: string = 'object',
     /** A subscription's event, and the document its subscription prepared. */
     event?: SubscriptionEvent & PreparedOperation,
@@ -169,7 +184,10 @@ export class OperationState {
     request.operations.push(this);
   }
 
-  /** Its context, made as it is planned: the resolvers', the loaders' and the plan's; `operationOf` finds the operation by it. */
+  /**
+   * Its context, made as it is planned: the resolvers', the loaders' and the plan's; `operationOf` finds the operation
+   * by it.
+   */
   get context(): GatewayContext | undefined {
     return this.#context;
   }
@@ -179,13 +197,23 @@ export class OperationState {
     if (context !== undefined) (context as { [operationKey]?: OperationState })[operationKey] = this;
   }
 
-  /** A query marked `@live` (schema.graphql): answered as a stream, sent again as the heads it read change (real-time/live-queries.ts). */
+  /**
+   * A query marked `@live` (schema.graphql): answered as a stream, sent again as the heads it read change
+   * (real-time/live-queries.ts).
+   */
   get live(): boolean {
     const { definition } = this;
-    return definition?.operation === 'query' && definition.directives !== undefined && definition.directives.some((directive) => directive.name.value === 'live');
+    return (
+      definition?.operation === 'query' &&
+      definition.directives !== undefined &&
+      definition.directives.some((directive) => directive.name.value === 'live')
+    );
   }
 
-  /** Whether its result is a stream that stays open (a subscription, a live query): it holds no unit in flight nor caller slot while open. */
+  /**
+   * Whether its result is a stream that stays open (a subscription, a live query): it holds no unit in flight nor
+   * caller slot while open.
+   */
   get streams(): boolean {
     return this.definition?.operation === 'subscription' || this.live;
   }
@@ -206,13 +234,21 @@ export interface ValidationSpent {
 /** The base of the absolute URL a request target is read against. */
 const ORIGIN = 'http://gateway';
 
-/** What a request that did not come over HTTP brings besides its incoming side: what carries its results, and what it continues. */
+/**
+ * What a request that did not come over HTTP brings besides its incoming side: what carries its results, and what it
+ * continues.
+ */
 export interface RequestFacts {
   /** What its results go out in (a WebSocket's messages, an event's one result). */
   readonly carries: Negotiated;
-  /** Its id: a subscription's event is logged under its subscription's. @default the incoming `x-request-id` when sane, else made */
+  /**
+   * Its id: a subscription's event is logged under its subscription's. @default the incoming `x-request-id` when sane,
+   * else made
+   */
   readonly requestId?: string | undefined;
-  /** The trace it continues: a subscription's event hangs under its subscription's span. @default read from its headers */
+  /**
+   * The trace it continues: a subscription's event hangs under its subscription's span. @default read from its headers
+   */
   readonly parent?: Context | undefined;
   /** The client app it is counted for. @default read from its headers, with the trace */
   readonly client?: ClientIdentity | undefined;
@@ -229,11 +265,17 @@ export class RequestState {
   readonly operations: OperationState[] = [];
   /** The body was a JSON array (intake/batching.ts): its answer is an array too. */
   batched = false;
-  /** A batch's document being parsed and validated (documents/prepared.ts): the next not kept yet waits for it, and a turn of the event loop. */
+  /**
+   * A batch's document being parsed and validated (documents/prepared.ts): the next not kept yet waits for it, and a
+   * turn of the event loop.
+   */
   preparing: Promise<unknown> | undefined;
   /** A batch of two or more: the loaders, the call budget and the answer bytes its operations share. */
   batch: RequestBatch | undefined;
-  /** What its answer may go out in: negotiated from Accept (answers/negotiation.ts: `negotiationOf`), or given by its transport. */
+  /**
+   * What its answer may go out in: negotiated from Accept (answers/negotiation.ts: `negotiationOf`), or given by its
+   * transport.
+   */
   negotiated: Negotiated | undefined;
   /** The caller's trace (its traceparent) and client app, read by the telemetry as it arrives. */
   parent: Context | undefined;
@@ -304,27 +346,42 @@ export class RequestState {
     return this.#like;
   }
 
-  /** What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). Made on first use. */
+  /**
+   * What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). Made on
+   * first use.
+   */
   get quotas(): { requests?: RateLimiterRes; address?: RateLimiterRes } {
     this.#quotas ??= {};
     return this.#quotas;
   }
 
-  /** What validating its documents costs so far (guards/fragment-pairs.ts): a batch's documents share one budget. Made on first use. */
+  /**
+   * What validating its documents costs so far (guards/fragment-pairs.ts): a batch's documents share one budget. Made
+   * on first use.
+   */
   get validationSpent(): ValidationSpent {
     this.#validationSpent ??= { pairs: 0, documents: new Set() };
     return this.#validationSpent;
   }
 
-  /** The caller its Authorization header names (callers.ts), hashed once: the caller limits and the response cache's scope read it. */
+  /**
+   * The caller its Authorization header names (callers.ts), hashed once: the caller limits and the response cache's
+   * scope read it.
+   */
   get tokenCaller(): string | undefined {
-    if (this.#tokenCaller === undefined) this.#tokenCaller = tokenCallerOf(this.incoming.headers.get('authorization') ?? undefined) ?? null;
+    if (this.#tokenCaller === undefined)
+      this.#tokenCaller = tokenCallerOf(this.incoming.headers.get('authorization') ?? undefined) ?? null;
     return this.#tokenCaller ?? undefined;
   }
 
   /** Whom its operations are charged to (callers.ts), worked out once: load shedding's shares and the caller limits. */
   get caller(): Caller {
-    this.#caller ??= callerFrom(this.tokenCaller, this.incoming.headers.get('x-forwarded-for') ?? undefined, this.incoming.peer, this.callers);
+    this.#caller ??= callerFrom(
+      this.tokenCaller,
+      this.incoming.headers.get('x-forwarded-for') ?? undefined,
+      this.incoming.peer,
+      this.callers,
+    );
     return this.#caller;
   }
 

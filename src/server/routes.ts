@@ -1,9 +1,9 @@
+import type { CallerRules } from './callers.js';
 import { pathOf, servedAsGraphQL } from './http/paths.js';
+import type { WholeAnswer } from './incoming.js';
 import type { Pipeline } from './pipeline/pipeline.js';
 import type { Answer, AnswerStep, MaybePromise, Serve, Served } from './pipeline/stages.js';
-import type { CallerRules } from './callers.js';
-import { RequestState, type HttpRequest } from './request-state.js';
-import type { WholeAnswer } from './incoming.js';
+import { type HttpRequest, RequestState } from './request-state.js';
 
 /** A route beside the GraphQL endpoint: its answer to a request of `path`, or undefined when it is not its. */
 export type Route = (request: HttpRequest, path: string) => MaybePromise<WholeAnswer> | undefined;
@@ -36,9 +36,15 @@ export function routes(options: RoutesOptions): Serve {
   const { endpoint, pipeline, callers } = options;
   const nothingToDo = () => undefined;
   const whole = (request: HttpRequest, made: WholeAnswer): MaybePromise<Served> => {
-    const answer: Answer = { status: made.status, headers: new Map(Object.entries(made.headers).map(([name, value]) => [name.toLowerCase(), value])), body: made.body };
+    const answer: Answer = {
+      status: made.status,
+      headers: new Map(Object.entries(made.headers).map(([name, value]) => [name.toLowerCase(), value])),
+      body: made.body,
+    };
     let written: Promise<void> | undefined;
-    for (const step of options.everyAnswer) written = written !== undefined ? written.then(() => step(request, answer)) : (step(request, answer) ?? undefined);
+    for (const step of options.everyAnswer)
+      written =
+        written !== undefined ? written.then(() => step(request, answer)) : (step(request, answer) ?? undefined);
     return written !== undefined ? written.then(() => ({ answer, done: nothingToDo })) : { answer, done: nothingToDo };
   };
   /** A route's answer to the request, or undefined when none takes it. */
@@ -46,7 +52,8 @@ export function routes(options: RoutesOptions): Serve {
     if (request.http.method === 'OPTIONS' && options.preflight !== undefined) return whole(request, options.preflight);
     for (const route of options.routes) {
       const made = route(request, path);
-      if (made !== undefined) return made instanceof Promise ? made.then((ready) => whole(request, ready)) : whole(request, made);
+      if (made !== undefined)
+        return made instanceof Promise ? made.then((ready) => whole(request, ready)) : whole(request, made);
     }
     return undefined;
   };
@@ -58,7 +65,8 @@ export function routes(options: RoutesOptions): Serve {
     if (answered !== undefined) return answered;
     if (!servedAsGraphQL(incoming.target, path, endpoint)) return whole(request, notFound);
     const page = options.graphiql?.(request, path);
-    if (page !== undefined) return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
+    if (page !== undefined)
+      return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
     const answer = pipeline.run(request);
     const served = (ready: Answer): Served => {
       let out = false;

@@ -1,17 +1,18 @@
+import { createRequire } from 'node:module';
 import {
-  isSpanContextValid,
-  ROOT_CONTEXT,
-  SpanKind,
-  TraceFlags,
-  trace,
   type Attributes,
   type Context,
+  isSpanContextValid,
   type Link,
+  ROOT_CONTEXT,
   type Span,
+  SpanKind,
   type SpanOptions,
   type TextMapGetter,
   type TextMapSetter,
+  TraceFlags,
   type Tracer,
+  trace,
 } from '@opentelemetry/api';
 import { setGlobalErrorHandler, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
@@ -22,15 +23,21 @@ import {
   BatchSpanProcessor,
   ParentBasedSampler,
   RandomIdGenerator,
+  type Sampler,
   SamplingDecision,
   TraceIdRatioBasedSampler,
-  type Sampler,
 } from '@opentelemetry/sdk-trace-base';
-import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 
 /** The samplers of the OpenTelemetry SDK that OTEL_TRACES_SAMPLER names (the spec's names). */
-export const samplerNames = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export const samplerNames = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
 export type SamplerName = (typeof samplerNames)[number];
 
 /** OpenTelemetry tracing, from the standard OTEL_* variables. */
@@ -54,7 +61,8 @@ const require = createRequire(import.meta.url);
  * OpenTelemetry's stable attribute names, from the CommonJS build that the SDK loads: an `import`
  * resolves to the package's ES build, a second copy of its 700 KB of constants (1 MB of memory).
  */
-export const semconv = require('@opentelemetry/semantic-conventions') as typeof import('@opentelemetry/semantic-conventions');
+export const semconv =
+  require('@opentelemetry/semantic-conventions') as typeof import('@opentelemetry/semantic-conventions');
 
 /** What the gateway needs of a tracer: spans started under an explicit parent context. */
 export type SpanStarter = Pick<Tracer, 'startSpan'>;
@@ -92,13 +100,19 @@ export interface Tracing {
 export const spanAttributes = Object.freeze({
   operationName: 'graphql.operation.name',
   operationType: 'graphql.operation.type',
-  /** The client app, as it names itself (apollographql-client-name or graphql-client-name): no OpenTelemetry convention yet; Apollo's router says `apollo.client.*`, Hive's gateway `hive.client.*`. */
+  /**
+   * The client app, as it names itself (apollographql-client-name or graphql-client-name): no OpenTelemetry convention
+   * yet; Apollo's router says `apollo.client.*`, Hive's gateway `hive.client.*`.
+   */
   clientName: 'graphql.client.name',
   clientVersion: 'graphql.client.version',
   outcome: 'gateway.operation.outcome',
   errorCodes: 'gateway.operation.error_codes',
   upstreamCalls: 'gateway.operation.upstream_calls',
-  /** The limit that refused the operation, as its `extensions.limit` names it (depth, aliases, body, budget, requests, …). */
+  /**
+   * The limit that refused the operation, as its `extensions.limit` names it (depth, aliases, body, budget, requests,
+   * …).
+   */
   refusedBy: 'gateway.operation.refused_by',
   planCalls: 'gateway.plan.calls',
   planExact: 'gateway.plan.exact',
@@ -145,8 +159,16 @@ class UnrecordedSpans implements SpanStarter {
 
   startSpan(name: string, options: SpanOptions = {}, parent: Context = ROOT_CONTEXT): Span {
     const parentSpan = trace.getSpanContext(parent);
-    const traceId = parentSpan !== undefined && isSpanContextValid(parentSpan) ? parentSpan.traceId : this.#ids.generateTraceId();
-    const sampling = this.sampler.shouldSample(parent, traceId, name, options.kind ?? SpanKind.INTERNAL, noAttributes, noLinks);
+    const traceId =
+      parentSpan !== undefined && isSpanContextValid(parentSpan) ? parentSpan.traceId : this.#ids.generateTraceId();
+    const sampling = this.sampler.shouldSample(
+      parent,
+      traceId,
+      name,
+      options.kind ?? SpanKind.INTERNAL,
+      noAttributes,
+      noLinks,
+    );
     return trace.wrapSpanContext({
       traceId,
       spanId: this.#ids.generateSpanId(),
@@ -166,16 +188,25 @@ export function createTracing(settings: TracingSettings): Tracing {
   const sampler = samplers[settings.sampler](settings.samplerRatio);
   const common = {
     extract: (headers: HeaderReader) => propagator.extract(ROOT_CONTEXT, headers, headersGetter),
-    inject: (span: Span, headers: Record<string, string>) => propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, recordSetter),
+    inject: (span: Span, headers: Record<string, string>) =>
+      propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, recordSetter),
   };
   if (settings.tracesUrl === undefined) {
-    return { ...common, tracer: new UnrecordedSpans(sampler), recording: false, flush: async () => {}, shutdown: async () => {} };
+    return {
+      ...common,
+      tracer: new UnrecordedSpans(sampler),
+      recording: false,
+      flush: async () => {},
+      shutdown: async () => {},
+    };
   }
   // Loaded only when spans are exported: the exporters and what they pull in (the OTLP
   // serializers, the metrics SDK, the logs API) are some 2 MB of RSS a gateway without an endpoint
   // does not need. (These packages resolve to CommonJS for `import` too: one copy either way.)
   const { OTLPTraceExporter: Exporter } = (
-    settings.protocol === 'http/json' ? require('@opentelemetry/exporter-trace-otlp-http') : require('@opentelemetry/exporter-trace-otlp-proto')
+    settings.protocol === 'http/json'
+      ? require('@opentelemetry/exporter-trace-otlp-http')
+      : require('@opentelemetry/exporter-trace-otlp-proto')
   ) as typeof import('@opentelemetry/exporter-trace-otlp-proto');
   const provider = new BasicTracerProvider({
     resource: defaultResource().merge(resourceFromAttributes({ [semconv.ATTR_SERVICE_NAME]: settings.serviceName })),
@@ -196,5 +227,7 @@ export function createTracing(settings: TracingSettings): Tracing {
  * a warning line instead (the message only; never a stack). Process-wide, so main.ts sets it.
  */
 export function logExportFailures(logger: Logger): void {
-  setGlobalErrorHandler((error) => logger.warn({ error: error instanceof Error ? error.message : String(error) }, 'trace export failed'));
+  setGlobalErrorHandler((error) =>
+    logger.warn({ error: error instanceof Error ? error.message : String(error) }, 'trace export failed'),
+  );
 }

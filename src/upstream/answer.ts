@@ -14,14 +14,19 @@ import { validationErrorSchema } from './schemas.js';
  * fails it at once (undici drops it unsent once it starts it); after, aborts it at once. It tells
  * the cancellation when it has a connection (`onConnected`).
  */
-export function exchange(dispatcher: Dispatcher, request: Dispatcher.DispatchOptions, cancellation: CallCancellation): Promise<Exchanged> {
+export function exchange(
+  dispatcher: Dispatcher,
+  request: Dispatcher.DispatchOptions,
+  cancellation: CallCancellation,
+): Promise<Exchanged> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let status = 0;
     let retryAfter: string | undefined;
     let controller: Dispatcher.DispatchController | undefined;
     // Cut while it waits for a connection, the call fails at once; the request is dropped unsent once one is free.
-    const abort = () => (controller === undefined ? reject(cancellation.reason as Error) : controller.abort(cancellation.reason as Error));
+    const abort = () =>
+      controller === undefined ? reject(cancellation.reason as Error) : controller.abort(cancellation.reason as Error);
     if (cancellation.aborted) return abort();
     cancellation.once('abort', abort);
     dispatcher.dispatch(request, {
@@ -69,7 +74,11 @@ export function retryAfterMs(value: string | undefined, now = Date.now()): numbe
   if (value === undefined) return undefined;
   const trimmed = value.trim();
   // An HTTP-date begins with its day's name (all three of its forms); Date.parse alone reads "-5" as a year.
-  const ms = /^\d+$/.test(trimmed) ? Number(trimmed) * 1000 : /^[A-Za-z]/.test(trimmed) ? Date.parse(trimmed) - now : Number.NaN;
+  const ms = /^\d+$/.test(trimmed)
+    ? Number(trimmed) * 1000
+    : /^[A-Za-z]/.test(trimmed)
+      ? Date.parse(trimmed) - now
+      : Number.NaN;
   return Number.isNaN(ms) ? undefined : Math.min(Math.max(0, Math.ceil(ms)), MAX_RETRY_AFTER_MS);
 }
 
@@ -86,7 +95,11 @@ export interface ExpectedAnswer<T> {
  * or the failure its status means (`retryStatuses` may be tried again), a 422 with the contract's
  * detail items (contract 7), a 429 with when to try again.
  */
-export function readAnswer<T>(expected: ExpectedAnswer<T>, { status, body, retryAfter }: Exchanged, retryStatuses: readonly number[]): { value: T; status: number } | Failure {
+export function readAnswer<T>(
+  expected: ExpectedAnswer<T>,
+  { status, body, retryAfter }: Exchanged,
+  retryStatuses: readonly number[],
+): { value: T; status: number } | Failure {
   const { schema } = expected;
   if (status >= 200 && status < 300) {
     if (schema === undefined) return { value: undefined as T, status };
@@ -97,15 +110,22 @@ export function readAnswer<T>(expected: ExpectedAnswer<T>, { status, body, retry
       return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is not JSON', cause: error });
     }
     const parsed = checkBody(schema, json);
-    if (!parsed.success) return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is off-contract', cause: parsed.error });
+    if (!parsed.success)
+      return new Failure('UPSTREAM_ERROR', status, false, { reason: 'the body is off-contract', cause: parsed.error });
     if (expected.notFoundWhen?.(parsed.data)) return new Failure('NOT_FOUND', status, false);
     return { value: parsed.data, status };
   }
   const code = codeForStatus(status);
   if (status === 429) {
-    // Refused for its rate, not applied: not retried here (the upstream said when), not a fault for the breakers (a 4xx).
+    // Refused for its rate, not applied: not retried here (the upstream said when), not a fault for the breakers (a
+    // 4xx).
     const ms = retryAfterMs(retryAfter);
-    return new Failure(code, status, false, ms === undefined ? { reason: RATE_LIMITED } : { reason: RATE_LIMITED, retryAfterMs: ms });
+    return new Failure(
+      code,
+      status,
+      false,
+      ms === undefined ? { reason: RATE_LIMITED } : { reason: RATE_LIMITED, retryAfterMs: ms },
+    );
   }
   if (code === 'BAD_USER_INPUT') {
     // The detail items tell the client which input was wrong; an unreadable body still leaves a

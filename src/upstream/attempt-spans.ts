@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
+import { type Context, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { OperationName } from '../domain/operations.js';
 import { semconv, spanAttributes, type Tracing } from '../telemetry/tracing.js';
 import type { UpstreamErrorCode } from './errors.js';
@@ -17,10 +17,15 @@ export class AttemptSpans {
 
   constructor(tracing: Tracing, routes: RouteTable) {
     this.#tracing = tracing;
-    this.#names = Object.fromEntries(Object.entries(routes).map(([operation, route]) => [operation, `${route.method} ${route.path}`])) as Record<OperationName, string>;
+    this.#names = Object.fromEntries(
+      Object.entries(routes).map(([operation, route]) => [operation, `${route.method} ${route.path}`]),
+    ) as Record<OperationName, string>;
   }
 
-  /** An attempt's span under `parent` (a trace of its own without one), its traceparent written into `headers` (a retry's replaces the last). */
+  /**
+   * An attempt's span under `parent` (a trace of its own without one), its traceparent written into `headers` (a
+   * retry's replaces the last).
+   */
   start(operation: OperationName, parent: Context | undefined, headers: Record<string, string>): Span {
     const span = this.#tracing.tracer.startSpan(this.#names[operation], clientSpan, parent ?? ROOT_CONTEXT);
     this.#tracing.inject(span, headers);
@@ -28,14 +33,30 @@ export class AttemptSpans {
   }
 
   /** Ends an attempt's span, told how the attempt went when spans are recorded. */
-  end(span: Span, operation: OperationName, route: Route, attempt: number, status: number | undefined, code: UpstreamErrorCode | undefined, retried: boolean): void {
+  end(
+    span: Span,
+    operation: OperationName,
+    route: Route,
+    attempt: number,
+    status: number | undefined,
+    code: UpstreamErrorCode | undefined,
+    retried: boolean,
+  ): void {
     if (span.isRecording()) describeAttempt(span, operation, route, attempt, status, code, retried);
     span.end();
   }
 }
 
 /** An attempt's span attributes: the route, never its filled path, query, body or token. */
-function describeAttempt(span: Span, operation: OperationName, route: Route, attempt: number, status: number | undefined, code: UpstreamErrorCode | undefined, retried: boolean): void {
+function describeAttempt(
+  span: Span,
+  operation: OperationName,
+  route: Route,
+  attempt: number,
+  status: number | undefined,
+  code: UpstreamErrorCode | undefined,
+  retried: boolean,
+): void {
   span.setAttribute(spanAttributes.upstreamOperation, operation);
   span.setAttribute(semconv.ATTR_HTTP_REQUEST_METHOD, route.method);
   span.setAttribute(spanAttributes.urlTemplate, route.path);

@@ -23,7 +23,9 @@ export interface Shared {
   readonly budget: RetryBudget | undefined;
   readonly onAttempt: ((attempt: UpstreamAttempt) => void) | undefined;
   readonly onRetryRefused: (() => void) | undefined;
-  /** The upstream answered 2xx to an operation that checks tokens (`tokenCheckingOperations`), with this Authorization. */
+  /**
+   * The upstream answered 2xx to an operation that checks tokens (`tokenCheckingOperations`), with this Authorization.
+   */
   readonly onTokenAccepted: ((authorization: string, account?: string) => void) | undefined;
   readonly spans: AttemptSpans;
 }
@@ -86,7 +88,8 @@ export class Attempts<T> {
     // A cancelled call sends nothing more; an open breaker neither; a live call asks its guard (budget, 401).
     // A retry not sent gives its share of the budget back; it fails as its last attempt did (that one was sent).
     if (this.cancellation.aborted) return this.#notRetried(this.classify(this.cancellation.reason));
-    if (circuits?.refuses(operation)) return attempt > 0 ? this.#notRetried(this.#lastFailure!.final()) : circuits.refusal(operation);
+    if (circuits?.refuses(operation))
+      return attempt > 0 ? this.#notRetried(this.#lastFailure!.final()) : circuits.refusal(operation);
     if (attempt > 0 || !this.admitted) {
       const refusal = this.guard?.admit(operation);
       if (refusal !== undefined) return this.#notRetried(refusalOf(refusal));
@@ -113,13 +116,20 @@ export class Attempts<T> {
     this.#span = shared.spans.start(spec.operation, this.context.trace, this.#request.headers);
     this.#started = performance.now();
     try {
-      return readAnswer(spec, await exchange(shared.dispatcher, this.#request, this.cancellation), shared.rules.statusCodes);
+      return readAnswer(
+        spec,
+        await exchange(shared.dispatcher, this.#request, this.cancellation),
+        shared.rules.statusCodes,
+      );
     } catch (error) {
       return this.classify(error);
     }
   }
 
-  /** The attempt counted (guard, metrics, span), once the breakers have counted it too: a retry only with both still closed. */
+  /**
+   * The attempt counted (guard, metrics, span), once the breakers have counted it too: a retry only with both still
+   * closed.
+   */
   readonly #finish = (outcome: Outcome<T>): Outcome<T> => {
     const { shared, spec } = this;
     const attempt = this.#attempt;
@@ -127,7 +137,11 @@ export class Attempts<T> {
     const status = failure ? failure.status : (outcome as { status: number }).status;
     if (failure?.retryable) {
       // Retried only if a GET, within the call's limit, with its breakers closed and the budget allowing.
-      const retried = this.#idempotent && attempt < shared.rules.limit && (shared.circuits === undefined || shared.circuits.closed(spec.operation)) && this.#budgetAllows();
+      const retried =
+        this.#idempotent &&
+        attempt < shared.rules.limit &&
+        (shared.circuits === undefined || shared.circuits.closed(spec.operation)) &&
+        this.#budgetAllows();
       if (retried) {
         this.#retryPending = true;
         this.#lastFailure = failure;
@@ -136,8 +150,22 @@ export class Attempts<T> {
     }
     this.guard?.settled(spec.operation, failure?.code);
     if (failure === undefined) this.#tokenAccepted(outcome as { value: T; status: number });
-    shared.onAttempt?.({ operation: spec.operation, status, code: failure?.code, durationMs: performance.now() - this.#started, retry: attempt > 0 });
-    shared.spans.end(this.#span!, spec.operation, this.route, attempt, status, failure?.code, failure?.retryable === true);
+    shared.onAttempt?.({
+      operation: spec.operation,
+      status,
+      code: failure?.code,
+      durationMs: performance.now() - this.#started,
+      retry: attempt > 0,
+    });
+    shared.spans.end(
+      this.#span!,
+      spec.operation,
+      this.route,
+      attempt,
+      status,
+      failure?.code,
+      failure?.retryable === true,
+    );
     this.#span = undefined;
     return outcome;
   };
@@ -174,7 +202,12 @@ export class Attempts<T> {
   };
 }
 
-function buildRequest<T>(context: CallContext, spec: CallSpec<T>, method: Dispatcher.HttpMethod, path: string): Dispatcher.DispatchOptions & { headers: Record<string, string> } {
+function buildRequest<T>(
+  context: CallContext,
+  spec: CallSpec<T>,
+  method: Dispatcher.HttpMethod,
+  path: string,
+): Dispatcher.DispatchOptions & { headers: Record<string, string> } {
   const headers: Record<string, string> = { 'x-request-id': context.requestId };
   if (method === 'GET' || spec.schema !== undefined) headers.accept = 'application/json';
   if (context.authorization !== undefined) headers.authorization = context.authorization;

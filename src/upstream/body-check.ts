@@ -16,7 +16,14 @@ import { utcOffsetKeyword, withUtcOffset } from './schemas.js';
 
 // `unicode: false`: lengths in UTF-16 units, as zod counts them (ajv's default counts code points,
 // which would pass a name zod refuses); `logger: false` silences its notice that the option is old.
-const ajv = new Ajv({ strict: false, allErrors: false, validateFormats: false, unicode: false, unicodeRegExp: false, logger: false });
+const ajv = new Ajv({
+  strict: false,
+  allErrors: false,
+  validateFormats: false,
+  unicode: false,
+  unicodeRegExp: false,
+  logger: false,
+});
 
 /**
  * Timestamps to give a `Z` once the whole body has passed: applied only then, so a body refused on
@@ -27,9 +34,17 @@ const timestampsWithoutOffset: { parent: Record<string | number, string>; key: s
 ajv.addKeyword({
   keyword: utcOffsetKeyword,
   schemaType: 'boolean',
-  validate: (_schema: boolean, value: unknown, _parentSchema: unknown, data?: { parentData: unknown; parentDataProperty: string | number }) => {
+  validate: (
+    _schema: boolean,
+    value: unknown,
+    _parentSchema: unknown,
+    data?: { parentData: unknown; parentDataProperty: string | number },
+  ) => {
     if (typeof value === 'string' && data !== undefined && withUtcOffset(value) !== value) {
-      timestampsWithoutOffset.push({ parent: data.parentData as Record<string | number, string>, key: data.parentDataProperty });
+      timestampsWithoutOffset.push({
+        parent: data.parentData as Record<string | number, string>,
+        key: data.parentDataProperty,
+      });
     }
     return true;
   },
@@ -56,9 +71,13 @@ function refuseEmptySchemas(schema: object, at = '#'): void {
   const entries = Object.entries(schema);
   if (entries.length === 0) throw new Error(`${at} has no JSON Schema: give it one in meta()`);
   for (const [keyword, value] of entries) {
-    if (keyword === 'properties') for (const [name, property] of Object.entries(value as object)) refuseEmptySchemas(property as object, `${at}/properties/${name}`);
-    else if ((keyword === 'items' || keyword === 'additionalProperties') && typeof value === 'object') refuseEmptySchemas(value as object, `${at}/${keyword}`);
-    else if (keyword === 'anyOf' || keyword === 'oneOf' || keyword === 'allOf') for (const [i, member] of (value as object[]).entries()) refuseEmptySchemas(member, `${at}/${keyword}/${i}`);
+    if (keyword === 'properties')
+      for (const [name, property] of Object.entries(value as object))
+        refuseEmptySchemas(property as object, `${at}/properties/${name}`);
+    else if ((keyword === 'items' || keyword === 'additionalProperties') && typeof value === 'object')
+      refuseEmptySchemas(value as object, `${at}/${keyword}`);
+    else if (keyword === 'anyOf' || keyword === 'oneOf' || keyword === 'allOf')
+      for (const [i, member] of (value as object[]).entries()) refuseEmptySchemas(member, `${at}/${keyword}/${i}`);
   }
 }
 

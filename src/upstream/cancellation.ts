@@ -10,7 +10,10 @@ import type { CallTimeout } from './failures.js';
 export class CallCancellation extends EventEmitter {
   aborted = false;
   reason: unknown = undefined;
-  /** Told once an attempt has a connection of the pool (its exchange's `onRequestStart`): the call's own time starts then. */
+  /**
+   * Told once an attempt has a connection of the pool (its exchange's `onRequestStart`): the call's own time starts
+   * then.
+   */
   onConnected: (() => void) | undefined = undefined;
 
   abort(reason: unknown): void {
@@ -41,7 +44,8 @@ export class CallClock implements CallTimeout {
     private readonly remainingMs: () => number | undefined = () => undefined,
   ) {
     this.#timer = this.#start(timeoutMs);
-    // One timer a call, as before: a connection only notes its time, and the timer, once due, runs on for what is left of it.
+    // One timer a call, as before: a connection only notes its time, and the timer, once due, runs on for what is left
+    // of it.
     cancellation.onConnected = () => {
       cancellation.onConnected = undefined;
       this.queued = false;
@@ -96,9 +100,13 @@ export class RequestCalls extends Set<Abortable> {
     if (signal?.aborted) cancellation.abort(signal.reason);
     else if (signal !== undefined && !this.#listening) {
       this.#listening = true;
-      signal.addEventListener('abort', () => {
-        for (const call of this) call.abort(signal.reason);
-      }, { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          for (const call of this) call.abort(signal.reason);
+        },
+        { once: true },
+      );
     }
     return super.add(cancellation);
   }

@@ -1,4 +1,11 @@
-import { circuitBreaker, CircuitState, CountBreaker, handleWhen, type CircuitBreakerPolicy, type IBreaker } from 'cockatiel';
+import {
+  type CircuitBreakerPolicy,
+  CircuitState,
+  CountBreaker,
+  circuitBreaker,
+  handleWhen,
+  type IBreaker,
+} from 'cockatiel';
 import { Failure } from './failures.js';
 
 /** When a breaker opens and how long it stays open (the CIRCUIT_BREAKER_* variables; config holds their defaults). */
@@ -40,11 +47,19 @@ export class UpstreamCircuit {
   /** Failures that said nothing, thrown by probe calls (those sent while the breaker was not closed). */
   readonly #probeFailures = new WeakSet<Failure>();
 
-  constructor(settings: CircuitSettings, verdict: (failure: Failure) => Verdict, onChange?: (state: CircuitStateName) => void) {
+  constructor(
+    settings: CircuitSettings,
+    verdict: (failure: Failure) => Verdict,
+    onChange?: (state: CircuitStateName) => void,
+  ) {
     this.#verdict = verdict;
     this.#resetMs = settings.resetMs;
     const silentProbe = (error: unknown) => error instanceof Failure && this.#probeFailures.has(error);
-    const window = new CountBreaker({ threshold: settings.failureRatio, size: settings.window, minimumNumberOfCalls: settings.minimumCalls });
+    const window = new CountBreaker({
+      threshold: settings.failureRatio,
+      size: settings.window,
+      minimumNumberOfCalls: settings.minimumCalls,
+    });
     this.#policy = circuitBreaker(
       handleWhen(silentProbe).orWhenResult((outcome) => outcome instanceof Failure && verdict(outcome) === 'failure'),
       { halfOpenAfter: settings.resetMs, breaker: this.#probeDecides(window) },
@@ -68,7 +83,8 @@ export class UpstreamCircuit {
         window.state = value;
       },
       success: (state) => window.success(state),
-      failure: (state) => window.failure(state) && !(state === CircuitState.Closed && this.#policy.state === CircuitState.HalfOpen),
+      failure: (state) =>
+        window.failure(state) && !(state === CircuitState.Closed && this.#policy.state === CircuitState.HalfOpen),
     };
   }
 

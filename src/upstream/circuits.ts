@@ -1,5 +1,5 @@
-import { operationNames, type OperationName } from '../domain/operations.js';
-import { UpstreamCircuit, type CircuitSettings, type CircuitStateName, type Verdict } from './circuit.js';
+import { type OperationName, operationNames } from '../domain/operations.js';
+import { type CircuitSettings, type CircuitStateName, UpstreamCircuit, type Verdict } from './circuit.js';
 import { CIRCUIT_OPEN } from './errors.js';
 import { Failure, isConnectionFault, isUpstreamFault } from './failures.js';
 
@@ -14,10 +14,19 @@ export interface CircuitEvents {
 }
 
 /** The host's verdict: only a failed connection is its failure; any answer, a 5xx or one late, means it is there. */
-const hostVerdict = (failure: Failure): Verdict => (failure.extra.cutShort === true ? 'nothing' : isConnectionFault(failure) ? 'failure' : 'success');
+const hostVerdict = (failure: Failure): Verdict =>
+  failure.extra.cutShort === true ? 'nothing' : isConnectionFault(failure) ? 'failure' : 'success';
 
-/** An operation's verdict: its route's faults (5xx, its call's own timeout); a failed connection is the host's, and says nothing of the route. */
-const operationVerdict = (failure: Failure): Verdict => (failure.extra.cutShort === true || isConnectionFault(failure) ? 'nothing' : isUpstreamFault(failure) ? 'failure' : 'success');
+/**
+ * An operation's verdict: its route's faults (5xx, its call's own timeout); a failed connection is the host's, and says
+ * nothing of the route.
+ */
+const operationVerdict = (failure: Failure): Verdict =>
+  failure.extra.cutShort === true || isConnectionFault(failure)
+    ? 'nothing'
+    : isUpstreamFault(failure)
+      ? 'failure'
+      : 'success';
 
 /**
  * The upstream's circuit breakers, one set per process, shared by every request: one per contract
@@ -38,9 +47,15 @@ export class UpstreamCircuits {
 
   constructor(settings: CircuitSettings, events: CircuitEvents = {}) {
     const { onChange } = events;
-    const changes = (circuit: CircuitName) => (onChange === undefined ? undefined : (state: CircuitStateName) => onChange(circuit, state));
+    const changes = (circuit: CircuitName) =>
+      onChange === undefined ? undefined : (state: CircuitStateName) => onChange(circuit, state);
     this.#host = new UpstreamCircuit(settings, hostVerdict, changes('host'));
-    this.#operations = Object.fromEntries(operationNames.map((operation) => [operation, new UpstreamCircuit(settings, operationVerdict, changes(operation))])) as Record<OperationName, UpstreamCircuit>;
+    this.#operations = Object.fromEntries(
+      operationNames.map((operation) => [
+        operation,
+        new UpstreamCircuit(settings, operationVerdict, changes(operation)),
+      ]),
+    ) as Record<OperationName, UpstreamCircuit>;
     this.#onRefused = events.onRefused;
   }
 
@@ -55,7 +70,11 @@ export class UpstreamCircuits {
     const refusing = [this.#host, this.#operations[operation]].filter((circuit) => circuit.refuses());
     // The host's first: a call it refuses says the upstream is unreachable, whatever its operation's says.
     const circuit = this.#host.refuses() ? 'host' : 'operation';
-    return new Failure('UPSTREAM_UNAVAILABLE', undefined, false, { reason: CIRCUIT_OPEN, circuit, retryAfterMs: Math.max(0, ...refusing.map((refused) => refused.retryAfterMs())) });
+    return new Failure('UPSTREAM_UNAVAILABLE', undefined, false, {
+      reason: CIRCUIT_OPEN,
+      circuit,
+      retryAfterMs: Math.max(0, ...refusing.map((refused) => refused.retryAfterMs())),
+    });
   }
 
   /** Whether a retry of `operation` may be sent: both its breakers closed (never during a probe). */
@@ -63,7 +82,9 @@ export class UpstreamCircuits {
     return this.#host.state === 'closed' && this.#operations[operation].state === 'closed';
   }
 
-  /** Runs one attempt of `operation` through the host's breaker and its own (when `refuses` said no, in the same tick). */
+  /**
+   * Runs one attempt of `operation` through the host's breaker and its own (when `refuses` said no, in the same tick).
+   */
   execute<O>(operation: OperationName, attempt: () => Promise<O>): Promise<O | Failure> {
     return this.#host.execute(() => this.#operations[operation].execute(attempt));
   }
@@ -73,7 +94,10 @@ export class UpstreamCircuits {
     return (circuit === 'host' ? this.#host : this.#operations[circuit]).state;
   }
 
-  /** Whether no call can be sent, whatever its operation: the host's breaker refuses (`host`), or every operation's does (`operations`). */
+  /**
+   * Whether no call can be sent, whatever its operation: the host's breaker refuses (`host`), or every operation's does
+   * (`operations`).
+   */
   refusingAll(): 'host' | 'operations' | undefined {
     if (this.#host.refuses()) return 'host';
     return operationNames.every((operation) => this.#operations[operation].refuses()) ? 'operations' : undefined;

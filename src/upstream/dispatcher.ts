@@ -1,6 +1,9 @@
 import { Pool } from 'undici';
 
-/** The upstream pool's settings (UPSTREAM_CONNECTIONS, UPSTREAM_KEEPALIVE_MS, UPSTREAM_MAX_RESPONSE_BYTES); config.ts holds their defaults. */
+/**
+ * The upstream pool's settings (UPSTREAM_CONNECTIONS, UPSTREAM_KEEPALIVE_MS, UPSTREAM_MAX_RESPONSE_BYTES); config.ts
+ * holds their defaults.
+ */
 export interface DispatcherOptions {
   readonly baseUrl: string;
   readonly connections: number;

@@ -1,5 +1,5 @@
-import type { HttpMethod } from './routes.js';
 import type { OperationName } from '../domain/operations.js';
+import type { HttpMethod } from './routes.js';
 import type { ValidationDetail } from './schemas.js';
 
 /**
@@ -40,9 +40,15 @@ export interface UpstreamErrorInit {
   cause?: unknown;
 }
 
-/** The reason of an UPSTREAM_UNAVAILABLE an open circuit breaker answered (the host's or the operation's): nothing was sent. */
+/**
+ * The reason of an UPSTREAM_UNAVAILABLE an open circuit breaker answered (the host's or the operation's): nothing was
+ * sent.
+ */
 export const CIRCUIT_OPEN = 'circuit open';
-/** The reason of an UPSTREAM_UNAVAILABLE the upstream answered 429: it refused the call for its rate, nothing was applied. */
+/**
+ * The reason of an UPSTREAM_UNAVAILABLE the upstream answered 429: it refused the call for its rate, nothing was
+ * applied.
+ */
 export const RATE_LIMITED = 'rate limited';
 
 const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> = {
@@ -52,16 +58,20 @@ const describe: Record<UpstreamErrorCode, (init: UpstreamErrorInit) => string> =
   BAD_USER_INPUT: (e) => `Upstream rejected the input (${e.status})`,
   UPSTREAM_TIMEOUT: (e) => `Upstream did not answer in time${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_UNAVAILABLE: (e) => {
-    if (e.reason === RATE_LIMITED) return 'Upstream is limiting the rate of calls: it refused this one and applied nothing; safe to retry later';
+    if (e.reason === RATE_LIMITED)
+      return 'Upstream is limiting the rate of calls: it refused this one and applied nothing; safe to retry later';
     if (e.reason !== CIRCUIT_OPEN) return 'Upstream could not be reached';
     return e.circuit === 'host'
       ? 'Upstream is unreachable: its circuit breaker is open and the call was not sent; safe to retry later'
       : `Upstream operation ${e.operation} is failing: its circuit breaker is open and the call was not sent; safe to retry later`;
   },
-  UPSTREAM_OUTCOME_UNKNOWN: (e) => `Upstream received the change but its answer was lost${e.reason ? ` (${e.reason})` : ''}: it may have been applied`,
-  UPSTREAM_ERROR: (e) => `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
+  UPSTREAM_OUTCOME_UNKNOWN: (e) =>
+    `Upstream received the change but its answer was lost${e.reason ? ` (${e.reason})` : ''}: it may have been applied`,
+  UPSTREAM_ERROR: (e) =>
+    `Upstream failed${e.status === undefined ? '' : ` with status ${e.status}`}${e.reason ? ` (${e.reason})` : ''}`,
   UPSTREAM_BUDGET_EXCEEDED: () => 'Upstream call budget of this operation exhausted; call not sent',
-  OVERLOADED: () => 'The gateway had no free connection to the upstream in time: the call was not sent; safe to retry later',
+  OVERLOADED: () =>
+    'The gateway had no free connection to the upstream in time: the call was not sent; safe to retry later',
   ABORTED: () => 'Upstream call was cancelled',
 };
 

@@ -14,7 +14,9 @@ export class Failure {
       cause?: unknown;
       /** Cut by its caller (the client went away, the operation's deadline), not failed by the upstream. */
       cutShort?: boolean;
-      /** An open breaker refused it (circuits.ts), or the upstream answered 429: how long until a call could be sent. */
+      /**
+       * An open breaker refused it (circuits.ts), or the upstream answered 429: how long until a call could be sent.
+       */
       retryAfterMs?: number;
       /** An open breaker refused it: the host's (the upstream unreachable) or its operation's. */
       circuit?: 'host' | 'operation';
@@ -36,11 +38,27 @@ export class Failure {
 export function isUpstreamFault(failure: Failure): boolean {
   if (failure.extra.cutShort === true) return false;
   if (failure.status !== undefined) return failure.status >= 500;
-  return failure.code === 'UPSTREAM_TIMEOUT' || failure.code === 'UPSTREAM_UNAVAILABLE' || failure.code === 'UPSTREAM_OUTCOME_UNKNOWN';
+  return (
+    failure.code === 'UPSTREAM_TIMEOUT' ||
+    failure.code === 'UPSTREAM_UNAVAILABLE' ||
+    failure.code === 'UPSTREAM_OUTCOME_UNKNOWN'
+  );
 }
 
 /** Connection failures that mean "nobody answered" rather than "the answer was bad". */
-const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_CONNECT_TIMEOUT']);
+const unavailableCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 const errorCodeOf = (error: unknown) => (error as { code?: unknown } | null | undefined)?.code;
 
@@ -50,7 +68,11 @@ const errorCodeOf = (error: unknown) => (error as { code?: unknown } | null | un
  * (UPSTREAM_OUTCOME_UNKNOWN) is one too; a timeout is not (the call's own, of its route).
  */
 export function isConnectionFault(failure: Failure): boolean {
-  if (failure.extra.cutShort === true || (failure.code !== 'UPSTREAM_UNAVAILABLE' && failure.code !== 'UPSTREAM_OUTCOME_UNKNOWN')) return false;
+  if (
+    failure.extra.cutShort === true ||
+    (failure.code !== 'UPSTREAM_UNAVAILABLE' && failure.code !== 'UPSTREAM_OUTCOME_UNKNOWN')
+  )
+    return false;
   const code = errorCodeOf(failure.extra.cause);
   return typeof code === 'string' && unavailableCodes.has(code);
 }
@@ -60,9 +82,20 @@ const timeoutCodes = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']
  * route, no name, connect timeout) or the pool was closed. Anything else may come after the
  * request was written (a reset, the socket closed under a sent request, no answer in time).
  */
-const neverSentCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED']);
+const neverSentCodes = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_CLOSED',
+]);
 
-/** How a call's time ran out, if it did: while it waited for a connection of the pool, and whether the operation's deadline came first. */
+/**
+ * How a call's time ran out, if it did: while it waited for a connection of the pool, and whether the operation's
+ * deadline came first.
+ */
 export interface CallTimeout {
   readonly aborted: boolean;
   readonly queued: boolean;
@@ -75,15 +108,33 @@ export interface CallTimeout {
  * deadline when that came first), the client gone (`callerSignal`), nobody answering
  * (`retryCodes` may be tried again), or a fault.
  */
-export function classifyThrown(error: unknown, timeout: CallTimeout, callerSignal: AbortSignal | undefined, retryCodes: readonly string[]): Failure {
-  if (timeout.aborted && timeout.queued && !timeout.deadlineFirst) return new Failure('OVERLOADED', undefined, false, { reason: 'no upstream connection in time', cause: error, cutShort: true });
-  if (timeout.aborted) return new Failure('UPSTREAM_TIMEOUT', undefined, false, timeout.deadlineFirst ? { reason: 'operation deadline', cause: error, cutShort: true } : { cause: error });
+export function classifyThrown(
+  error: unknown,
+  timeout: CallTimeout,
+  callerSignal: AbortSignal | undefined,
+  retryCodes: readonly string[],
+): Failure {
+  if (timeout.aborted && timeout.queued && !timeout.deadlineFirst)
+    return new Failure('OVERLOADED', undefined, false, {
+      reason: 'no upstream connection in time',
+      cause: error,
+      cutShort: true,
+    });
+  if (timeout.aborted)
+    return new Failure(
+      'UPSTREAM_TIMEOUT',
+      undefined,
+      false,
+      timeout.deadlineFirst ? { reason: 'operation deadline', cause: error, cutShort: true } : { cause: error },
+    );
   if (callerSignal?.aborted) return new Failure('ABORTED', undefined, false, { cause: error, cutShort: true });
   const code = errorCodeOf(error);
   if (typeof code === 'string') {
     if (timeoutCodes.has(code)) return new Failure('UPSTREAM_TIMEOUT', undefined, false, { cause: error });
-    if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new Failure('UPSTREAM_ERROR', undefined, false, { reason: 'the body is too large', cause: error });
-    if (unavailableCodes.has(code)) return new Failure('UPSTREAM_UNAVAILABLE', undefined, retryCodes.includes(code), { cause: error });
+    if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE')
+      return new Failure('UPSTREAM_ERROR', undefined, false, { reason: 'the body is too large', cause: error });
+    if (unavailableCodes.has(code))
+      return new Failure('UPSTREAM_UNAVAILABLE', undefined, retryCodes.includes(code), { cause: error });
   }
   return new Failure('UPSTREAM_ERROR', undefined, false, { cause: error });
 }
@@ -98,10 +149,21 @@ export function outcomeOfChange(failure: Failure, error: unknown): Failure {
   const code = errorCodeOf(error);
   if (failure.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string' && neverSentCodes.has(code)) return failure;
   const reason = failure.code === 'UPSTREAM_TIMEOUT' ? 'no answer in time' : 'the connection closed';
-  return new Failure('UPSTREAM_OUTCOME_UNKNOWN', undefined, false, { reason, cause: failure.extra.cause, ...(failure.extra.cutShort ? { cutShort: true } : {}) });
+  return new Failure('UPSTREAM_OUTCOME_UNKNOWN', undefined, false, {
+    reason,
+    cause: failure.extra.cause,
+    ...(failure.extra.cutShort ? { cutShort: true } : {}),
+  });
 }
 
 /** A call's failure as the error its caller gets. */
 export function errorOf(failure: Failure, operation: OperationName, route: Route): UpstreamError {
-  return new UpstreamError({ code: failure.code, operation, method: route.method, path: route.path, status: failure.status, ...failure.extra });
+  return new UpstreamError({
+    code: failure.code,
+    operation,
+    method: route.method,
+    path: route.path,
+    status: failure.status,
+    ...failure.extra,
+  });
 }

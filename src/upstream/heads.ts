@@ -1,14 +1,14 @@
-import type { UpstreamCaller } from './transport.js';
 import {
+  type HeadADto,
+  type HeadBDto,
   headAPageSchema,
   headASchema,
   headBListSchema,
   headBSchema,
-  type HeadADto,
-  type HeadBDto,
   type PageDto,
   type UpdateHeadBody,
 } from './schemas.js';
+import type { UpstreamCaller } from './transport.js';
 
 export interface ListHeadsArgs {
   readonly search?: string | undefined;
@@ -19,7 +19,11 @@ export interface ListHeadsArgs {
 
 /** Get Heads (contract 4.4): a page of Head variant A, without head_metadata. */
 export function listHeads(caller: UpstreamCaller, args: ListHeadsArgs): Promise<PageDto<HeadADto>> {
-  return caller.call({ operation: 'listHeads', query: { search: args.search, style: args.style, page: args.page, size: args.size }, schema: headAPageSchema });
+  return caller.call({
+    operation: 'listHeads',
+    query: { search: args.search, style: args.style, page: args.page, size: args.size },
+    schema: headAPageSchema,
+  });
 }
 
 /** Get Head Ext By Id, variant A (contract 4.5): Head A with head_metadata. */
@@ -45,12 +49,21 @@ export interface ListHeadsExtArgs {
 
 /** Get Heads Ext (contract 4.9): an array of Head variant B with head_metadata. */
 export function listHeadsExt(caller: UpstreamCaller, args: ListHeadsExtArgs): Promise<HeadBDto[]> {
-  return caller.call({ operation: 'listHeadsExt', query: { limit: args.limit, skip: args.skip, search: args.search }, schema: headBListSchema });
+  return caller.call({
+    operation: 'listHeadsExt',
+    query: { limit: args.limit, skip: args.skip, search: args.search },
+    schema: headBListSchema,
+  });
 }
 
 /** Get Head By Id (contract 4.8): answers an array of Head B; an empty one means no such head. */
 export async function getHeadById(caller: UpstreamCaller, id: string): Promise<HeadBDto> {
-  const heads = await caller.call({ operation: 'getHeadById', params: { id }, schema: headBListSchema, notFoundWhen: (list) => list.length === 0 });
+  const heads = await caller.call({
+    operation: 'getHeadById',
+    params: { id },
+    schema: headBListSchema,
+    notFoundWhen: (list) => list.length === 0,
+  });
   return heads[0]!;
 }
 

@@ -1,7 +1,6 @@
-
 import type { OperationName } from '../domain/operations.js';
 import type { CallGuard } from './call-guard.js';
-import { CallCancellation, type Abortable, type RequestCalls } from './cancellation.js';
+import { type Abortable, CallCancellation, type RequestCalls } from './cancellation.js';
 import { credentialKeyOf } from './credential.js';
 import type { UpstreamErrorCode } from './errors.js';
 import { errorOf, Failure } from './failures.js';
@@ -25,7 +24,12 @@ export function scopeOf(authorization: string | undefined): string {
 
 /** A refusal by a waiter's own guard, as the failure it reads. */
 export function refusalOf(code: UpstreamErrorCode): Failure {
-  return new Failure(code, undefined, false, code === 'UPSTREAM_TIMEOUT' ? { reason: 'operation deadline', cutShort: true } : { cutShort: true });
+  return new Failure(
+    code,
+    undefined,
+    false,
+    code === 'UPSTREAM_TIMEOUT' ? { reason: 'operation deadline', cutShort: true } : { cutShort: true },
+  );
 }
 
 /** One request waiting on a shared call: its own guard, deadline and client, its own promise. */
@@ -85,13 +89,24 @@ export class Flight<T> implements CallGuard {
     this.endsAt = performance.now() + timeoutMs;
   }
 
-  /** A request's wait on this call (already admitted by its guard); `deadlineMs` if its deadline comes before the call's timeout. */
-  wait(guard: CallGuard | undefined, calls: RequestCalls, deadlineMs: number | undefined, admitted: boolean): Promise<T> {
+  /**
+   * A request's wait on this call (already admitted by its guard); `deadlineMs` if its deadline comes before the call's
+   * timeout.
+   */
+  wait(
+    guard: CallGuard | undefined,
+    calls: RequestCalls,
+    deadlineMs: number | undefined,
+    admitted: boolean,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const waiter = new Waiter(this, guard, calls, resolve, reject, admitted);
       this.#waiters.push(waiter);
       if (deadlineMs !== undefined) {
-        waiter.timer = setTimeout(() => this.leave(waiter, refusalOf('UPSTREAM_TIMEOUT')), Math.max(1, Math.ceil(deadlineMs)));
+        waiter.timer = setTimeout(
+          () => this.leave(waiter, refusalOf('UPSTREAM_TIMEOUT')),
+          Math.max(1, Math.ceil(deadlineMs)),
+        );
       }
       // Last: a client already gone leaves at once.
       calls.add(waiter);

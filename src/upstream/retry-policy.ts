@@ -1,4 +1,4 @@
-import { ExponentialBackoff, handleWhenResult, retry, type RetryPolicy } from 'cockatiel';
+import { ExponentialBackoff, handleWhenResult, type RetryPolicy, retry } from 'cockatiel';
 import { Failure } from './failures.js';
 
 /** Which failures of idempotent reads are tried again, and after what pause; data rather than literals in the loop. */
@@ -34,6 +34,9 @@ export const defaultRetryRules: RetryRules = Object.freeze({
 export function retryPolicyOf(rules: RetryRules): RetryPolicy {
   return retry(
     handleWhenResult((outcome) => outcome instanceof Failure && outcome.retryable),
-    { maxAttempts: rules.limit, backoff: new ExponentialBackoff({ initialDelay: rules.baseDelayMs, maxDelay: rules.maxDelayMs }) },
+    {
+      maxAttempts: rules.limit,
+      backoff: new ExponentialBackoff({ initialDelay: rules.baseDelayMs, maxDelay: rules.maxDelayMs }),
+    },
   );
 }

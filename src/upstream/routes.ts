@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { operationNames, type OperationName } from '../domain/operations.js';
+import { type OperationName, operationNames } from '../domain/operations.js';
 
 /**
  * Method and path of every upstream operation, relative to UPSTREAM_URL.
@@ -56,27 +56,29 @@ const routeOverride = z.strictObject({
     .optional(),
 });
 
-const routeOverrides = z
-  .record(z.string(), routeOverride)
-  .superRefine((overrides, ctx) => {
-    for (const [operation, route] of Object.entries(overrides)) {
-      if (!(operationNames as readonly string[]).includes(operation)) {
-        ctx.addIssue({ code: 'custom', path: [operation], message: `unknown operation (known: ${operationNames.join(', ')})` });
-        continue;
-      }
-      const param = pathParameters[operation as OperationName];
-      if (route.path === undefined) continue;
-      const placeholders = [...route.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
-      const expected = param === undefined ? [] : [param];
-      if (placeholders.join() !== expected.join()) {
-        ctx.addIssue({
-          code: 'custom',
-          path: [operation, 'path'],
-          message: param === undefined ? 'path takes no placeholder' : `path must contain {${param}} exactly once`,
-        });
-      }
+const routeOverrides = z.record(z.string(), routeOverride).superRefine((overrides, ctx) => {
+  for (const [operation, route] of Object.entries(overrides)) {
+    if (!(operationNames as readonly string[]).includes(operation)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [operation],
+        message: `unknown operation (known: ${operationNames.join(', ')})`,
+      });
+      continue;
     }
-  });
+    const param = pathParameters[operation as OperationName];
+    if (route.path === undefined) continue;
+    const placeholders = [...route.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+    const expected = param === undefined ? [] : [param];
+    if (placeholders.join() !== expected.join()) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [operation, 'path'],
+        message: param === undefined ? 'path takes no placeholder' : `path must contain {${param}} exactly once`,
+      });
+    }
+  }
+});
 
 export class RouteConfigError extends Error {
   override name = 'RouteConfigError';

@@ -11,7 +11,17 @@ import { z } from 'zod';
  *   exported below for that mapping.
  */
 
-export const sourceTypes = ['custom', 'default', 'exclusive', 'payable', 'promotion', 'designed', 'external', 'assembled', 'generated'] as const;
+export const sourceTypes = [
+  'custom',
+  'default',
+  'exclusive',
+  'payable',
+  'promotion',
+  'designed',
+  'external',
+  'assembled',
+  'generated',
+] as const;
 export const assetStyles = ['phr', 'vox', 'sca', 'crt'] as const;
 export const genders = ['male', 'female'] as const;
 export const userRoles = ['admin', 'mod', 'creator', 'default'] as const;
@@ -32,7 +42,11 @@ const uuid = z.guid();
  */
 const uri = z.string().regex(/^https?:\/\/[^\s/?#]+[^\s]*$/i, { error: 'Invalid http(s) URL' });
 /** Counts a client reads as GraphQL Int (32-bit); a larger one is off-contract here, not a crash later. */
-const count = z.number().int().nonnegative().max(2 ** 31 - 1);
+const count = z
+  .number()
+  .int()
+  .nonnegative()
+  .max(2 ** 31 - 1);
 /**
  * An object whose inner structure the contract does not show (labels, metadata): checked to be
  * an object, not copied. A record schema would rebuild it key by key; a head carries six of them,
@@ -45,7 +59,8 @@ const opaqueObject = z
   .meta({ type: 'object' }); // the same check in JSON Schema, for the compiled body check (body-check.ts)
 
 /** A timestamp without an offset is read as UTC and given a `Z`. */
-export const withUtcOffset = (timestamp: string): string => (/(?:[zZ]|[+-]\d\d:?\d\d)$/.test(timestamp) ? timestamp : `${timestamp}Z`);
+export const withUtcOffset = (timestamp: string): string =>
+  /(?:[zZ]|[+-]\d\d:?\d\d)$/.test(timestamp) ? timestamp : `${timestamp}Z`;
 /** The JSON Schema keyword by which the compiled body check (body-check.ts) applies `withUtcOffset`. */
 export const utcOffsetKeyword = 'utcOffset';
 /**

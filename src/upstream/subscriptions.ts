@@ -1,5 +1,5 @@
+import { type SubscriptionDto, subscriptionSchema, type UpdateSubscriptionBody } from './schemas.js';
 import type { UpstreamCaller } from './transport.js';
-import { subscriptionSchema, type SubscriptionDto, type UpdateSubscriptionBody } from './schemas.js';
 
 /** Update Subscription (contract 4.6): the body carries only the fields the caller gave. Never retried. */
 export function updateSubscription(caller: UpstreamCaller, body: UpdateSubscriptionBody): Promise<SubscriptionDto> {

@@ -6,9 +6,9 @@ import type { CallContext, CallSpec, UpstreamAttempt, UpstreamCaller } from './c
 import { CallCancellation, CallClock, RequestCalls } from './cancellation.js';
 import type { UpstreamCircuits } from './circuits.js';
 import { classifyThrown, errorOf, outcomeOfChange } from './failures.js';
-import { InFlightCalls, refusalOf, scopeOf, type Flight } from './in-flight.js';
+import { type Flight, InFlightCalls, refusalOf, scopeOf } from './in-flight.js';
 import type { RetryBudget } from './retry-budget.js';
-import { defaultRetryRules, retryPolicyOf, type RetryRules } from './retry-policy.js';
+import { defaultRetryRules, type RetryRules, retryPolicyOf } from './retry-policy.js';
 import { fillPath, type Route, type RouteTable } from './routes.js';
 
 export type { CallContext, CallSpec, UpstreamAttempt, UpstreamCaller } from './call.js';
@@ -22,7 +22,10 @@ export interface TransportOptions {
   readonly timeoutMs: number;
   /** Which failures of a GET are tried again, and after what pause. @default defaultRetryRules (retry-policy.ts) */
   readonly retry?: RetryRules;
-  /** The upstream's breakers (the host's and one per operation), shared by the process's calls. None (the readiness probe): never refused, never counted. */
+  /**
+   * The upstream's breakers (the host's and one per operation), shared by the process's calls. None (the readiness
+   * probe): never refused, never counted.
+   */
   readonly circuits?: UpstreamCircuits | undefined;
   /** Retries across calls; none: only the per-call limit. */
   readonly budget?: RetryBudget | undefined;
@@ -98,8 +101,18 @@ export class UpstreamTransport {
     return this.#callOwn(context, spec, route, path, calls).finally(() => flights.detachAll());
   }
 
-  /** A call of this request alone: cancelled with its client, timed by its CallClock (the pool's wait, then its own time, capped by the operation's deadline). */
-  async #callOwn<T>(context: CallContext, spec: CallSpec<T>, route: Route, path: string, calls: RequestCalls, admitted = false): Promise<T> {
+  /**
+   * A call of this request alone: cancelled with its client, timed by its CallClock (the pool's wait, then its own
+   * time, capped by the operation's deadline).
+   */
+  async #callOwn<T>(
+    context: CallContext,
+    spec: CallSpec<T>,
+    route: Route,
+    path: string,
+    calls: RequestCalls,
+    admitted = false,
+  ): Promise<T> {
     // One cancellation, a timer at a time and one listener per call, all released when it settles.
     const cancellation = new CallCancellation();
     const timeout = new CallClock(cancellation, this.#timeoutMs, () => context.guard?.remainingMs?.());
@@ -109,7 +122,16 @@ export class UpstreamTransport {
       const retryCodes = this.#shared.rules.errorCodes;
       const classify = (error: unknown) => classifyThrown(error, timeout, callerSignal, retryCodes);
       // A change (POST, PATCH, DELETE) is never retried; a failure that may have come after it was sent says so.
-      const attempts = new Attempts<T>(this.#shared, context, context.guard, spec, route, path, cancellation, route.method === 'GET' ? classify : (error) => outcomeOfChange(classify(error), error));
+      const attempts = new Attempts<T>(
+        this.#shared,
+        context,
+        context.guard,
+        spec,
+        route,
+        path,
+        cancellation,
+        route.method === 'GET' ? classify : (error) => outcomeOfChange(classify(error), error),
+      );
       attempts.admitted = admitted;
       return await attempts.run();
     } finally {
@@ -123,14 +145,22 @@ export class UpstreamTransport {
    * admitted by its own guard and waits with its own deadline and client; the call itself runs
    * with the call's timeout, the first request's id and trace, and every waiter as its guard.
    */
-  #callShared<T>(flights: InFlightCalls, context: CallContext, spec: CallSpec<T>, route: Route, path: string, calls: RequestCalls): Promise<T> {
+  #callShared<T>(
+    flights: InFlightCalls,
+    context: CallContext,
+    spec: CallSpec<T>,
+    route: Route,
+    path: string,
+    calls: RequestCalls,
+  ): Promise<T> {
     calls.scope ??= scopeOf(context.authorization);
     const key = `${spec.operation} ${calls.scope} ${path}`;
     let flight = flights.find<T>(key);
     const joining = flight !== undefined;
     // An open breaker refuses a new call before its guard is asked (nothing is sent, nothing charged).
     const { circuits } = this.#shared;
-    if (!joining && circuits?.refuses(spec.operation)) return Promise.reject(errorOf(circuits.refusal(spec.operation), spec.operation, route));
+    if (!joining && circuits?.refuses(spec.operation))
+      return Promise.reject(errorOf(circuits.refusal(spec.operation), spec.operation, route));
     // Joined during a retry's pause: charged (by the flight's guard) only when the retry is sent.
     const admitNow = flight === undefined || flight.attempting;
     const refusal = context.signal?.aborted ? 'ABORTED' : admitNow ? context.guard?.admit(spec.operation) : undefined;
@@ -141,7 +171,12 @@ export class UpstreamTransport {
       return this.#callOwn(context, spec, route, path, calls, true);
     }
     const remaining = context.guard?.remainingMs?.();
-    const waiting = flight.wait(context.guard, calls, remaining !== undefined && remaining < flight.endsAt - performance.now() ? remaining : undefined, admitNow);
+    const waiting = flight.wait(
+      context.guard,
+      calls,
+      remaining !== undefined && remaining < flight.endsAt - performance.now() ? remaining : undefined,
+      admitNow,
+    );
     if (joining) flights.onJoined?.();
     else this.#fly(flight, context, spec, route, path);
     return waiting;
@@ -152,8 +187,10 @@ export class UpstreamTransport {
     const { cancellation } = flight;
     const timeout = new CallClock(cancellation, this.#timeoutMs);
     const retryCodes = this.#shared.rules.errorCodes;
-    // Cancelled because every waiter left: the attempt reads as the last one's reason (cut short, not the upstream's fault).
-    const classify = (error: unknown) => (timeout.aborted ? undefined : flight.left) ?? classifyThrown(error, timeout, undefined, retryCodes);
+    // Cancelled because every waiter left: the attempt reads as the last one's reason (cut short, not the upstream's
+    // fault).
+    const classify = (error: unknown) =>
+      (timeout.aborted ? undefined : flight.left) ?? classifyThrown(error, timeout, undefined, retryCodes);
     const attempts = new Attempts<T>(this.#shared, context, flight, spec, route, path, cancellation, classify);
     attempts.admitted = true;
     attempts.run().then(

@@ -1,13 +1,16 @@
 import type { CircuitSettings } from './circuit.js';
-import { UpstreamCircuits, type CircuitEvents } from './circuits.js';
-import { createUpstreamDispatcher, queuedCallsOf, type DispatcherOptions } from './dispatcher.js';
+import { type CircuitEvents, UpstreamCircuits } from './circuits.js';
+import { createUpstreamDispatcher, type DispatcherOptions, queuedCallsOf } from './dispatcher.js';
 import { RetryBudget, type RetryBudgetSettings } from './retry-budget.js';
-import { UpstreamTransport, type CallContext, type TransportOptions, type UpstreamCaller } from './transport.js';
+import { type CallContext, type TransportOptions, type UpstreamCaller, UpstreamTransport } from './transport.js';
 
 /** The pool's options and the transport's, less what it makes itself (the pool, the breakers, the budget). */
 export type UpstreamOptions = DispatcherOptions &
   Omit<TransportOptions, 'dispatcher' | 'circuits' | 'budget'> & {
-    /** CIRCUIT_BREAKER_*: the settings of each breaker (the host's and one per operation, circuits.ts); none: no breakers. */
+    /**
+     * CIRCUIT_BREAKER_*: the settings of each breaker (the host's and one per operation, circuits.ts); none: no
+     * breakers.
+     */
     readonly breaker?: CircuitSettings | undefined;
     /** UPSTREAM_RETRY_BUDGET_*: retries across the process's calls; none: only the per-call limit. */
     readonly retryBudget?: RetryBudgetSettings | undefined;
@@ -15,7 +18,9 @@ export type UpstreamOptions = DispatcherOptions &
     readonly circuitEvents?: CircuitEvents;
   };
 
-/** The process-wide side of the upstream layer: one pool, one transport, one set of breakers; callers are per request. */
+/**
+ * The process-wide side of the upstream layer: one pool, one transport, one set of breakers; callers are per request.
+ */
 export interface Upstream {
   forRequest(context: CallContext): UpstreamCaller;
   /**
@@ -39,7 +44,13 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   const transport = new UpstreamTransport({ ...options, dispatcher, circuits, budget });
   // Connected on the first probe.
   const probeDispatcher = createUpstreamDispatcher({ ...options, connections: 1 });
-  const probe = new UpstreamTransport({ ...options, dispatcher: probeDispatcher, dedupe: false, onJoined: undefined, onRetryRefused: undefined });
+  const probe = new UpstreamTransport({
+    ...options,
+    dispatcher: probeDispatcher,
+    dedupe: false,
+    onJoined: undefined,
+    onRetryRefused: undefined,
+  });
   return {
     forRequest: (context) => transport.forRequest(context),
     forProbe: (context) => probe.forRequest(context),

@@ -12,5 +12,7 @@ export const gatewayDir = resolve(process.env.FLEET_GATEWAY_DIR || repoRoot);
 export function commitOf(dir: string): string {
   const git = (...args: string[]) => spawnSync('git', ['-C', dir, ...args], { encoding: 'utf8' }).stdout.trim();
   const commit = git('rev-parse', '--short', 'HEAD');
-  return commit === '' ? 'unknown' : `${commit}${git('status', '--porcelain', '--untracked-files=no') === '' ? '' : '+'}`;
+  return commit === ''
+    ? 'unknown'
+    : `${commit}${git('status', '--porcelain', '--untracked-files=no') === '' ? '' : '+'}`;
 }

@@ -18,14 +18,21 @@ interface Summary {
 }
 
 export function recordFigures(scenario: string, figures: Record<string, unknown>): void {
-  for (const [name, value] of Object.entries(figures)) console.log(`[fleet] ${scenario}: ${name}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
+  for (const [name, value] of Object.entries(figures))
+    console.log(`[fleet] ${scenario}: ${name}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
   const run = inject('fleetRun');
   const file = join(repoRoot, 'bench', 'results', 'fleet', `${run}.json`);
   mkdirSync(dirname(file), { recursive: true });
   // The scenarios run one file after another (no file parallelism), each adding its own.
   const summary: Summary = existsSync(file)
     ? (JSON.parse(readFileSync(file, 'utf8')) as Summary)
-    : { run, gatewayDir, commit: inject('fleetCommit'), haproxyConfig: process.env.FLEET_HAPROXY_CONFIG || 'deploy/haproxy/haproxy.cfg', scenarios: {} };
+    : {
+        run,
+        gatewayDir,
+        commit: inject('fleetCommit'),
+        haproxyConfig: process.env.FLEET_HAPROXY_CONFIG || 'deploy/haproxy/haproxy.cfg',
+        scenarios: {},
+      };
   summary.scenarios[scenario] = figures;
   writeFileSync(file, `${JSON.stringify(summary, null, 2)}\n`);
 }

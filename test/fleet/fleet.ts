@@ -1,6 +1,6 @@
-import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
-import { startHaproxy, type HaproxyProcess } from '../support/haproxy.js';
-import { endProcess, freePorts, fromBuild, startGatewayProcess, type GatewayProcess } from '../support/process.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../../src/reference-upstream/server.js';
+import { type HaproxyProcess, startHaproxy } from '../support/haproxy.js';
+import { endProcess, freePorts, fromBuild, type GatewayProcess, startGatewayProcess } from '../support/process.js';
 import { gatewayDir } from './checkout.js';
 
 /*
@@ -37,7 +37,10 @@ export interface Fleet {
   readonly haproxy: HaproxyProcess;
   readonly reference: ReferenceUpstream;
   readonly gateways: readonly FleetGateway[];
-  /** Stops a replica gracefully, waits until HAProxy has taken it out, starts it again and waits until HAProxy sends it traffic. */
+  /**
+   * Stops a replica gracefully, waits until HAProxy has taken it out, starts it again and waits until HAProxy sends it
+   * traffic.
+   */
   restart(gateway: FleetGateway): Promise<{ exitCode: number | null }>;
   close(): Promise<void>;
 }
@@ -54,7 +57,10 @@ function fleetGateway(index: number, port: number, adminPort: number, env: Recor
       return running;
     },
     async start() {
-      running = await startGatewayProcess({ ...env, PORT: String(port), ADMIN_PORT: String(adminPort) }, fromBuild(gatewayDir));
+      running = await startGatewayProcess(
+        { ...env, PORT: String(port), ADMIN_PORT: String(adminPort) },
+        fromBuild(gatewayDir),
+      );
     },
     async stop(signal) {
       const stopping = running;
@@ -76,7 +82,9 @@ export async function startFleet(env: Record<string, string> = {}): Promise<Flee
   // Every proxy on loopback is trusted (HAProxy, and the tests that call a gateway directly):
   // callers are told apart by the address the tests name in X-Forwarded-For.
   const common = { HOST: '127.0.0.1', LOG_LEVEL: 'warn', UPSTREAM_URL: reference.url, TRUST_PROXY: 'loopback', ...env };
-  const gateways = Array.from({ length: FLEET_SIZE }, (_, i) => fleetGateway(i, ports[i * 2]!, ports[i * 2 + 1]!, common));
+  const gateways = Array.from({ length: FLEET_SIZE }, (_, i) =>
+    fleetGateway(i, ports[i * 2]!, ports[i * 2 + 1]!, common),
+  );
   let haproxy: HaproxyProcess | undefined;
 
   const close = async () => {
@@ -115,10 +123,15 @@ export async function startFleet(env: Record<string, string> = {}): Promise<Flee
   };
 }
 
-/** The sum of every series of `name` in a gateway's /metrics (all labels; or one series, `name{label="…"}` as printed), 0 when it has none. */
+/**
+ * The sum of every series of `name` in a gateway's /metrics (all labels; or one series, `name{label="…"}` as printed),
+ * 0 when it has none.
+ */
 export async function metricTotal(gateway: FleetGateway, name: string): Promise<number> {
   const text = await (await fetch(`${gateway.admin}/metrics`)).text();
   let total = 0;
-  for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`))
+      total += Number(line.slice(line.lastIndexOf(' ') + 1));
   return total;
 }

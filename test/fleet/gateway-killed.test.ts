@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeWithFleet } from '../support/services.js';
 import { recordFigures } from './figures.js';
-import { startFleet, type Fleet } from './fleet.js';
+import { type Fleet, startFleet } from './fleet.js';
 import { describeTally, LOAD_CONNECTIONS, startLoad, type Tally } from './load.js';
 import { demoToken, readsAndWrites } from './operations.js';
 
@@ -23,9 +23,13 @@ describeWithFleet('one gateway killed outright behind HAProxy', () => {
   });
   afterAll(() => fleet?.close());
 
-  it('loses only requests it had taken when it died (at most the load\'s concurrency), none sent after, and runs no mutation twice', async () => {
+  it("loses only requests it had taken when it died (at most the load's concurrency), none sent after, and runs no mutation twice", async () => {
     const ids = fleet.reference.store.headIds().slice(0, 8);
-    const load = startLoad({ url: fleet.url, connections: LOAD_CONNECTIONS, next: readsAndWrites(ids, await demoToken(fleet.url), 10) });
+    const load = startLoad({
+      url: fleet.url,
+      connections: LOAD_CONNECTIONS,
+      next: readsAndWrites(ids, await demoToken(fleet.url), 10),
+    });
     const victim = fleet.gateways[1]!;
     let atKill: Tally;
     let atExit: Tally;
@@ -50,15 +54,21 @@ describeWithFleet('one gateway killed outright behind HAProxy', () => {
       'in flight across the fleet at SIGKILL': atKill.inFlight,
       'sent while it died (SIGKILL to exit)': atExit.sent - atKill.sent,
       'lost of those sent after its exit': lostAfter,
-      'retried by HAProxy on another gateway (connection refused, answered)': fleet.haproxy.requests().filter((request) => request.status === 200 && request.retries > 0).length,
+      'retried by HAProxy on another gateway (connection refused, answered)': fleet.haproxy
+        .requests()
+        .filter((request) => request.status === 200 && request.retries > 0).length,
       "bound: the load's concurrency": LOAD_CONNECTIONS,
     });
     const detail = `${describeTally(tally)}\n${tally.samples.join('\n')}`;
     expect(lostAfter, detail).toBe(0);
     // Each lost request was one the gateway held when it died: never more than the load has in flight.
     expect(tally.failed, detail).toBeLessThanOrEqual(LOAD_CONNECTIONS);
-    // Closed without an answer, or a 502 for the first request of a client connection (HAProxy has no keep-alive close to mimic then).
-    expect(Object.keys(tally.failures).filter((kind) => kind !== 'network UND_ERR_SOCKET' && kind !== 'http 502'), detail).toEqual([]);
+    // Closed without an answer, or a 502 for the first request of a client connection (HAProxy has no keep-alive close
+    // to mimic then).
+    expect(
+      Object.keys(tally.failures).filter((kind) => kind !== 'network UND_ERR_SOCKET' && kind !== 'http 502'),
+      detail,
+    ).toEqual([]);
     // A rename the victim took may or may not have reached the upstream; none was sent twice.
     const renames = fleet.reference.countsByOperation().updateHead ?? 0;
     expect(renames).toBeGreaterThanOrEqual(tally.byKind.write!.ok);

@@ -81,7 +81,12 @@ function failureOf(status: number, text: string): string | undefined {
 export function startLoad(options: LoadOptions): Load {
   const { origin, pathname } = new URL(options.url);
   // Keep-alive connections, never pipelined (HAProxy answers one request at a time per connection anyway).
-  const pool = new Pool(origin, { connections: options.connections, pipelining: 1, headersTimeout: 60_000, bodyTimeout: 60_000 });
+  const pool = new Pool(origin, {
+    connections: options.connections,
+    pipelining: 1,
+    headersTimeout: 60_000,
+    bodyTimeout: 60_000,
+  });
   let n = 0;
   let stopping = false;
   const counts = { sent: 0, ok: 0, failed: 0, inFlight: 0, slowestMs: 0 };
@@ -108,7 +113,11 @@ export function startLoad(options: LoadOptions): Load {
       const response = await pool.request({
         path: pathname,
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...operation.headers },
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/graphql-response+json, application/json',
+          ...operation.headers,
+        },
         body: JSON.stringify(operation.body),
       });
       const text = await response.body.text();
@@ -133,7 +142,13 @@ export function startLoad(options: LoadOptions): Load {
     }
   };
 
-  const tally = (): Tally => ({ ...counts, failures: { ...failures }, byKind: structuredClone(byKind), samples: [...samples], failedOperations: [...failedOperations] });
+  const tally = (): Tally => ({
+    ...counts,
+    failures: { ...failures },
+    byKind: structuredClone(byKind),
+    samples: [...samples],
+    failedOperations: [...failedOperations],
+  });
   const clients = Promise.all(Array.from({ length: options.connections }, client));
   const finished = clients.then(async () => {
     await pool.close();

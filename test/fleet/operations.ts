@@ -27,7 +27,12 @@ export function readsAndWrites(ids: readonly string[], token: string, writeEvery
   const authorization = { authorization: `Bearer ${token}` };
   return (n) => {
     const id = ids[n % ids.length]!;
-    if (writeEvery !== undefined && n % writeEvery === writeEvery - 1) return { kind: 'write', body: { query: updateHead, variables: { i: { id, name: `fleet ${n}` } } }, headers: authorization };
+    if (writeEvery !== undefined && n % writeEvery === writeEvery - 1)
+      return {
+        kind: 'write',
+        body: { query: updateHead, variables: { i: { id, name: `fleet ${n}` } } },
+        headers: authorization,
+      };
     return { kind: 'read', body: { query: headName, variables: { id } }, headers: authorization };
   };
 }

@@ -1,13 +1,13 @@
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startRedis, type RedisProcess } from '../support/redis.js';
+import { type RedisProcess, startRedis } from '../support/redis.js';
 import { describeWithFleet } from '../support/services.js';
 import { subscribeSse } from '../support/sse.js';
 import { until } from '../support/until.js';
 import { recordFigures } from './figures.js';
-import { startFleet, type Fleet } from './fleet.js';
+import { type Fleet, startFleet } from './fleet.js';
 import { updateHead } from './operations.js';
 import { clientAddress, post, writesReach } from './shared-state.js';
-import { Redis } from 'ioredis';
 
 /*
  * Scenario g: what the fleet remembers through restarts, on one Redis node. Every gateway
@@ -28,7 +28,12 @@ describeWithFleet('restarts: the gateways in turn, then Redis (one node)', () =>
   beforeAll(async () => {
     redis = await startRedis();
     // A window of ten a caller (RATE_LIMIT_WINDOW_SECONDS=10, one a second): one burst fills it, whatever the clock.
-    fleet = await startFleet({ REDIS_URL: redis.url, SHUTDOWN_DELAY_MS: String(SHUTDOWN_DELAY_MS), RATE_LIMIT_REQUESTS_PER_SECOND: '1', RATE_LIMIT_WINDOW_SECONDS: String(WINDOW) });
+    fleet = await startFleet({
+      REDIS_URL: redis.url,
+      SHUTDOWN_DELAY_MS: String(SHUTDOWN_DELAY_MS),
+      RATE_LIMIT_REQUESTS_PER_SECOND: '1',
+      RATE_LIMIT_WINDOW_SECONDS: String(WINDOW),
+    });
   });
   afterAll(async () => {
     await fleet?.close();
@@ -38,7 +43,11 @@ describeWithFleet('restarts: the gateways in turn, then Redis (one node)', () =>
   it('two signed-in users behind one address keep their own windows at every gateway just restarted', async () => {
     const office = clientAddress(0xf1ce);
     const token = async (username: string, n: number) => {
-      const answer = await post(fleet.url, { query: LOGIN, variables: { i: { username, password: `${username}-password` } } }, { 'x-forwarded-for': clientAddress(0x100 + n) });
+      const answer = await post(
+        fleet.url,
+        { query: LOGIN, variables: { i: { username, password: `${username}-password` } } },
+        { 'x-forwarded-for': clientAddress(0x100 + n) },
+      );
       expect(answer.body.errors, JSON.stringify(answer.body)).toBeUndefined();
       return `Bearer ${(answer.body.data as { login: { accessToken: string } }).login.accessToken}`;
     };
@@ -46,10 +55,21 @@ describeWithFleet('restarts: the gateways in turn, then Redis (one node)', () =>
     const rounds: { gateway: string; demo: number[]; alice: number; address: number }[] = [];
     for (const gateway of fleet.gateways) {
       await fleet.restart(gateway);
-      // Straight at the gateway just back (as HAProxy would send them), before either user makes a call that checks a token.
-      const from = (authorization?: string) => post(gateway.endpoint, { query: '{ __typename }' }, { 'x-forwarded-for': office, ...(authorization === undefined ? {} : { authorization }) });
+      // Straight at the gateway just back (as HAProxy would send them), before either user makes a call that checks a
+      // token.
+      const from = (authorization?: string) =>
+        post(
+          gateway.endpoint,
+          { query: '{ __typename }' },
+          { 'x-forwarded-for': office, ...(authorization === undefined ? {} : { authorization }) },
+        );
       const burst = await Promise.all(Array.from({ length: WINDOW }, () => from(demo)));
-      rounds.push({ gateway: gateway.name, demo: burst.map((answer) => answer.status), alice: (await from(alice)).status, address: (await from()).status });
+      rounds.push({
+        gateway: gateway.name,
+        demo: burst.map((answer) => answer.status),
+        alice: (await from(alice)).status,
+        address: (await from()).status,
+      });
     }
     recordFigures('signed-in users behind one address through a rolling restart', { rounds });
     for (const round of rounds) {
@@ -64,7 +84,14 @@ describeWithFleet('restarts: the gateways in turn, then Redis (one node)', () =>
     const id = fleet.reference.store.headIds()[5]!;
     const [first, second] = fleet.gateways;
     const client = subscribeSse({ url: first!.endpoint, query: WATCH, variables: { id } });
-    const names = () => client.events.filter((event) => event.event === 'next').map((event) => (JSON.parse(event.data) as { data: { headChanged: { head: { name: string } } } }).data.headChanged.head.name);
+    const names = () =>
+      client.events
+        .filter((event) => event.event === 'next')
+        .map(
+          (event) =>
+            (JSON.parse(event.data) as { data: { headChanged: { head: { name: string } } } }).data.headChanged.head
+              .name,
+        );
     await until(
       async () => {
         await post(first!.endpoint, { query: updateHead, variables: { i: { id, name: 'Seen before the outage' } } });
@@ -78,22 +105,40 @@ describeWithFleet('restarts: the gateways in turn, then Redis (one node)', () =>
     client.close();
     await redis.stop();
     // Through the second gateway while Redis is down: told to its own subscribers only, logged nowhere.
-    const answer = await post(second!.endpoint, { query: updateHead, variables: { i: { id, name: 'Written while Redis was down' } } });
+    const answer = await post(second!.endpoint, {
+      query: updateHead,
+      variables: { i: { id, name: 'Written while Redis was down' } },
+    });
     expect(answer.body.errors, JSON.stringify(answer.body)).toBeUndefined();
     await redis.start();
     const back = performance.now();
-    // Resumed at the third gateway once it writes to Redis again (a gateway without Redis sends the head as it is now anyway).
+    // Resumed at the third gateway once it writes to Redis again (a gateway without Redis sends the head as it is now
+    // anyway).
     const node = new Redis(redis.url);
     let probes = 0;
     try {
-      await until(() => writesReach(fleet.gateways[2]!, [node], probes++), 'the third gateway back on Redis', 20_000, 100);
+      await until(
+        () => writesReach(fleet.gateways[2]!, [node], probes++),
+        'the third gateway back on Redis',
+        20_000,
+        100,
+      );
     } finally {
       node.disconnect();
     }
     const resumed = subscribeSse({ url: fleet.gateways[2]!.endpoint, query: WATCH, variables: { id }, lastEventId });
-    const resumedNames = () => resumed.events.filter((event) => event.event === 'next').map((event) => (JSON.parse(event.data) as { data: { headChanged: { head: { name: string } } } }).data.headChanged.head.name);
+    const resumedNames = () =>
+      resumed.events
+        .filter((event) => event.event === 'next')
+        .map(
+          (event) =>
+            (JSON.parse(event.data) as { data: { headChanged: { head: { name: string } } } }).data.headChanged.head
+              .name,
+        );
     await until(() => resumedNames().length > 0, 'what it missed', 20_000, 20);
-    recordFigures('a resume after Redis restarted empty', { 'ms from Redis back to the resumed client’s event': Math.round(performance.now() - back) });
+    recordFigures('a resume after Redis restarted empty', {
+      'ms from Redis back to the resumed client’s event': Math.round(performance.now() - back),
+    });
     expect(resumedNames()[0]).toBe('Written while Redis was down');
     resumed.close();
   });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeWithFleet } from '../support/services.js';
 import { until } from '../support/until.js';
 import { recordFigures } from './figures.js';
-import { metricTotal, startFleet, type Fleet } from './fleet.js';
+import { type Fleet, metricTotal, startFleet } from './fleet.js';
 import { describeTally, LOAD_CONNECTIONS, startLoad, type Tally } from './load.js';
 import { demoToken, readsAndWrites } from './operations.js';
 
@@ -23,7 +23,11 @@ describeWithFleet('a rolling restart of every gateway behind HAProxy', () => {
 
   it('loses no request under steady keep-alive load, and runs each mutation once', async () => {
     const ids = fleet.reference.store.headIds().slice(0, 8);
-    const load = startLoad({ url: fleet.url, connections: LOAD_CONNECTIONS, next: readsAndWrites(ids, await demoToken(fleet.url), 10) });
+    const load = startLoad({
+      url: fleet.url,
+      connections: LOAD_CONNECTIONS,
+      next: readsAndWrites(ids, await demoToken(fleet.url), 10),
+    });
     const exitCodes: (number | null)[] = [];
     let tally: Tally;
     try {
@@ -31,7 +35,12 @@ describeWithFleet('a rolling restart of every gateway behind HAProxy', () => {
       for (const gateway of fleet.gateways) {
         exitCodes.push((await fleet.restart(gateway)).exitCode);
         // It answers operations again before the next one goes: the fleet is never down to one.
-        await until(async () => (await metricTotal(gateway, 'gateway_operation_duration_seconds_count')) > 0, `${gateway.name} serving again`, 30_000, 50);
+        await until(
+          async () => (await metricTotal(gateway, 'gateway_operation_duration_seconds_count')) > 0,
+          `${gateway.name} serving again`,
+          30_000,
+          50,
+        );
         await load.progress(100);
       }
     } finally {

@@ -24,13 +24,15 @@ function runtimeStage(): { npmCi: string[]; cmd: string[] } {
   const stage = text.slice(text.lastIndexOf('\nFROM '));
   const npmCi = /^RUN .*?\b(npm ci\b[^&;\n]*)/m.exec(stage)?.[1]?.trim().split(/\s+/);
   const cmd = /^CMD (\[.*\])\s*$/m.exec(stage)?.[1];
-  if (npmCi === undefined || cmd === undefined) throw new Error("the Dockerfile's runtime stage has no `RUN npm ci` or no exec-form CMD");
+  if (npmCi === undefined || cmd === undefined)
+    throw new Error("the Dockerfile's runtime stage has no `RUN npm ci` or no exec-form CMD");
   return { npmCi, cmd: JSON.parse(cmd) as string[] };
 }
 
 function run(command: string, args: string[], cwd: string): void {
   const result = spawnSync(command, args, { cwd, encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} failed (${result.status}):\n${result.stdout}${result.stderr}`);
+  if (result.status !== 0)
+    throw new Error(`${command} ${args.join(' ')} failed (${result.status}):\n${result.stdout}${result.stderr}`);
 }
 
 const { npmCi, cmd } = runtimeStage();
@@ -41,11 +43,18 @@ beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'runtime-install-'));
   dist = join(work, 'dist');
   // The build stage's `npm run build`, into a directory of its own (a stale dist/ proves nothing).
-  run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', dist], root);
+  run(
+    process.execPath,
+    [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', dist],
+    root,
+  );
 }, 3 * minutes);
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-/** A runtime tree as the image holds it: package.json (edited by `edit`), the lockfile, dist/, and the runtime stage's install. */
+/**
+ * A runtime tree as the image holds it: package.json (edited by `edit`), the lockfile, dist/, and the runtime stage's
+ * install.
+ */
 function runtimeTree(name: string, edit: (pkg: Record<string, Record<string, string>>) => void = () => {}): string {
   const dir = join(work, name);
   mkdirSync(dir);
@@ -60,7 +69,10 @@ function runtimeTree(name: string, edit: (pkg: Record<string, Record<string, str
   return dir;
 }
 
-/** The image's CMD in `dir`: resolves with the endpoint of its "Gateway listening on" line, or rejects with its output if it exits first. */
+/**
+ * The image's CMD in `dir`: resolves with the endpoint of its "Gateway listening on" line, or rejects with its output
+ * if it exits first.
+ */
 async function startAsTheImage(dir: string): Promise<{ endpoint: string; stop: () => Promise<void> }> {
   const [node, ...args] = cmd;
   expect(node).toBe('node');
@@ -88,7 +100,10 @@ async function startAsTheImage(dir: string): Promise<{ endpoint: string; stop: (
   };
 }
 
-/** Every package dist/ imports, statically or lazily (`import()`, `createRequire(…)(…)`), that does not resolve in `dir`. */
+/**
+ * Every package dist/ imports, statically or lazily (`import()`, `createRequire(…)(…)`), that does not resolve in
+ * `dir`.
+ */
 function unresolvedImports(dir: string): string[] {
   const specifiers = new Set<string>();
   const walk = (path: string) => {
@@ -96,7 +111,9 @@ function unresolvedImports(dir: string): string[] {
       const file = join(path, entry);
       if (statSync(file).isDirectory()) walk(file);
       else if (file.endsWith('.js'))
-        for (const [, specifier] of readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|\brequire\s*\(\s*|\)\(\s*|^import\s+)['"]([^'"]+)['"]/gm))
+        for (const [, specifier] of readFileSync(file, 'utf8').matchAll(
+          /(?:\bfrom\s+|\bimport\s*\(\s*|\brequire\s*\(\s*|\)\(\s*|^import\s+)['"]([^'"]+)['"]/gm,
+        ))
           if (!specifier!.startsWith('.') && !isBuiltin(specifier!)) specifiers.add(specifier!);
     }
   };
@@ -114,7 +131,11 @@ describe("the Dockerfile's runtime stage: `npm ci --omit=dev` beside dist/, then
       expect(unresolvedImports(dir)).toEqual([]);
       const gateway = await startAsTheImage(dir);
       try {
-        const response = await fetch(gateway.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }) });
+        const response = await fetch(gateway.endpoint, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query: '{ heads(first: 1) { totalCount } }' }),
+        });
         expect(response.status).toBe(200);
         const body = (await response.json()) as { data?: { heads: { totalCount: number } }; errors?: unknown };
         expect(body.errors).toBeUndefined();

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startRedisSentinel, type RedisSentinelProcess } from '../support/redis-sentinel.js';
+import { type RedisSentinelProcess, startRedisSentinel } from '../support/redis-sentinel.js';
 import { describeWithFleet } from '../support/services.js';
 import { subscribeSse } from '../support/sse.js';
 import { until } from '../support/until.js';
 import { recordFigures } from './figures.js';
-import { metricTotal, startFleet, type Fleet, type FleetGateway } from './fleet.js';
+import { type Fleet, type FleetGateway, metricTotal, startFleet } from './fleet.js';
 import { describeTally, LOAD_CONNECTIONS, startLoad, type Tally } from './load.js';
 import { demoToken, readsAndWrites, updateHead } from './operations.js';
 import { persisted, post, writesReach } from './shared-state.js';
@@ -24,7 +24,11 @@ describeWithFleet('a Sentinel failover under read load', () => {
   let fleet: Fleet;
   beforeAll(async () => {
     sentinel = await startRedisSentinel();
-    fleet = await startFleet({ REDIS_URL: sentinel.url, RATE_LIMIT_REQUESTS_PER_SECOND: '100000', RESPONSE_CACHE_TTL_MS: '60000' });
+    fleet = await startFleet({
+      REDIS_URL: sentinel.url,
+      RATE_LIMIT_REQUESTS_PER_SECOND: '100000',
+      RESPONSE_CACHE_TTL_MS: '60000',
+    });
   });
   afterAll(async () => {
     await fleet?.close();
@@ -35,11 +39,23 @@ describeWithFleet('a Sentinel failover under read load', () => {
     let probes = 0;
     const reaches = (gateway: FleetGateway, port: number) => writesReach(gateway, [sentinel.client(port)], probes++);
     // Shared before: each gateway found the master through the Sentinels.
-    for (const gateway of fleet.gateways) await until(() => reaches(gateway, sentinel.masterPort), `${gateway.name} writing to the first master`, 20_000, 100);
-    const fallbacksBefore = await Promise.all(fleet.gateways.map((gateway) => metricTotal(gateway, 'gateway_shared_state_fallbacks_total')));
+    for (const gateway of fleet.gateways)
+      await until(
+        () => reaches(gateway, sentinel.masterPort),
+        `${gateway.name} writing to the first master`,
+        20_000,
+        100,
+      );
+    const fallbacksBefore = await Promise.all(
+      fleet.gateways.map((gateway) => metricTotal(gateway, 'gateway_shared_state_fallbacks_total')),
+    );
 
     const ids = fleet.reference.store.headIds().slice(0, 8);
-    const load = startLoad({ url: fleet.url, connections: LOAD_CONNECTIONS, next: readsAndWrites(ids, await demoToken(fleet.url)) });
+    const load = startLoad({
+      url: fleet.url,
+      connections: LOAD_CONNECTIONS,
+      next: readsAndWrites(ids, await demoToken(fleet.url)),
+    });
     const sharedAgainAfterMs = new Map<string, number>();
     let failoverMs = 0;
     let tally: Tally;
@@ -77,16 +93,26 @@ describeWithFleet('a Sentinel failover under read load', () => {
     const query = '{ failover: heads(first: 1) { totalCount } }';
     const caller = { authorization: 'Bearer apq-after-failover' };
     expect((await post(fleet.gateways[0]!.endpoint, persisted(query, true), caller)).body.errors).toBeUndefined();
-    for (const gateway of fleet.gateways.slice(1)) expect((await post(gateway.endpoint, persisted(query, false), caller)).body, gateway.name).toMatchObject({ data: { failover: { totalCount: expect.any(Number) } } });
+    for (const gateway of fleet.gateways.slice(1))
+      expect((await post(gateway.endpoint, persisted(query, false), caller)).body, gateway.name).toMatchObject({
+        data: { failover: { totalCount: expect.any(Number) } },
+      });
 
     // Events too: a write through one gateway reaches a subscriber at another, through the promoted master.
     const id = fleet.reference.store.headIds()[9]!;
-    const subscriber = subscribeSse({ url: fleet.gateways[2]!.endpoint, query: 'subscription($id: ID!) { headChanged(id: $id) { head { name } } }', variables: { id } });
+    const subscriber = subscribeSse({
+      url: fleet.gateways[2]!.endpoint,
+      query: 'subscription($id: ID!) { headChanged(id: $id) { head { name } } }',
+      variables: { id },
+    });
     try {
       let n = 0;
       await until(
         async () => {
-          await post(fleet.gateways[0]!.endpoint, { query: updateHead, variables: { i: { id, name: `after the failover ${n++}` } } });
+          await post(fleet.gateways[0]!.endpoint, {
+            query: updateHead,
+            variables: { i: { id, name: `after the failover ${n++}` } },
+          });
           return subscriber.events.some((event) => event.event === 'next');
         },
         'a write at gateway-1 told to a subscriber at gateway-3',
@@ -97,7 +123,12 @@ describeWithFleet('a Sentinel failover under read load', () => {
       subscriber.close();
     }
 
-    const fallbacks = await Promise.all(fleet.gateways.map(async (gateway, i) => (await metricTotal(gateway, 'gateway_shared_state_fallbacks_total')) - fallbacksBefore[i]!));
+    const fallbacks = await Promise.all(
+      fleet.gateways.map(
+        async (gateway, i) =>
+          (await metricTotal(gateway, 'gateway_shared_state_fallbacks_total')) - fallbacksBefore[i]!,
+      ),
+    );
     recordFigures('sentinel failover', {
       reads: tally.sent,
       'failed reads': tally.failed,
@@ -105,7 +136,9 @@ describeWithFleet('a Sentinel failover under read load', () => {
       'slowest read (ms)': Math.round(tally.slowestMs),
       summary: describeTally(tally),
       'seconds from the kill to the Sentinels naming the new master': seconds(failoverMs),
-      'seconds from the kill to shared writes on the new master, per gateway': Object.fromEntries([...sharedAgainAfterMs].map(([name, ms]) => [name, seconds(ms)])),
+      'seconds from the kill to shared writes on the new master, per gateway': Object.fromEntries(
+        [...sharedAgainAfterMs].map(([name, ms]) => [name, seconds(ms)]),
+      ),
       'commands served from process memory meanwhile, per gateway': fallbacks,
     });
     expect(tally.failed, `${describeTally(tally)}\n${tally.samples.join('\n')}`).toBe(0);

@@ -17,11 +17,18 @@ export interface Answer {
 
 /** A POST of `body` to `endpoint` (a gateway's own /graphql, past HAProxy), with `headers` over the JSON ones. */
 export async function post(endpoint: string, body: object, headers: Record<string, string> = {}): Promise<Answer> {
-  const response = await fetch(endpoint, { method: 'POST', headers: { ...jsonHeaders, ...headers }, body: JSON.stringify(body) });
+  const response = await fetch(endpoint, {
+    method: 'POST',
+    headers: { ...jsonHeaders, ...headers },
+    body: JSON.stringify(body),
+  });
   return { status: response.status, body: (await response.json()) as Answer['body'] };
 }
 
-/** A client address of the fleet's tests (IPv6's documentation prefix), told by X-Forwarded-For (the fleet runs with TRUST_PROXY). */
+/**
+ * A client address of the fleet's tests (IPv6's documentation prefix), told by X-Forwarded-For (the fleet runs with
+ * TRUST_PROXY).
+ */
 export const clientAddress = (n: number): string => `2001:db8::${n.toString(16)}`;
 
 /**
@@ -32,9 +39,12 @@ export const clientAddress = (n: number): string => `2001:db8::${n.toString(16)}
 export async function writesReach(gateway: FleetGateway, nodes: readonly Redis[], probe: number): Promise<boolean> {
   const address = clientAddress(probe);
   const answer = await post(gateway.endpoint, { query: '{ __typename }' }, { 'x-forwarded-for': address });
-  if (answer.status !== 200) throw new Error(`${gateway.name} refused a probe: ${answer.status} ${JSON.stringify(answer.body)}`);
+  if (answer.status !== 200)
+    throw new Error(`${gateway.name} refused a probe: ${answer.status} ${JSON.stringify(answer.body)}`);
   // The counter's key holds the caller as the limiter names it (traffic/caller-limits.ts).
-  const found = await Promise.all(nodes.map(async (node) => (await node.scan('0', 'MATCH', `*address:${address}`, 'COUNT', 100_000))[1].length > 0));
+  const found = await Promise.all(
+    nodes.map(async (node) => (await node.scan('0', 'MATCH', `*address:${address}`, 'COUNT', 100_000))[1].length > 0),
+  );
   return found.includes(true);
 }
 

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startRedisCluster, type RedisClusterProcess } from '../support/redis-cluster.js';
+import { type RedisClusterProcess, startRedisCluster } from '../support/redis-cluster.js';
 import { describeWithFleet } from '../support/services.js';
-import { subscribeSse, type SseSubscription } from '../support/sse.js';
+import { type SseSubscription, subscribeSse } from '../support/sse.js';
 import { until } from '../support/until.js';
 import { recordFigures } from './figures.js';
-import { startFleet, type Fleet } from './fleet.js';
+import { type Fleet, startFleet } from './fleet.js';
 import { updateHead } from './operations.js';
 import { post, writesReach } from './shared-state.js';
 
@@ -21,7 +21,12 @@ const WATCH = 'subscription Watch($id: ID!) { headChanged(id: $id) { head { name
 const CLIENTS = 6;
 
 const names = (subscription: SseSubscription) =>
-  subscription.events.filter((event) => event.event === 'next').map((event) => (JSON.parse(event.data) as { data?: { headChanged: { head: { name: string } } } }).data?.headChanged.head.name);
+  subscription.events
+    .filter((event) => event.event === 'next')
+    .map(
+      (event) =>
+        (JSON.parse(event.data) as { data?: { headChanged: { head: { name: string } } } }).data?.headChanged.head.name,
+    );
 
 describeWithFleet('subscriptions across three gateways on a Redis Cluster', () => {
   let cluster: RedisClusterProcess;
@@ -30,10 +35,15 @@ describeWithFleet('subscriptions across three gateways on a Redis Cluster', () =
   beforeAll(async () => {
     cluster = await startRedisCluster();
     // A limit that refuses nothing: its counters are how a gateway is seen writing to the Cluster.
-    fleet = await startFleet({ REDIS_URL: cluster.url, SHUTDOWN_DELAY_MS: String(SHUTDOWN_DELAY_MS), RATE_LIMIT_REQUESTS_PER_SECOND: '100000' });
+    fleet = await startFleet({
+      REDIS_URL: cluster.url,
+      SHUTDOWN_DELAY_MS: String(SHUTDOWN_DELAY_MS),
+      RATE_LIMIT_REQUESTS_PER_SECOND: '100000',
+    });
     const masters = cluster.nodes.map((node) => cluster.client(node.port));
     let probes = 0;
-    for (const gateway of fleet.gateways) await until(() => writesReach(gateway, masters, probes++), `${gateway.name} writing to the Cluster`, 20_000, 100);
+    for (const gateway of fleet.gateways)
+      await until(() => writesReach(gateway, masters, probes++), `${gateway.name} writing to the Cluster`, 20_000, 100);
   });
   afterAll(async () => {
     for (const subscription of open) subscription.close();
@@ -43,13 +53,18 @@ describeWithFleet('subscriptions across three gateways on a Redis Cluster', () =
 
   it('a write through one gateway reaches the subscribers of every gateway', async () => {
     const id = fleet.reference.store.headIds()[0]!;
-    const subscribers = fleet.gateways.map((gateway) => subscribeSse({ url: gateway.endpoint, query: WATCH, variables: { id } }));
+    const subscribers = fleet.gateways.map((gateway) =>
+      subscribeSse({ url: gateway.endpoint, query: WATCH, variables: { id } }),
+    );
     open.push(...subscribers);
     // Subscribed: a first write reaches each, however long each took to subscribe its channel.
     let n = 0;
     await until(
       async () => {
-        await post(fleet.gateways[0]!.endpoint, { query: updateHead, variables: { i: { id, name: `warm-up ${n++}` } } });
+        await post(fleet.gateways[0]!.endpoint, {
+          query: updateHead,
+          variables: { i: { id, name: `warm-up ${n++}` } },
+        });
         return subscribers.every((subscriber) => names(subscriber).length > 0);
       },
       'every gateway subscribed',
@@ -58,14 +73,23 @@ describeWithFleet('subscriptions across three gateways on a Redis Cluster', () =
     );
     const writtenAt = performance.now();
     await post(fleet.gateways[1]!.endpoint, { query: updateHead, variables: { i: { id, name: 'Through gateway-2' } } });
-    await until(() => subscribers.every((subscriber) => names(subscriber).at(-1) === 'Through gateway-2'), 'the write at every gateway', 10_000, 5);
-    recordFigures('subscriptions on a Cluster', { 'ms from the write to its event at every gateway': Math.round(performance.now() - writtenAt) });
+    await until(
+      () => subscribers.every((subscriber) => names(subscriber).at(-1) === 'Through gateway-2'),
+      'the write at every gateway',
+      10_000,
+      5,
+    );
+    recordFigures('subscriptions on a Cluster', {
+      'ms from the write to its event at every gateway': Math.round(performance.now() - writtenAt),
+    });
     for (const subscriber of subscribers) subscriber.close();
   });
 
   it('a rolling restart: clients moved by each stop resume with Last-Event-ID, and end having seen the last write', async () => {
     const id = fleet.reference.store.headIds()[1]!;
-    const clients = Array.from({ length: CLIENTS }, () => subscribeSse({ url: fleet.url, query: WATCH, variables: { id }, resume: true }));
+    const clients = Array.from({ length: CLIENTS }, () =>
+      subscribeSse({ url: fleet.url, query: WATCH, variables: { id }, resume: true }),
+    );
     open.push(...clients);
     await new Promise((resolve) => setTimeout(resolve, 500));
     let version = 0;

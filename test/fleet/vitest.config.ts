@@ -8,7 +8,8 @@ import { defineConfig } from 'vitest/config';
  */
 export default defineConfig({
   resolve: {
-    // As in the root config: the one CJS copy of graphql 16 for graphql-tools, envelop, Pothos and our code (../shared/STACK-NOTES.md).
+    // As in the root config: the one CJS copy of graphql 16 for graphql-tools, envelop, Pothos and our code
+    // (../shared/STACK-NOTES.md).
     alias: { graphql: fileURLToPath(new URL('../../node_modules/graphql/index.js', import.meta.url)) },
   },
   test: {

@@ -1,6 +1,6 @@
 import { DEMO_CREDENTIALS } from '../../src/reference-upstream/seed.js';
 import { MAX_JSON_BYTES } from '../../src/schema/inputs.js';
-import { answer, post, type Answer, type TestGateway } from './gateway.js';
+import { type Answer, answer, post, type TestGateway } from './gateway.js';
 
 /*
  * The attacks of the abuse-resistance issue (12) and the planner's fragment fan-out, as they were
@@ -11,11 +11,16 @@ import { answer, post, type Answer, type TestGateway } from './gateway.js';
 export const json = (query: string, variables?: Record<string, unknown>) => JSON.stringify({ query, variables });
 export const cursor = (offset: number | string) => Buffer.from(`OffsetConnection:${offset}`).toString('base64');
 export const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
-export const updateMetadata = 'mutation($id: ID!, $m: JSON) { updateHead(input: { id: $id, headMetadata: $m }) { head { id } } }';
+export const updateMetadata =
+  'mutation($id: ID!, $m: JSON) { updateHead(input: { id: $id, headMetadata: $m }) { head { id } } }';
 
 /** A GET of /graphql with `search` as its query string. */
 export const getFrom = async (on: TestGateway, search: string): Promise<Answer> =>
-  answer(await on.gateway.fetch(`http://gateway/graphql?${search}`, { headers: { accept: 'application/json', 'x-graphql-csrf': '1' } }));
+  answer(
+    await on.gateway.fetch(`http://gateway/graphql?${search}`, {
+      headers: { accept: 'application/json', 'x-graphql-csrf': '1' },
+    }),
+  );
 
 export interface Attack {
   readonly name: string;
@@ -44,15 +49,29 @@ export function abuseAttacks(on: () => TestGateway): Attack[] {
     },
     {
       name: 'a variable that fails coercion, with a password in it',
-      send: send(json('mutation($i: LoginInput!) { login(input: $i) { accessToken } }', { i: { ...DEMO_CREDENTIALS, remember: true } })),
+      send: send(
+        json('mutation($i: LoginInput!) { login(input: $i) { accessToken } }', {
+          i: { ...DEMO_CREDENTIALS, remember: true },
+        }),
+      ),
       status: 200,
       code: 'BAD_USER_INPUT',
       refused: 'before execution',
     },
-    { name: 'an invalid JSON body', send: send('{"query": "{ __typename }", "variables": {"password": "demo-password"'), status: 400, code: 'BAD_REQUEST', refused: 'before execution' },
+    {
+      name: 'an invalid JSON body',
+      send: send('{"query": "{ __typename }", "variables": {"password": "demo-password"'),
+      status: 400,
+      code: 'BAD_REQUEST',
+      refused: 'before execution',
+    },
     {
       name: '5,000 nested arrays in headMetadata (variable)',
-      send: () => post(on(), `{"query": ${JSON.stringify(updateMetadata)}, "variables": {"id": "${id()}", "m": ${nested(5_000)}}}`),
+      send: () =>
+        post(
+          on(),
+          `{"query": ${JSON.stringify(updateMetadata)}, "variables": {"id": "${id()}", "m": ${nested(5_000)}}}`,
+        ),
       // Deeper than MAX_VARIABLES_DEPTH: refused before anything reads the variables.
       status: 400,
       code: 'BAD_REQUEST',
@@ -60,21 +79,30 @@ export function abuseAttacks(on: () => TestGateway): Attack[] {
     },
     {
       name: '5,000 nested arrays in headMetadata (literal)',
-      send: () => post(on(), json(`mutation { updateHead(input: { id: "${id()}", headMetadata: ${nested(5_000)} }) { head { id } } }`)),
+      send: () =>
+        post(
+          on(),
+          json(`mutation { updateHead(input: { id: "${id()}", headMetadata: ${nested(5_000)} }) { head { id } } }`),
+        ),
       status: 400,
       code: 'GRAPHQL_PARSE_FAILED',
       refused: 'before execution',
     },
     {
       name: 'headMetadata 33 deep',
-      send: () => post(on(), `{"query": ${JSON.stringify(updateMetadata)}, "variables": {"id": "${id()}", "m": ${nested(33)}}}`),
+      send: () =>
+        post(on(), `{"query": ${JSON.stringify(updateMetadata)}, "variables": {"id": "${id()}", "m": ${nested(33)}}}`),
       status: 200,
       code: 'BAD_USER_INPUT',
       refused: 'before execution',
     },
     {
       name: 'headMetadata 33 deep (literal)',
-      send: () => post(on(), json(`mutation { updateHead(input: { id: "${id()}", headMetadata: ${nested(33)} }) { head { id } } }`)),
+      send: () =>
+        post(
+          on(),
+          json(`mutation { updateHead(input: { id: "${id()}", headMetadata: ${nested(33)} }) { head { id } } }`),
+        ),
       status: 400,
       code: 'BAD_USER_INPUT',
       refused: 'before execution',
@@ -95,10 +123,34 @@ export function abuseAttacks(on: () => TestGateway): Attack[] {
         refused: 'by its field',
       }),
     ),
-    { name: 'malformed GET variables', send: () => getFrom(on(), `query=${encodeURIComponent('{ __typename }')}&variables=%7Bnot-json`), status: 400, code: 'BAD_REQUEST', refused: 'before execution' },
-    { name: 'malformed GET extensions', send: () => getFrom(on(), `query=${encodeURIComponent('{ __typename }')}&extensions=%5B%5B`), status: 400, code: 'BAD_REQUEST', refused: 'before execution' },
-    { name: 'POST variables that are not an object', send: send('{"query": "{ __typename }", "variables": [1, 2]}'), status: 400, code: 'BAD_REQUEST', refused: 'before execution' },
-    { name: 'POST extensions that are not an object', send: send('{"query": "{ __typename }", "extensions": "x"}'), status: 400, code: 'BAD_REQUEST', refused: 'before execution' },
+    {
+      name: 'malformed GET variables',
+      send: () => getFrom(on(), `query=${encodeURIComponent('{ __typename }')}&variables=%7Bnot-json`),
+      status: 400,
+      code: 'BAD_REQUEST',
+      refused: 'before execution',
+    },
+    {
+      name: 'malformed GET extensions',
+      send: () => getFrom(on(), `query=${encodeURIComponent('{ __typename }')}&extensions=%5B%5B`),
+      status: 400,
+      code: 'BAD_REQUEST',
+      refused: 'before execution',
+    },
+    {
+      name: 'POST variables that are not an object',
+      send: send('{"query": "{ __typename }", "variables": [1, 2]}'),
+      status: 400,
+      code: 'BAD_REQUEST',
+      refused: 'before execution',
+    },
+    {
+      name: 'POST extensions that are not an object',
+      send: send('{"query": "{ __typename }", "extensions": "x"}'),
+      status: 400,
+      code: 'BAD_REQUEST',
+      refused: 'before execution',
+    },
   ];
 }
 

@@ -1,4 +1,4 @@
-import { chromium, type Browser, type Page, type Request } from 'playwright-core';
+import { type Browser, chromium, type Page, type Request } from 'playwright-core';
 import { requireProgram } from './services.js';
 
 const CHROMIUM_ARGS = [
@@ -17,7 +17,12 @@ const CHROMIUM_ARGS = [
  * here, ../shared/STACK-NOTES.md) headless; playwright gives every launch a fresh temporary profile.
  */
 export function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: requireProgram('chromium'), args: CHROMIUM_ARGS, headless: true, timeout: 15_000 });
+  return chromium.launch({
+    executablePath: requireProgram('chromium'),
+    args: CHROMIUM_ARGS,
+    headless: true,
+    timeout: 15_000,
+  });
 }
 
 export interface NetworkLog {
@@ -59,7 +64,9 @@ export function watchPage(page: Page, allowedOrigin: string): NetworkLog {
   };
   const onRequest = (request: Request) => log.requests.push({ method: request.method(), url: request.url() });
   page.on('request', onRequest);
-  page.on('requestfailed', (request) => log.failed.push({ url: request.url(), error: request.failure()?.errorText ?? 'unknown' }));
+  page.on('requestfailed', (request) =>
+    log.failed.push({ url: request.url(), error: request.failure()?.errorText ?? 'unknown' }),
+  );
   page.on('response', (response) => {
     if (response.status() >= 400) log.errorResponses.push({ url: response.url(), status: response.status() });
   });

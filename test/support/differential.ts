@@ -1,8 +1,8 @@
-import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
+import fc from 'fast-check';
 import { DEMO_CREDENTIALS } from '../../src/reference-upstream/seed.js';
 import { startTestGateway, type TestGateway } from './gateway.js';
-import { generatedRequests, type GeneratedRequest } from './generated-requests.js';
+import { type GeneratedRequest, generatedRequests } from './generated-requests.js';
 import { until } from './until.js';
 
 /*
@@ -32,7 +32,10 @@ export interface Side {
 /** A gateway of one side on a reference upstream of its own, the demo user logged in there. */
 export async function startSide(name: Side['name'], env: Record<string, string>): Promise<Side> {
   const t = await startTestGateway({ env });
-  const login = await t.execute<{ login: { accessToken: string } }>('mutation($input: LoginInput!) { login(input: $input) { accessToken } }', { input: DEMO_CREDENTIALS });
+  const login = await t.execute<{ login: { accessToken: string } }>(
+    'mutation($input: LoginInput!) { login(input: $input) { accessToken } }',
+    { input: DEMO_CREDENTIALS },
+  );
   const token = login.data?.login.accessToken;
   if (token === undefined) throw new Error(`${name}: the demo login failed: ${JSON.stringify(login)}`);
   t.reset();
@@ -44,10 +47,10 @@ export async function startSide(name: Side['name'], env: Record<string, string>)
 /**
  * Response headers left out of the comparison, each because it differs by nature between two
  * servers answering the same request, not by how the answer was made:
- * - `date`: the wall clock at the moment each server wrote its head.
- * Nothing else is left out (`clockReadings` below are compared without their clock): `x-request-id` is the one each request sends (echoed identically),
- * `connection` and `keep-alive` are Node's for a keep-alive request on either side (and a path
- * that closed connections should show), `content-length` and `etag` follow the body.
+ * - `date`: the wall clock at the moment each server wrote its head. Nothing else is left out (`clockReadings` below
+ *   are compared without their clock): `x-request-id` is the one each request sends (echoed identically), `connection`
+ *   and `keep-alive` are Node's for a keep-alive request on either side (and a path that closed connections should
+ *   show), `content-length` and `etag` follow the body.
  */
 const headersBorn = new Set(['date']);
 
@@ -69,24 +72,42 @@ type Route = 'interpreter' | 'compiled code';
 
 interface Observed {
   readonly status: number;
-  /** Every response header as fetch gives them (names lower-cased and sorted, a repeated one joined by commas), but `headersBorn`. */
+  /**
+   * Every response header as fetch gives them (names lower-cased and sorted, a repeated one joined by commas), but
+   * `headersBorn`.
+   */
   readonly headers: [string, string][];
   readonly body: string;
-  /** The upstream calls the send made, as `operation method path?query → status`, sorted (calls in flight together arrive in any order). */
+  /**
+   * The upstream calls the send made, as `operation method path?query → status`, sorted (calls in flight together
+   * arrive in any order).
+   */
   readonly calls: string[];
 }
 
-const counted = async (t: TestGateway): Promise<number> => (await t.metrics.compiledExecutions.get()).values[0]?.value ?? 0;
+const counted = async (t: TestGateway): Promise<number> =>
+  (await t.metrics.compiledExecutions.get()).values[0]?.value ?? 0;
 
 /** One send of a request to one side: its answer and the upstream calls it made. */
-async function send(on: Side, request: GeneratedRequest, text: string, requestId: string): Promise<Observed & { route: Route }> {
+async function send(
+  on: Side,
+  request: GeneratedRequest,
+  text: string,
+  requestId: string,
+): Promise<Observed & { route: Route }> {
   const headers: Record<string, string> = { 'x-request-id': requestId, 'accept-encoding': request.acceptEncoding };
   if (request.accept !== undefined) headers.accept = request.accept;
   if (request.origin !== undefined) headers.origin = request.origin;
-  if (request.auth !== 'none') headers.authorization = `Bearer ${request.auth === 'demo token' ? on.token : 'not-a-token-of-this-upstream'}`;
+  if (request.auth !== 'none')
+    headers.authorization = `Bearer ${request.auth === 'demo token' ? on.token : 'not-a-token-of-this-upstream'}`;
   let url = on.endpoint;
   let body: string | undefined;
-  const params = { query: text, ...(request.variables === undefined ? {} : { variables: request.variables }), ...(request.operationName === undefined ? {} : { operationName: request.operationName }), ...(request.extensions === undefined ? {} : { extensions: request.extensions }) };
+  const params = {
+    query: text,
+    ...(request.variables === undefined ? {} : { variables: request.variables }),
+    ...(request.operationName === undefined ? {} : { operationName: request.operationName }),
+    ...(request.extensions === undefined ? {} : { extensions: request.extensions }),
+  };
   if (request.method === 'POST') {
     headers['content-type'] = 'application/json';
     body = JSON.stringify(params);
@@ -102,18 +123,30 @@ async function send(on: Side, request: GeneratedRequest, text: string, requestId
   const executionsAfter = await counted(on.t);
   return {
     status: response.status,
-    headers: [...response.headers].filter(([name]) => !headersBorn.has(name)).map(([name, value]) => [name, clockReadings[name]?.(value) ?? value]),
+    headers: [...response.headers]
+      .filter(([name]) => !headersBorn.has(name))
+      .map(([name, value]) => [name, clockReadings[name]?.(value) ?? value]),
     body: answer,
     calls: on.t
       .calls()
-      .map((call) => `${call.operation ?? '(no route)'} ${call.method} ${call.path}${Object.keys(call.query).length > 0 ? `?${new URLSearchParams(call.query)}` : ''} → ${call.status ?? 'no answer'}`)
+      .map(
+        (call) =>
+          `${call.operation ?? '(no route)'} ${call.method} ${call.path}${Object.keys(call.query).length > 0 ? `?${new URLSearchParams(call.query)}` : ''} → ${call.status ?? 'no answer'}`,
+      )
       .sort(),
     route: executionsAfter > executionsBefore ? 'compiled code' : 'interpreter',
   };
 }
 
 /** The two answers to one send, side by side, for a failure's message. */
-function difference(request: GeneratedRequest, text: string, sendIndex: number, route: Route, a: Observed, b: Observed): string {
+function difference(
+  request: GeneratedRequest,
+  text: string,
+  sendIndex: number,
+  route: Route,
+  a: Observed,
+  b: Observed,
+): string {
   const lines = [
     `send ${sendIndex + 1} of ${SENDS} differs (the compiled gateway ran it by its ${route})`,
     `request: ${request.method} ${JSON.stringify({ query: text, variables: request.variables, operationName: request.operationName, extensions: request.extensions })}`,
@@ -121,24 +154,38 @@ function difference(request: GeneratedRequest, text: string, sendIndex: number, 
   ];
   const show = (what: string, x: unknown, y: unknown) => {
     if (isDeepStrictEqual(x, y)) return;
-    lines.push(`${what}:`, `  compiled:    ${typeof x === 'string' ? x : JSON.stringify(x)}`, `  interpreted: ${typeof y === 'string' ? y : JSON.stringify(y)}`);
+    lines.push(
+      `${what}:`,
+      `  compiled:    ${typeof x === 'string' ? x : JSON.stringify(x)}`,
+      `  interpreted: ${typeof y === 'string' ? y : JSON.stringify(y)}`,
+    );
   };
   show('status', a.status, b.status);
   const names = [...new Set([...a.headers, ...b.headers].map(([name]) => name))].sort();
-  for (const name of names) show(`header ${name}`, a.headers.filter(([n]) => n === name).map(([, v]) => v), b.headers.filter(([n]) => n === name).map(([, v]) => v));
+  for (const name of names)
+    show(
+      `header ${name}`,
+      a.headers.filter(([n]) => n === name).map(([, v]) => v),
+      b.headers.filter(([n]) => n === name).map(([, v]) => v),
+    );
   show('body', a.body, b.body);
   show('upstream calls', a.calls, b.calls);
   return lines.join('\n');
 }
 
-
 /** The two sides of a comparison, with `env` set on both. */
-export async function startSides(env: Record<string, string> = {}): Promise<{ compiled: Side; interpreted: Side; close: () => Promise<void> }> {
+export async function startSides(
+  env: Record<string, string> = {},
+): Promise<{ compiled: Side; interpreted: Side; close: () => Promise<void> }> {
   const [compiled, interpreted] = await Promise.all([
     startSide('compiled', { ...env, COMPILED_EXECUTION: 'on', COMPILED_EXECUTION_AT_RUN: String(COMPILE_AT_RUN) }),
     startSide('interpreted', { ...env, COMPILED_EXECUTION: 'off' }),
   ]);
-  return { compiled, interpreted, close: async () => void (await Promise.all([compiled.t.close(), interpreted.t.close()])) };
+  return {
+    compiled,
+    interpreted,
+    close: async () => void (await Promise.all([compiled.t.close(), interpreted.t.close()])),
+  };
 }
 
 /** What the generated requests did, to hold the generator to its purpose. */
@@ -156,11 +203,22 @@ export interface Seen {
  * answers. Each request's text is its own (a comment at its end), so the compiled gateway meets it
  * anew each time, shrinking included: its first send is always the interpreter's.
  */
-export async function compare(compiled: Side, interpreted: Side, options: { readonly seed: number; readonly runs: number; readonly shrink?: boolean }): Promise<Seen & { readonly sends: number }> {
+export async function compare(
+  compiled: Side,
+  interpreted: Side,
+  options: { readonly seed: number; readonly runs: number; readonly shrink?: boolean },
+): Promise<Seen & { readonly sends: number }> {
   // Both upstreams are seeded alike and no mutation is sent: the same heads, in the same order, throughout.
   const ids = compiled.t.reference.store.headIds();
-  if (!isDeepStrictEqual(interpreted.t.reference.store.headIds(), ids)) throw new Error('the two upstreams hold different heads');
-  const seen: Seen = { requests: 0, executed: 0, refused: 0, withCalls: 0, routes: { interpreter: 0, 'compiled code': 0 } };
+  if (!isDeepStrictEqual(interpreted.t.reference.store.headIds(), ids))
+    throw new Error('the two upstreams hold different heads');
+  const seen: Seen = {
+    requests: 0,
+    executed: 0,
+    refused: 0,
+    withCalls: 0,
+    routes: { interpreter: 0, 'compiled code': 0 },
+  };
   let run = 0;
   await fc.assert(
     fc.asyncProperty(generatedRequests(ids), async (request) => {
@@ -170,11 +228,15 @@ export async function compare(compiled: Side, interpreted: Side, options: { read
       for (let i = 0; i < SENDS; i++) {
         // One id per send, the same on both sides: the gateway echoes it in `x-request-id`.
         const requestId = `differential-${id}-${i}`;
-        const [a, b] = await Promise.all([send(compiled, request, text, requestId), send(interpreted, request, text, requestId)]);
+        const [a, b] = await Promise.all([
+          send(compiled, request, text, requestId),
+          send(interpreted, request, text, requestId),
+        ]);
         const { route, ...answerA } = a;
         const answerB: Observed = { status: b.status, headers: b.headers, body: b.body, calls: b.calls };
         seen.routes[route]++;
-        if (!isDeepStrictEqual(answerA, answerB)) throw new Error(difference(request, text, i, route, answerA, answerB));
+        if (!isDeepStrictEqual(answerA, answerB))
+          throw new Error(difference(request, text, i, route, answerA, answerB));
         if (i === 0) {
           if (answerB.body.includes('"data":')) seen.executed++;
           if (/"code":"GRAPHQL_(PARSE|VALIDATION)_FAILED"/.test(answerB.body)) seen.refused++;

@@ -2,21 +2,21 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { loadConfig } from '../../src/config.js';
+import { type ReferenceUpstream, startReferenceUpstream } from '../../src/reference-upstream/server.js';
+import { HeadShape } from '../../src/reference-upstream/store.js';
 import { buildGateway, type Gateway } from '../../src/server/gateway.js';
 import { createGatewayServer } from '../../src/server/http/http-server.js';
-import type { Handler } from '../../src/server/transports/node.js';
 import { createLogger } from '../../src/server/instruments/logger.js';
 import { GatewayMetrics } from '../../src/server/instruments/metrics.js';
+import type { HeadEvents } from '../../src/server/real-time/head-events.js';
+import type { Subscriptions } from '../../src/server/real-time/subscriptions.js';
 import { connectSharedState, type SharedRedis } from '../../src/server/shared-state/shared-redis.js';
-import { startReferenceUpstream, type ReferenceUpstream } from '../../src/reference-upstream/server.js';
-import { HeadShape } from '../../src/reference-upstream/store.js';
+import type { KnownTokens } from '../../src/server/traffic/known-tokens.js';
+import type { Handler } from '../../src/server/transports/node.js';
+import type { WebSocketTransport } from '../../src/server/transports/websocket.js';
 import type { Tracing } from '../../src/telemetry/tracing.js';
 import type { UpstreamAttempt } from '../../src/upstream/transport.js';
 import type { Upstream } from '../../src/upstream/upstream.js';
-import type { HeadEvents } from '../../src/server/real-time/head-events.js';
-import type { KnownTokens } from '../../src/server/traffic/known-tokens.js';
-import type { Subscriptions } from '../../src/server/real-time/subscriptions.js';
-import type { WebSocketTransport } from '../../src/server/transports/websocket.js';
 
 export interface GraphQLResponse<T = Record<string, unknown>> {
   data?: T | null;
@@ -31,7 +31,10 @@ export interface Answer<T = GraphQLResponse> {
 }
 
 /** A fresh object each time: `gateway.fetch` writes the body's content-length into the headers object it is given. */
-export const jsonHeaders = () => ({ 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json' });
+export const jsonHeaders = () => ({
+  'content-type': 'application/json',
+  accept: 'application/graphql-response+json, application/json',
+});
 
 export async function answer<T = GraphQLResponse>(response: Response): Promise<Answer<T>> {
   const text = await response.text();
@@ -39,12 +42,23 @@ export async function answer<T = GraphQLResponse>(response: Response): Promise<A
 }
 
 /** A POST to the gateway's /graphql: `body` as it is (a string) or as JSON, with `headers` over the JSON ones. */
-export async function post(on: TestGateway, body: string | object, headers: Record<string, string> = {}): Promise<Answer> {
-  return answer(await on.gateway.fetch('http://gateway/graphql', { method: 'POST', headers: { ...jsonHeaders(), ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) }));
+export async function post(
+  on: TestGateway,
+  body: string | object,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  return answer(
+    await on.gateway.fetch('http://gateway/graphql', {
+      method: 'POST',
+      headers: { ...jsonHeaders(), ...headers },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    }),
+  );
 }
 
 /** A head as the reference upstream serves it (`shape`: Get Head Ext By Id A by default), to compare answers with. */
-export const upstreamHead = (on: TestGateway, id: string, shape: HeadShape = HeadShape.A_EXT) => on.reference.store.project(on.reference.store.findHead(id)!, shape) as Record<string, any>;
+export const upstreamHead = (on: TestGateway, id: string, shape: HeadShape = HeadShape.A_EXT) =>
+  on.reference.store.project(on.reference.store.findHead(id)!, shape) as Record<string, any>;
 
 /**
  * A gateway on the real reference upstream (loopback port), served on a loopback port of its own
@@ -57,7 +71,9 @@ export interface TestGateway {
   readonly gateway: Gateway;
   /** The same gateway on the fetch transport (WHATWG Request and Response, no socket). */
   readonly app: Gateway;
-  /** The same gateway on the HTTP transport: what Node's server serves (`listen` puts it behind the production server). */
+  /**
+   * The same gateway on the HTTP transport: what Node's server serves (`listen` puts it behind the production server).
+   */
   readonly handler: Handler;
   /** Its tracing (OTEL_* in `env`): `flush` exports the spans still in the batch. */
   readonly tracing: Tracing;
@@ -75,7 +91,11 @@ export interface TestGateway {
   readonly logLines: string[];
   /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
   readonly attempts: UpstreamAttempt[];
-  execute<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<GraphQLResponse<T>>;
+  execute<T = Record<string, unknown>>(
+    query: string,
+    variables?: Record<string, unknown>,
+    headers?: Record<string, string>,
+  ): Promise<GraphQLResponse<T>>;
   /** Its /graphql URL, on the loopback port it is served on (main.ts's server, compression included). */
   listen(): Promise<string>;
   /** Upstream requests recorded since the last reset, optionally of one operation. */
@@ -100,16 +120,28 @@ function capturingLogger(): { logger: Logger; lines: string[] } {
  * The gateway as `main.ts` builds it (`buildGateway`), configured by `env` as the process
  * environment would configure it (defaults for the rest), on a reference upstream of its own.
  */
-/** `reference`: another gateway's reference upstream, shared (two replicas in front of one upstream); closed by its own gateway. */
-export async function startTestGateway(options: { env?: Record<string, string>; reference?: ReferenceUpstream } = {}): Promise<TestGateway> {
+/**
+ * `reference`: another gateway's reference upstream, shared (two replicas in front of one upstream); closed by its own
+ * gateway.
+ */
+export async function startTestGateway(
+  options: { env?: Record<string, string>; reference?: ReferenceUpstream } = {},
+): Promise<TestGateway> {
   const config = loadConfig(options.env ?? {});
   const reference = options.reference ?? (await startReferenceUpstream());
   const attempts: UpstreamAttempt[] = [];
   const metrics = new GatewayMetrics({ defaultMetrics: false });
   const { logger, lines: logLines } = capturingLogger();
   const redis = config.redis === undefined ? undefined : await connectSharedState(config.redis, logger, metrics);
-  const cacheRedis = config.responseCacheRedis === undefined ? undefined : await connectSharedState(config.responseCacheRedis, logger, metrics);
-  const { app, handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing } = buildGateway(config, reference.url, { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) });
+  const cacheRedis =
+    config.responseCacheRedis === undefined
+      ? undefined
+      : await connectSharedState(config.responseCacheRedis, logger, metrics);
+  const { app, handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing } = buildGateway(
+    config,
+    reference.url,
+    { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) },
+  );
   await knownTokens.load();
   const server = createGatewayServer(handler, config, metrics);
   websocket.attach(server);
@@ -142,13 +174,18 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
     async execute(query, variables, headers = {}) {
       const response = await gateway.fetch('http://gateway/graphql', {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/graphql-response+json, application/json',
+          ...headers,
+        },
         body: JSON.stringify({ query, variables }),
       });
       return (await response.json()) as GraphQLResponse<never>;
     },
     listen: () => Promise.resolve(`${origin}/graphql`),
-    calls: (operation) => (operation === undefined ? reference.requests : reference.requests.filter((r) => r.operation === operation)),
+    calls: (operation) =>
+      operation === undefined ? reference.requests : reference.requests.filter((r) => r.operation === operation),
     reset() {
       reference.clearFaults();
       reference.resetRecording();

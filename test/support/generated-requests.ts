@@ -1,6 +1,11 @@
 import { encodeGlobalID, offsetToCursor } from '@pothos/plugin-relay';
 import fc from 'fast-check';
 import {
+  type GraphQLArgument,
+  type GraphQLField,
+  type GraphQLInputType,
+  type GraphQLInterfaceType,
+  type GraphQLObjectType,
   getNamedType,
   isEnumType,
   isInterfaceType,
@@ -8,11 +13,6 @@ import {
   isListType,
   isNonNullType,
   isObjectType,
-  type GraphQLArgument,
-  type GraphQLField,
-  type GraphQLInputType,
-  type GraphQLInterfaceType,
-  type GraphQLObjectType,
 } from 'graphql';
 import { schema } from '../../src/schema/index.js';
 
@@ -51,7 +51,9 @@ type Flaw = (typeof flaws)[number];
 
 const unknownHeadIds = ['00000000-0000-4000-8000-000000000000', 'f0e1d2c3-b4a5-4968-8776-655443322110'];
 
-/** A request as a client sends it; `auth` says which token it carries (the demo user's is the caller's to log in for). */
+/**
+ * A request as a client sends it; `auth` says which token it carries (the demo user's is the caller's to log in for).
+ */
 export interface GeneratedRequest {
   readonly method: 'POST' | 'GET';
   readonly query: string;
@@ -134,7 +136,9 @@ class DocumentWriter {
         return chance(g, 15) ? pick(g, [0, 101, -1, 20]) : g(fc.integer, { min: 1, max: 5 });
       case 'after':
       case 'before':
-        return chance(g, 20) ? pick(g, ['garbage', Buffer.from('OffsetConnection:1.5').toString('base64')]) : offsetToCursor(g(fc.integer, { min: 0, max: 270 }));
+        return chance(g, 20)
+          ? pick(g, ['garbage', Buffer.from('OffsetConnection:1.5').toString('base64')])
+          : offsetToCursor(g(fc.integer, { min: 0, max: 270 }));
       case 'search':
         return pick(g, ['Cobalt', 'head 00', 'Zephyr', 'no such head', '']);
       case 'style':
@@ -143,7 +147,10 @@ class DocumentWriter {
     return this.plain(arg.type);
   }
 
-  /** A value of an input type with no meaning attached (not reached by today's schema, whose arguments all have one above). */
+  /**
+   * A value of an input type with no meaning attached (not reached by today's schema, whose arguments all have one
+   * above).
+   */
   private plain(type: GraphQLInputType): unknown {
     const g = this.g;
     if (isNonNullType(type)) return this.plain(type.ofType);
@@ -204,10 +211,19 @@ class DocumentWriter {
 
   private field(field: GraphQLField<unknown, unknown>, depth: number, alias?: string): string {
     const g = this.g;
-    let text = alias !== undefined ? `${alias}: ${field.name}` : chance(g, 15) ? `${this.fresh('a')}: ${field.name}` : field.name;
+    let text =
+      alias !== undefined
+        ? `${alias}: ${field.name}`
+        : chance(g, 15)
+          ? `${this.fresh('a')}: ${field.name}`
+          : field.name;
     // The flaw of a missing argument goes only where one is required.
-    const missing = field.args.some((arg) => isNonNullType(arg.type)) ? this.takeFlaw('missing required argument') : undefined;
-    const args = field.args.filter((arg) => (isNonNullType(arg.type) ? missing === undefined : chance(g, 45))).map((arg) => this.argument(arg));
+    const missing = field.args.some((arg) => isNonNullType(arg.type))
+      ? this.takeFlaw('missing required argument')
+      : undefined;
+    const args = field.args
+      .filter((arg) => (isNonNullType(arg.type) ? missing === undefined : chance(g, 45)))
+      .map((arg) => this.argument(arg));
     if (this.takeFlaw('unknown argument')) args.push('colour: 1');
     if (args.length > 0) text += `(${args.join(', ')})`;
     text += this.directive();
@@ -226,9 +242,13 @@ class DocumentWriter {
     // Deep down, leaves only: the documents stay small enough to be compiled (COMPILED_EXECUTION_MAX_FIELDS).
     const fields = depth >= 5 ? all.filter((field) => isLeafType(getNamedType(field.type))) : all;
     // Indexes, not the fields: fc.gen compares its arguments, and a field leads to the whole schema.
-    const chosen = g(fc.shuffledSubarray, [...fields.keys()], { minLength: isInterfaceType(type) ? 0 : 1, maxLength: Math.min(4, fields.length) });
+    const chosen = g(fc.shuffledSubarray, [...fields.keys()], {
+      minLength: isInterfaceType(type) ? 0 : 1,
+      maxLength: Math.min(4, fields.length),
+    });
     const parts = chosen.map((index) => this.field(fields[index]!, depth));
-    if (parts.length === 0 || chance(g, 15)) parts.push(chance(g, 20) ? `${this.fresh('t')}: __typename` : '__typename');
+    if (parts.length === 0 || chance(g, 15))
+      parts.push(chance(g, 20) ? `${this.fresh('t')}: __typename` : '__typename');
     if (this.takeFlaw('unknown field')) parts.push(pick(g, ['doesNotExist', 'token', 'head_id']));
     if (this.takeFlaw('unknown fragment')) parts.push('...Missing');
     if (depth < 5 && (isInterfaceType(type) || chance(g, 15))) {
@@ -289,11 +309,16 @@ class DocumentWriter {
     // One root field half the time (a non-null root field beside others is never compiled), up to three.
     const count = Math.max(1, g(fc.integer, { min: 0, max: 3 }));
     // Root fields under aliases of their own after the first: the same field with other arguments would conflict.
-    const parts = Array.from({ length: count }, (_, i) => this.field(pick(g, roots), 1, i === 0 ? undefined : this.fresh('r')));
+    const parts = Array.from({ length: count }, (_, i) =>
+      this.field(pick(g, roots), 1, i === 0 ? undefined : this.fresh('r')),
+    );
     const flawed = this.rootFlaw();
     if (flawed !== undefined) parts.push(flawed);
     const declarations = this.declarations.length > 0 ? `(${this.declarations.join(', ')})` : '';
-    const head = name === undefined && declarations === '' && chance(g, 30) ? '' : `query${name === undefined ? '' : ` ${name}`}${declarations} `;
+    const head =
+      name === undefined && declarations === '' && chance(g, 30)
+        ? ''
+        : `query${name === undefined ? '' : ` ${name}`}${declarations} `;
     return [`${head}{ ${parts.join(' ')} }`, ...this.fragments].join('\n');
   }
 }
@@ -301,14 +326,23 @@ class DocumentWriter {
 /** A document damaged as a hand might: cut short, or a stray character put in. */
 function damaged(g: Gen, text: string): string {
   const at = g(fc.integer, { min: 0, max: text.length });
-  return chance(g, 40) ? text.slice(0, at) : `${text.slice(0, at)}${pick(g, ['{', '}', '(', ':', '$', '"', '...', '@', '!'])}${text.slice(at)}`;
+  return chance(g, 40)
+    ? text.slice(0, at)
+    : `${text.slice(0, at)}${pick(g, ['{', '}', '(', ':', '$', '"', '...', '@', '!'])}${text.slice(at)}`;
 }
 
 /**
  * Accept headers: none ("absent": fetch sends its `*\/*`), each JSON type alone and both, with
  * q-values, and one the gateway answers in no type of (406).
  */
-const accepts = [undefined, 'application/json', 'application/graphql-response+json', 'application/graphql-response+json, application/json', 'application/json;q=0.9, application/graphql-response+json', 'text/html'] as const;
+const accepts = [
+  undefined,
+  'application/json',
+  'application/graphql-response+json',
+  'application/graphql-response+json, application/json',
+  'application/json;q=0.9, application/graphql-response+json',
+  'text/html',
+] as const;
 
 /**
  * Requests generated from the schema, over the heads `ids` names (and others), in the shapes clients

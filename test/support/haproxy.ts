@@ -48,8 +48,12 @@ export interface HaproxyProcess {
   stop(): Promise<void>;
 }
 
-/** `127.0.0.1:51234 [27/Nov/2026:00:16:14.965] public gateways/gateway-1 0/0/0/1/1 200 84 - - ---- 1/1/0/0/+1 0/0 "GET / HTTP/1.1"` */
-const requestLine = /^\S+ \[[^\]]+\] \S+ [^/\s]+\/(\S+) \S+ (-?\d+) \S+ \S+ \S+ (\S{4}) \d+\/\d+\/\d+\/\d+\/(\+?)(\d+) /;
+/**
+ * `127.0.0.1:51234 [27/Nov/2026:00:16:14.965] public gateways/gateway-1 0/0/0/1/1 200 84 - - ---- 1/1/0/0/+1 0/0 "GET /
+ * HTTP/1.1"`
+ */
+const requestLine =
+  /^\S+ \[[^\]]+\] \S+ [^/\s]+\/(\S+) \S+ (-?\d+) \S+ \S+ \S+ (\S{4}) \d+\/\d+\/\d+\/\d+\/(\+?)(\d+) /;
 const stateLine = /Server [^/\s]+\/(\S+) is (UP|DOWN)\b/;
 
 /** `config`: another file, to compare settings (the fleet suite's FLEET_HAPROXY_CONFIG); the shipped one by default. */
@@ -60,7 +64,10 @@ export async function startHaproxy(backends: readonly Backend[], config = haprox
     env[`GATEWAY_${i + 1}`] = backend.address;
     env[`GATEWAY_${i + 1}_ADMIN_PORT`] = String(backend.adminPort);
   }
-  const child = spawn(requireProgram('haproxy'), ['-f', config, '-db'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(requireProgram('haproxy'), ['-f', config, '-db'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const exited = once(child, 'exit');
   const lines: string[] = [];
   const states = new Map<string, ServerState>();
@@ -71,7 +78,14 @@ export async function startHaproxy(backends: readonly Backend[], config = haprox
       const state = stateLine.exec(line);
       if (state) states.set(state[1]!, state[2] as ServerState);
       const request = requestLine.exec(line);
-      if (request) requests.push({ server: request[1]!, status: Number(request[2]), termination: request[3]!, redispatched: request[4] === '+', retries: Number(request[5]) });
+      if (request)
+        requests.push({
+          server: request[1]!,
+          status: Number(request[2]),
+          termination: request[3]!,
+          redispatched: request[4] === '+',
+          retries: Number(request[5]),
+        });
     });
   }
   const output = () => lines.join('\n');

@@ -1,6 +1,6 @@
 import { parse } from 'graphql';
 import type { Strategy } from '../../src/domain/needs.js';
-import { Planner, type OperationPlan } from '../../src/plan/operation-plan.js';
+import { type OperationPlan, Planner } from '../../src/plan/operation-plan.js';
 import { schema } from '../../src/schema/index.js';
 
 const planners: Record<Strategy, Planner> = {
@@ -14,5 +14,10 @@ export function planOf(
   variables: Record<string, unknown> = {},
   options: { strategy?: Strategy; operationName?: string | undefined; authorized?: boolean } = {},
 ): OperationPlan {
-  return planners[options.strategy ?? 'selection'].plan({ document: parse(query), operationName: options.operationName, variables, authorized: options.authorized ?? false });
+  return planners[options.strategy ?? 'selection'].plan({
+    document: parse(query),
+    operationName: options.operationName,
+    variables,
+    authorized: options.authorized ?? false,
+  });
 }

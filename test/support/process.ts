@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { type ChildProcess, type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { connect, createServer } from 'node:net';
 
@@ -24,15 +24,24 @@ export interface GatewayCommand {
 /** `npm run start:dev`: the sources through tsx, from this checkout. */
 const fromSources: GatewayCommand = { args: ['--import', 'tsx', 'src/main.ts'] };
 
-/** `npm start` without its build step: a built checkout's `dist/main.js`, in that checkout (the fleet test runs older builds too). */
+/**
+ * `npm start` without its build step: a built checkout's `dist/main.js`, in that checkout (the fleet test runs older
+ * builds too).
+ */
 export const fromBuild = (checkout: string): GatewayCommand => ({ args: ['dist/main.js'], cwd: checkout });
 
 /**
  * Starts `src/main.ts` (or `command`) with `env` over this process's environment (PORT 0 unless
  * `env` says) and resolves once it prints its "Gateway listening on" line.
  */
-export async function startGatewayProcess(env: Record<string, string>, command: GatewayCommand = fromSources): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [...command.args], { cwd: command.cwd, env: { ...process.env, PORT: '0', ...env } });
+export async function startGatewayProcess(
+  env: Record<string, string>,
+  command: GatewayCommand = fromSources,
+): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [...command.args], {
+    cwd: command.cwd,
+    env: { ...process.env, PORT: '0', ...env },
+  });
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -67,7 +76,9 @@ export function acceptsConnections(url: string): Promise<boolean> {
     });
     // A connection caught in the listen queue as the server stops listening is reset, not refused:
     // it was not accepted either.
-    socket.once('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNREFUSED' || error.code === 'ECONNRESET' ? resolve(false) : reject(error)));
+    socket.once('error', (error: NodeJS.ErrnoException) =>
+      error.code === 'ECONNREFUSED' || error.code === 'ECONNRESET' ? resolve(false) : reject(error),
+    );
   });
 }
 

@@ -25,7 +25,9 @@ export interface RedisSentinelProcess {
   client(port: number): Redis;
   /** SIGKILL of the master: gone at once, as a crash would. */
   killMaster(): Promise<void>;
-  /** Resolves with the new master's port once the Sentinels name another node and that node answers ROLE as a master. */
+  /**
+   * Resolves with the new master's port once the Sentinels name another node and that node answers ROLE as a master.
+   */
   waitForFailover(limitMs?: number): Promise<number>;
   /** Stops every process (SIGKILL) and removes their files. */
   stop(): Promise<void>;
@@ -34,7 +36,9 @@ export interface RedisSentinelProcess {
 const MASTER_NAME = 'gwmaster';
 const SENTINELS = 3;
 
-/** A Sentinel's config: it rewrites this file as it learns the topology, so it is one of its own, in a writable place. */
+/**
+ * A Sentinel's config: it rewrites this file as it learns the topology, so it is one of its own, in a writable place.
+ */
 function sentinelConf(port: number, masterPort: number, dir: string): string {
   return [
     `port ${port}`,
@@ -73,14 +77,41 @@ export async function startRedisSentinel(): Promise<RedisSentinelProcess> {
 
   let currentMaster = masterPort!;
   const sentinelsName = async (): Promise<number[]> =>
-    Promise.all(sentinelPorts.map(async (port) => Number(((await client(port).call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', MASTER_NAME)) as [string, string] | null)?.[1])));
-  const isMaster = async (port: number) => ((await client(port).call('ROLE').catch(() => undefined)) as unknown[] | undefined)?.[0] === 'master';
+    Promise.all(
+      sentinelPorts.map(async (port) =>
+        Number(
+          (
+            (await client(port).call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', MASTER_NAME)) as [string, string] | null
+          )?.[1],
+        ),
+      ),
+    );
+  const isMaster = async (port: number) =>
+    (
+      (await client(port)
+        .call('ROLE')
+        .catch(() => undefined)) as unknown[] | undefined
+    )?.[0] === 'master';
 
   try {
     // Their own directory: a replica writes the copy it syncs from its master to disk (dump.rdb).
     await start(masterPort!, ['--port', String(masterPort), '--dir', dir, ...inMemoryOnLoopback]);
-    await start(replicaPort!, ['--port', String(replicaPort), '--replicaof', '127.0.0.1', String(masterPort), '--dir', dir, ...inMemoryOnLoopback]);
-    await until(async () => /^master_link_status:up\r?$/m.test(await client(replicaPort!).info('replication')), 'the replica in sync with the master', 10_000, 20);
+    await start(replicaPort!, [
+      '--port',
+      String(replicaPort),
+      '--replicaof',
+      '127.0.0.1',
+      String(masterPort),
+      '--dir',
+      dir,
+      ...inMemoryOnLoopback,
+    ]);
+    await until(
+      async () => /^master_link_status:up\r?$/m.test(await client(replicaPort!).info('replication')),
+      'the replica in sync with the master',
+      10_000,
+      20,
+    );
     for (const port of sentinelPorts) {
       const file = join(dir, `sentinel-${port}.conf`);
       writeFileSync(file, sentinelConf(port, masterPort!, dir));
@@ -92,7 +123,10 @@ export async function startRedisSentinel(): Promise<RedisSentinelProcess> {
       (
         await Promise.all(
           sentinelPorts.map(async (port) => {
-            const [replicas, others] = (await Promise.all([client(port).call('SENTINEL', 'REPLICAS', MASTER_NAME), client(port).call('SENTINEL', 'SENTINELS', MASTER_NAME)])) as [unknown[], unknown[]];
+            const [replicas, others] = (await Promise.all([
+              client(port).call('SENTINEL', 'REPLICAS', MASTER_NAME),
+              client(port).call('SENTINEL', 'SENTINELS', MASTER_NAME),
+            ])) as [unknown[], unknown[]];
             return replicas.length === 1 && others.length === SENTINELS - 1;
           }),
         )

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/server/instruments/logger.js';
 import type { GatewayMetrics } from '../../src/server/instruments/metrics.js';

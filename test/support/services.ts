@@ -1,5 +1,5 @@
-import which from 'which';
 import { describe, type SuiteOptions } from 'vitest';
+import which from 'which';
 
 /*
  * The programs some suites drive that `npm ci` does not bring: Debian's redis-server and chromium,
@@ -22,7 +22,8 @@ declare module 'vitest' {
 
 const servicesRequired = !['', '0', 'false'].includes(process.env.REQUIRE_SERVICES ?? '');
 
-const missing = (service: Service) => `${service} is not on the PATH (install it: apt-get install -y ${packageOf[service] ?? service})`;
+const missing = (service: Service) =>
+  `${service} is not on the PATH (install it: apt-get install -y ${packageOf[service] ?? service})`;
 
 /** The program's path, looked up on the PATH as a shell would; undefined when it is not installed. */
 function locate(service: Service): string | undefined {
@@ -32,7 +33,10 @@ function locate(service: Service): string | undefined {
 /** The program's path, or an error saying what to install (a suite that runs without it fails with that). */
 export function requireProgram(service: Service): string {
   const path = locate(service);
-  if (path === undefined) throw new Error(`${missing(service)}${servicesRequired ? '; REQUIRE_SERVICES is set, so suites that need it fail' : ''}`);
+  if (path === undefined)
+    throw new Error(
+      `${missing(service)}${servicesRequired ? '; REQUIRE_SERVICES is set, so suites that need it fail' : ''}`,
+    );
   return path;
 }
 
@@ -46,7 +50,8 @@ function describeWith(...services: Service[]) {
   const absent = services.filter((service) => locate(service) === undefined);
   const reason = absent.length > 0 && !servicesRequired ? absent.map(missing).join('; ') : undefined;
   const suite = describe.skipIf(reason !== undefined);
-  const withReason = (options: SuiteOptions = {}): SuiteOptions => (reason === undefined ? options : { ...options, meta: { ...options.meta, skippedForMissingService: reason } });
+  const withReason = (options: SuiteOptions = {}): SuiteOptions =>
+    reason === undefined ? options : { ...options, meta: { ...options.meta, skippedForMissingService: reason } };
 
   function gated(name: string, fn: Factory): void;
   function gated(name: string, options: SuiteOptions, fn: Factory): void;

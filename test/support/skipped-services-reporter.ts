@@ -12,10 +12,16 @@ export default class SkippedServicesReporter implements Reporter {
   }
 
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
-    const lines = testModules.flatMap((module) => [...module.children.allSuites()].filter(isOutermostSkipped).map((suite) => `  ${module.relativeModuleId} > ${suite.fullName}: ${suite.meta().skippedForMissingService}`));
+    const lines = testModules.flatMap((module) =>
+      [...module.children.allSuites()]
+        .filter(isOutermostSkipped)
+        .map((suite) => `  ${module.relativeModuleId} > ${suite.fullName}: ${suite.meta().skippedForMissingService}`),
+    );
     if (lines.length === 0) return;
     const log = (line: string) => this.logger?.log(line);
-    log(`\nSkipped ${lines.length} suite(s) whose programs are not installed (REQUIRE_SERVICES=1 makes that a failure, as in CI):`);
+    log(
+      `\nSkipped ${lines.length} suite(s) whose programs are not installed (REQUIRE_SERVICES=1 makes that a failure, as in CI):`,
+    );
     for (const line of lines) log(line);
   }
 }

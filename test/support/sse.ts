@@ -61,19 +61,26 @@ export function subscribeSse(options: SseOptions): SseSubscription {
     connections++;
     const response = await fetch(options.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...options.headers, ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }) },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        ...options.headers,
+        ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }),
+      },
       body: JSON.stringify({ query: options.query, documentId: options.documentId, variables: options.variables }),
       signal: controller.signal,
     });
     const parse = eventParser(onEvent);
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
-    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) parse(decoder.decode(chunk.value, { stream: true }));
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+      parse(decoder.decode(chunk.value, { stream: true }));
   };
   void (async () => {
     do {
       await once().catch(() => undefined);
-      if (options.resume === true && !controller.signal.aborted) await new Promise((resolve) => setTimeout(resolve, 50));
+      if (options.resume === true && !controller.signal.aborted)
+        await new Promise((resolve) => setTimeout(resolve, 50));
     } while (options.resume === true && !controller.signal.aborted);
   })();
   return {

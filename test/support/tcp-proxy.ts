@@ -1,12 +1,17 @@
 import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
 
-/** A TCP proxy on a free loopback port whose link can be cut: a network cut between a client and a server that keeps its data. */
+/**
+ * A TCP proxy on a free loopback port whose link can be cut: a network cut between a client and a server that keeps its
+ * data.
+ */
 export interface TcpProxy {
   readonly port: number;
   /** Drops every connection through it, and each new one as it comes, until `heal`. */
   cut(): void;
-  /** New connections go to `port` from now on (a name that fails over to another node); those open stay where they are. */
+  /**
+   * New connections go to `port` from now on (a name that fails over to another node); those open stay where they are.
+   */
   retarget(port: number): void;
   heal(): void;
   close(): Promise<void>;

@@ -1,9 +1,9 @@
-import fc from 'fast-check';
-import { createClient, type Client } from 'graphql-ws';
 import { isDeepStrictEqual } from 'node:util';
+import fc from 'fast-check';
+import { type Client, createClient } from 'graphql-ws';
 import { WebSocket } from 'ws';
 import type { Side } from './differential.js';
-import { generatedRequests, type GeneratedRequest } from './generated-requests.js';
+import { type GeneratedRequest, generatedRequests } from './generated-requests.js';
 import { until } from './until.js';
 
 /*
@@ -31,7 +31,10 @@ interface Observed {
 const callsOf = (on: Side): string[] =>
   on.t
     .calls()
-    .map((call) => `${call.operation ?? '(no route)'} ${call.method} ${call.path}${Object.keys(call.query).length > 0 ? `?${new URLSearchParams(call.query)}` : ''} → ${call.status ?? 'no answer'}`)
+    .map(
+      (call) =>
+        `${call.operation ?? '(no route)'} ${call.method} ${call.path}${Object.keys(call.query).length > 0 ? `?${new URLSearchParams(call.query)}` : ''} → ${call.status ?? 'no answer'}`,
+    )
     .sort();
 
 const authorizationOf = (on: Side, auth: Auth): string | undefined =>
@@ -50,7 +53,11 @@ async function settled(on: Side, requestId: string): Promise<string[]> {
 }
 
 async function overHttp(on: Side, request: GeneratedRequest, text: string, requestId: string): Promise<Observed> {
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/graphql-response+json', 'x-request-id': requestId };
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/graphql-response+json',
+    'x-request-id': requestId,
+  };
   const authorization = authorizationOf(on, request.auth);
   if (authorization !== undefined) headers.authorization = authorization;
   on.t.reset();
@@ -69,7 +76,13 @@ class Sockets {
     if (client === undefined) {
       const authorization = authorizationOf(this.on, auth);
       const url = this.on.endpoint.replace(/^http/, 'ws');
-      client = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, connectionParams: authorization === undefined ? {} : { authorization } });
+      client = createClient({
+        url,
+        webSocketImpl: WebSocket,
+        retryAttempts: 0,
+        lazy: false,
+        connectionParams: authorization === undefined ? {} : { authorization },
+      });
       this.#clients.set(auth, client);
     }
     return client;
@@ -80,18 +93,26 @@ class Sockets {
   }
 }
 
-async function overWebSocket(on: Side, sockets: Sockets, request: GeneratedRequest, text: string, requestId: string): Promise<Observed> {
+async function overWebSocket(
+  on: Side,
+  sockets: Sockets,
+  request: GeneratedRequest,
+  text: string,
+  requestId: string,
+): Promise<Observed> {
   on.t.reset();
   const results: string[] = [];
   await new Promise<void>((resolve, reject) =>
     sockets.client(request.auth).subscribe(paramsOf(request, text), {
       next: (value) => void results.push(JSON.stringify(value)),
       error: (error: unknown) => {
-        // An `error` message: the operation's errors (graphql-ws hands the array over as it came); anything else is the socket's failure.
+        // An `error` message: the operation's errors (graphql-ws hands the array over as it came); anything else is the
+        // socket's failure.
         if (Array.isArray(error)) {
           results.push(JSON.stringify({ errors: error }));
           resolve();
-        } else reject(new Error(`${requestId}: the socket failed: ${String((error as { code?: number }).code ?? error)}`));
+        } else
+          reject(new Error(`${requestId}: the socket failed: ${String((error as { code?: number }).code ?? error)}`));
       },
       complete: resolve,
     }),
@@ -103,9 +124,14 @@ async function overWebSocket(on: Side, sockets: Sockets, request: GeneratedReque
  * Sends `runs` generated operations (seeded), each `SENDS` times, over HTTP to one side and over
  * WebSocket to the other; throws at the first send that differs, showing both.
  */
-export async function compareTransports(http: Side, websocket: Side, options: { readonly seed: number; readonly runs: number }): Promise<{ requests: number; sends: number; executed: number; refused: number; withCalls: number }> {
+export async function compareTransports(
+  http: Side,
+  websocket: Side,
+  options: { readonly seed: number; readonly runs: number },
+): Promise<{ requests: number; sends: number; executed: number; refused: number; withCalls: number }> {
   const ids = http.t.reference.store.headIds();
-  if (!isDeepStrictEqual(websocket.t.reference.store.headIds(), ids)) throw new Error('the two upstreams hold different heads');
+  if (!isDeepStrictEqual(websocket.t.reference.store.headIds(), ids))
+    throw new Error('the two upstreams hold different heads');
   const sockets = new Sockets(websocket);
   const seen = { requests: 0, sends: 0, executed: 0, refused: 0, withCalls: 0 };
   try {
@@ -115,11 +141,21 @@ export async function compareTransports(http: Side, websocket: Side, options: { 
         const text = `${request.query}\n# transports run ${id}`;
         for (let i = 0; i < SENDS; i++) {
           const requestId = `transports-${id}-${i}`;
-          const [a, b] = await Promise.all([overHttp(http, request, text, requestId), overWebSocket(websocket, sockets, request, text, requestId)]);
+          const [a, b] = await Promise.all([
+            overHttp(http, request, text, requestId),
+            overWebSocket(websocket, sockets, request, text, requestId),
+          ]);
           seen.sends++;
           if (!isDeepStrictEqual(a, b)) {
             const operation = JSON.stringify({ ...paramsOf(request, text), auth: request.auth });
-            throw new Error([`send ${i + 1} of ${SENDS} differs`, `operation: ${operation}`, `  http:      ${JSON.stringify(a)}`, `  websocket: ${JSON.stringify(b)}`].join('\n'));
+            throw new Error(
+              [
+                `send ${i + 1} of ${SENDS} differs`,
+                `operation: ${operation}`,
+                `  http:      ${JSON.stringify(a)}`,
+                `  websocket: ${JSON.stringify(b)}`,
+              ].join('\n'),
+            );
           }
           if (i > 0) continue;
           if (a.result.includes('"data":')) seen.executed++;

@@ -11,7 +11,12 @@ const now = performance.now.bind(performance);
  * the pause between polls, longer for a condition that costs something to ask (a Redis command
  * to several nodes, a scrape).
  */
-export async function until(condition: () => boolean | Promise<boolean>, what = 'the condition', limitMs = 10_000, everyMs = 2): Promise<void> {
+export async function until(
+  condition: () => boolean | Promise<boolean>,
+  what = 'the condition',
+  limitMs = 10_000,
+  everyMs = 2,
+): Promise<void> {
   const giveUpAt = now() + limitMs;
   while (!(await condition())) {
     if (now() > giveUpAt) throw new Error(`${what}: not met within ${limitMs} ms`);

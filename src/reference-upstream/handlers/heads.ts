@@ -1,7 +1,7 @@
-import { HeadShape, type ReferenceStore } from '../store.js';
 import type { Exchange } from '../exchange.js';
+import { HeadShape, type ReferenceStore } from '../store.js';
 import { intQuery, type ValidationIssue } from '../validation.js';
-import { bearerUser, HEAD_NOT_FOUND, pageJson, pageParams, pathUuid, type Handler } from './shared.js';
+import { bearerUser, type Handler, HEAD_NOT_FOUND, pageJson, pageParams, pathUuid } from './shared.js';
 
 const NOT_ENOUGH_PERMISSIONS = JSON.stringify({ detail: 'Not enough permissions' });
 const DELETE_ROLES: ReadonlySet<string> = new Set(['admin', 'mod', 'creator']);
@@ -28,7 +28,13 @@ export const listHeadsExt: Handler = (ex, store) => {
   ex.send(200, `[${items.join(',')}]`);
 };
 
-function readHead(ex: Exchange, store: ReferenceStore, paramName: string, shape: HeadShape, wrapInArray: boolean): void {
+function readHead(
+  ex: Exchange,
+  store: ReferenceStore,
+  paramName: string,
+  shape: HeadShape,
+  wrapInArray: boolean,
+): void {
   const issues: ValidationIssue[] = [];
   const id = pathUuid(ex, paramName, issues);
   if (id === undefined) {

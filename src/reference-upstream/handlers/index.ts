@@ -27,7 +27,8 @@ export function dispatch(ex: Exchange, store: ReferenceStore): void {
     handlers[ex.operation!](ex, store);
   } catch (error) {
     // A bug here must surface as a 500 for the client under test, not as a hung request.
-    if (!ex.res.headersSent) ex.send(500, JSON.stringify({ detail: `reference upstream error: ${(error as Error).message}` }));
+    if (!ex.res.headersSent)
+      ex.send(500, JSON.stringify({ detail: `reference upstream error: ${(error as Error).message}` }));
     else ex.finish(undefined);
   }
 }

@@ -1,5 +1,5 @@
 import type { ValidationIssue } from '../validation.js';
-import { bearerUser, pageJson, pageParams, type Handler } from './shared.js';
+import { bearerUser, type Handler, pageJson, pageParams } from './shared.js';
 
 /** Get Permissions: a page, for any signed-in user. */
 export const getPermissions: Handler = (ex, store) => {

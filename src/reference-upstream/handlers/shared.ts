@@ -1,7 +1,7 @@
 import type { Exchange } from '../exchange.js';
 import type { SeedUser } from '../seed.js';
 import type { ReferenceStore } from '../store.js';
-import { intQuery, uuidValue, type Loc, type ValidationIssue } from '../validation.js';
+import { intQuery, type Loc, uuidValue, type ValidationIssue } from '../validation.js';
 
 /** One operation of the route table: answers `ex` from `store`. */
 export type Handler = (ex: Exchange, store: ReferenceStore) => void;
@@ -31,7 +31,8 @@ export function bearerUser(ex: Exchange, store: ReferenceStore): Readonly<SeedUs
 }
 
 /** A field of an update body; null means "not given" (the contract's updates set fields, never clear them). */
-export const given = (body: Record<string, unknown>, name: string): unknown => (body[name] === null ? undefined : body[name]);
+export const given = (body: Record<string, unknown>, name: string): unknown =>
+  body[name] === null ? undefined : body[name];
 
 export const bodyLoc = (name: string): Loc => ['body', name];
 
@@ -39,7 +40,13 @@ export const bodyLoc = (name: string): Loc => ['body', name];
 export type FieldParser<T> = (input: unknown, loc: Loc, issues: ValidationIssue[]) => T | undefined;
 
 /** Sets `patch[name]` from an update body's field when it is given and valid; a wrong one adds its issue. */
-export function patchField<P, K extends keyof P & string>(patch: P, body: Record<string, unknown>, name: K, parse: FieldParser<P[K]>, issues: ValidationIssue[]): void {
+export function patchField<P, K extends keyof P & string>(
+  patch: P,
+  body: Record<string, unknown>,
+  name: K,
+  parse: FieldParser<P[K]>,
+  issues: ValidationIssue[],
+): void {
   const input = given(body, name);
   if (input === undefined) return;
   const value = parse(input, bodyLoc(name), issues);

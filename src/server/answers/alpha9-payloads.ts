@@ -1,5 +1,11 @@
 import {
+  type DocumentNode,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type GraphQLDirective,
   GraphQLIncludeDirective,
+  type GraphQLNamedType,
+  type GraphQLSchema,
   GraphQLSkipDirective,
   getDirectiveValues,
   getNamedType,
@@ -7,12 +13,6 @@ import {
   isInterfaceType,
   isObjectType,
   Kind,
-  type DocumentNode,
-  type FieldNode,
-  type FragmentDefinitionNode,
-  type GraphQLDirective,
-  type GraphQLNamedType,
-  type GraphQLSchema,
   type SelectionSetNode,
 } from 'graphql';
 
@@ -85,13 +85,20 @@ class SiteFinder {
     document: DocumentNode,
     private readonly variables: Record<string, unknown>,
   ) {
-    for (const definition of document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) this.fragments.set(definition.name.value, definition);
+    for (const definition of document.definitions)
+      if (definition.kind === Kind.FRAGMENT_DEFINITION) this.fragments.set(definition.name.value, definition);
     this.defer = schema.getDirective('defer') ?? undefined;
     this.stream = schema.getDirective('stream') ?? undefined;
   }
 
   /** The sites opened by `data`, read with `selectionSet` on `type` at `path`. */
-  inObject(selectionSet: SelectionSetNode, type: GraphQLNamedType, data: Record<string, unknown>, path: Path, found: Site[]): void {
+  inObject(
+    selectionSet: SelectionSetNode,
+    type: GraphQLNamedType,
+    data: Record<string, unknown>,
+    path: Path,
+    found: Site[],
+  ): void {
     const runtime = this.runtimeType(type, data);
     for (const selection of selectionSet.selections) {
       if (!this.included(selection)) continue;
@@ -102,11 +109,13 @@ class SiteFinder {
       const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : this.fragments.get(selection.name.value);
       if (fragment === undefined) continue;
       const condition = fragment.typeCondition ? this.schema.getType(fragment.typeCondition.name.value) : undefined;
-      const applies = condition === undefined ? true : runtime === undefined ? undefined : this.typeApplies(condition, runtime);
+      const applies =
+        condition === undefined ? true : runtime === undefined ? undefined : this.typeApplies(condition, runtime);
       // Unknown: announced when delivered (a fragment announced that never comes would hold a client).
       if (applies !== true) continue;
       const label = this.deferLabel(selection);
-      if (label !== false) found.push({ kind: 'defer', path, label, selectionSet: fragment.selectionSet, type: runtime ?? type });
+      if (label !== false)
+        found.push({ kind: 'defer', path, label, selectionSet: fragment.selectionSet, type: runtime ?? type });
       else this.inObject(fragment.selectionSet, runtime ?? type, data, path, found);
     }
   }
@@ -114,10 +123,17 @@ class SiteFinder {
   /** The sites opened by the items of a streamed list from index `from` on. */
   inItems(site: Site, items: readonly unknown[], from: number, found: Site[]): void {
     if (site.selectionSet === undefined) return;
-    for (const [i, item] of items.entries()) this.inValue(site.selectionSet, site.type, item, [...site.path, from + i], found);
+    for (const [i, item] of items.entries())
+      this.inValue(site.selectionSet, site.type, item, [...site.path, from + i], found);
   }
 
-  private inField(field: FieldNode, type: GraphQLNamedType, data: Record<string, unknown>, path: Path, found: Site[]): void {
+  private inField(
+    field: FieldNode,
+    type: GraphQLNamedType,
+    data: Record<string, unknown>,
+    path: Path,
+    found: Site[],
+  ): void {
     const key = field.alias?.value ?? field.name.value;
     const value = data[key];
     if (value === undefined || value === null || field.name.value === '__typename') return;
@@ -126,13 +142,21 @@ class SiteFinder {
     const itemType = getNamedType(definition.type);
     const fieldPath = [...path, key];
     const label = Array.isArray(value) ? this.streamLabel(field) : false;
-    if (label !== false) found.push({ kind: 'stream', path: fieldPath, label, selectionSet: field.selectionSet, type: itemType });
+    if (label !== false)
+      found.push({ kind: 'stream', path: fieldPath, label, selectionSet: field.selectionSet, type: itemType });
     if (field.selectionSet) this.inValue(field.selectionSet, itemType, value, fieldPath, found);
   }
 
-  private inValue(selectionSet: SelectionSetNode, type: GraphQLNamedType, value: unknown, path: Path, found: Site[]): void {
+  private inValue(
+    selectionSet: SelectionSetNode,
+    type: GraphQLNamedType,
+    value: unknown,
+    path: Path,
+    found: Site[],
+  ): void {
     if (value === null || typeof value !== 'object') return;
-    if (Array.isArray(value)) for (const [i, item] of value.entries()) this.inValue(selectionSet, type, item, [...path, i], found);
+    if (Array.isArray(value))
+      for (const [i, item] of value.entries()) this.inValue(selectionSet, type, item, [...path, i], found);
     else this.inObject(selectionSet, type, value as Record<string, unknown>, path, found);
   }
 
@@ -148,7 +172,10 @@ class SiteFinder {
 
   private included(node: Directed): boolean {
     if (!node.directives?.length) return true;
-    return getDirectiveValues(GraphQLSkipDirective, node, this.variables)?.if !== true && getDirectiveValues(GraphQLIncludeDirective, node, this.variables)?.if !== false;
+    return (
+      getDirectiveValues(GraphQLSkipDirective, node, this.variables)?.if !== true &&
+      getDirectiveValues(GraphQLIncludeDirective, node, this.variables)?.if !== false
+    );
   }
 
   /** The label of an active @defer (undefined without one), or false when there is none. */
@@ -172,9 +199,16 @@ class SiteFinder {
  * Rewrites the parts of one incremental answer, in order, from the 2022-08-24 format to
  * graphql-js 17.0.0-alpha.9's. One per answer: it remembers what it announced.
  */
-export function alpha9Payloads(schema: GraphQLSchema, document: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown> | null | undefined): (payload: Payload2022) => Record<string, unknown> {
+export function alpha9Payloads(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operationName: string | null | undefined,
+  variables: Record<string, unknown> | null | undefined,
+): (payload: Payload2022) => Record<string, unknown> {
   const finder = new SiteFinder(schema, document, variables ?? {});
-  const operation = document.definitions.find((d) => d.kind === Kind.OPERATION_DEFINITION && (operationName == null || d.name?.value === operationName));
+  const operation = document.definitions.find(
+    (d) => d.kind === Kind.OPERATION_DEFINITION && (operationName == null || d.name?.value === operationName),
+  );
   const rootType = operation?.kind === Kind.OPERATION_DEFINITION ? schema.getRootType(operation.operation) : undefined;
   const open = new Map<string, { pending: Pending; site: Site | undefined }>();
   let nextId = 0;
@@ -183,7 +217,11 @@ export function alpha9Payloads(schema: GraphQLSchema, document: DocumentNode, op
     for (const site of sites) {
       const key = keyOf(site.path, site.label);
       if (open.has(key)) continue;
-      const pending: Pending = { id: String(nextId++), path: site.path, ...(site.label === undefined ? {} : { label: site.label }) };
+      const pending: Pending = {
+        id: String(nextId++),
+        path: site.path,
+        ...(site.label === undefined ? {} : { label: site.label }),
+      };
       open.set(key, { pending, site });
       into.push(pending);
     }
@@ -199,7 +237,8 @@ export function alpha9Payloads(schema: GraphQLSchema, document: DocumentNode, op
     if ('data' in payload && entries === undefined) {
       // The initial part.
       const sites: Site[] = [];
-      if (payload.data && rootType && operation?.kind === Kind.OPERATION_DEFINITION) finder.inObject(operation.selectionSet, rootType, payload.data, [], sites);
+      if (payload.data && rootType && operation?.kind === Kind.OPERATION_DEFINITION)
+        finder.inObject(operation.selectionSet, rootType, payload.data, [], sites);
       announce(sites, pending);
       out.pending = pending;
     }
@@ -212,7 +251,14 @@ export function alpha9Payloads(schema: GraphQLSchema, document: DocumentNode, op
       let known = open.get(key);
       if (known === undefined) {
         // Not foreseen by the walk (its type was not known): announced now.
-        known = { pending: { id: String(nextId++), path: sitePath, ...(entry.label === undefined ? {} : { label: entry.label }) }, site: undefined };
+        known = {
+          pending: {
+            id: String(nextId++),
+            path: sitePath,
+            ...(entry.label === undefined ? {} : { label: entry.label }),
+          },
+          site: undefined,
+        };
         open.set(key, known);
         pending.push(known.pending);
       }
@@ -225,15 +271,26 @@ export function alpha9Payloads(schema: GraphQLSchema, document: DocumentNode, op
           continue;
         }
         if (known.site) finder.inItems(known.site, entry.items, Number(path[path.length - 1]), sites);
-        incremental.push({ id, items: entry.items, ...(entry.errors ? { errors: entry.errors } : {}), ...(entry.extensions ? { extensions: entry.extensions } : {}) });
+        incremental.push({
+          id,
+          items: entry.items,
+          ...(entry.errors ? { errors: entry.errors } : {}),
+          ...(entry.extensions ? { extensions: entry.extensions } : {}),
+        });
       } else {
         if (entry.data == null) {
           completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
           open.delete(key);
           continue;
         }
-        if (known.site?.selectionSet) finder.inObject(known.site.selectionSet, known.site.type, entry.data, path, sites);
-        incremental.push({ id, data: entry.data, ...(entry.errors ? { errors: entry.errors } : {}), ...(entry.extensions ? { extensions: entry.extensions } : {}) });
+        if (known.site?.selectionSet)
+          finder.inObject(known.site.selectionSet, known.site.type, entry.data, path, sites);
+        incremental.push({
+          id,
+          data: entry.data,
+          ...(entry.errors ? { errors: entry.errors } : {}),
+          ...(entry.extensions ? { extensions: entry.extensions } : {}),
+        });
         completed.push({ id });
         open.delete(key);
       }
@@ -242,7 +299,10 @@ export function alpha9Payloads(schema: GraphQLSchema, document: DocumentNode, op
 
     if (hasNext === false) {
       // The answer ends: streams (which the 2022 format never closes) and anything still open.
-      for (const { pending: { id } } of open.values()) completed.push({ id });
+      for (const {
+        pending: { id },
+      } of open.values())
+        completed.push({ id });
       open.clear();
     }
     if (entries !== undefined && pending.length > 0) out.pending = pending;

@@ -23,7 +23,10 @@ export interface AnswerFacts {
 /** The cache headers an answer has, and what they become. */
 export interface CacheHeaders {
   etag?: string;
-  /** Set for a stale answer: seconds since it was stored (RFC 9111 5.1 and 4.2.3; with `max-age=0`, a cache sees it stale). */
+  /**
+   * Set for a stale answer: seconds since it was stored (RFC 9111 5.1 and 4.2.3; with `max-age=0`, a cache sees it
+   * stale).
+   */
   age?: string;
   cacheControl: string | null;
   vary: string | null;
@@ -57,7 +60,8 @@ export function cacheHeaders(headers: CacheHeaders, facts: AnswerFacts): CacheHe
   if (facts.events) headers.cacheControl ??= 'no-cache';
   if (facts.cors) headers.vary = varyOn(headers.vary, 'Origin');
   if (!facts.credentials) return headers;
-  if (headers.cacheControl === null || !privateDirective.test(headers.cacheControl)) headers.cacheControl = privateAnswerHeaders['cache-control'];
+  if (headers.cacheControl === null || !privateDirective.test(headers.cacheControl))
+    headers.cacheControl = privateAnswerHeaders['cache-control'];
   headers.vary = varyOn(headers.vary, privateAnswerHeaders.vary);
   return headers;
 }
@@ -68,15 +72,24 @@ export function useAnswerHeaders(options: { readonly cors: boolean }): Policy {
   return {
     name: 'cache headers',
     answer(request, answer) {
-    const { headers } = answer;
-    const type = headers.get('content-type') ?? '';
-    const json = answer.status === 304 || (answer.status === 200 && jsonAnswer.test(type));
-    const facts = { cacheable: request.cacheable, credentials: request.headers.has('authorization'), cors, json, events: type.startsWith('text/event-stream') };
-    const after = cacheHeaders({ cacheControl: headers.get('cache-control') ?? null, vary: headers.get('vary') ?? null }, facts);
-    if (after.etag !== undefined) headers.set('etag', after.etag);
-    if (after.age !== undefined) headers.set('age', after.age);
-    if (after.cacheControl !== null) headers.set('cache-control', after.cacheControl);
-    if (after.vary !== null) headers.set('vary', after.vary);
+      const { headers } = answer;
+      const type = headers.get('content-type') ?? '';
+      const json = answer.status === 304 || (answer.status === 200 && jsonAnswer.test(type));
+      const facts = {
+        cacheable: request.cacheable,
+        credentials: request.headers.has('authorization'),
+        cors,
+        json,
+        events: type.startsWith('text/event-stream'),
+      };
+      const after = cacheHeaders(
+        { cacheControl: headers.get('cache-control') ?? null, vary: headers.get('vary') ?? null },
+        facts,
+      );
+      if (after.etag !== undefined) headers.set('etag', after.etag);
+      if (after.age !== undefined) headers.set('age', after.age);
+      if (after.cacheControl !== null) headers.set('cache-control', after.cacheControl);
+      if (after.vary !== null) headers.set('vary', after.vary);
     },
   };
 }

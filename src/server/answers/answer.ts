@@ -1,10 +1,10 @@
-import { GraphQLError, type ExecutionResult } from 'graphql';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
+import { jsonKeepsSpecStatus, serialise, statusOf } from '../http/serialisation.js';
 import type { Answer, Policy } from '../pipeline/stages.js';
-import { stopParts, type OperationResult, type RequestState } from '../request-state.js';
+import { type OperationResult, type RequestState, stopParts } from '../request-state.js';
 import { negotiationOf, notAcceptable } from './negotiation.js';
 import { framings, partsBody, type StreamOptions } from './parts.js';
-import { jsonKeepsSpecStatus, serialise, statusOf } from '../http/serialisation.js';
 
 export interface AnswerOptions {
   /** Largest answer one request gets, in bytes of JSON (a batch's answers together): MAX_RESPONSE_BYTES. */
@@ -13,21 +13,29 @@ export interface AnswerOptions {
   readonly onRefused?: () => void;
   /** Told of every answer not serialised because its client had hung up, for metrics. */
   readonly onAbandoned?: () => void;
-  /** How often a stream gets a heartbeat, and who is told of one cut because its client read nothing for a while (metrics). */
+  /**
+   * How often a stream gets a heartbeat, and who is told of one cut because its client read nothing for a while
+   * (metrics).
+   */
   readonly stream: StreamOptions;
 }
 
 const tooLarge = (maxBytes: number): string =>
   serialise({
     errors: [
-      createGraphQLError(`The answer is larger than ${maxBytes} bytes. Ask for smaller pages, fewer fields or fewer aliases.`, {
-        extensions: { code: 'RESULT_TOO_LARGE', limit: 'response_bytes', maxResponseBytes: maxBytes },
-      }),
+      createGraphQLError(
+        `The answer is larger than ${maxBytes} bytes. Ask for smaller pages, fewer fields or fewer aliases.`,
+        {
+          extensions: { code: 'RESULT_TOO_LARGE', limit: 'response_bytes', maxResponseBytes: maxBytes },
+        },
+      ),
     ],
   });
 
 /** Nobody reads it: the client hung up before its answer was written. */
-const clientGone = serialise({ errors: [createGraphQLError('The client closed the request.', { extensions: { code: 'CLIENT_CLOSED_REQUEST' } })] });
+const clientGone = serialise({
+  errors: [createGraphQLError('The client closed the request.', { extensions: { code: 'CLIENT_CLOSED_REQUEST' } })],
+});
 
 /** A single result in parts (a client that takes only multipart/mixed or an event stream): one part. */
 async function* onePart(result: ExecutionResult): AsyncGenerator<ExecutionResult> {
@@ -60,7 +68,13 @@ export function useAnswerBody(options: AnswerOptions): Policy {
       return;
     }
     if (type === 'multipart/mixed' || type === 'text/event-stream') {
-      inParts(answer, type, onePart(result), statusOf(result, answer.headers, type === 'text/event-stream'), options.stream);
+      inParts(
+        answer,
+        type,
+        onePart(result),
+        statusOf(result, answer.headers, type === 'text/event-stream'),
+        options.stream,
+      );
       return;
     }
     answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
@@ -77,7 +91,10 @@ export function useAnswerBody(options: AnswerOptions): Policy {
       notAcceptable(answer);
       return;
     }
-    answer.headers.set('content-type', `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`);
+    answer.headers.set(
+      'content-type',
+      `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`,
+    );
     if (request.gone) {
       for (let i = 1; i < results.length; i++) options.onAbandoned?.();
       answer.body = abandoned();
@@ -113,15 +130,23 @@ export function useAnswerBody(options: AnswerOptions): Policy {
         stopParts(result);
         return notAcceptable(answer);
       }
-      // A stream (a subscription, a live query) to a client that speaks Apollo's multipart subscriptions: in their format.
-      const apollo = type === 'multipart/mixed' && request.negotiated?.subscriptionSpec === true && operations[0]!.streams;
+      // A stream (a subscription, a live query) to a client that speaks Apollo's multipart subscriptions: in their
+      // format.
+      const apollo =
+        type === 'multipart/mixed' && request.negotiated?.subscriptionSpec === true && operations[0]!.streams;
       return inParts(answer, apollo ? 'apollo subscription' : type, result, 200, options.stream);
     },
   };
 }
 
 /** An answer in parts: framed as its type says, each part serialised as it comes. */
-function inParts(answer: Answer, type: keyof typeof framings, parts: AsyncIterable<ExecutionResult>, status: number, stream: StreamOptions): void {
+function inParts(
+  answer: Answer,
+  type: keyof typeof framings,
+  parts: AsyncIterable<ExecutionResult>,
+  status: number,
+  stream: StreamOptions,
+): void {
   const framing = framings[type];
   answer.status = status;
   for (const [name, value] of Object.entries(framing.headers)) answer.headers.set(name, value);

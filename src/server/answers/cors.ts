@@ -1,7 +1,7 @@
 import { getCORSHeadersByRequestAndOptions } from '@whatwg-node/server';
+import type { WholeAnswer } from '../incoming.js';
 import type { Policy } from '../pipeline/stages.js';
 import type { RequestState } from '../request-state.js';
-import type { WholeAnswer } from '../incoming.js';
 import { rateLimitHeaderNames } from '../traffic/rate-limit-headers.js';
 
 /** What a browser app may read of an answer besides the CORS-safelisted headers. */

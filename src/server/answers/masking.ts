@@ -1,4 +1,4 @@
-import { GraphQLError, type ExecutionResult } from 'graphql';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 import { isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { errorLogEntry, maskError } from '../../schema/errors.js';
@@ -7,18 +7,28 @@ import type { Policy } from '../pipeline/stages.js';
 /** What a client reads of an error the gateway did not mean it to see. */
 const UNEXPECTED = 'Unexpected error.';
 
-/** Logs what an error masked was (schema/errors.ts: the gateway's own faults at error, upstream failures at warn, a caller's mistakes at debug). */
+/**
+ * Logs what an error masked was (schema/errors.ts: the gateway's own faults at error, upstream failures at warn, a
+ * caller's mistakes at debug).
+ */
 export function logMasked(logger: Logger, error: unknown): void {
   const entry = errorLogEntry(error);
   if (entry !== undefined) logger[entry.level](entry.fields, entry.message);
 }
 
 /** The error execution stops with once its client hung up (its request's signal aborted), or a timer's. */
-const isAbort = (error: unknown): boolean => error instanceof Error && (error.name === 'AbortError' || error.name === 'TimeoutError') && !(error instanceof GraphQLError);
+const isAbort = (error: unknown): boolean =>
+  error instanceof Error &&
+  (error.name === 'AbortError' || error.name === 'TimeoutError') &&
+  !(error instanceof GraphQLError);
 
-const clientGone = () => new GraphQLError('The client closed the request.', { extensions: { code: 'CLIENT_CLOSED_REQUEST' } });
+const clientGone = () =>
+  new GraphQLError('The client closed the request.', { extensions: { code: 'CLIENT_CLOSED_REQUEST' } });
 
-/** A part of an answer in parts, as the executor writes them (2022-08-24): its own errors, and those of what it delivers. */
+/**
+ * A part of an answer in parts, as the executor writes them (2022-08-24): its own errors, and those of what it
+ * delivers.
+ */
 type Part = ExecutionResult & { incremental?: readonly { errors?: readonly GraphQLError[] }[] };
 
 /**
@@ -29,7 +39,9 @@ type Part = ExecutionResult & { incremental?: readonly { errors?: readonly Graph
  * part of a stream as it passes. An abort or a timeout is the client's CLIENT_CLOSED_REQUEST only
  * once its client is gone (`gone`); else it is masked as any other failure.
  */
-export function errorMasking(logger: Logger): Policy & { readonly mask: (error: unknown, gone: boolean) => GraphQLError } {
+export function errorMasking(
+  logger: Logger,
+): Policy & { readonly mask: (error: unknown, gone: boolean) => GraphQLError } {
   const mask = (error: unknown, gone: boolean): GraphQLError => {
     // What an operation whose client hung up stopped with: nothing of ours failed, and nobody reads it.
     if (gone && isAbort(error)) return clientGone();
@@ -39,8 +51,18 @@ export function errorMasking(logger: Logger): Policy & { readonly mask: (error: 
   };
   const maskAll = (errors: readonly GraphQLError[], gone: boolean) => errors.map((error) => mask(error, gone));
   const maskPart = (part: Part, gone: boolean): Part => {
-    const incremental = part.incremental?.some((entry) => entry.errors?.length) ? part.incremental.map((entry) => (entry.errors?.length ? { ...entry, errors: maskAll(entry.errors, gone) } : entry)) : part.incremental;
-    return part.errors?.length || incremental !== part.incremental ? { ...part, ...(part.errors?.length ? { errors: maskAll(part.errors, gone) } : {}), ...(incremental !== part.incremental ? { incremental } : {}) } : part;
+    const incremental = part.incremental?.some((entry) => entry.errors?.length)
+      ? part.incremental.map((entry) =>
+          entry.errors?.length ? { ...entry, errors: maskAll(entry.errors, gone) } : entry,
+        )
+      : part.incremental;
+    return part.errors?.length || incremental !== part.incremental
+      ? {
+          ...part,
+          ...(part.errors?.length ? { errors: maskAll(part.errors, gone) } : {}),
+          ...(incremental !== part.incremental ? { incremental } : {}),
+        }
+      : part;
   };
   return {
     name: 'masking',
@@ -49,7 +71,8 @@ export function errorMasking(logger: Logger): Policy & { readonly mask: (error: 
     result(operation) {
       const { result, request } = operation;
       if (result === undefined) return;
-      if (isAsyncIterable(result)) operation.result = mapAsyncIterator(result, (part: Part) => maskPart(part, request.gone));
+      if (isAsyncIterable(result))
+        operation.result = mapAsyncIterator(result, (part: Part) => maskPart(part, request.gone));
       else if (result.errors?.length) operation.result = { ...result, errors: maskAll(result.errors, request.gone) };
     },
   };

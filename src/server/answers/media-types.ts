@@ -7,7 +7,10 @@ const writers: readonly { readonly types: readonly AnswerType[]; readonly parts:
   { types: ['application/graphql-response+json', 'application/json'], parts: false },
 ];
 
-/** The media ranges of an Accept header, those with a charset other than UTF-8 left out, the least preferred first (yoga's reading). */
+/**
+ * The media ranges of an Accept header, those with a charset other than UTF-8 left out, the least preferred first
+ * (yoga's reading).
+ */
 function rangesOf(accept: string): string[] {
   const ranges: string[] = [];
   // A quoted charset (`charset="utf-8"`) is the same charset.

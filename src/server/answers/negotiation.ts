@@ -1,19 +1,24 @@
-import { BREAK, Kind, visit, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { BREAK, type DocumentNode, type ExecutionResult, type GraphQLSchema, Kind, visit } from 'graphql';
 import { createGraphQLError, isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
-import { wholeDocumentOf } from '../documents/prepared.js';
-import type { Answer, Policy } from '../pipeline/stages.js';
 import { streamInitialCount } from '../documents/incremental-delivery.js';
-import type { RequestState } from '../request-state.js';
-import type { Negotiated, WholeAnswer } from '../incoming.js';
-import { answerTypeFor } from './media-types.js';
-import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
+import { wholeDocumentOf } from '../documents/prepared.js';
 import { codingsFor } from '../http/codings.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
+import type { Negotiated, WholeAnswer } from '../incoming.js';
+import type { Answer, Policy } from '../pipeline/stages.js';
+import type { RequestState } from '../request-state.js';
+import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
+import { answerTypeFor } from './media-types.js';
 
 /** The media types the gateway answers in, each with the only charset it writes. */
-const mediaTypes = ['application/json', 'application/graphql-response+json', 'multipart/mixed', 'text/event-stream'].map((type) => `${type};charset=utf-8`);
+const mediaTypes = [
+  'application/json',
+  'application/graphql-response+json',
+  'multipart/mixed',
+  'text/event-stream',
+].map((type) => `${type};charset=utf-8`);
 
 const quality = /;\s*q\s*=/i;
 const keptParameter = /^\s*(q|charset)\s*=/i;
@@ -30,8 +35,17 @@ const apolloSubscriptions = /^\s*multipart\/mixed\s*;(?:.*;)?\s*subscriptionSpec
  */
 function negotiate(accept: string): Negotiated {
   const ranges = accept.split(',');
-  const kept = ranges.map((range) => range.split(';').filter((part, i) => i === 0 || keptParameter.test(part)).join(';')).join(',');
-  const types = new Negotiator({ headers: { accept: kept } }).mediaTypes(mediaTypes).map((type) => type.slice(0, type.indexOf(';')));
+  const kept = ranges
+    .map((range) =>
+      range
+        .split(';')
+        .filter((part, i) => i === 0 || keptParameter.test(part))
+        .join(';'),
+    )
+    .join(',');
+  const types = new Negotiator({ headers: { accept: kept } })
+    .mediaTypes(mediaTypes)
+    .map((type) => type.slice(0, type.indexOf(';')));
   // With q-values, the answer's type is chosen from the types accepted, most preferred first.
   const chosenBy = quality.test(accept) ? types.join(', ') : accept;
   return {
@@ -65,10 +79,16 @@ export function negotiationOf(request: RequestState): Negotiated {
   return negotiated;
 }
 
-/** The one answer to a client that takes no media type the gateway answers in (HTTP 406): plain JSON every client reads, with its code. */
+/**
+ * The one answer to a client that takes no media type the gateway answers in (HTTP 406): plain JSON every client reads,
+ * with its code.
+ */
 const notAcceptableAnswer: WholeAnswer = {
   status: 406,
-  headers: { 'content-type': refusalType, accept: 'application/graphql-response+json; charset=utf-8, application/json; charset=utf-8' },
+  headers: {
+    'content-type': refusalType,
+    accept: 'application/graphql-response+json; charset=utf-8, application/json; charset=utf-8',
+  },
   body: refusalBody(
     'The Accept header names no media type the gateway answers in: application/graphql-response+json or application/json, and multipart/mixed or text/event-stream for @defer and @stream.',
     'NOT_ACCEPTABLE',
@@ -79,7 +99,10 @@ const notAcceptableAnswer: WholeAnswer = {
 const noCodingAnswer: WholeAnswer = {
   status: 406,
   headers: { 'content-type': refusalType, vary: 'Accept-Encoding' },
-  body: refusalBody('The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.', 'NOT_ACCEPTABLE'),
+  body: refusalBody(
+    'The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.',
+    'NOT_ACCEPTABLE',
+  ),
 };
 
 /**
@@ -92,9 +115,15 @@ export function notAcceptable(answer: Answer): void {
   answer.body = notAcceptableAnswer.body;
 }
 
-/** A subscription's answer (a live query's) is a stream: one asked for in a batch, or by a client that takes no stream, is refused before it runs. */
+/**
+ * A subscription's answer (a live query's) is a stream: one asked for in a batch, or by a client that takes no stream,
+ * is refused before it runs.
+ */
 function subscriptionRefusal(request: RequestState) {
-  if (request.batched) return createGraphQLError('A subscription or live query cannot be sent in a batch: send it alone.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
+  if (request.batched)
+    return createGraphQLError('A subscription or live query cannot be sent in a batch: send it alone.', {
+      extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
+    });
   if (negotiationOf(request).parts !== undefined) return undefined;
   return createGraphQLError(
     'A subscription or live query is answered as a stream: send it with Accept: text/event-stream (GraphQL over SSE) or multipart/mixed (Apollo’s subscriptionSpec="1.0"), or over WebSocket (graphql-transport-ws) on this path.',
@@ -103,13 +132,19 @@ function subscriptionRefusal(request: RequestState) {
 }
 
 /** Whether an operation that uses @defer or @stream answers in parts: one its `if` does not turn off. */
-function answersInParts(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
+function answersInParts(
+  document: DocumentNode,
+  variables: Readonly<Record<string, unknown>> | null | undefined,
+): boolean {
   let parts = false;
   visit(document, {
     Directive(node) {
       if (node.name.value !== 'defer' && node.name.value !== 'stream') return undefined;
       const condition = node.arguments?.find((argument) => argument.name.value === 'if')?.value;
-      const off = condition?.kind === Kind.BOOLEAN ? !condition.value : condition?.kind === Kind.VARIABLE && variables?.[condition.name.value] === false;
+      const off =
+        condition?.kind === Kind.BOOLEAN
+          ? !condition.value
+          : condition?.kind === Kind.VARIABLE && variables?.[condition.name.value] === false;
       if (off) return undefined;
       parts = true;
       return BREAK;
@@ -132,7 +167,12 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
 export function useContentNegotiation(): Policy {
   return {
     name: 'content negotiation',
-    intake: (request) => (negotiationOf(request).whole === undefined ? notAcceptableAnswer : codingsFor(request.headers.get('accept-encoding')) === 'none' ? noCodingAnswer : undefined),
+    intake: (request) =>
+      negotiationOf(request).whole === undefined
+        ? notAcceptableAnswer
+        : codingsFor(request.headers.get('accept-encoding')) === 'none'
+          ? noCodingAnswer
+          : undefined,
   };
 }
 
@@ -156,14 +196,26 @@ export function useIncrementalDelivery(options: { readonly schema: GraphQLSchema
       if (operation.definition?.operation === 'subscription' || operation.live) return subscriptionRefusal(request);
       if (operation.prepared?.incremental !== true) return undefined;
       // A batch is one JSON array: its operations answer whole too.
-      if (request.batched || negotiationOf(request).parts === undefined) operation.document = wholeDocumentOf(operation);
+      if (request.batched || negotiationOf(request).parts === undefined)
+        operation.document = wholeDocumentOf(operation);
       return streamInitialCount(operation);
     },
     result(operation) {
       const { result, document } = operation;
       const negotiated = operation.request.negotiated;
-      if (negotiated?.alpha9 !== true || !isAsyncIterable(result) || document === undefined || !answersInParts(document, operation.params.variables)) return;
-      const rewrite = alpha9Payloads(options.schema, document, operation.params.operationName, operation.params.variables);
+      if (
+        negotiated?.alpha9 !== true ||
+        !isAsyncIterable(result) ||
+        document === undefined ||
+        !answersInParts(document, operation.params.variables)
+      )
+        return;
+      const rewrite = alpha9Payloads(
+        options.schema,
+        document,
+        operation.params.operationName,
+        operation.params.variables,
+      );
       operation.result = mapAsyncIterator(result, (part) => rewrite(part as Payload2022) as ExecutionResult);
     },
   };

@@ -1,5 +1,5 @@
-import type { ExecutionResult } from 'graphql';
 import { Readable } from 'node:stream';
+import type { ExecutionResult } from 'graphql';
 import { serialise } from '../http/serialisation.js';
 import { eventIdOf } from '../request-state.js';
 
@@ -43,7 +43,12 @@ const multipart: Framing = {
  * write and drops the mark). Every stream says `X-Accel-Buffering: no`: nginx in front passes its parts as they come.
  */
 const eventStream: Framing = {
-  headers: { 'content-type': 'text/event-stream', connection: 'keep-alive', 'content-encoding': 'none', 'x-accel-buffering': 'no' },
+  headers: {
+    'content-type': 'text/event-stream',
+    connection: 'keep-alive',
+    'content-encoding': 'none',
+    'x-accel-buffering': 'no',
+  },
   start: ':\n\n',
   part: (json, id) => `${id === undefined ? '' : `id: ${id}\n`}event: next\ndata: ${json}\n\n`,
   end: 'event: complete\ndata:\n\n',
@@ -55,22 +60,38 @@ const eventStream: Framing = {
  * boundary `graphql`, each result as `{"payload": …}`, and an empty part `{}` as the heartbeat.
  */
 const apolloSubscription: Framing = {
-  headers: { 'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"', connection: 'keep-alive', 'x-accel-buffering': 'no' },
+  headers: {
+    'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  },
   start: '\r\n--graphql',
   part: (json) => `\r\n${jsonPart}\r\n\r\n{"payload":${json}}\r\n--graphql`,
   end: '--\r\n',
   heartbeat: `\r\n${jsonPart}\r\n\r\n{}\r\n--graphql`,
 };
 
-/** Heartbeats in a row that find the client has read nothing since the last (its buffer still full): the stream is cut. */
+/**
+ * Heartbeats in a row that find the client has read nothing since the last (its buffer still full): the stream is cut.
+ */
 const STALLED_HEARTBEATS = 3;
 
-export const framings = { 'multipart/mixed': multipart, 'text/event-stream': eventStream, 'apollo subscription': apolloSubscription } as const;
+export const framings = {
+  'multipart/mixed': multipart,
+  'text/event-stream': eventStream,
+  'apollo subscription': apolloSubscription,
+} as const;
 
-/** A subscription's event as framed, per object: subscribers that share it (the same token, document and variables) share the bytes. */
+/**
+ * A subscription's event as framed, per object: subscribers that share it (the same token, document and variables)
+ * share the bytes.
+ */
 const framedEvents = new WeakMap<object, { readonly framing: Framing; readonly bytes: Buffer }>();
 
-/** A part as its framing writes it: an event (it carries its id) serialised and framed once however many subscribers it goes to. */
+/**
+ * A part as its framing writes it: an event (it carries its id) serialised and framed once however many subscribers it
+ * goes to.
+ */
 function framedPart(value: ExecutionResult, framing: Framing): string | Buffer {
   const id = (value as { [eventIdOf]?: string })[eventIdOf];
   if (id === undefined) return framing.part(serialise(value));

@@ -36,6 +36,12 @@ export const retryAfter: Policy = {
     const seconds = retryAfterSecondsOf(result);
     if (seconds === undefined) return;
     const http = (result.extensions?.http ?? {}) as { headers?: Record<string, string> };
-    operation.result = { ...result, extensions: { ...result.extensions, http: { ...http, headers: { ...http.headers, 'Retry-After': String(seconds) } } } };
+    operation.result = {
+      ...result,
+      extensions: {
+        ...result.extensions,
+        http: { ...http, headers: { ...http.headers, 'Retry-After': String(seconds) } },
+      },
+    };
   },
 };

@@ -68,7 +68,8 @@ export function createMemoryQueryStore(options: MemoryQueryStoreOptions): Persis
     set: async (hash, query, owners = []) => {
       if (cache.has(hash)) return;
       const bytes = Buffer.byteLength(query);
-      // Over an owner's share on its own (as the Redis script refuses it): not stored, and nothing of the owner's pushed out for it.
+      // Over an owner's share on its own (as the Redis script refuses it): not stored, and nothing of the owner's
+      // pushed out for it.
       if (owners.length > 0 && bytes > maxOwnedBytes) return;
       for (const owner of owners) makeRoom(owner, bytes);
       cache.set(hash, query);
@@ -117,7 +118,10 @@ const MIN_SHARD_BYTES = 128 * 1024;
  * `…:bytes` (the texts' total).
  */
 function shardsFor(maxEntries: number, maxBytes: number): { count: number; maxEntries: number; maxBytes: number } {
-  const count = Math.max(1, Math.min(MAX_SHARDS, Math.floor(maxEntries / MIN_SHARD_ENTRIES), Math.floor(maxBytes / MIN_SHARD_BYTES)));
+  const count = Math.max(
+    1,
+    Math.min(MAX_SHARDS, Math.floor(maxEntries / MIN_SHARD_ENTRIES), Math.floor(maxBytes / MIN_SHARD_BYTES)),
+  );
   return { count, maxEntries: Math.floor(maxEntries / count), maxBytes: Math.floor(maxBytes / count) };
 }
 
@@ -244,10 +248,24 @@ export function createRedisQueryStore(options: RedisQueryStoreOptions): Persiste
       if (!redis.ready()) return redis.fellBack('apq');
       const { tag, keys } = shardOf(hash);
       const ownerKeys = owners.map((owner) => `${tag}owned:${owner}`);
-      await client.gwApqRegister(3 + ownerKeys.length, ...keys, ...ownerKeys, hash, query, ttlSeconds * 1000, shards.maxEntries, shards.maxBytes, Date.now(), owned.maxEntries, owned.maxBytes).then(
-        () => undefined,
-        (error: unknown) => redis.fellBack('apq', error),
-      );
+      await client
+        .gwApqRegister(
+          3 + ownerKeys.length,
+          ...keys,
+          ...ownerKeys,
+          hash,
+          query,
+          ttlSeconds * 1000,
+          shards.maxEntries,
+          shards.maxBytes,
+          Date.now(),
+          owned.maxEntries,
+          owned.maxBytes,
+        )
+        .then(
+          () => undefined,
+          (error: unknown) => redis.fellBack('apq', error),
+        );
     },
   };
 }

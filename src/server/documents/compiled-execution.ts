@@ -1,9 +1,23 @@
+import { setFlagsFromString } from 'node:v8';
 import { getDocumentString } from '@envelop/core';
-import { getOperationAST, getVariableValues, GraphQLError, isNonNullType, Kind, print, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema, type SelectionSetNode, type Source } from 'graphql';
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  type FragmentDefinitionNode,
+  GraphQLError,
+  type GraphQLSchema,
+  getOperationAST,
+  getVariableValues,
+  isNonNullType,
+  Kind,
+  print,
+  type SelectionSetNode,
+  type Source,
+} from 'graphql';
 import { compileQuery, isCompiledQuery } from 'graphql-jit';
 import { mapMaybePromise, type PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import { setFlagsFromString } from 'node:v8';
 import type { CacheUse } from '../instruments/metrics.js';
 
 export interface CompiledExecutionOptions {
@@ -30,10 +44,15 @@ const BYTES_PER_FIELD = 8 * 1024;
 type Compiled = { query: (root: unknown, context: unknown, variables: unknown) => unknown };
 
 /** Field selections of a selection set with its fragments spread out, each fragment counted once (memoised). */
-function expandedFields(selectionSet: SelectionSetNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, memo: Map<string, number>): number {
+function expandedFields(
+  selectionSet: SelectionSetNode,
+  fragments: ReadonlyMap<string, FragmentDefinitionNode>,
+  memo: Map<string, number>,
+): number {
   let count = 0;
   for (const selection of selectionSet.selections) {
-    if (selection.kind === Kind.FIELD) count += 1 + (selection.selectionSet ? expandedFields(selection.selectionSet, fragments, memo) : 0);
+    if (selection.kind === Kind.FIELD)
+      count += 1 + (selection.selectionSet ? expandedFields(selection.selectionSet, fragments, memo) : 0);
     else if (selection.kind === Kind.INLINE_FRAGMENT) count += expandedFields(selection.selectionSet, fragments, memo);
     else {
       const name = selection.name.value;
@@ -49,10 +68,16 @@ function expandedFields(selectionSet: SelectionSetNode, fragments: ReadonlyMap<s
 }
 
 /** The root fields an operation selects, by response key (`__typename` left out), with its fragments spread out. */
-function rootFields(selectionSet: SelectionSetNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, into: Map<string, string>, spread: Set<string>): Map<string, string> {
+function rootFields(
+  selectionSet: SelectionSetNode,
+  fragments: ReadonlyMap<string, FragmentDefinitionNode>,
+  into: Map<string, string>,
+  spread: Set<string>,
+): Map<string, string> {
   for (const selection of selectionSet.selections) {
     if (selection.kind === Kind.FIELD) {
-      if (selection.name.value !== '__typename') into.set(selection.alias?.value ?? selection.name.value, selection.name.value);
+      if (selection.name.value !== '__typename')
+        into.set(selection.alias?.value ?? selection.name.value, selection.name.value);
     } else if (selection.kind === Kind.INLINE_FRAGMENT) rootFields(selection.selectionSet, fragments, into, spread);
     else if (!spread.has(selection.name.value)) {
       spread.add(selection.name.value);
@@ -84,7 +109,11 @@ function compilableFields(document: DocumentNode, maxFields: number, schema: Gra
   const fragments = new Map<string, FragmentDefinitionNode>();
   const operations = document.definitions.filter((definition) => definition.kind === Kind.OPERATION_DEFINITION);
   let refused = false;
-  const scan = (node: { directives?: readonly unknown[]; alias?: { value: string }; selectionSet?: SelectionSetNode }): void => {
+  const scan = (node: {
+    directives?: readonly unknown[];
+    alias?: { value: string };
+    selectionSet?: SelectionSetNode;
+  }): void => {
     if (node.directives?.length || node.alias?.value === '__proto__') refused = true;
     for (const selection of node.selectionSet?.selections ?? []) scan(selection as never);
   };
@@ -105,7 +134,9 @@ function compilableFields(document: DocumentNode, maxFields: number, schema: Gra
  * positions (graphql-jit's carry their locations only, which the masking needs to keep them).
  */
 function finished(result: ExecutionResult, source: Source | undefined): ExecutionResult {
-  const located = source !== undefined && result.errors?.some((error) => error.locations !== undefined && error.positions === undefined);
+  const located =
+    source !== undefined &&
+    result.errors?.some((error) => error.locations !== undefined && error.positions === undefined);
   return located ? { ...result, errors: result.errors!.map((error) => withPositions(error, source)) } : result;
 }
 
@@ -153,13 +184,20 @@ export function compiledExecution(options: CompiledExecutionOptions): CompiledEx
     if (state === undefined) {
       const fields = compilableFields(args.document, options.maxFields, args.schema);
       // One larger than the whole budget would be compiled again on every request.
-      state = fields !== undefined && fields * BYTES_PER_FIELD <= options.maxBytes ? { runs: 0, fields, text: undefined } : false;
+      state =
+        fields !== undefined && fields * BYTES_PER_FIELD <= options.maxBytes
+          ? { runs: 0, fields, text: undefined }
+          : false;
       documents.set(args.document, state);
     }
     if (state === false || ++state.runs < options.afterExecutions) return undefined;
     state.text ??= getDocumentString(args.document) ?? print(args.document);
     const text = state.text;
-    if (operation.variableDefinitions?.length && getVariableValues(args.schema, operation.variableDefinitions, args.variableValues ?? {}).errors) return undefined;
+    if (
+      operation.variableDefinitions?.length &&
+      getVariableValues(args.schema, operation.variableDefinitions, args.variableValues ?? {}).errors
+    )
+      return undefined;
     let query = compiled.get(text);
     if (query === undefined) {
       const result = compileQuery(args.schema, args.document, args.operationName ?? undefined);
@@ -176,7 +214,11 @@ export function compiledExecution(options: CompiledExecutionOptions): CompiledEx
     run(args) {
       const query = compiledFor(args);
       if (query === undefined) return undefined;
-      const result = query.query(args.rootValue, args.contextValue, args.variableValues ?? {}) as PromiseOrValue<ExecutionResult>;
+      const result = query.query(
+        args.rootValue,
+        args.contextValue,
+        args.variableValues ?? {},
+      ) as PromiseOrValue<ExecutionResult>;
       options.onCompiledRun?.();
       return mapMaybePromise(result, (done) => finished(done, args.document.loc?.source));
     },
@@ -188,5 +230,11 @@ function withPositions(error: GraphQLError, source: Source): GraphQLError {
   const lineStarts = [0];
   for (let i = source.body.indexOf('\n'); i >= 0; i = source.body.indexOf('\n', i + 1)) lineStarts.push(i + 1);
   const positions = error.locations.map(({ line, column }) => (lineStarts[line - 1] ?? 0) + column - 1);
-  return new GraphQLError(error.message, { source, positions, path: error.path, originalError: error.originalError, extensions: error.extensions });
+  return new GraphQLError(error.message, {
+    source,
+    positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions: error.extensions,
+  });
 }

@@ -4,7 +4,7 @@ import { anonymous, type ClientIdentity } from '../instruments/client-awareness.
 import type { SchemaUsageMetrics, UseTally } from '../instruments/usage-metrics.js';
 import type { Policy } from '../pipeline/stages.js';
 import type { OperationState } from '../request-state.js';
-import { selectedCoordinates, type SelectedCoordinates } from './coordinates.js';
+import { type SelectedCoordinates, selectedCoordinates } from './coordinates.js';
 
 /** A client's selection of one deprecated coordinate is logged at most this often (issue 43: once a minute). */
 export const DEPRECATION_LOG_INTERVAL_MS = 60_000;
@@ -19,23 +19,39 @@ export interface CoordinateUsageOptions {
   readonly now?: () => number;
 }
 
-/** One client's uses of one operation: its tally, and when its deprecated coordinates were last looked at for the log. */
+/**
+ * One client's uses of one operation: its tally, and when its deprecated coordinates were last looked at for the log.
+ */
 interface ClientUse {
   readonly tally: UseTally;
   deprecationSeenAt: number;
 }
 
-/** What is kept of one operation of a prepared document: what it selects, and its uses by client (name label, then version label). */
+/**
+ * What is kept of one operation of a prepared document: what it selects, and its uses by client (name label, then
+ * version label).
+ */
 interface OperationUse {
   readonly selected: SelectedCoordinates;
   readonly clients: Map<string, Map<string, ClientUse>>;
 }
 
-/** One line per client and deprecated coordinate at most every DEPRECATION_LOG_INTERVAL_MS, whichever operation selects it. */
+/**
+ * One line per client and deprecated coordinate at most every DEPRECATION_LOG_INTERVAL_MS, whichever operation selects
+ * it.
+ */
 function deprecationLog(logger: Logger) {
-  /** When each `client name label` + `coordinate` was last logged: bounded by the client labels times the schema's deprecated coordinates. */
+  /**
+   * When each `client name label` + `coordinate` was last logged: bounded by the client labels times the schema's
+   * deprecated coordinates.
+   */
   const loggedAt = new Map<string, number>();
-  return (operation: OperationDefinitionNode, deprecated: readonly string[], client: ClientIdentity, at: number): void => {
+  return (
+    operation: OperationDefinitionNode,
+    deprecated: readonly string[],
+    client: ClientIdentity,
+    at: number,
+  ): void => {
     const due = deprecated.filter((coordinate) => {
       const key = `${client.nameLabel}\n${coordinate}`;
       const last = loggedAt.get(key);
@@ -45,7 +61,15 @@ function deprecationLog(logger: Logger) {
     });
     if (due.length === 0) return;
     // Names of the document and the schema, and the client's checked, bounded labels: nothing else a client sent.
-    logger.warn({ clientName: client.nameLabel, clientVersion: client.versionLabel, operationName: operation.name?.value ?? 'anonymous', coordinates: due }, 'deprecated schema coordinates selected');
+    logger.warn(
+      {
+        clientName: client.nameLabel,
+        clientVersion: client.versionLabel,
+        operationName: operation.name?.value ?? 'anonymous',
+        coordinates: due,
+      },
+      'deprecated schema coordinates selected',
+    );
   };
 }
 
@@ -70,7 +94,10 @@ export function useCoordinateUsage(options: CoordinateUsageOptions): Policy {
     }
     let found = versions.get(client.versionLabel);
     if (found === undefined) {
-      found = { tally: metrics.tally(use.selected.coordinates, client.nameLabel, client.versionLabel), deprecationSeenAt: -Infinity };
+      found = {
+        tally: metrics.tally(use.selected.coordinates, client.nameLabel, client.versionLabel),
+        deprecationSeenAt: -Infinity,
+      };
       versions.set(client.versionLabel, found);
     }
     return found;

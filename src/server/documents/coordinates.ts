@@ -1,15 +1,15 @@
 import {
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
   getNamedType,
   isEnumType,
   isInputObjectType,
   Kind,
+  type OperationDefinitionNode,
   TypeInfo,
   visit,
   visitWithTypeInfo,
-  type DocumentNode,
-  type FragmentDefinitionNode,
-  type GraphQLSchema,
-  type OperationDefinitionNode,
 } from 'graphql';
 
 /*
@@ -28,7 +28,10 @@ export interface SelectedCoordinates {
 }
 
 /** The fragments `operation` spreads, directly or through other fragments, of those `defined` (by name). */
-export function fragmentsSpreadBy(operation: OperationDefinitionNode, defined: ReadonlyMap<string, FragmentDefinitionNode>): FragmentDefinitionNode[] {
+export function fragmentsSpreadBy(
+  operation: OperationDefinitionNode,
+  defined: ReadonlyMap<string, FragmentDefinitionNode>,
+): FragmentDefinitionNode[] {
   const reached = new Map<string, FragmentDefinitionNode>();
   const walk = (node: OperationDefinitionNode | FragmentDefinitionNode): void => {
     visit(node, {
@@ -48,7 +51,8 @@ export function fragmentsSpreadBy(operation: OperationDefinitionNode, defined: R
 /** A document's fragments by name. */
 export function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
   const defined = new Map<string, FragmentDefinitionNode>();
-  for (const definition of document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) defined.set(definition.name.value, definition);
+  for (const definition of document.definitions)
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) defined.set(definition.name.value, definition);
   return defined;
 }
 
@@ -59,7 +63,11 @@ export function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinit
  * the schema. What a variable's value holds is not in the document, so not here: an argument
  * given through a variable counts as that argument.
  */
-export function selectedCoordinates(schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode): SelectedCoordinates {
+export function selectedCoordinates(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+): SelectedCoordinates {
   const coordinates = new Set<string>();
   const deprecated = new Set<string>();
   const add = (coordinate: string, deprecationReason: string | null | undefined) => {
@@ -67,14 +75,18 @@ export function selectedCoordinates(schema: GraphQLSchema, document: DocumentNod
     if (deprecationReason != null) deprecated.add(coordinate);
   };
   const typeInfo = new TypeInfo(schema);
-  const selected: DocumentNode = { kind: Kind.DOCUMENT, definitions: [operation, ...fragmentsSpreadBy(operation, fragmentsOf(document))] };
+  const selected: DocumentNode = {
+    kind: Kind.DOCUMENT,
+    definitions: [operation, ...fragmentsSpreadBy(operation, fragmentsOf(document))],
+  };
   visit(
     selected,
     visitWithTypeInfo(typeInfo, {
       Field(node) {
         const parent = typeInfo.getParentType();
         const field = typeInfo.getFieldDef();
-        if (parent != null && field != null && !node.name.value.startsWith('__')) add(`${parent.name}.${field.name}`, field.deprecationReason);
+        if (parent != null && field != null && !node.name.value.startsWith('__'))
+          add(`${parent.name}.${field.name}`, field.deprecationReason);
       },
       Argument() {
         const argument = typeInfo.getArgument();

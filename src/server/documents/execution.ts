@@ -1,6 +1,6 @@
-import { envelop, useEngine, useSchema, type GetEnvelopedFn, type Plugin as EnvelopPlugin } from '@envelop/core';
+import { type Plugin as EnvelopPlugin, envelop, type GetEnvelopedFn, useEngine, useSchema } from '@envelop/core';
 import { execute as executeEvent, normalizedExecutor } from '@graphql-tools/executor';
-import { parse, specifiedRules, validate, type ExecutionArgs, type GraphQLSchema } from 'graphql';
+import { type ExecutionArgs, type GraphQLSchema, parse, specifiedRules, validate } from 'graphql';
 import type { PromiseOrValue } from 'graphql-yoga';
 import type { ExecutionStep, Policy } from '../pipeline/stages.js';
 import type { OperationResult, OperationState } from '../request-state.js';
@@ -22,7 +22,10 @@ export interface GatewayEnvelop {
   readonly getEnveloped: GetEnvelopedFn<unknown>;
   /** Runs an operation on its context: what the execution policy and a live query's first result use. */
   readonly execute: (operation: OperationState) => PromiseOrValue<OperationResult>;
-  /** The execution stage's last policy: every operation no policy before it took (a client's, and a subscription's events). */
+  /**
+   * The execution stage's last policy: every operation no policy before it took (a client's, and a subscription's
+   * events).
+   */
   readonly policy: Policy;
 }
 
@@ -39,8 +42,15 @@ export interface GatewayEnvelop {
  */
 export function gatewayEnvelop(options: GatewayEnvelopOptions): GatewayEnvelop {
   const { compiled, schema } = options;
-  const execute = (args: ExecutionArgs): PromiseOrValue<OperationResult> => compiled?.run(args) ?? (normalizedExecutor(args) as PromiseOrValue<OperationResult>);
-  const getEnveloped = envelop({ plugins: [useEngine({ parse, validate, specifiedRules, execute, subscribe: normalizedExecutor }), useSchema(schema), ...options.plugins] });
+  const execute = (args: ExecutionArgs): PromiseOrValue<OperationResult> =>
+    compiled?.run(args) ?? (normalizedExecutor(args) as PromiseOrValue<OperationResult>);
+  const getEnveloped = envelop({
+    plugins: [
+      useEngine({ parse, validate, specifiedRules, execute, subscribe: normalizedExecutor }),
+      useSchema(schema),
+      ...options.plugins,
+    ],
+  });
   const wrapped = options.plugins.some((plugin) => plugin.onExecute !== undefined);
   const run = (operation: OperationState): PromiseOrValue<OperationResult> => {
     const contextValue = operation.context!;
@@ -55,8 +65,10 @@ export function gatewayEnvelop(options: GatewayEnvelopOptions): GatewayEnvelop {
       operationName: operation.params.operationName ?? undefined,
       signal: operation.request.signal,
     } as ExecutionArgs;
-    // A subscription's event: its selection run on the change, as graphql-js maps a source event to a response (no plugin wraps it: nothing of it is kept).
-    if (event !== undefined && operation.definition?.operation === 'subscription') return executeEvent(args) as PromiseOrValue<OperationResult>;
+    // A subscription's event: its selection run on the change, as graphql-js maps a source event to a response (no
+    // plugin wraps it: nothing of it is kept).
+    if (event !== undefined && operation.definition?.operation === 'subscription')
+      return executeEvent(args) as PromiseOrValue<OperationResult>;
     return (wrapped ? getEnveloped(contextValue).execute(args) : execute(args)) as PromiseOrValue<OperationResult>;
   };
   const step: ExecutionStep = run;

@@ -1,5 +1,17 @@
-import { BREAK, getNullableType, GraphQLError, isListType, Kind, visit, type ASTVisitor, type DirectiveNode, type DocumentNode, type ValidationContext, type ValueNode } from 'graphql';
 import type { Plugin as EnvelopPlugin } from '@envelop/core';
+import {
+  type ASTVisitor,
+  BREAK,
+  type DirectiveNode,
+  type DocumentNode,
+  GraphQLError,
+  getNullableType,
+  isListType,
+  Kind,
+  type ValidationContext,
+  type ValueNode,
+  visit,
+} from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import type { OperationStep } from '../pipeline/stages.js';
 
@@ -40,8 +52,14 @@ export function withoutIncrementalDelivery(document: DocumentNode): DocumentNode
   return plain;
 }
 
-/** Whether a @stream of the document asks for an `initialCount` below 0: as written, or through a variable (sent, or its default). */
-function negativeInitialCount(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): boolean {
+/**
+ * Whether a @stream of the document asks for an `initialCount` below 0: as written, or through a variable (sent, or its
+ * default).
+ */
+function negativeInitialCount(
+  document: DocumentNode,
+  variables: Readonly<Record<string, unknown>> | null | undefined,
+): boolean {
   let negative = false;
   const defaults = new Map<string, ValueNode>();
   const literal = (value: ValueNode | undefined): unknown =>
@@ -68,9 +86,15 @@ function negativeInitialCount(document: DocumentNode, variables: Readonly<Record
 }
 
 const negativeCount = () =>
-  createGraphQLError('@stream(initialCount:) must be 0 or more: the number of list items sent before the rest streams.', { extensions: { code: 'BAD_USER_INPUT' } });
+  createGraphQLError(
+    '@stream(initialCount:) must be 0 or more: the number of list items sent before the rest streams.',
+    { extensions: { code: 'BAD_USER_INPUT' } },
+  );
 
-/** @defer's and @stream's labels: static strings, each used once (yoga's DeferStreamDirectiveLabelRule, graphql-js 17's). */
+/**
+ * @defer's and @stream's labels: static strings, each used once (yoga's DeferStreamDirectiveLabelRule, graphql-js
+ * 17's).
+ */
 function labelRule(context: ValidationContext): ASTVisitor {
   const known = new Map<string, DirectiveNode>();
   return {
@@ -78,8 +102,16 @@ function labelRule(context: ValidationContext): ASTVisitor {
       if (node.name.value !== 'defer' && node.name.value !== 'stream') return;
       const label = node.arguments?.find((argument) => argument.name.value === 'label')?.value;
       if (label === undefined) return;
-      if (label.kind !== Kind.STRING) context.reportError(new GraphQLError(`Directive "${node.name.value}"'s label argument must be a static string.`, { nodes: node }));
-      else if (known.has(label.value)) context.reportError(new GraphQLError('Defer/Stream directive label argument must be unique.', { nodes: [known.get(label.value)!, node] }));
+      if (label.kind !== Kind.STRING)
+        context.reportError(
+          new GraphQLError(`Directive "${node.name.value}"'s label argument must be a static string.`, { nodes: node }),
+        );
+      else if (known.has(label.value))
+        context.reportError(
+          new GraphQLError('Defer/Stream directive label argument must be unique.', {
+            nodes: [known.get(label.value)!, node],
+          }),
+        );
       else known.set(label.value, node);
     },
   };
@@ -93,8 +125,18 @@ function rootFieldRule(context: ValidationContext): ASTVisitor {
       const parent = context.getParentType();
       if (directive === undefined || parent == null) return;
       const schema = context.getSchema();
-      const root = parent === schema.getMutationType() ? 'mutation' : parent === schema.getSubscriptionType() ? 'subscription' : undefined;
-      if (root !== undefined) context.reportError(new GraphQLError(`${directive} directive cannot be used on root ${root} type "${parent.name}".`, { nodes: node }));
+      const root =
+        parent === schema.getMutationType()
+          ? 'mutation'
+          : parent === schema.getSubscriptionType()
+            ? 'subscription'
+            : undefined;
+      if (root !== undefined)
+        context.reportError(
+          new GraphQLError(`${directive} directive cannot be used on root ${root} type "${parent.name}".`, {
+            nodes: node,
+          }),
+        );
     },
   };
 }
@@ -106,7 +148,13 @@ function streamOnListRule(context: ValidationContext): ASTVisitor {
       const field = context.getFieldDef();
       const parent = context.getParentType();
       if (node.name.value !== 'stream' || field == null || parent == null) return;
-      if (!isListType(getNullableType(field.type))) context.reportError(new GraphQLError(`Stream directive cannot be used on non-list field "${field.name}" on type "${parent.name}".`, { nodes: node }));
+      if (!isListType(getNullableType(field.type)))
+        context.reportError(
+          new GraphQLError(
+            `Stream directive cannot be used on non-list field "${field.name}" on type "${parent.name}".`,
+            { nodes: node },
+          ),
+        );
     },
   };
 }

@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import type { GraphQLError } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import type { TrustedDocuments } from '../../config.js';
-import type { PersistedQueryStore } from './apq-store.js';
 import type { MaybePromise, OperationStep, Policy, ResultStep } from '../pipeline/stages.js';
 import type { OperationParams, OperationState } from '../request-state.js';
+import type { PersistedQueryStore } from './apq-store.js';
 
 export interface PersistedDocumentsOptions {
   /** Where automatic persisted queries are registered (Apollo's APQ protocol). */
@@ -19,23 +19,36 @@ export interface PersistedDocumentsOptions {
  * GraphQL over HTTP's persisted documents name a document `documentId` (`sha256:<hex>`): a body
  * parameter of a POST, a URL parameter of a GET (intake/params.ts reads both).
  */
-const documentIdOf = (params: OperationParams): string | undefined => (typeof params.documentId === 'string' ? params.documentId : undefined);
+const documentIdOf = (params: OperationParams): string | undefined =>
+  typeof params.documentId === 'string' ? params.documentId : undefined;
 
-/** Apollo's APQ extension's hash: `extensions.persistedQuery`, version 1 with a string `sha256Hash` (anything else is no APQ request). */
+/**
+ * Apollo's APQ extension's hash: `extensions.persistedQuery`, version 1 with a string `sha256Hash` (anything else is no
+ * APQ request).
+ */
 function apqHashOf(params: OperationParams): string | undefined {
   const extension = params.extensions?.persistedQuery as { version?: unknown; sha256Hash?: unknown } | null | undefined;
   return extension?.version === 1 && typeof extension.sha256Hash === 'string' ? extension.sha256Hash : undefined;
 }
 
 /** The Apollo links retry with the query text on this message; they expect HTTP 200. */
-const notFound = () => createGraphQLError('PersistedQueryNotFound', { extensions: { code: 'PERSISTED_QUERY_NOT_FOUND', http: { status: 200 } } });
-
-const trustedOnly = () =>
-  createGraphQLError('Only trusted documents run here: send the id of a document in the manifest (extensions.persistedQuery.sha256Hash or documentId), not a query.', {
-    extensions: { code: 'PERSISTED_QUERY_ONLY', http: { status: 400 } },
+const notFound = () =>
+  createGraphQLError('PersistedQueryNotFound', {
+    extensions: { code: 'PERSISTED_QUERY_NOT_FOUND', http: { status: 200 } },
   });
 
-const hashMismatch = () => createGraphQLError('extensions.persistedQuery.sha256Hash is not the SHA-256 of the query text.', { extensions: { code: 'BAD_USER_INPUT', http: { status: 400 } } });
+const trustedOnly = () =>
+  createGraphQLError(
+    'Only trusted documents run here: send the id of a document in the manifest (extensions.persistedQuery.sha256Hash or documentId), not a query.',
+    {
+      extensions: { code: 'PERSISTED_QUERY_ONLY', http: { status: 400 } },
+    },
+  );
+
+const hashMismatch = () =>
+  createGraphQLError('extensions.persistedQuery.sha256Hash is not the SHA-256 of the query text.', {
+    extensions: { code: 'BAD_USER_INPUT', http: { status: 400 } },
+  });
 
 /** Names the operation's query: the text a hash or id stands for. */
 function named(operation: OperationState, query: string): undefined {
@@ -69,7 +82,8 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Polic
     const pending = operation.registration;
     if (pending !== undefined) {
       operation.registration = undefined;
-      // Charged to its caller and to its client address (each within its share of the store): one owner until its token is known.
+      // Charged to its caller and to its client address (each within its share of the store): one owner until its token
+      // is known.
       const { key, address, known } = operation.request.caller;
       operation.registering = options.apqStore.set(pending.hash, pending.query, known ? [key, address] : [address]);
     }
@@ -89,12 +103,16 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Polic
     return { name: 'persisted documents', document, admission: registration, result: written };
   }
   const { apqStore } = options;
-  /** An APQ request: the hash alone names a registered text (the manifest's first), or its text comes with it to be registered once valid. */
+  /**
+   * An APQ request: the hash alone names a registered text (the manifest's first), or its text comes with it to be
+   * registered once valid.
+   */
   const apq = (operation: OperationState, hash: string): MaybePromise<GraphQLError | undefined> => {
     const { query } = operation.params;
     if (query == null) {
       const text = lookUp(hash) ?? apqStore.get(hash);
-      const found = (registered: string | undefined) => (registered === undefined ? notFound() : named(operation, registered));
+      const found = (registered: string | undefined) =>
+        registered === undefined ? notFound() : named(operation, registered);
       return text instanceof Promise ? text.then(found) : found(text);
     }
     if (typeof query !== 'string') return undefined;

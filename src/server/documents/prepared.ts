@@ -1,8 +1,8 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { GetEnvelopedFn } from '@envelop/core';
-import { GraphQLError, Kind, type DocumentNode, type OperationDefinitionNode } from 'graphql';
+import { type DocumentNode, GraphQLError, Kind, type OperationDefinitionNode } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { CacheBounds } from '../../config.js';
 import type { CacheUse } from '../instruments/metrics.js';
 import { inOrder } from '../pipeline/pipeline.js';
@@ -38,7 +38,8 @@ class DocumentEntry implements PreparedDocument {
       if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
       if (count++ === 0) this.#only = definition;
       // The first of a name, as getOperationAST; validation refuses a repeated one.
-      if (definition.name !== undefined && !this.#named.has(definition.name.value)) this.#named.set(definition.name.value, definition);
+      if (definition.name !== undefined && !this.#named.has(definition.name.value))
+        this.#named.set(definition.name.value, definition);
     }
     if (count !== 1) this.#only = null;
   }
@@ -54,13 +55,19 @@ class DocumentEntry implements PreparedDocument {
     return this.#whole;
   }
 
-  /** The operation `operationName` selects (none: the only one), or null when it selects none, as graphql-js's getOperationAST. */
+  /**
+   * The operation `operationName` selects (none: the only one), or null when it selects none, as graphql-js's
+   * getOperationAST.
+   */
   operation(operationName: string | null | undefined): OperationDefinitionNode | null {
     return operationName == null ? this.#only : (this.#named.get(operationName) ?? null);
   }
 }
 
-/** A text refused before it was a document (nested too deep, too many tokens, a syntax error), and the limit it passed, if one. */
+/**
+ * A text refused before it was a document (nested too deep, too many tokens, a syntax error), and the limit it passed,
+ * if one.
+ */
 interface Refused {
   readonly refusal: GraphQLError;
   readonly limit: string | undefined;
@@ -73,7 +80,9 @@ function tokensOf(document: DocumentNode): number {
 }
 
 /** Estimated heap of one entry: the text (two bytes a character at most) and what parsing made of it. */
-const entryBytes = (entry: DocumentEntry | Refused, text: string): number => 2 * text.length + (entry instanceof DocumentEntry ? BYTES_PER_TOKEN * Math.max(1, tokensOf(entry.document)) : BYTES_PER_REFUSAL);
+const entryBytes = (entry: DocumentEntry | Refused, text: string): number =>
+  2 * text.length +
+  (entry instanceof DocumentEntry ? BYTES_PER_TOKEN * Math.max(1, tokensOf(entry.document)) : BYTES_PER_REFUSAL);
 
 /** Nesting beyond the selection depth limit that lists, objects, arguments and inline fragments may add. */
 const EXTRA_NESTING = 96;
@@ -101,7 +110,8 @@ export function nestsDeeperThan(text: string, limit: number): boolean {
         if (end < 0) return false;
         i = end + 2;
       } else {
-        for (i++; i < text.length && text.charCodeAt(i) !== 34 && text.charCodeAt(i) !== 10; i++) if (text.charCodeAt(i) === 92) i++;
+        for (i++; i < text.length && text.charCodeAt(i) !== 34 && text.charCodeAt(i) !== 10; i++)
+          if (text.charCodeAt(i) === 92) i++;
       }
     }
   }
@@ -131,7 +141,12 @@ export interface PreparedDocumentsOptions {
    * prepared is parsed (what a refusal saves is the parse; its refusal is not kept), then spent
    * between parsing and validation.
    */
-  readonly budget?: { readonly beforeParse: (operation: OperationState, text: string) => GraphQLError | undefined; readonly step: OperationStep } | undefined;
+  readonly budget?:
+    | {
+        readonly beforeParse: (operation: OperationState, text: string) => GraphQLError | undefined;
+        readonly step: OperationStep;
+      }
+    | undefined;
 }
 
 /**
@@ -149,13 +164,24 @@ export interface PreparedDocumentsOptions {
  * HTTP 405), validation refuses an invalid one (HTTP 400, GRAPHQL_VALIDATION_FAILED,
  * `extensions.limit` for a limit).
  */
-export function preparedDocuments(options: PreparedDocumentsOptions): Policy & { readonly parse: OperationStep; readonly validate: OperationStep; readonly use: () => CacheUse } {
+export function preparedDocuments(
+  options: PreparedDocumentsOptions,
+): Policy & { readonly parse: OperationStep; readonly validate: OperationStep; readonly use: () => CacheUse } {
   const { bounds, onRefused } = options;
-  const kept = new LRUCache<string, DocumentEntry | Refused>({ max: bounds.maxEntries, maxSize: bounds.maxBytes, sizeCalculation: entryBytes });
+  const kept = new LRUCache<string, DocumentEntry | Refused>({
+    max: bounds.maxEntries,
+    maxSize: bounds.maxBytes,
+    sizeCalculation: entryBytes,
+  });
   const nesting = options.maxDepth + EXTRA_NESTING;
   const prepare = (text: string): DocumentEntry | Refused => {
     if (nestsDeeperThan(text, nesting)) {
-      return { refusal: createGraphQLError(`Document nested more than ${nesting} levels deep`, { extensions: { code: 'GRAPHQL_PARSE_FAILED', limit: 'nesting', http: { status: 400 } } }), limit: 'nesting' };
+      return {
+        refusal: createGraphQLError(`Document nested more than ${nesting} levels deep`, {
+          extensions: { code: 'GRAPHQL_PARSE_FAILED', limit: 'nesting', http: { status: 400 } },
+        }),
+        limit: 'nesting',
+      };
     }
     try {
       return new DocumentEntry(text, options.envelop({}).parse(text));
@@ -167,15 +193,21 @@ export function preparedDocuments(options: PreparedDocumentsOptions): Policy & {
   const validate = (entry: DocumentEntry): readonly GraphQLError[] => {
     if (entry.validation !== undefined) return entry.validation;
     const enveloped = options.envelop({});
-    entry.validation = (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map((error) => {
-      const extensions = error.extensions as Record<string, unknown>;
-      extensions.code ??= 'GRAPHQL_VALIDATION_FAILED';
-      extensions.http = { spec: true, status: 400, ...(extensions.http as object | undefined) };
-      return error;
-    });
+    entry.validation = (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map(
+      (error) => {
+        const extensions = error.extensions as Record<string, unknown>;
+        extensions.code ??= 'GRAPHQL_VALIDATION_FAILED';
+        extensions.http = { spec: true, status: 400, ...(extensions.http as object | undefined) };
+        return error;
+      },
+    );
     return entry.validation;
   };
-  const parse = (operation: OperationState, text: string, entry: DocumentEntry | Refused | undefined): GraphQLError | undefined => {
+  const parse = (
+    operation: OperationState,
+    text: string,
+    entry: DocumentEntry | Refused | undefined,
+  ): GraphQLError | undefined => {
     if (entry === undefined) {
       const refusal = options.budget?.beforeParse(operation, text);
       if (refusal !== undefined) return refusal;
@@ -187,9 +219,14 @@ export function preparedDocuments(options: PreparedDocumentsOptions): Policy & {
       return entry.refusal;
     }
     const definition = entry.operation(operation.params.operationName);
-    if (definition === null) return createGraphQLError('Could not determine what operation to execute.', { extensions: { code: 'OPERATION_RESOLUTION_FAILURE', http: { status: 400 } } });
+    if (definition === null)
+      return createGraphQLError('Could not determine what operation to execute.', {
+        extensions: { code: 'OPERATION_RESOLUTION_FAILURE', http: { status: 400 } },
+      });
     if (definition.operation === 'mutation' && operation.request.http?.method === 'GET') {
-      return createGraphQLError('Can only perform a mutation operation from a POST request.', { extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'POST' } } } });
+      return createGraphQLError('Can only perform a mutation operation from a POST request.', {
+        extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'POST' } } },
+      });
     }
     operation.prepared = entry;
     operation.document = entry.document;
@@ -197,24 +234,24 @@ export function preparedDocuments(options: PreparedDocumentsOptions): Policy & {
     return undefined;
   };
   const parseStep: OperationStep = (operation) => {
-      const text = operation.params.query!;
-      const entry = kept.get(text);
-      const { request } = operation;
-      // A batch's documents not kept yet are parsed and validated one a turn of the event loop, after the one before (its
-      // pairs counted): other requests are served between them. A hot document, or a request's first, waits for nothing.
-      if (entry !== undefined || !request.batched || request.preparing === undefined) {
-        if (entry === undefined && request.batched) request.preparing = Promise.resolve();
-        return parse(operation, text, entry);
-      }
-      const turn = request.preparing.then(nextTurn).then(() => parse(operation, text, kept.get(text)));
-      request.preparing = turn;
-      return turn;
+    const text = operation.params.query!;
+    const entry = kept.get(text);
+    const { request } = operation;
+    // A batch's documents not kept yet are parsed and validated one a turn of the event loop, after the one before (its
+    // pairs counted): other requests are served between them. A hot document, or a request's first, waits for nothing.
+    if (entry !== undefined || !request.batched || request.preparing === undefined) {
+      if (entry === undefined && request.batched) request.preparing = Promise.resolve();
+      return parse(operation, text, entry);
+    }
+    const turn = request.preparing.then(nextTurn).then(() => parse(operation, text, kept.get(text)));
+    request.preparing = turn;
+    return turn;
   };
   const validateStep: OperationStep = (operation) => {
-      const errors = validate(operation.prepared as DocumentEntry);
-      if (errors.length === 0) return undefined;
-      for (const error of errors) if (typeof error.extensions.limit === 'string') onRefused(error.extensions.limit);
-      return errors;
+    const errors = validate(operation.prepared as DocumentEntry);
+    if (errors.length === 0) return undefined;
+    for (const error of errors) if (typeof error.extensions.limit === 'string') onRefused(error.extensions.limit);
+    return errors;
   };
   const budget = options.budget?.step;
   return {

@@ -8,7 +8,8 @@ export function operationNamesOf(documents: TrustedDocuments): Set<string> {
   const names = new Set<string>();
   for (const text of new Set(documents.values())) {
     try {
-      for (const definition of parse(text, { noLocation: true }).definitions) if (definition.kind === Kind.OPERATION_DEFINITION && definition.name) names.add(definition.name.value);
+      for (const definition of parse(text, { noLocation: true }).definitions)
+        if (definition.kind === Kind.OPERATION_DEFINITION && definition.name) names.add(definition.name.value);
     } catch {
       // A document that does not parse defines no name; running it fails as it would anyway.
     }

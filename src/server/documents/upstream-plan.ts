@@ -1,10 +1,10 @@
-import { SpanStatusCode } from '@opentelemetry/api';
 import type { Context } from '@opentelemetry/api';
-import { GraphQLError, type DocumentNode } from 'graphql';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { type DocumentNode, GraphQLError } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
-import { createContext, type ContextOptions } from '../../schema/context.js';
-import { carriesToken } from '../../schema/inputs.js';
 import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
+import { type ContextOptions, createContext } from '../../schema/context.js';
+import { carriesToken } from '../../schema/inputs.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 import type { OperationStep, Policy } from '../pipeline/stages.js';
 import type { RequestState } from '../request-state.js';
@@ -25,18 +25,30 @@ export interface UpstreamPlanOptions {
 const NOTHING_PLANNED = Object.freeze({ calls: 0, items: 0 });
 
 /** The refusal of a plan over a limit, or undefined when it fits beside what its batch already planned. */
-function refusalOf(plan: OperationPlan, planned: { readonly calls: number; readonly items: number }, budget: number, maxItems: number) {
-  const besides = (spent: number, what: string) => (spent === 0 ? '' : ` (its batch's other operations already plan ${spent} ${what})`);
+function refusalOf(
+  plan: OperationPlan,
+  planned: { readonly calls: number; readonly items: number },
+  budget: number,
+  maxItems: number,
+) {
+  const besides = (spent: number, what: string) =>
+    spent === 0 ? '' : ` (its batch's other operations already plan ${spent} ${what})`;
   if (planned.calls + plan.calls > budget) {
     const cost = plan.exact ? `would cost ${plan.calls}` : `could cost up to ${plan.calls}`;
-    return createGraphQLError(`This operation ${cost} upstream calls${besides(planned.calls, 'calls')}; the budget is ${budget}. Ask for fewer items or fields.`, {
-      extensions: { code: 'UPSTREAM_BUDGET_EXCEEDED', limit: 'budget', estimatedCalls: plan.calls, budget },
-    });
+    return createGraphQLError(
+      `This operation ${cost} upstream calls${besides(planned.calls, 'calls')}; the budget is ${budget}. Ask for fewer items or fields.`,
+      {
+        extensions: { code: 'UPSTREAM_BUDGET_EXCEEDED', limit: 'budget', estimatedCalls: plan.calls, budget },
+      },
+    );
   }
   if (planned.items + plan.items > maxItems) {
-    return createGraphQLError(`This operation could answer ${plan.items} list items${besides(planned.items, 'items')}; the limit is ${maxItems}. Ask for smaller pages or fewer aliases.`, {
-      extensions: { code: 'RESULT_TOO_LARGE', limit: 'items', estimatedItems: plan.items, maxItems },
-    });
+    return createGraphQLError(
+      `This operation could answer ${plan.items} list items${besides(planned.items, 'items')}; the limit is ${maxItems}. Ask for smaller pages or fewer aliases.`,
+      {
+        extensions: { code: 'RESULT_TOO_LARGE', limit: 'items', estimatedItems: plan.items, maxItems },
+      },
+    );
   }
   return undefined;
 }
@@ -74,12 +86,22 @@ export function planAdmission(options: UpstreamPlanOptions): PlanAdmission {
   const tracer = options.tracing?.recording === true ? options.tracing.tracer : undefined;
   return (operation, batch) => {
     const span = tracer?.startSpan('upstream plan', undefined, operation.trace);
-    const plan = planner.plan({ document: operation.document, operationName: operation.operationName, variables: operation.variables ?? undefined, authorized: operation.authorized });
+    const plan = planner.plan({
+      document: operation.document,
+      operationName: operation.operationName,
+      variables: operation.variables ?? undefined,
+      authorized: operation.authorized,
+    });
     const refusal = refusalOf(plan, batch?.planned ?? NOTHING_PLANNED, budget, maxItems);
     if (span !== undefined) {
       span.setAttribute(spanAttributes.planCalls, plan.calls);
       span.setAttribute(spanAttributes.planExact, plan.exact);
-      if (refusal !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: refusal.extensions.limit === 'items' ? 'over the result items limit' : 'over the upstream call budget' });
+      if (refusal !== undefined)
+        span.setStatus({
+          code: SpanStatusCode.ERROR,
+          message:
+            refusal.extensions.limit === 'items' ? 'over the result items limit' : 'over the upstream call budget',
+        });
       span.end();
     }
     if (refusal === undefined) {
@@ -104,10 +126,24 @@ export function useUpstreamPlan(admit: PlanAdmission, contextOptions: ContextOpt
     const { request, params } = operation;
     const trace = operation.record?.trace;
     const authorized = carriesToken({ authorization: request.headers.get('authorization') ?? undefined });
-    const plan = admit({ document: operation.document!, operationName: params.operationName, variables: params.variables, authorized, trace }, request.batch);
+    const plan = admit(
+      {
+        document: operation.document!,
+        operationName: params.operationName,
+        variables: params.variables,
+        authorized,
+        trace,
+      },
+      request.batch,
+    );
     if (plan instanceof GraphQLError) return plan;
     operation.plan = plan;
-    operation.context = createContext(request.incoming, contextOptions, { requestId: request.requestId, batch: request.batch, trace, plan });
+    operation.context = createContext(request.incoming, contextOptions, {
+      requestId: request.requestId,
+      batch: request.batch,
+      trace,
+      plan,
+    });
     return undefined;
   };
   return { name: 'upstream plan', concerns: 'also events', plan: step };

@@ -1,9 +1,22 @@
-import { GraphQLError, Kind, Lexer, Source, TokenKind, visit, type DocumentNode, type FragmentDefinitionNode, type SelectionSetNode } from 'graphql';
+import {
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  GraphQLError,
+  Kind,
+  Lexer,
+  type SelectionSetNode,
+  Source,
+  TokenKind,
+  visit,
+} from 'graphql';
 import type { OperationStep } from '../pipeline/stages.js';
 import type { OperationState } from '../request-state.js';
 
 export interface FragmentPairsOptions {
-  /** Pairs of fragments one request's documents may make graphql-js compare (MAX_FRAGMENT_PAIRS): a batch's documents share them. */
+  /**
+   * Pairs of fragments one request's documents may make graphql-js compare (MAX_FRAGMENT_PAIRS): a batch's documents
+   * share them.
+   */
   readonly max: number;
   /** Told of every refusal, for metrics. */
   readonly onRefused?: () => void;
@@ -14,7 +27,12 @@ export interface FragmentPairsOptions {
  * and, transitively, those spread at the top of theirs; not those of its sub-selections, which are
  * selection sets of their own. Memoised per fragment; a cycle (refused by validation) adds nothing.
  */
-function mergedFragments(selectionSet: SelectionSetNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, memo: Map<string, ReadonlySet<string>>, into = new Set<string>()): Set<string> {
+function mergedFragments(
+  selectionSet: SelectionSetNode,
+  fragments: ReadonlyMap<string, FragmentDefinitionNode>,
+  memo: Map<string, ReadonlySet<string>>,
+  into = new Set<string>(),
+): Set<string> {
   for (const selection of selectionSet.selections) {
     if (selection.kind === Kind.INLINE_FRAGMENT) mergedFragments(selection.selectionSet, fragments, memo, into);
     else if (selection.kind === Kind.FRAGMENT_SPREAD) {
@@ -43,7 +61,8 @@ function mergedFragments(selectionSet: SelectionSetNode, fragments: ReadonlyMap<
  */
 export function fragmentPairsOf(document: DocumentNode): number {
   const fragments = new Map<string, FragmentDefinitionNode>();
-  for (const definition of document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  for (const definition of document.definitions)
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
   if (fragments.size < 2) return 0;
   const memo = new Map<string, ReadonlySet<string>>();
   let pairs = 0;
@@ -93,9 +112,18 @@ export function fragmentPairsFloor(text: string): number {
 
 const overLimit = (pairs: number, spent: number, max: number, atLeast: boolean) => {
   const besides = spent === 0 ? '' : ` (its batch's other documents already make ${spent})`;
-  return new GraphQLError(`This document makes ${atLeast ? 'at least ' : ''}${pairs} pairs of fragments to compare${besides}; the limit is ${max}. Spread fewer fragments side by side in one selection.`, {
-    extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'fragments', fragmentPairs: pairs, maxFragmentPairs: max, http: { status: 400 } },
-  });
+  return new GraphQLError(
+    `This document makes ${atLeast ? 'at least ' : ''}${pairs} pairs of fragments to compare${besides}; the limit is ${max}. Spread fewer fragments side by side in one selection.`,
+    {
+      extensions: {
+        code: 'GRAPHQL_VALIDATION_FAILED',
+        limit: 'fragments',
+        fragmentPairs: pairs,
+        maxFragmentPairs: max,
+        http: { status: 400 },
+      },
+    },
+  );
 };
 
 export interface FragmentPairsLimit {

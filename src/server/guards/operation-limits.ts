@@ -1,11 +1,11 @@
 import type { Plugin as EnvelopPlugin } from '@envelop/core';
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
-import { GraphQLError, NoSchemaIntrospectionCustomRule, type ExecutionResult, type ValidationContext } from 'graphql';
+import { type ExecutionResult, GraphQLError, NoSchemaIntrospectionCustomRule, type ValidationContext } from 'graphql';
 import { createGraphQLError, isAsyncIterable, mapAsyncIterator } from 'graphql-yoga';
+import type { OperationLimits } from '../../config.js';
+import { suggestion, withoutLiterals } from '../../schema/errors.js';
 import type { Policy } from '../pipeline/stages.js';
 import { useRepeatedFieldsLimit } from './repeated-fields.js';
-import { suggestion, withoutLiterals } from '../../schema/errors.js';
-import type { OperationLimits } from '../../config.js';
 
 export interface OperationLimitsOptions {
   readonly limits: OperationLimits;
@@ -24,7 +24,11 @@ type ValidationLimit = 'depth' | 'aliases' | 'directives';
  * `GRAPHQL_VALIDATION_FAILED`, and `extensions.limit` says which.
  */
 const reportRefusal = (limit: ValidationLimit) => (context: ValidationContext | null, error: GraphQLError) => {
-  context?.reportError(new GraphQLError(error.message.replace(/^Syntax Error: /, ''), { extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit } }));
+  context?.reportError(
+    new GraphQLError(error.message.replace(/^Syntax Error: /, ''), {
+      extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit },
+    }),
+  );
 };
 
 const withoutSuggestion = <E extends Error>(error: E): E => {
@@ -41,16 +45,20 @@ const withoutSuggestion = <E extends Error>(error: E): E => {
  */
 function useValidationErrors(hideSuggestions: boolean): EnvelopPlugin {
   return {
-    onValidate: () => ({ valid, result, setResult }) => {
-      if (valid) return;
-      for (const error of result) if (error instanceof GraphQLError) withoutLiterals(error);
-      if (hideSuggestions) setResult(result.map(withoutSuggestion));
-    },
+    onValidate:
+      () =>
+      ({ valid, result, setResult }) => {
+        if (valid) return;
+        for (const error of result) if (error instanceof GraphQLError) withoutLiterals(error);
+        if (hideSuggestions) setResult(result.map(withoutSuggestion));
+      },
   };
 }
 
 /** Introspection turned off: graphql-js's rule refuses `__schema` and `__type` as a validation error. */
-const noIntrospection: EnvelopPlugin = { onValidate: ({ addValidationRule }) => addValidationRule(NoSchemaIntrospectionCustomRule) };
+const noIntrospection: EnvelopPlugin = {
+  onValidate: ({ addValidationRule }) => addValidationRule(NoSchemaIntrospectionCustomRule),
+};
 
 /**
  * The document policies, envelop plugins run as a document is parsed and validated (once per
@@ -68,12 +76,28 @@ export function documentPolicies(options: OperationLimitsOptions): EnvelopPlugin
   const plugins: EnvelopPlugin[] = [
     useRepeatedFieldsLimit({ max: limits.maxRepeatedFields }),
     EnvelopArmorPlugin({
-      maxDepth: { n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, propagateOnRejection: false, onReject: [reportRefusal('depth')] },
+      maxDepth: {
+        n: limits.maxDepth,
+        ignoreIntrospection: false,
+        flattenFragments: true,
+        propagateOnRejection: false,
+        onReject: [reportRefusal('depth')],
+      },
       // `__typename` aliases count too (Armor exempts them by default): 640 of them in 10 KB made an 885 KB answer.
-      maxAliases: { n: limits.maxAliases, allowList: [], propagateOnRejection: false, onReject: [reportRefusal('aliases')] },
+      maxAliases: {
+        n: limits.maxAliases,
+        allowList: [],
+        propagateOnRejection: false,
+        onReject: [reportRefusal('aliases')],
+      },
       maxDirectives: { n: limits.maxDirectives, propagateOnRejection: false, onReject: [reportRefusal('directives')] },
       // Thrown while parsing (it must be: parsing would go on otherwise).
-      maxTokens: { n: limits.maxTokens, onReject: [(_, error) => void Object.assign(error.extensions, { code: 'GRAPHQL_PARSE_FAILED', limit: 'tokens' })] },
+      maxTokens: {
+        n: limits.maxTokens,
+        onReject: [
+          (_, error) => void Object.assign(error.extensions, { code: 'GRAPHQL_PARSE_FAILED', limit: 'tokens' }),
+        ],
+      },
       // The upstream call budget is this gateway's cost measure (documents/upstream-plan.ts).
       costLimit: { enabled: false },
       blockFieldSuggestion: { enabled: false },
@@ -108,11 +132,19 @@ export const hiddenExecutionSuggestions: Policy = {
  * Any one of these lets a GET (or a form-typed POST) through the CSRF check: ours and yoga's, and
  * the two Apollo Client sends (`apollo-require-preflight`, `x-apollo-operation-name`).
  */
-export const csrfHeaders = ['x-graphql-csrf', 'x-graphql-yoga-csrf', 'apollo-require-preflight', 'x-apollo-operation-name'] as const;
+export const csrfHeaders = [
+  'x-graphql-csrf',
+  'x-graphql-yoga-csrf',
+  'apollo-require-preflight',
+  'x-apollo-operation-name',
+] as const;
 
 const csrfRefusal = `A GET, or a POST with a form or text/plain content type, must carry one of the headers ${csrfHeaders.join(', ')} (any value), or Content-Type: application/json.`;
 
-/** The content types a browser sends cross-origin without a CORS preflight (the fetch spec's CORS-safelisted request types). */
+/**
+ * The content types a browser sends cross-origin without a CORS preflight (the fetch spec's CORS-safelisted request
+ * types).
+ */
 const unpreflighted = ['application/x-www-form-urlencoded', 'multipart/form-data', 'text/plain'];
 
 /**

@@ -1,5 +1,5 @@
-import { BREAK, GraphQLError, Kind, visit, type DocumentNode, type SelectionSetNode } from 'graphql';
 import type { Plugin } from '@envelop/core';
+import { BREAK, type DocumentNode, GraphQLError, Kind, type SelectionSetNode, visit } from 'graphql';
 
 export interface RepeatedFieldsOptions {
   /** Most times one response key may appear in one selection set (inline fragments opened). */
@@ -51,9 +51,12 @@ export function useRepeatedFieldsLimit(options: RepeatedFieldsOptions): Plugin {
       if (refusal === undefined) {
         const over = overLimit(document, options.max);
         refusal = over
-          ? new GraphQLError(`Field "${over.key}" appears ${over.count} times in one selection; the limit is ${options.max}.`, {
-              extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' },
-            })
+          ? new GraphQLError(
+              `Field "${over.key}" appears ${over.count} times in one selection; the limit is ${options.max}.`,
+              {
+                extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' },
+              },
+            )
           : null;
         checked.set(document, refusal);
       }

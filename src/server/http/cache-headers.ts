@@ -8,7 +8,10 @@ import vary from 'vary';
  */
 export const privateAnswerHeaders = { 'cache-control': 'private, no-store', vary: 'Authorization' } as const;
 
-/** Merged Vary headers, by the name merged in and the header it was merged into: answers have a handful (Authorization, Accept, Origin). */
+/**
+ * Merged Vary headers, by the name merged in and the header it was merged into: answers have a handful (Authorization,
+ * Accept, Origin).
+ */
 const merged = new Map<string, Map<string, string>>();
 const MERGED = 64;
 

@@ -1,9 +1,16 @@
-import compression from 'compression';
 import cluster from 'node:cluster';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { createServer, ServerResponse, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerOptions } from 'node:http';
+import {
+  createServer,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type Server,
+  type ServerOptions,
+  ServerResponse,
+} from 'node:http';
 import type { Socket } from 'node:net';
 import { constants } from 'node:zlib';
+import compression from 'compression';
 import type { ConnectionSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 import { codingsFor } from './codings.js';
@@ -25,7 +32,9 @@ const LONGEST_CHECK_INTERVAL_MS = 1_000;
  * at most every second. An idle keep-alive connection is not a request: Node's keepAliveTimeout
  * (5 s) closes it, as before.
  */
-export function slowRequestOptions(connections: Pick<ConnectionSettings, 'headersTimeoutMs' | 'requestTimeoutMs'>): ServerOptions {
+export function slowRequestOptions(
+  connections: Pick<ConnectionSettings, 'headersTimeoutMs' | 'requestTimeoutMs'>,
+): ServerOptions {
   return {
     headersTimeout: connections.headersTimeoutMs,
     requestTimeout: connections.requestTimeoutMs,
@@ -89,7 +98,11 @@ function compressible(...[request, response]: Parameters<typeof compression.filt
  * counted in `metrics`. (Overload and callers refused a moment ago are refused by the gateway's
  * intake stage, before a byte of the body is read: Node discards it once the answer is out.)
  */
-export function createGatewayServer(handler: Handler, options: HttpServerOptions, metrics: Pick<GatewayMetrics, 'watchConnections'>): Server {
+export function createGatewayServer(
+  handler: Handler,
+  options: HttpServerOptions,
+  metrics: Pick<GatewayMetrics, 'watchConnections'>,
+): Server {
   const compressor = (threshold: number) =>
     compression({
       threshold,
@@ -127,7 +140,11 @@ type AnsweredSocket = Socket & { [answering]?: number };
 /** The request asked to close its connection after the answer (`Connection: close`). */
 function askedToClose(request: IncomingMessage): boolean {
   const { connection } = request.headers;
-  return connection !== undefined && connection !== 'keep-alive' && connection.split(',').some((option) => option.trim().toLowerCase() === 'close');
+  return (
+    connection !== undefined &&
+    connection !== 'keep-alive' &&
+    connection.split(',').some((option) => option.trim().toLowerCase() === 'close')
+  );
 }
 
 /**
@@ -135,8 +152,10 @@ function askedToClose(request: IncomingMessage): boolean {
  * made `close` (a streamed answer says `keep-alive`: answers/parts.ts).
  */
 function closing(headers: unknown): unknown {
-  const close = (name: unknown, value: unknown): unknown => (typeof name === 'string' && name.toLowerCase() === 'connection' ? 'close' : value);
-  if (Array.isArray(headers)) return headers.map((item: unknown, at) => (at % 2 === 1 ? close(headers[at - 1], item) : item));
+  const close = (name: unknown, value: unknown): unknown =>
+    typeof name === 'string' && name.toLowerCase() === 'connection' ? 'close' : value;
+  if (Array.isArray(headers))
+    return headers.map((item: unknown, at) => (at % 2 === 1 ? close(headers[at - 1], item) : item));
   if (headers === null || typeof headers !== 'object') return headers;
   return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, close(name, value)]));
 }
@@ -215,9 +234,14 @@ export async function stopGatewayServer(server: Server, graceMs: number): Promis
   const closed = new Promise((resolve) => server.close(resolve));
   server.closeIdleConnections();
   // Node would answer 408 and destroy the socket (a client that keeps its end open must not hold the stop).
-  const cutHeads = setTimeout(() => {
-    for (const socket of drain?.sockets ?? []) if (!socket.destroyed && !((socket as AnsweredSocket)[answering]! > 0)) socket.end(REQUEST_TIMEOUT, () => socket.destroy());
-  }, Math.min(HEAD_AFTER_STOP_MS, graceMs));
+  const cutHeads = setTimeout(
+    () => {
+      for (const socket of drain?.sockets ?? [])
+        if (!socket.destroyed && !((socket as AnsweredSocket)[answering]! > 0))
+          socket.end(REQUEST_TIMEOUT, () => socket.destroy());
+    },
+    Math.min(HEAD_AFTER_STOP_MS, graceMs),
+  );
   const closeAnswered = (message: unknown) => {
     const { server: from, socket } = message as { server: unknown; socket: Socket };
     if (from === server) socket.destroySoon();

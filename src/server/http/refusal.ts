@@ -12,9 +12,19 @@ export function refusalBody(message: string, code: string, extensions: Record<st
   return serialise({ errors: [new GraphQLError(message, { extensions: { code, ...extensions } })] });
 }
 
-/** The errors of a request's refusal (a step's GraphQL error, or a whole answer's JSON body's errors): what a transport that sends results itself sends of it. */
-export function refusalErrors(refusal: GraphQLError | { readonly body: string | null } | undefined): readonly GraphQLError[] {
+/**
+ * The errors of a request's refusal (a step's GraphQL error, or a whole answer's JSON body's errors): what a transport
+ * that sends results itself sends of it.
+ */
+export function refusalErrors(
+  refusal: GraphQLError | { readonly body: string | null } | undefined,
+): readonly GraphQLError[] {
   if (refusal instanceof GraphQLError) return [refusal];
-  const errors = (JSON.parse(refusal?.body ?? '{"errors":[]}') as { errors?: { message: string; extensions?: Record<string, unknown> }[] }).errors ?? [];
+  const errors =
+    (
+      JSON.parse(refusal?.body ?? '{"errors":[]}') as {
+        errors?: { message: string; extensions?: Record<string, unknown> }[];
+      }
+    ).errors ?? [];
   return errors.map((error) => new GraphQLError(error.message, { extensions: error.extensions }));
 }

@@ -1,4 +1,4 @@
-import { GraphQLError, type ExecutionResult } from 'graphql';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 
 /*
  * The one serialisation of an answer, and the one rule of its status: every answer, whole or in
@@ -6,15 +6,31 @@ import { GraphQLError, type ExecutionResult } from 'graphql';
  * messages take `publicResult`'s shape, transports/websocket.ts).
  */
 
-/** A result's errors as clients read them: GraphQL's shape, without the extensions meant for the server (`http`, `unexpected`). */
+/**
+ * A result's errors as clients read them: GraphQL's shape, without the extensions meant for the server (`http`,
+ * `unexpected`).
+ */
 function errorJson(error: GraphQLError): unknown {
-  const json = error.toJSON() as { message: string; locations?: unknown; path?: unknown; extensions?: Record<string, unknown> };
-  if (json.extensions === undefined || (!('http' in json.extensions) && !('unexpected' in json.extensions))) return json;
+  const json = error.toJSON() as {
+    message: string;
+    locations?: unknown;
+    path?: unknown;
+    extensions?: Record<string, unknown>;
+  };
+  if (json.extensions === undefined || (!('http' in json.extensions) && !('unexpected' in json.extensions)))
+    return json;
   const { http: _http, unexpected: _unexpected, ...extensions } = json.extensions;
-  return { message: json.message, locations: json.locations, path: json.path, extensions: Object.keys(extensions).length > 0 ? extensions : undefined };
+  return {
+    message: json.message,
+    locations: json.locations,
+    path: json.path,
+    extensions: Object.keys(extensions).length > 0 ? extensions : undefined,
+  };
 }
 
-/** A result's extensions without `http` (what the status and headers were made of), or undefined when nothing is left. */
+/**
+ * A result's extensions without `http` (what the status and headers were made of), or undefined when nothing is left.
+ */
 function publicExtensions(extensions: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
   if (extensions === undefined || !('http' in extensions)) return extensions;
   const { http: _http, ...rest } = extensions;
@@ -22,16 +38,24 @@ function publicExtensions(extensions: Record<string, unknown> | undefined): Reco
 }
 
 /** Errors as clients read them (each a GraphQLError's JSON without the server's extensions). */
-export const errorsJson = (errors: readonly unknown[]): unknown[] => errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error));
+export const errorsJson = (errors: readonly unknown[]): unknown[] =>
+  errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error));
 
 /** A part's entries (`incremental`, `completed`) with their errors as clients read them. */
 function entriesJson(entries: unknown): unknown {
-  if (!Array.isArray(entries) || !entries.some((entry: { errors?: unknown }) => Array.isArray(entry?.errors))) return entries;
-  return entries.map((entry: { errors?: unknown }) => (Array.isArray(entry?.errors) ? { ...entry, errors: errorsJson(entry.errors) } : entry));
+  if (!Array.isArray(entries) || !entries.some((entry: { errors?: unknown }) => Array.isArray(entry?.errors)))
+    return entries;
+  return entries.map((entry: { errors?: unknown }) =>
+    Array.isArray(entry?.errors) ? { ...entry, errors: errorsJson(entry.errors) } : entry,
+  );
 }
 
 /** Whether a result is already as clients read it: nothing to put first, nothing to take out (most answers). */
-const asRead = (result: ExecutionResult): boolean => result.errors === undefined && result.extensions === undefined && !('incremental' in result) && !('completed' in result);
+const asRead = (result: ExecutionResult): boolean =>
+  result.errors === undefined &&
+  result.extensions === undefined &&
+  !('incremental' in result) &&
+  !('completed' in result);
 
 /**
  * A result as JSON: `errors` before everything else (as the GraphQL spec suggests: a client
@@ -43,7 +67,9 @@ export function serialise(result: ExecutionResult): string {
   return JSON.stringify(publicResult(result));
 }
 
-/** A result as `serialise` writes it, as an object: for a transport whose library writes the JSON (WebSocket's `next`). */
+/**
+ * A result as `serialise` writes it, as an object: for a transport whose library writes the JSON (WebSocket's `next`).
+ */
 export function publicResult(result: ExecutionResult): Record<string, unknown> {
   if (asRead(result)) return result as Record<string, unknown>;
   const { errors, extensions, ...rest } = result as ExecutionResult & Record<string, unknown>;
@@ -57,7 +83,8 @@ export function publicResult(result: ExecutionResult): Record<string, unknown> {
 
 type HttpExtensions = { status?: number; headers?: Record<string, string>; spec?: boolean };
 
-const httpOf = (holder: { extensions?: unknown } | undefined): HttpExtensions | undefined => (holder?.extensions as { http?: HttpExtensions } | undefined)?.http;
+const httpOf = (holder: { extensions?: unknown } | undefined): HttpExtensions | undefined =>
+  (holder?.extensions as { http?: HttpExtensions } | undefined)?.http;
 
 /** Whether an error is the gateway's own GraphQL error, not something thrown that was wrapped. */
 function isOriginalGraphQLError(error: unknown): boolean {
@@ -87,7 +114,8 @@ export function statusOf(result: ExecutionResult, headers: Map<string, string>, 
   for (const error of result.errors) {
     const http = httpOf(error);
     if (http === undefined) {
-      if (!isOriginalGraphQLError(error) || (error.extensions as { unexpected?: unknown } | undefined)?.unexpected) unexpected = true;
+      if (!isOriginalGraphQLError(error) || (error.extensions as { unexpected?: unknown } | undefined)?.unexpected)
+        unexpected = true;
       continue;
     }
     for (const [name, value] of Object.entries(http.headers ?? {})) headers.set(name.toLowerCase(), value);
@@ -103,8 +131,13 @@ export function statusOf(result: ExecutionResult, headers: Map<string, string>, 
  */
 export function jsonKeepsSpecStatus(result: ExecutionResult): boolean {
   const errors = result.errors;
-  return errors !== undefined && errors.length > 0 && errors.some((error) => error instanceof GraphQLError) && errors.some((error) => {
-    const original = (error.extensions as { originalError?: unknown } | undefined)?.originalError;
-    return original === undefined || original instanceof GraphQLError;
-  });
+  return (
+    errors !== undefined &&
+    errors.length > 0 &&
+    errors.some((error) => error instanceof GraphQLError) &&
+    errors.some((error) => {
+      const original = (error.extensions as { originalError?: unknown } | undefined)?.originalError;
+      return original === undefined || original instanceof GraphQLError;
+    })
+  );
 }

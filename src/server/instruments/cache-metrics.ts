@@ -7,13 +7,24 @@ export interface CacheUse {
   readonly bytes: number;
 }
 
-/** The caches kept per distinct document (the prepared documents, compiled queries): their entries and bytes by cache, read at each scrape. */
+/**
+ * The caches kept per distinct document (the prepared documents, compiled queries): their entries and bytes by cache,
+ * read at each scrape.
+ */
 export class DocumentCacheMetrics extends MetricGroup {
   /** Readers of the caches kept per distinct document, by cache (`parsed`, `compiled`), read at each scrape. */
   readonly #caches = new Map<string, () => CacheUse>();
 
-  readonly entries = this.#gauge('gateway_document_cache_entries', 'Entries of the caches kept per distinct document: parsed (the prepared documents: parsed and validated), compiled (COMPILED_EXECUTION).', (use) => use.entries);
-  readonly bytes = this.#gauge('gateway_document_cache_bytes', 'Estimated heap bytes of the caches kept per distinct document, by cache.', (use) => use.bytes);
+  readonly entries = this.#gauge(
+    'gateway_document_cache_entries',
+    'Entries of the caches kept per distinct document: parsed (the prepared documents: parsed and validated), compiled (COMPILED_EXECUTION).',
+    (use) => use.entries,
+  );
+  readonly bytes = this.#gauge(
+    'gateway_document_cache_bytes',
+    'Estimated heap bytes of the caches kept per distinct document, by cache.',
+    (use) => use.bytes,
+  );
 
   /** Reports a per-document cache in gateway_document_cache_entries and _bytes. */
   watch(cache: string, use: () => CacheUse): void {
@@ -35,7 +46,10 @@ export class DocumentCacheMetrics extends MetricGroup {
   }
 }
 
-/** The response cache's metrics: its lookups, invalidations, stale answers, byte bounds met and failures, and what its store in memory holds. */
+/**
+ * The response cache's metrics: its lookups, invalidations, stale answers, byte bounds met and failures, and what its
+ * store in memory holds.
+ */
 export class ResponseCacheMetrics extends MetricGroup {
   readonly #lookups = new Counter({
     name: 'gateway_response_cache_lookups_total',
@@ -44,11 +58,20 @@ export class ResponseCacheMetrics extends MetricGroup {
     registers: [this.registry],
   });
 
-  readonly #invalidations = this.counter('gateway_response_cache_invalidations_total', 'Invalidations of the response cache: one per mutation that changes something cached (and one per set of objects a mutation returns).');
+  readonly #invalidations = this.counter(
+    'gateway_response_cache_invalidations_total',
+    'Invalidations of the response cache: one per mutation that changes something cached (and one per set of objects a mutation returns).',
+  );
 
-  readonly #invalidatedEntities = this.counter('gateway_response_cache_invalidated_entities_total', 'Entities (Type:id) and whole types those invalidations named.');
+  readonly #invalidatedEntities = this.counter(
+    'gateway_response_cache_invalidated_entities_total',
+    'Entities (Type:id) and whole types those invalidations named.',
+  );
 
-  readonly #evictions = this.counter('gateway_response_cache_evictions_total', 'Cached answers those invalidations evicted (as the store counts them).');
+  readonly #evictions = this.counter(
+    'gateway_response_cache_evictions_total',
+    'Cached answers those invalidations evicted (as the store counts them).',
+  );
 
   readonly #stale = this.counter(
     'gateway_response_cache_stale_answers_total',
@@ -76,11 +99,22 @@ export class ResponseCacheMetrics extends MetricGroup {
   #use: (() => CacheUse) | undefined;
 
   readonly #gauges = [
-    this.#gauge('gateway_response_cache_entries', "Answers the response cache keeps in this process's memory (without REDIS_URL).", (use) => use.entries),
-    this.#gauge('gateway_response_cache_bytes', "Heap the answers the response cache keeps in this process's memory hold, estimated (without REDIS_URL): what RESPONSE_CACHE_MAX_BYTES bounds.", (use) => use.bytes),
+    this.#gauge(
+      'gateway_response_cache_entries',
+      "Answers the response cache keeps in this process's memory (without REDIS_URL).",
+      (use) => use.entries,
+    ),
+    this.#gauge(
+      'gateway_response_cache_bytes',
+      "Heap the answers the response cache keeps in this process's memory hold, estimated (without REDIS_URL): what RESPONSE_CACHE_MAX_BYTES bounds.",
+      (use) => use.bytes,
+    ),
   ];
 
-  /** A gauge read from the response cache's store at each scrape: registered by `watch` for a store that can say (a 0 would be a lie for Redis). */
+  /**
+   * A gauge read from the response cache's store at each scrape: registered by `watch` for a store that can say (a 0
+   * would be a lie for Redis).
+   */
   #gauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge {
     const gauge: Gauge = new Gauge({
       name,
@@ -93,9 +127,13 @@ export class ResponseCacheMetrics extends MetricGroup {
     return gauge;
   }
 
-  /** The response cache's events, counted; `use` (the store in memory's) is read at each scrape for the entries and bytes gauges. */
+  /**
+   * The response cache's events, counted; `use` (the store in memory's) is read at each scrape for the entries and
+   * bytes gauges.
+   */
   watch(use: (() => CacheUse) | undefined) {
-    if (use !== undefined && this.#use === undefined) for (const gauge of this.#gauges) this.registry.registerMetric(gauge);
+    if (use !== undefined && this.#use === undefined)
+      for (const gauge of this.#gauges) this.registry.registerMetric(gauge);
     this.#use = use ?? this.#use;
     const hits = this.#lookups.labels({ result: 'hit' });
     const misses = this.#lookups.labels({ result: 'miss' });

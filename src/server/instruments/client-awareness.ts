@@ -9,7 +9,10 @@ import type { ClientMetricsBounds } from '../../config.js';
 
 /** Longest name or version kept; a longer one is cut to this. */
 const MAX_LENGTH = 64;
-/** What a name or version may hold: letters, digits, space and `_ . : / @ + ( ) -` (`1.2.3-rc.1+build`, `@acme/web`, `iOS (14)`). */
+/**
+ * What a name or version may hold: letters, digits, space and `_ . : / @ + ( ) -` (`1.2.3-rc.1+build`, `@acme/web`,
+ * `iOS (14)`).
+ */
 const plain = /^[\w .:/@+()-]+$/;
 
 /** The metric labels of a name or version absent, or refused by the check. */
@@ -27,7 +30,12 @@ export interface ClientIdentity {
 }
 
 /** A client that names itself not at all: most requests, so made once. */
-export const anonymous: ClientIdentity = Object.freeze({ name: undefined, version: undefined, nameLabel: ABSENT, versionLabel: ABSENT });
+export const anonymous: ClientIdentity = Object.freeze({
+  name: undefined,
+  version: undefined,
+  nameLabel: ABSENT,
+  versionLabel: ABSENT,
+});
 
 /** A value as sent, cut to MAX_LENGTH, or undefined when its characters fail the check. */
 function checked(value: string): string | undefined {
@@ -35,7 +43,8 @@ function checked(value: string): string | undefined {
   return plain.test(capped) ? capped : undefined;
 }
 
-const labelOf = (value: string | null, kept: string | undefined) => (value === null || value === '' ? ABSENT : (kept ?? REFUSED));
+const labelOf = (value: string | null, kept: string | undefined) =>
+  value === null || value === '' ? ABSENT : (kept ?? REFUSED);
 
 /**
  * Reads and labels requests' clients. The names an operator lists (`knownNames`) always get a
@@ -63,7 +72,12 @@ export class ClientAwareness {
     const keptName = checked(name);
     const keptVersion = version === null ? undefined : checked(version);
     const nameLabel = this.#nameLabel(labelOf(name, keptName), keptName !== undefined);
-    return { name: keptName, version: keptVersion, nameLabel, versionLabel: this.#versionLabel(nameLabel, labelOf(version, keptVersion), keptVersion !== undefined) };
+    return {
+      name: keptName,
+      version: keptVersion,
+      nameLabel,
+      versionLabel: this.#versionLabel(nameLabel, labelOf(version, keptVersion), keptVersion !== undefined),
+    };
   }
 
   #nameLabel(label: string, sent: boolean): string {

@@ -24,13 +24,18 @@ export class ConnectionMetrics extends MetricGroup {
     registers: [this.registry],
     collect: async () => {
       for (const [port, server] of this.#servers) {
-        const open = await new Promise<number>((resolve) => server.getConnections((error, count) => resolve(error ? 0 : count)));
+        const open = await new Promise<number>((resolve) =>
+          server.getConnections((error, count) => resolve(error ? 0 : count)),
+        );
         this.#open.set({ port }, open);
       }
     },
   });
 
-  /** Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops over its cap. */
+  /**
+   * Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops
+   * over its cap.
+   */
   watch(server: Server, port: ConnectionPort): () => void {
     this.#servers.set(port, server);
     const dropped = this.#dropped.labels({ port });
@@ -73,7 +78,7 @@ export class LoadMetrics extends MetricGroup {
 
   readonly #upstreamQueued: Gauge = new Gauge({
     name: 'gateway_upstream_calls_queued',
-    help: "Upstream calls waiting for a connection of the pool, every one of UPSTREAM_CONNECTIONS busy: what SHED_MAX_UPSTREAM_QUEUED caps.",
+    help: 'Upstream calls waiting for a connection of the pool, every one of UPSTREAM_CONNECTIONS busy: what SHED_MAX_UPSTREAM_QUEUED caps.',
     registers: [this.registry],
     collect: () => {
       if (this.#load !== undefined) this.#upstreamQueued.set(this.#load.upstreamQueued);

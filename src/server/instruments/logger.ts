@@ -1,6 +1,9 @@
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 
-/** Lines waiting for a log reader that stopped reading, at most (some 50,000 operations' lines); later ones are dropped rather than filling the heap. */
+/**
+ * Lines waiting for a log reader that stopped reading, at most (some 50,000 operations' lines); later ones are dropped
+ * rather than filling the heap.
+ */
 const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
@@ -22,7 +25,20 @@ export function createLogger(options: { level?: string; destination?: pino.Desti
       level: options.level ?? 'info',
       base: undefined,
       redact: {
-        paths: ['authorization', '*.authorization', 'token', '*.token', 'headers.authorization', '*.headers.authorization', 'access_token', '*.access_token', 'accessToken', '*.accessToken', 'password', '*.password'],
+        paths: [
+          'authorization',
+          '*.authorization',
+          'token',
+          '*.token',
+          'headers.authorization',
+          '*.headers.authorization',
+          'access_token',
+          '*.access_token',
+          'accessToken',
+          '*.accessToken',
+          'password',
+          '*.password',
+        ],
         censor: '[redacted]',
       },
     },

@@ -1,8 +1,8 @@
 import type { Server } from 'node:net';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { DocumentCacheMetrics, ResponseCacheMetrics, type CacheUse } from './cache-metrics.js';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { type CacheUse, DocumentCacheMetrics, ResponseCacheMetrics } from './cache-metrics.js';
 import { scrapeWorkerGroup } from './cluster-metrics.js';
-import { ConnectionMetrics, LoadMetrics, type ConnectionPort, type ProcessLoad } from './load-metrics.js';
+import { ConnectionMetrics, type ConnectionPort, LoadMetrics, type ProcessLoad } from './load-metrics.js';
 import { QueuedObservations } from './queued-observations.js';
 import { RealTimeMetrics } from './real-time-metrics.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
@@ -102,7 +102,10 @@ export class GatewayMetrics {
   /** Subscriptions, head changes, poll reads (server/real-time/). */
   readonly realTime = new RealTimeMetrics(this.registry);
 
-  /** Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops over its cap. */
+  /**
+   * Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops
+   * over its cap.
+   */
   watchConnections(server: Server, port: ConnectionPort): () => void {
     return this.#connections.watch(server, port);
   }
@@ -112,7 +115,10 @@ export class GatewayMetrics {
     this.#documentCaches.watch(cache, use);
   }
 
-  /** The response cache's events, counted; `use` (the store in memory's) is read at each scrape for the entries and bytes gauges. */
+  /**
+   * The response cache's events, counted; `use` (the store in memory's) is read at each scrape for the entries and
+   * bytes gauges.
+   */
   watchResponseCache(use: (() => CacheUse) | undefined) {
     return this.#responseCache.watch(use);
   }
@@ -121,7 +127,7 @@ export class GatewayMetrics {
   #knownTokens: () => number = () => 0;
   readonly #knownTokensGauge: Gauge = new Gauge({
     name: 'gateway_known_tokens',
-    help: 'Tokens this process knows to be real (KNOWN_TOKENS_MAX at most): learnt from the upstream, the gateway\'s login, or (REDIS_URL) another replica. Each such caller is judged by its own limits.',
+    help: "Tokens this process knows to be real (KNOWN_TOKENS_MAX at most): learnt from the upstream, the gateway's login, or (REDIS_URL) another replica. Each such caller is judged by its own limits.",
     registers: [this.registry],
     collect: () => this.#knownTokensGauge.set(this.#knownTokens()),
   });

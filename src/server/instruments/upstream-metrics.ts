@@ -1,12 +1,15 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { MetricGroup } from './metric-group.js';
-import { QueuedObservations } from './queued-observations.js';
-import { operationNames, type OperationName } from '../../domain/operations.js';
+import { type OperationName, operationNames } from '../../domain/operations.js';
 import type { CircuitStateName } from '../../upstream/circuit.js';
 import type { CircuitName } from '../../upstream/circuits.js';
 import type { UpstreamAttempt } from '../../upstream/transport.js';
+import { MetricGroup } from './metric-group.js';
+import { QueuedObservations } from './queued-observations.js';
 
-/** The upstream's metrics: its calls and their retries, the breakers' states and refusals, the calls shared and the retries not made. */
+/**
+ * The upstream's metrics: its calls and their retries, the breakers' states and refusals, the calls shared and the
+ * retries not made.
+ */
 export class UpstreamMetrics extends MetricGroup {
   readonly #calls: Histogram<'operation' | 'status'> = new Histogram({
     name: 'gateway_upstream_call_duration_seconds',
@@ -64,7 +67,10 @@ export class UpstreamMetrics extends MetricGroup {
     'Upstream GETs not sent because the same caller had the same one in flight: the request shared its answer (UPSTREAM_DEDUPE).',
   );
 
-  readonly retriesRefused = this.counter('gateway_upstream_retries_refused_total', 'Retries of upstream GETs not made because the retry budget (UPSTREAM_RETRY_BUDGET_*) was spent.');
+  readonly retriesRefused = this.counter(
+    'gateway_upstream_retries_refused_total',
+    'Retries of upstream GETs not made because the retry budget (UPSTREAM_RETRY_BUDGET_*) was spent.',
+  );
 
   constructor(registry: Registry) {
     super(registry);
@@ -78,7 +84,10 @@ export class UpstreamMetrics extends MetricGroup {
 
   /** Feeds the transport's per-attempt hook. */
   readonly recordAttempt = (attempt: UpstreamAttempt): void => {
-    this.#queuedCalls.observe({ operation: attempt.operation, status: attempt.status ?? attempt.code ?? 'error' }, attempt.durationMs / 1000);
+    this.#queuedCalls.observe(
+      { operation: attempt.operation, status: attempt.status ?? attempt.code ?? 'error' },
+      attempt.durationMs / 1000,
+    );
     if (attempt.retry) this.#retries.inc({ operation: attempt.operation });
   };
 

@@ -1,6 +1,9 @@
 import { Counter, type Registry } from 'prom-client';
 
-/** The uses of one operation by one client (its bounded labels): counted per request, added to the counter's children at each scrape. */
+/**
+ * The uses of one operation by one client (its bounded labels): counted per request, added to the counter's children at
+ * each scrape.
+ */
 export interface UseTally {
   /** The counter's child of each coordinate the operation selects, for this client: resolved once. */
   readonly children: readonly Counter.Internal[];
@@ -11,7 +14,9 @@ export interface UseTally {
 /** The counter's name, as `npm run schema:check --usage` reads it (scripts/schema-check/usage.ts). */
 export const SCHEMA_USAGE_METRIC = 'gateway_schema_coordinate_uses_total';
 
-/** Tallies waiting for a scrape at most: past it they reach the counter at once (a gateway nobody scrapes keeps none). */
+/**
+ * Tallies waiting for a scrape at most: past it they reach the counter at once (a gateway nobody scrapes keeps none).
+ */
 const MAX_PENDING = 1_000;
 
 /**
@@ -38,9 +43,16 @@ export class SchemaUsageMetrics {
     });
   }
 
-  /** A tally of `coordinates` for one client's labels: its children made now, so counting costs nothing of prom-client. */
+  /**
+   * A tally of `coordinates` for one client's labels: its children made now, so counting costs nothing of prom-client.
+   */
   tally(coordinates: readonly string[], clientName: string, clientVersion: string): UseTally {
-    return { children: coordinates.map((coordinate) => this.#uses.labels({ coordinate, client_name: clientName, client_version: clientVersion })), pending: 0 };
+    return {
+      children: coordinates.map((coordinate) =>
+        this.#uses.labels({ coordinate, client_name: clientName, client_version: clientVersion }),
+      ),
+      pending: 0,
+    };
   }
 
   /** One operation of `tally`'s. */

@@ -1,9 +1,9 @@
-import { createGraphQLError } from 'graphql-yoga';
-import type { GraphQLError } from 'graphql';
 import type { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import type { Policy } from '../pipeline/stages.js';
+import type { GraphQLError } from 'graphql';
+import { createGraphQLError } from 'graphql-yoga';
 import type { RequestHeaders } from '../incoming.js';
+import type { Policy } from '../pipeline/stages.js';
 
 export interface RequestBodyOptions {
   /** Largest request body accepted, once decoded (MAX_BODY_BYTES). */
@@ -20,10 +20,15 @@ const supported = Object.keys(decoders) as Coding[];
 const identity = new Set(['identity', 'none']);
 
 const tooLarge = (maxBytes: number) =>
-  createGraphQLError(`Request body is larger than ${maxBytes} bytes`, { extensions: { code: 'PAYLOAD_TOO_LARGE', limit: 'body', http: { status: 413 } } });
+  createGraphQLError(`Request body is larger than ${maxBytes} bytes`, {
+    extensions: { code: 'PAYLOAD_TOO_LARGE', limit: 'body', http: { status: 413 } },
+  });
 
 const unsupportedEncoding = () =>
-  createGraphQLError(`The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`, { extensions: { code: 'UNSUPPORTED_MEDIA_TYPE', http: { status: 415 } } });
+  createGraphQLError(
+    `The request body is sent in a content coding the gateway does not decode: send it as it is, or in one of ${supported.join(', ')}.`,
+    { extensions: { code: 'UNSUPPORTED_MEDIA_TYPE', http: { status: 415 } } },
+  );
 
 /**
  * The coding of a Content-Encoding header as HTTP means it: case-insensitive, spaces around the
@@ -41,10 +46,20 @@ function codingOf(header: string | null): Coding | null | undefined {
   return codings.length === 1 && (supported as string[]).includes(codings[0]!) ? (codings[0] as Coding) : undefined;
 }
 
-const unreadable = () => createGraphQLError('The request body could not be read.', { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } });
+const unreadable = () =>
+  createGraphQLError('The request body could not be read.', {
+    extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
+  });
 
-/** Reads a request's body and hands its bytes to `use` (the parameters' reader); resolves with what that made, or with the refusal of a body over the cap or one that could not be read. */
-export type ReadBody = <T>(body: Readable | null, headers: RequestHeaders, use: (bytes: Buffer) => T) => Promise<T | GraphQLError>;
+/**
+ * Reads a request's body and hands its bytes to `use` (the parameters' reader); resolves with what that made, or with
+ * the refusal of a body over the cap or one that could not be read.
+ */
+export type ReadBody = <T>(
+  body: Readable | null,
+  headers: RequestHeaders,
+  use: (bytes: Buffer) => T,
+) => Promise<T | GraphQLError>;
 
 /**
  * The request body, as it comes in, for the intake stage:
@@ -73,7 +88,8 @@ export function useRequestBody(options: RequestBodyOptions): Policy & { readonly
       return declared !== null && Number(declared) > maxBytes ? refuse() : undefined;
     },
     read(body, headers, use) {
-      // What the bytes make, in the same turn they end (one promise for the whole read); what `use` throws is the read's failure.
+      // What the bytes make, in the same turn they end (one promise for the whole read); what `use` throws is the
+      // read's failure.
       if (body === null) {
         try {
           return Promise.resolve(use(Buffer.alloc(0)));

@@ -7,5 +7,7 @@ export const graphqlMethods: Policy = {
   intake: (request) =>
     request.http.method === 'GET' || request.http.method === 'POST'
       ? undefined
-      : createGraphQLError('GraphQL only supports GET and POST requests.', { extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'GET, POST' } } } }),
+      : createGraphQLError('GraphQL only supports GET and POST requests.', {
+          extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'GET, POST' } } },
+        }),
 };

@@ -1,9 +1,10 @@
-import { createGraphQLError } from 'graphql-yoga';
 import type { GraphQLError } from 'graphql';
+import { createGraphQLError } from 'graphql-yoga';
 import type { OperationStep, Policy } from '../pipeline/stages.js';
-import { OperationState, type HttpRequest, type OperationParams } from '../request-state.js';
+import { type HttpRequest, type OperationParams, OperationState } from '../request-state.js';
 
-const badRequest = (message: string, http: Record<string, unknown> = {}) => createGraphQLError(message, { extensions: { code: 'BAD_REQUEST', http: { status: 400, ...http } } });
+const badRequest = (message: string, http: Record<string, unknown> = {}) =>
+  createGraphQLError(message, { extensions: { code: 'BAD_REQUEST', http: { status: 400, ...http } } });
 
 /** The JSON type of a value as the refusals name it. */
 const typeName = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
@@ -46,7 +47,8 @@ function jsonParams(body: Buffer): unknown {
   } catch {
     throw notJson('The request body');
   }
-  if (parsed === null || typeof parsed !== 'object') throw badRequest(`POST body is expected to be object but received ${parsed === null ? 'null' : typeof parsed}`);
+  if (parsed === null || typeof parsed !== 'object')
+    throw badRequest(`POST body is expected to be object but received ${parsed === null ? 'null' : typeof parsed}`);
   return parsed;
 }
 
@@ -105,16 +107,26 @@ const allow = { headers: { Allow: 'GET, POST' } };
  * extensions that are not objects. (yoga's checks, with its words.)
  */
 export const checkParams: OperationStep = (operation) => {
-  if (operation.sent !== 'object') return badRequest(`Expected params to be an object but given ${operation.sent}.`, allow);
+  if (operation.sent !== 'object')
+    return badRequest(`Expected params to be an object but given ${operation.sent}.`, allow);
   const params = operation.params as Record<string, unknown>;
   for (const name in params) {
-    if (params[name] != null && !expected.has(name)) return badRequest('The request body has a parameter the gateway does not take (it takes query, operationName, variables, extensions and documentId).');
+    if (params[name] != null && !expected.has(name))
+      return badRequest(
+        'The request body has a parameter the gateway does not take (it takes query, operationName, variables, extensions and documentId).',
+      );
   }
   const { query, variables, extensions } = operation.params;
   if (query == null) return badRequest('Must provide query string.', { spec: true, ...allow });
-  if (typeof query !== 'string') return badRequest(`Expected "query" param to be a string, but given ${typeName(query)}.`, allow);
-  if (variables != null && typeName(variables) !== 'object') return badRequest(`Expected "variables" param to be empty or an object, but given ${typeName(variables)}.`, allow);
-  if (extensions != null && typeName(extensions) !== 'object') return badRequest(`Expected "extensions" param to be empty or an object, but given ${typeName(extensions)}.`, allow);
+  if (typeof query !== 'string')
+    return badRequest(`Expected "query" param to be a string, but given ${typeName(query)}.`, allow);
+  if (variables != null && typeName(variables) !== 'object')
+    return badRequest(`Expected "variables" param to be empty or an object, but given ${typeName(variables)}.`, allow);
+  if (extensions != null && typeName(extensions) !== 'object')
+    return badRequest(
+      `Expected "extensions" param to be empty or an object, but given ${typeName(extensions)}.`,
+      allow,
+    );
   return undefined;
 };
 
@@ -131,7 +143,9 @@ export function nestedDeeperThan(value: unknown, max: number): boolean {
   for (let depth = 1; level.length > 0; depth++) {
     if (depth > max) return true;
     const next: object[] = [];
-    for (const container of level) for (const item of Array.isArray(container) ? container : Object.values(container)) if (item !== null && typeof item === 'object') next.push(item as object);
+    for (const container of level)
+      for (const item of Array.isArray(container) ? container : Object.values(container))
+        if (item !== null && typeof item === 'object') next.push(item as object);
     level = next;
   }
   return false;
@@ -155,7 +169,9 @@ export function variablesDepth(options: VariablesDepthOptions): Policy {
     document(operation) {
       if (!nestedDeeperThan(operation.params.variables, max)) return undefined;
       options.onRefused?.();
-      return createGraphQLError(`The request's variables are nested more than ${max} levels deep.`, { extensions: { code: 'BAD_REQUEST', limit: 'variables_depth', maxVariablesDepth: max, http: { status: 400 } } });
+      return createGraphQLError(`The request's variables are nested more than ${max} levels deep.`, {
+        extensions: { code: 'BAD_REQUEST', limit: 'variables_depth', maxVariablesDepth: max, http: { status: 400 } },
+      });
     },
   };
 }

@@ -1,5 +1,5 @@
-import type { HttpRequest } from '../request-state.js';
 import type { WholeAnswer } from '../incoming.js';
+import type { HttpRequest } from '../request-state.js';
 
 export interface FrontDoorOptions {
   /** Whether GraphiQL is served (to a browser's GET of the GraphQL endpoint). */
@@ -21,7 +21,9 @@ interface Pages {
   readonly json: string;
 }
 
-/** What the front door says, in HTML for a browser and JSON for anything else: constants only, nothing of the request. */
+/**
+ * What the front door says, in HTML for a browser and JSON for anything else: constants only, nothing of the request.
+ */
 function pages(endpoint: string, options: FrontDoorOptions): Pages {
   const send = `Send GraphQL to ${endpoint}: POST queries and mutations with Content-Type: application/json, or GET queries with their parameters in the URL.`;
   const docs = options.graphiql
@@ -37,12 +39,21 @@ function pages(endpoint: string, options: FrontDoorOptions): Pages {
 </body>
 </html>
 `;
-  const json = JSON.stringify({ graphql: endpoint, graphiql: options.graphiql ? GRAPHIQL_PATH : null, message: send, docs });
+  const json = JSON.stringify({
+    graphql: endpoint,
+    graphiql: options.graphiql ? GRAPHIQL_PATH : null,
+    message: send,
+    docs,
+  });
   return { html, json };
 }
 
-/** A browser's GET, which gets a page rather than a GraphQL answer: one whose Accept names text/html (yoga's test for serving GraphiQL). */
-export const isBrowserPageView = (request: HttpRequest): boolean => request.http.method === 'GET' && (request.headers.get('accept')?.includes('text/html') ?? false);
+/**
+ * A browser's GET, which gets a page rather than a GraphQL answer: one whose Accept names text/html (yoga's test for
+ * serving GraphiQL).
+ */
+export const isBrowserPageView = (request: HttpRequest): boolean =>
+  request.http.method === 'GET' && (request.headers.get('accept')?.includes('text/html') ?? false);
 
 /**
  * The gateway's front door, for a person who opens it in a browser or with curl (GET only):
@@ -65,7 +76,9 @@ export function frontDoor(options: FrontDoorOptions): (request: HttpRequest, pat
   /** A browser opening the endpoint itself; a GET with a query, documentId or extensions is GraphQL and runs. */
   const opensEndpoint = (request: HttpRequest, path: string) => {
     if ((path !== endpoint && path !== `${endpoint}/`) || !isBrowserPageView(request)) return false;
-    const query = new URLSearchParams(request.http.target.slice(request.http.target.indexOf('?') + 1 || request.http.target.length));
+    const query = new URLSearchParams(
+      request.http.target.slice(request.http.target.indexOf('?') + 1 || request.http.target.length),
+    );
     return !graphqlParameters.some((name) => query.has(name));
   };
   return (request, path) => {

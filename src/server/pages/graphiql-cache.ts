@@ -1,8 +1,8 @@
 import etag from 'etag';
 import fresh from 'fresh';
 import type { GraphiQLOptions } from 'graphql-yoga';
-import type { HttpRequest } from '../request-state.js';
 import type { WholeAnswer } from '../incoming.js';
+import type { HttpRequest } from '../request-state.js';
 
 type Renderer = (options: GraphiQLOptions) => Promise<string>;
 
@@ -12,13 +12,17 @@ type Renderer = (options: GraphiQLOptions) => Promise<string>;
  * visit, and kept with a weak ETag (weak: the HTTP server compresses it per Accept-Encoding) and
  * `Cache-Control: no-cache`, so a browser revalidates and gets a 304 without the body.
  */
-export function graphiQLPage(render: Renderer, options: GraphiQLOptions): (request: HttpRequest) => Promise<WholeAnswer> {
+export function graphiQLPage(
+  render: Renderer,
+  options: GraphiQLOptions,
+): (request: HttpRequest) => Promise<WholeAnswer> {
   let page: Promise<{ html: string; etag: string }> | undefined;
   return async (request) => {
     page ??= render(options).then((rendered) => ({ html: rendered, etag: etag(rendered, { weak: true }) }));
     const { html, etag: tag } = await page;
     const validators = { etag: tag, 'cache-control': 'no-cache' };
-    if (fresh({ 'if-none-match': request.headers.get('if-none-match') ?? undefined }, validators)) return { status: 304, headers: validators, body: null };
+    if (fresh({ 'if-none-match': request.headers.get('if-none-match') ?? undefined }, validators))
+      return { status: 304, headers: validators, body: null };
     return { status: 200, headers: { 'content-type': 'text/html', ...validators }, body: html };
   };
 }

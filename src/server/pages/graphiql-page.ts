@@ -11,7 +11,10 @@ const formattedWithStack = /\{message:([\w$]+)\.message,stack:\1\.stack\}/g;
 /** The page without the formatter's stack; a render-graphiql that formats otherwise fails here, not in a browser. */
 export function withoutErrorStacks(html: string): string {
   const found = html.match(formattedWithStack)?.length ?? 0;
-  if (found !== 1) throw new Error(`GraphiQL page: expected one error formatter adding a stack, found ${found} (has @graphql-yoga/render-graphiql changed?)`);
+  if (found !== 1)
+    throw new Error(
+      `GraphiQL page: expected one error formatter adding a stack, found ${found} (has @graphql-yoga/render-graphiql changed?)`,
+    );
   return html.replace(formattedWithStack, '{message:$1.message}');
 }
 

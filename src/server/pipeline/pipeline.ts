@@ -1,16 +1,15 @@
 import { GraphQLError } from 'graphql';
 import { refusalType } from '../http/refusal.js';
 import { serialise } from '../http/serialisation.js';
-import { stopParts, type HttpRequest, type OperationState, type RequestState } from '../request-state.js';
+import { type HttpRequest, type OperationState, type RequestState, stopParts } from '../request-state.js';
 import {
-  isPromise,
-  stageNames,
   type Answer,
   type AnswerStep,
   type Concerns,
   type ExecutionStep,
   type FinishStep,
   type IntakeStep,
+  isPromise,
   type MaybePromise,
   type OperationStep,
   type OperationVerdict,
@@ -18,6 +17,7 @@ import {
   type RequestVerdict,
   type ResultStep,
   type StageName,
+  stageNames,
 } from './stages.js';
 
 /** What `runSteps` hands on when it has no continuation: the verdict itself. */
@@ -53,7 +53,10 @@ function runSteps<S, V, R = V | undefined>(
   return next(undefined);
 }
 
-/** Steps run in order as one, until one gives a verdict: a policy whose step is several (parse, budget, validate). What one throws is the whole step's failure. */
+/**
+ * Steps run in order as one, until one gives a verdict: a policy whose step is several (parse, budget, validate). What
+ * one throws is the whole step's failure.
+ */
 export function inOrder(steps: readonly OperationStep[]): OperationStep {
   const rethrow = (error: unknown): never => {
     throw error;
@@ -65,7 +68,12 @@ export function inOrder(steps: readonly OperationStep[]): OperationStep {
  * Runs every step in order (`call` runs one), waiting for each that waits. A step that fails
  * (throws, or its promise rejects) is handed to `failed`, and the steps after it still run.
  */
-function runEach<T>(steps: readonly T[], call: (step: T) => MaybePromise<void>, failed: (error: unknown) => void, from = 0): MaybePromise<void> {
+function runEach<T>(
+  steps: readonly T[],
+  call: (step: T) => MaybePromise<void>,
+  failed: (error: unknown) => void,
+  from = 0,
+): MaybePromise<void> {
   for (let i = from; i < steps.length; i++) {
     let done: MaybePromise<void>;
     try {
@@ -109,7 +117,8 @@ function refuse(operation: OperationState, refusal: OperationVerdict): void {
 }
 
 /** Whether policies concerning `concerns` meet operations of this kind (a client's, or a subscription's event). */
-const meets = (concerns: Concerns | undefined, event: boolean): boolean => (event ? concerns === 'also events' || concerns === 'events only' : concerns !== 'events only');
+const meets = (concerns: Concerns | undefined, event: boolean): boolean =>
+  event ? concerns === 'also events' || concerns === 'events only' : concerns !== 'events only';
 
 /** The steps of each stage for one kind of operation, in the order of the policies that have them. */
 class StageSteps {
@@ -126,7 +135,8 @@ class StageSteps {
 
   constructor(policies: readonly Policy[], event: boolean) {
     const concerned = policies.filter((policy) => meets(policy.concerns, event));
-    const of = <S extends StageName>(stage: S) => concerned.flatMap((policy) => (policy[stage] === undefined ? [] : [policy[stage]!])) as NonNullable<Policy[S]>[];
+    const of = <S extends StageName>(stage: S) =>
+      concerned.flatMap((policy) => (policy[stage] === undefined ? [] : [policy[stage]!])) as NonNullable<Policy[S]>[];
     this.intake = of('intake');
     this.operations = [of('document'), of('admission'), of('plan')];
     this.execution = of('execution');
@@ -134,7 +144,14 @@ class StageSteps {
     this.answer = of('answer');
     this.record = of('record');
     this.release = of('release');
-    this.names = Object.freeze(Object.fromEntries(stageNames.map((stage) => [stage, concerned.filter((policy) => policy[stage] !== undefined).map((policy) => policy.name)]))) as unknown as StageSteps['names'];
+    this.names = Object.freeze(
+      Object.fromEntries(
+        stageNames.map((stage) => [
+          stage,
+          concerned.filter((policy) => policy[stage] !== undefined).map((policy) => policy.name),
+        ]),
+      ),
+    ) as unknown as StageSteps['names'];
   }
 }
 
@@ -161,9 +178,13 @@ export class Pipeline {
   readonly #clients: StageSteps;
   readonly #events: StageSteps;
   readonly #mask: (error: unknown, gone: boolean) => GraphQLError;
-  /** What a step that failed, for a request or one of its operations, is answered with: the failure masked (by whether its client is gone). */
+  /**
+   * What a step that failed, for a request or one of its operations, is answered with: the failure masked (by whether
+   * its client is gone).
+   */
   readonly #refuseRequest = (error: unknown, request: RequestState): GraphQLError => this.#mask(error, request.gone);
-  readonly #refuseOperation = (error: unknown, operation: OperationState): GraphQLError => this.#mask(error, operation.request.gone);
+  readonly #refuseOperation = (error: unknown, operation: OperationState): GraphQLError =>
+    this.#mask(error, operation.request.gone);
 
   constructor(options: PipelineOptions) {
     const { policies, mask } = options;
@@ -188,15 +209,23 @@ export class Pipeline {
    * or, in the answer stage, the answer.
    */
   run(request: HttpRequest): MaybePromise<Answer> {
-    return runSteps<HttpRequest, RequestVerdict, Answer>(this.#clients.intake, request, this.#refuseRequest, (refusal) => {
-      if (refusal !== undefined) {
-        request.refusal = refusal;
-        return this.#answered(request);
-      }
-      const { operations } = request;
-      const ran = operations.length === 1 ? this.operation(operations[0]!) : Promise.all(operations.map((operation) => this.operation(operation))).then(() => undefined);
-      return isPromise(ran) ? ran.then(() => this.#answered(request)) : this.#answered(request);
-    });
+    return runSteps<HttpRequest, RequestVerdict, Answer>(
+      this.#clients.intake,
+      request,
+      this.#refuseRequest,
+      (refusal) => {
+        if (refusal !== undefined) {
+          request.refusal = refusal;
+          return this.#answered(request);
+        }
+        const { operations } = request;
+        const ran =
+          operations.length === 1
+            ? this.operation(operations[0]!)
+            : Promise.all(operations.map((operation) => this.operation(operation))).then(() => undefined);
+        return isPromise(ran) ? ran.then(() => this.#answered(request)) : this.#answered(request);
+      },
+    );
   }
 
   /**
@@ -209,7 +238,10 @@ export class Pipeline {
     return this.#operation(operation.event === undefined ? this.#clients : this.#events, operation, 0);
   }
 
-  /** The record and release stages, once the request's results are out: its transport calls it once. Every step runs: one that fails is logged (by the masking) and the next runs. */
+  /**
+   * The record and release stages, once the request's results are out: its transport calls it once. Every step runs:
+   * one that fails is logged (by the masking) and the next runs.
+   */
   finish(request: RequestState): void {
     const steps = request.operations[0]?.event === undefined ? this.#clients : this.#events;
     this.#each(steps.record, request);
@@ -228,7 +260,11 @@ export class Pipeline {
 
   #operation(steps: StageSteps, operation: OperationState, from: number): MaybePromise<void> {
     for (let stage = from; stage < steps.operations.length && operation.result === undefined; stage++) {
-      const verdict = runSteps<OperationState, OperationVerdict>(steps.operations[stage]!, operation, this.#refuseOperation);
+      const verdict = runSteps<OperationState, OperationVerdict>(
+        steps.operations[stage]!,
+        operation,
+        this.#refuseOperation,
+      );
       if (isPromise(verdict)) {
         return verdict.then((refusal) => {
           refuse(operation, refusal);

@@ -1,7 +1,7 @@
-import type { GraphQLError } from 'graphql';
 import type { Readable } from 'node:stream';
-import type { HttpRequest, OperationResult, OperationState, RequestState } from '../request-state.js';
+import type { GraphQLError } from 'graphql';
 import type { HttpIncoming, WholeAnswer } from '../incoming.js';
+import type { HttpRequest, OperationResult, OperationState, RequestState } from '../request-state.js';
 
 export type { WholeAnswer };
 
@@ -17,7 +17,10 @@ export type { WholeAnswer };
 
 export type MaybePromise<T> = T | Promise<T>;
 
-/** Whether a value is a promise: the one test the gateway's steps use (a step that waits returns one, the others their verdict). */
+/**
+ * Whether a value is a promise: the one test the gateway's steps use (a step that waits returns one, the others their
+ * verdict).
+ */
 export const isPromise = <T>(value: MaybePromise<T>): value is Promise<T> => value instanceof Promise;
 
 /**
@@ -26,7 +29,10 @@ export const isPromise = <T>(value: MaybePromise<T>): value is Promise<T> => val
  */
 export type RequestVerdict = GraphQLError | WholeAnswer | undefined;
 
-/** What an operation's step says: go on (nothing), or stop with a refusal (one error, or several), which becomes the operation's result. */
+/**
+ * What an operation's step says: go on (nothing), or stop with a refusal (one error, or several), which becomes the
+ * operation's result.
+ */
 export type OperationVerdict = GraphQLError | readonly GraphQLError[] | undefined;
 
 /** A step of the intake stage: an HTTP request as it arrives, and as its parameters are read. */
@@ -42,7 +48,10 @@ export type OperationStep = (operation: OperationState) => MaybePromise<Operatio
  */
 export type ExecutionStep = (operation: OperationState) => MaybePromise<OperationResult> | undefined;
 
-/** A step of the result stage, once the operation has its result, however it came (run, refused, kept): it may replace `operation.result`. */
+/**
+ * A step of the result stage, once the operation has its result, however it came (run, refused, kept): it may replace
+ * `operation.result`.
+ */
 export type ResultStep = (operation: OperationState) => MaybePromise<void>;
 
 /** The answer being made: its status, its headers (lower-case names, each written by one step) and its body. */
@@ -56,7 +65,9 @@ export interface Answer {
 /** A step of the answer stage: what an HTTP answer says, from the request's state. */
 export type AnswerStep = (request: HttpRequest, answer: Answer) => MaybePromise<void>;
 
-/** A step of the record or release stage, once the request's results are out (a stream's last part, or its client gone). */
+/**
+ * A step of the record or release stage, once the request's results are out (a stream's last part, or its client gone).
+ */
 export type FinishStep = (request: RequestState) => void;
 
 /**
@@ -73,10 +84,23 @@ export type FinishStep = (request: RequestState) => void;
  * - release: what the request holds (its units in flight, its caller's slots) given back once its
  *   results are out, or as soon as it is a subscription's stream (which holds none of them open).
  */
-export const stageNames = ['intake', 'document', 'admission', 'plan', 'execution', 'result', 'answer', 'record', 'release'] as const;
+export const stageNames = [
+  'intake',
+  'document',
+  'admission',
+  'plan',
+  'execution',
+  'result',
+  'answer',
+  'record',
+  'release',
+] as const;
 export type StageName = (typeof stageNames)[number];
 
-/** Which operations a policy concerns: those a client sends (the default), a subscription's events too, or those events only. */
+/**
+ * Which operations a policy concerns: those a client sends (the default), a subscription's events too, or those events
+ * only.
+ */
 export type Concerns = 'clients' | 'also events' | 'events only';
 
 /**
@@ -100,7 +124,10 @@ export interface Policy {
   readonly release?: FinishStep | undefined;
 }
 
-/** An answer ready to go out, and what its transport calls once it is out (the record and release stages): a second call does nothing. */
+/**
+ * An answer ready to go out, and what its transport calls once it is out (the record and release stages): a second call
+ * does nothing.
+ */
 export interface Served {
   readonly answer: Answer;
   done(): void;

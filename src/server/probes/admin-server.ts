@@ -1,9 +1,9 @@
 import type { Server } from 'node:http';
 import type { ConnectionSettings } from '../../config.js';
 import { capConnections, createDrainableServer, slowRequestOptions } from '../http/http-server.js';
-import type { GatewayMetrics } from '../instruments/metrics.js';
-import { probeAnswer, type ProbeSources } from './answers.js';
 import { pathOf } from '../http/paths.js';
+import type { GatewayMetrics } from '../instruments/metrics.js';
+import { type ProbeSources, probeAnswer } from './answers.js';
 
 const notFound = JSON.stringify({ status: 'not found' });
 
@@ -14,13 +14,19 @@ const notFound = JSON.stringify({ status: 'not found' });
  * (probes/answers.ts); nothing else is served. Its connections have a small cap of their own and the same
  * slow-request timeouts, so a flood of this port cannot take the descriptors either.
  */
-export function createAdminServer(sources: ProbeSources & { readonly metrics: Pick<GatewayMetrics, 'watchConnections'> }, connections: ConnectionSettings): Server {
+export function createAdminServer(
+  sources: ProbeSources & { readonly metrics: Pick<GatewayMetrics, 'watchConnections'> },
+  connections: ConnectionSettings,
+): Server {
   const server = createDrainableServer(slowRequestOptions(connections), (request, response) => {
     // Probes ask in origin form (`/ready?x`); anything else is not a probe.
     const path = pathOf(request.url ?? '/');
     const answer = request.method === 'GET' || request.method === 'HEAD' ? probeAnswer(path, sources) : undefined;
     if (answer === undefined) {
-      response.writeHead(404, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(notFound) });
+      response.writeHead(404, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(notFound),
+      });
       response.end(notFound);
       return;
     }

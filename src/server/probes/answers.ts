@@ -21,7 +21,8 @@ const json = (status: number, body: object): ProbeAnswer => ({
   body: JSON.stringify(body),
 });
 
-const notReady = (reason?: string) => json(503, reason === undefined ? { status: 'not ready' } : { status: 'not ready', reason });
+const notReady = (reason?: string) =>
+  json(503, reason === undefined ? { status: 'not ready' } : { status: 'not ready', reason });
 
 /** `/health`'s answer: the process answers. */
 export const healthy = (): ProbeAnswer => json(200, { status: 'ok' });
@@ -39,12 +40,23 @@ export function probeAnswer(path: string, sources: ProbeSources): ProbeAnswer | 
     case '/ready': {
       const reason = sources.notReadyBecause?.();
       if (reason !== undefined) return notReady(reason);
-      return sources.ready().then((ready) => (ready ? json(200, { status: 'ready' }) : notReady()), () => notReady());
+      return sources.ready().then(
+        (ready) => (ready ? json(200, { status: 'ready' }) : notReady()),
+        () => notReady(),
+      );
     }
     case '/metrics':
       return sources.metrics.scrape().then(
-        (text) => ({ status: 200, headers: { 'content-type': sources.metrics.registry.contentType, 'cache-control': 'no-store' }, body: text }),
-        () => ({ status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'metrics unavailable\n' }),
+        (text) => ({
+          status: 200,
+          headers: { 'content-type': sources.metrics.registry.contentType, 'cache-control': 'no-store' },
+          body: text,
+        }),
+        () => ({
+          status: 500,
+          headers: { 'content-type': 'text/plain; charset=utf-8' },
+          body: 'metrics unavailable\n',
+        }),
       );
     default:
       return undefined;

@@ -49,7 +49,9 @@ export function createReadiness(options: ReadinessOptions): () => Promise<boolea
 const PROBE_TIMEOUT_MS = 800;
 
 export interface UpstreamAnswersOptions {
-  /** Longest wait for the upstream's answer; probes give up long before a call's own timeout. @default PROBE_TIMEOUT_MS */
+  /**
+   * Longest wait for the upstream's answer; probes give up long before a call's own timeout. @default PROBE_TIMEOUT_MS
+   */
   readonly timeoutMs?: number;
 }
 
@@ -70,8 +72,11 @@ export function upstreamAnswers(upstream: Upstream, options: UpstreamAnswersOpti
       () => true,
       (error: unknown) => error instanceof UpstreamError && error.status !== undefined,
     );
-    // The signal cancels the call once it is on the wire; before (a connection still being made), only this ends the wait.
-    const late = new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true }));
+    // The signal cancels the call once it is on the wire; before (a connection still being made), only this ends the
+    // wait.
+    const late = new Promise<boolean>((resolve) =>
+      signal.addEventListener('abort', () => resolve(false), { once: true }),
+    );
     return Promise.race([answered, late]);
   };
 }

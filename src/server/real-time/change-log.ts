@@ -5,7 +5,9 @@ import type { SharedRedis } from '../shared-state/shared-redis.js';
 /** Changes kept per head at most: a client that missed more is sent the head as it is now. */
 const CHANGES_PER_HEAD = 64;
 
-/** Heads whose changes one process keeps in memory at most (the least recently changed dropped first), and their bytes. */
+/**
+ * Heads whose changes one process keeps in memory at most (the least recently changed dropped first), and their bytes.
+ */
 const HEADS_IN_MEMORY = 10_000;
 const MEMORY_BYTES = 8 * 1024 * 1024;
 /** What one change kept in memory weighs, about: its copy and its place in its head's list. */
@@ -41,7 +43,12 @@ export function localEventIds(): () => string {
 /** What the log keeps of a change: a plain copy, never the object events are resolved against. */
 type Kept = Pick<HeadChange, 'eventId' | 'at' | 'deleted' | 'polled'>;
 
-const keptOf = (change: HeadChange): Kept => ({ eventId: change.eventId, at: change.at, ...(change.deleted ? { deleted: true } : {}), ...(change.polled ? { polled: true } : {}) });
+const keptOf = (change: HeadChange): Kept => ({
+  eventId: change.eventId,
+  at: change.at,
+  ...(change.deleted ? { deleted: true } : {}),
+  ...(change.polled ? { polled: true } : {}),
+});
 
 /** The latest of `changes`, or the deletion among them, as a change of head `id`. */
 function folded(id: string, changes: readonly Kept[]): HeadChange | undefined {
@@ -70,7 +77,10 @@ export interface ChangeLog {
 
 /** The key of head `id`'s log in Redis: a stream, its own hash slot. */
 const logKey = (id: string) => `gw:log:{${id}}`;
-/** When the last time ended in which changes may have gone unlogged (ms): a resume from before it is sent the head as it is now. */
+/**
+ * When the last time ended in which changes may have gone unlogged (ms): a resume from before it is sent the head as it
+ * is now.
+ */
 const GAP_KEY = 'gw:log:gap';
 
 /**
@@ -87,7 +97,13 @@ export function changeLog(options: { readonly replayMs: number; readonly redis?:
   const nextId = localEventIds();
   const now = (change: Omit<HeadChange, 'eventId'>): HeadChange => ({ ...change, eventId: nextId() });
   const catchUp = (id: string): HeadChange => ({ id, at: Date.now(), eventId: nextId() });
-  const memory = new LRUCache<string, Kept[]>({ max: HEADS_IN_MEMORY, maxSize: MEMORY_BYTES, sizeCalculation: (changes) => BYTES_PER_CHANGE * changes.length, ttl: Math.max(replayMs, 1), ttlAutopurge: false });
+  const memory = new LRUCache<string, Kept[]>({
+    max: HEADS_IN_MEMORY,
+    maxSize: MEMORY_BYTES,
+    sizeCalculation: (changes) => BYTES_PER_CHANGE * changes.length,
+    ttl: Math.max(replayMs, 1),
+    ttlAutopurge: false,
+  });
   const keep = (change: HeadChange) => {
     if (replayMs === 0) return;
     const since = Date.now() - replayMs;
@@ -106,7 +122,11 @@ export function changeLog(options: { readonly replayMs: number; readonly redis?:
   });
   const inRedis = async (shared: SharedRedis, change: Omit<HeadChange, 'eventId'>): Promise<HeadChange> => {
     const key = logKey(change.id);
-    const fields = JSON.stringify({ at: change.at, ...(change.deleted ? { deleted: true } : {}), ...(change.polled ? { polled: true } : {}) });
+    const fields = JSON.stringify({
+      at: change.at,
+      ...(change.deleted ? { deleted: true } : {}),
+      ...(change.polled ? { polled: true } : {}),
+    });
     try {
       const [added] = (await shared.client
         .multi()
@@ -121,13 +141,23 @@ export function changeLog(options: { readonly replayMs: number; readonly redis?:
       return now(change);
     }
   };
-  const missedInRedis = async (shared: SharedRedis, id: string, lastEventId: string, seenAt: number): Promise<HeadChange | undefined> => {
+  const missedInRedis = async (
+    shared: SharedRedis,
+    id: string,
+    lastEventId: string,
+    seenAt: number,
+  ): Promise<HeadChange | undefined> => {
     try {
-      const [entries, gap] = await Promise.all([shared.client.xrange(logKey(id), lastEventId, '+'), shared.client.get(GAP_KEY)]);
+      const [entries, gap] = await Promise.all([
+        shared.client.xrange(logKey(id), lastEventId, '+'),
+        shared.client.get(GAP_KEY),
+      ]);
       if (entries[0]?.[0] !== lastEventId || Number(gap ?? 0) > seenAt) return catchUp(id);
       return folded(
         id,
-        entries.slice(1).map(([eventId, fields]) => ({ eventId, ...(JSON.parse(fields[1] ?? '{}') as Omit<Kept, 'eventId'>) })),
+        entries
+          .slice(1)
+          .map(([eventId, fields]) => ({ eventId, ...(JSON.parse(fields[1] ?? '{}') as Omit<Kept, 'eventId'>) })),
       );
     } catch {
       return catchUp(id);

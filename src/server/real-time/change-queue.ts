@@ -15,7 +15,8 @@ class FoldingBuffer extends SlidingBuffer {
 }
 
 /** The fold of changes not yet taken: the latest, unless a deletion came (which stays, and ends the watch). */
-export const folded = (waiting: HeadChange | undefined, change: HeadChange): HeadChange => (waiting?.deleted === true ? waiting : change);
+export const folded = (waiting: HeadChange | undefined, change: HeadChange): HeadChange =>
+  waiting?.deleted === true ? waiting : change;
 
 export interface ChangeQueueOptions {
   /** What the subscriber missed before it subscribed (a reconnecting SSE client's): taken first. */
@@ -33,7 +34,11 @@ export interface ChangeQueueOptions {
  * a deletion nothing more is taken (its event ends the subscription). Listening starts as the
  * subscriber first asks and ends when it stops (`return()`, which settles a `next()` still waiting).
  */
-export function changeQueue(listen: HeadEvents['listen'], id: string, options: ChangeQueueOptions): AsyncIterableIterator<HeadChange> {
+export function changeQueue(
+  listen: HeadEvents['listen'],
+  id: string,
+  options: ChangeQueueOptions,
+): AsyncIterableIterator<HeadChange> {
   return new Repeater<HeadChange>(async (push, stop) => {
     let deleted = false;
     const take = (change: HeadChange) => {

@@ -1,19 +1,27 @@
 import type { ExecutionResult } from 'graphql';
-import type { HeadChange } from '../../domain/head-changes.js';
-import type { MaybePromise } from '../pipeline/stages.js';
 import { LRUCache } from 'lru-cache';
 import pLimit, { type LimitFunction } from 'p-limit';
-import { eventIdOf, OperationState, type RequestState } from '../request-state.js';
+import type { HeadChange } from '../../domain/head-changes.js';
 import type { Negotiated } from '../incoming.js';
+import type { MaybePromise } from '../pipeline/stages.js';
+import { eventIdOf, OperationState, type RequestState } from '../request-state.js';
 
-/** Where an operation enters the one path at the document stage, and what its transport calls once its results are out (the pipeline's). */
+/**
+ * Where an operation enters the one path at the document stage, and what its transport calls once its results are out
+ * (the pipeline's).
+ */
 export interface OperationEntry {
   operation(operation: OperationState): MaybePromise<void>;
   finish(request: RequestState): void;
 }
 
 /** What a subscription's event is answered in: one result, a part of its subscription's stream. */
-const oneResult: Negotiated = Object.freeze({ whole: 'application/json', parts: undefined, alpha9: false, subscriptionSpec: false });
+const oneResult: Negotiated = Object.freeze({
+  whole: 'application/json',
+  parts: undefined,
+  alpha9: false,
+  subscriptionSpec: false,
+});
 
 /** What subscribers share one resolution of an event by: the same token, document and variables read the same. */
 export function sharingKey(operation: OperationState): string {
@@ -29,7 +37,10 @@ export function headsRead(operation: OperationState): readonly string[] {
   return heads.ids().filter((id) => !gone.has(id));
 }
 
-/** An event's result for a sharing key, its JSON (what a polled change is compared by), and the heads it read (what a live query watches). */
+/**
+ * An event's result for a sharing key, its JSON (what a polled change is compared by), and the heads it read (what a
+ * live query watches).
+ */
 export interface Resolved {
   readonly result: ExecutionResult;
   readonly json: string;
@@ -45,10 +56,24 @@ export interface Resolved {
  * Nobody's request: no caller's window is charged, no subscriber's limit refuses it. A refusal
  * (OVERLOADED) or a failure is its result: an event with its code, the stream going on.
  */
-async function resolveEvent(entry: OperationEntry, subscription: OperationState, change: HeadChange): Promise<{ result: ExecutionResult; heads: readonly string[] }> {
+async function resolveEvent(
+  entry: OperationEntry,
+  subscription: OperationState,
+  change: HeadChange,
+): Promise<{ result: ExecutionResult; heads: readonly string[] }> {
   const { request, prepared, definition } = subscription;
-  const own = request.onBehalf({ carries: oneResult, requestId: request.requestId, parent: subscription.record?.trace, client: request.client });
-  const operation = new OperationState(subscription.params, own, 'object', { change, prepared: prepared!, document: prepared!.whole, definition: definition! });
+  const own = request.onBehalf({
+    carries: oneResult,
+    requestId: request.requestId,
+    parent: subscription.record?.trace,
+    client: request.client,
+  });
+  const operation = new OperationState(subscription.params, own, 'object', {
+    change,
+    prepared: prepared!,
+    document: prepared!.whole,
+    definition: definition!,
+  });
   try {
     await entry.operation(operation);
     return { result: operation.result as ExecutionResult, heads: headsRead(operation) };
@@ -57,13 +82,18 @@ async function resolveEvent(entry: OperationEntry, subscription: OperationState,
   }
 }
 
-/** How events wait for their turn: at most `concurrency` resolved at once in the process, `perCaller` of one caller's. */
+/**
+ * How events wait for their turn: at most `concurrency` resolved at once in the process, `perCaller` of one caller's.
+ */
 export interface EventConcurrency {
   readonly eventConcurrency: number;
   readonly eventConcurrencyPerCaller: number;
 }
 
-/** Where a resolution of one sharing key is: started (at its time), or waiting for its turn (it will read whatever is there then). */
+/**
+ * Where a resolution of one sharing key is: started (at its time), or waiting for its turn (it will read whatever is
+ * there then).
+ */
 interface Turn {
   startedAt: number | undefined;
   /** The event id of the newest change it answers: the last that joined it before it started. */
@@ -73,7 +103,9 @@ interface Turn {
 /** The latest resolution of one sharing key. */
 interface Latest {
   readonly turn: Turn;
-  /** Whether it answers a deletion (a subscription's event on a deletion reads nothing): only such a change takes it. */
+  /**
+   * Whether it answers a deletion (a subscription's event on a deletion reads nothing): only such a change takes it.
+   */
   readonly deleted: boolean;
   readonly resolved: Promise<Resolved>;
 }
@@ -124,7 +156,10 @@ export class EventResolutions {
     return resolved;
   }
 
-  /** A resolution of `key` that answers `change`: one that waits, or started after it was made, else a new one in its turn. */
+  /**
+   * A resolution of `key` that answers `change`: one that waits, or started after it was made, else a new one in its
+   * turn.
+   */
   #fresh(change: HeadChange, operation: OperationState, key: string): Promise<Resolved> {
     const deleted = change.deleted === true;
     const latest = this.#latest.get(key);
@@ -148,7 +183,8 @@ export class EventResolutions {
       turn.startedAt = Date.now();
       const { result, heads } = await resolveEvent(this.#entry!, operation, change);
       const json = JSON.stringify(result);
-      // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport (answers/parts.ts).
+      // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport
+      // (answers/parts.ts).
       (result as { [eventIdOf]?: string })[eventIdOf] = turn.eventId;
       return { result, json, heads };
     };

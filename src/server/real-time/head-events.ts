@@ -3,11 +3,11 @@ import type { ExecutionArgs, GraphQLSchema } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
 import type { Policy } from '../pipeline/stages.js';
 import type { HeadChange } from '../request-state.js';
-import { changeLog } from './change-log.js';
 import { changedFields, evictionsOf } from '../response-cache/evictions.js';
 import { clusterEventTarget } from '../shared-state/cluster-events.js';
 import { redisEventTarget } from '../shared-state/redis-events.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
+import { changeLog } from './change-log.js';
 
 /**
  * The event type (and, through Redis, the channel after its prefix: `gw:ev:headChanged:<id>`) of
@@ -26,14 +26,23 @@ export interface HeadEventsOptions {
   readonly onPublished?: () => void;
   /** SUBSCRIPTION_REPLAY_MS: how long changes are kept for SSE clients that reconnect; 0: none. */
   readonly replayMs: number;
-  /** This process is a worker of several behind one port (WORKERS>1): without Redis, events go to the other workers through the primary. */
+  /**
+   * This process is a worker of several behind one port (WORKERS>1): without Redis, events go to the other workers
+   * through the primary.
+   */
   readonly workers?: boolean | undefined;
 }
 
 export interface HeadEvents {
-  /** Calls `onChange` with each change to head `id`, until the returned function is called: a listener on the event target, no queue of its own. */
+  /**
+   * Calls `onChange` with each change to head `id`, until the returned function is called: a listener on the event
+   * target, no queue of its own.
+   */
   listen(id: string, onChange: (change: HeadChange) => void): () => void;
-  /** Logs a change (its event id given then) and tells it to every watcher, in this process and (with REDIS_URL) every other. */
+  /**
+   * Logs a change (its event id given then) and tells it to every watcher, in this process and (with REDIS_URL) every
+   * other.
+   */
   publish(change: Omit<HeadChange, 'eventId' | 'at'>): void;
   /** What a subscriber whose last event was `lastEventId` missed of head `id` (change-log.ts). */
   missed(id: string, lastEventId: string): Promise<HeadChange | undefined>;
@@ -63,14 +72,20 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
   // group (WORKERS>1) pass them through the primary (each keeping what it hears for replay); alone, memory.
   const shared =
     redis !== undefined
-      ? redisEventTarget({ publisher: redis.client, subscriber: redis.subscriber(), onPublishFailed: options.onPublishFailed })
+      ? redisEventTarget({
+          publisher: redis.client,
+          subscriber: redis.subscriber(),
+          onPublishFailed: options.onPublishFailed,
+        })
       : options.workers === true
         ? clusterEventTarget((detail) => log.keep(detail as HeadChange))
         : undefined;
   const target = (shared ?? unbounded(new EventTarget())) as EventTarget;
   // Logged first: the event carries the id the log gave it.
   const publish = (change: Omit<HeadChange, 'eventId' | 'at'>) =>
-    void log.append({ ...change, at: Date.now() }).then((logged) => target.dispatchEvent(new CustomEvent(topicOf(logged.id), { detail: logged })));
+    void log
+      .append({ ...change, at: Date.now() })
+      .then((logged) => target.dispatchEvent(new CustomEvent(topicOf(logged.id), { detail: logged })));
   return {
     listen(id, onChange) {
       const topic = topicOf(id);
@@ -83,19 +98,34 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
     policy: {
       name: 'head events',
       result(operation) {
-      const { result, params } = operation;
-      if (operation.definition?.operation !== 'mutation' || result === undefined || isAsyncIterable(result)) return;
-      // What the response cache read of it as it ran, if it is on; else read here, mutations only.
-      const fields = operation.evictions ?? evictionsOf({ schema, document: operation.document!, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs);
-      const failed = new Set(result.errors?.map((error) => error.path?.[0]));
-      for (const { key, head } of changedFields(fields, result)) {
-        if (head === undefined) continue;
-        // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each watcher's read settles.
-        const span = operation.record?.span.spanContext();
-        const cause = span === undefined ? undefined : { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags };
-        publish({ id: head.id, ...(head.deletes && !failed.has(key) ? { deleted: true } : {}), ...(cause === undefined ? {} : { cause }) });
-        options.onPublished?.();
-      }
+        const { result, params } = operation;
+        if (operation.definition?.operation !== 'mutation' || result === undefined || isAsyncIterable(result)) return;
+        // What the response cache read of it as it ran, if it is on; else read here, mutations only.
+        const fields =
+          operation.evictions ??
+          evictionsOf({
+            schema,
+            document: operation.document!,
+            variableValues: params.variables ?? undefined,
+            operationName: params.operationName ?? undefined,
+          } as ExecutionArgs);
+        const failed = new Set(result.errors?.map((error) => error.path?.[0]));
+        for (const { key, head } of changedFields(fields, result)) {
+          if (head === undefined) continue;
+          // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each
+          // watcher's read settles.
+          const span = operation.record?.span.spanContext();
+          const cause =
+            span === undefined
+              ? undefined
+              : { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags };
+          publish({
+            id: head.id,
+            ...(head.deletes && !failed.has(key) ? { deleted: true } : {}),
+            ...(cause === undefined ? {} : { cause }),
+          });
+          options.onPublished?.();
+        }
       },
     },
     close() {

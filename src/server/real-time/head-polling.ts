@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { ROOT_CONTEXT } from '@opentelemetry/api';
 import type { HeadChange } from '../../domain/head-changes.js';
-import { getHeadExt } from '../../upstream/heads.js';
 import { UpstreamError } from '../../upstream/errors.js';
+import { getHeadExt } from '../../upstream/heads.js';
 import { OperationGuard } from '../../upstream/operation-guard.js';
 import type { Upstream } from '../../upstream/upstream.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
@@ -15,13 +15,19 @@ export interface HeadPollingOptions {
   readonly intervalMs: number;
   /** Reads under way at once at most: polling's share of the upstream pool. */
   readonly concurrency: number;
-  /** REDIS_URL's connection: one replica of the fleet reads each head per interval (a lease), the last read's digest shared. */
+  /**
+   * REDIS_URL's connection: one replica of the fleet reads each head per interval (a lease), the last read's digest
+   * shared.
+   */
   readonly redis?: SharedRedis | undefined;
   /** Told of each read: what it found. */
   readonly onRead?: (outcome: PollOutcome) => void;
 }
 
-/** What a poll read found: the head as before, changed, gone (404), or nothing (the read failed: neither a change nor a deletion). */
+/**
+ * What a poll read found: the head as before, changed, gone (404), or nothing (the read failed: neither a change nor a
+ * deletion).
+ */
 export type PollOutcome = 'unchanged' | 'changed' | 'deleted' | 'failed';
 
 export interface HeadPolling {
@@ -75,7 +81,9 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
     async leased(id: string, head: Watched): Promise<boolean> {
       if (!live()) return true;
       // Redis did not answer: this replica reads (every replica may, until Redis is back).
-      const lease = await commands!.gwPollLease(`gw:poll:{${id}}`, `gw:poll:{${id}}:digest`, replica, Math.max(intervalMs - 50, 1)).catch(() => 1 as const);
+      const lease = await commands!
+        .gwPollLease(`gw:poll:{${id}}`, `gw:poll:{${id}}:digest`, replica, Math.max(intervalMs - 50, 1))
+        .catch(() => 1 as const);
       if (lease === 1) return true;
       if (typeof lease === 'string') head.digest = lease;
       return false;
@@ -86,7 +94,10 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
     },
     keep(id: string, head: Watched, digest: string): void {
       head.digest = digest;
-      if (live()) void redis!.client.set(`gw:poll:{${id}}:digest`, digest, 'PX', intervalMs * DIGEST_INTERVALS).catch(() => undefined);
+      if (live())
+        void redis!.client
+          .set(`gw:poll:{${id}}:digest`, digest, 'PX', intervalMs * DIGEST_INTERVALS)
+          .catch(() => undefined);
     },
   };
 }
@@ -116,7 +127,13 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
 
   const read = async (id: string, head: Watched): Promise<PollOutcome> => {
     const guard = new OperationGuard({ budget: 2, deadlineMs: intervalMs });
-    const caller = upstream.forRequest({ requestId: `poll:${id}`, authorization: undefined, signal: new AbortController().signal, guard, trace: ROOT_CONTEXT });
+    const caller = upstream.forRequest({
+      requestId: `poll:${id}`,
+      authorization: undefined,
+      signal: new AbortController().signal,
+      guard,
+      trace: ROOT_CONTEXT,
+    });
     let digest: string;
     try {
       digest = digestOf(await getHeadExt(caller, id));

@@ -1,6 +1,9 @@
 import type { ExecutionResult } from 'graphql';
 
-/** What a live query charges its caller's watched heads, as the heads it watches change (to `heads`): the refusal when they no longer fit. */
+/**
+ * What a live query charges its caller's watched heads, as the heads it watches change (to `heads`): the refusal when
+ * they no longer fit.
+ */
 export type WatchCharge = (heads: number) => ExecutionResult | undefined;
 
 /** Which bound refused a take: the process's, the caller's own, or the caller's fair share of a process half full. */

@@ -1,11 +1,11 @@
-import { Repeater } from '@repeaterjs/repeater';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Repeater } from '@repeaterjs/repeater';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { OperationState } from '../request-state.js';
 import { folded } from './change-queue.js';
-import { headsRead, sharingKey, type EventResolutions } from './event-resolutions.js';
+import { type EventResolutions, headsRead, sharingKey } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
 import type { WatchCharge } from './ledger.js';
@@ -29,8 +29,15 @@ interface Watch {
   readonly unwatch: () => void;
 }
 
-/** The heads a live query watches, made the set it read last (`watch(heads)`): each one's changes go to `changed`, and it is polled while watched. */
-function headWatches(listen: HeadEvents['listen'], polling: HeadPolling, changed: (change: HeadChange) => void): (heads: readonly string[]) => void {
+/**
+ * The heads a live query watches, made the set it read last (`watch(heads)`): each one's changes go to `changed`, and
+ * it is polled while watched.
+ */
+function headWatches(
+  listen: HeadEvents['listen'],
+  polling: HeadPolling,
+  changed: (change: HeadChange) => void,
+): (heads: readonly string[]) => void {
   const watched = new Map<string, Watch>();
   return (heads) => {
     const now = new Set(heads);
@@ -47,10 +54,19 @@ function headWatches(listen: HeadEvents['listen'], polling: HeadPolling, changed
   };
 }
 
-/** What a run read that a live query watches next: the heads it read, or, when it read none because it failed, what it watched before. */
-const watchedAfter = (result: ExecutionResult, heads: readonly string[], before: readonly string[]): readonly string[] => (heads.length === 0 && result.errors?.length ? before : heads);
+/**
+ * What a run read that a live query watches next: the heads it read, or, when it read none because it failed, what it
+ * watched before.
+ */
+const watchedAfter = (
+  result: ExecutionResult,
+  heads: readonly string[],
+  before: readonly string[],
+): readonly string[] => (heads.length === 0 && result.errors?.length ? before : heads);
 
-/** The changes a live query has not taken, folded into one (change-queue.ts's rule), and a wait for one until `ended`. */
+/**
+ * The changes a live query has not taken, folded into one (change-queue.ts's rule), and a wait for one until `ended`.
+ */
 class LatestChange {
   #waiting: HeadChange | undefined;
   #wake: (() => void) | undefined;
@@ -70,7 +86,8 @@ class LatestChange {
 
   /** The change folded so far, once there is one; undefined once ended. */
   async take(): Promise<HeadChange | undefined> {
-    while (this.#waiting === undefined && !this.ended.aborted) await new Promise<void>((resolve) => (this.#wake = resolve));
+    while (this.#waiting === undefined && !this.ended.aborted)
+      await new Promise<void>((resolve) => (this.#wake = resolve));
     const change = this.ended.aborted ? undefined : this.#waiting;
     this.#waiting = undefined;
     return change;
@@ -91,7 +108,11 @@ class LatestChange {
  * reads the same is not sent. It ends when its client leaves or the process stops (a Repeater: a
  * `return()` settles a `next()` still waiting).
  */
-export function liveQuery(operation: OperationState, first: Promise<ExecutionResult>, options: LiveQueryOptions): AsyncIterableIterator<ExecutionResult> {
+export function liveQuery(
+  operation: OperationState,
+  first: Promise<ExecutionResult>,
+  options: LiveQueryOptions,
+): AsyncIterableIterator<ExecutionResult> {
   const { resolutions, metrics } = options;
   const key = sharingKey(operation);
   return new Repeater<ExecutionResult>(async (push, stop) => {

@@ -3,14 +3,15 @@ import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { CutReason, RealTimeMetrics, StreamTransport } from '../instruments/real-time-metrics.js';
 import type { OperationState } from '../request-state.js';
-import { sharingKey, type EventResolutions } from './event-resolutions.js';
+import { type EventResolutions, sharingKey } from './event-resolutions.js';
 
 /**
  * Whether a result says the subscriber's token is refused now (an upstream 401, masked as
  * UNAUTHENTICATED; or no token where the selection needs one): its stream ends, as no later event
  * could be read.
  */
-export const refusedToken = (result: ExecutionResult) => result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
+export const refusedToken = (result: ExecutionResult) =>
+  result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
 
 /** The transport a request's stream goes out on, by what carries its parts. */
 export function transportOf(operation: OperationState): StreamTransport {
@@ -33,7 +34,11 @@ export interface SubscriberStreamOptions {
  * is what the subscriber was last sent is not sent. A result is made as the subscriber asks for the
  * next: a slow one has its changes folded (change-queue.ts), never queued.
  */
-export function subscriberStream(operation: OperationState, source: AsyncIterableIterator<HeadChange>, options: SubscriberStreamOptions): AsyncIterableIterator<ExecutionResult> {
+export function subscriberStream(
+  operation: OperationState,
+  source: AsyncIterableIterator<HeadChange>,
+  options: SubscriberStreamOptions,
+): AsyncIterableIterator<ExecutionResult> {
   const { resolutions, metrics } = options;
   const key = sharingKey(operation);
   return new Repeater<ExecutionResult>(async (push, stop) => {

@@ -4,12 +4,12 @@ import type { HeadChange } from '../../domain/head-changes.js';
 import type { HeadChangeSource } from '../../schema/context.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { MaybePromise, Policy } from '../pipeline/stages.js';
-import { operationOf, type OperationResult, type OperationState, type RequestState } from '../request-state.js';
+import { type OperationResult, type OperationState, operationOf, type RequestState } from '../request-state.js';
 import { changeQueue } from './change-queue.js';
-import { EventResolutions, type EventConcurrency, type OperationEntry } from './event-resolutions.js';
-import { Ledger, type LedgerBound, type WatchCharge } from './ledger.js';
+import { type EventConcurrency, EventResolutions, type OperationEntry } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
+import { Ledger, type LedgerBound, type WatchCharge } from './ledger.js';
 import { liveQuery } from './live-queries.js';
 import { subscriberStream, transportOf } from './subscriber-stream.js';
 
@@ -47,36 +47,63 @@ export interface Subscriptions {
   readonly policy: Policy;
   /** Open subscriptions in this process. */
   open(): number;
-  /** Where its events enter the one path (event-resolutions.ts): the pipeline, once it is made of the policies that hold this. */
+  /**
+   * Where its events enter the one path (event-resolutions.ts): the pipeline, once it is made of the policies that hold
+   * this.
+   */
   enterThrough(entry: OperationEntry): void;
   /** Ends every open stream (the process stops): each completes, so its client reconnects, to another replica. */
   completeAll(): void;
 }
 
-const refusal = (message: string): ExecutionResult => ({ errors: [createGraphQLError(message, { extensions: { code: 'SUBSCRIPTION_LIMIT', http: { status: 429 } } })] });
+const refusal = (message: string): ExecutionResult => ({
+  errors: [createGraphQLError(message, { extensions: { code: 'SUBSCRIPTION_LIMIT', http: { status: 429 } } })],
+});
 
 /** The refusal of a subscription or live query over one of the ledgers' bounds. */
 const refusals: Record<'places' | 'watched', Record<LedgerBound, (limits: SubscriptionLimits) => ExecutionResult>> = {
   places: {
-    process: (limits) => refusal(`This gateway holds ${limits.max} subscriptions, its most; try again later or another replica.`),
-    caller: (limits) => refusal(`You hold ${limits.perCaller} subscriptions open, the most one caller may; end one first.`),
-    share: () => refusal('This gateway is busy and you hold your share of its subscriptions; end one first, or try again later.'),
+    process: (limits) =>
+      refusal(`This gateway holds ${limits.max} subscriptions, its most; try again later or another replica.`),
+    caller: (limits) =>
+      refusal(`You hold ${limits.perCaller} subscriptions open, the most one caller may; end one first.`),
+    share: () =>
+      refusal('This gateway is busy and you hold your share of its subscriptions; end one first, or try again later.'),
   },
   watched: {
-    process: (limits) => refusal(`This gateway watches ${limits.watchedMax} heads for subscriptions and live queries, its most; try again later or another replica.`),
-    caller: (limits) => refusal(`Your subscriptions and live queries would watch more than ${limits.watchedPerCaller} heads, the most one caller may.`),
-    share: () => refusal('This gateway is busy and your subscriptions and live queries watch your share of its heads; end one first, or try again later.'),
+    process: (limits) =>
+      refusal(
+        `This gateway watches ${limits.watchedMax} heads for subscriptions and live queries, its most; try again later or another replica.`,
+      ),
+    caller: (limits) =>
+      refusal(
+        `Your subscriptions and live queries would watch more than ${limits.watchedPerCaller} heads, the most one caller may.`,
+      ),
+    share: () =>
+      refusal(
+        'This gateway is busy and your subscriptions and live queries watch your share of its heads; end one first, or try again later.',
+      ),
   },
 };
 
 /** The open streams, each with what it holds (its place in the limits, its count as open) until its results are out. */
 class OpenStreams {
-  readonly #open = new Map<OperationState, { readonly stream: AsyncIterableIterator<ExecutionResult>; readonly release: () => void }>();
+  readonly #open = new Map<
+    OperationState,
+    { readonly stream: AsyncIterableIterator<ExecutionResult>; readonly release: () => void }
+  >();
 
   constructor(private readonly metrics: RealTimeMetrics) {}
 
-  /** `stream` of `operation`, holding what `release` gives back (and its count as open) until the release stage (its transport done with it, however it ended). */
-  hold(operation: OperationState, stream: AsyncIterableIterator<ExecutionResult>, release: () => void): AsyncIterableIterator<ExecutionResult> {
+  /**
+   * `stream` of `operation`, holding what `release` gives back (and its count as open) until the release stage (its
+   * transport done with it, however it ended).
+   */
+  hold(
+    operation: OperationState,
+    stream: AsyncIterableIterator<ExecutionResult>,
+    release: () => void,
+  ): AsyncIterableIterator<ExecutionResult> {
     const closed = this.metrics.opened(transportOf(operation));
     this.#open.set(operation, {
       stream,
@@ -109,7 +136,11 @@ class OpenStreams {
  * refusal when that does not fit (`refuse`, by the bound that refused it), and all of it given back
  * at its end.
  */
-function watchCharge(watched: Ledger, caller: string, refuse: (over: LedgerBound) => ExecutionResult): { readonly charge: WatchCharge; readonly giveBack: () => void } {
+function watchCharge(
+  watched: Ledger,
+  caller: string,
+  refuse: (over: LedgerBound) => ExecutionResult,
+): { readonly charge: WatchCharge; readonly giveBack: () => void } {
   let charged = 0;
   return {
     charge(heads) {
@@ -166,10 +197,22 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     if (operation.live) {
       const first = Promise.resolve(options.execute(operation)) as Promise<ExecutionResult>;
       const { charge, giveBack } = watchCharge(watched, caller, (over) => refused(refusals.watched[over](limits)));
-      return open.hold(operation, liveQuery(operation, first, { listen: events.listen, polling, resolutions, metrics, throttleMs: options.liveThrottleMs, stopping: stopped, charge }), () => {
-        giveBack();
-        place();
-      });
+      return open.hold(
+        operation,
+        liveQuery(operation, first, {
+          listen: events.listen,
+          polling,
+          resolutions,
+          metrics,
+          throttleMs: options.liveThrottleMs,
+          stopping: stopped,
+          charge,
+        }),
+        () => {
+          giveBack();
+          place();
+        },
+      );
     }
     const overWatched = watched.take(caller);
     if (overWatched !== undefined) {
@@ -181,24 +224,47 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       place();
     };
     const { params } = operation;
-    const args = { schema, document: operation.document!, contextValue: operation.context, variableValues: params.variables ?? undefined, operationName: params.operationName ?? undefined } as ExecutionArgs;
+    const args = {
+      schema,
+      document: operation.document!,
+      contextValue: operation.context,
+      variableValues: params.variables ?? undefined,
+      operationName: params.operationName ?? undefined,
+    } as ExecutionArgs;
     const source = await createSourceEventStream(args);
     if (!isAsyncIterable(source)) {
       watch();
       return source;
     }
-    return open.hold(operation, subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, { resolutions, metrics, stopping: stopped }), watch);
+    return open.hold(
+      operation,
+      subscriberStream(operation, source as AsyncIterableIterator<HeadChange>, {
+        resolutions,
+        metrics,
+        stopping: stopped,
+      }),
+      watch,
+    );
   };
   return {
     headChanges: (id, context) => {
       const unwatch = polling.watch(id);
-      // An SSE client reconnecting (Last-Event-ID: the event id of the last change it was sent) first gets what it missed.
+      // An SSE client reconnecting (Last-Event-ID: the event id of the last change it was sent) first gets what it
+      // missed.
       const lastEventId = operationOf(context)?.request.headers.get('last-event-id');
       const missed = lastEventId ? events.missed(id, lastEventId) : undefined;
-      return changeQueue(events.listen, id, { missed, onFinish: unwatch, onFolded: () => metrics.dropped.inc({ reason: 'folded' }) });
+      return changeQueue(events.listen, id, {
+        missed,
+        onFinish: unwatch,
+        onFolded: () => metrics.dropped.inc({ reason: 'folded' }),
+      });
     },
     // Its release: once the transport is done with a stream (it ended, or its client left), its place is given back.
-    policy: { name: 'subscriptions', execution: (operation) => (operation.streams ? execute(operation) : undefined), release: open.release },
+    policy: {
+      name: 'subscriptions',
+      execution: (operation) => (operation.streams ? execute(operation) : undefined),
+      release: open.release,
+    },
     open: () => places.total,
     enterThrough: (entry) => resolutions.enterThrough(entry),
     completeAll() {

@@ -19,7 +19,9 @@ export interface CachedAnswer {
 }
 
 /** A lookup's outcome: the answer, or on a miss the store's epoch to write the fresh answer with. */
-export type Lookup<Epoch> = { readonly answer: CachedAnswer; readonly epoch?: undefined } | { readonly answer?: undefined; readonly epoch: Epoch };
+export type Lookup<Epoch> =
+  | { readonly answer: CachedAnswer; readonly epoch?: undefined }
+  | { readonly answer?: undefined; readonly epoch: Epoch };
 
 /**
  * A store of the response cache. envelop's `Cache` (`get`, `set`, `invalidate`) cannot say what is
@@ -48,9 +50,19 @@ export type Lookup<Epoch> = { readonly answer: CachedAnswer; readonly epoch?: un
  */
 export interface GuardedStore<Epoch extends {}> {
   lookup(key: string): PromiseOrValue<Lookup<Epoch>>;
-  /** The answer kept under `key`, past its TTL too while the store keeps it (RESPONSE_CACHE_STALE_IF_ERROR_MS), or undefined. */
+  /**
+   * The answer kept under `key`, past its TTL too while the store keeps it (RESPONSE_CACHE_STALE_IF_ERROR_MS), or
+   * undefined.
+   */
   stale(key: string): PromiseOrValue<CachedAnswer | undefined>;
-  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: Epoch, address?: string): PromiseOrValue<boolean>;
+  write(
+    key: string,
+    result: ExecutionResult,
+    entities: Iterable<CacheEntityRecord>,
+    ttlMs: number,
+    since: Epoch,
+    address?: string,
+  ): PromiseOrValue<boolean>;
   invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | undefined>;
 }
 
@@ -78,7 +90,10 @@ export interface ResponseCacheEvents {
   miss(): void;
   /** One invalidation: the entities asked for, and the answers evicted (when the store says). */
   invalidated(entities: number, evicted: number | undefined): void;
-  /** An answer kept past its TTL found for a read that failed upstream (RESPONSE_CACHE_STALE_IF_ERROR_MS), served instead. */
+  /**
+   * An answer kept past its TTL found for a read that failed upstream (RESPONSE_CACHE_STALE_IF_ERROR_MS), served
+   * instead.
+   */
   stale(): void;
   /**
    * A store call that threw or rejected, answered as a miss (`lookup`), not stored (`write`) or
@@ -90,7 +105,10 @@ export interface ResponseCacheEvents {
 /** Where `get` puts a hit's expiry (its answer is a copy with this key in it). */
 export const expiresAtKey = Symbol('response-cache.expires-at');
 
-/** Misses remembered until their answer is stored, at most (an operation that is not stored leaves its miss behind until it expires). */
+/**
+ * Misses remembered until their answer is stored, at most (an operation that is not stored leaves its miss behind until
+ * it expires).
+ */
 const PENDING_MISSES = 10_000;
 
 /** `run()`'s value through `ok`, or `failed`'s when it throws or rejects; synchronous when `run` is. */
@@ -155,11 +173,15 @@ export class ResponseCache<Epoch extends {} = object> implements Cache {
   /** envelop's lookup, for a plugin that looks up itself (tests of a store through yoga's plugin). */
   get(key: string): PromiseOrValue<ExecutionResult | null> {
     const answer = this.lookup(key);
-    const result = (kept: CachedAnswer | undefined) => (kept === undefined ? null : { ...kept.result, [expiresAtKey]: kept.expiresAt });
+    const result = (kept: CachedAnswer | undefined) =>
+      kept === undefined ? null : { ...kept.result, [expiresAtKey]: kept.expiresAt };
     return isPromise(answer) ? answer.then(result) : result(answer);
   }
 
-  /** The answer kept under `key` past its TTL (or still fresh), for a read that failed; undefined when none, or the store fails. */
+  /**
+   * The answer kept under `key` past its TTL (or still fresh), for a read that failed; undefined when none, or the
+   * store fails.
+   */
   stale(key: string): PromiseOrValue<CachedAnswer | undefined> {
     return guarded(
       () => this.store.stale(key),

@@ -13,7 +13,10 @@ export interface Evictions {
  */
 export type Evict = (work: Evictions, pending: Set<string>) => Promise<readonly string[]>;
 
-/** Entities and answer keys owed at most, each; past it an owed entity is owed as its type, and further answer keys are not kept. */
+/**
+ * Entities and answer keys owed at most, each; past it an owed entity is owed as its type, and further answer keys are
+ * not kept.
+ */
 const MAX_OWED = 10_000;
 
 /** Evictions made at most this long ago are made again after a loss: a promoted replica may not have them. */

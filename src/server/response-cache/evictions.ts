@@ -1,6 +1,22 @@
-import { encodeGlobalID } from '@pothos/plugin-relay';
 import { collectFields } from '@graphql-tools/utils';
-import { getArgumentValues, getNamedType, getOperationAST, getVariableValues, isObjectType, Kind, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type ExecutionArgs, type ExecutionResult, type FragmentDefinitionNode, type GraphQLError, type GraphQLSchema } from 'graphql';
+import { encodeGlobalID } from '@pothos/plugin-relay';
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  type FragmentDefinitionNode,
+  type GraphQLError,
+  type GraphQLSchema,
+  getArgumentValues,
+  getNamedType,
+  getOperationAST,
+  getVariableValues,
+  isObjectType,
+  Kind,
+  TypeInfo,
+  visit,
+  visitWithTypeInfo,
+} from 'graphql';
 import { headIdFrom } from '../../domain/ids.js';
 import { factsOf } from '../../plan/facts.js';
 import type { CacheEntityRecord, FieldEvictions } from '../request-state.js';
@@ -11,7 +27,10 @@ import type { CacheEntityRecord, FieldEvictions } from '../request-state.js';
  * document, the schema's facts and a result; plugin.ts applies them.
  */
 
-/** The codes of an upstream fault: what a stale answer may stand in for (never a refusal or an answer of the upstream's). */
+/**
+ * The codes of an upstream fault: what a stale answer may stand in for (never a refusal or an answer of the
+ * upstream's).
+ */
 const faultCodes = new Set(['UPSTREAM_UNAVAILABLE', 'UPSTREAM_TIMEOUT', 'UPSTREAM_ERROR']);
 
 /**
@@ -25,7 +44,9 @@ export function upstreamFaultOf(result: ExecutionResult): string | undefined {
     const status = upstreamStatusOf(error);
     return status !== undefined && status < 500 ? undefined : error.extensions.code;
   });
-  return codes.length > 0 && codes.every((code) => typeof code === 'string' && faultCodes.has(code)) ? (codes[0] as string) : undefined;
+  return codes.length > 0 && codes.every((code) => typeof code === 'string' && faultCodes.has(code))
+    ? (codes[0] as string)
+    : undefined;
 }
 
 /**
@@ -42,7 +63,8 @@ export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
   const mutationType = args.schema.getMutationType();
   if (operation?.operation !== 'mutation' || mutationType == null) return [];
   const fragments: Record<string, FragmentDefinitionNode> = {};
-  for (const definition of args.document.definitions) if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments[definition.name.value] = definition;
+  for (const definition of args.document.definitions)
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments[definition.name.value] = definition;
   // The variables as execution sees them: their defaults filled in (args.variableValues is what the client sent).
   const coerced = getVariableValues(args.schema, operation.variableDefinitions ?? [], args.variableValues ?? {});
   // Variables that do not coerce fail the mutation too: nothing changes.
@@ -70,7 +92,8 @@ export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
         head = { id: uuid, deletes: changes.deletes === true };
       }
       for (const [name, types] of Object.entries(changes.given ?? {})) {
-        if ((input as Record<string, unknown> | undefined)?.[name] !== undefined) for (const typename of types) records.push({ typename });
+        if ((input as Record<string, unknown> | undefined)?.[name] !== undefined)
+          for (const typename of types) records.push({ typename });
       }
     }
     for (const typename of changes.types ?? []) records.push({ typename });
@@ -96,7 +119,9 @@ function mayHaveChanged(error: GraphQLError | undefined): boolean {
 
 /** The HTTP status the upstream answered a field's call with, as its error says (schema/errors.ts), if it answered. */
 function upstreamStatusOf(error: GraphQLError): number | undefined {
-  const status = (error.extensions.upstream as { status?: unknown } | undefined)?.status ?? (error.originalError as { status?: unknown } | undefined)?.status;
+  const status =
+    (error.extensions.upstream as { status?: unknown } | undefined)?.status ??
+    (error.originalError as { status?: unknown } | undefined)?.status;
   return typeof status === 'number' ? status : undefined;
 }
 
@@ -110,16 +135,23 @@ export function goneHeadRecords(ids: readonly string[]): CacheEntityRecord[] {
 }
 
 /** The evictions of the mutation fields that may have changed something, by their outcome in `result`. */
-export function evictionsAfter(fields: readonly FieldEvictions[], result: ExecutionResult | undefined): CacheEntityRecord[] {
+export function evictionsAfter(
+  fields: readonly FieldEvictions[],
+  result: ExecutionResult | undefined,
+): CacheEntityRecord[] {
   return changedFields(fields, result).flatMap((field) => field.records);
 }
 
 /** The mutation fields of `fields` that may have changed what they name, by their outcome in `result`. */
-export function changedFields(fields: readonly FieldEvictions[], result: ExecutionResult | undefined): FieldEvictions[] {
+export function changedFields(
+  fields: readonly FieldEvictions[],
+  result: ExecutionResult | undefined,
+): FieldEvictions[] {
   // A field's own error (its path that field alone) is its outcome; one below it (a read of what
   // it answered) says the field itself resolved: it changed what it names.
   const errors = new Map<unknown, GraphQLError>();
-  for (const error of result?.errors ?? []) if (error.path?.length === 1 && !errors.has(error.path[0])) errors.set(error.path[0], error);
+  for (const error of result?.errors ?? [])
+    if (error.path?.length === 1 && !errors.has(error.path[0])) errors.set(error.path[0], error);
   // An error of no field (a refusal of the whole operation) changed nothing.
   if (result === undefined || result.errors?.some((error) => error.path === undefined)) return [];
   return fields.filter((field) => mayHaveChanged(errors.get(field.key)));
@@ -142,7 +174,8 @@ export function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): 
       visitWithTypeInfo(typeInfo, {
         Field() {
           const type = getNamedType(typeInfo.getType());
-          if (isObjectType(type) && type.getFields().id === undefined && type !== schema.getQueryType()) names.add(type.name);
+          if (isObjectType(type) && type.getFields().id === undefined && type !== schema.getQueryType())
+            names.add(type.name);
         },
       }),
     );
@@ -151,4 +184,3 @@ export function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): 
   }
   return types;
 }
-

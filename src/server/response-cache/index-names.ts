@@ -13,5 +13,8 @@ export function indexNamesOf(entities: Iterable<CacheEntityRecord>): Set<string>
   return names;
 }
 
-/** The index name an invalidation of `entity` empties: the entity's own (`Type:id`), or its type's when it names no id. */
-export const invalidatedNameOf = ({ typename, id }: CacheEntityRecord): string => (id == null ? typename : `${typename}:${id}`);
+/**
+ * The index name an invalidation of `entity` empties: the entity's own (`Type:id`), or its type's when it names no id.
+ */
+export const invalidatedNameOf = ({ typename, id }: CacheEntityRecord): string =>
+  id == null ? typename : `${typename}:${id}`;

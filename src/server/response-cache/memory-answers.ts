@@ -1,12 +1,15 @@
 import { LRUCache } from 'lru-cache';
 import type { ResponseCacheSettings } from '../../config.js';
-import { scopeOfKey, type CachedAnswer } from './cache.js';
+import { type CachedAnswer, scopeOfKey } from './cache.js';
 
 /** An answer the store in memory keeps. */
 export interface Entry extends CachedAnswer {
   /** The names it is indexed by (`indexNamesOf`). */
   readonly index: Set<string>;
-  /** What it weighs (memory-store.ts's `weightOf`), charged to the cache's bytes, to its caller's scope and to its address's. */
+  /**
+   * What it weighs (memory-store.ts's `weightOf`), charged to the cache's bytes, to its caller's scope and to its
+   * address's.
+   */
   readonly weight: number;
   /** Its caller's client address (`address:…`), whose answers share one share too. */
   readonly address?: string | undefined;
@@ -50,7 +53,10 @@ export class MemoryAnswers {
     return this.#lru.maxEntrySize;
   }
 
-  /** The entry under `key` (`peek`: not made recently used), dropped (and undefined) once past its TTL and the time it is kept past it. */
+  /**
+   * The entry under `key` (`peek`: not made recently used), dropped (and undefined) once past its TTL and the time it
+   * is kept past it.
+   */
   find(key: string, read: 'get' | 'peek'): Entry | undefined {
     const entry = this.#lru[read](key);
     // Checked here, lazily: an entry past its time is dropped as it is read.
@@ -132,4 +138,5 @@ export class MemoryAnswers {
 }
 
 /** The scopes an answer is charged to: its caller's (the key's), and its address's when it has one. */
-const scopesOf = (key: string, entry: Entry): readonly string[] => (entry.address === undefined ? [scopeOfKey(key)] : [scopeOfKey(key), entry.address]);
+const scopesOf = (key: string, entry: Entry): readonly string[] =>
+  entry.address === undefined ? [scopeOfKey(key)] : [scopeOfKey(key), entry.address];

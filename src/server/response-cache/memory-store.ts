@@ -1,14 +1,30 @@
 import type { ExecutionResult } from 'graphql';
 import type { ResponseCacheSettings } from '../../config.js';
-import { answerJson, type ByteBound, type CacheEntityRecord, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
+import {
+  answerJson,
+  type ByteBound,
+  type CachedAnswer,
+  type CacheEntityRecord,
+  type GuardedStore,
+  type Lookup,
+} from './cache.js';
 import { indexNamesOf, invalidatedNameOf } from './index-names.js';
-import { MemoryAnswers, type Entry } from './memory-answers.js';
+import { type Entry, MemoryAnswers } from './memory-answers.js';
 
-/** The store in memory: synchronous, and it can say what it holds. Its epoch is a number raised by every invalidation. */
+/**
+ * The store in memory: synchronous, and it can say what it holds. Its epoch is a number raised by every invalidation.
+ */
 export interface MemoryResponseCache extends GuardedStore<number> {
   lookup(key: string): Lookup<number>;
   stale(key: string): CachedAnswer | undefined;
-  write(key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number, address?: string): boolean;
+  write(
+    key: string,
+    result: ExecutionResult,
+    entities: Iterable<CacheEntityRecord>,
+    ttlMs: number,
+    since: number,
+    address?: string,
+  ): boolean;
   invalidate(entities: Iterable<CacheEntityRecord>): number;
   use(): { entries: number; bytes: number };
 }
@@ -29,7 +45,8 @@ export interface MemoryResponseCacheOptions {
 const BYTES_PER_JSON_BYTE = 2.4;
 const BYTES_PER_INDEX_KEY = 350;
 const BYTES_PER_ENTRY = 256;
-const weightOf = (jsonBytes: number, indexKeys: number) => Math.ceil(BYTES_PER_JSON_BYTE * jsonBytes + BYTES_PER_INDEX_KEY * indexKeys + BYTES_PER_ENTRY);
+const weightOf = (jsonBytes: number, indexKeys: number) =>
+  Math.ceil(BYTES_PER_JSON_BYTE * jsonBytes + BYTES_PER_INDEX_KEY * indexKeys + BYTES_PER_ENTRY);
 
 /**
  * The response cache in this process's memory: an lru-cache bounded by count and by the heap its
@@ -46,7 +63,11 @@ const weightOf = (jsonBytes: number, indexKeys: number) => Math.ceil(BYTES_PER_J
  * An answer is kept as a copy made from its JSON: nothing a later plugin does to the answer it
  * served (graphql-jit's serialiser, the size limit's wrapper) is kept with it.
  */
-export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'], maxEntryBytes: number, options: MemoryResponseCacheOptions = {}): MemoryResponseCache {
+export function createMemoryResponseCache(
+  bounds: ResponseCacheSettings['bounds'],
+  maxEntryBytes: number,
+  options: MemoryResponseCacheOptions = {},
+): MemoryResponseCache {
   const { overBudget, keepExpiredMs = 0 } = options;
   const answers = new MemoryAnswers(bounds, keepExpiredMs);
   // Raised by every invalidation: a write of an answer read before it is refused.
@@ -58,7 +79,14 @@ export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'
     return entry === undefined || entry.expiresAt <= Date.now() ? { epoch } : { answer: entry };
   };
 
-  const write = (key: string, result: ExecutionResult, entities: Iterable<CacheEntityRecord>, ttlMs: number, since: number, address?: string): boolean => {
+  const write = (
+    key: string,
+    result: ExecutionResult,
+    entities: Iterable<CacheEntityRecord>,
+    ttlMs: number,
+    since: number,
+    address?: string,
+  ): boolean => {
     if (since !== epoch || !(ttlMs > 0)) return false;
     const json = answerJson(result);
     if (Buffer.byteLength(json) > maxEntryBytes) return false;
@@ -70,7 +98,15 @@ export function createMemoryResponseCache(bounds: ResponseCacheSettings['bounds'
       return false;
     }
     const storedAt = Date.now();
-    const entry: Entry = { result: JSON.parse(json) as ExecutionResult, json, storedAt, expiresAt: storedAt + ttlMs, index, weight: size, address };
+    const entry: Entry = {
+      result: JSON.parse(json) as ExecutionResult,
+      json,
+      storedAt,
+      expiresAt: storedAt + ttlMs,
+      index,
+      weight: size,
+      address,
+    };
     if (answers.keep(key, entry)) overBudget?.('caller');
     return true;
   };

@@ -1,16 +1,16 @@
 import { createHash } from 'node:crypto';
-import { useResponseCache, type Cache } from '@envelop/response-cache';
 import type { Plugin as EnvelopPlugin } from '@envelop/core';
-import fresh from 'fresh';
-import { getNamedType, isObjectType, type GraphQLObjectType, type GraphQLSchema } from 'graphql';
-import { isAsyncIterable, isPromise } from 'graphql-yoga';
+import { type Cache, useResponseCache } from '@envelop/response-cache';
 import stableStringify from 'fast-json-stable-stringify';
+import fresh from 'fresh';
+import { type GraphQLObjectType, type GraphQLSchema, getNamedType, isObjectType } from 'graphql';
+import { isAsyncIterable, isPromise } from 'graphql-yoga';
 import type { ResponseCacheSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 import type { Policy } from '../pipeline/stages.js';
-import { operationOf, type Cacheable, type OperationState } from '../request-state.js';
+import { type Cacheable, type OperationState, operationOf } from '../request-state.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
-import { ResponseCache, type CachedAnswer, type GatewayCache } from './cache.js';
+import { type CachedAnswer, type GatewayCache, ResponseCache } from './cache.js';
 import { evictionsAfter, evictionsOf, goneHeadRecords, typesWithoutIds, upstreamFaultOf } from './evictions.js';
 import { createMemoryResponseCache } from './memory-store.js';
 import { createRedisResponseCache } from './redis-store.js';
@@ -21,7 +21,10 @@ export interface GatewayResponseCacheOptions {
   readonly ttlMs: number;
   /** RESPONSE_CACHE_TTL_PER_TYPE: object type names and their TTL in ms. */
   readonly ttlPerType: Readonly<Record<string, number>>;
-  /** RESPONSE_CACHE_STALE_IF_ERROR_MS: whether a read that fails is answered with its kept answer past its TTL (0: never). */
+  /**
+   * RESPONSE_CACHE_STALE_IF_ERROR_MS: whether a read that fails is answered with its kept answer past its TTL (0:
+   * never).
+   */
   readonly staleIfErrorMs: number;
 }
 
@@ -47,16 +50,30 @@ export function tagOf(data: object): string {
  * node:crypto (the library's default hashes with WebCrypto's asynchronous digest: a fifth of a
  * hit's CPU, and a trip through the thread pool).
  */
-export function responseCacheKey(documentString: string, operationName: string | null | undefined, variables: unknown, sessionId: string | null | undefined): string {
-  // The session is a hash of the credential already (`token:<SHA-256, base64url>`): 16 of its characters name the scope.
+export function responseCacheKey(
+  documentString: string,
+  operationName: string | null | undefined,
+  variables: unknown,
+  sessionId: string | null | undefined,
+): string {
+  // The session is a hash of the credential already (`token:<SHA-256, base64url>`): 16 of its characters name the
+  // scope.
   const scope = sessionId == null ? 'public' : sessionId.slice(-16);
-  return `${scope}:${createHash('sha256').update(`${documentString}|${operationName ?? ''}|${stableStringify(variables ?? {})}|${sessionId ?? ''}`).digest('hex')}`;
+  return `${scope}:${createHash('sha256')
+    .update(`${documentString}|${operationName ?? ''}|${stableStringify(variables ?? {})}|${sessionId ?? ''}`)
+    .digest('hex')}`;
 }
 
 /** What an answer kept fresh, or just stored for `ttlMs`, says to HTTP caches. */
-const freshFor = (data: object, ms: number): Cacheable => ({ maxAge: Math.max(0, Math.floor(ms / 1000)), tag: tagOf(data) });
+const freshFor = (data: object, ms: number): Cacheable => ({
+  maxAge: Math.max(0, Math.floor(ms / 1000)),
+  tag: tagOf(data),
+});
 
-/** The response cache's policy, and the envelop plugins that keep what execution answers (the execution policy's engine runs them). */
+/**
+ * The response cache's policy, and the envelop plugins that keep what execution answers (the execution policy's engine
+ * runs them).
+ */
 export type ResponseCacheSteps = Policy & { readonly envelop: readonly EnvelopPlugin[] };
 
 /**
@@ -79,11 +96,20 @@ export type ResponseCacheSteps = Policy & { readonly envelop: readonly EnvelopPl
  */
 export function useGatewayResponseCache(options: GatewayResponseCacheOptions): ResponseCacheSteps {
   const { cache } = options;
-  // Neither parts, nor a live query's results (read with loaders that learn what it watches), nor a subscription's events.
-  const keeps = (operation: OperationState | undefined) => operation !== undefined && operation.prepared?.incremental !== true && !operation.live && operation.definition?.operation !== 'subscription';
+  // Neither parts, nor a live query's results (read with loaders that learn what it watches), nor a subscription's
+  // events.
+  const keeps = (operation: OperationState | undefined) =>
+    operation !== undefined &&
+    operation.prepared?.incremental !== true &&
+    !operation.live &&
+    operation.definition?.operation !== 'subscription';
   const library = useResponseCache({
     // Looked up at admission: execution only stores and evicts.
-    cache: { get: () => null, set: (key, result, entities, ttl) => cache.set(key, result, entities, ttl), invalidate: (entities) => cache.invalidate(entities) } satisfies Cache,
+    cache: {
+      get: () => null,
+      set: (key, result, entities, ttl) => cache.set(key, result, entities, ttl),
+      invalidate: (entities) => cache.invalidate(entities),
+    } satisfies Cache,
     session: (context) => operationOf(context)?.request.tokenCaller ?? null,
     buildResponseCacheKey: ({ context }) => operationOf(context)?.cacheKey ?? '',
     enabled: (context) => keeps(operationOf(context)),
@@ -106,7 +132,9 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
       if (fields.length > 0 && operation !== undefined) operation.evictions = fields;
       const types = fields.length > 0 ? [] : typesWithoutIds(args.schema, args.document);
       if (types.length === 0) return undefined;
-      return { onExecuteDone: ({ result }) => void (isAsyncIterable(result) ? undefined : cache.alsoHolds(result, types)) };
+      return {
+        onExecuteDone: ({ result }) => void (isAsyncIterable(result) ? undefined : cache.alsoHolds(result, types)),
+      };
     },
   };
   return {
@@ -114,7 +142,12 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
     admission(operation) {
       if (operation.definition?.operation !== 'query' || !keeps(operation)) return undefined;
       const { params } = operation;
-      const key = responseCacheKey(params.query!, params.operationName, params.variables, operation.request.tokenCaller ?? null);
+      const key = responseCacheKey(
+        params.query!,
+        params.operationName,
+        params.variables,
+        operation.request.tokenCaller ?? null,
+      );
       operation.cacheKey = key;
       const hit = (answer: CachedAnswer | undefined): undefined => {
         if (answer === undefined || answer.result.data == null) return undefined;
@@ -130,7 +163,8 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
     result: (operation) => afterExecution(operation, options),
     answer(request, answer) {
       const kept = request.cacheable;
-      // A whole JSON answer to a GET (only a query's is cacheable; never one in parts, whose stream would be left running).
+      // A whole JSON answer to a GET (only a query's is cacheable; never one in parts, whose stream would be left
+      // running).
       if (!kept || request.http.method !== 'GET' || answer.status !== 200 || typeof answer.body !== 'string') return;
       const ifNoneMatch = request.headers.get('if-none-match');
       if (ifNoneMatch === null || !fresh({ 'if-none-match': ifNoneMatch }, { etag: kept.tag })) return;
@@ -141,7 +175,10 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
   };
 }
 
-/** What an operation's answer says to HTTP caches: the request's, unless it is a batch's (its operations share one response). */
+/**
+ * What an operation's answer says to HTTP caches: the request's, unless it is a batch's (its operations share one
+ * response).
+ */
 function cacheableFrom(operation: OperationState, cacheable: Cacheable): void {
   const { request } = operation;
   request.cacheable = request.batched ? false : cacheable;
@@ -157,18 +194,30 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
   const { cache } = options;
   const { result, cacheKey: key } = operation;
   if (result === undefined || isAsyncIterable(result)) return undefined;
-  const fault = options.staleIfErrorMs > 0 && key !== undefined && operation.kept === undefined ? upstreamFaultOf(result) : undefined;
+  const fault =
+    options.staleIfErrorMs > 0 && key !== undefined && operation.kept === undefined
+      ? upstreamFaultOf(result)
+      : undefined;
   if (fault !== undefined) {
-    // A read that failed upstream: its answer kept for this caller (the key holds the caller), expired less than RESPONSE_CACHE_STALE_IF_ERROR_MS ago.
+    // A read that failed upstream: its answer kept for this caller (the key holds the caller), expired less than
+    // RESPONSE_CACHE_STALE_IF_ERROR_MS ago.
     const serve = (kept: CachedAnswer | undefined) => {
       if (kept?.result.data == null) return;
       const left = kept.expiresAt - Date.now();
       const stale = left > 0 ? undefined : { reason: fault, expiredMs: -left };
-      operation.result = { data: kept.result.data, extensions: { ...kept.result.extensions, ...(stale === undefined ? {} : { stale }) } };
+      operation.result = {
+        data: kept.result.data,
+        extensions: { ...kept.result.extensions, ...(stale === undefined ? {} : { stale }) },
+      };
       const tag = tagOf(kept.result.data);
       // Its Age counts from when it was stored (RFC 9111 §4.2.3); one an older build kept, from its expiry.
       const ageMs = kept.storedAt === undefined ? -left : Date.now() - kept.storedAt;
-      cacheableFrom(operation, stale === undefined ? { maxAge: Math.floor(left / 1000), tag } : { maxAge: 0, tag, stale: { ageSeconds: Math.ceil(ageMs / 1000) } });
+      cacheableFrom(
+        operation,
+        stale === undefined
+          ? { maxAge: Math.floor(left / 1000), tag }
+          : { maxAge: 0, tag, stale: { ageSeconds: Math.ceil(ageMs / 1000) } },
+      );
     };
     const kept = cache.stale(key!);
     if (isPromise(kept)) return kept.then(serve);
@@ -178,16 +227,21 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
   if (operation.kept === undefined) {
     // Kept by the library: it worked its TTL out (`onTtl`), and keeps an answer without errors for a TTL above 0.
     const ttl = operation.cacheTtl ?? 0;
-    cacheableFrom(operation, ttl > 0 && !result.errors?.length && result.data != null ? freshFor(result.data, ttl) : false);
+    cacheableFrom(
+      operation,
+      ttl > 0 && !result.errors?.length && result.data != null ? freshFor(result.data, ttl) : false,
+    );
   }
-  // After the mutation's upstream call, before its answer. Only what the mutation may have changed: not when it was refused before its call, or answered 4xx.
+  // After the mutation's upstream call, before its answer. Only what the mutation may have changed: not when it was
+  // refused before its call, or answered 4xx.
   const fields = operation.evictions;
   // And a head a read found gone (404): its kept answers, as its deletion's would (never served stale again).
   const gone = operation.context?.loaders.heads.gone();
   const written = fields === undefined ? [] : evictionsAfter(fields, result);
   const evictions = gone === undefined || gone.length === 0 ? written : [...written, ...goneHeadRecords(gone)];
   const evicting = evictions.length === 0 ? undefined : cache.evict(evictions);
-  // A mutation's answer waits for the evictions of the objects it returned too (the library's, under way); a query's waits for none.
+  // A mutation's answer waits for the evictions of the objects it returned too (the library's, under way); a query's
+  // waits for none.
   const settled = operation.definition?.operation === 'mutation' ? cache.settled() : undefined;
   if (evicting === undefined) return settled;
   return settled === undefined ? evicting : Promise.all([evicting, settled]).then(() => undefined);
@@ -199,7 +253,10 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
  * shortest TTL when they list several), so `permissions { totalCount }`, which holds no
  * Permission, is kept no longer than a Permission is (with `Permission=0`, never).
  */
-export function ttlPerTypeOf(schema: GraphQLSchema, ttlPerType: Readonly<Record<string, number>>): Readonly<Record<string, number>> {
+export function ttlPerTypeOf(
+  schema: GraphQLSchema,
+  ttlPerType: Readonly<Record<string, number>>,
+): Readonly<Record<string, number>> {
   const ttls = new Map(Object.entries(ttlPerType));
   const listed = (type: GraphQLObjectType, field: string) => {
     const found = type.getFields()[field];
@@ -209,7 +266,9 @@ export function ttlPerTypeOf(schema: GraphQLSchema, ttlPerType: Readonly<Record<
     changed = false;
     for (const type of Object.values(schema.getTypeMap())) {
       if (!isObjectType(type) || type.name.startsWith('__')) continue;
-      const inherited = [listed(type, 'node'), listed(type, 'nodes'), listed(type, 'edges')].filter((ttl) => ttl !== undefined);
+      const inherited = [listed(type, 'node'), listed(type, 'nodes'), listed(type, 'edges')].filter(
+        (ttl) => ttl !== undefined,
+      );
       if (inherited.length === 0) continue;
       const ttl = Math.min(...inherited, ttls.get(type.name) ?? Number.POSITIVE_INFINITY);
       if (ttl !== ttls.get(type.name)) {
@@ -227,17 +286,39 @@ export function ttlPerTypeOf(schema: GraphQLSchema, ttlPerType: Readonly<Record<
  * must be seen by the next read here); else this process's memory, bounded by `settings.bounds`,
  * whose entries and bytes the gauges show. Its events are counted in `metrics`.
  */
-export function responseCachePlugin(settings: ResponseCacheSettings, schema: GraphQLSchema, operationTimeoutMs: number, metrics: GatewayMetrics, redis: SharedRedis | undefined): ResponseCacheSteps {
+export function responseCachePlugin(
+  settings: ResponseCacheSettings,
+  schema: GraphQLSchema,
+  operationTimeoutMs: number,
+  metrics: GatewayMetrics,
+  redis: SharedRedis | undefined,
+): ResponseCacheSteps {
   // How long a miss waits for its answer at most: the operation's deadline, with room.
   const answerWithinMs = 2 * operationTimeoutMs;
   let cache: GatewayCache;
   if (redis === undefined) {
-    const store = createMemoryResponseCache(settings.bounds, settings.maxEntryBytes, { overBudget: metrics.responseCacheOverBudget, keepExpiredMs: settings.staleIfErrorMs });
+    const store = createMemoryResponseCache(settings.bounds, settings.maxEntryBytes, {
+      overBudget: metrics.responseCacheOverBudget,
+      keepExpiredMs: settings.staleIfErrorMs,
+    });
     cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
   } else {
     const maxTtlMs = Math.max(settings.ttlMs, ...Object.values(settings.ttlPerType));
-    const store = createRedisResponseCache({ redis, maxTtlMs, keepExpiredMs: settings.staleIfErrorMs, maxEntryBytes: settings.maxEntryBytes, raceWindowMs: answerWithinMs, budget: settings.bounds, overBudget: metrics.responseCacheOverBudget });
+    const store = createRedisResponseCache({
+      redis,
+      maxTtlMs,
+      keepExpiredMs: settings.staleIfErrorMs,
+      maxEntryBytes: settings.maxEntryBytes,
+      raceWindowMs: answerWithinMs,
+      budget: settings.bounds,
+      overBudget: metrics.responseCacheOverBudget,
+    });
     cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
   }
-  return useGatewayResponseCache({ cache, ttlMs: settings.ttlMs, ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType), staleIfErrorMs: settings.staleIfErrorMs });
+  return useGatewayResponseCache({
+    cache,
+    ttlMs: settings.ttlMs,
+    ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType),
+    staleIfErrorMs: settings.staleIfErrorMs,
+  });
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Evictions } from './eviction-journal.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
+import type { Evictions } from './eviction-journal.js';
 
 /**
  * How far apart two replicas' clocks may be: an answer whose lookup was less than this after an
@@ -84,7 +84,9 @@ const settleScript = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
 return 1`;
 
-/** The scripts take their number of keys first (ioredis's form for a script whose keys vary), then the keys, then ARGV. */
+/**
+ * The scripts take their number of keys first (ioredis's form for a script whose keys vary), then the keys, then ARGV.
+ */
 interface AnswerCommands {
   gwRcStore(...keysThenArgs: (number | string)[]): Promise<number>;
   gwRcInvalidate(...keysThenArgs: (number | string)[]): Promise<[left: number[], taken: string[]]>;
@@ -142,7 +144,10 @@ export class RedisAnswers {
     return this.#client.get(this.keyOf(key));
   }
 
-  /** Stores `value` under `key` for `ttl` ms (its TTL and the time it is kept past it), indexed by `names`, unless one of them was invalidated since `notBefore`. */
+  /**
+   * Stores `value` under `key` for `ttl` ms (its TTL and the time it is kept past it), indexed by `names`, unless one
+   * of them was invalidated since `notBefore`.
+   */
   async store(key: string, value: string, ttl: number, names: readonly string[], notBefore: number): Promise<boolean> {
     const now = Date.now();
     const answerKey = this.keyOf(key);
@@ -157,7 +162,9 @@ export class RedisAnswers {
     const token = randomUUID();
     await this.#client.set(answerKey, token, 'PX', ttl);
     const settle = (settled: string) => this.#client.gwRcSettle(answerKey, token, settled, ttl);
-    const checked = await Promise.all(this.redis.bySlot(names, (name) => this.#entityKeys(name)[0]!).map((group) => check(group, false))).catch(async (error: unknown) => {
+    const checked = await Promise.all(
+      this.redis.bySlot(names, (name) => this.#entityKeys(name)[0]!).map((group) => check(group, false)),
+    ).catch(async (error: unknown) => {
       await settle('').catch(() => undefined);
       throw error;
     });
@@ -178,20 +185,30 @@ export class RedisAnswers {
     let held = 0;
     const unlink = async (keys: readonly string[]) => {
       for (const key of keys) pending.add(key);
-      const counts = await Promise.all(this.redis.bySlot(keys, this.keyOf).map((group) => this.#client.unlink(...group.map(this.keyOf))));
+      const counts = await Promise.all(
+        this.redis.bySlot(keys, this.keyOf).map((group) => this.#client.unlink(...group.map(this.keyOf))),
+      );
       for (const key of keys) pending.delete(key);
       deleted.push(...keys);
       held += counts.reduce((sum, count) => sum + count, 0);
     };
     await unlink(work.answers);
-    const rounds = this.redis.bySlot(work.names, (name) => this.#entityKeys(name)[0]!).map(async (group) => {
-      for (let first = true, left = group; left.length > 0; first = false) {
-        const keys = left.flatMap(this.#entityKeys);
-        const [open, taken] = await this.#client.gwRcInvalidate(keys.length, ...keys, EVICTIONS_PER_CALL, first ? at : '', this.#rememberMs);
-        await unlink(taken);
-        left = open.map((position) => left[(position - 1) / 2]!);
-      }
-    });
+    const rounds = this.redis
+      .bySlot(work.names, (name) => this.#entityKeys(name)[0]!)
+      .map(async (group) => {
+        for (let first = true, left = group; left.length > 0; first = false) {
+          const keys = left.flatMap(this.#entityKeys);
+          const [open, taken] = await this.#client.gwRcInvalidate(
+            keys.length,
+            ...keys,
+            EVICTIONS_PER_CALL,
+            first ? at : '',
+            this.#rememberMs,
+          );
+          await unlink(taken);
+          left = open.map((position) => left[(position - 1) / 2]!);
+        }
+      });
     await Promise.all(rounds);
     return { deleted, held };
   }

@@ -1,6 +1,6 @@
+import type { SharedRedis } from '../shared-state/shared-redis.js';
 import type { ByteBound } from './cache.js';
 import { CLOCK_SKEW_MS } from './redis-answers.js';
-import type { SharedRedis } from '../shared-state/shared-redis.js';
 
 /**
  * What an answer weighs in Redis, beyond its key's bytes: its value, rounded up to the allocator's
@@ -15,7 +15,12 @@ const BYTES_PER_INDEX = 1_100;
 
 /** What an answer kept under the Redis key `answerKey` as `value`, in `indexes` indexes, weighs in Redis, estimated. */
 export const weightOf = (answerKey: string, value: string, indexes: number): number =>
-  Math.ceil(Buffer.byteLength(answerKey) + BYTES_PER_VALUE_BYTE * Buffer.byteLength(value) + BYTES_PER_ANSWER + indexes * BYTES_PER_INDEX);
+  Math.ceil(
+    Buffer.byteLength(answerKey) +
+      BYTES_PER_VALUE_BYTE * Buffer.byteLength(value) +
+      BYTES_PER_ANSWER +
+      indexes * BYTES_PER_INDEX,
+  );
 
 /**
  * The budget's time buckets per longest TTL: what was stored in the last TTL (and a clock skew) is
@@ -54,17 +59,19 @@ for g = 0, scopes do
 end
 return 1`;
 
-/** The script takes its number of keys first (ioredis's form for a script whose keys vary), then the keys, then ARGV. */
+/**
+ * The script takes its number of keys first (ioredis's form for a script whose keys vary), then the keys, then ARGV.
+ */
 interface BudgetCommands {
   gwRcCharge(...keysThenArgs: (number | string)[]): Promise<number>;
 }
 
 /**
- * The Redis store's byte budget, kept in Redis for every process and replica: what its answers
- * weigh (`weightOf`), charged to the whole cache (`budget.maxBytes`) and to the answer's caller
- * and to its client address (`budget.callerBytes` each) in time buckets. What was charged in the last `heldMs` (the longest an
- * answer is kept) and a clock skew is all Redis may still hold. Returns the charge: true, or the
- * bound the answer would go past (then nothing is charged).
+ * The Redis store's byte budget, kept in Redis for every process and replica: what its answers weigh (`weightOf`),
+ * charged to the whole cache (`budget.maxBytes`) and to the answer's caller and to its client address
+ * (`budget.callerBytes` each) in time buckets. What was charged in the last `heldMs` (the longest an answer is kept)
+ * and a clock skew is all Redis may still hold. Returns the charge: true, or the bound the answer would go past (then
+ * nothing is charged).
  */
 export function redisBudget(
   redis: SharedRedis,
@@ -78,9 +85,18 @@ export function redisBudget(
   const bucketsCounted = Math.ceil((heldMs + CLOCK_SKEW_MS) / bucketMs) + 1;
   return async (scopes, weight) => {
     const newest = Math.floor(Date.now() / bucketMs);
-    const buckets = (owner: string) => Array.from({ length: bucketsCounted }, (_, i) => `${prefix}{budget}:${owner}:${newest - i}`);
+    const buckets = (owner: string) =>
+      Array.from({ length: bucketsCounted }, (_, i) => `${prefix}{budget}:${owner}:${newest - i}`);
     const keys = [...buckets('all'), ...scopes.flatMap((scope) => buckets(`caller:${scope}`))];
-    const charged = await client.gwRcCharge(keys.length, ...keys, weight, budget.maxBytes, budget.callerBytes, bucketsCounted * bucketMs + CLOCK_SKEW_MS, scopes.length);
+    const charged = await client.gwRcCharge(
+      keys.length,
+      ...keys,
+      weight,
+      budget.maxBytes,
+      budget.callerBytes,
+      bucketsCounted * bucketMs + CLOCK_SKEW_MS,
+      scopes.length,
+    );
     return charged === 1 ? true : charged === 0 ? 'total' : 'caller';
   };
 }

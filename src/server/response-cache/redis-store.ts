@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import type { ExecutionResult } from 'graphql';
-import { answerJson, scopeOfKey, type ByteBound, type CachedAnswer, type GuardedStore, type Lookup } from './cache.js';
+import { readStamped, type SharedRedis, stamped } from '../shared-state/shared-redis.js';
+import { answerJson, type ByteBound, type CachedAnswer, type GuardedStore, type Lookup, scopeOfKey } from './cache.js';
 import { EvictionJournal } from './eviction-journal.js';
 import { indexNamesOf, invalidatedNameOf } from './index-names.js';
 import { CLOCK_SKEW_MS, RedisAnswers } from './redis-answers.js';
 import { redisBudget, weightOf } from './redis-budget.js';
-import { readStamped, stamped, type SharedRedis } from '../shared-state/shared-redis.js';
 
 /**
  * When a lookup missed: `write` stores the answer computed after it only if no entity of that
@@ -24,7 +24,9 @@ export interface RedisResponseCacheOptions {
   readonly prefix?: string;
   /** The longest an answer is kept, whatever TTL it is stored with (the longest TTL configured). */
   readonly maxTtlMs: number;
-  /** How long past its TTL an answer is kept for `stale` (RESPONSE_CACHE_STALE_IF_ERROR_MS; 0: not at all). @default 0 */
+  /**
+   * How long past its TTL an answer is kept for `stale` (RESPONSE_CACHE_STALE_IF_ERROR_MS; 0: not at all). @default 0
+   */
   readonly keepExpiredMs?: number;
   /** An answer longer than this (bytes of JSON) is not stored (RESPONSE_CACHE_MAX_ENTRY_BYTES). */
   readonly maxEntryBytes: number;
@@ -84,11 +86,23 @@ async function attemptOn<T>(redis: SharedRedis, journal: EvictionJournal, comman
  * the store answers nothing, so nothing it should have evicted is served.
  */
 export function createRedisResponseCache(options: RedisResponseCacheOptions): GuardedStore<RedisEpoch> {
-  const { redis, prefix = DEFAULT_PREFIX, maxTtlMs, keepExpiredMs = 0, maxEntryBytes, raceWindowMs, budget, overBudget, holdBeforeLastStep } = options;
+  const {
+    redis,
+    prefix = DEFAULT_PREFIX,
+    maxTtlMs,
+    keepExpiredMs = 0,
+    maxEntryBytes,
+    raceWindowMs,
+    budget,
+    overBudget,
+    holdBeforeLastStep,
+  } = options;
   const answers = new RedisAnswers(redis, prefix, { raceWindowMs, holdBeforeLastStep });
   // Charged for as long as an answer is kept: its longest TTL and the time it is kept past it.
   const charge = redisBudget(redis, prefix, maxTtlMs + keepExpiredMs, budget);
-  const journal = new EvictionJournal(async (work, pending) => (await answers.evict(work, pending, Date.now())).deleted);
+  const journal = new EvictionJournal(
+    async (work, pending) => (await answers.evict(work, pending, Date.now())).deleted,
+  );
   redis.onBack(() => void journal.replay());
   redis.beforeClose(() => journal.settle());
 
@@ -100,7 +114,9 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
    */
   async function read(key: string): Promise<CachedAnswer | undefined> {
     const kept = readStamped(await attempt(() => answers.get(key)));
-    return kept === undefined ? undefined : { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt, storedAt: kept.storedAt };
+    return kept === undefined
+      ? undefined
+      : { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt, storedAt: kept.storedAt };
   }
 
   return {

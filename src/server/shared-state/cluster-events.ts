@@ -1,5 +1,5 @@
-import { setMaxListeners } from 'node:events';
 import cluster, { type Worker } from 'node:cluster';
+import { setMaxListeners } from 'node:events';
 
 /** An event on its way between the workers of one process group (`WORKERS>1`), through the primary. */
 interface EventMessage {
@@ -10,13 +10,15 @@ interface EventMessage {
 
 const EVENT = 'gateway:event';
 
-const isEventMessage = (message: unknown): message is EventMessage => typeof message === 'object' && message !== null && (message as EventMessage).type === EVENT;
+const isEventMessage = (message: unknown): message is EventMessage =>
+  typeof message === 'object' && message !== null && (message as EventMessage).type === EVENT;
 
 /** In the cluster primary: hands each worker's event to every other worker. */
 export function relayWorkerEvents(): void {
   cluster.on('message', (from: Worker, message: unknown) => {
     if (!isEventMessage(message)) return;
-    for (const worker of Object.values(cluster.workers ?? {})) if (worker !== undefined && worker !== from && worker.isConnected()) worker.send(message);
+    for (const worker of Object.values(cluster.workers ?? {}))
+      if (worker !== undefined && worker !== from && worker.isConnected()) worker.send(message);
   });
 }
 

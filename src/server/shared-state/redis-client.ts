@@ -21,7 +21,10 @@ const commandOptions = {
 
 const reconnectDelay = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS);
 
-/** A connection answered READONLY is made again at most this often (a node that stays a replica is not reconnected to at every write). */
+/**
+ * A connection answered READONLY is made again at most this often (a node that stays a replica is not reconnected to at
+ * every write).
+ */
 const READONLY_RECONNECT_EVERY_MS = 10_000;
 
 /**
@@ -59,7 +62,8 @@ function neverGiveUp(client: Redis): Redis {
   let attempts = 0;
   client.on('ready', () => (attempts = 0));
   client.on('end', () => {
-    if (!quitting.has(client)) setTimeout(() => void client.connect().catch(() => {}), reconnectDelay(++attempts)).unref();
+    if (!quitting.has(client))
+      setTimeout(() => void client.connect().catch(() => {}), reconnectDelay(++attempts)).unref();
   });
   return client;
 }
@@ -79,13 +83,22 @@ const nodeOptions = (credentials: RedisCredentials, tls: boolean): RedisOptions 
 export type RedisClientPurpose = 'commands' | 'events';
 
 /** The ioredis client of a topology: ioredis has no URL form for Sentinels or a Cluster. */
-export function redisClientOf(settings: SharedStateSettings, purpose: RedisClientPurpose = 'commands'): Redis | Cluster {
+export function redisClientOf(
+  settings: SharedStateSettings,
+  purpose: RedisClientPurpose = 'commands',
+): Redis | Cluster {
   const { topology } = settings;
   const options = purpose === 'events' ? { ...commandOptions, enableOfflineQueue: true } : commandOptions;
   switch (topology.kind) {
     case 'node':
       // A managed endpoint that fails over behind one name may leave a connection on the demoted node.
-      return neverGiveUp(new Redis(topology.url, { ...options, reconnectOnError: reconnectWhenDemoted(), retryStrategy: reconnectDelay }));
+      return neverGiveUp(
+        new Redis(topology.url, {
+          ...options,
+          reconnectOnError: reconnectWhenDemoted(),
+          retryStrategy: reconnectDelay,
+        }),
+      );
     case 'sentinel':
       return neverGiveUp(
         new Redis({
@@ -117,7 +130,11 @@ export function redisClientOf(settings: SharedStateSettings, purpose: RedisClien
           retryDelayOnFailover: 100,
           retryDelayOnClusterDown: 100,
           slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
-          redisOptions: { ...options, ...nodeOptions(topology.credentials, topology.tls), reconnectOnError: reconnectWhenDemoted() },
+          redisOptions: {
+            ...options,
+            ...nodeOptions(topology.credentials, topology.tls),
+            reconnectOnError: reconnectWhenDemoted(),
+          },
         },
       );
   }

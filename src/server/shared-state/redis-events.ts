@@ -1,5 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { TypedEvent, TypedEventListenerOrEventListenerObject, TypedEventTarget } from '@graphql-yoga/typed-event-target';
+import type {
+  TypedEvent,
+  TypedEventListenerOrEventListenerObject,
+  TypedEventTarget,
+} from '@graphql-yoga/typed-event-target';
 import { Cluster, type Redis } from 'ioredis';
 
 export interface RedisEventTargetOptions {
@@ -21,7 +25,8 @@ interface Message {
 
 type Listener<E extends TypedEvent> = TypedEventListenerOrEventListenerObject<E>;
 
-const call = <E extends TypedEvent>(listener: Listener<E>, event: E) => (typeof listener === 'function' ? listener(event) : listener.handleEvent(event));
+const call = <E extends TypedEvent>(listener: Listener<E>, event: E) =>
+  typeof listener === 'function' ? listener(event) : listener.handleEvent(event);
 
 /**
  * The event target of `createPubSub` (@graphql-yoga/subscription) across processes, over Redis
@@ -36,7 +41,9 @@ const call = <E extends TypedEvent>(listener: Listener<E>, event: E) => (typeof 
  *   (a reconnect, the new master after a Sentinel failover): a subscription asked for while it was
  *   down is not lost.
  */
-export function redisEventTarget<E extends TypedEvent>(options: RedisEventTargetOptions): TypedEventTarget<E> & { close(): void } {
+export function redisEventTarget<E extends TypedEvent>(
+  options: RedisEventTargetOptions,
+): TypedEventTarget<E> & { close(): void } {
   const { publisher, subscriber, prefix = 'gw:ev:', onPublishFailed } = options;
   const sharded = subscriber instanceof Cluster;
   const from = randomUUID();
@@ -49,9 +56,13 @@ export function redisEventTarget<E extends TypedEvent>(options: RedisEventTarget
     if (topics.length === 0) return;
     const channels = topics.map((topic) => prefix + topic);
     // Each channel on its own: a Cluster's channels live on different slots. A failure is mended at the next `ready`.
-    for (const channel of channels) void (sharded ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel)).catch(() => undefined);
+    for (const channel of channels)
+      void (sharded ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel)).catch(() => undefined);
   };
-  const unsubscribe = (topic: string) => void (sharded ? subscriber.sunsubscribe(prefix + topic) : subscriber.unsubscribe(prefix + topic)).catch(() => undefined);
+  const unsubscribe = (topic: string) =>
+    void (sharded ? subscriber.sunsubscribe(prefix + topic) : subscriber.unsubscribe(prefix + topic)).catch(
+      () => undefined,
+    );
 
   const onMessage = (channel: string, text: string) => {
     if (!channel.startsWith(prefix)) return;
@@ -91,7 +102,9 @@ export function redisEventTarget<E extends TypedEvent>(options: RedisEventTarget
       deliver(event);
       const text = JSON.stringify({ from, detail: event.detail } satisfies Message);
       const channel = prefix + event.type;
-      (sharded ? (publisher as Cluster).spublish(channel, text) : publisher.publish(channel, text)).catch((error: unknown) => onPublishFailed?.(error));
+      (sharded ? (publisher as Cluster).spublish(channel, text) : publisher.publish(channel, text)).catch(
+        (error: unknown) => onPublishFailed?.(error),
+      );
       return true;
     },
     close() {

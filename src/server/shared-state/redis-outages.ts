@@ -3,7 +3,10 @@ import { ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 
-/** What a process keeps in Redis when REDIS_URL is set: the limiters' counters, the APQ registrations and the response cache. */
+/**
+ * What a process keeps in Redis when REDIS_URL is set: the limiters' counters, the APQ registrations and the response
+ * cache.
+ */
 export type SharedStore = 'limits' | 'apq' | 'response_cache' | 'events';
 
 /**
@@ -30,7 +33,8 @@ function fallbackReason(error: unknown): FallbackReason {
   return code === 'OOM' ? 'out_of_memory' : code === 'READONLY' ? 'read_only' : 'error';
 }
 
-const meanwhile = "rate limits count per process, APQ registrations stay in process memory, the response cache misses and a write's eviction from it waits";
+const meanwhile =
+  "rate limits count per process, APQ registrations stay in process memory, the response cache misses and a write's eviction from it waits";
 const warnings: Record<FallbackReason, string> = {
   unreachable: `Redis unreachable: ${meanwhile} until it is back`,
   out_of_memory: `Redis refuses writes (maxmemory reached): ${meanwhile} meanwhile`,
@@ -60,7 +64,10 @@ export class RedisOutages {
     return performance.now() < this.#quietUntil;
   }
 
-  /** The connection is lost (its error, if it told one); a failed command and the connection's own events may both tell of one outage. */
+  /**
+   * The connection is lost (its error, if it told one); a failed command and the connection's own events may both tell
+   * of one outage.
+   */
   lost(error?: { code?: unknown }): void {
     if (this.#down) return;
     this.#down = true;
@@ -69,17 +76,22 @@ export class RedisOutages {
 
   /** Redis answers again: a reconnection, a new master, a Cluster's slots on new masters. */
   back(): void {
-    if (this.#down) this.logger.info('Redis reachable again: rate limits, APQ registrations and the response cache are shared again');
+    if (this.#down)
+      this.logger.info('Redis reachable again: rate limits, APQ registrations and the response cache are shared again');
     this.#down = false;
     // A new connection (or node): what timed out on the old one says nothing of it.
     this.#quietUntil = 0;
   }
 
-  /** `store` answered from process memory (`error`: the command's failure; none when it was not sent), on a connection `live` or not. */
+  /**
+   * `store` answered from process memory (`error`: the command's failure; none when it was not sent), on a connection
+   * `live` or not.
+   */
   fellBack(store: SharedStore, error: unknown, live: boolean): void {
     const reason = fallbackReason(error);
     this.metrics.sharedStateFallbacks.inc({ store, reason });
-    if (error !== undefined && reason === 'unreachable' && live) this.#quietUntil = performance.now() + QUIET_AFTER_TIMEOUT_MS;
+    if (error !== undefined && reason === 'unreachable' && live)
+      this.#quietUntil = performance.now() + QUIET_AFTER_TIMEOUT_MS;
     // A refusal, or a command that failed on a live connection (a timeout): the events do not tell.
     this.#warn(reason, { store });
   }

@@ -7,7 +7,10 @@ import type { GatewayMetrics } from '../instruments/metrics.js';
 import { COMMAND_TIMEOUT_MS, quitRedis, redisClientOf } from './redis-client.js';
 import { RedisOutages, type SharedStore } from './redis-outages.js';
 
-/** One Redis connection per process (one client per topology), shared by the limiters, the APQ store and the response cache. */
+/**
+ * One Redis connection per process (one client per topology), shared by the limiters, the APQ store and the response
+ * cache.
+ */
 export interface SharedRedis {
   /** One node or a Sentinel-watched master (`Redis`), or a Cluster: the same commands either way. */
   readonly client: Redis | Cluster;
@@ -21,7 +24,10 @@ export interface SharedRedis {
    * node or a Sentinel-watched master all of them in one group.
    */
   bySlot<T>(items: readonly T[], keyOf: (item: T) => string): T[][];
-  /** Calls `listener` each time Redis answers again after a loss: a reconnection, a new master, a Cluster's slots on new masters. */
+  /**
+   * Calls `listener` each time Redis answers again after a loss: a reconnection, a new master, a Cluster's slots on new
+   * masters.
+   */
   onBack(listener: () => void): void;
   /** Runs `task` as the process stops, before the connection closes (bounded: two command timeouts). */
   beforeClose(task: () => Promise<unknown>): void;
@@ -42,7 +48,10 @@ export interface SharedRedis {
 /** How long a stopping process lets the stores finish with Redis (an owed eviction made at last). */
 const LAST_WORDS_MS = 2 * COMMAND_TIMEOUT_MS;
 
-/** `items` in one group per hash slot of their keys (`keyOf`): what one script or multi-key command on a Cluster may take. */
+/**
+ * `items` in one group per hash slot of their keys (`keyOf`): what one script or multi-key command on a Cluster may
+ * take.
+ */
 function groupBySlot<T>(items: readonly T[], keyOf: (item: T) => string): T[][] {
   const groups = new Map<number, T[]>();
   for (const item of items) {
@@ -66,12 +75,15 @@ const RECENT_OWNER_MS = 30_000;
  */
 function whenMastersChange(cluster: Cluster, listener: () => void): void {
   let owners: ReadonlySet<string> | undefined;
-  // Owners gone within RECENT_OWNER_MS, and when: at most the Cluster's nodes (a node whose address changes for good is forgotten).
+  // Owners gone within RECENT_OWNER_MS, and when: at most the Cluster's nodes (a node whose address changes for good is
+  // forgotten).
   const lostAt = new Map<string, number>();
   cluster.on('refresh', () => {
     const now = Date.now();
     for (const [owner, lost] of lostAt) if (now - lost > RECENT_OWNER_MS) lostAt.delete(owner);
-    const current = new Set(cluster.slots.map((nodes) => nodes?.[0]).filter((node): node is string => node !== undefined));
+    const current = new Set(
+      cluster.slots.map((nodes) => nodes?.[0]).filter((node): node is string => node !== undefined),
+    );
     let news = false;
     for (const owner of current) {
       if (owners === undefined || owners.has(owner)) continue;
@@ -105,7 +117,11 @@ async function readyWithin(client: Redis | Cluster, timeoutMs: number): Promise<
  * it answers. A warning when it goes (or refuses a write), at most one a minute, and one line
  * when it is back (`RedisOutages`).
  */
-function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): SharedRedis {
+function connectRedis(
+  settings: SharedStateSettings,
+  logger: Logger,
+  metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>,
+): SharedRedis {
   const client = redisClientOf(settings);
   const cluster = client instanceof Cluster;
   const outages = new RedisOutages(logger, metrics);
@@ -144,7 +160,11 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
     },
     async close() {
       // What the stores still owe Redis (an eviction a cut held back), for as long as a command may take.
-      if (lastWords.size > 0) await Promise.race([Promise.allSettled([...lastWords].map((task) => task())), sleep(LAST_WORDS_MS, undefined, { ref: false })]);
+      if (lastWords.size > 0)
+        await Promise.race([
+          Promise.allSettled([...lastWords].map((task) => task())),
+          sleep(LAST_WORDS_MS, undefined, { ref: false }),
+        ]);
       comeBack.clear();
       // Quitting is no outage: nothing to warn about.
       client.removeAllListeners('error');
@@ -161,16 +181,21 @@ function connectRedis(settings: SharedStateSettings, logger: Logger, metrics: Pi
  * undefined for anything else (a write's placeholder). A value an older build kept
  * (`<expiry ms>:<text>`, its text JSON) reads without its time stored.
  */
-export function readStamped(value: string | null): { readonly expiresAt: number; readonly storedAt: number | undefined; readonly text: string } | undefined {
+export function readStamped(
+  value: string | null,
+): { readonly expiresAt: number; readonly storedAt: number | undefined; readonly text: string } | undefined {
   const colon = value === null ? -1 : value.indexOf(':');
   const expiresAt = Number(value?.slice(0, colon));
   if (colon === -1 || !Number.isSafeInteger(expiresAt)) return undefined;
   const second = value!.indexOf(':', colon + 1);
   const storedAt = second === -1 ? Number.NaN : Number(value!.slice(colon + 1, second));
-  return Number.isSafeInteger(storedAt) ? { expiresAt, storedAt, text: value!.slice(second + 1) } : { expiresAt, storedAt: undefined, text: value!.slice(colon + 1) };
+  return Number.isSafeInteger(storedAt)
+    ? { expiresAt, storedAt, text: value!.slice(second + 1) }
+    : { expiresAt, storedAt: undefined, text: value!.slice(colon + 1) };
 }
 
-export const stamped = (expiresAt: number, storedAt: number, text: string): string => `${expiresAt}:${storedAt}:${text}`;
+export const stamped = (expiresAt: number, storedAt: number, text: string): string =>
+  `${expiresAt}:${storedAt}:${text}`;
 
 /** How long a starting process waits for Redis before it serves from process memory. */
 const START_WAIT_MS = 2_000;
@@ -179,7 +204,11 @@ const START_WAIT_MS = 2_000;
  * The process's Redis for the shared stores (REDIS_URL), its fallbacks counted in `metrics`:
  * resolves once connected or after two seconds, whichever comes first (the gateway serves either way).
  */
-export async function connectSharedState(settings: SharedStateSettings, logger: Logger, metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>): Promise<SharedRedis> {
+export async function connectSharedState(
+  settings: SharedStateSettings,
+  logger: Logger,
+  metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>,
+): Promise<SharedRedis> {
   const redis = connectRedis(settings, logger, metrics);
   await redis.whenReady(START_WAIT_MS);
   return redis;

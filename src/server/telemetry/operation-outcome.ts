@@ -30,7 +30,9 @@ export function operationLabel(name: string | null | undefined): string {
  * A masked crash (INTERNAL_SERVER_ERROR) without data is an `error`, not a refusal: a bug must
  * not hide among bad requests.
  */
-export function outcomeOf(result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined): OperationOutcome {
+export function outcomeOf(
+  result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined,
+): OperationOutcome {
   if (result === undefined) return 'refused';
   const errors = result.errors;
   if (errors === undefined || errors.length === 0) return 'ok';

@@ -1,15 +1,24 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type SpanContext, type SpanOptions } from '@opentelemetry/api';
+import {
+  type Context,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  type SpanOptions,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import { GraphQLError } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
 import type { Logger } from 'pino';
-import type { ClientAwareness, ClientIdentity } from '../instruments/client-awareness.js';
-import { refusedByBreaker } from '../../schema/errors.js';
 import type { OperationLogSettings } from '../../config.js';
+import { refusedByBreaker } from '../../schema/errors.js';
+import { type HeaderReader, spanAttributes, type Tracing } from '../../telemetry/tracing.js';
+import type { ClientAwareness, ClientIdentity } from '../instruments/client-awareness.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import { spanAttributes, type HeaderReader, type Tracing } from '../../telemetry/tracing.js';
-import { errorCodesOf, limitOf, operationLabel, outcomeOf, type OperationOutcome } from './operation-outcome.js';
 import type { Policy } from '../pipeline/stages.js';
 import type { OperationRecord, OperationState, RequestState } from '../request-state.js';
+import { errorCodesOf, limitOf, type OperationOutcome, operationLabel, outcomeOf } from './operation-outcome.js';
 
 export interface OperationTelemetryOptions {
   readonly metrics: GatewayMetrics;
@@ -18,7 +27,10 @@ export interface OperationTelemetryOptions {
   readonly log?: OperationLogSettings;
   /** The operations' spans. */
   readonly tracing: Tracing;
-  /** Which client app sent each request (its headers): operations are counted by client, spans carry it. @default none: not read */
+  /**
+   * Which client app sent each request (its headers): operations are counted by client, spans carry it. @default none:
+   * not read
+   */
   readonly clients?: ClientAwareness;
   /**
    * The operation names the metrics always keep apart, known in advance (the trusted documents'
@@ -36,7 +48,16 @@ export interface OperationTelemetryOptions {
 const serverSpan: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
 
 /** The operation's span, told what the log line says but the request id and the duration. */
-function describeOperation(span: Span, state: OperationRecord, client: RequestState['client'], operationName: string, outcome: OperationOutcome, errorCodes: string[], upstreamCalls: number, errors: readonly unknown[] | undefined): void {
+function describeOperation(
+  span: Span,
+  state: OperationRecord,
+  client: RequestState['client'],
+  operationName: string,
+  outcome: OperationOutcome,
+  errorCodes: string[],
+  upstreamCalls: number,
+  errors: readonly unknown[] | undefined,
+): void {
   // OpenTelemetry's GraphQL span name: the operation type, then its name if it has one.
   if (state.type !== 'unknown') {
     span.updateName(state.name === undefined ? state.type : `${state.type} ${operationName}`);
@@ -83,8 +104,14 @@ export class OperationRecorder {
     // Production gateways log failures and slow operations, not every success (docs/operations.md#logs),
     // nor the operations open breakers refused whole: an outage's echo, one a request, which the
     // breaker's own line (one per change of state) and the refusals' counter say.
-    const refusedWhole = (errors: readonly unknown[] | undefined) => errors?.every((error) => refusedByBreaker(error as { extensions?: Record<string, unknown> }));
-    this.#logged = which === 'all' ? () => true : which === 'off' ? () => false : (outcome, durationMs, errors) => (outcome !== 'ok' && !refusedWhole(errors)) || durationMs >= slowMs;
+    const refusedWhole = (errors: readonly unknown[] | undefined) =>
+      errors?.every((error) => refusedByBreaker(error as { extensions?: Record<string, unknown> }));
+    this.#logged =
+      which === 'all'
+        ? () => true
+        : which === 'off'
+          ? () => false
+          : (outcome, durationMs, errors) => (outcome !== 'ok' && !refusedWhole(errors)) || durationMs >= slowMs;
   }
 
   /** The caller's trace (its traceparent) and client app, read as its request arrives. */
@@ -92,14 +119,32 @@ export class OperationRecorder {
     return { parent: this.#options.tracing.extract(headers), client: this.#options.clients?.identify(headers) };
   }
 
-  /** An operation begins (at `startedAt`, for one refused before its parameters were read), its span linked to `cause` (what caused a subscription's event). */
+  /**
+   * An operation begins (at `startedAt`, for one refused before its parameters were read), its span linked to `cause`
+   * (what caused a subscription's event).
+   */
   begin(parent: Context, name: string | undefined, startedAt?: number, cause?: SpanContext): OperationRecord {
-    const options = startedAt === undefined && cause === undefined ? serverSpan : { ...serverSpan, startTime: startedAt, links: cause === undefined ? [] : [{ context: cause }] };
+    const options =
+      startedAt === undefined && cause === undefined
+        ? serverSpan
+        : { ...serverSpan, startTime: startedAt, links: cause === undefined ? [] : [{ context: cause }] };
     const span = this.#options.tracing.tracer.startSpan('GraphQL Operation', options, parent);
-    return { startedAt: startedAt ?? performance.now(), name, type: 'unknown', done: false, span, trace: trace.setSpan(parent, span) };
+    return {
+      startedAt: startedAt ?? performance.now(),
+      name,
+      type: 'unknown',
+      done: false,
+      span,
+      trace: trace.setSpan(parent, span),
+    };
   }
 
-  finish(request: RecordedRequest, record: OperationRecord, upstreamCalls: number, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined): void {
+  finish(
+    request: RecordedRequest,
+    record: OperationRecord,
+    upstreamCalls: number,
+    result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined,
+  ): void {
     if (record.done) return;
     record.done = true;
     const { metrics } = this.#options;
@@ -107,11 +152,19 @@ export class OperationRecorder {
     const outcome = outcomeOf(result);
     const operationName = operationLabel(record.name);
     const errorCodes = errorCodesOf(result?.errors);
-    metrics.operations.observe({ operation: this.#metricName(operationName), type: record.type, outcome }, durationMs / 1000);
+    metrics.operations.observe(
+      { operation: this.#metricName(operationName), type: record.type, outcome },
+      durationMs / 1000,
+    );
     const { client } = request;
-    if (client !== undefined) metrics.clientOperations.observe({ client_name: client.nameLabel, client_version: client.versionLabel, outcome }, durationMs / 1000);
+    if (client !== undefined)
+      metrics.clientOperations.observe(
+        { client_name: client.nameLabel, client_version: client.versionLabel, outcome },
+        durationMs / 1000,
+      );
     const { span } = record;
-    if (span.isRecording()) describeOperation(span, record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
+    if (span.isRecording())
+      describeOperation(span, record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
     span.end();
     if (!this.#logged(outcome, durationMs, result?.errors)) return;
     const { traceId, spanId } = span.spanContext();
@@ -131,9 +184,13 @@ export class OperationRecorder {
     );
   }
 
-  /** The metric label of a name: the names known in advance, or the first METRICS_OPERATION_NAMES others seen; any other is `other`. */
+  /**
+   * The metric label of a name: the names known in advance, or the first METRICS_OPERATION_NAMES others seen; any other
+   * is `other`.
+   */
   #metricName(name: string): string {
-    if (name === 'anonymous' || this.#options.operationNames?.has(name) === true || this.#knownNames.has(name)) return name;
+    if (name === 'anonymous' || this.#options.operationNames?.has(name) === true || this.#knownNames.has(name))
+      return name;
     if (this.#knownNames.size >= this.#options.maxOperationNames) return 'other';
     this.#knownNames.add(name);
     return name;
@@ -156,13 +213,23 @@ export class OperationRecorder {
  *   encoding) counts as one, with its refusal's errors.
  */
 export function useOperationTelemetry(recorder: OperationRecorder): Policy {
-  const begin = (request: RequestState, name: string | undefined, startedAt?: number, cause?: SpanContext): OperationRecord => recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt, cause);
+  const begin = (
+    request: RequestState,
+    name: string | undefined,
+    startedAt?: number,
+    cause?: SpanContext,
+  ): OperationRecord => recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt, cause);
   const arrived = (request: RequestState) => {
     const { parent, client } = recorder.arrive(request.headers);
     request.parent = parent;
     request.client = client;
   };
-  const finish = (request: RequestState, operation: OperationState | undefined, record: OperationRecord, result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined) => {
+  const finish = (
+    request: RequestState,
+    operation: OperationState | undefined,
+    record: OperationRecord,
+    result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined,
+  ) => {
     const definition = operation?.definition;
     if (definition !== undefined) {
       if (definition.name !== undefined) record.name = definition.name.value;
@@ -178,7 +245,12 @@ export function useOperationTelemetry(recorder: OperationRecorder): Policy {
       const { request } = operation;
       if (request.parent === undefined) arrived(request);
       const { operationName } = operation.params;
-      operation.record = begin(request, typeof operationName === 'string' ? operationName : undefined, undefined, operation.event?.change.cause);
+      operation.record = begin(
+        request,
+        typeof operationName === 'string' ? operationName : undefined,
+        undefined,
+        operation.event?.change.cause,
+      );
       return undefined;
     },
     answer(request, answer) {
@@ -189,13 +261,23 @@ export function useOperationTelemetry(recorder: OperationRecorder): Policy {
       if (request.parent === undefined) return;
       const { refusal } = request;
       if (refusal !== undefined || request.operations.length === 0) {
-        finish(request, undefined, begin(request, undefined, request.startedAt), refusal instanceof GraphQLError ? { errors: [refusal] } : undefined);
+        finish(
+          request,
+          undefined,
+          begin(request, undefined, request.startedAt),
+          refusal instanceof GraphQLError ? { errors: [refusal] } : undefined,
+        );
         return;
       }
       for (const operation of request.operations) {
         const record = operation.record ?? begin(request, undefined, request.startedAt);
         const { result } = operation;
-        finish(request, operation, record, result === undefined || isAsyncIterable(result) ? (result === undefined ? undefined : {}) : result);
+        finish(
+          request,
+          operation,
+          record,
+          result === undefined || isAsyncIterable(result) ? (result === undefined ? undefined : {}) : result,
+        );
       }
     },
   };

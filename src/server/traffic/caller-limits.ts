@@ -1,27 +1,41 @@
 import type { GraphQLError } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
-import type { RateLimiterRes } from 'rate-limiter-flexible';
 import { LRUCache } from 'lru-cache';
+import type { RateLimiterRes } from 'rate-limiter-flexible';
 import type { FinishStep, OperationStep, Policy } from '../pipeline/stages.js';
 import type { OperationState, RequestState } from '../request-state.js';
-import { giveBack, take, waitOf, type CallerLimiters } from './limiters.js';
+import { type CallerLimiters, giveBack, take, waitOf } from './limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 
 /** The limits a caller can reach, as `gateway_refusals_total{limit}` and `extensions.limit` name them. */
 export type CallerLimit = 'requests' | 'upstream_calls' | 'in_flight' | 'address' | 'logins';
 
-const words: Record<CallerLimit, string> = { requests: 'operations', upstream_calls: 'upstream calls', in_flight: 'operations in flight', address: 'operations', logins: 'logins' };
+const words: Record<CallerLimit, string> = {
+  requests: 'operations',
+  upstream_calls: 'upstream calls',
+  in_flight: 'operations in flight',
+  address: 'operations',
+  logins: 'logins',
+};
 
 /** A refusal's message and extensions, as a client reads them (a limiter's, or a refusal remembered). */
 function refusal(limit: CallerLimit, msBeforeNext: number) {
   const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
-  return { message: `Too many ${words[limit]} from this ${limit === 'address' ? 'address' : limit === 'logins' ? 'account or address' : 'caller'}: try again in ${seconds} s.`, extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds } };
+  return {
+    message: `Too many ${words[limit]} from this ${limit === 'address' ? 'address' : limit === 'logins' ? 'account or address' : 'caller'}: try again in ${seconds} s.`,
+    extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds },
+  };
 }
 
 /** A refusal by a caller limit: HTTP 429, `Retry-After`, code RATE_LIMITED, `extensions.limit`. */
 export function rateLimited(limit: CallerLimit, msBeforeNext: number) {
   const { message, extensions } = refusal(limit, msBeforeNext);
-  return createGraphQLError(message, { extensions: { ...extensions, http: { status: 429, headers: { 'Retry-After': String(extensions.retryAfterSeconds) } } } });
+  return createGraphQLError(message, {
+    extensions: {
+      ...extensions,
+      http: { status: 429, headers: { 'Retry-After': String(extensions.retryAfterSeconds) } },
+    },
+  });
 }
 
 /** A slot's return has no date: a caller refused for its in-flight slots is told to try again in a second. */
@@ -64,7 +78,8 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
   const admission: OperationStep = async (operation) => {
     const state = operation.request;
     const { key: caller, address, known } = state.caller;
-    // The address first: a made-up token's fresh window does not get past its address's. A token known to be real is judged by its own.
+    // The address first: a made-up token's fresh window does not get past its address's. A token known to be real is
+    // judged by its own.
     if (addressRequests !== undefined && !known) {
       const taken = await take(addressRequests, address, 1);
       if (taken !== undefined) state.quotas.address = taken;

@@ -45,6 +45,8 @@ export class CallerShares {
    * address's (everything from its address: made-up tokens cannot buy more than one share).
    */
   atShare(caller: Caller, operations: number): boolean {
-    return caller.known ? atShare(this.#callers, caller.key, operations) : atShare(this.#addresses, caller.address, operations);
+    return caller.known
+      ? atShare(this.#callers, caller.key, operations)
+      : atShare(this.#addresses, caller.address, operations);
   }
 }

@@ -10,14 +10,24 @@ export type KnownTokensChannel = Pick<EventTarget, 'addEventListener' | 'dispatc
 /** The topic a learnt token's hash travels on. */
 const LEARNT = 'learnt';
 
-/** The sorted set the known tokens are kept in, in Redis (`<token caller> <caller>`, scored by when each expires): one key, one slot. */
+/**
+ * The sorted set the known tokens are kept in, in Redis (`<token caller> <caller>`, scored by when each expires): one
+ * key, one slot.
+ */
 const KEPT = 'gw:known';
 
-/** What a learnt token travels and is kept as: its caller (`token:` and a SHA-256 in base64url), and the caller it counts as. */
+/**
+ * What a learnt token travels and is kept as: its caller (`token:` and a SHA-256 in base64url), and the caller it
+ * counts as.
+ */
 const learnt = /^(token:[A-Za-z0-9_-]{43}) ((?:token|account):[A-Za-z0-9_-]{43})$/;
 
-/** The caller every token the gateway's login issued to one account counts as: `account:` and a SHA-256 of the user name (never the name). */
-export const accountCallerOf = (account: string): string => `account:${createHash('sha256').update(account.trim().toLowerCase()).digest('base64url')}`;
+/**
+ * The caller every token the gateway's login issued to one account counts as: `account:` and a SHA-256 of the user name
+ * (never the name).
+ */
+export const accountCallerOf = (account: string): string =>
+  `account:${createHash('sha256').update(account.trim().toLowerCase()).digest('base64url')}`;
 
 /**
  * The tokens known to be real, by their hash (`tokenCallerOf`: the token itself is never kept),
@@ -73,12 +83,17 @@ export class KnownTokens {
     return this.#known.size;
   }
 
-  /** What Redis keeps, loaded (the most recently learnt first, KNOWN_TOKENS_MAX at most): a process that starts knows what the fleet knew. */
+  /**
+   * What Redis keeps, loaded (the most recently learnt first, KNOWN_TOKENS_MAX at most): a process that starts knows
+   * what the fleet knew.
+   */
   async load(): Promise<void> {
     const redis = this.#redis;
     if (redis === undefined || !redis.ready()) return;
     const now = Date.now();
-    const kept = await redis.client.zrevrangebyscore(KEPT, '+inf', `(${now}`, 'WITHSCORES', 'LIMIT', 0, this.settings.max).catch(() => []);
+    const kept = await redis.client
+      .zrevrangebyscore(KEPT, '+inf', `(${now}`, 'WITHSCORES', 'LIMIT', 0, this.settings.max)
+      .catch(() => []);
     // Oldest first, so the most recent are the last forgotten.
     for (let i = kept.length - 2; i >= 0; i -= 2) {
       const match = learnt.exec(kept[i]!);

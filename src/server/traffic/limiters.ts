@@ -23,7 +23,8 @@ let loaded: RateLimiterFlexible | undefined;
  * rate-limiter-flexible, loaded with the first limiter: a gateway without limits (the default)
  * does not carry it, some 3 MB of memory.
  */
-const rateLimiters = (): RateLimiterFlexible => (loaded ??= createRequire(import.meta.url)('rate-limiter-flexible') as RateLimiterFlexible);
+const rateLimiters = (): RateLimiterFlexible =>
+  (loaded ??= createRequire(import.meta.url)('rate-limiter-flexible') as RateLimiterFlexible);
 
 /**
  * A limit counted in Redis, and by this process alone while Redis cannot count it (no
@@ -84,13 +85,22 @@ return {n, redis.call('pttl', KEYS[1])}`;
  * counted by a script of that key alone: on a Cluster each caller's counter lives in the slot of
  * its own key.
  */
-export function limiter(name: string, points: number, durationSeconds: number, redis: SharedRedis | undefined): Limiter {
+export function limiter(
+  name: string,
+  points: number,
+  durationSeconds: number,
+  redis: SharedRedis | undefined,
+): Limiter {
   const options = { keyPrefix: `gw:${name}`, points, duration: durationSeconds };
   // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
   const { RateLimiterMemory, RateLimiterRedis } = rateLimiters();
   if (redis === undefined) return new RateLimiterMemory(name === 'inflight' ? { ...options, duration: 0 } : options);
   // Redis down or refusing writes: each process counts on its own (the limit holds per process) rather than refusing.
-  return countedInRedis(new RateLimiterRedis({ ...options, storeClient: redis.client, customIncrTtlLuaScript: countScript }), new RateLimiterMemory(options), redis);
+  return countedInRedis(
+    new RateLimiterRedis({ ...options, storeClient: redis.client, customIncrTtlLuaScript: countScript }),
+    new RateLimiterMemory(options),
+    redis,
+  );
 }
 
 /**
@@ -99,14 +109,21 @@ export function limiter(name: string, points: number, durationSeconds: number, r
  * spend W seconds' worth at once, and R a second on average. In Redis an in-flight count is kept
  * for `inFlightTtlSeconds` after its last change, so the slots of a process that died free themselves.
  */
-export function createCallerLimiters(settings: CallerLimitSettings, options: { redis?: SharedRedis | undefined; inFlightTtlSeconds: number }): CallerLimiters {
+export function createCallerLimiters(
+  settings: CallerLimitSettings,
+  options: { redis?: SharedRedis | undefined; inFlightTtlSeconds: number },
+): CallerLimiters {
   const { redis } = options;
   const { windowSeconds } = settings;
-  const rate = (name: string, perSecond: number | undefined) => (perSecond === undefined ? undefined : limiter(name, windowSeconds * perSecond, windowSeconds, redis));
+  const rate = (name: string, perSecond: number | undefined) =>
+    perSecond === undefined ? undefined : limiter(name, windowSeconds * perSecond, windowSeconds, redis);
   return {
     requests: rate('requests', settings.requestsPerSecond),
     upstreamCalls: rate('calls', settings.upstreamCallsPerSecond),
-    inFlight: settings.inFlight === undefined ? undefined : limiter('inflight', settings.inFlight, options.inFlightTtlSeconds, redis),
+    inFlight:
+      settings.inFlight === undefined
+        ? undefined
+        : limiter('inflight', settings.inFlight, options.inFlightTtlSeconds, redis),
     addressRequests: rate('address', settings.addressRequestsPerSecond),
     windowSeconds,
   };
@@ -126,7 +143,10 @@ export async function take(limiter: Limiter, caller: string, points: number): Pr
   }
 }
 
-/** A refusal's wait in ms, or undefined when `taken` granted the points (rate-limiter-flexible refuses past `points` consumed). */
+/**
+ * A refusal's wait in ms, or undefined when `taken` granted the points (rate-limiter-flexible refuses past `points`
+ * consumed).
+ */
 export function waitOf(limiter: Limiter, taken: RateLimiterRes | undefined): number | undefined {
   return taken !== undefined && taken.consumedPoints > limiter.points ? taken.msBeforeNext : undefined;
 }
@@ -138,7 +158,10 @@ export function waitOf(limiter: Limiter, taken: RateLimiterRes | undefined): num
  */
 export function giveBack(inFlight: Limiter, caller: string): void {
   void inFlight.reward(caller).then(
-    (left) => (left.consumedPoints <= 0 && inFlight instanceof rateLimiters().RateLimiterMemory ? inFlight.delete(caller) : undefined),
+    (left) =>
+      left.consumedPoints <= 0 && inFlight instanceof rateLimiters().RateLimiterMemory
+        ? inFlight.delete(caller)
+        : undefined,
     () => undefined,
   );
 }

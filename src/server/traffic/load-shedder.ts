@@ -1,4 +1,4 @@
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { GraphQLError } from 'graphql';
 import type { LoadSheddingSettings } from '../../config.js';
 import type { Caller } from '../callers.js';
@@ -28,7 +28,9 @@ const DELAY_RESOLUTION_MS = 10;
 export const overloadReasons = ['caller_share', 'cap', 'event_loop', 'upstream_queue'] as const;
 export type OverloadReason = (typeof overloadReasons)[number];
 
-/** What passes a threshold (each off at 0): the operations in flight, the event loop's delay, the upstream pool's queue. */
+/**
+ * What passes a threshold (each off at 0): the operations in flight, the event loop's delay, the upstream pool's queue.
+ */
 type Overload = Exclude<OverloadReason, 'caller_share'>;
 
 /** Operations in flight at most with no cap (SHED_MAX_IN_FLIGHT=0): what bounds the per-caller counts then. */
@@ -88,11 +90,17 @@ export class LoadShedder {
     return this.#inFlight;
   }
 
-  /** The refusal of an operation refused for overload: HTTP 503, code OVERLOADED, and when to try again (`Retry-After`). */
+  /**
+   * The refusal of an operation refused for overload: HTTP 503, code OVERLOADED, and when to try again (`Retry-After`).
+   */
   overloaded(): GraphQLError {
     const seconds = this.#retryAfterSeconds;
     return new GraphQLError(`The gateway is overloaded: try again in ${seconds} s.`, {
-      extensions: { code: 'OVERLOADED', retryAfterSeconds: seconds, http: { status: 503, headers: { 'Retry-After': String(seconds) } } },
+      extensions: {
+        code: 'OVERLOADED',
+        retryAfterSeconds: seconds,
+        http: { status: 503, headers: { 'Retry-After': String(seconds) } },
+      },
     });
   }
 

@@ -1,11 +1,11 @@
-import { getArgumentValues, Kind, type FieldNode, type GraphQLSchema } from 'graphql';
+import { type FieldNode, type GraphQLSchema, getArgumentValues, Kind } from 'graphql';
 import type { Config } from '../../config.js';
 import type { Policy } from '../pipeline/stages.js';
 import type { OperationState } from '../request-state.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 import { rateLimited } from './caller-limits.js';
-import { limiter, take, waitOf, type Limiter } from './limiters.js';
 import { accountCallerOf } from './known-tokens.js';
+import { type Limiter, limiter, take, waitOf } from './limiters.js';
 
 /** The window of the login limits: a minute. */
 const WINDOW_SECONDS = 60;
@@ -15,10 +15,14 @@ function loginsOf(schema: GraphQLSchema, operation: OperationState): string[] {
   const definition = operation.definition;
   const field = schema.getMutationType()?.getFields().login;
   if (definition?.operation !== 'mutation' || field === undefined) return [];
-  const asked = definition.selectionSet.selections.filter((selection): selection is FieldNode => selection.kind === Kind.FIELD && selection.name.value === 'login');
+  const asked = definition.selectionSet.selections.filter(
+    (selection): selection is FieldNode => selection.kind === Kind.FIELD && selection.name.value === 'login',
+  );
   return asked.flatMap((node) => {
     try {
-      const { input } = getArgumentValues(field, node, operation.params.variables ?? undefined) as { input?: { username?: unknown } };
+      const { input } = getArgumentValues(field, node, operation.params.variables ?? undefined) as {
+        input?: { username?: unknown };
+      };
       return typeof input?.username === 'string' ? [input.username] : [];
     } catch {
       // Arguments that do not coerce are execution's to refuse.
@@ -36,7 +40,12 @@ function loginsOf(schema: GraphQLSchema, operation: OperationState): string[] {
  * can mint. A refusal is RATE_LIMITED with `limit: "logins"`, as the other caller limits'. Its
  * counters are made with the first login (a gateway nobody logs in through carries none).
  */
-export function useLoginLimits(options: { readonly schema: GraphQLSchema; readonly settings: Config['logins']; readonly redis: SharedRedis | undefined; readonly onRefused?: () => void }): Policy {
+export function useLoginLimits(options: {
+  readonly schema: GraphQLSchema;
+  readonly settings: Config['logins'];
+  readonly redis: SharedRedis | undefined;
+  readonly onRefused?: () => void;
+}): Policy {
   const { schema, settings } = options;
   let limiters: { readonly account: Limiter; readonly address: Limiter } | undefined;
   const limitersNow = () =>
@@ -51,7 +60,8 @@ export function useLoginLimits(options: { readonly schema: GraphQLSchema; readon
       if (accounts.length === 0) return undefined;
       const { account, address } = limitersNow();
       let wait = waitOf(address, await take(address, operation.request.caller.address, accounts.length));
-      for (let i = 0; wait === undefined && i < accounts.length; i++) wait = waitOf(account, await take(account, accountCallerOf(accounts[i]!), 1));
+      for (let i = 0; wait === undefined && i < accounts.length; i++)
+        wait = waitOf(account, await take(account, accountCallerOf(accounts[i]!), 1));
       if (wait === undefined) return undefined;
       options.onRefused?.();
       return rateLimited('logins', wait);

@@ -15,7 +15,8 @@ export function overloadLog(logger: Logger): (reason: OverloadReason, requestId:
   let flushing = false;
   const flush = () => {
     flushing = false;
-    for (const [reason, { refused, requestId }] of pending) logger.warn({ reason, refused, requestId }, 'operations refused: the gateway is overloaded');
+    for (const [reason, { refused, requestId }] of pending)
+      logger.warn({ reason, refused, requestId }, 'operations refused: the gateway is overloaded');
     pending.clear();
   };
   return (reason, requestId) => {

@@ -1,6 +1,6 @@
 import type { RateLimiterRes } from 'rate-limiter-flexible';
-import type { Limiter } from './limiters.js';
 import { serializeList, serializeString } from 'structured-headers';
+import type { Limiter } from './limiters.js';
 
 /**
  * The limits an answer tells a client about: those counting its operations, per caller and per
@@ -10,10 +10,19 @@ import { serializeList, serializeString } from 'structured-headers';
 export type AdvertisedLimit = 'requests' | 'address';
 
 /** The headers an answer may carry, which a browser app may read (CORS). */
-export const rateLimitHeaderNames: readonly string[] = ['ratelimit-policy', 'ratelimit', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'];
+export const rateLimitHeaderNames: readonly string[] = [
+  'ratelimit-policy',
+  'ratelimit',
+  'ratelimit-limit',
+  'ratelimit-remaining',
+  'ratelimit-reset',
+];
 
 /** What the limiters last said of a request's operations (a batch's last): its request state's `quotas`. */
-type Quotas = { readonly requests?: Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'> | undefined; readonly address?: Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'> | undefined };
+type Quotas = {
+  readonly requests?: Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'> | undefined;
+  readonly address?: Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'> | undefined;
+};
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
@@ -40,18 +49,33 @@ export class RateLimitHeaders {
 
   /** `undefined` when none of `limiters` is advertised: there is nothing to say. */
   static of(limiters: Partial<Record<AdvertisedLimit, Limiter | undefined>>): RateLimitHeaders | undefined {
-    return limiters.requests === undefined && limiters.address === undefined ? undefined : new RateLimitHeaders(limiters);
+    return limiters.requests === undefined && limiters.address === undefined
+      ? undefined
+      : new RateLimitHeaders(limiters);
   }
 
   private constructor(limiters: Partial<Record<AdvertisedLimit, Limiter | undefined>>) {
-    const policy = (name: AdvertisedLimit, limiter: Limiter | undefined): Policy | undefined => (limiter === undefined ? undefined : { quoted: serializeString(name), quota: limiter.points });
+    const policy = (name: AdvertisedLimit, limiter: Limiter | undefined): Policy | undefined =>
+      limiter === undefined ? undefined : { quoted: serializeString(name), quota: limiter.points };
     this.#requests = policy('requests', limiters.requests);
     this.#address = policy('address', limiters.address);
-    const windows = (Object.entries(limiters) as [AdvertisedLimit, Limiter | undefined][]).filter((entry): entry is [AdvertisedLimit, Limiter] => entry[1] !== undefined);
-    this.#policy = serializeList(windows.map(([name, limiter]) => [name, new Map([['q', limiter.points], ['w', limiter.duration]])]));
+    const windows = (Object.entries(limiters) as [AdvertisedLimit, Limiter | undefined][]).filter(
+      (entry): entry is [AdvertisedLimit, Limiter] => entry[1] !== undefined,
+    );
+    this.#policy = serializeList(
+      windows.map(([name, limiter]) => [
+        name,
+        new Map([
+          ['q', limiter.points],
+          ['w', limiter.duration],
+        ]),
+      ]),
+    );
   }
 
-  /** Sets the headers of what the limiters said of a request's operations; none when no advertised limit counted them. */
+  /**
+   * Sets the headers of what the limiters said of a request's operations; none when no advertised limit counted them.
+   */
   write(quotas: Quotas, headers: { set(name: string, value: string): unknown }): void {
     const requests = this.#requests && quotas.requests;
     const address = this.#address && quotas.address;
@@ -61,7 +85,8 @@ export class RateLimitHeaders {
     if (address !== undefined) items.push(item(this.#address!, address.remainingPoints, address.msBeforeNext));
     headers.set('ratelimit-policy', this.#policy);
     headers.set('ratelimit', items.join(', '));
-    const byAddress = address !== undefined && (requests === undefined || address.remainingPoints < requests.remainingPoints);
+    const byAddress =
+      address !== undefined && (requests === undefined || address.remainingPoints < requests.remainingPoints);
     const closest = byAddress ? address : requests!;
     headers.set('ratelimit-limit', String((byAddress ? this.#address! : this.#requests!).quota));
     headers.set('ratelimit-remaining', String(closest.remainingPoints));

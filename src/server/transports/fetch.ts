@@ -17,9 +17,20 @@ export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: 
   return async (input, init) => {
     const request = input instanceof Request && init === undefined ? input : new Request(input, init as RequestInit);
     const url = new URL(request.url);
-    const body = request.body === null ? null : Readable.fromWeb(request.body as import('node:stream/web').ReadableStream);
+    const body =
+      request.body === null ? null : Readable.fromWeb(request.body as import('node:stream/web').ReadableStream);
     const { signal } = request;
-    const { answer, done } = await serve({ method: request.method, target: url.pathname + url.search, headers: request.headers, signal, get gone() { return signal.aborted; }, peer: undefined, body });
+    const { answer, done } = await serve({
+      method: request.method,
+      target: url.pathname + url.search,
+      headers: request.headers,
+      signal,
+      get gone() {
+        return signal.aborted;
+      },
+      peer: undefined,
+      body,
+    });
     // What the answer did not need of the body (a refusal at the door) is not read.
     body?.destroy();
     const stream = answer.body instanceof Readable ? answer.body : undefined;
@@ -29,7 +40,10 @@ export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: 
         stream.once('close', done);
         return new Response(Readable.toWeb(stream) as ReadableStream, { status: answer.status, headers });
       }
-      return new Response(withoutBody.has(answer.status) || request.method === 'HEAD' ? null : (answer.body as string | null), { status: answer.status, headers });
+      return new Response(
+        withoutBody.has(answer.status) || request.method === 'HEAD' ? null : (answer.body as string | null),
+        { status: answer.status, headers },
+      );
     } catch (error) {
       stream?.destroy();
       throw error;

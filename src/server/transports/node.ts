@@ -1,13 +1,15 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline, Readable } from 'node:stream';
-import type { MaybePromise } from '../pipeline/stages.js';
 import type { Incoming, RequestHeaders } from '../incoming.js';
-import type { Serve, Served } from '../pipeline/stages.js';
+import type { MaybePromise, Serve, Served } from '../pipeline/stages.js';
 
 /** Node's request handler (what http/http-server.ts serves). */
 export type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/** Node's headers as every transport gives them (asked by their lower-case names): a repeated header's values joined as fetch's Headers joins them. */
+/**
+ * Node's headers as every transport gives them (asked by their lower-case names): a repeated header's values joined as
+ * fetch's Headers joins them.
+ */
 class NodeHeaders implements RequestHeaders {
   constructor(private readonly raw: IncomingHttpHeaders) {}
 
@@ -101,7 +103,11 @@ export function nodeTransport(serve: Serve): Handler {
       response.destroy();
       return;
     }
-    if (served instanceof Promise) served.then((ready) => send(response, ready), () => response.destroy());
+    if (served instanceof Promise)
+      served.then(
+        (ready) => send(response, ready),
+        () => response.destroy(),
+      );
     else send(response, served);
   };
 }

@@ -1,14 +1,23 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { ExecutionResult, GraphQLError } from 'graphql';
-import { CloseCode, GRAPHQL_TRANSPORT_WS_PROTOCOL, handleProtocols, type Message, MessageType, parseMessage, stringifyMessage, type SubscribePayload } from 'graphql-ws';
+import {
+  CloseCode,
+  GRAPHQL_TRANSPORT_WS_PROTOCOL,
+  handleProtocols,
+  type Message,
+  MessageType,
+  parseMessage,
+  type SubscribePayload,
+  stringifyMessage,
+} from 'graphql-ws';
 import type { Logger } from 'pino';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { type WebSocket, WebSocketServer } from 'ws';
 import type { CallerRules } from '../callers.js';
 import { pathOf } from '../http/paths.js';
 import { errorsJson, publicResult } from '../http/serialisation.js';
-import { OperationState, RequestState, type OperationParams } from '../request-state.js';
 import type { Incoming, Negotiated, RequestHeaders } from '../incoming.js';
 import type { OperationEntry } from '../real-time/event-resolutions.js';
+import { type OperationParams, OperationState, RequestState } from '../request-state.js';
 
 export interface WebSocketOptions {
   /** How an operation's caller is told (callers.ts): TRUST_PROXY, the tokens known to be real. */
@@ -36,7 +45,10 @@ export interface WebSocketTransport {
 
 /** WebSocket's close code for a server going away. */
 const GOING_AWAY = 1001;
-/** A socket that sent more messages a second than WEBSOCKET_MAX_MESSAGES_PER_SECOND: a policy violation (graphql-ws's client does not retry it). */
+/**
+ * A socket that sent more messages a second than WEBSOCKET_MAX_MESSAGES_PER_SECOND: a policy violation (graphql-ws's
+ * client does not retry it).
+ */
 export const TOO_MANY_MESSAGES = 1008;
 /** A socket that opened more operations than WEBSOCKET_MAX_OPERATIONS (graphql-ws's client retries it, later). */
 export const TOO_MANY_OPERATIONS = 4413;
@@ -44,20 +56,34 @@ export const TOO_MANY_OPERATIONS = 4413;
 const CONNECTION_INIT_WAIT_MS = 3_000;
 
 /** What carries a WebSocket operation's results: messages, `next` per result or part. */
-const messages: Negotiated = Object.freeze({ whole: 'application/json', parts: 'websocket', alpha9: false, subscriptionSpec: false });
+const messages: Negotiated = Object.freeze({
+  whole: 'application/json',
+  parts: 'websocket',
+  alpha9: false,
+  subscriptionSpec: false,
+});
 
-/** The upgrade's headers a message does not carry: its credentials (only connection_init's token is an operation's) and its request id (each operation has its own). */
+/**
+ * The upgrade's headers a message does not carry: its credentials (only connection_init's token is an operation's) and
+ * its request id (each operation has its own).
+ */
 const notCarried = new Set(['authorization', 'cookie', 'x-request-id']);
 
-/** An operation's headers: the upgrade request's (the client's address, its app's name, its trace), with `connection_init`'s `Authorization` as the token. */
+/**
+ * An operation's headers: the upgrade request's (the client's address, its app's name, its trace), with
+ * `connection_init`'s `Authorization` as the token.
+ */
 function socketHeaders(upgrade: IncomingMessage, authorization: string | undefined): RequestHeaders {
   const own = new Map<string, string>();
-  for (const [name, value] of Object.entries(upgrade.headers)) if (value !== undefined && !notCarried.has(name)) own.set(name, Array.isArray(value) ? value.join(', ') : value);
+  for (const [name, value] of Object.entries(upgrade.headers))
+    if (value !== undefined && !notCarried.has(name)) own.set(name, Array.isArray(value) ? value.join(', ') : value);
   if (authorization !== undefined) own.set('authorization', authorization);
   return { get: (name) => own.get(name) ?? null, has: (name) => own.has(name), keys: () => own.keys() };
 }
 
-/** `connection_init`'s token, as clients send it: `Authorization` (or `authorization`), at the top or under `headers`. */
+/**
+ * `connection_init`'s token, as clients send it: `Authorization` (or `authorization`), at the top or under `headers`.
+ */
 function authorizationOf(payload: Readonly<Record<string, unknown>> | undefined): string | undefined {
   const headers = payload?.headers as Record<string, unknown> | undefined;
   const value = payload?.Authorization ?? payload?.authorization ?? headers?.Authorization ?? headers?.authorization;
@@ -65,7 +91,10 @@ function authorizationOf(payload: Readonly<Record<string, unknown>> | undefined)
 }
 
 /** What a client reads of a stream that failed. */
-const unexpected = Object.freeze({ message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } }) as unknown as GraphQLError;
+const unexpected = Object.freeze({
+  message: 'Unexpected error.',
+  extensions: { code: 'INTERNAL_SERVER_ERROR' },
+}) as unknown as GraphQLError;
 
 /** A result that ends before execution (no `data`): its errors are the subscribe message's `error`. */
 const refusedBeforeExecution = (result: ExecutionResult): boolean => !('data' in result);
@@ -95,23 +124,49 @@ class SocketOperation {
   }
 
   /** The operation on the one path, entering at the document stage, its results sent as they come. */
-  async run(entry: OperationEntry, payload: SubscribePayload, incoming: Omit<Incoming, 'signal' | 'gone'>, callers: CallerRules): Promise<void> {
+  async run(
+    entry: OperationEntry,
+    payload: SubscribePayload,
+    incoming: Omit<Incoming, 'signal' | 'gone'>,
+    callers: CallerRules,
+  ): Promise<void> {
     const { signal } = this.#controller;
-    const request = new RequestState({ ...incoming, signal, get gone() { return signal.aborted; } }, callers, { carries: messages });
+    const request = new RequestState(
+      {
+        ...incoming,
+        signal,
+        get gone() {
+          return signal.aborted;
+        },
+      },
+      callers,
+      { carries: messages },
+    );
     const operation = new OperationState({ ...payload } as OperationParams, request);
     try {
       await entry.operation(operation);
       const result = operation.result!;
       if (!(Symbol.asyncIterator in result)) {
-        if (refusedBeforeExecution(result)) return this.#send({ id: this.id, type: MessageType.Error, payload: errorsJson(result.errors ?? []) as GraphQLError[] });
+        if (refusedBeforeExecution(result))
+          return this.#send({
+            id: this.id,
+            type: MessageType.Error,
+            payload: errorsJson(result.errors ?? []) as GraphQLError[],
+          });
         this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(result) });
       } else {
         this.#stream = result[Symbol.asyncIterator]();
         if (this.cancelled) void this.#stream.return?.();
         try {
-          for (let part = await this.#stream.next(); part.done !== true && !this.cancelled; part = await this.#stream.next()) this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(part.value) });
+          for (
+            let part = await this.#stream.next();
+            part.done !== true && !this.cancelled;
+            part = await this.#stream.next()
+          )
+            this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(part.value) });
         } catch {
-          // A stream that failed (its parts' own failures are errors in them): the operation ends with an error, as graphql-ws's server ends it.
+          // A stream that failed (its parts' own failures are errors in them): the operation ends with an error, as
+          // graphql-ws's server ends it.
           return this.#send({ id: this.id, type: MessageType.Error, payload: [unexpected] });
         }
       }
@@ -154,7 +209,12 @@ class SocketConnection {
     private readonly entry: OperationEntry,
     private readonly options: WebSocketOptions,
   ) {
-    this.#initWait = setTimeout(() => this.#incoming === undefined && socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout'), CONNECTION_INIT_WAIT_MS);
+    this.#initWait = setTimeout(
+      () =>
+        this.#incoming === undefined &&
+        socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout'),
+      CONNECTION_INIT_WAIT_MS,
+    );
   }
 
   send(data: string): void {
@@ -175,7 +235,12 @@ class SocketConnection {
 
   message(data: string): void {
     if (this.#overRate()) {
-      this.#refuse(TOO_MANY_MESSAGES, 'messages', this.options.maxMessagesPerSecond, `Too many messages: at most ${this.options.maxMessagesPerSecond} a second`);
+      this.#refuse(
+        TOO_MANY_MESSAGES,
+        'messages',
+        this.options.maxMessagesPerSecond,
+        `Too many messages: at most ${this.options.maxMessagesPerSecond} a second`,
+      );
       return;
     }
     let message: Message;
@@ -192,11 +257,18 @@ class SocketConnection {
           break;
         }
         clearTimeout(this.#initWait);
-        this.#incoming = { headers: socketHeaders(this.upgrade, authorizationOf(message.payload ?? undefined)), peer: this.upgrade.socket.remoteAddress };
+        this.#incoming = {
+          headers: socketHeaders(this.upgrade, authorizationOf(message.payload ?? undefined)),
+          peer: this.upgrade.socket.remoteAddress,
+        };
         this.send(stringifyMessage({ type: MessageType.ConnectionAck }));
         break;
       case MessageType.Ping:
-        this.send(stringifyMessage(message.payload ? { type: MessageType.Pong, payload: message.payload } : { type: MessageType.Pong }));
+        this.send(
+          stringifyMessage(
+            message.payload ? { type: MessageType.Pong, payload: message.payload } : { type: MessageType.Pong },
+          ),
+        );
         break;
       case MessageType.Pong:
         break;
@@ -216,8 +288,15 @@ class SocketConnection {
     const incoming = this.#incoming;
     const { maxOperations } = this.options;
     if (incoming === undefined) this.socket.close(CloseCode.Unauthorized, 'Unauthorized');
-    else if (this.#byId.has(id)) this.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
-    else if (this.#open.size >= maxOperations) this.#refuse(TOO_MANY_OPERATIONS, 'operations', maxOperations, `Too many operations: at most ${maxOperations} at once on one socket`);
+    else if (this.#byId.has(id))
+      this.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
+    else if (this.#open.size >= maxOperations)
+      this.#refuse(
+        TOO_MANY_OPERATIONS,
+        'operations',
+        maxOperations,
+        `Too many operations: at most ${maxOperations} at once on one socket`,
+      );
     else {
       const operation = new SocketOperation(id, this);
       this.#byId.set(id, operation);
@@ -238,7 +317,10 @@ class SocketConnection {
 
   #refuse(code: number, cap: 'messages' | 'operations', limit: number, reason: string): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
-    this.options.logger.warn({ cap, limit, address: this.upgrade.socket.remoteAddress, code }, 'websocket closed: over a cap');
+    this.options.logger.warn(
+      { cap, limit, address: this.upgrade.socket.remoteAddress, code },
+      'websocket closed: over a cap',
+    );
     this.socket.close(code, reason);
   }
 }
@@ -253,7 +335,8 @@ class SocketConnection {
 export function websocketTransport(entry: OperationEntry, options: WebSocketOptions): WebSocketTransport {
   const servers: WebSocketServer[] = [];
   const connected = (socket: WebSocket, upgrade: IncomingMessage) => {
-    if (socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL) return void socket.close(CloseCode.SubprotocolNotAcceptable, 'Subprotocol not acceptable');
+    if (socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL)
+      return void socket.close(CloseCode.SubprotocolNotAcceptable, 'Subprotocol not acceptable');
     const connection = new SocketConnection(socket, upgrade, entry, options);
     let alive = true;
     const heartbeat = setInterval(() => {
