@@ -19,8 +19,8 @@
  *
  * Inside server/, folders by concern, in four tiers (docs/architecture.md):
  *   base        instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
- *   state       request-state.ts, incoming.ts, callers.ts: what the steps pass each other; pipeline/: the stages
- *               and their runner
+ *   state       request-state.ts, operation-state.ts, incoming.ts, callers.ts: what the steps pass each other;
+ *               pipeline/: the stages and their runner
  *   policies    intake, documents, guards, traffic, response-cache, real-time, answers, telemetry, probes, pages:
  *               one concern each, each a set of steps; one may use those before it in the request's
  *               path, never one after
@@ -44,7 +44,7 @@ const dir = (layer) => `^src/${layer}/`;
 
 /** server/'s base folders, its request state and pipeline, and its policies in the order of a request's path. */
 const serverBase = ['instruments', 'shared-state', 'http'];
-const serverState = ['request-state\\.ts$', 'incoming\\.ts$', 'callers\\.ts$', 'pipeline'];
+const serverState = ['request-state\\.ts$', 'operation-state\\.ts$', 'incoming\\.ts$', 'callers\\.ts$', 'pipeline'];
 const serverStages = [
   'intake',
   'documents',
@@ -104,7 +104,7 @@ module.exports = {
     {
       name: 'server-state',
       comment:
-        'The request state and the pipeline (request-state.ts, callers.ts, pipeline/) use the base folders only.',
+        'The request state and the pipeline (request-state.ts, operation-state.ts, callers.ts, pipeline/) use the base folders only.',
       severity: 'error',
       from: { path: serverState.map(inServer) },
       to: { path: '^src/server/', pathNot: [...serverBase, ...serverState].map(inServer) },

@@ -3,10 +3,11 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { HeadChange } from '../src/domain/head-changes.js';
 import { RealTimeMetrics } from '../src/server/instruments/real-time-metrics.js';
+import { OperationState } from '../src/server/operation-state.js';
 import { changeQueue } from '../src/server/real-time/change-queue.js';
 import { EventResolutions } from '../src/server/real-time/event-resolutions.js';
 import { subscriberStream } from '../src/server/real-time/subscriber-stream.js';
-import { OperationState, RequestState } from '../src/server/request-state.js';
+import { RequestState } from '../src/server/request-state.js';
 
 /*
  * The streams of real time keep the async iterator protocol (server/real-time/, Repeaters): two
@@ -98,7 +99,7 @@ describe('a subscriber’s stream of results', () => {
     };
     const operation = new OperationState({ query: 'subscription { headChanged(id: "h") { id } }' }, request);
     const document = parse(operation.params.query!);
-    operation.prepared = { text: operation.params.query!, document, incremental: false, whole: document };
+    operation.prepared = { text: operation.params.query!, document, incremental: false, plain: document };
     const resolutions = new EventResolutions({ eventConcurrency: 4, eventConcurrencyPerCaller: 4 });
     resolutions.enterThrough({
       operation: (event) => {

@@ -12,7 +12,8 @@ import type { HttpIncoming } from '../src/server/incoming.js';
 import type { ClientIdentity } from '../src/server/instruments/client-awareness.js';
 import { createLogger } from '../src/server/instruments/logger.js';
 import { SchemaUsageMetrics } from '../src/server/instruments/usage-metrics.js';
-import { OperationState, RequestState } from '../src/server/request-state.js';
+import { OperationState } from '../src/server/operation-state.js';
+import { RequestState } from '../src/server/request-state.js';
 import { post, startTestGateway, type TestGateway } from './support/gateway.js';
 
 /*
@@ -229,7 +230,7 @@ describe('deprecated coordinates in the log', () => {
       const request = RequestState.ofHttp(incoming, { trustProxy: undefined, callerOf: () => undefined });
       request.client = who;
       const operation = new OperationState({ query: text }, request);
-      operation.prepared = { text, document, incremental: false, whole: document };
+      operation.prepared = { text, document, incremental: false, plain: document };
       operation.definition = document.definitions[0] as OperationDefinitionNode;
       step(operation);
     };

@@ -129,7 +129,7 @@ export class HeadRecord {
    * This record once the head is read and no read started for it is still out: a head leaves no
    * read of its own behind when its operation answers, whatever its fields turned out to need.
    */
-  whole(): HeadRecord | Promise<HeadRecord> {
+  settled(): HeadRecord | Promise<HeadRecord> {
     if (this.#pending === 0 || this.#settled === undefined) return this.ready(Need.head);
     return this.#settled.then(() => this.ready(Need.head));
   }
@@ -201,7 +201,7 @@ export class HeadLoader {
     let wanted = (needs | Need.head) & HEAD_NEEDS;
     // Hair B fields of a head known to have no hair need no read.
     if (record?.known && !record.head.hair) wanted &= ~Need.hairB;
-    if (record !== undefined && (record.carried & wanted) === wanted) return record.whole();
+    if (record !== undefined && (record.carried & wanted) === wanted) return record.settled();
     // Made on first use; not cached by key: the records are the cache, and loads merge by head.
     this.#batches ??= new DataLoader((loads) => this.#loadBatch(loads), { cache: false });
     return this.#batches.load({ id, needs: wanted });
@@ -302,7 +302,7 @@ export class HeadLoader {
     return Promise.all(
       loads.map(async ({ id }) => {
         try {
-          return await this.#records.get(id)!.whole();
+          return await this.#records.get(id)!.settled();
         } catch (error) {
           return error as Error;
         }

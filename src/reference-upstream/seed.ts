@@ -1,15 +1,29 @@
-import {
-  type AssetStyleValue,
-  assetStyles,
-  type GenderValue,
-  genders,
-  type PaymentCycleValue,
-  type PlatformTypeValue,
-  type SourceTypeValue,
-  sourceTypes,
-  type UserRoleValue,
-} from '../upstream/schemas.js';
+import { assetStyles, genders, sourceTypes, type UserRoleValue } from '../upstream/schemas.js';
 import { SeedRandom } from './seed-random.js';
+import type {
+  ReferenceSeed,
+  SeedHair,
+  SeedHead,
+  SeedOrganization,
+  SeedPermission,
+  SeedSubscription,
+  SeedSubscriptionType,
+  SeedUser,
+} from './seed-records.js';
+
+export type {
+  Label,
+  LabelObject,
+  PayableData,
+  ReferenceSeed,
+  SeedHair,
+  SeedHead,
+  SeedOrganization,
+  SeedPermission,
+  SeedSubscription,
+  SeedSubscriptionType,
+  SeedUser,
+} from './seed-records.js';
 
 /*
  * Deterministic seed data of the reference upstream. Everything derives from one seeded PRNG so
@@ -30,108 +44,6 @@ export const DEMO_CREDENTIALS = { username: DEMO_USERNAME, password: DEMO_PASSWO
 export const HEAD_COUNT = 260;
 export const PERMISSION_COUNT = 140;
 export const UNATTACHED_HAIR_COUNT = 10;
-
-/** A label object (format, style, version, subscription type kind); its inner shape is ours. */
-export interface Label {
-  label: string;
-}
-
-export interface PayableData {
-  price: number;
-  description?: string;
-}
-
-/**
- * One hair record from which both contract variants are projected: Hair A (2.2) reads
- * obj_metadata/source_type/gender/payable_data/updated_at, Hair B (2.4) reads hair_metadata/user_id.
- */
-export interface SeedHair {
-  id: string;
-  name: string;
-  source_type: SourceTypeValue;
-  obj_metadata: Record<string, unknown>;
-  style: AssetStyleValue;
-  gender: GenderValue;
-  url: string;
-  thumbnail_url?: string;
-  payable_data?: PayableData;
-  created_at: string;
-  updated_at?: string;
-  hair_metadata: Record<string, unknown>;
-  user_id?: string;
-}
-
-/** Seeded labels are `{label}`; Update Head may store any object there (the contract shows no structure). */
-export type LabelObject = Label | Record<string, unknown>;
-
-export interface SeedHead {
-  id: string;
-  name: string;
-  output_format?: LabelObject;
-  style?: LabelObject;
-  version?: LabelObject;
-  url: string;
-  created_at: string;
-  updated_at: string;
-  /** Reference into the hair catalogue rather than an embedded copy: hair is an asset of its own. */
-  hair_id?: string;
-  lod?: Record<string, unknown>;
-  ar_url?: string;
-  head_metadata: Record<string, unknown>;
-}
-
-export interface SeedPermission {
-  role: UserRoleValue;
-  id: string;
-}
-
-export interface SeedSubscriptionType {
-  id: string;
-  name: string;
-  tag: string;
-  description: string;
-  statement_descriptor?: string;
-  avatar_limit?: number;
-  user_limit?: number;
-  price: number;
-  payment_cycle: PaymentCycleValue;
-  type?: Label;
-}
-
-export interface SeedOrganization {
-  id: string;
-  name: string;
-}
-
-export interface SeedSubscription {
-  id: string;
-  organization_id: string;
-  platform_type: PlatformTypeValue;
-  expire_at?: string;
-  active: boolean;
-  created_at: string;
-  updated_at: string;
-  subscription_type_id: string;
-}
-
-export interface SeedUser {
-  id: string;
-  username: string;
-  password: string;
-  role: UserRoleValue;
-  organization_id?: string;
-}
-
-export interface ReferenceSeed {
-  heads: SeedHead[];
-  /** The hair catalogue: every hair attached to a seeded head plus a few unattached ones. */
-  hairs: SeedHair[];
-  permissions: SeedPermission[];
-  subscriptionTypes: SeedSubscriptionType[];
-  organizations: SeedOrganization[];
-  subscriptions: SeedSubscription[];
-  users: SeedUser[];
-}
 
 const HEAD_WORDS = [
   'Aurora',

@@ -79,7 +79,7 @@ builder.mutationFields((t) => ({
       const head = ctx.loaders.heads.seed({ variant: 'A', head: answer }, 'updateHead');
       const planned = updatePlan(ctx.plan, String(info.path.key));
       return {
-        head: await (planned === undefined ? head : ctx.loaders.heads.carryOut(head.id, planned.after)).whole(),
+        head: await (planned === undefined ? head : ctx.loaders.heads.carryOut(head.id, planned.after)).settled(),
       };
     },
   }),

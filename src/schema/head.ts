@@ -29,7 +29,7 @@ export function loadHead(context: GatewayContext, id: string): HeadRecord | Prom
   const planned = context.plan.heads.get(id);
   if (planned === undefined) return context.loaders.heads.load(id, Need.head);
   context.loaders.heads.carryOutLater(id, planned.deferred);
-  return context.loaders.heads.carryOut(id, planned.now).whole();
+  return context.loaders.heads.carryOut(id, planned.now).settled();
 }
 
 /**

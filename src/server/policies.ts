@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { Planner } from '../plan/operation-plan.js';
-import type { ContextOptions } from '../schema/context.js';
+import type { ContextOptions, HeadChangeSource } from '../schema/context.js';
 import { schema } from '../schema/index.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { Upstream } from '../upstream/upstream.js';
@@ -28,11 +28,12 @@ import { useBatching } from './intake/batching.js';
 import { useRequestBody } from './intake/body.js';
 import { graphqlMethods } from './intake/method.js';
 import { paramsCheck, useRequestParams, variablesDepth } from './intake/params.js';
+import type { OperationState } from './operation-state.js';
 import type { MaybePromise } from './pipeline/stages.js';
 import { useHeadEvents } from './real-time/head-events.js';
 import { headPolling } from './real-time/head-polling.js';
 import { useSubscriptions } from './real-time/subscriptions.js';
-import type { OperationResult, OperationState } from './request-state.js';
+import type { OperationResult } from './request-state.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
 import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
@@ -220,18 +221,9 @@ function realTime(options: PolicyOptions, execute: (operation: OperationState) =
   return { headEvents, subscriptions };
 }
 
-/**
- * Every policy of the gateway, made once from its settings (a policy that is off is undefined):
- * gateway.ts lists them in the order their steps run.
- */
-export function gatewayPolicies(options: PolicyOptions) {
+/** The response cache, the engine whose envelop runs its plugins, and the documents that envelop prepares. */
+function documentsAndEngine(options: PolicyOptions, countRefusal: (limit: string) => void) {
   const { settings, metrics } = options;
-  const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
-  const refused = (limit: string) => () => countRefusal(limit);
-  const limiters = createCallerLimiters(settings.callerLimits, {
-    redis: options.redis,
-    inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000),
-  });
   const responseCache =
     settings.responseCache === undefined
       ? undefined
@@ -255,7 +247,12 @@ export function gatewayPolicies(options: PolicyOptions) {
     budget: fragmentPairs,
   });
   metrics.watchDocumentCache('parsed', documents.use);
-  const { headEvents, subscriptions } = realTime(options, engine.execute);
+  return { responseCache, engine, documents };
+}
+
+/** The plan stage's policy: each operation planned, admitted within the call budget and items limit, run upstream. */
+function upstreamPlan(options: PolicyOptions, headChanges: HeadChangeSource, countRefusal: (limit: string) => void) {
+  const { settings } = options;
   const contextOptions: ContextOptions = {
     upstream: options.upstream,
     logger: options.logger,
@@ -263,9 +260,35 @@ export function gatewayPolicies(options: PolicyOptions) {
     budget: settings.upstreamCallBudget,
     deadlineMs: settings.operationTimeoutMs,
     strategy: settings.planner,
-    headChanges: subscriptions.headChanges,
+    headChanges,
   };
   const planner = new Planner({ schema, strategy: settings.planner });
+  return useUpstreamPlan(
+    planAdmission({
+      planner,
+      budget: settings.upstreamCallBudget,
+      maxItems: settings.maxResultItems,
+      onRefused: countRefusal,
+      tracing: options.tracing,
+    }),
+    contextOptions,
+  );
+}
+
+/**
+ * Every policy of the gateway, made once from its settings (a policy that is off is undefined):
+ * gateway.ts lists them in the order their steps run.
+ */
+export function gatewayPolicies(options: PolicyOptions) {
+  const { settings, metrics } = options;
+  const countRefusal = (limit: string) => metrics.refusals.inc({ limit });
+  const refused = (limit: string) => () => countRefusal(limit);
+  const limiters = createCallerLimiters(settings.callerLimits, {
+    redis: options.redis,
+    inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000),
+  });
+  const { responseCache, engine, documents } = documentsAndEngine(options, countRefusal);
+  const { headEvents, subscriptions } = realTime(options, engine.execute);
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);
   const overloaded = overloadLog(options.logger);
@@ -305,16 +328,7 @@ export function gatewayPolicies(options: PolicyOptions) {
       : undefined,
     incrementalDelivery: useIncrementalDelivery({ schema }),
     responseCache,
-    upstreamPlan: useUpstreamPlan(
-      planAdmission({
-        planner,
-        budget: settings.upstreamCallBudget,
-        maxItems: settings.maxResultItems,
-        onRefused: countRefusal,
-        tracing: options.tracing,
-      }),
-      contextOptions,
-    ),
+    upstreamPlan: upstreamPlan(options, subscriptions.headChanges, countRefusal),
     execution: engine.policy,
     hiddenSuggestions: settings.production ? hiddenExecutionSuggestions : undefined,
     masking: errorMasking(options.logger),

@@ -1,11 +1,10 @@
 import type { Cache } from '@envelop/response-cache';
 import type { Context, Span } from '@opentelemetry/api';
-import type { DocumentNode, ExecutionResult, GraphQLError, OperationDefinitionNode } from 'graphql';
+import type { DocumentNode, ExecutionResult, GraphQLError } from 'graphql';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import type { HeadChange } from '../domain/head-changes.js';
 import { RequestBatch } from '../loaders/request-batch.js';
-import type { OperationPlan } from '../plan/operation-plan.js';
-import { type GatewayContext, requestIdFrom } from '../schema/context.js';
+import { requestIdFrom } from '../schema/context.js';
 import { type Caller, type CallerRules, callerFrom, tokenCallerOf } from './callers.js';
 import type { HttpIncoming, Incoming, Negotiated, RequestHeaders, RequestLike, WholeAnswer } from './incoming.js';
 import type { ClientIdentity } from './instruments/client-awareness.js';
@@ -13,20 +12,15 @@ import type { ClientIdentity } from './instruments/client-awareness.js';
 /*
  * Everything the gateway knows of one request and of each of its operations, in two typed
  * objects made once each, on every transport: a request's state (`RequestState`), made as it
- * arrives, and an operation's (`OperationState`), made as its parameters are read (a batch has one
- * per entry). The stages read and write nothing else: a field here says who writes it and who
- * reads it.
+ * arrives, and an operation's (`OperationState`, in operation-state.ts), made as its parameters
+ * are read (a batch has one per entry). The stages read and write nothing else: a field here says
+ * who writes it and who reads it.
  */
 
 /** What an answer holds, as envelop's response cache names it: `Type:id`, or a whole type without an id. */
 export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer T> ? T : never;
 
 export type { Caller };
-
-/** A subscription's event: the change its operation runs on (real-time/event-resolutions.ts). */
-export interface SubscriptionEvent {
-  readonly change: HeadChange;
-}
 
 /**
  * What an answer may say to HTTP caches (response-cache/): seconds left and its tag, or not
@@ -35,12 +29,6 @@ export interface SubscriptionEvent {
 export type Cacheable =
   | { readonly maxAge: number; readonly tag: string; readonly stale?: { readonly ageSeconds: number } }
   | false;
-
-/** An APQ registration waiting for its document to validate (documents/persisted-documents.ts). */
-export interface Registration {
-  readonly hash: string;
-  readonly query: string;
-}
 
 export type OperationType = 'query' | 'mutation' | 'subscription' | 'unknown';
 
@@ -102,127 +90,7 @@ export interface PreparedDocument {
   /** Whether it uses @defer or @stream anywhere. */
   readonly incremental: boolean;
   /** The document without @defer and @stream, for an answer in one result (kept once made). */
-  readonly whole: DocumentNode;
-}
-
-/**
- * Where a context names its operation: a property of the context, not a WeakMap (an entry per
- * operation in a WeakMap made every request's objects survive a scavenge: a fifth of Q1's CPU in
- * the collector, its p99 three times as long).
- */
-const operationKey = Symbol('operation');
-
-/** The operation a context was made for: envelop's plugins (the response cache's) are handed the context alone. */
-export const operationOf = (context: unknown): OperationState | undefined =>
-  (context as { [operationKey]?: OperationState } | null)?.[operationKey];
-
-/**
- * What an operation entering after the document stage's work was done brings: its subscription's document, prepared
- * already.
- */
-export interface PreparedOperation {
-  readonly prepared: PreparedDocument;
-  readonly document: DocumentNode;
-  readonly definition: OperationDefinitionNode;
-}
-
-/** One GraphQL operation: made as its request's parameters are read, read and written by every stage after. */
-export class OperationState {
-  /** The operation's outcome: set by execution, or by a step that answers it instead (a refusal, a kept answer). */
-  result: OperationResult | undefined;
-  /** Its span, log line and metrics; set by the telemetry as its document stage begins. */
-  record: OperationRecord | undefined;
-  /** Its document, once prepared (parsed and validated); the document it runs may differ (`document`). */
-  prepared: PreparedDocument | undefined;
-  /** The document it runs: the prepared one, or that without @defer/@stream for a client that takes one JSON answer. */
-  document: DocumentNode | undefined;
-  /** The operation the document's operationName selects. */
-  definition: OperationDefinitionNode | undefined;
-  /** Its upstream plan, made in the plan stage (documents/upstream-plan.ts); its context hands it to the resolvers. */
-  plan: OperationPlan | undefined;
-  #context: GatewayContext | undefined;
-  /** It is counted in flight (traffic/in-flight.ts): given back once. */
-  held = false;
-  /** The caller whose in-flight slot it holds, given back once (traffic/caller-limits.ts). */
-  slot: string | undefined;
-  /** Its TTL in the response cache, as the cache computed it. */
-  cacheTtl: number | undefined;
-  /** Its key in the response cache: set for a query the cache looked up (never a mutation). */
-  cacheKey: string | undefined;
-  /** Its answer came from the response cache: with its JSON as kept, when the store has it (what a client is sent). */
-  kept: { readonly json?: string | undefined } | undefined;
-  /**
-   * What a mutation's fields evict from the response cache, beyond the objects they return, if their outcome says they
-   * may have changed it.
-   */
-  evictions: readonly FieldEvictions[] | undefined;
-  /** An APQ registration waiting for validation, then its write under way. */
-  registration: Registration | undefined;
-  registering: Promise<void> | undefined;
-  /** A subscription's event: the change it runs on (its document its subscription's, prepared already). */
-  readonly event: SubscriptionEvent | undefined;
-
-  constructor(
-    /** Its parameters, an object always; the document stage may name its query (APQ, trusted documents). */
-    public params: OperationParams,
-    /** Its request: a batch's operations share one. */
-    readonly request: RequestState,
-    /**
-     * The JSON type of what the client sent as its parameters: `object`, or what checkParams refuses (params then
-     * empty).
-     */
-    readonly sent: string = 'object',
-    /** A subscription's event, and the document its subscription prepared. */
-    event?: SubscriptionEvent & PreparedOperation,
-  ) {
-    this.event = event;
-    if (event !== undefined) {
-      this.prepared = event.prepared;
-      this.document = event.document;
-      this.definition = event.definition;
-    }
-    request.operations.push(this);
-  }
-
-  /**
-   * Its context, made as it is planned: the resolvers', the loaders' and the plan's; `operationOf` finds the operation
-   * by it.
-   */
-  get context(): GatewayContext | undefined {
-    return this.#context;
-  }
-
-  set context(context: GatewayContext | undefined) {
-    this.#context = context;
-    if (context !== undefined) (context as { [operationKey]?: OperationState })[operationKey] = this;
-  }
-
-  /**
-   * A query marked `@live` (schema.graphql): answered as a stream, sent again as the heads it read change
-   * (real-time/live-queries.ts).
-   */
-  get live(): boolean {
-    const { definition } = this;
-    return (
-      definition?.operation === 'query' &&
-      definition.directives !== undefined &&
-      definition.directives.some((directive) => directive.name.value === 'live')
-    );
-  }
-
-  /**
-   * Whether its result is a stream that stays open (a subscription, a live query): it holds no unit in flight nor
-   * caller slot while open.
-   */
-  get streams(): boolean {
-    return this.definition?.operation === 'subscription' || this.live;
-  }
-
-  /** Its type, once its document named it. */
-  get type(): OperationType {
-    const operation = this.definition?.operation;
-    return operation ?? 'unknown';
-  }
+  readonly plain: DocumentNode;
 }
 
 /** What validating a request's documents costs so far, each distinct document counted once. */
@@ -255,6 +123,14 @@ export interface RequestFacts {
 }
 
 /**
+ * What a request's operations are: operation-state.ts names its `OperationState` here (declaration merging). An
+ * operation holds its request, so that file imports this one, and this one may not import it back: no import may close
+ * a cycle, a type's included.
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: operation-state.ts declares its one member (declaration merging)
+export interface RequestOperations {}
+
+/**
  * One request: made as it arrives (HTTP), as a WebSocket message names an operation, or as a
  * subscription's event is resolved, before any stage looks at it. Only an HTTP request has
  * `http` (its method, target and body): the intake and answer stages are its alone.
@@ -262,7 +138,7 @@ export interface RequestFacts {
 export class RequestState {
   readonly startedAt = performance.now();
   /** Its operations: read from its parameters (a batch has several), or the one it entered with. */
-  readonly operations: OperationState[] = [];
+  readonly operations: RequestOperations['operation'][] = [];
   /** The body was a JSON array (intake/batching.ts): its answer is an array too. */
   batched = false;
   /**

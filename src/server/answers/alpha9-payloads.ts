@@ -196,6 +196,95 @@ class SiteFinder {
 }
 
 /**
+ * What one answer has announced and not completed yet, by the key of its site, and the id its next announcement
+ * takes.
+ */
+interface Announced {
+  readonly open: Map<string, { pending: Pending; site: Site | undefined }>;
+  nextId: number;
+}
+
+/** Announces as pending, into `into`, those of `sites` not announced yet. */
+function announce(announced: Announced, sites: readonly Site[], into: Pending[]): void {
+  for (const site of sites) {
+    const key = keyOf(site.path, site.label);
+    if (announced.open.has(key)) continue;
+    const pending: Pending = {
+      id: String(announced.nextId++),
+      path: site.path,
+      ...(site.label === undefined ? {} : { label: site.label }),
+    };
+    announced.open.set(key, { pending, site });
+    into.push(pending);
+  }
+}
+
+/**
+ * Rewrites one entry of a later part under the id of its site (announced now if the walk did not foresee it): its
+ * data or items into `incremental`, its site into `completed` once it is done, and the sites it opens into `pending`.
+ */
+function rewriteEntry(
+  entry: IncrementalEntry,
+  finder: SiteFinder,
+  announced: Announced,
+  pending: Pending[],
+  incremental: Record<string, unknown>[],
+  completed: Record<string, unknown>[],
+): void {
+  const { open } = announced;
+  const path = entry.path ?? [];
+  const streamed = 'items' in entry;
+  const sitePath = streamed ? path.slice(0, -1) : path;
+  const key = keyOf(sitePath, entry.label);
+  let known = open.get(key);
+  if (known === undefined) {
+    // Not foreseen by the walk (its type was not known): announced now.
+    known = {
+      pending: {
+        id: String(announced.nextId++),
+        path: sitePath,
+        ...(entry.label === undefined ? {} : { label: entry.label }),
+      },
+      site: undefined,
+    };
+    open.set(key, known);
+    pending.push(known.pending);
+  }
+  const { id } = known.pending;
+  const sites: Site[] = [];
+  if (streamed) {
+    if (entry.items == null) {
+      completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
+      open.delete(key);
+      return;
+    }
+    if (known.site) finder.inItems(known.site, entry.items, Number(path[path.length - 1]), sites);
+    incremental.push({
+      id,
+      items: entry.items,
+      ...(entry.errors ? { errors: entry.errors } : {}),
+      ...(entry.extensions ? { extensions: entry.extensions } : {}),
+    });
+  } else {
+    if (entry.data == null) {
+      completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
+      open.delete(key);
+      return;
+    }
+    if (known.site?.selectionSet) finder.inObject(known.site.selectionSet, known.site.type, entry.data, path, sites);
+    incremental.push({
+      id,
+      data: entry.data,
+      ...(entry.errors ? { errors: entry.errors } : {}),
+      ...(entry.extensions ? { extensions: entry.extensions } : {}),
+    });
+    completed.push({ id });
+    open.delete(key);
+  }
+  announce(announced, sites, pending);
+}
+
+/**
  * Rewrites the parts of one incremental answer, in order, from the 2022-08-24 format to
  * graphql-js 17.0.0-alpha.9's. One per answer: it remembers what it announced.
  */
@@ -210,22 +299,8 @@ export function alpha9Payloads(
     (d) => d.kind === Kind.OPERATION_DEFINITION && (operationName == null || d.name?.value === operationName),
   );
   const rootType = operation?.kind === Kind.OPERATION_DEFINITION ? schema.getRootType(operation.operation) : undefined;
-  const open = new Map<string, { pending: Pending; site: Site | undefined }>();
-  let nextId = 0;
-
-  const announce = (sites: readonly Site[], into: Pending[]) => {
-    for (const site of sites) {
-      const key = keyOf(site.path, site.label);
-      if (open.has(key)) continue;
-      const pending: Pending = {
-        id: String(nextId++),
-        path: site.path,
-        ...(site.label === undefined ? {} : { label: site.label }),
-      };
-      open.set(key, { pending, site });
-      into.push(pending);
-    }
-  };
+  const announced: Announced = { open: new Map(), nextId: 0 };
+  const { open } = announced;
 
   return (payload) => {
     const pending: Pending[] = [];
@@ -239,63 +314,11 @@ export function alpha9Payloads(
       const sites: Site[] = [];
       if (payload.data && rootType && operation?.kind === Kind.OPERATION_DEFINITION)
         finder.inObject(operation.selectionSet, rootType, payload.data, [], sites);
-      announce(sites, pending);
+      announce(announced, sites, pending);
       out.pending = pending;
     }
 
-    for (const entry of entries ?? []) {
-      const path = entry.path ?? [];
-      const streamed = 'items' in entry;
-      const sitePath = streamed ? path.slice(0, -1) : path;
-      const key = keyOf(sitePath, entry.label);
-      let known = open.get(key);
-      if (known === undefined) {
-        // Not foreseen by the walk (its type was not known): announced now.
-        known = {
-          pending: {
-            id: String(nextId++),
-            path: sitePath,
-            ...(entry.label === undefined ? {} : { label: entry.label }),
-          },
-          site: undefined,
-        };
-        open.set(key, known);
-        pending.push(known.pending);
-      }
-      const { id } = known.pending;
-      const sites: Site[] = [];
-      if (streamed) {
-        if (entry.items == null) {
-          completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
-          open.delete(key);
-          continue;
-        }
-        if (known.site) finder.inItems(known.site, entry.items, Number(path[path.length - 1]), sites);
-        incremental.push({
-          id,
-          items: entry.items,
-          ...(entry.errors ? { errors: entry.errors } : {}),
-          ...(entry.extensions ? { extensions: entry.extensions } : {}),
-        });
-      } else {
-        if (entry.data == null) {
-          completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
-          open.delete(key);
-          continue;
-        }
-        if (known.site?.selectionSet)
-          finder.inObject(known.site.selectionSet, known.site.type, entry.data, path, sites);
-        incremental.push({
-          id,
-          data: entry.data,
-          ...(entry.errors ? { errors: entry.errors } : {}),
-          ...(entry.extensions ? { extensions: entry.extensions } : {}),
-        });
-        completed.push({ id });
-        open.delete(key);
-      }
-      announce(sites, pending);
-    }
+    for (const entry of entries ?? []) rewriteEntry(entry, finder, announced, pending, incremental, completed);
 
     if (hasNext === false) {
       // The answer ends: streams (which the 2022 format never closes) and anything still open.

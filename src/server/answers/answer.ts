@@ -42,6 +42,83 @@ async function* onePart(result: ExecutionResult): AsyncGenerator<ExecutionResult
   yield result;
 }
 
+/** A result's JSON, or the refusal that replaces it when it weighs more than `room` bytes. */
+function bounded(options: AnswerOptions, json: string, room: number): { json: string; bytes: number } {
+  const bytes = Buffer.byteLength(json);
+  if (bytes <= room) return { json, bytes };
+  options.onRefused?.();
+  return { json: tooLarge(options.maxBytes), bytes: 0 };
+}
+
+/** What an answer whose client has hung up gets instead of its results, counted. */
+function abandoned(options: AnswerOptions): string {
+  options.onAbandoned?.();
+  return clientGone;
+}
+
+/**
+ * A single result (or a refusal) as the client takes it: in parts of one, or whole in the negotiated type, its JSON
+ * (`cachedJson` when the response cache answered it) bounded by `maxBytes`.
+ */
+function whole(
+  options: AnswerOptions,
+  request: RequestState,
+  answer: Answer,
+  result: ExecutionResult,
+  cachedJson: string | undefined,
+): void {
+  const type = negotiationOf(request).whole;
+  if (type === undefined) {
+    notAcceptable(answer);
+    return;
+  }
+  if (type === 'multipart/mixed' || type === 'text/event-stream') {
+    inParts(
+      answer,
+      type,
+      onePart(result),
+      statusOf(result, answer.headers, type === 'text/event-stream'),
+      options.stream,
+    );
+    return;
+  }
+  answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
+  answer.headers.set('content-type', `${type}; charset=utf-8`);
+  answer.body = request.gone
+    ? abandoned(options)
+    : bounded(options, cachedJson ?? serialise(result), options.maxBytes).json;
+}
+
+/** A batch's results as one JSON array, bounded together by `maxBytes` in batch order. */
+function batch(
+  options: AnswerOptions,
+  request: RequestState,
+  answer: Answer,
+  results: readonly ExecutionResult[],
+): void {
+  const type = negotiationOf(request).whole;
+  if (type === undefined) {
+    notAcceptable(answer);
+    return;
+  }
+  answer.headers.set(
+    'content-type',
+    `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`,
+  );
+  if (request.gone) {
+    for (let i = 1; i < results.length; i++) options.onAbandoned?.();
+    answer.body = abandoned(options);
+    return;
+  }
+  let room = options.maxBytes;
+  const parts = results.map((result, i) => {
+    const written = bounded(options, request.operations[i]?.cached?.json ?? serialise(result), room);
+    room -= written.bytes;
+    return written.json;
+  });
+  answer.body = `[${parts.join(',')}]`;
+}
+
 /**
  * The first step of the answer stage: the answer's media type (as the Accept header was
  * negotiated: answers/negotiation.ts), its status (http/serialisation.ts, GraphQL over HTTP's rules)
@@ -53,61 +130,6 @@ async function* onePart(result: ExecutionResult): AsyncGenerator<ExecutionResult
  * come (answers/parts.ts), bounded by the items limit alone.
  */
 export function useAnswerBody(options: AnswerOptions): Policy {
-  const { maxBytes } = options;
-  /** A result's JSON, or the refusal that replaces it when it weighs more than `room` bytes. */
-  const bounded = (json: string, room: number): { json: string; bytes: number } => {
-    const bytes = Buffer.byteLength(json);
-    if (bytes <= room) return { json, bytes };
-    options.onRefused?.();
-    return { json: tooLarge(maxBytes), bytes: 0 };
-  };
-  const whole = (request: RequestState, answer: Answer, result: ExecutionResult, kept: string | undefined): void => {
-    const type = negotiationOf(request).whole;
-    if (type === undefined) {
-      notAcceptable(answer);
-      return;
-    }
-    if (type === 'multipart/mixed' || type === 'text/event-stream') {
-      inParts(
-        answer,
-        type,
-        onePart(result),
-        statusOf(result, answer.headers, type === 'text/event-stream'),
-        options.stream,
-      );
-      return;
-    }
-    answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
-    answer.headers.set('content-type', `${type}; charset=utf-8`);
-    answer.body = request.gone ? abandoned() : bounded(kept ?? serialise(result), maxBytes).json;
-  };
-  const abandoned = () => {
-    options.onAbandoned?.();
-    return clientGone;
-  };
-  const batch = (request: RequestState, answer: Answer, results: readonly ExecutionResult[]): void => {
-    const type = negotiationOf(request).whole;
-    if (type === undefined) {
-      notAcceptable(answer);
-      return;
-    }
-    answer.headers.set(
-      'content-type',
-      `${type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type}; charset=utf-8`,
-    );
-    if (request.gone) {
-      for (let i = 1; i < results.length; i++) options.onAbandoned?.();
-      answer.body = abandoned();
-      return;
-    }
-    let room = maxBytes;
-    const parts = results.map((result, i) => {
-      const written = bounded(request.operations[i]?.kept?.json ?? serialise(result), room);
-      room -= written.bytes;
-      return written.json;
-    });
-    answer.body = `[${parts.join(',')}]`;
-  };
   return {
     name: 'answer body',
     answer(request, answer) {
@@ -118,12 +140,12 @@ export function useAnswerBody(options: AnswerOptions): Policy {
         answer.body = refusal.body;
         return;
       }
-      if (refusal !== undefined) return whole(request, answer, { errors: [refusal] }, undefined);
+      if (refusal !== undefined) return whole(options, request, answer, { errors: [refusal] }, undefined);
       const results = operations.map((operation) => operation.result as OperationResult);
       // A batch's operations run without @defer and @stream (answers/negotiation.ts): each result is whole.
-      if (request.batched) return batch(request, answer, results as ExecutionResult[]);
+      if (request.batched) return batch(options, request, answer, results as ExecutionResult[]);
       const [result] = results;
-      if (!isAsyncIterable(result)) return whole(request, answer, result!, operations[0]!.kept?.json);
+      if (!isAsyncIterable(result)) return whole(options, request, answer, result!, operations[0]!.cached?.json);
       const type = negotiationOf(request).parts;
       if (type !== 'multipart/mixed' && type !== 'text/event-stream') {
         // Not reached while the negotiation leaves @defer and @stream out for such a client: stopped all the same.

@@ -3,7 +3,7 @@ import { createGraphQLError, isAsyncIterable, mapAsyncIterator } from 'graphql-y
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
 import { streamInitialCount } from '../documents/incremental-delivery.js';
-import { wholeDocumentOf } from '../documents/prepared.js';
+import { plainDocumentOf } from '../documents/prepared.js';
 import { codingsFor } from '../http/codings.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
 import type { Negotiated, WholeAnswer } from '../incoming.js';
@@ -21,7 +21,7 @@ const mediaTypes = [
 ].map((type) => `${type};charset=utf-8`);
 
 const quality = /;\s*q\s*=/i;
-const keptParameter = /^\s*(q|charset)\s*=/i;
+const meaningfulParameter = /^\s*(q|charset)\s*=/i;
 /** Apollo's name for graphql-js 17.0.0-alpha.9's incremental format (https://specs.apollo.dev/incremental/v0.2/). */
 const alpha9Format = /^\s*multipart\/mixed\s*;(?:.*;)?\s*incrementalSpec\s*=\s*"?v0\.2"?\s*(?:;|$)/i;
 /** Apollo's multipart subscriptions (Apollo Client's HttpLink, Apollo Kotlin and iOS; Apollo Router's protocol). */
@@ -35,15 +35,15 @@ const apolloSubscriptions = /^\s*multipart\/mixed\s*;(?:.*;)?\s*subscriptionSpec
  */
 function negotiate(accept: string): Negotiated {
   const ranges = accept.split(',');
-  const kept = ranges
+  const trimmed = ranges
     .map((range) =>
       range
         .split(';')
-        .filter((part, i) => i === 0 || keptParameter.test(part))
+        .filter((part, i) => i === 0 || meaningfulParameter.test(part))
         .join(';'),
     )
     .join(',');
-  const types = new Negotiator({ headers: { accept: kept } })
+  const types = new Negotiator({ headers: { accept: trimmed } })
     .mediaTypes(mediaTypes)
     .map((type) => type.slice(0, type.indexOf(';')));
   // With q-values, the answer's type is chosen from the types accepted, most preferred first.
@@ -197,7 +197,7 @@ export function useIncrementalDelivery(options: { readonly schema: GraphQLSchema
       if (operation.prepared?.incremental !== true) return undefined;
       // A batch is one JSON array: its operations answer whole too.
       if (request.batched || negotiationOf(request).parts === undefined)
-        operation.document = wholeDocumentOf(operation);
+        operation.document = plainDocumentOf(operation);
       return streamInitialCount(operation);
     },
     result(operation) {

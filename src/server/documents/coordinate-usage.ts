@@ -2,8 +2,8 @@ import type { GraphQLSchema, OperationDefinitionNode } from 'graphql';
 import type { Logger } from 'pino';
 import { anonymous, type ClientIdentity } from '../instruments/client-awareness.js';
 import type { SchemaUsageMetrics, UseTally } from '../instruments/usage-metrics.js';
+import type { OperationState } from '../operation-state.js';
 import type { Policy } from '../pipeline/stages.js';
-import type { OperationState } from '../request-state.js';
 import { type SelectedCoordinates, selectedCoordinates } from './coordinates.js';
 
 /** A client's selection of one deprecated coordinate is logged at most this often (issue 43: once a minute). */

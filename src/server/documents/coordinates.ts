@@ -98,15 +98,15 @@ export function selectedCoordinates(
       },
       ObjectField(node) {
         const input = typeInfo.getParentInputType();
-        const named = input == null ? undefined : getNamedType(input);
-        if (!isInputObjectType(named)) return;
-        const field = named.getFields()[node.name.value];
-        if (field !== undefined) add(`${named.name}.${field.name}`, field.deprecationReason);
+        const object = input == null ? undefined : getNamedType(input);
+        if (!isInputObjectType(object)) return;
+        const field = object.getFields()[node.name.value];
+        if (field !== undefined) add(`${object.name}.${field.name}`, field.deprecationReason);
       },
       EnumValue() {
         const value = typeInfo.getEnumValue();
-        const named = typeInfo.getInputType();
-        const type = named == null ? undefined : getNamedType(named);
+        const input = typeInfo.getInputType();
+        const type = input == null ? undefined : getNamedType(input);
         if (value != null && isEnumType(type)) add(`${type.name}.${value.name}`, value.deprecationReason);
       },
       Directive() {

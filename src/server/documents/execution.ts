@@ -2,8 +2,9 @@ import { type Plugin as EnvelopPlugin, envelop, type GetEnvelopedFn, useEngine, 
 import { execute as executeEvent, normalizedExecutor } from '@graphql-tools/executor';
 import { type ExecutionArgs, type GraphQLSchema, parse, specifiedRules, validate } from 'graphql';
 import type { PromiseOrValue } from 'graphql-yoga';
+import type { OperationState } from '../operation-state.js';
 import type { ExecutionStep, Policy } from '../pipeline/stages.js';
-import type { OperationResult, OperationState } from '../request-state.js';
+import type { OperationResult } from '../request-state.js';
 import type { CompiledExecution } from './compiled-execution.js';
 
 export interface GatewayEnvelopOptions {

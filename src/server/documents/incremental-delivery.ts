@@ -34,7 +34,7 @@ export function usesIncrementalDelivery(document: DocumentNode): boolean {
   return uses;
 }
 
-const whole = new WeakMap<DocumentNode, DocumentNode>();
+const plainDocuments = new WeakMap<DocumentNode, DocumentNode>();
 
 /**
  * The document without its @defer and @stream (kept per document): what a client that takes one
@@ -42,12 +42,12 @@ const whole = new WeakMap<DocumentNode, DocumentNode>();
  * without them the plan reads the deferred fields with the rest.
  */
 export function withoutIncrementalDelivery(document: DocumentNode): DocumentNode {
-  let plain = whole.get(document);
+  let plain = plainDocuments.get(document);
   if (plain === undefined) {
     plain = visit(document, {
       Directive: (node) => (node.name.value === 'defer' || node.name.value === 'stream' ? null : undefined),
     });
-    whole.set(document, plain);
+    plainDocuments.set(document, plain);
   }
   return plain;
 }

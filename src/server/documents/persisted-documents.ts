@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import type { GraphQLError } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import type { TrustedDocuments } from '../../config.js';
+import type { OperationState } from '../operation-state.js';
 import type { MaybePromise, OperationStep, Policy, ResultStep } from '../pipeline/stages.js';
-import type { OperationParams, OperationState } from '../request-state.js';
+import type { OperationParams } from '../request-state.js';
 import type { PersistedQueryStore } from './apq-store.js';
 
 export interface PersistedDocumentsOptions {
@@ -95,7 +96,7 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Polic
     const document: OperationStep = (operation) => {
       const { params } = operation;
       // Parameters that are no object (a batch's null) are checkParams' to refuse, by what was sent.
-      if (operation.sent !== 'object') return undefined;
+      if (operation.paramsType !== 'object') return undefined;
       const id = documentIdOf(params) ?? apqHashOf(params);
       const text = params.query || id === undefined ? undefined : lookUp(id);
       return text === undefined ? trustedOnly() : named(operation, text);
@@ -123,7 +124,7 @@ export function usePersistedDocuments(options: PersistedDocumentsOptions): Polic
   };
   const document: OperationStep = (operation) => {
     const { params } = operation;
-    if (operation.sent !== 'object') return undefined;
+    if (operation.paramsType !== 'object') return undefined;
     // A documentId names the manifest's document (a query sent beside it runs as sent).
     const id = trusted === undefined ? undefined : documentIdOf(params);
     if (id !== undefined && params.query == null) {

@@ -5,9 +5,10 @@ import { createGraphQLError } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { CacheBounds } from '../../config.js';
 import type { CacheUse } from '../instruments/metrics.js';
+import type { OperationState } from '../operation-state.js';
 import { inOrder } from '../pipeline/pipeline.js';
 import type { OperationStep, Policy } from '../pipeline/stages.js';
-import type { OperationState, PreparedDocument } from '../request-state.js';
+import type { PreparedDocument } from '../request-state.js';
 import { usesIncrementalDelivery, withoutIncrementalDelivery } from './incremental-delivery.js';
 
 /**
@@ -23,7 +24,7 @@ class DocumentEntry implements PreparedDocument {
   /** Its validation errors once validated ([]: valid). */
   validation: readonly GraphQLError[] | undefined;
   #incremental: boolean | undefined;
-  #whole: DocumentNode | undefined;
+  #plain: DocumentNode | undefined;
   /** The document's named operations, indexed once: a client's operationName never adds to them. */
   readonly #named = new Map<string, OperationDefinitionNode>();
   /** Its operation when it has exactly one (what no operationName selects). */
@@ -50,9 +51,9 @@ class DocumentEntry implements PreparedDocument {
   }
 
   /** The document without @defer and @stream, for a client that takes one JSON answer. */
-  get whole(): DocumentNode {
-    this.#whole ??= withoutIncrementalDelivery(this.document);
-    return this.#whole;
+  get plain(): DocumentNode {
+    this.#plain ??= withoutIncrementalDelivery(this.document);
+    return this.#plain;
   }
 
   /**
@@ -127,6 +128,43 @@ function parseRefusal(error: unknown): GraphQLError {
   return refusal;
 }
 
+/**
+ * A text made a document, or refused: nested deeper than `nesting` (before graphql-js's recursive parser meets it), or
+ * refused by the envelop's parse (Armor's token limit, a syntax error).
+ */
+function prepare(text: string, nesting: number, envelop: GetEnvelopedFn<unknown>): DocumentEntry | Refused {
+  if (nestsDeeperThan(text, nesting)) {
+    return {
+      refusal: createGraphQLError(`Document nested more than ${nesting} levels deep`, {
+        extensions: { code: 'GRAPHQL_PARSE_FAILED', limit: 'nesting', http: { status: 400 } },
+      }),
+      limit: 'nesting',
+    };
+  }
+  try {
+    return new DocumentEntry(text, envelop({}).parse(text));
+  } catch (error) {
+    const refusal = parseRefusal(error);
+    return { refusal, limit: typeof refusal.extensions.limit === 'string' ? refusal.extensions.limit : undefined };
+  }
+}
+
+/**
+ * A document's validation errors (graphql-js's rules and the document policies, as clients read them:
+ * GRAPHQL_VALIDATION_FAILED, HTTP 400), found once and kept on its entry.
+ */
+function validate(entry: DocumentEntry, envelop: GetEnvelopedFn<unknown>): readonly GraphQLError[] {
+  if (entry.validation !== undefined) return entry.validation;
+  const enveloped = envelop({});
+  entry.validation = (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map((error) => {
+    const extensions = error.extensions as Record<string, unknown>;
+    extensions.code ??= 'GRAPHQL_VALIDATION_FAILED';
+    extensions.http = { spec: true, status: 400, ...(extensions.http as object | undefined) };
+    return error;
+  });
+  return entry.validation;
+}
+
 export interface PreparedDocumentsOptions {
   /** The envelop whose parse and validate run the document policies (guards/operation-limits.ts): once per text. */
   readonly envelop: GetEnvelopedFn<unknown>;
@@ -174,35 +212,6 @@ export function preparedDocuments(
     sizeCalculation: entryBytes,
   });
   const nesting = options.maxDepth + EXTRA_NESTING;
-  const prepare = (text: string): DocumentEntry | Refused => {
-    if (nestsDeeperThan(text, nesting)) {
-      return {
-        refusal: createGraphQLError(`Document nested more than ${nesting} levels deep`, {
-          extensions: { code: 'GRAPHQL_PARSE_FAILED', limit: 'nesting', http: { status: 400 } },
-        }),
-        limit: 'nesting',
-      };
-    }
-    try {
-      return new DocumentEntry(text, options.envelop({}).parse(text));
-    } catch (error) {
-      const refusal = parseRefusal(error);
-      return { refusal, limit: typeof refusal.extensions.limit === 'string' ? refusal.extensions.limit : undefined };
-    }
-  };
-  const validate = (entry: DocumentEntry): readonly GraphQLError[] => {
-    if (entry.validation !== undefined) return entry.validation;
-    const enveloped = options.envelop({});
-    entry.validation = (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map(
-      (error) => {
-        const extensions = error.extensions as Record<string, unknown>;
-        extensions.code ??= 'GRAPHQL_VALIDATION_FAILED';
-        extensions.http = { spec: true, status: 400, ...(extensions.http as object | undefined) };
-        return error;
-      },
-    );
-    return entry.validation;
-  };
   const parse = (
     operation: OperationState,
     text: string,
@@ -211,7 +220,7 @@ export function preparedDocuments(
     if (entry === undefined) {
       const refusal = options.budget?.beforeParse(operation, text);
       if (refusal !== undefined) return refusal;
-      entry = prepare(text);
+      entry = prepare(text, nesting, options.envelop);
       kept.set(text, entry);
     }
     if (!(entry instanceof DocumentEntry)) {
@@ -248,7 +257,7 @@ export function preparedDocuments(
     return turn;
   };
   const validateStep: OperationStep = (operation) => {
-    const errors = validate(operation.prepared as DocumentEntry);
+    const errors = validate(operation.prepared as DocumentEntry, options.envelop);
     if (errors.length === 0) return undefined;
     for (const error of errors) if (typeof error.extensions.limit === 'string') onRefused(error.extensions.limit);
     return errors;
@@ -264,6 +273,6 @@ export function preparedDocuments(
 }
 
 /** The document an operation runs for a client that takes no answer in parts: without @defer and @stream. */
-export function wholeDocumentOf(operation: OperationState): DocumentNode | undefined {
-  return (operation.prepared as DocumentEntry | undefined)?.whole;
+export function plainDocumentOf(operation: OperationState): DocumentNode | undefined {
+  return (operation.prepared as DocumentEntry | undefined)?.plain;
 }

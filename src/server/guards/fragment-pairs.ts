@@ -9,8 +9,8 @@ import {
   TokenKind,
   visit,
 } from 'graphql';
+import type { OperationState } from '../operation-state.js';
 import type { OperationStep } from '../pipeline/stages.js';
-import type { OperationState } from '../request-state.js';
 
 export interface FragmentPairsOptions {
   /**

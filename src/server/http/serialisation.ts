@@ -3,7 +3,7 @@ import { type ExecutionResult, GraphQLError } from 'graphql';
 /*
  * The one serialisation of an answer, and the one rule of its status: every answer, whole or in
  * parts, on every transport, is written by these (answers/answer.ts, answers/parts.ts; WebSocket's
- * messages take `publicResult`'s shape, transports/websocket.ts).
+ * messages take `publicResult`'s shape, transports/socket-operation.ts).
  */
 
 /**

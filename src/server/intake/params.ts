@@ -1,7 +1,8 @@
 import type { GraphQLError } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
+import { OperationState } from '../operation-state.js';
 import type { OperationStep, Policy } from '../pipeline/stages.js';
-import { type HttpRequest, type OperationParams, OperationState } from '../request-state.js';
+import type { HttpRequest, OperationParams } from '../request-state.js';
 
 const badRequest = (message: string, http: Record<string, unknown> = {}) =>
   createGraphQLError(message, { extensions: { code: 'BAD_REQUEST', http: { status: 400, ...http } } });
@@ -75,10 +76,10 @@ export function useRequestParams(read: BodyReader): Policy {
   const operations = (request: HttpRequest, params: unknown) => {
     request.batched = Array.isArray(params);
     for (const entry of request.batched ? (params as unknown[]) : [params]) {
-      const sent = typeName(entry);
+      const paramsType = typeName(entry);
       // What is not an object (a batch's null, a number) has no parameters: checkParams refuses it by what was sent.
-      if (sent === 'object') new OperationState(entry as OperationParams, request);
-      else new OperationState({}, request, sent);
+      if (paramsType === 'object') new OperationState(entry as OperationParams, request);
+      else new OperationState({}, request, paramsType);
     }
     return undefined;
   };
@@ -107,8 +108,8 @@ const allow = { headers: { Allow: 'GET, POST' } };
  * extensions that are not objects. (yoga's checks, with its words.)
  */
 export const checkParams: OperationStep = (operation) => {
-  if (operation.sent !== 'object')
-    return badRequest(`Expected params to be an object but given ${operation.sent}.`, allow);
+  if (operation.paramsType !== 'object')
+    return badRequest(`Expected params to be an object but given ${operation.paramsType}.`, allow);
   const params = operation.params as Record<string, unknown>;
   for (const name in params) {
     if (params[name] != null && !expected.has(name))

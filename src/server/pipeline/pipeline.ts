@@ -1,7 +1,8 @@
 import { GraphQLError } from 'graphql';
 import { refusalType } from '../http/refusal.js';
 import { serialise } from '../http/serialisation.js';
-import { type HttpRequest, type OperationState, type RequestState, stopParts } from '../request-state.js';
+import type { OperationState } from '../operation-state.js';
+import { type HttpRequest, type RequestState, stopParts } from '../request-state.js';
 import {
   type Answer,
   type AnswerStep,
@@ -102,7 +103,7 @@ function runEach<T>(
  */
 function failedStep(operation: OperationState, failure: GraphQLError): void {
   const { result } = operation;
-  operation.kept = undefined;
+  operation.cached = undefined;
   if (result !== undefined && Symbol.asyncIterator in result) {
     stopParts(result);
     operation.result = { errors: [failure] };

@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { GraphQLError } from 'graphql';
 import type { HttpIncoming, WholeAnswer } from '../incoming.js';
-import type { HttpRequest, OperationResult, OperationState, RequestState } from '../request-state.js';
+import type { OperationState } from '../operation-state.js';
+import type { HttpRequest, OperationResult, RequestState } from '../request-state.js';
 
 export type { WholeAnswer };
 

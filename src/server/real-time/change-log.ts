@@ -83,6 +83,94 @@ const logKey = (id: string) => `gw:log:{${id}}`;
  */
 const GAP_KEY = 'gw:log:gap';
 
+/** This process's memory of the changes (without REDIS_URL): plain copies, bounded by heads, bytes and the window. */
+function memoryLog(replayMs: number, catchUp: (id: string) => HeadChange) {
+  const memory = new LRUCache<string, Kept[]>({
+    max: HEADS_IN_MEMORY,
+    maxSize: MEMORY_BYTES,
+    sizeCalculation: (changes) => BYTES_PER_CHANGE * changes.length,
+    ttl: Math.max(replayMs, 1),
+    ttlAutopurge: false,
+  });
+  return {
+    keep: (change: HeadChange): void => {
+      if (replayMs === 0) return;
+      const since = Date.now() - replayMs;
+      const kept = (memory.get(change.id) ?? []).filter((old) => old.at > since);
+      kept.push(keptOf(change));
+      memory.set(change.id, kept.slice(-CHANGES_PER_HEAD));
+    },
+    missed: (id: string, lastEventId: string): HeadChange | undefined => {
+      const kept = memory.get(id) ?? [];
+      const at = kept.findIndex((change) => change.eventId === lastEventId);
+      return at === -1 ? catchUp(id) : folded(id, kept.slice(at + 1));
+    },
+  };
+}
+
+/** REDIS_URL's log: a Redis Stream per head (its entries' ids the events' ids), and the gap a Redis outage leaves. */
+function redisLog(
+  redis: SharedRedis,
+  replayMs: number,
+  now: (change: Omit<HeadChange, 'eventId'>) => HeadChange,
+  catchUp: (id: string) => HeadChange,
+) {
+  /** Changes Redis did not take since it last answered: once it does, the log is marked incomplete until then. */
+  let unlogged = false;
+  redis.onBack(() => {
+    if (!unlogged) return;
+    unlogged = false;
+    void redis.client.set(GAP_KEY, String(Date.now()), 'PX', Math.max(replayMs, 1)).catch(() => {
+      unlogged = true;
+    });
+  });
+  return {
+    append: async (change: Omit<HeadChange, 'eventId'>): Promise<HeadChange> => {
+      if (!redis.ready()) {
+        unlogged = true;
+        return now(change);
+      }
+      const key = logKey(change.id);
+      const fields = JSON.stringify({
+        at: change.at,
+        ...(change.deleted ? { deleted: true } : {}),
+        ...(change.polled ? { polled: true } : {}),
+      });
+      try {
+        const [added] = (await redis.client
+          .multi()
+          .xadd(key, 'MAXLEN', '~', String(CHANGES_PER_HEAD), '*', 'c', fields)
+          .xtrim(key, 'MINID', '~', String(Date.now() - replayMs))
+          .pexpire(key, replayMs)
+          .exec()) as [[Error | null, string]];
+        if (added[0] !== null) throw added[0];
+        return { ...change, eventId: added[1] };
+      } catch {
+        unlogged = true;
+        return now(change);
+      }
+    },
+    missed: async (id: string, lastEventId: string, seenAt: number): Promise<HeadChange | undefined> => {
+      if (!redis.ready()) return catchUp(id);
+      try {
+        const [entries, gap] = await Promise.all([
+          redis.client.xrange(logKey(id), lastEventId, '+'),
+          redis.client.get(GAP_KEY),
+        ]);
+        if (entries[0]?.[0] !== lastEventId || Number(gap ?? 0) > seenAt) return catchUp(id);
+        return folded(
+          id,
+          entries
+            .slice(1)
+            .map(([eventId, fields]) => ({ eventId, ...(JSON.parse(fields[1] ?? '{}') as Omit<Kept, 'eventId'>) })),
+        );
+      } catch {
+        return catchUp(id);
+      }
+    },
+  };
+}
+
 /**
  * The changes of the last `replayMs` per head, so an SSE client that reconnects with
  * `Last-Event-ID` gets what it missed, from any replica. With REDIS_URL, a Redis Stream per head
@@ -97,97 +185,24 @@ export function changeLog(options: { readonly replayMs: number; readonly redis?:
   const nextId = localEventIds();
   const now = (change: Omit<HeadChange, 'eventId'>): HeadChange => ({ ...change, eventId: nextId() });
   const catchUp = (id: string): HeadChange => ({ id, at: Date.now(), eventId: nextId() });
-  const memory = new LRUCache<string, Kept[]>({
-    max: HEADS_IN_MEMORY,
-    maxSize: MEMORY_BYTES,
-    sizeCalculation: (changes) => BYTES_PER_CHANGE * changes.length,
-    ttl: Math.max(replayMs, 1),
-    ttlAutopurge: false,
-  });
-  const keep = (change: HeadChange) => {
-    if (replayMs === 0) return;
-    const since = Date.now() - replayMs;
-    const kept = (memory.get(change.id) ?? []).filter((old) => old.at > since);
-    kept.push(keptOf(change));
-    memory.set(change.id, kept.slice(-CHANGES_PER_HEAD));
-  };
-  /** Changes Redis did not take since it last answered: once it does, the log is marked incomplete until then. */
-  let unlogged = false;
-  redis?.onBack(() => {
-    if (!unlogged) return;
-    unlogged = false;
-    void redis.client.set(GAP_KEY, String(Date.now()), 'PX', Math.max(replayMs, 1)).catch(() => {
-      unlogged = true;
-    });
-  });
-  const inRedis = async (shared: SharedRedis, change: Omit<HeadChange, 'eventId'>): Promise<HeadChange> => {
-    const key = logKey(change.id);
-    const fields = JSON.stringify({
-      at: change.at,
-      ...(change.deleted ? { deleted: true } : {}),
-      ...(change.polled ? { polled: true } : {}),
-    });
-    try {
-      const [added] = (await shared.client
-        .multi()
-        .xadd(key, 'MAXLEN', '~', String(CHANGES_PER_HEAD), '*', 'c', fields)
-        .xtrim(key, 'MINID', '~', String(Date.now() - replayMs))
-        .pexpire(key, replayMs)
-        .exec()) as [[Error | null, string]];
-      if (added[0] !== null) throw added[0];
-      return { ...change, eventId: added[1] };
-    } catch {
-      unlogged = true;
-      return now(change);
-    }
-  };
-  const missedInRedis = async (
-    shared: SharedRedis,
-    id: string,
-    lastEventId: string,
-    seenAt: number,
-  ): Promise<HeadChange | undefined> => {
-    try {
-      const [entries, gap] = await Promise.all([
-        shared.client.xrange(logKey(id), lastEventId, '+'),
-        shared.client.get(GAP_KEY),
-      ]);
-      if (entries[0]?.[0] !== lastEventId || Number(gap ?? 0) > seenAt) return catchUp(id);
-      return folded(
-        id,
-        entries
-          .slice(1)
-          .map(([eventId, fields]) => ({ eventId, ...(JSON.parse(fields[1] ?? '{}') as Omit<Kept, 'eventId'>) })),
-      );
-    } catch {
-      return catchUp(id);
-    }
-  };
+  const memory = memoryLog(replayMs, catchUp);
+  const stream = redis === undefined ? undefined : redisLog(redis, replayMs, now, catchUp);
   return {
     async append(change) {
       if (replayMs === 0) return now(change);
-      if (redis === undefined) {
+      if (stream === undefined) {
         const logged = now(change);
-        keep(logged);
+        memory.keep(logged);
         return logged;
       }
-      if (!redis.ready()) {
-        unlogged = true;
-        return now(change);
-      }
-      return inRedis(redis, change);
+      return stream.append(change);
     },
-    keep,
+    keep: memory.keep,
     async missed(id, lastEventId) {
       const seenAt = timeOfEventId(lastEventId);
       if (seenAt === undefined || !(seenAt > Date.now() - replayMs)) return catchUp(id);
-      if (redis === undefined) {
-        const kept = memory.get(id) ?? [];
-        const at = kept.findIndex((change) => change.eventId === lastEventId);
-        return at === -1 ? catchUp(id) : folded(id, kept.slice(at + 1));
-      }
-      if (!redis.ready()) return catchUp(id);
-      return missedInRedis(redis, id, lastEventId, seenAt);
+      if (stream === undefined) return memory.missed(id, lastEventId);
+      return stream.missed(id, lastEventId, seenAt);
     },
   };
 }

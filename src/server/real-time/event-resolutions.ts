@@ -3,8 +3,9 @@ import { LRUCache } from 'lru-cache';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { Negotiated } from '../incoming.js';
+import { OperationState } from '../operation-state.js';
 import type { MaybePromise } from '../pipeline/stages.js';
-import { eventIdOf, OperationState, type RequestState } from '../request-state.js';
+import { eventIdOf, type RequestState } from '../request-state.js';
 
 /**
  * Where an operation enters the one path at the document stage, and what its transport calls once its results are out
@@ -71,7 +72,7 @@ async function resolveEvent(
   const operation = new OperationState(subscription.params, own, 'object', {
     change,
     prepared: prepared!,
-    document: prepared!.whole,
+    document: prepared!.plain,
     definition: definition!,
   });
   try {

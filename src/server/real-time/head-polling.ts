@@ -102,6 +102,39 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
   };
 }
 
+/** One read of head `id`, against the last read's digest: what it found, a change or a deletion published. */
+async function readHead(
+  options: HeadPollingOptions,
+  shared: ReturnType<typeof pollState>,
+  id: string,
+  head: Watched,
+): Promise<PollOutcome> {
+  const { upstream, publish, intervalMs } = options;
+  const guard = new OperationGuard({ budget: 2, deadlineMs: intervalMs });
+  const caller = upstream.forRequest({
+    requestId: `poll:${id}`,
+    authorization: undefined,
+    signal: new AbortController().signal,
+    guard,
+    trace: ROOT_CONTEXT,
+  });
+  let digest: string;
+  try {
+    digest = digestOf(await getHeadExt(caller, id));
+  } catch (error) {
+    if (error instanceof UpstreamError && error.code === 'NOT_FOUND') {
+      publish({ id, deleted: true, polled: true });
+      return 'deleted';
+    }
+    return 'failed';
+  }
+  const before = await shared.lastDigest(id, head);
+  shared.keep(id, head, digest);
+  if (before === undefined || before === digest) return 'unchanged';
+  publish({ id, polled: true });
+  return 'changed';
+}
+
 /**
  * Changes made outside the gateway, found by reading each watched head every `intervalMs`: one
  * read per head per interval for the whole fleet (with REDIS_URL, the replica that takes the
@@ -118,42 +151,16 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
  * (the process's stop completes every stream, and so ends it).
  */
 export function headPolling(options: HeadPollingOptions): HeadPolling {
-  const { upstream, publish, intervalMs, redis } = options;
+  const { intervalMs, redis } = options;
   const heads = new Map<string, Watched>();
   let timer: NodeJS.Timeout | undefined;
   let running = false;
 
   const shared = pollState(redis, intervalMs);
 
-  const read = async (id: string, head: Watched): Promise<PollOutcome> => {
-    const guard = new OperationGuard({ budget: 2, deadlineMs: intervalMs });
-    const caller = upstream.forRequest({
-      requestId: `poll:${id}`,
-      authorization: undefined,
-      signal: new AbortController().signal,
-      guard,
-      trace: ROOT_CONTEXT,
-    });
-    let digest: string;
-    try {
-      digest = digestOf(await getHeadExt(caller, id));
-    } catch (error) {
-      if (error instanceof UpstreamError && error.code === 'NOT_FOUND') {
-        publish({ id, deleted: true, polled: true });
-        return 'deleted';
-      }
-      return 'failed';
-    }
-    const before = await shared.lastDigest(id, head);
-    shared.keep(id, head, digest);
-    if (before === undefined || before === digest) return 'unchanged';
-    publish({ id, polled: true });
-    return 'changed';
-  };
-
   const poll = async (id: string, head: Watched) => {
     if (head.notBefore > performance.now() || !(await shared.leased(id, head))) return;
-    const outcome = await read(id, head);
+    const outcome = await readHead(options, shared, id, head);
     options.onRead?.(outcome);
     head.backoff = outcome === 'failed' ? Math.min(Math.max(head.backoff * 2, 1), MAX_BACKOFF_INTERVALS) : 0;
     head.notBefore = performance.now() + head.backoff * intervalMs - intervalMs / 2;

@@ -3,7 +3,7 @@ import { Repeater } from '@repeaterjs/repeater';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
-import type { OperationState } from '../request-state.js';
+import type { OperationState } from '../operation-state.js';
 import { folded } from './change-queue.js';
 import { type EventResolutions, headsRead, sharingKey } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';

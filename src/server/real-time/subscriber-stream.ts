@@ -2,7 +2,7 @@ import { Repeater } from '@repeaterjs/repeater';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { CutReason, RealTimeMetrics, StreamTransport } from '../instruments/real-time-metrics.js';
-import type { OperationState } from '../request-state.js';
+import type { OperationState } from '../operation-state.js';
 import { type EventResolutions, sharingKey } from './event-resolutions.js';
 
 /**

@@ -3,8 +3,9 @@ import { createGraphQLError, isAsyncIterable } from 'graphql-yoga';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { HeadChangeSource } from '../../schema/context.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
+import { type OperationState, operationOf } from '../operation-state.js';
 import type { MaybePromise, Policy } from '../pipeline/stages.js';
-import { type OperationResult, type OperationState, operationOf, type RequestState } from '../request-state.js';
+import type { OperationResult, RequestState } from '../request-state.js';
 import { changeQueue } from './change-queue.js';
 import { type EventConcurrency, EventResolutions, type OperationEntry } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
@@ -157,6 +158,39 @@ function watchCharge(
   };
 }
 
+/** A subscription's source: graphql-js's `createSourceEventStream` runs its root field's `subscribe` on its context. */
+function sourceStream(schema: GraphQLSchema, operation: OperationState): ReturnType<typeof createSourceEventStream> {
+  const { params } = operation;
+  const args = {
+    schema,
+    document: operation.document!,
+    contextValue: operation.context,
+    variableValues: params.variables ?? undefined,
+    operationName: params.operationName ?? undefined,
+  } as ExecutionArgs;
+  return createSourceEventStream(args);
+}
+
+/** Where `Subscription.headChanged` listens: a queue per subscriber on the head's changes, and a watch for polling. */
+function headChangeSource(
+  events: SubscriptionsOptions['events'],
+  polling: HeadPolling,
+  metrics: RealTimeMetrics,
+): HeadChangeSource {
+  return (id, context) => {
+    const unwatch = polling.watch(id);
+    // An SSE client reconnecting (Last-Event-ID: the event id of the last change it was sent) first gets what it
+    // missed.
+    const lastEventId = operationOf(context)?.request.headers.get('last-event-id');
+    const missed = lastEventId ? events.missed(id, lastEventId) : undefined;
+    return changeQueue(events.listen, id, {
+      missed,
+      onFinish: unwatch,
+      onFolded: () => metrics.dropped.inc({ reason: 'folded' }),
+    });
+  };
+}
+
 /**
  * Subscriptions on the one path: a subscription operation is documented, admitted and planned as
  * any other, and its result is a stream of parts (as @defer's are), so every transport that
@@ -223,15 +257,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
       watched.give(caller);
       place();
     };
-    const { params } = operation;
-    const args = {
-      schema,
-      document: operation.document!,
-      contextValue: operation.context,
-      variableValues: params.variables ?? undefined,
-      operationName: params.operationName ?? undefined,
-    } as ExecutionArgs;
-    const source = await createSourceEventStream(args);
+    const source = await sourceStream(schema, operation);
     if (!isAsyncIterable(source)) {
       watch();
       return source;
@@ -247,18 +273,7 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     );
   };
   return {
-    headChanges: (id, context) => {
-      const unwatch = polling.watch(id);
-      // An SSE client reconnecting (Last-Event-ID: the event id of the last change it was sent) first gets what it
-      // missed.
-      const lastEventId = operationOf(context)?.request.headers.get('last-event-id');
-      const missed = lastEventId ? events.missed(id, lastEventId) : undefined;
-      return changeQueue(events.listen, id, {
-        missed,
-        onFinish: unwatch,
-        onFolded: () => metrics.dropped.inc({ reason: 'folded' }),
-      });
-    },
+    headChanges: headChangeSource(events, polling, metrics),
     // Its release: once the transport is done with a stream (it ended, or its client left), its place is given back.
     policy: {
       name: 'subscriptions',

@@ -1,8 +1,9 @@
 import type { Cache } from '@envelop/response-cache';
 import type { ExecutionResult } from 'graphql';
-import { isPromise, type PromiseOrValue } from 'graphql-yoga';
+import type { PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import { serialise } from '../http/serialisation.js';
+import { isPromise } from '../pipeline/stages.js';
 
 import type { CacheEntityRecord } from '../request-state.js';
 

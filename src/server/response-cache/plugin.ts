@@ -4,11 +4,12 @@ import { type Cache, useResponseCache } from '@envelop/response-cache';
 import stableStringify from 'fast-json-stable-stringify';
 import fresh from 'fresh';
 import { type GraphQLObjectType, type GraphQLSchema, getNamedType, isObjectType } from 'graphql';
-import { isAsyncIterable, isPromise } from 'graphql-yoga';
+import { isAsyncIterable } from 'graphql-yoga';
 import type { ResponseCacheSettings } from '../../config.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import type { Policy } from '../pipeline/stages.js';
-import { type Cacheable, type OperationState, operationOf } from '../request-state.js';
+import { type OperationState, operationOf } from '../operation-state.js';
+import { type AnswerStep, isPromise, type Policy } from '../pipeline/stages.js';
+import type { Cacheable } from '../request-state.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 import { type CachedAnswer, type GatewayCache, ResponseCache } from './cache.js';
 import { evictionsAfter, evictionsOf, goneHeadRecords, typesWithoutIds, upstreamFaultOf } from './evictions.js';
@@ -152,7 +153,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
       const hit = (answer: CachedAnswer | undefined): undefined => {
         if (answer === undefined || answer.result.data == null) return undefined;
         operation.result = answer.result;
-        operation.kept = answer;
+        operation.cached = answer;
         cacheableFrom(operation, freshFor(answer.result.data, answer.expiresAt - Date.now()));
         return undefined;
       };
@@ -161,19 +162,21 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
     },
     envelop: [evictions, library],
     result: (operation) => afterExecution(operation, options),
-    answer(request, answer) {
-      const kept = request.cacheable;
-      // A whole JSON answer to a GET (only a query's is cacheable; never one in parts, whose stream would be left
-      // running).
-      if (!kept || request.http.method !== 'GET' || answer.status !== 200 || typeof answer.body !== 'string') return;
-      const ifNoneMatch = request.headers.get('if-none-match');
-      if (ifNoneMatch === null || !fresh({ 'if-none-match': ifNoneMatch }, { etag: kept.tag })) return;
-      answer.status = 304;
-      answer.headers.delete('content-type');
-      answer.body = null;
-    },
+    answer: notModified,
   };
 }
+
+/** The answer stage's step: 304 with no body to a GET whose `If-None-Match` names the answer's tag. */
+const notModified: AnswerStep = (request, answer) => {
+  const { cacheable } = request;
+  // A whole JSON answer to a GET (only a query's is cacheable; never one in parts, whose stream would be left running).
+  if (!cacheable || request.http.method !== 'GET' || answer.status !== 200 || typeof answer.body !== 'string') return;
+  const ifNoneMatch = request.headers.get('if-none-match');
+  if (ifNoneMatch === null || !fresh({ 'if-none-match': ifNoneMatch }, { etag: cacheable.tag })) return;
+  answer.status = 304;
+  answer.headers.delete('content-type');
+  answer.body = null;
+};
 
 /**
  * What an operation's answer says to HTTP caches: the request's, unless it is a batch's (its operations share one
@@ -195,7 +198,7 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
   const { result, cacheKey: key } = operation;
   if (result === undefined || isAsyncIterable(result)) return undefined;
   const fault =
-    options.staleIfErrorMs > 0 && key !== undefined && operation.kept === undefined
+    options.staleIfErrorMs > 0 && key !== undefined && operation.cached === undefined
       ? upstreamFaultOf(result)
       : undefined;
   if (fault !== undefined) {
@@ -224,7 +227,7 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
     serve(kept);
     return undefined;
   }
-  if (operation.kept === undefined) {
+  if (operation.cached === undefined) {
     // Kept by the library: it worked its TTL out (`onTtl`), and keeps an answer without errors for a TTL above 0.
     const ttl = operation.cacheTtl ?? 0;
     cacheableFrom(

@@ -16,8 +16,9 @@ import { refusedByBreaker } from '../../schema/errors.js';
 import { type HeaderReader, spanAttributes, type Tracing } from '../../telemetry/tracing.js';
 import type { ClientAwareness, ClientIdentity } from '../instruments/client-awareness.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
+import type { OperationState } from '../operation-state.js';
 import type { Policy } from '../pipeline/stages.js';
-import type { OperationRecord, OperationState, RequestState } from '../request-state.js';
+import type { OperationRecord, RequestState } from '../request-state.js';
 import { errorCodesOf, limitOf, type OperationOutcome, operationLabel, outcomeOf } from './operation-outcome.js';
 
 export interface OperationTelemetryOptions {

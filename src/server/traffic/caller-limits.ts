@@ -2,8 +2,9 @@ import type { GraphQLError } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
+import type { OperationState } from '../operation-state.js';
 import type { FinishStep, OperationStep, Policy } from '../pipeline/stages.js';
-import type { OperationState, RequestState } from '../request-state.js';
+import type { RequestState } from '../request-state.js';
 import { type CallerLimiters, giveBack, take, waitOf } from './limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
 

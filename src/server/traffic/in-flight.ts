@@ -1,6 +1,7 @@
 import type { Caller } from '../callers.js';
+import type { OperationState } from '../operation-state.js';
 import type { OperationStep, Policy } from '../pipeline/stages.js';
-import type { OperationState, RequestState } from '../request-state.js';
+import type { RequestState } from '../request-state.js';
 import type { LoadShedder, OverloadReason } from './load-shedder.js';
 
 /** Told of each refusal for overload, with its reason and its request's id (the log: overload-log.ts). */

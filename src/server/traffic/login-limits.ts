@@ -1,7 +1,7 @@
 import { type FieldNode, type GraphQLSchema, getArgumentValues, Kind } from 'graphql';
 import type { Config } from '../../config.js';
+import type { OperationState } from '../operation-state.js';
 import type { Policy } from '../pipeline/stages.js';
-import type { OperationState } from '../request-state.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 import { rateLimited } from './caller-limits.js';
 import { accountCallerOf } from './known-tokens.js';

@@ -1,5 +1,4 @@
 import type { IncomingMessage, Server } from 'node:http';
-import type { ExecutionResult, GraphQLError } from 'graphql';
 import {
   CloseCode,
   GRAPHQL_TRANSPORT_WS_PROTOCOL,
@@ -14,10 +13,9 @@ import type { Logger } from 'pino';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { CallerRules } from '../callers.js';
 import { pathOf } from '../http/paths.js';
-import { errorsJson, publicResult } from '../http/serialisation.js';
-import type { Incoming, Negotiated, RequestHeaders } from '../incoming.js';
+import type { Incoming, RequestHeaders } from '../incoming.js';
 import type { OperationEntry } from '../real-time/event-resolutions.js';
-import { type OperationParams, OperationState, RequestState } from '../request-state.js';
+import { type OperationSocket, SocketOperation } from './socket-operation.js';
 
 export interface WebSocketOptions {
   /** How an operation's caller is told (callers.ts): TRUST_PROXY, the tokens known to be real. */
@@ -55,14 +53,6 @@ export const TOO_MANY_OPERATIONS = 4413;
 /** How long a socket may wait before `connection_init` (graphql-ws's default). */
 const CONNECTION_INIT_WAIT_MS = 3_000;
 
-/** What carries a WebSocket operation's results: messages, `next` per result or part. */
-const messages: Negotiated = Object.freeze({
-  whole: 'application/json',
-  parts: 'websocket',
-  alpha9: false,
-  subscriptionSpec: false,
-});
-
 /**
  * The upgrade's headers a message does not carry: its credentials (only connection_init's token is an operation's) and
  * its request id (each operation has its own).
@@ -90,110 +80,17 @@ function authorizationOf(payload: Readonly<Record<string, unknown>> | undefined)
   return typeof value === 'string' ? value : undefined;
 }
 
-/** What a client reads of a stream that failed. */
-const unexpected = Object.freeze({
-  message: 'Unexpected error.',
-  extensions: { code: 'INTERNAL_SERVER_ERROR' },
-}) as unknown as GraphQLError;
-
-/** A result that ends before execution (no `data`): its errors are the subscribe message's `error`. */
-const refusedBeforeExecution = (result: ExecutionResult): boolean => !('data' in result);
-
-/**
- * One operation of a socket: its own abort signal and stream, whatever id the client gave it. The
- * client's `complete` (or the socket's close) cancels it: its signal aborts what it still runs
- * (upstream calls included) and its stream ends; nothing more is sent for it.
- */
-class SocketOperation {
-  readonly #controller = new AbortController();
-  #stream: AsyncIterator<ExecutionResult> | undefined;
-
-  constructor(
-    readonly id: string,
-    private readonly socket: SocketConnection,
-  ) {}
-
-  get cancelled(): boolean {
-    return this.#controller.signal.aborted;
-  }
-
-  cancel(): void {
-    if (this.cancelled) return;
-    this.#controller.abort();
-    void this.#stream?.return?.();
-  }
-
-  /** The operation on the one path, entering at the document stage, its results sent as they come. */
-  async run(
-    entry: OperationEntry,
-    payload: SubscribePayload,
-    incoming: Omit<Incoming, 'signal' | 'gone'>,
-    callers: CallerRules,
-  ): Promise<void> {
-    const { signal } = this.#controller;
-    const request = new RequestState(
-      {
-        ...incoming,
-        signal,
-        get gone() {
-          return signal.aborted;
-        },
-      },
-      callers,
-      { carries: messages },
-    );
-    const operation = new OperationState({ ...payload } as OperationParams, request);
-    try {
-      await entry.operation(operation);
-      const result = operation.result!;
-      if (!(Symbol.asyncIterator in result)) {
-        if (refusedBeforeExecution(result))
-          return this.#send({
-            id: this.id,
-            type: MessageType.Error,
-            payload: errorsJson(result.errors ?? []) as GraphQLError[],
-          });
-        this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(result) });
-      } else {
-        this.#stream = result[Symbol.asyncIterator]();
-        if (this.cancelled) void this.#stream.return?.();
-        try {
-          for (
-            let part = await this.#stream.next();
-            part.done !== true && !this.cancelled;
-            part = await this.#stream.next()
-          )
-            this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(part.value) });
-        } catch {
-          // A stream that failed (its parts' own failures are errors in them): the operation ends with an error, as
-          // graphql-ws's server ends it.
-          return this.#send({ id: this.id, type: MessageType.Error, payload: [unexpected] });
-        }
-      }
-      this.#send({ id: this.id, type: MessageType.Complete });
-    } finally {
-      entry.finish(request);
-      this.socket.ended(this);
-    }
-  }
-
-  /** A message of this operation's, unless it was cancelled (the client completed it, or left). */
-  #send(message: Parameters<typeof stringifyMessage>[0]): void {
-    if (!this.cancelled) this.socket.send(stringifyMessage(message));
-  }
-}
-
 /**
  * The server side of one socket (graphql-transport-ws, the protocol graphql-ws's client speaks;
  * its messages read and written by graphql-ws's own `parseMessage` and `stringifyMessage`). Each
- * `subscribe` message is an operation of its own (`SocketOperation`), so a `complete` ends the one
- * operation its id names then, and an id reused after it names a new one: no stream is left behind
- * (graphql-ws's server files operations by id alone, and a `subscribe`, `complete`, `subscribe` of
- * one id in one write left the first running). The socket's close cancels every operation it has.
- * Capped: WEBSOCKET_MAX_OPERATIONS open at once, WEBSOCKET_MAX_MESSAGES_PER_SECOND; over either the
- * socket is closed (its code, and a log line).
+ * `subscribe` message is an operation of its own (`SocketOperation`, socket-operation.ts), so a
+ * `complete` ends the one operation its id names then, and an id reused after it names a new one:
+ * no stream is left behind (graphql-ws's server files operations by id alone, and a `subscribe`,
+ * `complete`, `subscribe` of one id in one write left the first running). The socket's close
+ * cancels every operation it has. Capped: WEBSOCKET_MAX_OPERATIONS open at once,
+ * WEBSOCKET_MAX_MESSAGES_PER_SECOND; over either the socket is closed (its code, and a log line).
  */
-class SocketConnection {
+class SocketConnection implements OperationSocket {
   /** Its operations the client may still complete, by id. */
   readonly #byId = new Map<string, SocketOperation>();
   /** Every operation not yet ended (one completed still finishing is here, no longer by its id). */
