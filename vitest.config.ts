@@ -19,6 +19,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // The fleet suite is a CI step of its own: `npm run fleet` (test/fleet/vitest.config.ts).
     exclude: [...configDefaults.exclude, 'test/fleet/**'],
+    // The gateway built once (dist/): the tests that start it as a process run it as `npm start` does.
+    globalSetup: ['test/support/global-setup.ts'],
     // Lists the suites skipped for a program that is not installed (test/support/services.ts).
     reporters: ['default', './test/support/skipped-services-reporter.ts'],
     sequence: { shuffle: true, seed },

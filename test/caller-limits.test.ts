@@ -40,8 +40,16 @@ describe('RATE_LIMIT_REQUESTS_PER_SECOND=5 (a burst of 10)', () => {
   let t: TestGateway;
   beforeAll(async () => {
     // Each operation's own upstream calls are counted: identical concurrent reads would share one (UPSTREAM_DEDUPE).
+    // The upstream queue is not watched by the load shedder here: a flood's operations arrive over the socket one by
+    // one, and once the first ten's 500 calls queue for connections the shedder would refuse the rest first
+    // (test/load-shedding.test.ts holds that); this block is about the limit.
     t = await startTestGateway({
-      env: { RATE_LIMIT_REQUESTS_PER_SECOND: '5', UPSTREAM_DEDUPE: 'false', TRUST_PROXY: 'true' },
+      env: {
+        RATE_LIMIT_REQUESTS_PER_SECOND: '5',
+        UPSTREAM_DEDUPE: 'false',
+        TRUST_PROXY: 'true',
+        SHED_MAX_UPSTREAM_QUEUED: '0',
+      },
     });
   });
   afterAll(() => t.close());

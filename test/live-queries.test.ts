@@ -51,13 +51,16 @@ describe('@live queries (SUBSCRIPTION_LIVE_THROTTLE_MS=2000)', () => {
     await t.execute(UPDATE, { input: { id: first, name: 'Renamed once' } });
     await t.execute(UPDATE, { input: { id: second, name: 'Renamed too' } });
     await until(() => view.results.length >= 2, 'the page sent again');
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    // One more change once that result is out: the next result is its own, so nothing came between.
+    await t.execute(UPDATE, { input: { id: first, name: 'Renamed again' } });
+    await until(() => view.results.length >= 3, 'the page sent a third time');
     // The two changes to the page within the throttle: one result with both.
-    expect(view.results).toHaveLength(2);
+    expect(view.results).toHaveLength(3);
     expect(view.results[1]!.data!.heads.nodes.map((node) => node.name).slice(0, 2)).toEqual([
       'Renamed once',
       'Renamed too',
     ]);
+    expect(view.results[2]!.data!.heads.nodes[0]!.name).toBe('Renamed again');
     expect(t.subscriptions.open()).toBe(1);
     await view.stop();
     await until(() => t.subscriptions.open() === 0, 'closed with its client');

@@ -2,10 +2,12 @@ import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { type AddressInfo, createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { thisBuild } from './support/process.js';
 
 describe('the gateway process', () => {
   it('exits 1 with one line on stderr and no stack trace for a bad value', () => {
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const result = spawnSync(process.execPath, thisBuild.args, {
+      cwd: thisBuild.cwd,
       env: { ...process.env, PORT: 'not-a-port' },
       encoding: 'utf8',
       timeout: 20_000,
@@ -31,7 +33,8 @@ describe('the gateway process', () => {
       ['ADMIN_PORT', { PORT: '0' }],
       ['PORT, with WORKERS=2', { WORKERS: '2' }],
     ])('held already (%s): exits 1 with one line on stderr per process that tried, no stack trace', (variable, env) => {
-      const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      const result = spawnSync(process.execPath, thisBuild.args, {
+        cwd: thisBuild.cwd,
         env: { ...process.env, [variable.split(',')[0]!]: port(), ...env },
         encoding: 'utf8',
         timeout: 20_000,
@@ -48,7 +51,8 @@ describe('the gateway process', () => {
   });
 
   it('refuses to start the embedded reference upstream with NODE_ENV=production', () => {
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const result = spawnSync(process.execPath, thisBuild.args, {
+      cwd: thisBuild.cwd,
       env: { ...process.env, NODE_ENV: 'production', UPSTREAM_URL: '' },
       encoding: 'utf8',
       timeout: 20_000,

@@ -1,8 +1,9 @@
 import { type ChildProcess, type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { connect, createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
 
-/** The gateway as an operator runs it (`npm run start:dev`): `src/main.ts` in a process of its own. */
+/** The gateway as an operator runs it (`npm start`): `dist/main.js` in a process of its own. */
 export interface GatewayProcess {
   readonly child: ChildProcessWithoutNullStreams;
   /** The URL of its "Gateway listening on" line. */
@@ -21,22 +22,22 @@ export interface GatewayCommand {
   readonly cwd?: string;
 }
 
-/** `npm run start:dev`: the sources through tsx, from this checkout. */
-const fromSources: GatewayCommand = { args: ['--import', 'tsx', 'src/main.ts'] };
-
 /**
  * `npm start` without its build step: a built checkout's `dist/main.js`, in that checkout (the fleet test runs older
  * builds too).
  */
 export const fromBuild = (checkout: string): GatewayCommand => ({ args: ['dist/main.js'], cwd: checkout });
 
+/** This checkout's build, made once per run by test/support/global-setup.ts. */
+export const thisBuild: GatewayCommand = fromBuild(fileURLToPath(new URL('../..', import.meta.url)));
+
 /**
- * Starts `src/main.ts` (or `command`) with `env` over this process's environment (PORT 0 unless
- * `env` says) and resolves once it prints its "Gateway listening on" line.
+ * Starts this checkout's build (or `command`) with `env` over this process's environment (PORT 0
+ * unless `env` says) and resolves once it prints its "Gateway listening on" line.
  */
 export async function startGatewayProcess(
   env: Record<string, string>,
-  command: GatewayCommand = fromSources,
+  command: GatewayCommand = thisBuild,
 ): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [...command.args], {
     cwd: command.cwd,

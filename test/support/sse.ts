@@ -30,6 +30,8 @@ export interface SseSubscription {
   readonly events: SseEvent[];
   /** The requests made: 1, plus one per reconnection. */
   readonly connections: number;
+  /** Whether a stream's first bytes came (the gateway writes its start once the subscription listens). */
+  readonly opened: boolean;
   /** The `Last-Event-ID` it would reconnect with. */
   readonly lastEventId: string | undefined;
   close(): void;
@@ -52,6 +54,7 @@ export function subscribeSse(options: SseOptions): SseSubscription {
   const controller = new AbortController();
   const events: SseEvent[] = [];
   let connections = 0;
+  let opened = false;
   let lastEventId = options.lastEventId;
   const onEvent = (event: SseEvent) => {
     events.push(event);
@@ -73,8 +76,10 @@ export function subscribeSse(options: SseOptions): SseSubscription {
     const parse = eventParser(onEvent);
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
-    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      opened = true;
       parse(decoder.decode(chunk.value, { stream: true }));
+    }
   };
   void (async () => {
     do {
@@ -87,6 +92,9 @@ export function subscribeSse(options: SseOptions): SseSubscription {
     events,
     get connections() {
       return connections;
+    },
+    get opened() {
+      return opened;
     },
     get lastEventId() {
       return lastEventId;
