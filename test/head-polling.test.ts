@@ -7,6 +7,7 @@ import { gather } from './support/gather.js';
 import { sampleOf } from './support/metrics.js';
 import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
+import { sseClients } from './support/sse.js';
 import { until } from './support/until.js';
 
 /*
@@ -58,19 +59,15 @@ describe(`SUBSCRIPTION_POLL_MS=${POLL_MS}`, () => {
   let t: TestGateway;
   let url: string;
   let ids: string[];
-  const clients: Client[] = [];
-  const sse = () => {
-    const client = createClient({ url, retryAttempts: 0 });
-    clients.push(client);
-    return client;
-  };
+  const clients = sseClients(() => url);
+  const sse = clients.client;
   beforeAll(async () => {
     t = await startTestGateway({ env: { SUBSCRIPTION_POLL_MS: String(POLL_MS) } });
     url = await t.listen();
     ids = t.reference.store.headIds();
   });
   afterAll(async () => {
-    for (const client of clients) client.dispose();
+    clients.dispose();
     await t.close();
   });
 
@@ -143,21 +140,17 @@ describe('SUBSCRIPTION_POLL_MS=1000: what polling sees', () => {
   let t: TestGateway;
   let url: string;
   let ids: string[];
-  const clients: Client[] = [];
+  const clients = sseClients(() => url);
+  const sse = clients.client;
   beforeAll(async () => {
     t = await startTestGateway({ env: { SUBSCRIPTION_POLL_MS: '1000' } });
     url = await t.listen();
     ids = t.reference.store.headIds();
   });
   afterAll(async () => {
-    for (const client of clients) client.dispose();
+    clients.dispose();
     await t.close();
   });
-  const sse = () => {
-    const client = createClient({ url, retryAttempts: 0 });
-    clients.push(client);
-    return client;
-  };
 
   it('a change in the first interval after a head is first watched: its baseline was read as it was watched, so the change is sent', async () => {
     const id = ids[44]!;

@@ -1,8 +1,9 @@
 import { encodeGlobalID } from '@pothos/plugin-relay';
-import { type Client, createClient } from 'graphql-sse';
+import type { Client } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { gather } from './support/gather.js';
+import { sseClients } from './support/sse.js';
 import { until } from './support/until.js';
 
 /*
@@ -25,20 +26,16 @@ const live = (client: Client, query: string) => gather(client.iterate({ query })
 describe('@live queries (SUBSCRIPTION_LIVE_THROTTLE_MS=2000)', () => {
   let t: TestGateway;
   let url: string;
-  const clients: Client[] = [];
+  const clients = sseClients(() => url);
+  const sse = clients.client;
   beforeAll(async () => {
     t = await startTestGateway({ env: { SUBSCRIPTION_LIVE_THROTTLE_MS: '2000' } });
     url = await t.listen();
   });
   afterAll(async () => {
-    for (const client of clients) client.dispose();
+    clients.dispose();
     await t.close();
   });
-  const sse = () => {
-    const client = createClient({ url, retryAttempts: 0 });
-    clients.push(client);
-    return client;
-  };
 
   it('a live list view: its first page at once, then again when a head on it changes, not when another does; changes within the throttle sent together', async () => {
     const view = live(sse(), LIST);
@@ -83,20 +80,16 @@ describe('@live queries (SUBSCRIPTION_LIVE_THROTTLE_MS=2000)', () => {
 describe('a live query never goes silent (SUBSCRIPTION_LIVE_THROTTLE_MS=0, CIRCUIT_BREAKER_RESET_MS=100)', () => {
   let t: TestGateway;
   let url: string;
-  const clients: Client[] = [];
+  const clients = sseClients(() => url);
+  const sse = clients.client;
   beforeAll(async () => {
     t = await startTestGateway({ env: { SUBSCRIPTION_LIVE_THROTTLE_MS: '0', CIRCUIT_BREAKER_RESET_MS: '100' } });
     url = await t.listen();
   });
   afterAll(async () => {
-    for (const client of clients) client.dispose();
+    clients.dispose();
     await t.close();
   });
-  const sse = () => {
-    const client = createClient({ url, retryAttempts: 0 });
-    clients.push(client);
-    return client;
-  };
   const code = (result: Result) => result.errors?.[0]?.extensions?.code;
 
   it('a re-run the upstream fails is sent with its code and keeps what the query watches: the next change is sent', async () => {

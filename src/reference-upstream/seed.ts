@@ -11,19 +11,7 @@ import type {
   SeedUser,
 } from './seed-records.js';
 
-export type {
-  Label,
-  LabelObject,
-  PayableData,
-  ReferenceSeed,
-  SeedHair,
-  SeedHead,
-  SeedOrganization,
-  SeedPermission,
-  SeedSubscription,
-  SeedSubscriptionType,
-  SeedUser,
-} from './seed-records.js';
+export type * from './seed-records.js';
 
 /*
  * Deterministic seed data of the reference upstream. Everything derives from one seeded PRNG so

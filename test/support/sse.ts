@@ -1,3 +1,4 @@
+import { type Client, createClient } from 'graphql-sse';
 /*
  * A GraphQL over SSE client by hand, as a browser's EventSource behaves: its events parsed as they
  * come (with their ids), and, when resuming, a new request with `Last-Event-ID` each time a
@@ -100,5 +101,23 @@ export function subscribeSse(options: SseOptions): SseSubscription {
       return lastEventId;
     },
     close: () => controller.abort(),
+  };
+}
+
+/**
+ * graphql-sse clients on a gateway's endpoint, as a test suite makes them (no retries: a test sees every failure),
+ * disposed together once it ends.
+ */
+export function sseClients(endpoint: () => string): { readonly client: () => Client; dispose(): void } {
+  const made: Client[] = [];
+  return {
+    client: () => {
+      const client = createClient({ url: endpoint(), retryAttempts: 0 });
+      made.push(client);
+      return client;
+    },
+    dispose: () => {
+      for (const client of made.splice(0)) client.dispose();
+    },
   };
 }
