@@ -120,7 +120,8 @@ describe('a subscriber’s stream of results', () => {
     await new Promise((resolve) => setImmediate(resolve));
     state.onChange!(change(1));
     await new Promise((resolve) => setImmediate(resolve));
-    state.onChange!(change(2));
+    // Made after the first resolution started (a change made before it would take that one: event-resolutions.ts).
+    state.onChange!(change(2, { at: Date.now() + 1_000 }));
     const ids = [(await first).value, (await second).value].map(
       (result) => ((result as ExecutionResult).data as { headChanged: { id: string } }).headChanged.id,
     );
@@ -132,5 +133,27 @@ describe('a subscriber’s stream of results', () => {
     expect(await waiting).toEqual({ done: true, value: undefined });
     await new Promise((resolve) => setImmediate(resolve));
     expect(state.listening).toBe(false);
+  });
+
+  it('kept for changes that come late, bounded by bytes: after 40 keys of 1 MB results the first key’s is gone, and a late change resolves anew', async () => {
+    const { operation, resolutions } = subscription();
+    let runs = 0;
+    const big = 'x'.repeat(1024 * 1024);
+    resolutions.enterThrough({
+      operation: (event) => {
+        runs++;
+        event.result = { data: { headChanged: { id: big } } };
+      },
+      finish: () => undefined,
+    });
+    await resolutions.of(change(1), operation, 'key-0');
+    // The same key, a change made before that resolution started: the kept one answers it.
+    await resolutions.of(change(2, { at: 0 }), operation, 'key-0');
+    expect(runs).toBe(1);
+    for (let key = 1; key <= 40; key++) await resolutions.of(change(2 + key), operation, `key-${key}`);
+    expect(runs).toBe(41);
+    // 41 MB of results outweigh the bound: key-0's was let go, so the late change is resolved again.
+    await resolutions.of(change(50, { at: 0 }), operation, 'key-0');
+    expect(runs).toBe(42);
   });
 });

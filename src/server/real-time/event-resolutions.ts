@@ -113,6 +113,11 @@ interface Latest {
 
 /** Sharing keys whose latest resolution is kept for changes that come while it waits or just after it started. */
 const LATEST_KEPT = 10_000;
+/**
+ * The bytes of the results those resolutions hold once done, all keys together (a waiting or running one counts one
+ * byte): the keys of subscriptions gone since are dropped first.
+ */
+const LATEST_BYTES = 32 * 1024 * 1024;
 
 /**
  * Each event resolved once per sharing key (token, document, variables): N subscribers sharing one
@@ -127,7 +132,11 @@ const LATEST_KEPT = 10_000;
 export class EventResolutions {
   /** Each event's resolution per sharing key, while the change is held by a subscriber's queue or stream. */
   readonly #resolved = new WeakMap<HeadChange, Map<string, Promise<Resolved>>>();
-  readonly #latest = new LRUCache<string, Latest>({ max: LATEST_KEPT });
+  readonly #latest = new LRUCache<string, Latest>({
+    max: LATEST_KEPT,
+    maxSize: LATEST_BYTES,
+    sizeCalculation: () => 1,
+  });
   readonly #turns: LimitFunction;
   /** Each caller's turns, while it has events waiting or under way. */
   readonly #callers = new Map<string, LimitFunction>();
@@ -192,7 +201,16 @@ export class EventResolutions {
     const resolved = callerTurns(() => this.#turns(run)).finally(() => {
       if (callerTurns.activeCount === 0 && callerTurns.pendingCount === 0) this.#callers.delete(caller);
     });
-    this.#latest.set(key, { turn, deleted, resolved });
+    const entry: Latest = { turn, deleted, resolved };
+    this.#latest.set(key, entry);
+    // Done, it weighs its result: kept by bytes as well as by count.
+    resolved.then(
+      ({ json }) => {
+        // A new object: lru-cache keeps the size it had for the same value set again.
+        if (this.#latest.peek(key) === entry) this.#latest.set(key, { ...entry }, { size: Math.max(json.length, 1) });
+      },
+      () => undefined,
+    );
     return resolved;
   }
 }
