@@ -5,10 +5,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { ALICE_PASSWORD, ALICE_USERNAME, DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { useAnswerBody } from '../src/server/answers/answer.js';
-import { OperationState } from '../src/server/operation-state.js';
-import { Pipeline } from '../src/server/pipeline/pipeline.js';
+import type { OperationState } from '../src/server/operation-state.js';
 import type { Policy, Serve } from '../src/server/pipeline/stages.js';
-import { routes } from '../src/server/routes.js';
 import { useCallerLimits } from '../src/server/traffic/caller-limits.js';
 import { useInFlight } from '../src/server/traffic/in-flight.js';
 import { createCallerLimiters, take, waitOf } from '../src/server/traffic/limiters.js';
@@ -18,6 +16,7 @@ import { nodeTransport } from '../src/server/transports/node.js';
 import { type Answer, answer, jsonHeaders, post, startTestGateway, type TestGateway } from './support/gateway.js';
 import { ok, refusals } from './support/limits.js';
 import { sampleOf } from './support/metrics.js';
+import { oneOperation, serveOf } from './support/pipeline.js';
 import { until } from './support/until.js';
 
 /*
@@ -340,8 +339,7 @@ describe('a stream whose next() rejects', () => {
     const policies: Policy[] = [
       useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }),
       inFlight,
-      // What intake/params.ts makes of a request's parameters: one operation.
-      { name: 'params', intake: (request) => void new OperationState({ query: '{ first }' }, request) },
+      oneOperation('{ first }'),
       callerLimits!,
       {
         name: 'execution',
@@ -351,16 +349,7 @@ describe('a stream whose next() rejects', () => {
         },
       },
     ];
-    const pipeline = new Pipeline({ policies, mask: () => new GraphQLError('Unexpected error.') });
-    const serve = routes({
-      endpoint: '/graphql',
-      pipeline,
-      callers: { trustProxy: undefined, callerOf: () => undefined },
-      graphiql: undefined,
-      preflight: undefined,
-      routes: [],
-      everyAnswer: [],
-    });
+    const serve = serveOf({ policies, mask: () => new GraphQLError('Unexpected error.') });
     return { shedder, inFlightSlots: limiters.inFlight!, serve, streamed, fail };
   }
 

@@ -8,16 +8,14 @@ import { useAnswerBody } from '../src/server/answers/answer.js';
 import { errorMasking } from '../src/server/answers/masking.js';
 import { serialise } from '../src/server/http/serialisation.js';
 import { createLogger } from '../src/server/instruments/logger.js';
-import { OperationState } from '../src/server/operation-state.js';
-import { Pipeline } from '../src/server/pipeline/pipeline.js';
 import type { Policy } from '../src/server/pipeline/stages.js';
-import { routes } from '../src/server/routes.js';
 import { useInFlight } from '../src/server/traffic/in-flight.js';
 import { LoadShedder } from '../src/server/traffic/load-shedder.js';
 import { fetchTransport } from '../src/server/transports/fetch.js';
 import { nodeTransport } from '../src/server/transports/node.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { sampleOf } from './support/metrics.js';
+import { oneOperation, serveOf } from './support/pipeline.js';
 import { type RedisProcess, startRedis } from './support/redis.js';
 import { describeWithRedis } from './support/services.js';
 import { until } from './support/until.js';
@@ -318,7 +316,7 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
     const policies: Policy[] = [
       { name: 'body', answer: (request, answer) => fail('body') ?? body(request, answer) },
       inFlight,
-      { name: 'params', intake: (request) => void new OperationState({ query: '{ ok }' }, request) },
+      oneOperation('{ ok }'),
       { name: 'execution', execution: () => ({ data: { ok: true } }) },
       masking,
       { name: 'faulty', result: () => fail('result'), record: () => void fail('telemetry') },
@@ -335,16 +333,7 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
         record: () => void state.finished++,
       },
     ];
-    const pipeline = new Pipeline({ policies, mask: masking.mask });
-    const serve = routes({
-      endpoint: '/graphql',
-      pipeline,
-      callers: { trustProxy: undefined, callerOf: () => undefined },
-      graphiql: undefined,
-      preflight: undefined,
-      routes: [],
-      everyAnswer: [],
-    });
+    const serve = serveOf({ policies, mask: masking.mask });
     return { state, shedder, serve };
   }
 
@@ -402,6 +391,46 @@ describe('a step that fails never loses an answer, nor the telemetry stage', () 
       shedder.close();
       await new Promise<void>((resolve) => server.close(() => resolve()).closeAllConnections());
     }
+  });
+});
+
+describe('the stages after the document stage', () => {
+  it('are given only an operation whose document was prepared: one left without it is our fault, never run', async () => {
+    const masking = errorMasking(createLogger({ level: 'silent' }));
+    const ran: string[] = [];
+    const policies = (prepared: boolean): Policy[] => {
+      const made = oneOperation('{ ok }');
+      return [
+        useAnswerBody({ maxBytes: 1_000_000, stream: { heartbeatMs: 8_000 } }),
+        prepared ? made : { name: 'params', intake: made.intake },
+        {
+          name: 'admission',
+          admission: (operation) => {
+            ran.push('admitted');
+            ran.push(operation.definition.operation);
+            return undefined;
+          },
+        },
+        {
+          name: 'execution',
+          execution: (operation) => {
+            ran.push(`ran ${operation.prepared.text}`);
+            return { data: { ok: 1 } };
+          },
+        },
+        masking,
+      ];
+    };
+    const unprepared = fetchTransport(serveOf({ policies: policies(false), mask: masking.mask }));
+    const refused = await unprepared('http://gateway/graphql', { method: 'POST' });
+    expect(await refused.json()).toEqual({
+      errors: [{ message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } }],
+    });
+    expect(ran).toEqual([]);
+    const prepared = fetchTransport(serveOf({ policies: policies(true), mask: masking.mask }));
+    const answered = await prepared('http://gateway/graphql', { method: 'POST' });
+    expect(await answered.json()).toEqual({ data: { ok: 1 } });
+    expect(ran).toEqual(['admitted', 'query', 'ran { ok }']);
   });
 });
 

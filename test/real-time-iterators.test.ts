@@ -1,9 +1,9 @@
-import { type ExecutionResult, parse } from 'graphql';
+import { type ExecutionResult, type OperationDefinitionNode, parse } from 'graphql';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { HeadChange } from '../src/domain/head-changes.js';
 import { RealTimeMetrics } from '../src/server/instruments/real-time-metrics.js';
-import { OperationState } from '../src/server/operation-state.js';
+import { isPrepared, OperationState } from '../src/server/operation-state.js';
 import { changeQueue } from '../src/server/real-time/change-queue.js';
 import { EventResolutions } from '../src/server/real-time/event-resolutions.js';
 import { subscriberStream } from '../src/server/real-time/subscriber-stream.js';
@@ -97,9 +97,14 @@ describe('a subscriber’s stream of results', () => {
       alpha9: false,
       subscriptionSpec: false,
     };
-    const operation = new OperationState({ query: 'subscription { headChanged(id: "h") { id } }' }, request);
-    const document = parse(operation.params.query!);
-    operation.prepared = { text: operation.params.query!, document, incremental: false, plain: document };
+    const text = 'subscription { headChanged(id: "h") { id } }';
+    const operation = new OperationState({ query: text }, request);
+    const document = parse(text);
+    // What the document stage writes (documents/prepared.ts).
+    operation.prepared = { text, document, incremental: false, plain: document };
+    operation.document = document;
+    operation.definition = document.definitions[0] as OperationDefinitionNode;
+    if (!isPrepared(operation)) throw new Error('not prepared');
     const resolutions = new EventResolutions({ eventConcurrency: 4, eventConcurrencyPerCaller: 4 });
     resolutions.enterThrough({
       operation: (event) => {

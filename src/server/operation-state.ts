@@ -41,14 +41,24 @@ export const operationOf = (context: unknown): OperationState | undefined =>
   (context as { [operationKey]?: OperationState } | null)?.[operationKey];
 
 /**
- * What an operation entering after the document stage's work was done brings: its subscription's document, prepared
- * already.
+ * What the document stage writes: the document prepared, the one the operation runs, and the operation it selects (a
+ * subscription's event enters with its subscription's).
  */
 export interface PreparedOperation {
   readonly prepared: PreparedDocument;
   readonly document: DocumentNode;
   readonly definition: OperationDefinitionNode;
 }
+
+/**
+ * An operation past the document stage, which wrote these: what the admission, plan and execution stages are given
+ * (the pipeline refuses one that a document step left without them).
+ */
+export type PreparedOperationState = OperationState & PreparedOperation;
+
+/** Whether the document stage prepared the operation's document and selected its operation. */
+export const isPrepared = (operation: OperationState): operation is PreparedOperationState =>
+  operation.prepared !== undefined && operation.document !== undefined && operation.definition !== undefined;
 
 /** One GraphQL operation: made as its request's parameters are read, read and written by every stage after. */
 export class OperationState {

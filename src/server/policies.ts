@@ -28,7 +28,7 @@ import { useBatching } from './intake/batching.js';
 import { useRequestBody } from './intake/body.js';
 import { graphqlMethods } from './intake/method.js';
 import { paramsCheck, useRequestParams, variablesDepth } from './intake/params.js';
-import type { OperationState } from './operation-state.js';
+import type { PreparedOperationState } from './operation-state.js';
 import type { MaybePromise } from './pipeline/stages.js';
 import { useHeadEvents } from './real-time/head-events.js';
 import { headPolling } from './real-time/head-polling.js';
@@ -82,22 +82,13 @@ export interface PolicyOptions {
   readonly settings: GatewaySettings;
   readonly metrics: GatewayMetrics;
   readonly tracing: Tracing;
-  /**
-   * Where automatic persisted queries are registered. @default in Redis with `redis`, else in this process's memory,
-   * bounded by the settings
-   */
+  /** Where APQ registrations go. @default in Redis with `redis`, else in this process's memory, bounded */
   readonly apqStore?: PersistedQueryStore | undefined;
-  /**
-   * Redis (REDIS_URL) for the limit counters, APQ registrations and response cache shared by every process. @default
-   * none: process memory
-   */
+  /** Redis (REDIS_URL) for what every process shares (limits, APQ, cache, events). @default none: process memory */
   readonly redis?: SharedRedis | undefined;
   /** The response cache's own Redis (RESPONSE_CACHE_REDIS_URL). @default `redis` */
   readonly cacheRedis?: SharedRedis | undefined;
-  /**
-   * One of several workers behind one port (WORKERS>1): without Redis, head events go to the other workers through the
-   * primary. @default false
-   */
+  /** One of WORKERS>1 behind a port: without Redis, head events reach the others via the primary. @default false */
   readonly clusterWorker?: boolean | undefined;
 }
 
@@ -118,10 +109,7 @@ function loadShedder(options: PolicyOptions): LoadShedder {
   return shedder;
 }
 
-/**
- * The operation recorder: the manifest's names and the operator's kept apart in metrics, the others sharing the bounded
- * pool.
- */
+/** The operation recorder: the manifest's and the operator's names apart in metrics, the others in a bounded pool. */
 function operationRecorder(options: PolicyOptions): OperationRecorder {
   const { settings } = options;
   const { trustedDocuments } = settings.persistedDocuments;
@@ -156,10 +144,7 @@ function apqStoreOf(options: PolicyOptions): PersistedQueryStore {
   );
 }
 
-/**
- * Execution's engine (compiled or interpreted) and the envelop that runs the document policies and the response
- * cache's.
- */
+/** Execution's engine (compiled or interpreted), in the envelop that runs the document policies and the cache's. */
 function execution(options: PolicyOptions, responseCache: ReturnType<typeof responseCachePlugin> | undefined) {
   const { settings, metrics } = options;
   const compiled = settings.compiledExecution
@@ -186,7 +171,10 @@ function execution(options: PolicyOptions, responseCache: ReturnType<typeof resp
  * The real-time policies: head events (a write's changes told to their watchers), polling for changes made elsewhere,
  * subscriptions and live queries.
  */
-function realTime(options: PolicyOptions, execute: (operation: OperationState) => MaybePromise<OperationResult>) {
+function realTime(
+  options: PolicyOptions,
+  execute: (operation: PreparedOperationState) => MaybePromise<OperationResult>,
+) {
   const { settings, metrics } = options;
   const { realTime: counts } = metrics;
   const headEvents = useHeadEvents({

@@ -25,16 +25,13 @@ import {
  *   { incremental: [{ data, path, label }] }      { incremental: [{ id, data }], completed: [{ id }] }
  *   { incremental: [{ items, path: [..., i] }] }  { incremental: [{ id, items }] }  (completed when the answer ends)
  *
- * A fragment or list is announced as pending in the part that first holds the object it is
- * deferred on (or the list's first items): the operation is walked along the data delivered,
- * with the schema, as the executor walked it. Where the walk cannot tell whether a fragment
- * applies (an abstract type without `__typename` in the data) it announces nothing, and the
- * fragment is announced in the part that delivers it.
+ * A fragment or list is announced in the part that first holds its object (or first items), walking the operation
+ * along the data as the executor did; when the walk cannot tell (no `__typename`), in the part that delivers it.
  */
 
 type Path = readonly (string | number)[];
+type Data = Record<string, unknown>;
 
-/** A node that may carry directives (a field, a fragment or a spread). */
 type Directed = Parameters<typeof getDirectiveValues>[1];
 
 interface Pending {
@@ -48,9 +45,9 @@ interface Site {
   readonly kind: 'defer' | 'stream';
   readonly path: Path;
   readonly label: string | undefined;
-  /** The deferred fragment's selections, or the streamed field's (none for a list of scalars). */
+  /** The deferred fragment's, or the streamed field's (none for a list of scalars). */
   readonly selectionSet: SelectionSetNode | undefined;
-  /** The type those selections are read on: the object's (defer) or the items' (stream). */
+  /** The object's (defer) or the items' (stream). */
   readonly type: GraphQLNamedType;
 }
 
@@ -91,14 +88,7 @@ class SiteFinder {
     this.stream = schema.getDirective('stream') ?? undefined;
   }
 
-  /** The sites opened by `data`, read with `selectionSet` on `type` at `path`. */
-  inObject(
-    selectionSet: SelectionSetNode,
-    type: GraphQLNamedType,
-    data: Record<string, unknown>,
-    path: Path,
-    found: Site[],
-  ): void {
+  inObject(selectionSet: SelectionSetNode, type: GraphQLNamedType, data: Data, path: Path, found: Site[]): void {
     const runtime = this.runtimeType(type, data);
     for (const selection of selectionSet.selections) {
       if (!this.included(selection)) continue;
@@ -109,31 +99,23 @@ class SiteFinder {
       const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : this.fragments.get(selection.name.value);
       if (fragment === undefined) continue;
       const condition = fragment.typeCondition ? this.schema.getType(fragment.typeCondition.name.value) : undefined;
-      const applies =
-        condition === undefined ? true : runtime === undefined ? undefined : this.typeApplies(condition, runtime);
-      // Unknown: announced when delivered (a fragment announced that never comes would hold a client).
-      if (applies !== true) continue;
-      const label = this.deferLabel(selection);
+      // Skipped when it does not apply, or may not (no runtime type): then it is announced when delivered (a fragment
+      // announced that never comes would hold a client).
+      if (condition !== undefined && (runtime === undefined || !this.typeApplies(condition, runtime))) continue;
+      const label = this.activeLabel(this.defer, selection);
       if (label !== false)
         found.push({ kind: 'defer', path, label, selectionSet: fragment.selectionSet, type: runtime ?? type });
       else this.inObject(fragment.selectionSet, runtime ?? type, data, path, found);
     }
   }
 
-  /** The sites opened by the items of a streamed list from index `from` on. */
   inItems(site: Site, items: readonly unknown[], from: number, found: Site[]): void {
     if (site.selectionSet === undefined) return;
     for (const [i, item] of items.entries())
       this.inValue(site.selectionSet, site.type, item, [...site.path, from + i], found);
   }
 
-  private inField(
-    field: FieldNode,
-    type: GraphQLNamedType,
-    data: Record<string, unknown>,
-    path: Path,
-    found: Site[],
-  ): void {
+  private inField(field: FieldNode, type: GraphQLNamedType, data: Data, path: Path, found: Site[]): void {
     const key = field.alias?.value ?? field.name.value;
     const value = data[key];
     if (value === undefined || value === null || field.name.value === '__typename') return;
@@ -141,26 +123,20 @@ class SiteFinder {
     if (definition === undefined) return;
     const itemType = getNamedType(definition.type);
     const fieldPath = [...path, key];
-    const label = Array.isArray(value) ? this.streamLabel(field) : false;
+    const label = Array.isArray(value) ? this.activeLabel(this.stream, field) : false;
     if (label !== false)
       found.push({ kind: 'stream', path: fieldPath, label, selectionSet: field.selectionSet, type: itemType });
     if (field.selectionSet) this.inValue(field.selectionSet, itemType, value, fieldPath, found);
   }
 
-  private inValue(
-    selectionSet: SelectionSetNode,
-    type: GraphQLNamedType,
-    value: unknown,
-    path: Path,
-    found: Site[],
-  ): void {
+  private inValue(selectionSet: SelectionSetNode, type: GraphQLNamedType, value: unknown, path: Path, found: Site[]) {
     if (value === null || typeof value !== 'object') return;
     if (Array.isArray(value))
       for (const [i, item] of value.entries()) this.inValue(selectionSet, type, item, [...path, i], found);
-    else this.inObject(selectionSet, type, value as Record<string, unknown>, path, found);
+    else this.inObject(selectionSet, type, value as Data, path, found);
   }
 
-  private runtimeType(type: GraphQLNamedType, data: Record<string, unknown>): GraphQLNamedType | undefined {
+  private runtimeType(type: GraphQLNamedType, data: Data): GraphQLNamedType | undefined {
     if (isObjectType(type)) return type;
     return typeof data.__typename === 'string' ? this.schema.getType(data.__typename) : undefined;
   }
@@ -178,15 +154,7 @@ class SiteFinder {
     );
   }
 
-  /** The label of an active @defer (undefined without one), or false when there is none. */
-  private deferLabel(node: Directed): string | undefined | false {
-    return this.activeLabel(this.defer, node);
-  }
-
-  private streamLabel(node: FieldNode): string | undefined | false {
-    return this.activeLabel(this.stream, node);
-  }
-
+  /** The label of an active @defer or @stream (undefined without one), or false when there is none. */
   private activeLabel(directive: GraphQLDirective | undefined, node: Directed): string | undefined | false {
     if (directive === undefined || !node.directives?.length) return false;
     const values = getDirectiveValues(directive, node, this.variables);
@@ -195,34 +163,27 @@ class SiteFinder {
   }
 }
 
-/**
- * What one answer has announced and not completed yet, by the key of its site, and the id its next announcement
- * takes.
- */
+/** An answer's announcements not completed, by site key (with the site when the walk foresaw it), and its next id. */
 interface Announced {
   readonly open: Map<string, { pending: Pending; site: Site | undefined }>;
   nextId: number;
 }
 
-/** Announces as pending, into `into`, those of `sites` not announced yet. */
-function announce(announced: Announced, sites: readonly Site[], into: Pending[]): void {
-  for (const site of sites) {
-    const key = keyOf(site.path, site.label);
-    if (announced.open.has(key)) continue;
-    const pending: Pending = {
-      id: String(announced.nextId++),
-      path: site.path,
-      ...(site.label === undefined ? {} : { label: site.label }),
-    };
-    announced.open.set(key, { pending, site });
-    into.push(pending);
-  }
+/** Announces the site at `path` as pending, into `into`: what is now open. */
+function opened(announced: Announced, path: Path, label: string | undefined, site: Site | undefined, into: Pending[]) {
+  const known = { pending: { id: String(announced.nextId++), path, ...(label === undefined ? {} : { label }) }, site };
+  announced.open.set(keyOf(path, label), known);
+  into.push(known.pending);
+  return known;
 }
 
-/**
- * Rewrites one entry of a later part under the id of its site (announced now if the walk did not foresee it): its
- * data or items into `incremental`, its site into `completed` once it is done, and the sites it opens into `pending`.
- */
+/** Announces as pending, into `into`, those of `sites` not announced yet. */
+function announce(announced: Announced, sites: readonly Site[], into: Pending[]): void {
+  for (const site of sites)
+    if (!announced.open.has(keyOf(site.path, site.label))) opened(announced, site.path, site.label, site, into);
+}
+
+/** Rewrites an entry of a later part under its site's id, into the part's `incremental`, `completed` and `pending`. */
 function rewriteEntry(
   entry: IncrementalEntry,
   finder: SiteFinder,
@@ -230,64 +191,35 @@ function rewriteEntry(
   pending: Pending[],
   incremental: Record<string, unknown>[],
   completed: Record<string, unknown>[],
-): void {
-  const { open } = announced;
+) {
   const path = entry.path ?? [];
   const streamed = 'items' in entry;
   const sitePath = streamed ? path.slice(0, -1) : path;
   const key = keyOf(sitePath, entry.label);
-  let known = open.get(key);
-  if (known === undefined) {
-    // Not foreseen by the walk (its type was not known): announced now.
-    known = {
-      pending: {
-        id: String(announced.nextId++),
-        path: sitePath,
-        ...(entry.label === undefined ? {} : { label: entry.label }),
-      },
-      site: undefined,
-    };
-    open.set(key, known);
-    pending.push(known.pending);
-  }
+  // Not foreseen by the walk (its type was not known): announced now.
+  const known = announced.open.get(key) ?? opened(announced, sitePath, entry.label, undefined, pending);
   const { id } = known.pending;
+  const errors = entry.errors ? { errors: entry.errors } : {};
+  const extensions = entry.extensions ? { extensions: entry.extensions } : {};
+  const complete = (extra: object = {}) => {
+    completed.push({ id, ...extra });
+    announced.open.delete(key);
+  };
   const sites: Site[] = [];
   if (streamed) {
-    if (entry.items == null) {
-      completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
-      open.delete(key);
-      return;
-    }
+    if (entry.items == null) return complete(errors);
     if (known.site) finder.inItems(known.site, entry.items, Number(path[path.length - 1]), sites);
-    incremental.push({
-      id,
-      items: entry.items,
-      ...(entry.errors ? { errors: entry.errors } : {}),
-      ...(entry.extensions ? { extensions: entry.extensions } : {}),
-    });
+    incremental.push({ id, items: entry.items, ...errors, ...extensions });
   } else {
-    if (entry.data == null) {
-      completed.push({ id, ...(entry.errors ? { errors: entry.errors } : {}) });
-      open.delete(key);
-      return;
-    }
+    if (entry.data == null) return complete(errors);
     if (known.site?.selectionSet) finder.inObject(known.site.selectionSet, known.site.type, entry.data, path, sites);
-    incremental.push({
-      id,
-      data: entry.data,
-      ...(entry.errors ? { errors: entry.errors } : {}),
-      ...(entry.extensions ? { extensions: entry.extensions } : {}),
-    });
-    completed.push({ id });
-    open.delete(key);
+    incremental.push({ id, data: entry.data, ...errors, ...extensions });
+    complete();
   }
   announce(announced, sites, pending);
 }
 
-/**
- * Rewrites the parts of one incremental answer, in order, from the 2022-08-24 format to
- * graphql-js 17.0.0-alpha.9's. One per answer: it remembers what it announced.
- */
+/** Rewrites one answer's parts, in order, from 2022-08-24's format to alpha.9's: one per answer (it remembers). */
 export function alpha9Payloads(
   schema: GraphQLSchema,
   document: DocumentNode,
@@ -300,7 +232,6 @@ export function alpha9Payloads(
   );
   const rootType = operation?.kind === Kind.OPERATION_DEFINITION ? schema.getRootType(operation.operation) : undefined;
   const announced: Announced = { open: new Map(), nextId: 0 };
-  const { open } = announced;
 
   return (payload) => {
     const pending: Pending[] = [];
@@ -310,7 +241,7 @@ export function alpha9Payloads(
     const out: Record<string, unknown> = { ...rest };
 
     if ('data' in payload && entries === undefined) {
-      // The initial part.
+      // The initial part: the sites it opens.
       const sites: Site[] = [];
       if (payload.data && rootType && operation?.kind === Kind.OPERATION_DEFINITION)
         finder.inObject(operation.selectionSet, rootType, payload.data, [], sites);
@@ -322,11 +253,8 @@ export function alpha9Payloads(
 
     if (hasNext === false) {
       // The answer ends: streams (which the 2022 format never closes) and anything still open.
-      for (const {
-        pending: { id },
-      } of open.values())
-        completed.push({ id });
-      open.clear();
+      for (const known of announced.open.values()) completed.push({ id: known.pending.id });
+      announced.open.clear();
     }
     if (entries !== undefined && pending.length > 0) out.pending = pending;
     if (incremental.length > 0) out.incremental = incremental;

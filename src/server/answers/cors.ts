@@ -7,14 +7,7 @@ import { rateLimitHeaderNames } from '../traffic/rate-limit-headers.js';
 /** What a browser app may read of an answer besides the CORS-safelisted headers. */
 const exposedHeaders = ['x-request-id', 'retry-after', ...rateLimitHeaderNames];
 
-/**
- * CORS, on every answer (the GraphQL endpoint's, the pages' and probes', refusals included): same
- * origin only unless CORS_ORIGINS lists the browser apps allowed to call us. A request from an
- * origin not listed gets no CORS headers at all (naming another origin would leak the list);
- * credentials (the Authorization header) only for origins named explicitly, never for `*`. The
- * headers are @whatwg-node/server's (yoga's CORS); `preflight` answers an OPTIONS request, on
- * any path, 204 with them.
- */
+/** CORS for the apps CORS_ORIGINS lists (none for others: naming one would leak the list), credentials not for `*`. */
 export function useCors(origins: readonly string[]): (Policy & { readonly preflight: WholeAnswer }) | undefined {
   if (origins.length === 0) return undefined;
   const anyOrigin = origins.includes('*');
@@ -33,8 +26,7 @@ export function useCors(origins: readonly string[]): (Policy & { readonly prefli
         if (key !== 'vary') answer.headers.set(key, value);
       }
     },
-    // Safari (and maybe others) wait for a body on a 204 without a Content-Length of 0.
-    // Its allowed headers echo the request's: it varies on them too (and on Origin, answers/answer-headers.ts).
+    // Safari waits for a body on a 204 without `Content-Length: 0`; allowed headers echo the request's: vary on them.
     preflight: { status: 204, headers: { 'content-length': '0', vary: 'Access-Control-Request-Headers' }, body: null },
   };
 }

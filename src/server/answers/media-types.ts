@@ -7,10 +7,7 @@ const writers: readonly { readonly types: readonly AnswerType[]; readonly parts:
   { types: ['application/graphql-response+json', 'application/json'], parts: false },
 ];
 
-/**
- * The media ranges of an Accept header, those with a charset other than UTF-8 left out, the least preferred first
- * (yoga's reading).
- */
+/** An Accept's media ranges but those with a charset other than UTF-8, least preferred first (yoga's reading). */
 function rangesOf(accept: string): string[] {
   const ranges: string[] = [];
   // A quoted charset (`charset="utf-8"`) is the same charset.
@@ -29,13 +26,7 @@ const matches = (type: string, range: string): boolean => {
   return (rangeType === '*' || rangeType === typeType) && (rangeSub === '*' || rangeSub === typeSub);
 };
 
-/**
- * The type an answer is written in, as yoga chose it: the client's most preferred range a writer
- * takes (JSON for one result wherever the client takes it, then multipart/mixed, then an event
- * stream; a result in parts never as JSON); undefined when no writer fits (406). The Accept header
- * reaching here is the negotiated one (answers/negotiation.ts: q-values already applied, and
- * read once per distinct header).
- */
+/** yoga's choice: the most preferred range a writer takes (parts never as JSON); undefined (406) when none does. */
 export function answerTypeFor(accept: string, parts: boolean): AnswerType | undefined {
   const ranges = rangesOf(accept);
   let chosen: AnswerType | undefined;

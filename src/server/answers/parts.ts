@@ -3,29 +3,20 @@ import type { ExecutionResult } from 'graphql';
 import { serialise } from '../http/serialisation.js';
 import { eventIdOf } from '../request-state.js';
 
-/** How one media type frames the parts of an answer (GraphQL over HTTP's incremental delivery). */
 interface Framing {
   readonly headers: Readonly<Record<string, string>>;
   readonly start: string;
-  /** A part; `id`: the id of the change it answers (a subscription's), where the framing carries one. */
+  /** `id`: the id of the change it answers (a subscription's), where the framing carries one. */
   part(json: string, id?: string): string;
   readonly end: string;
-  /** A keep-alive written while no part comes. */
   readonly heartbeat: string;
-  /** The end after a heartbeat, where the heartbeat leaves the body somewhere `end` cannot follow. @default end */
+  /** The end after a heartbeat, where `end` cannot follow one. @default end */
   readonly endAfterHeartbeat?: string;
 }
 
-/** A part's head, as multipart/mixed writes it. */
 const jsonPart = 'Content-Type: application/json; charset=utf-8';
 
-/**
- * multipart/mixed with the boundary `-`, as yoga, Apollo and Relay's clients read it. Its
- * heartbeat is a space after the boundary (RFC 2046's transport padding, which every parser
- * passes over: urql reads the part after it, Apollo Client a head line without a colon); the end
- * after one is a last empty part `{}` (what Apollo Client skips, and urql merges as nothing) and
- * then the close delimiter, since `--` may not follow the padding.
- */
+/** multipart/mixed; a heartbeat is RFC 2046 padding, which `--` may not follow: the end after one is an empty part. */
 const multipart: Framing = {
   headers: { 'content-type': 'multipart/mixed; boundary="-"', connection: 'keep-alive', 'x-accel-buffering': 'no' },
   start: '\r\n---',
@@ -35,30 +26,21 @@ const multipart: Framing = {
   endAfterHeartbeat: `\r\n${jsonPart}\r\nContent-Length: 2\r\n\r\n{}\r\n-----\r\n`,
 };
 
-/**
- * Server-sent events, GraphQL over SSE's distinct connections mode: `next` events, then
- * `complete`. It starts with a comment (some browsers wait for a first byte before handing the
- * stream over) and writes one every SUBSCRIPTION_HEARTBEAT_MS while nothing else goes out, so proxies keep an idle
- * stream. `Content-Encoding: none` keeps buffering compressors away (the HTTP server's flushes every
- * write and drops the mark). Every stream says `X-Accel-Buffering: no`: nginx in front passes its parts as they come.
- */
+/** GraphQL over SSE. `Content-Encoding: none` keeps buffering compressors away (ours drops the mark). */
 const eventStream: Framing = {
   headers: {
     'content-type': 'text/event-stream',
     connection: 'keep-alive',
     'content-encoding': 'none',
-    'x-accel-buffering': 'no',
+    'x-accel-buffering': 'no', // on every stream: nginx in front passes parts as they come
   },
-  start: ':\n\n',
+  start: ':\n\n', // some browsers wait for a first byte; then a heartbeat, so proxies keep the stream
   part: (json, id) => `${id === undefined ? '' : `id: ${id}\n`}event: next\ndata: ${json}\n\n`,
   end: 'event: complete\ndata:\n\n',
   heartbeat: ':\n\n',
 };
 
-/**
- * Apollo's multipart subscriptions (Apollo Client, Kotlin and iOS; Apollo Router's protocol): the
- * boundary `graphql`, each result as `{"payload": …}`, and an empty part `{}` as the heartbeat.
- */
+/** Apollo's multipart subscriptions (Apollo Router's protocol): `{"payload": …}` parts, `{}` as the heartbeat. */
 const apolloSubscription: Framing = {
   headers: {
     'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"',
@@ -71,9 +53,7 @@ const apolloSubscription: Framing = {
   heartbeat: `\r\n${jsonPart}\r\n\r\n{}\r\n--graphql`,
 };
 
-/**
- * Heartbeats in a row that find the client has read nothing since the last (its buffer still full): the stream is cut.
- */
+/** Heartbeats in a row that find the client read nothing since the last (its buffer full): the stream is cut. */
 const STALLED_HEARTBEATS = 3;
 
 export const framings = {
@@ -82,16 +62,10 @@ export const framings = {
   'apollo subscription': apolloSubscription,
 } as const;
 
-/**
- * A subscription's event as framed, per object: subscribers that share it (the same token, document and variables)
- * share the bytes.
- */
+/** A subscription's event as framed: subscribers that share it (same token, document and variables) share the bytes. */
 const framedEvents = new WeakMap<object, { readonly framing: Framing; readonly bytes: Buffer }>();
 
-/**
- * A part as its framing writes it: an event (it carries its id) serialised and framed once however many subscribers it
- * goes to.
- */
+/** A part as framed: an event (it carries its id) serialised and framed once however many subscribers it goes to. */
 function framedPart(value: ExecutionResult, framing: Framing): string | Buffer {
   const id = (value as { [eventIdOf]?: string })[eventIdOf];
   if (id === undefined) return framing.part(serialise(value));
@@ -102,20 +76,14 @@ function framedPart(value: ExecutionResult, framing: Framing): string | Buffer {
   return bytes;
 }
 
-/**
- * The body of an answer in parts: each result of `parts` serialised (http/serialisation.ts) and
- * framed as it comes, asked for only as the client reads (what waits is bounded by the stream's
- * buffer; a subscription folds the changes it has not taken). Destroying the stream (its client
- * gone) ends the parts' iterator, which cancels what the operation still had to do. A client that
- * reads nothing for STALLED_HEARTBEATS heartbeats with its buffer full is cut (`onStalled`).
- */
 export interface StreamOptions {
-  /** SUBSCRIPTION_HEARTBEAT_MS: how often an idle stream with heartbeats says it is alive. */
+  /** SUBSCRIPTION_HEARTBEAT_MS */
   readonly heartbeatMs: number;
   /** Told of each stream cut because its client read nothing for STALLED_HEARTBEATS heartbeats. */
   readonly onStalled?: (() => void) | undefined;
 }
 
+/** An answer in parts, pulled as the client reads; destroying it (client gone) ends the iterator and the operation. */
 export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framing, stream: StreamOptions): Readable {
   const iterator = parts[Symbol.asyncIterator]();
   let heartbeat: NodeJS.Timeout | undefined;
@@ -146,10 +114,8 @@ export function partsBody(parts: AsyncIterable<ExecutionResult>, framing: Framin
     },
     destroy(error, callback) {
       clearInterval(heartbeat);
-      Promise.resolve(iterator.return?.()).then(
-        () => callback(error),
-        () => callback(error),
-      );
+      const done = () => callback(error);
+      Promise.resolve(iterator.return?.()).then(done, done);
     },
   });
   body.push(framing.start);

@@ -1,44 +1,27 @@
 import { LRUCache } from 'lru-cache';
 import { readStamped, type SharedRedis } from '../shared-state/shared-redis.js';
 
-/**
- * Where automatic persisted queries (hash -> query text) are kept. Asynchronous so that a store
- * shared by replicas (Redis) can stand in for the in-memory one. A registration is charged to
- * those who made it (`owners`: its caller's key and its client address), each of whom may hold a
- * share of the store (APQ_CALLER_SHARE): past it, its own oldest registrations go.
- */
+/** APQ texts by hash, asynchronous so that Redis can stand in; a registration is charged to its `owners`. */
 export interface PersistedQueryStore {
   get(hash: string): Promise<string | undefined>;
   set(hash: string, query: string, owners?: readonly string[]): Promise<void>;
 }
 
 export interface MemoryQueryStoreOptions {
-  /** Queries kept at most. */
   readonly maxEntries: number;
-  /** Bytes (UTF-8) of query text kept at most, all entries together. */
+  /** UTF-8 bytes of query text, all entries together. */
   readonly maxBytes: number;
   /** The share of both bounds one owner's registrations may take (APQ_CALLER_SHARE). @default all of them */
   readonly ownerShare?: number;
 }
 
-/** One owner's registrations (their hashes, oldest first) and their bytes together. */
-interface Owned {
-  bytes: number;
-  readonly hashes: Set<string>;
-}
-
-/**
- * One process's store: the least recently used queries go first when either bound is reached,
- * and an owner's own oldest when it would pass its share. A registration stays its first owners'
- * (registering a known hash again changes nothing): no one can take another's registration over
- * and push it out with its own. Bounded: one entry per owner with registrations, at most two per
- * registration.
- */
+/** One process's store: LRU, an owner's own oldest out past its share; a registration stays its first owners'. */
 export function createMemoryQueryStore(options: MemoryQueryStoreOptions): PersistedQueryStore {
   const share = options.ownerShare ?? 1;
   const maxOwnedEntries = Math.ceil(options.maxEntries * share);
   const maxOwnedBytes = Math.ceil(options.maxBytes * share);
-  const owned = new Map<string, Owned>();
+  // By owner: its registrations (oldest first) and their bytes.
+  const owned = new Map<string, { bytes: number; readonly hashes: Set<string> }>();
   const ownersOf = new Map<string, readonly string[]>();
   const cache = new LRUCache<string, string>({
     max: options.maxEntries,
@@ -68,8 +51,7 @@ export function createMemoryQueryStore(options: MemoryQueryStoreOptions): Persis
     set: async (hash, query, owners = []) => {
       if (cache.has(hash)) return;
       const bytes = Buffer.byteLength(query);
-      // Over an owner's share on its own (as the Redis script refuses it): not stored, and nothing of the owner's
-      // pushed out for it.
+      // Over an owner's share on its own (as the Redis script refuses it): not stored, nothing pushed out for it.
       if (owners.length > 0 && bytes > maxOwnedBytes) return;
       for (const owner of owners) makeRoom(owner, bytes);
       cache.set(hash, query);
@@ -85,56 +67,38 @@ export function createMemoryQueryStore(options: MemoryQueryStoreOptions): Persis
   };
 }
 
-export interface RedisQueryStoreOptions {
+/** Its bounds are Redis's: every replica's registrations together. */
+export interface RedisQueryStoreOptions extends MemoryQueryStoreOptions {
   readonly redis: SharedRedis;
   /** This process's store: answers first, and alone while Redis is unreachable. */
   readonly local: PersistedQueryStore;
-  /** How long a registration lives in Redis. */
   readonly ttlSeconds: number;
-  /** Registrations kept in Redis at most, every replica's together. */
-  readonly maxEntries: number;
-  /** Bytes (UTF-8) of query text kept in Redis at most, every replica's together. */
-  readonly maxBytes: number;
-  /** The share of both bounds one owner's registrations may take (APQ_CALLER_SHARE). @default all of them */
-  readonly ownerShare?: number;
 }
 
-/** What a registration's hash can be (useAPQ checks it is the text's SHA-256): nothing else is looked up. */
+/** A registration's hash (usePersistedDocuments checks it is the text's SHA-256): nothing else is looked up. */
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
-/** Shards at most: on a Cluster, the registrations spread over this many hash slots (and the masters holding them). */
+/** On a Cluster, registrations spread over at most this many hash slots (and the masters holding them). */
 const MAX_SHARDS = 16;
-/** Each shard holds at least this many registrations and bytes: small bounds stay one shard, as exact as before. */
+/** Each shard's least registrations and bytes: small bounds stay one shard, as exact as before. */
 const MIN_SHARD_ENTRIES = 8;
 const MIN_SHARD_BYTES = 128 * 1024;
 
 /**
- * The registrations are cut into shards by their hash, each a bound of its own (the bounds
- * divided evenly: SHA-256 spreads registrations evenly) in three keys sharing one hash tag, so
- * that a registration and its bound are one script in one slot of a Cluster:
- * `gw:apq:{apq-<n>}:texts` (a hash: hash -> the text `stamped` with its expiry), `…:index` (a sorted set
- * of the hashes by expiry time, which is also registration order: one TTL for all, and one
- * registered in the same millisecond as the newest scored just after it) and
- * `…:bytes` (the texts' total).
+ * Shards by hash with even bounds, each three keys under one hash tag (one script, one Cluster slot): `…:texts`
+ * (hash -> text `stamped` with its expiry), `…:index` (hashes by expiry: registration order) and `…:bytes` (the total).
  */
-function shardsFor(maxEntries: number, maxBytes: number): { count: number; maxEntries: number; maxBytes: number } {
-  const count = Math.max(
-    1,
-    Math.min(MAX_SHARDS, Math.floor(maxEntries / MIN_SHARD_ENTRIES), Math.floor(maxBytes / MIN_SHARD_BYTES)),
-  );
+function shardsFor(maxEntries: number, maxBytes: number) {
+  const fit = Math.min(MAX_SHARDS, Math.floor(maxEntries / MIN_SHARD_ENTRIES), Math.floor(maxBytes / MIN_SHARD_BYTES));
+  const count = Math.max(1, fit);
   return { count, maxEntries: Math.floor(maxEntries / count), maxBytes: Math.floor(maxBytes / count) };
 }
 
 /**
- * One registration, atomic across replicas, within one shard. KEYS: the shard's texts, index
- * and byte total, then each owner's registrations in the shard (a sorted set by registration);
- * ARGV: hash, text, TTL in ms, the shard's two bounds, now (ms), an owner's two bounds. A hash
- * registered and not expired stays its first owners' (nothing changes). The text is written
- * first: under `maxmemory` with nothing to evict Redis refuses the script there, before it changed
- * anything. Then each owner's oldest go until the new one fits in its share (what another
- * dropped, and this hash's expired registration, leave its set as it is counted), the index
- * drops the expired (their texts too), the same hash registered before, and the oldest until the
- * new one fits. Every key expires; none is scanned but an owner's few.
+ * One registration in one shard, atomic across replicas. KEYS: texts, index, bytes, then each owner's sorted set; ARGV:
+ * hash, text, TTL (ms), the shard's two bounds, now (ms), an owner's two bounds. The text is written first, so Redis at
+ * `maxmemory` refuses the script before any change; then owners' oldest go past their share, then the index's expired
+ * and oldest. Every key expires; none is scanned but an owner's.
  */
 const registerScript = `local texts, index, bytes = KEYS[1], KEYS[2], KEYS[3]
 local hash, ttl, maxEntries, maxBytes, now = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -200,72 +164,42 @@ interface ApqCommands {
   hget(key: string, field: string): Promise<string | null>;
 }
 
-/**
- * Registrations shared by every process and replica through Redis (one node, a Sentinel-watched
- * master or a Cluster), each kept `ttlSeconds`, at most `maxEntries` and `maxBytes` in all (the
- * oldest registrations of its shard go first; see `shardsFor`). The process's own store answers
- * first (a hash names its text for good, so a local copy never goes stale) and keeps every
- * registration too, so while Redis is unreachable or refuses writes the process goes on as if it
- * had none: what it registered still runs, what others registered is PersistedQueryNotFound
- * once (the client then sends the text).
- */
+/** Registrations shared through Redis (`shardsFor`), the local store first: a hash names its text for good. */
 export function createRedisQueryStore(options: RedisQueryStoreOptions): PersistedQueryStore {
   const { redis, local, ttlSeconds } = options;
   const shards = shardsFor(options.maxEntries, options.maxBytes);
-  // Its number of keys first (the shard's three and one per owner).
   redis.client.defineCommand('gwApqRegister', { lua: registerScript });
   const share = options.ownerShare ?? 1;
   const owned = { maxEntries: Math.ceil(shards.maxEntries * share), maxBytes: Math.ceil(shards.maxBytes * share) };
   const client = redis.client as unknown as ApqCommands;
-  /** The shard's keys: the first two hex digits of the hash pick it. */
-  const shardOf = (hash: string) => {
-    const tag = `gw:apq:{apq-${Number.parseInt(hash.slice(0, 2), 16) % shards.count}}:`;
-    return { tag, keys: [`${tag}texts`, `${tag}index`, `${tag}bytes`] as const };
+  const tagOf = (hash: string) => `gw:apq:{apq-${Number.parseInt(hash.slice(0, 2), 16) % shards.count}}:`;
+  const fellBack = (error?: unknown): undefined => {
+    redis.fellBack('apq', error);
+    return undefined;
   };
   return {
     async get(hash) {
       const known = await local.get(hash);
       if (known !== undefined || !SHA256_HEX.test(hash)) return known;
-      if (!redis.ready()) {
-        redis.fellBack('apq');
-        return undefined;
-      }
+      if (!redis.ready()) return fellBack();
       try {
-        const registration = readStamped(await client.hget(shardOf(hash).keys[0], hash));
+        const registration = readStamped(await client.hget(`${tagOf(hash)}texts`, hash));
         // Past its time, a registration is gone (the shard drops it at its next registration).
         if (registration === undefined || registration.expiresAt <= Date.now()) return undefined;
-        const shared = registration.text;
-        await local.set(hash, shared);
-        return shared;
+        await local.set(hash, registration.text);
+        return registration.text;
       } catch (error) {
-        redis.fellBack('apq', error);
-        return undefined;
+        return fellBack(error);
       }
     },
     async set(hash, query, owners = []) {
       await local.set(hash, query, owners);
       if (!SHA256_HEX.test(hash)) return;
-      if (!redis.ready()) return redis.fellBack('apq');
-      const { tag, keys } = shardOf(hash);
-      const ownerKeys = owners.map((owner) => `${tag}owned:${owner}`);
-      await client
-        .gwApqRegister(
-          3 + ownerKeys.length,
-          ...keys,
-          ...ownerKeys,
-          hash,
-          query,
-          ttlSeconds * 1000,
-          shards.maxEntries,
-          shards.maxBytes,
-          Date.now(),
-          owned.maxEntries,
-          owned.maxBytes,
-        )
-        .then(
-          () => undefined,
-          (error: unknown) => redis.fellBack('apq', error),
-        );
+      if (!redis.ready()) return fellBack();
+      const tag = tagOf(hash);
+      const keys = [`${tag}texts`, `${tag}index`, `${tag}bytes`, ...owners.map((owner) => `${tag}owned:${owner}`)];
+      const argv = [hash, query, ttlSeconds * 1000, shards.maxEntries, shards.maxBytes, Date.now()];
+      await client.gwApqRegister(keys.length, ...keys, ...argv, owned.maxEntries, owned.maxBytes).catch(fellBack);
     },
   };
 }

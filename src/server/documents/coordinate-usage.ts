@@ -10,48 +10,31 @@ import { type SelectedCoordinates, selectedCoordinates } from './coordinates.js'
 export const DEPRECATION_LOG_INTERVAL_MS = 60_000;
 
 export interface CoordinateUsageOptions {
-  /** The schema operations are validated against: coordinates are its. */
   readonly schema: GraphQLSchema;
   readonly metrics: SchemaUsageMetrics;
-  /** Where a client's use of a deprecated coordinate is said (warn). */
+  /** Warns of a client's use of a deprecated coordinate. */
   readonly logger: Logger;
   /** The clock of the deprecation log (tests move it). @default performance.now */
   readonly now?: () => number;
 }
 
-/**
- * One client's uses of one operation: its tally, and when its deprecated coordinates were last looked at for the log.
- */
+/** One client's uses of one operation, and when its deprecated coordinates were last looked at for the log. */
 interface ClientUse {
   readonly tally: UseTally;
   deprecationSeenAt: number;
 }
 
-/**
- * What is kept of one operation of a prepared document: what it selects, and its uses by client (name label, then
- * version label).
- */
+/** What is kept of one operation of a prepared document: its uses by client (`name label` + `version label`). */
 interface OperationUse {
   readonly selected: SelectedCoordinates;
-  readonly clients: Map<string, Map<string, ClientUse>>;
+  readonly clients: Map<string, ClientUse>;
 }
 
-/**
- * One line per client and deprecated coordinate at most every DEPRECATION_LOG_INTERVAL_MS, whichever operation selects
- * it.
- */
+/** One line per client and deprecated coordinate at most every DEPRECATION_LOG_INTERVAL_MS, whichever operation. */
 function deprecationLog(logger: Logger) {
-  /**
-   * When each `client name label` + `coordinate` was last logged: bounded by the client labels times the schema's
-   * deprecated coordinates.
-   */
+  // By `client name label` + `coordinate`: bounded by the client labels times the schema's deprecated coordinates.
   const loggedAt = new Map<string, number>();
-  return (
-    operation: OperationDefinitionNode,
-    deprecated: readonly string[],
-    client: ClientIdentity,
-    at: number,
-  ): void => {
+  return (operation: OperationDefinitionNode, deprecated: readonly string[], client: ClientIdentity, at: number) => {
     const due = deprecated.filter((coordinate) => {
       const key = `${client.nameLabel}\n${coordinate}`;
       const last = loggedAt.get(key);
@@ -61,44 +44,30 @@ function deprecationLog(logger: Logger) {
     });
     if (due.length === 0) return;
     // Names of the document and the schema, and the client's checked, bounded labels: nothing else a client sent.
+    const { nameLabel: clientName, versionLabel: clientVersion } = client;
     logger.warn(
-      {
-        clientName: client.nameLabel,
-        clientVersion: client.versionLabel,
-        operationName: operation.name?.value ?? 'anonymous',
-        coordinates: due,
-      },
+      { clientName, clientVersion, operationName: operation.name?.value ?? 'anonymous', coordinates: due },
       'deprecated schema coordinates selected',
     );
   };
 }
 
 /**
- * The document stage's count of schema usage (issue 43), after validation: what each operation
- * selects is read once per operation of a prepared document (coordinates.ts) and kept beside it
- * (a WeakMap keyed by its definition, bounded by the prepared documents' cache), with a tally per
- * client label pair made the first time that client sends it. A request then costs three map reads
- * and one increment (usage-metrics.ts). A subscription's events are its subscriber's one
- * operation, counted as it subscribed, not once per event (the policy does not concern events).
+ * Counts schema usage (issue 43): an operation's coordinates are read once (coordinates.ts), so a request costs a few
+ * map reads and one increment (usage-metrics.ts). A subscription counts once, as it subscribed, not per event.
  */
 export function useCoordinateUsage(options: CoordinateUsageOptions): Policy {
   const { schema, metrics } = options;
   const now = options.now ?? (() => performance.now());
   const kept = new WeakMap<OperationDefinitionNode, OperationUse>();
   const logDeprecated = deprecationLog(options.logger);
-  const useOf = (use: OperationUse, client: ClientIdentity): ClientUse => {
-    let versions = use.clients.get(client.nameLabel);
-    if (versions === undefined) {
-      versions = new Map();
-      use.clients.set(client.nameLabel, versions);
-    }
-    let found = versions.get(client.versionLabel);
+  // Labels hold no newline (client-awareness.ts): the pair is one key.
+  const useOf = (use: OperationUse, { nameLabel, versionLabel }: ClientIdentity): ClientUse => {
+    const key = `${nameLabel}\n${versionLabel}`;
+    let found = use.clients.get(key);
     if (found === undefined) {
-      found = {
-        tally: metrics.tally(use.selected.coordinates, client.nameLabel, client.versionLabel),
-        deprecationSeenAt: -Infinity,
-      };
-      versions.set(client.versionLabel, found);
+      found = { tally: metrics.tally(use.selected.coordinates, nameLabel, versionLabel), deprecationSeenAt: -Infinity };
+      use.clients.set(key, found);
     }
     return found;
   };
@@ -115,14 +84,12 @@ export function useCoordinateUsage(options: CoordinateUsageOptions): Policy {
     const clientUse = useOf(use, client);
     metrics.count(clientUse.tally);
     const { deprecated } = use.selected;
-    if (deprecated.length > 0) {
-      // The shared log is asked at most once an interval per operation and client: a hot operation reads one number.
-      const at = now();
-      if (at - clientUse.deprecationSeenAt >= DEPRECATION_LOG_INTERVAL_MS) {
-        clientUse.deprecationSeenAt = at;
-        logDeprecated(definition, deprecated, client, at);
-      }
-    }
+    if (deprecated.length === 0) return undefined;
+    // The shared log is asked at most once an interval per operation and client: a hot operation reads one number.
+    const at = now();
+    if (at - clientUse.deprecationSeenAt < DEPRECATION_LOG_INTERVAL_MS) return undefined;
+    clientUse.deprecationSeenAt = at;
+    logDeprecated(definition, deprecated, client, at);
     return undefined;
   };
   return { name: 'coordinate usage', document: count };

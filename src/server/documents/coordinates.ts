@@ -12,14 +12,7 @@ import {
   visitWithTypeInfo,
 } from 'graphql';
 
-/*
- * Which schema coordinates (the GraphQL spec's RFC: `Type.field`, `Type.field(arg:)`,
- * `Input.field`, `Enum.VALUE`, `@directive`) an operation selects: one pure function of a
- * document, read with graphql-js's TypeInfo. The gateway counts them per client
- * (documents/coordinate-usage.ts: once per document, kept beside it) and `npm run schema:check`
- * matches a schema's changes against the operations clients use with the same function, so the
- * counter and the check agree on what "uses" means.
- */
+// Shared by the gateway's count (documents/coordinate-usage.ts) and `npm run schema:check`: both mean the same "uses".
 
 /** What an operation selects: every coordinate once, sorted, and those of them the schema marks `@deprecated`. */
 export interface SelectedCoordinates {
@@ -48,20 +41,14 @@ export function fragmentsSpreadBy(
   return [...reached.values()];
 }
 
-/** A document's fragments by name. */
 export function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
-  const defined = new Map<string, FragmentDefinitionNode>();
-  for (const definition of document.definitions)
-    if (definition.kind === Kind.FRAGMENT_DEFINITION) defined.set(definition.name.value, definition);
-  return defined;
+  const fragments = document.definitions.filter((definition) => definition.kind === Kind.FRAGMENT_DEFINITION);
+  return new Map(fragments.map((fragment) => [fragment.name.value, fragment]));
 }
 
 /**
- * The coordinates `operation` of `document` selects against `schema`, its fragments' included:
- * fields and the arguments given to them, the input fields and enum values written as literals,
- * and the directives used. Introspection's meta fields (`__typename`, …) are not coordinates of
- * the schema. What a variable's value holds is not in the document, so not here: an argument
- * given through a variable counts as that argument.
+ * What `operation` selects with its fragments: fields, arguments, literal input fields and enum values, directives; not
+ * meta fields (`__typename`, …), nor what a variable holds (an argument given through one counts alone).
  */
 export function selectedCoordinates(
   schema: GraphQLSchema,
@@ -75,12 +62,8 @@ export function selectedCoordinates(
     if (deprecationReason != null) deprecated.add(coordinate);
   };
   const typeInfo = new TypeInfo(schema);
-  const selected: DocumentNode = {
-    kind: Kind.DOCUMENT,
-    definitions: [operation, ...fragmentsSpreadBy(operation, fragmentsOf(document))],
-  };
   visit(
-    selected,
+    { kind: Kind.DOCUMENT, definitions: [operation, ...fragmentsSpreadBy(operation, fragmentsOf(document))] },
     visitWithTypeInfo(typeInfo, {
       Field(node) {
         const parent = typeInfo.getParentType();
@@ -97,16 +80,14 @@ export function selectedCoordinates(
         add(`${parent.name}.${field.name}(${argument.name}:)`, argument.deprecationReason);
       },
       ObjectField(node) {
-        const input = typeInfo.getParentInputType();
-        const object = input == null ? undefined : getNamedType(input);
+        const object = getNamedType(typeInfo.getParentInputType());
         if (!isInputObjectType(object)) return;
         const field = object.getFields()[node.name.value];
         if (field !== undefined) add(`${object.name}.${field.name}`, field.deprecationReason);
       },
       EnumValue() {
         const value = typeInfo.getEnumValue();
-        const input = typeInfo.getInputType();
-        const type = input == null ? undefined : getNamedType(input);
+        const type = getNamedType(typeInfo.getInputType());
         if (value != null && isEnumType(type)) add(`${type.name}.${value.name}`, value.deprecationReason);
       },
       Directive() {

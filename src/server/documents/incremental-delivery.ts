@@ -8,6 +8,7 @@ import {
   getNullableType,
   isListType,
   Kind,
+  OperationTypeNode,
   type ValidationContext,
   type ValueNode,
   visit,
@@ -15,61 +16,44 @@ import {
 import { createGraphQLError } from 'graphql-yoga';
 import type { OperationStep } from '../pipeline/stages.js';
 
-const seen = new WeakMap<DocumentNode, boolean>();
+const incremental = (node: DirectiveNode) => node.name.value === 'defer' || node.name.value === 'stream';
 
-/** Whether a document uses @defer or @stream anywhere (kept per document). */
-export function usesIncrementalDelivery(document: DocumentNode): boolean {
-  let uses = seen.get(document);
-  if (uses === undefined) {
-    uses = false;
-    visit(document, {
-      Directive(node) {
-        if (node.name.value !== 'defer' && node.name.value !== 'stream') return undefined;
-        uses = true;
-        return BREAK;
-      },
-    });
-    seen.set(document, uses);
-  }
+function perDocument<T>(compute: (document: DocumentNode) => T): (document: DocumentNode) => T {
+  const kept = new WeakMap<DocumentNode, T>();
+  return (document) => {
+    if (!kept.has(document)) kept.set(document, compute(document));
+    return kept.get(document)!;
+  };
+}
+
+/** Whether a document uses @defer or @stream anywhere. */
+export const usesIncrementalDelivery = perDocument((document): boolean => {
+  let uses = false;
+  visit(document, {
+    Directive(node) {
+      if (!incremental(node)) return undefined;
+      uses = true;
+      return BREAK;
+    },
+  });
   return uses;
-}
+});
 
-const plainDocuments = new WeakMap<DocumentNode, DocumentNode>();
+/** The document without @defer and @stream, for a one-JSON client (the spec lets a server ignore both). */
+export const withoutIncrementalDelivery = perDocument(
+  (document): DocumentNode => visit(document, { Directive: (node) => (incremental(node) ? null : undefined) }),
+);
 
-/**
- * The document without its @defer and @stream (kept per document): what a client that takes one
- * JSON answer is served, every field in it. The spec lets a server ignore both directives, and
- * without them the plan reads the deferred fields with the rest.
- */
-export function withoutIncrementalDelivery(document: DocumentNode): DocumentNode {
-  let plain = plainDocuments.get(document);
-  if (plain === undefined) {
-    plain = visit(document, {
-      Directive: (node) => (node.name.value === 'defer' || node.name.value === 'stream' ? null : undefined),
-    });
-    plainDocuments.set(document, plain);
-  }
-  return plain;
-}
-
-/**
- * Whether a @stream of the document asks for an `initialCount` below 0: as written, or through a variable (sent, or its
- * default).
- */
-function negativeInitialCount(
-  document: DocumentNode,
-  variables: Readonly<Record<string, unknown>> | null | undefined,
-): boolean {
+/** Whether a @stream asks for an `initialCount` below 0: as written, or through a variable (sent, or its default). */
+function negativeInitialCount(document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined) {
   let negative = false;
   const defaults = new Map<string, ValueNode>();
-  const literal = (value: ValueNode | undefined): unknown =>
-    value?.kind === Kind.INT
-      ? Number(value.value)
-      : value?.kind === Kind.VARIABLE
-        ? variables != null && Object.hasOwn(variables, value.name.value)
-          ? variables[value.name.value]
-          : literal(defaults.get(value.name.value))
-        : undefined;
+  const literal = (value: ValueNode | undefined): unknown => {
+    if (value?.kind === Kind.INT) return Number(value.value);
+    if (value?.kind !== Kind.VARIABLE) return undefined;
+    const name = value.name.value;
+    return variables != null && Object.hasOwn(variables, name) ? variables[name] : literal(defaults.get(name));
+  };
   visit(document, {
     VariableDefinition(node) {
       if (node.defaultValue !== undefined) defaults.set(node.variable.name.value, node.defaultValue);
@@ -85,33 +69,21 @@ function negativeInitialCount(
   return negative;
 }
 
-const negativeCount = () =>
-  createGraphQLError(
-    '@stream(initialCount:) must be 0 or more: the number of list items sent before the rest streams.',
-    { extensions: { code: 'BAD_USER_INPUT' } },
-  );
+const report = (context: ValidationContext, message: string, nodes: DirectiveNode | DirectiveNode[]) =>
+  context.reportError(new GraphQLError(message, { nodes }));
 
-/**
- * @defer's and @stream's labels: static strings, each used once (yoga's DeferStreamDirectiveLabelRule, graphql-js
- * 17's).
- */
+/** @defer's and @stream's labels: static, each used once (yoga's DeferStreamDirectiveLabelRule, graphql-js 17's). */
 function labelRule(context: ValidationContext): ASTVisitor {
   const known = new Map<string, DirectiveNode>();
   return {
     Directive(node) {
-      if (node.name.value !== 'defer' && node.name.value !== 'stream') return;
+      if (!incremental(node)) return;
       const label = node.arguments?.find((argument) => argument.name.value === 'label')?.value;
       if (label === undefined) return;
       if (label.kind !== Kind.STRING)
-        context.reportError(
-          new GraphQLError(`Directive "${node.name.value}"'s label argument must be a static string.`, { nodes: node }),
-        );
+        report(context, `Directive "${node.name.value}"'s label argument must be a static string.`, node);
       else if (known.has(label.value))
-        context.reportError(
-          new GraphQLError('Defer/Stream directive label argument must be unique.', {
-            nodes: [known.get(label.value)!, node],
-          }),
-        );
+        report(context, 'Defer/Stream directive label argument must be unique.', [known.get(label.value)!, node]);
       else known.set(label.value, node);
     },
   };
@@ -124,19 +96,11 @@ function rootFieldRule(context: ValidationContext): ASTVisitor {
       const directive = node.name.value === 'defer' ? 'Defer' : node.name.value === 'stream' ? 'Stream' : undefined;
       const parent = context.getParentType();
       if (directive === undefined || parent == null) return;
-      const schema = context.getSchema();
-      const root =
-        parent === schema.getMutationType()
-          ? 'mutation'
-          : parent === schema.getSubscriptionType()
-            ? 'subscription'
-            : undefined;
+      const root = [OperationTypeNode.MUTATION, OperationTypeNode.SUBSCRIPTION].find(
+        (type) => parent === context.getSchema().getRootType(type),
+      );
       if (root !== undefined)
-        context.reportError(
-          new GraphQLError(`${directive} directive cannot be used on root ${root} type "${parent.name}".`, {
-            nodes: node,
-          }),
-        );
+        report(context, `${directive} directive cannot be used on root ${root} type "${parent.name}".`, node);
     },
   };
 }
@@ -148,28 +112,16 @@ function streamOnListRule(context: ValidationContext): ASTVisitor {
       const field = context.getFieldDef();
       const parent = context.getParentType();
       if (node.name.value !== 'stream' || field == null || parent == null) return;
-      if (!isListType(getNullableType(field.type)))
-        context.reportError(
-          new GraphQLError(
-            `Stream directive cannot be used on non-list field "${field.name}" on type "${parent.name}".`,
-            { nodes: node },
-          ),
-        );
+      if (isListType(getNullableType(field.type))) return;
+      const message = `Stream directive cannot be used on non-list field "${field.name}" on type "${parent.name}".`;
+      report(context, message, node);
     },
   };
 }
 
 /**
- * @defer and @stream (GraphQL over HTTP incremental delivery: multipart/mixed, or SSE): the
- * executor serves them and `schema.graphql` declares the directives (src/schema/index.ts); what
- * is checked of them is three validation rules, a document policy (run as a document is validated,
- * once: documents/prepared.ts), for documents that use the directives only
- * (`usesIncrementalDelivery`, the one detector, which the prepared document's `incremental` reads).
- * yoga's plugin (@graphql-yoga/plugin-defer-stream) added the same three with the same words, which
- * its conformance test holds (test/plugin-conformance.test.ts), and a copy of graphql-js's
- * field-merging rule that knows @stream but lacks graphql-js 16.15's complexity budget (twice as
- * slow on hostile documents): graphql-js's rule stays, so a differing @stream on merged fields is
- * not refused (execution takes the first).
+ * yoga's plugin-defer-stream's three rules, same words (test/plugin-conformance.test.ts), not its field-merging copy:
+ * lacking graphql-js 16.15's complexity budget, it was twice as slow on hostile documents (merged @stream: first wins).
  */
 export const incrementalDeliveryRules: EnvelopPlugin = {
   onValidate({ params, addValidationRule }) {
@@ -180,12 +132,12 @@ export const incrementalDeliveryRules: EnvelopPlugin = {
   },
 };
 
-/**
- * A negative initialCount was the executor's crash (INTERNAL_SERVER_ERROR): the client's mistake,
- * refused in the document stage, its variables known, before the plan makes a call (a client
- * answered in one JSON document runs without @stream: answers/negotiation.ts).
- */
+/** A negative initialCount crashed the executor: the client's mistake, refused before the plan makes a call. */
 export const streamInitialCount: OperationStep = (operation) => {
   if (operation.prepared?.incremental !== true || operation.document === undefined) return undefined;
-  return negativeInitialCount(operation.document, operation.params.variables) ? negativeCount() : undefined;
+  if (!negativeInitialCount(operation.document, operation.params.variables)) return undefined;
+  return createGraphQLError(
+    '@stream(initialCount:) must be 0 or more: the number of list items sent before the rest streams.',
+    { extensions: { code: 'BAD_USER_INPUT' } },
+  );
 };

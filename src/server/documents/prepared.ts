@@ -11,10 +11,7 @@ import type { OperationStep, Policy } from '../pipeline/stages.js';
 import type { PreparedDocument } from '../request-state.js';
 import { usesIncrementalDelivery, withoutIncrementalDelivery } from './incremental-delivery.js';
 
-/**
- * Heap one token of a parsed document holds: its AST node, the node's name and location, and the
- * token itself, which every location keeps reachable (measured: docs/performance.md#measured-reasons).
- */
+/** Heap per token, kept reachable by every location with its node (measured: docs/performance.md#measured-reasons). */
 const BYTES_PER_TOKEN = 512;
 /** A refusal kept instead of a document: the error and its location, beside the text it keeps. */
 const BYTES_PER_REFUSAL = 2_048;
@@ -24,25 +21,21 @@ class DocumentEntry implements PreparedDocument {
   /** Its validation errors once validated ([]: valid). */
   validation: readonly GraphQLError[] | undefined;
   #incremental: boolean | undefined;
-  #plain: DocumentNode | undefined;
   /** The document's named operations, indexed once: a client's operationName never adds to them. */
   readonly #named = new Map<string, OperationDefinitionNode>();
   /** Its operation when it has exactly one (what no operationName selects). */
-  readonly #only: OperationDefinitionNode | null = null;
+  readonly #only: OperationDefinitionNode | null;
 
   constructor(
     readonly text: string,
     readonly document: DocumentNode,
   ) {
-    let count = 0;
-    for (const definition of document.definitions) {
-      if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
-      if (count++ === 0) this.#only = definition;
-      // The first of a name, as getOperationAST; validation refuses a repeated one.
+    const operations = document.definitions.filter((definition) => definition.kind === Kind.OPERATION_DEFINITION);
+    this.#only = operations.length === 1 ? operations[0]! : null;
+    // The first of a name, as getOperationAST; validation refuses a repeated one.
+    for (const definition of operations)
       if (definition.name !== undefined && !this.#named.has(definition.name.value))
         this.#named.set(definition.name.value, definition);
-    }
-    if (count !== 1) this.#only = null;
   }
 
   get incremental(): boolean {
@@ -50,50 +43,36 @@ class DocumentEntry implements PreparedDocument {
     return this.#incremental;
   }
 
-  /** The document without @defer and @stream, for a client that takes one JSON answer. */
   get plain(): DocumentNode {
-    this.#plain ??= withoutIncrementalDelivery(this.document);
-    return this.#plain;
+    return withoutIncrementalDelivery(this.document);
   }
 
-  /**
-   * The operation `operationName` selects (none: the only one), or null when it selects none, as graphql-js's
-   * getOperationAST.
-   */
+  /** The operation `operationName` selects (none: the only one), or null, as graphql-js's getOperationAST. */
   operation(operationName: string | null | undefined): OperationDefinitionNode | null {
     return operationName == null ? this.#only : (this.#named.get(operationName) ?? null);
   }
 }
 
-/**
- * A text refused before it was a document (nested too deep, too many tokens, a syntax error), and the limit it passed,
- * if one.
- */
+/** A text refused before it was a document (nested too deep, too many tokens, a syntax error), and its limit if one. */
 interface Refused {
   readonly refusal: GraphQLError;
   readonly limit: string | undefined;
 }
-
-function tokensOf(document: DocumentNode): number {
-  let count = 0;
-  for (let token = document.loc?.startToken; token; token = token.next ?? undefined) count++;
-  return count;
-}
+type Entry = DocumentEntry | Refused;
 
 /** Estimated heap of one entry: the text (two bytes a character at most) and what parsing made of it. */
-const entryBytes = (entry: DocumentEntry | Refused, text: string): number =>
-  2 * text.length +
-  (entry instanceof DocumentEntry ? BYTES_PER_TOKEN * Math.max(1, tokensOf(entry.document)) : BYTES_PER_REFUSAL);
+function entryBytes(entry: Entry, text: string): number {
+  if (!(entry instanceof DocumentEntry)) return 2 * text.length + BYTES_PER_REFUSAL;
+  let tokens = 0;
+  for (let token = entry.document.loc?.startToken; token; token = token.next ?? undefined) tokens++;
+  return 2 * text.length + BYTES_PER_TOKEN * Math.max(1, tokens);
+}
 
 /** Nesting beyond the selection depth limit that lists, objects, arguments and inline fragments may add. */
 const EXTRA_NESTING = 96;
 const BLOCK_QUOTE = '"""';
 
-/**
- * Whether a document nests `{`, `[` and `(` (outside strings and comments) more than `limit`
- * deep. graphql-js parses recursively: some 2,000 nested lists overflow its stack before Armor's
- * token count stops it. One pass over the text.
- */
+/** Whether `{`, `[`, `(` nest past `limit`: 2,000 nested lists overflow graphql-js's parser before Armor's limits. */
 export function nestsDeeperThan(text: string, limit: number): boolean {
   let depth = 0;
   for (let i = 0; i < text.length; i++) {
@@ -119,50 +98,30 @@ export function nestsDeeperThan(text: string, limit: number): boolean {
   return false;
 }
 
-/** A parse refusal as clients read it: GRAPHQL_PARSE_FAILED, HTTP 400 (the spec's status for a request error). */
-function parseRefusal(error: unknown): GraphQLError {
-  const refusal = error instanceof GraphQLError ? error : createGraphQLError('Could not parse the document.');
-  const extensions = refusal.extensions as Record<string, unknown>;
-  extensions.code ??= 'GRAPHQL_PARSE_FAILED';
+/** An error as clients read it: `code` unless it has one, HTTP 400 (the spec's status for a request error). */
+function requestError(error: GraphQLError, code: string): GraphQLError {
+  const extensions = error.extensions as Record<string, unknown>;
+  extensions.code ??= code;
   extensions.http = { spec: true, status: 400, ...(extensions.http as object | undefined) };
-  return refusal;
+  return error;
 }
 
-/**
- * A text made a document, or refused: nested deeper than `nesting` (before graphql-js's recursive parser meets it), or
- * refused by the envelop's parse (Armor's token limit, a syntax error).
- */
-function prepare(text: string, nesting: number, envelop: GetEnvelopedFn<unknown>): DocumentEntry | Refused {
-  if (nestsDeeperThan(text, nesting)) {
+/** A text made a document, or refused: nested deeper than `nesting`, or by the envelop's parse (Armor, syntax). */
+function prepare(text: string, nesting: number, envelop: GetEnvelopedFn<unknown>): Entry {
+  if (nestsDeeperThan(text, nesting))
     return {
       refusal: createGraphQLError(`Document nested more than ${nesting} levels deep`, {
         extensions: { code: 'GRAPHQL_PARSE_FAILED', limit: 'nesting', http: { status: 400 } },
       }),
       limit: 'nesting',
     };
-  }
   try {
     return new DocumentEntry(text, envelop({}).parse(text));
   } catch (error) {
-    const refusal = parseRefusal(error);
+    const parsed = error instanceof GraphQLError ? error : createGraphQLError('Could not parse the document.');
+    const refusal = requestError(parsed, 'GRAPHQL_PARSE_FAILED');
     return { refusal, limit: typeof refusal.extensions.limit === 'string' ? refusal.extensions.limit : undefined };
   }
-}
-
-/**
- * A document's validation errors (graphql-js's rules and the document policies, as clients read them:
- * GRAPHQL_VALIDATION_FAILED, HTTP 400), found once and kept on its entry.
- */
-function validate(entry: DocumentEntry, envelop: GetEnvelopedFn<unknown>): readonly GraphQLError[] {
-  if (entry.validation !== undefined) return entry.validation;
-  const enveloped = envelop({});
-  entry.validation = (enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[]).map((error) => {
-    const extensions = error.extensions as Record<string, unknown>;
-    extensions.code ??= 'GRAPHQL_VALIDATION_FAILED';
-    extensions.http = { spec: true, status: 400, ...(extensions.http as object | undefined) };
-    return error;
-  });
-  return entry.validation;
 }
 
 export interface PreparedDocumentsOptions {
@@ -172,13 +131,9 @@ export interface PreparedDocumentsOptions {
   readonly bounds: CacheBounds;
   /** MAX_DEPTH: nesting past it plus what arguments may add is refused before parsing. */
   readonly maxDepth: number;
-  /** Told of each refusal, with its limit (`extensions.limit`), each time it is answered. */
+  /** Told of each refusal's limit (`extensions.limit`), each time it is answered. */
   readonly onRefused: (limit: string) => void;
-  /**
-   * The request's validation budget (guards/fragment-pairs.ts): checked before a text not yet
-   * prepared is parsed (what a refusal saves is the parse; its refusal is not kept), then spent
-   * between parsing and validation.
-   */
+  /** The request's validation budget (guards/fragment-pairs.ts): checked before parsing a new text, spent after. */
   readonly budget?:
     | {
         readonly beforeParse: (operation: OperationState, text: string) => GraphQLError | undefined;
@@ -187,36 +142,15 @@ export interface PreparedDocumentsOptions {
     | undefined;
 }
 
-/**
- * The document stage's own work, done once per text and kept (the prepared document): the text
- * checked for nesting (before graphql-js's recursive parser meets it), parsed (Armor's token limit
- * while parsing), then validated (graphql-js's rules and the document policies: Armor's depth,
- * aliases and directives, repeated fields, introspection, @defer/@stream), refusals included.
- * A hot operation costs a lookup; each refusal is counted every time it is answered. Everything
- * else kept per document (the plan's shapes, compiled code, the response cache's facts) follows
- * these entries: in WeakMaps keyed by their documents, bounded by this cache.
- *
- * Its document step parses, spends the request's validation budget (guards/fragment-pairs.ts),
- * then validates: parsing names the operation's prepared document and the operation its
- * operationName selects (HTTP 400 OPERATION_RESOLUTION_FAILURE when none; a mutation over GET is
- * HTTP 405), validation refuses an invalid one (HTTP 400, GRAPHQL_VALIDATION_FAILED,
- * `extensions.limit` for a limit).
- */
+/** The document stage, kept per text (refusals too): a hot operation costs a lookup; per-document WeakMaps follow. */
 export function preparedDocuments(
   options: PreparedDocumentsOptions,
 ): Policy & { readonly parse: OperationStep; readonly validate: OperationStep; readonly use: () => CacheUse } {
-  const { bounds, onRefused } = options;
-  const kept = new LRUCache<string, DocumentEntry | Refused>({
-    max: bounds.maxEntries,
-    maxSize: bounds.maxBytes,
-    sizeCalculation: entryBytes,
-  });
+  const { onRefused } = options;
+  const { maxEntries: max, maxBytes: maxSize } = options.bounds;
+  const kept = new LRUCache<string, Entry>({ max, maxSize, sizeCalculation: entryBytes });
   const nesting = options.maxDepth + EXTRA_NESTING;
-  const parse = (
-    operation: OperationState,
-    text: string,
-    entry: DocumentEntry | Refused | undefined,
-  ): GraphQLError | undefined => {
+  const parse = (operation: OperationState, text: string, entry: Entry | undefined): GraphQLError | undefined => {
     if (entry === undefined) {
       const refusal = options.budget?.beforeParse(operation, text);
       if (refusal !== undefined) return refusal;
@@ -232,11 +166,10 @@ export function preparedDocuments(
       return createGraphQLError('Could not determine what operation to execute.', {
         extensions: { code: 'OPERATION_RESOLUTION_FAILURE', http: { status: 400 } },
       });
-    if (definition.operation === 'mutation' && operation.request.http?.method === 'GET') {
+    if (definition.operation === 'mutation' && operation.request.http?.method === 'GET')
       return createGraphQLError('Can only perform a mutation operation from a POST request.', {
         extensions: { code: 'BAD_REQUEST', http: { status: 405, headers: { Allow: 'POST' } } },
       });
-    }
     operation.prepared = entry;
     operation.document = entry.document;
     operation.definition = definition;
@@ -257,7 +190,13 @@ export function preparedDocuments(
     return turn;
   };
   const validateStep: OperationStep = (operation) => {
-    const errors = validate(operation.prepared as DocumentEntry, options.envelop);
+    const entry = operation.prepared as DocumentEntry;
+    if (entry.validation === undefined) {
+      const enveloped = options.envelop({});
+      const found = enveloped.validate(enveloped.schema, entry.document) as readonly GraphQLError[];
+      entry.validation = found.map((error) => requestError(error, 'GRAPHQL_VALIDATION_FAILED'));
+    }
+    const errors = entry.validation;
     if (errors.length === 0) return undefined;
     for (const error of errors) if (typeof error.extensions.limit === 'string') onRefused(error.extensions.limit);
     return errors;

@@ -1,9 +1,7 @@
 import { Kind, parse } from 'graphql';
 import type { TrustedDocuments } from '../../config.js';
 
-// The manifest is read with the configuration (config/trusted-documents.ts); this is what the server reads off it.
-
-/** The operation names the manifest's documents define: the names /metrics keeps apart. */
+/** The operation names the manifest (config/trusted-documents.ts) defines: the names /metrics keeps apart. */
 export function operationNamesOf(documents: TrustedDocuments): Set<string> {
   const names = new Set<string>();
   for (const text of new Set(documents.values())) {

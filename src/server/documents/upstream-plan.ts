@@ -6,6 +6,7 @@ import type { OperationPlan, Planner } from '../../plan/operation-plan.js';
 import { type ContextOptions, createContext } from '../../schema/context.js';
 import { carriesToken } from '../../schema/inputs.js';
 import { spanAttributes, type Tracing } from '../../telemetry/tracing.js';
+import type { PreparedOperationState } from '../operation-state.js';
 import type { OperationStep, Policy } from '../pipeline/stages.js';
 import type { RequestState } from '../request-state.js';
 
@@ -15,135 +16,91 @@ export interface UpstreamPlanOptions {
   readonly budget: number;
   /** List entries one request's answer may hold (MAX_RESULT_ITEMS). */
   readonly maxItems: number;
-  /** Told of every refusal with the limit's name (`budget`, `items`), for metrics. */
+  /** Told of every refusal, for metrics. */
   readonly onRefused?: (limit: 'budget' | 'items') => void;
-  /** The plan's span, under the operation's; only when spans are recorded (nothing else needs it). */
+  /** The plan's span, under the operation's; only when spans are recorded. */
   readonly tracing?: Tracing;
 }
 
+type Planned = { readonly calls: number; readonly items: number };
 /** What the operations of a request admitted before this one plan to cost (zero outside a batch). */
-const NOTHING_PLANNED = Object.freeze({ calls: 0, items: 0 });
+const NOTHING_PLANNED: Planned = Object.freeze({ calls: 0, items: 0 });
+const OVER = { budget: 'over the upstream call budget', items: 'over the result items limit' } as const;
 
 /** The refusal of a plan over a limit, or undefined when it fits beside what its batch already planned. */
-function refusalOf(
-  plan: OperationPlan,
-  planned: { readonly calls: number; readonly items: number },
-  budget: number,
-  maxItems: number,
-) {
+function refusalOf(plan: OperationPlan, planned: Planned, budget: number, maxItems: number) {
   const besides = (spent: number, what: string) =>
     spent === 0 ? '' : ` (its batch's other operations already plan ${spent} ${what})`;
   if (planned.calls + plan.calls > budget) {
     const cost = plan.exact ? `would cost ${plan.calls}` : `could cost up to ${plan.calls}`;
     return createGraphQLError(
       `This operation ${cost} upstream calls${besides(planned.calls, 'calls')}; the budget is ${budget}. Ask for fewer items or fields.`,
-      {
-        extensions: { code: 'UPSTREAM_BUDGET_EXCEEDED', limit: 'budget', estimatedCalls: plan.calls, budget },
-      },
+      { extensions: { code: 'UPSTREAM_BUDGET_EXCEEDED', limit: 'budget', estimatedCalls: plan.calls, budget } },
     );
   }
-  if (planned.items + plan.items > maxItems) {
+  if (planned.items + plan.items > maxItems)
     return createGraphQLError(
       `This operation could answer ${plan.items} list items${besides(planned.items, 'items')}; the limit is ${maxItems}. Ask for smaller pages or fewer aliases.`,
-      {
-        extensions: { code: 'RESULT_TOO_LARGE', limit: 'items', estimatedItems: plan.items, maxItems },
-      },
+      { extensions: { code: 'RESULT_TOO_LARGE', limit: 'items', estimatedItems: plan.items, maxItems } },
     );
-  }
   return undefined;
 }
 
-/** What the plan of an operation is given. */
 export interface PlannedOperation {
   readonly document: DocumentNode;
   readonly operationName: string | null | undefined;
   readonly variables: Record<string, unknown> | null | undefined;
   /** Its request carries a token: calls that need one are planned. */
   readonly authorized: boolean;
-  /** Its span's context: the plan's span hangs under it. */
+  /** Its span's context, the plan span's parent. */
   readonly trace: Context | undefined;
 }
 
-/**
- * Plans an operation, or refuses it: the refusal is counted and its span marked, and the caller
- * answers it as the operation's only error.
- */
+/** Plans an operation, or refuses it (counted, its span marked): the caller answers it as its only error. */
 export type PlanAdmission = (operation: PlannedOperation, batch: RequestState['batch']) => OperationPlan | GraphQLError;
 
 /**
- * Plans the operation's upstream calls before execution (`plan/operation-plan.ts`) and hands the
- * plan to its resolvers. An operation whose plan costs more calls than the budget is refused with
- * zero calls (code UPSTREAM_BUDGET_EXCEEDED, `limit: "budget"`, with `estimatedCalls` and
- * `budget`); one whose answer could hold more list entries than `maxItems` likewise (code
- * RESULT_TOO_LARGE, `limit: "items"`, with `estimatedItems` and `maxItems`). The operations of a
- * batch share both: each is admitted while what it plans fits beside what those admitted before
- * it plan, in the order they reach execution (the batch's order). Calls execution makes past
- * the budget anyway (retries, reads the plan could only bound) are refused by the operation's
- * guard as they come, with the same code.
+ * Plans the upstream calls (`plan/operation-plan.ts`), refused with zero calls past a limit a batch shares. Calls past
+ * the budget anyway (retries, reads the plan could only bound) are refused by the operation's guard, same code.
  */
 export function planAdmission(options: UpstreamPlanOptions): PlanAdmission {
   const { planner, budget, maxItems } = options;
   const tracer = options.tracing?.recording === true ? options.tracing.tracer : undefined;
   return (operation, batch) => {
     const span = tracer?.startSpan('upstream plan', undefined, operation.trace);
-    const plan = planner.plan({
-      document: operation.document,
-      operationName: operation.operationName,
-      variables: operation.variables ?? undefined,
-      authorized: operation.authorized,
-    });
+    const { document, operationName, authorized } = operation;
+    const plan = planner.plan({ document, operationName, variables: operation.variables ?? undefined, authorized });
     const refusal = refusalOf(plan, batch?.planned ?? NOTHING_PLANNED, budget, maxItems);
+    const limit = refusal?.extensions.limit as keyof typeof OVER | undefined;
     if (span !== undefined) {
-      span.setAttribute(spanAttributes.planCalls, plan.calls);
-      span.setAttribute(spanAttributes.planExact, plan.exact);
-      if (refusal !== undefined)
-        span.setStatus({
-          code: SpanStatusCode.ERROR,
-          message:
-            refusal.extensions.limit === 'items' ? 'over the result items limit' : 'over the upstream call budget',
-        });
+      span.setAttributes({ [spanAttributes.planCalls]: plan.calls, [spanAttributes.planExact]: plan.exact });
+      if (limit !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: OVER[limit] });
       span.end();
     }
-    if (refusal === undefined) {
-      if (batch !== undefined) {
-        batch.planned.calls += plan.calls;
-        batch.planned.items += plan.items;
-      }
-      return plan;
+    if (refusal !== undefined) {
+      options.onRefused?.(limit!);
+      return refusal;
     }
-    options.onRefused?.(refusal.extensions.limit as 'budget' | 'items');
-    return refusal;
+    if (batch !== undefined) {
+      batch.planned.calls += plan.calls;
+      batch.planned.items += plan.items;
+    }
+    return plan;
   };
 }
 
-/**
- * The plan stage's policy, a subscription's events' too: the operation's plan, or its refusal
- * (planAdmission); then its context (schema/context.ts: its loaders, its guard, the upstream bound
- * to its caller), which hands the plan to its resolvers.
- */
+/** The plan stage's policy, events' too: the plan or its refusal, then the context that hands it to the resolvers. */
 export function useUpstreamPlan(admit: PlanAdmission, contextOptions: ContextOptions): Policy {
-  const step: OperationStep = (operation) => {
-    const { request, params } = operation;
+  const step: OperationStep<PreparedOperationState> = (operation) => {
+    const { request } = operation;
+    const { operationName, variables } = operation.params;
     const trace = operation.record?.trace;
     const authorized = carriesToken({ authorization: request.headers.get('authorization') ?? undefined });
-    const plan = admit(
-      {
-        document: operation.document!,
-        operationName: params.operationName,
-        variables: params.variables,
-        authorized,
-        trace,
-      },
-      request.batch,
-    );
+    const plan = admit({ document: operation.document, operationName, variables, authorized, trace }, request.batch);
     if (plan instanceof GraphQLError) return plan;
     operation.plan = plan;
-    operation.context = createContext(request.incoming, contextOptions, {
-      requestId: request.requestId,
-      batch: request.batch,
-      trace,
-      plan,
-    });
+    const { requestId, batch } = request;
+    operation.context = createContext(request.incoming, contextOptions, { requestId, batch, trace, plan });
     return undefined;
   };
   return { name: 'upstream plan', concerns: 'also events', plan: step };

@@ -2,11 +2,10 @@ import type { Plugin } from '@envelop/core';
 import { BREAK, type DocumentNode, GraphQLError, Kind, type SelectionSetNode, visit } from 'graphql';
 
 export interface RepeatedFieldsOptions {
-  /** Most times one response key may appear in one selection set (inline fragments opened). */
   readonly max: number;
 }
 
-/** How often each response key appears in one selection set, with inline fragments opened into it. */
+/** How often each response key appears in one selection set, inline fragments opened. */
 function responseKeyCounts(selectionSet: SelectionSetNode, counts = new Map<string, number>()): Map<string, number> {
   for (const selection of selectionSet.selections) {
     if (selection.kind === Kind.FIELD) {
@@ -17,7 +16,6 @@ function responseKeyCounts(selectionSet: SelectionSetNode, counts = new Map<stri
   return counts;
 }
 
-/** The first key over `max` in any selection set of the document, with its count. */
 function overLimit(document: DocumentNode, max: number): { key: string; count: number } | undefined {
   let found: { key: string; count: number } | undefined;
   visit(document, {
@@ -34,14 +32,7 @@ function overLimit(document: DocumentNode, max: number): { key: string; count: n
   return found;
 }
 
-/**
- * Refuses a document that repeats one field in one selection set more than `max` times, before
- * validation runs. graphql-js checks that such fields can merge by comparing them pairwise:
- * 250 copies of `nodes { name hair { name } }` (under 2,000 tokens) held the event loop for half
- * a second. A client has no use for a field more than a few times in one place; fragments, which
- * the check caches pair by pair, are not counted. The refusal is a validation error (HTTP 400,
- * `GRAPHQL_VALIDATION_FAILED`, `extensions.limit: "repeats"`); the answer is kept per document.
- */
+/** graphql-js compares repeats pairwise: 250 of a field (under 2,000 tokens) held the event loop half a second. */
 export function useRepeatedFieldsLimit(options: RepeatedFieldsOptions): Plugin {
   const checked = new WeakMap<DocumentNode, GraphQLError | null>();
   return {
@@ -53,9 +44,7 @@ export function useRepeatedFieldsLimit(options: RepeatedFieldsOptions): Plugin {
         refusal = over
           ? new GraphQLError(
               `Field "${over.key}" appears ${over.count} times in one selection; the limit is ${options.max}.`,
-              {
-                extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' },
-              },
+              { extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'repeats' } },
             )
           : null;
         checked.set(document, refusal);

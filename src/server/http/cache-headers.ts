@@ -1,17 +1,9 @@
 import vary from 'vary';
 
-/**
- * What an answer to a request with credentials says to caches: no shared cache may keep it, and
- * it depends on the Authorization header. (A response cache of ours says `private, max-age=N`
- * instead: an answer that already says `private` is left as it is.) The HTTP server's own 406 and
- * every answer of the gateway (answers/answer-headers.ts) say it alike.
- */
+/** What answers to requests with credentials say to caches (answers/answer-headers.ts): no shared cache keeps them. */
 export const privateAnswerHeaders = { 'cache-control': 'private, no-store', vary: 'Authorization' } as const;
 
-/**
- * Merged Vary headers, by the name merged in and the header it was merged into: answers have a handful (Authorization,
- * Accept, Origin).
- */
+/** Merged Vary headers by name merged in, then by header merged into: answers have a handful. */
 const merged = new Map<string, Map<string, string>>();
 const MERGED = 64;
 
@@ -23,14 +15,13 @@ export function varyOn(header: string | null | undefined, name: string): string 
     into = new Map();
     merged.set(name, into);
   }
-  let value = into.get(before);
-  if (value === undefined) {
-    value = vary.append(before, name);
-    // At most MERGED kept per name, each of at most 256 characters: a few kB whatever clients send.
-    if (before.length <= 256) {
-      if (into.size >= MERGED) into.clear();
-      into.set(before, value);
-    }
+  const known = into.get(before);
+  if (known !== undefined) return known;
+  const value = vary.append(before, name);
+  // At most MERGED kept per name, each of at most 256 characters: a few kB whatever clients send.
+  if (before.length <= 256) {
+    if (into.size >= MERGED) into.clear();
+    into.set(before, value);
   }
   return value;
 }

@@ -16,22 +16,15 @@ import type { GatewayMetrics } from '../instruments/metrics.js';
 import { codingsFor } from './codings.js';
 
 export interface HttpServerOptions {
-  /** Responses smaller than this (Content-Length, or a stream's first chunk) go out as they are. */
+  /** COMPRESSION_MIN_BYTES: smaller responses (Content-Length, or a stream's first chunk) go out as they are. */
   readonly compressionMinBytes: number;
-  /** The timeouts of slow requests and the cap on open connections. */
   readonly connections: ConnectionSettings;
 }
 
 /** Node checks the slow-request timeouts at least this often, whatever HEADERS_TIMEOUT_MS. */
 const LONGEST_CHECK_INTERVAL_MS = 1_000;
 
-/**
- * Node's own timeouts for a request that arrives too slowly: the connection is answered 408 and
- * closed. Node checks them only every `connectionsCheckingInterval` (30 s by default, so a 10 s
- * head timeout would fire anywhere up to 40 s): the check runs every tenth of the head timeout,
- * at most every second. An idle keep-alive connection is not a request: Node's keepAliveTimeout
- * (5 s) closes it, as before.
- */
+/** Node's 408 for slow requests, checked each tenth of the head timeout (its 30 s default fired a 10 s one at 40 s). */
 export function slowRequestOptions(
   connections: Pick<ConnectionSettings, 'headersTimeoutMs' | 'requestTimeoutMs'>,
 ): ServerOptions {
@@ -42,13 +35,7 @@ export function slowRequestOptions(
   };
 }
 
-/**
- * Closes the connections over `max` as they arrive, counting each with `onDrop`. In one process
- * that is Node's `maxConnections`, which closes them before anything is made for them. Not in a
- * cluster worker: there Node hands such a connection back to the primary, which offers it to the
- * workers in turn until one takes it (4 connections over the cap kept the primary at 40 % of a
- * CPU, holding their descriptors). A worker takes them and closes them at once instead.
- */
+/** Closes connections over `max`; a cluster worker itself (Node's round via the primary cost it 40 % of a CPU). */
 export function capConnections(server: Server, max: number, onDrop: () => void): void {
   if (!cluster.isWorker) {
     server.maxConnections = max;
@@ -67,37 +54,17 @@ export function capConnections(server: Server, max: number, onDrop: () => void):
   });
 }
 
-/** The gateway as Node's request handler. */
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/** Answers that go out in parts as they come: an event stream, multipart/mixed. */
 const streamed = /^(text\/event-stream|multipart\/mixed)\b/i;
 
-/**
- * Which responses to compress: compressible types (JSON, HTML), never an answer in parts. A
- * stream (a subscription's, a live query's) may stay open for hours: a compressor per stream
- * held some 500 KB each (brotli's window and state, what a browser's `Accept-Encoding` asks
- * for), so 10,000 browsers would hold gigabytes for parts of a few hundred bytes each; every
- * stream goes out as it is. An event stream is marked `Content-Encoding: none` (answers/parts.ts)
- * to keep compressors that buffer in front away (nginx's gzip): the mark is not a registered
- * coding, so it is dropped here.
- */
+/** Compressible types, never streams (a compressor each held 500 KB); SSE's `Content-Encoding: none` is dropped. */
 function compressible(...[request, response]: Parameters<typeof compression.filter>): boolean {
   if (response.getHeader('content-encoding') === 'none') response.removeHeader('content-encoding');
   return !streamed.test(String(response.getHeader('content-type') ?? '')) && compression.filter(request, response);
 }
 
-/**
- * The gateway on Node's HTTP server. Responses are compressed by `compression` (Express's):
- * brotli, gzip or deflate as Accept-Encoding prefers (q-values honoured, brotli first on a tie),
- * `Vary: Accept-Encoding` on every compressible response, nothing below `compressionMinBytes`
- * (unless the request refuses `identity`), nothing already encoded, nothing for HEAD, nothing
- * streamed (`compressible`). A one-shot JSON answer is one write. Brotli runs at quality 4
- * (compression's default): close to gzip's CPU cost, smaller output. Slow requests are cut
- * (slowRequestOptions) and connections over `maxConnections` closed on arrival (capConnections),
- * counted in `metrics`. (Overload and callers refused a moment ago are refused by the gateway's
- * intake stage, before a byte of the body is read: Node discards it once the answer is out.)
- */
+/** The gateway on Node's server: compressed (brotli, quality 4: gzip's CPU, smaller), slow or extra connections cut. */
 export function createGatewayServer(
   handler: Handler,
   options: HttpServerOptions,
@@ -114,9 +81,8 @@ export function createGatewayServer(
   const compressAll = compressor(0);
   const server = createDrainableServer(slowRequestOptions(options.connections), (request, response) => {
     const acceptEncoding = request.headers['accept-encoding'];
-    // A request that accepts no encoding is answered as it is, without the middleware: a cache may
-    // keep that identity answer for everyone, so it needs no Vary. One that refuses every coding
-    // is the intake stage's 406, answered as it is.
+    // No Accept-Encoding: as it is, without the middleware (a cache may keep it for everyone: no Vary). One that
+    // refuses every coding is the intake stage's 406, as it is.
     const coded = codingsFor(acceptEncoding);
     if (acceptEncoding === undefined || coded === 'none') return handler(request, response);
     return (coded === 'any' ? compress : compressAll)(request, response, () => handler(request, response));
@@ -126,31 +92,20 @@ export function createGatewayServer(
   return server;
 }
 
-/** A server's drain: whether it is stopping, and its connections with the answers under way on each. */
 interface Drain {
   draining: boolean;
-  /** Every open connection (per connection, not per request: they are long-lived). */
+  /** Per connection, not per request: they are long-lived. */
   readonly sockets: Set<Socket>;
 }
 
-/** Answers being written on a connection (a response holds its socket from `assignSocket` to `detachSocket`). */
+/** Answers under way on a connection (`assignSocket` to `detachSocket`), so the stop can tell them from a slow head. */
 const answering = Symbol('http-server.answering');
 type AnsweredSocket = Socket & { [answering]?: number };
 
-/** The request asked to close its connection after the answer (`Connection: close`). */
-function askedToClose(request: IncomingMessage): boolean {
-  const { connection } = request.headers;
-  return (
-    connection !== undefined &&
-    connection !== 'keep-alive' &&
-    connection.split(',').some((option) => option.trim().toLowerCase() === 'close')
-  );
-}
+const askedToClose = ({ headers: { connection } }: IncomingMessage): boolean =>
+  connection !== undefined && connection !== 'keep-alive' && /(^|,)\s*close\s*(,|$)/i.test(connection);
 
-/**
- * Headers given to writeHead (an object, or names and values in one list), their `Connection`
- * made `close` (a streamed answer says `keep-alive`: answers/parts.ts).
- */
+/** writeHead's headers (an object, or a flat list) with `Connection: close` (streams say `keep-alive`: parts.ts). */
 function closing(headers: unknown): unknown {
   const close = (name: unknown, value: unknown): unknown =>
     typeof name === 'string' && name.toLowerCase() === 'connection' ? 'close' : value;
@@ -160,15 +115,7 @@ function closing(headers: unknown): unknown {
   return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, close(name, value)]));
 }
 
-/**
- * Responses that say `Connection: close` once their server is draining, or when their request
- * asked for it (a multipart or event-stream answer says `keep-alive` otherwise, in
- * headers given or set): decided as their headers go out, so an answer in flight when the stop
- * began closes its connection after it, and no response is tracked (a long-lived set of them
- * costs every request a promotion: docs/performance.md#measured-reasons). Each also counts itself
- * on its socket while it holds it, so the stop can tell a connection with an answer under way
- * from one that has sent part of a request head and nothing else.
- */
+/** Untracked (docs/performance.md#measured-reasons): `Connection: close` when draining or asked, as headers go out. */
 function closingWhenDraining(state: Drain): typeof ServerResponse {
   return class extends ServerResponse {
     // `reason` may be the headers (writeHead's two-argument form); Node's own writeHead sorts that out.
@@ -193,10 +140,9 @@ function closingWhenDraining(state: Drain): typeof ServerResponse {
   } as typeof ServerResponse;
 }
 
-/** Each gateway server's drain, which its responses read as their headers go out. */
 const drains = new WeakMap<Server, Drain>();
 
-/** Node's HTTP server, made to be stopped by `stopGatewayServer`: the public port's and the admin port's. */
+/** Node's HTTP server, stopped by `stopGatewayServer`: the public port's and the admin port's. */
 export function createDrainableServer(options: ServerOptions, handler: Handler): Server {
   const drain: Drain = { draining: false, sockets: new Set() };
   const server = createServer({ ...options, ServerResponse: closingWhenDraining(drain) }, handler);
@@ -208,40 +154,24 @@ export function createDrainableServer(options: ServerOptions, handler: Handler):
   return server;
 }
 
-/** Node's diagnostics channel of every answer an HTTP server finished sending (`{ server, socket }`). */
+/** Node's diagnostics channel of every answer a server finished sending (`{ server, socket }`). */
 const RESPONSE_FINISHED = 'http.server.response.finish';
-
-/** What Node answers a request head that did not arrive in time. */
 const REQUEST_TIMEOUT = 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
-
 /** How long after the stop a request head under way may take to arrive before it is answered 408. */
 const HEAD_AFTER_STOP_MS = 1_000;
 
-/**
- * Stops a gateway server gracefully: no new connections; every answer from now on, those in
- * flight included, carries `Connection: close`, so a keep-alive client busy at the stop gets its
- * answer and then the connection ends (it used to be served new requests for the whole grace
- * period); an answer whose headers were already out (a stream) has its connection closed once it
- * is sent; idle connections close at once; a request head under way at the stop has a second to
- * arrive (and is then served, with `Connection: close`), after which its connection is answered
- * 408 and closed as Node's head timeout would (Node stops checking that timeout once the server
- * closes, so a trickled head would hold the stop for the whole grace); whatever is still open
- * after `graceMs` is cut.
- */
+/** Stops gracefully: `Connection: close` from now on, idle connections closed, anything left cut after `graceMs`. */
 export async function stopGatewayServer(server: Server, graceMs: number): Promise<void> {
   const drain = drains.get(server);
   if (drain !== undefined) drain.draining = true;
   const closed = new Promise((resolve) => server.close(resolve));
   server.closeIdleConnections();
-  // Node would answer 408 and destroy the socket (a client that keeps its end open must not hold the stop).
-  const cutHeads = setTimeout(
-    () => {
-      for (const socket of drain?.sockets ?? [])
-        if (!socket.destroyed && !((socket as AnsweredSocket)[answering]! > 0))
-          socket.end(REQUEST_TIMEOUT, () => socket.destroy());
-    },
-    Math.min(HEAD_AFTER_STOP_MS, graceMs),
-  );
+  // A head under way gets a second, then 408 as Node's head timeout would: it stops with the server, and a trickled
+  // head (or a client that keeps its end open) must not hold the stop.
+  const cutHead = (socket: AnsweredSocket) => {
+    if (!socket.destroyed && !(socket[answering]! > 0)) socket.end(REQUEST_TIMEOUT, () => socket.destroy());
+  };
+  const cutHeads = setTimeout(() => drain?.sockets.forEach(cutHead), Math.min(HEAD_AFTER_STOP_MS, graceMs));
   const closeAnswered = (message: unknown) => {
     const { server: from, socket } = message as { server: unknown; socket: Socket };
     if (from === server) socket.destroySoon();

@@ -1,43 +1,23 @@
 import { type ExecutionResult, GraphQLError } from 'graphql';
 
-/*
- * The one serialisation of an answer, and the one rule of its status: every answer, whole or in
- * parts, on every transport, is written by these (answers/answer.ts, answers/parts.ts; WebSocket's
- * messages take `publicResult`'s shape, transports/socket-operation.ts).
- */
+/* The one serialisation of an answer, and the one rule of its status, for every transport. */
 
-/**
- * A result's errors as clients read them: GraphQL's shape, without the extensions meant for the server (`http`,
- * `unexpected`).
- */
+/** An error as clients read it: without the extensions meant for the server (`http`, `unexpected`). */
 function errorJson(error: GraphQLError): unknown {
-  const json = error.toJSON() as {
-    message: string;
-    locations?: unknown;
-    path?: unknown;
-    extensions?: Record<string, unknown>;
-  };
-  if (json.extensions === undefined || (!('http' in json.extensions) && !('unexpected' in json.extensions)))
-    return json;
-  const { http: _http, unexpected: _unexpected, ...extensions } = json.extensions;
-  return {
-    message: json.message,
-    locations: json.locations,
-    path: json.path,
-    extensions: Object.keys(extensions).length > 0 ? extensions : undefined,
-  };
+  const json = error.toJSON();
+  const { message, locations, path, extensions: all } = json;
+  if (all === undefined || (!('http' in all) && !('unexpected' in all))) return json;
+  const { http: _http, unexpected: _unexpected, ...extensions } = all;
+  return { message, locations, path, extensions: Object.keys(extensions).length > 0 ? extensions : undefined };
 }
 
-/**
- * A result's extensions without `http` (what the status and headers were made of), or undefined when nothing is left.
- */
+/** Extensions without `http` (what the status and headers were made of), or undefined when nothing is left. */
 function publicExtensions(extensions: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
   if (extensions === undefined || !('http' in extensions)) return extensions;
   const { http: _http, ...rest } = extensions;
   return Object.keys(rest).length > 0 ? rest : undefined;
 }
 
-/** Errors as clients read them (each a GraphQLError's JSON without the server's extensions). */
 export const errorsJson = (errors: readonly unknown[]): unknown[] =>
   errors.map((error) => (error instanceof GraphQLError ? errorJson(error) : error));
 
@@ -57,19 +37,12 @@ const asRead = (result: ExecutionResult): boolean =>
   !('incremental' in result) &&
   !('completed' in result);
 
-/**
- * A result as JSON: `errors` before everything else (as the GraphQL spec suggests: a client
- * reading the answer in order learns first that it is partial), then `data` and whatever else a
- * result holds (a part's `hasNext`, `incremental`, `pending`, `completed`, their errors as the
- * result's), then `extensions`.
- */
+/** A result as JSON: `errors` first (as the GraphQL spec suggests: partial answers say so first), `extensions` last. */
 export function serialise(result: ExecutionResult): string {
   return JSON.stringify(publicResult(result));
 }
 
-/**
- * A result as `serialise` writes it, as an object: for a transport whose library writes the JSON (WebSocket's `next`).
- */
+/** A result as `serialise` writes it, as an object: for a library that writes the JSON (WebSocket's `next`). */
 export function publicResult(result: ExecutionResult): Record<string, unknown> {
   if (asRead(result)) return result as Record<string, unknown>;
   const { errors, extensions, ...rest } = result as ExecutionResult & Record<string, unknown>;
@@ -87,29 +60,15 @@ const httpOf = (holder: { extensions?: unknown } | undefined): HttpExtensions | 
   (holder?.extensions as { http?: HttpExtensions } | undefined)?.http;
 
 /** Whether an error is the gateway's own GraphQL error, not something thrown that was wrapped. */
-function isOriginalGraphQLError(error: unknown): boolean {
-  let current = error;
-  while (current instanceof GraphQLError) {
-    if (current.originalError == null) return true;
-    current = current.originalError;
-  }
-  return false;
-}
+const isOriginalGraphQLError = (error: unknown): boolean =>
+  error instanceof GraphQLError && (error.originalError == null || isOriginalGraphQLError(error.originalError));
 
-/**
- * The status of a single result, and the headers its `extensions.http` ask for (into `headers`),
- * by GraphQL over HTTP's rules as yoga applies them: the largest status an error asks for; 500
- * for an unexpected error with no data at all; else 200. `json`: the answer is
- * application/json, where an error the spec itself answers 200 for (`http.spec`) keeps 200.
- */
+/** yoga's status: the largest errors ask for (`http.spec` keeps 200 under `json`), 500 if unexpected with no data. */
 export function statusOf(result: ExecutionResult, headers: Map<string, string>, json: boolean): number {
-  let status: number | undefined;
-  let unexpected = false;
   const answerHttp = httpOf(result);
-  if (answerHttp !== undefined) {
-    for (const [name, value] of Object.entries(answerHttp.headers ?? {})) headers.set(name.toLowerCase(), value);
-    if (answerHttp.status) status = answerHttp.status;
-  }
+  for (const [name, value] of Object.entries(answerHttp?.headers ?? {})) headers.set(name.toLowerCase(), value);
+  let status = answerHttp?.status || undefined;
+  let unexpected = false;
   if (!result.errors?.length) return status ?? 200;
   for (const error of result.errors) {
     const http = httpOf(error);
@@ -125,15 +84,10 @@ export function statusOf(result: ExecutionResult, headers: Map<string, string>, 
   return status ?? (unexpected && !('data' in result) ? 500 : 200);
 }
 
-/**
- * Whether a JSON answer keeps 200 for a request error the spec answers 200 under application/json:
- * yoga's rule (every error a GraphQL error, one of them not wrapping something thrown).
- */
+/** Whether a JSON answer keeps 200 for a request error the spec answers 200 for (yoga's rule, as written below). */
 export function jsonKeepsSpecStatus(result: ExecutionResult): boolean {
-  const errors = result.errors;
+  const { errors = [] } = result;
   return (
-    errors !== undefined &&
-    errors.length > 0 &&
     errors.some((error) => error instanceof GraphQLError) &&
     errors.some((error) => {
       const original = (error.extensions as { originalError?: unknown } | undefined)?.originalError;

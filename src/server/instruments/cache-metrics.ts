@@ -1,4 +1,4 @@
-import { Counter, Gauge } from 'prom-client';
+import { Gauge } from 'prom-client';
 import { MetricGroup } from './metric-group.js';
 
 /** What a bounded cache holds: its entries and their estimated heap bytes. */
@@ -7,12 +7,8 @@ export interface CacheUse {
   readonly bytes: number;
 }
 
-/**
- * The caches kept per distinct document (the prepared documents, compiled queries): their entries and bytes by cache,
- * read at each scrape.
- */
+/** The caches kept per distinct document (`parsed`, `compiled`): entries and bytes by cache, read at each scrape. */
 export class DocumentCacheMetrics extends MetricGroup {
-  /** Readers of the caches kept per distinct document, by cache (`parsed`, `compiled`), read at each scrape. */
   readonly #caches = new Map<string, () => CacheUse>();
 
   readonly entries = this.#gauge(
@@ -26,7 +22,6 @@ export class DocumentCacheMetrics extends MetricGroup {
     (use) => use.bytes,
   );
 
-  /** Reports a per-document cache in gateway_document_cache_entries and _bytes. */
   watch(cache: string, use: () => CacheUse): void {
     this.#caches.set(cache, use);
   }
@@ -46,56 +41,43 @@ export class DocumentCacheMetrics extends MetricGroup {
   }
 }
 
-/**
- * The response cache's metrics: its lookups, invalidations, stale answers, byte bounds met and failures, and what its
- * store in memory holds.
- */
+/** The response cache's lookups, invalidations, stale answers, byte bounds met and failures, and its store's use. */
 export class ResponseCacheMetrics extends MetricGroup {
-  readonly #lookups = new Counter({
-    name: 'gateway_response_cache_lookups_total',
-    help: 'Lookups of the response cache (RESPONSE_CACHE_TTL_MS), by result: hit (answered without executing) or miss; an If-None-Match revalidation is one too.',
-    labelNames: ['result'] as const,
-    registers: [this.registry],
-  });
-
+  readonly #lookups = this.counter(
+    'gateway_response_cache_lookups_total',
+    'Lookups of the response cache (RESPONSE_CACHE_TTL_MS), by result: hit (answered without executing) or miss; an If-None-Match revalidation is one too.',
+    ['result'],
+  );
   readonly #invalidations = this.counter(
     'gateway_response_cache_invalidations_total',
     'Invalidations of the response cache: one per mutation that changes something cached (and one per set of objects a mutation returns).',
   );
-
   readonly #invalidatedEntities = this.counter(
     'gateway_response_cache_invalidated_entities_total',
     'Entities (Type:id) and whole types those invalidations named.',
   );
-
   readonly #evictions = this.counter(
     'gateway_response_cache_evictions_total',
     'Cached answers those invalidations evicted (as the store counts them).',
   );
-
   readonly #stale = this.counter(
     'gateway_response_cache_stale_answers_total',
     'Answers kept past their TTL served for reads that failed upstream (an upstream fault or an open breaker; RESPONSE_CACHE_STALE_IF_ERROR_MS), marked stale.',
   );
-
-  readonly #overBudget = new Counter({
-    name: 'gateway_response_cache_over_budget_total',
-    help: "Answers that met a byte bound of the response cache as they were stored, by bound: `total` (RESPONSE_CACHE_MAX_BYTES in Redis: not stored) or `caller` (the caller's share: in Redis not stored, in process memory the caller's own oldest answers dropped to make room).",
-    labelNames: ['bound'] as const,
-    registers: [this.registry],
-  });
-
+  readonly #overBudget = this.counter(
+    'gateway_response_cache_over_budget_total',
+    "Answers that met a byte bound of the response cache as they were stored, by bound: `total` (RESPONSE_CACHE_MAX_BYTES in Redis: not stored) or `caller` (the caller's share: in Redis not stored, in process memory the caller's own oldest answers dropped to make room).",
+    ['bound'],
+  );
   /** An answer met a byte bound of the response cache (response-cache/redis-store.ts, memory-store.ts). */
   readonly overBudget = (bound: 'total' | 'caller'): void => void this.#overBudget.inc({ bound });
 
-  readonly #failures = new Counter({
-    name: 'gateway_response_cache_failures_total',
-    help: 'Calls to the response cache store that failed (Redis unreachable or refusing, or evictions owed), by call: a lookup answered as a miss, a write not kept, an invalidation not made yet (made again once Redis answers; until then the store answers nothing); fail open.',
-    labelNames: ['call'] as const,
-    registers: [this.registry],
-  });
-
-  /** What the response cache's store holds, read at each scrape; none for a store that cannot say cheaply. */
+  readonly #failures = this.counter(
+    'gateway_response_cache_failures_total',
+    'Calls to the response cache store that failed (Redis unreachable or refusing, or evictions owed), by call: a lookup answered as a miss, a write not kept, an invalidation not made yet (made again once Redis answers; until then the store answers nothing); fail open.',
+    ['call'],
+  );
+  /** Read at each scrape; none for a store that cannot say cheaply. */
   #use: (() => CacheUse) | undefined;
 
   readonly #gauges = [
@@ -111,26 +93,17 @@ export class ResponseCacheMetrics extends MetricGroup {
     ),
   ];
 
-  /**
-   * A gauge read from the response cache's store at each scrape: registered by `watch` for a store that can say (a 0
-   * would be a lie for Redis).
-   */
+  /** A gauge of the store, read at each scrape: registered by `watch` for a store that can say (Redis's 0: a lie). */
   #gauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge {
     const gauge: Gauge = new Gauge({
       name,
       help,
       registers: [],
-      collect: () => {
-        if (this.#use !== undefined) gauge.set(pick(this.#use()));
-      },
+      collect: () => gauge.set(pick(this.#use!())), // registered once there is a `use`
     });
     return gauge;
   }
 
-  /**
-   * The response cache's events, counted; `use` (the store in memory's) is read at each scrape for the entries and
-   * bytes gauges.
-   */
   watch(use: (() => CacheUse) | undefined) {
     if (use !== undefined && this.#use === undefined)
       for (const gauge of this.#gauges) this.registry.registerMetric(gauge);

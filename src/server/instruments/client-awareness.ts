@@ -1,24 +1,19 @@
 import type { ClientMetricsBounds } from '../../config.js';
 
-/**
- * Which client app sent a request, as it names itself: Apollo's client-awareness headers
- * (`apollographql-client-name`/`-version`, what Apollo Client's `clientAwareness` sends), else
- * `graphql-client-name`/`-version` (Hive's and others'). The values come from clients, so they
- * are checked before they reach a metric label or a span, and the labels are bounded.
+/*
+ * Which client app sent a request, as it names itself: Apollo's client-awareness headers (`apollographql-client-name`/
+ * `-version`, what Apollo Client's `clientAwareness` sends), else `graphql-client-name`/`-version` (Hive's and
+ * others'). The values come from clients, so they are checked before they reach a label or a span, and bounded.
  */
 
-/** Longest name or version kept; a longer one is cut to this. */
+/** Longer names and versions are cut to this. */
 const MAX_LENGTH = 64;
-/**
- * What a name or version may hold: letters, digits, space and `_ . : / @ + ( ) -` (`1.2.3-rc.1+build`, `@acme/web`,
- * `iOS (14)`).
- */
+/** Letters, digits, space and `_ . : / @ + ( ) -` (`1.2.3-rc.1+build`, `@acme/web`, `iOS (14)`). */
 const plain = /^[\w .:/@+()-]+$/;
 
-/** The metric labels of a name or version absent, or refused by the check. */
+/** The labels of a name or version absent, refused by the check, or past the bounds. */
 const ABSENT = 'unknown';
 const REFUSED = 'invalid';
-/** The label of a name or version past the bounds. */
 const OTHER = 'other';
 
 /** A request's client: what the span carries (undefined: absent or refused) and its bounded metric labels. */
@@ -37,9 +32,9 @@ export const anonymous: ClientIdentity = Object.freeze({
   versionLabel: ABSENT,
 });
 
-/** A value as sent, cut to MAX_LENGTH, or undefined when its characters fail the check. */
+/** A value cut to MAX_LENGTH, or undefined when its characters fail the check. */
 function checked(value: string): string | undefined {
-  const capped = value.length > MAX_LENGTH ? value.slice(0, MAX_LENGTH) : value;
+  const capped = value.slice(0, MAX_LENGTH);
   return plain.test(capped) ? capped : undefined;
 }
 
@@ -47,10 +42,9 @@ const labelOf = (value: string | null, kept: string | undefined) =>
   value === null || value === '' ? ABSENT : (kept ?? REFUSED);
 
 /**
- * Reads and labels requests' clients. The names an operator lists (`knownNames`) always get a
- * label of their own; of the others, at most `maxNames`, the first seen; under each name label
- * (`unknown`, `invalid` and `other` included) at most `maxVersions` versions: at most
- * (known + maxNames + 3) × (maxVersions + 3) label pairs, whatever clients send.
+ * Reads and labels requests' clients. The names an operator lists (`knownNames`) always get a label; of the others,
+ * the first `maxNames` seen; under each name label (`unknown`, `invalid`, `other` too) the first `maxVersions`
+ * versions: at most (known + maxNames + 3) × (maxVersions + 3) label pairs, whatever clients send.
  */
 export class ClientAwareness {
   /** Each name label, with the version labels it keeps. */
@@ -61,14 +55,10 @@ export class ClientAwareness {
 
   /** The client of a request, from its headers (two reads when it names none). */
   identify(headers: Pick<Headers, 'get'>): ClientIdentity {
-    let name = headers.get('apollographql-client-name');
-    let version: string | null;
-    if (name !== null) version = headers.get('apollographql-client-version');
-    else {
-      name = headers.get('graphql-client-name');
-      if (name === null) return anonymous;
-      version = headers.get('graphql-client-version');
-    }
+    const apollo = headers.get('apollographql-client-name');
+    const name = apollo ?? headers.get('graphql-client-name');
+    if (name === null) return anonymous;
+    const version = headers.get(apollo === null ? 'graphql-client-version' : 'apollographql-client-version');
     const keptName = checked(name);
     const keptVersion = version === null ? undefined : checked(version);
     const nameLabel = this.#nameLabel(labelOf(name, keptName), keptName !== undefined);
@@ -80,18 +70,15 @@ export class ClientAwareness {
     };
   }
 
-  #nameLabel(label: string, sent: boolean): string {
-    if (this.#names.has(label)) return label;
+  #nameLabel(sentLabel: string, sent: boolean): string {
+    if (this.#names.has(sentLabel)) return sentLabel;
+    let label = sentLabel;
     if (sent && !this.bounds.knownNames.has(label)) {
-      if (this.#keptNames >= this.bounds.maxNames) return this.#known(OTHER);
-      this.#keptNames++;
+      if (this.#keptNames >= this.bounds.maxNames) label = OTHER;
+      else this.#keptNames++;
     }
-    return this.#known(label);
-  }
-
-  #known(name: string): string {
-    if (!this.#names.has(name)) this.#names.set(name, new Set());
-    return name;
+    if (!this.#names.has(label)) this.#names.set(label, new Set());
+    return label;
   }
 
   #versionLabel(name: string, label: string, sent: boolean): string {

@@ -2,9 +2,9 @@ import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 
 /*
- * With WORKERS>1 a scrape reaches one worker, which asks the primary for the whole group: the
- * primary collects every worker's registry with prom-client's AggregatorRegistry (prom-client's
- * own cluster messages) and answers the sum. Only the ask and the answer below are ours.
+ * With WORKERS>1 a scrape reaches one worker, which asks the primary for the whole group: the primary collects every
+ * worker's registry with prom-client's AggregatorRegistry (its own cluster messages) and answers the sum: only the
+ * ask and the answer are ours.
  */
 const SCRAPE = 'gateway:scrape';
 const SCRAPED = 'gateway:scraped';
@@ -12,8 +12,7 @@ const SCRAPED = 'gateway:scraped';
 interface ScrapeMessage {
   type: typeof SCRAPE | typeof SCRAPED;
   id: number;
-  /** The aggregated text; absent when the aggregation failed. */
-  text?: string;
+  text?: string; // absent when the aggregation failed
 }
 
 const isMessage = (message: unknown, type: ScrapeMessage['type']): message is ScrapeMessage =>
@@ -31,16 +30,11 @@ export function aggregateWorkerMetrics(): void {
   });
 }
 
-/**
- * In a cluster worker: offers `registry` to the primary's aggregation, and returns the scrape of
- * the whole group (asked of the primary). Rejects when the aggregation fails (prom-client gives
- * up on a worker after 5 s) or the primary is gone.
- */
+/** In a worker: the whole group's scrape; rejects if the aggregation fails (prom-client gives up after 5 s). */
 export function scrapeWorkerGroup(registry: Registry): () => Promise<string> {
   AggregatorRegistry.setRegistries([registry]);
   // Constructing one is what makes this worker answer the primary's collection requests.
   new AggregatorRegistry();
-
   const waiting = new Map<number, { resolve: (text: string) => void; reject: (error: Error) => void }>();
   let nextId = 0;
   process.on('message', (message: unknown) => {
@@ -54,7 +48,6 @@ export function scrapeWorkerGroup(registry: Registry): () => Promise<string> {
     for (const waiter of waiting.values()) waiter.reject(new Error('cluster primary gone'));
     waiting.clear();
   });
-
   return () =>
     new Promise<string>((resolve, reject) => {
       if (process.send === undefined || !process.connected) return reject(new Error('cluster primary gone'));

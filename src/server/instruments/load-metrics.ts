@@ -1,20 +1,17 @@
 import type { Server } from 'node:net';
-import { Counter, Gauge } from 'prom-client';
+import { Gauge } from 'prom-client';
 import { MetricGroup } from './metric-group.js';
 
-/** A gateway process's listening ports: the public one and ADMIN_PORT. */
+/** The public port and ADMIN_PORT. */
 export type ConnectionPort = 'public' | 'admin';
 
 /** The client connections of a process's ports: open now (read at scrape time only), and dropped over a port's cap. */
 export class ConnectionMetrics extends MetricGroup {
-  readonly #dropped = new Counter({
-    name: 'gateway_connections_dropped_total',
-    help: 'Client connections closed on arrival because as many as the port allows were open (MAX_CONNECTIONS on the public port; the admin port has a small cap of its own).',
-    labelNames: ['port'] as const,
-    registers: [this.registry],
-  });
-
-  /** The servers whose open connections the gauge reports, by port; read at scrape time only. */
+  readonly #dropped = this.counter(
+    'gateway_connections_dropped_total',
+    'Client connections closed on arrival because as many as the port allows were open (MAX_CONNECTIONS on the public port; the admin port has a small cap of its own).',
+    ['port'],
+  );
   readonly #servers = new Map<ConnectionPort, Server>();
 
   readonly #open: Gauge<'port'> = new Gauge({
@@ -32,10 +29,6 @@ export class ConnectionMetrics extends MetricGroup {
     },
   });
 
-  /**
-   * Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops
-   * over its cap.
-   */
   watch(server: Server, port: ConnectionPort): () => void {
     this.#servers.set(port, server);
     const dropped = this.#dropped.labels({ port });
@@ -45,47 +38,38 @@ export class ConnectionMetrics extends MetricGroup {
   }
 }
 
-/** What the load shedder reads of the process (server/traffic/load-shedder.ts), and the load gauges at each scrape. */
+/** The load the shedder reads (server/traffic/load-shedder.ts), as the gauges show it at each scrape. */
 export interface ProcessLoad {
   readonly inFlight: number;
   readonly delayMs: number;
   readonly upstreamQueued: number;
 }
 
-/** The load the shedder caps: operations in flight, the event loop's delay, the upstream queue, read at each scrape. */
 export class LoadMetrics extends MetricGroup {
-  #load: ProcessLoad | undefined;
+  // Unwatched, the gauges read 0, as they do unset.
+  #load: ProcessLoad = { inFlight: 0, delayMs: 0, upstreamQueued: 0 };
 
   readonly #operationsOpen: Gauge = new Gauge({
     name: 'gateway_operations_in_flight',
     help: 'GraphQL operations admitted whose answer is not yet out (an @defer/@stream one until its last part), process-wide: what SHED_MAX_IN_FLIGHT caps.',
     registers: [this.registry],
-    collect: () => {
-      if (this.#load !== undefined) this.#operationsOpen.set(this.#load.inFlight);
-    },
+    collect: () => this.#operationsOpen.set(this.#load.inFlight),
   });
-
   readonly #eventLoopDelay: Gauge = new Gauge({
     name: 'gateway_shedding_event_loop_delay_seconds',
     help: "The event loop's delay, the median over the last 500 ms window: what SHED_EVENT_LOOP_DELAY_MS caps.",
     registers: [this.registry],
     // Several workers (WORKERS>1): the most delayed one, not a sum.
     aggregator: 'max',
-    collect: () => {
-      if (this.#load !== undefined) this.#eventLoopDelay.set(this.#load.delayMs / 1000);
-    },
+    collect: () => this.#eventLoopDelay.set(this.#load.delayMs / 1000),
   });
-
   readonly #upstreamQueued: Gauge = new Gauge({
     name: 'gateway_upstream_calls_queued',
     help: 'Upstream calls waiting for a connection of the pool, every one of UPSTREAM_CONNECTIONS busy: what SHED_MAX_UPSTREAM_QUEUED caps.',
     registers: [this.registry],
-    collect: () => {
-      if (this.#load !== undefined) this.#upstreamQueued.set(this.#load.upstreamQueued);
-    },
+    collect: () => this.#upstreamQueued.set(this.#load.upstreamQueued),
   });
 
-  /** Reports the shedder's operations in flight, event-loop delay and upstream queue, read at each scrape. */
   watch(load: ProcessLoad): void {
     this.#load = load;
   }

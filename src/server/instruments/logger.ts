@@ -1,23 +1,14 @@
 import { type Logger, pino } from 'pino';
 
-/**
- * Lines waiting for a log reader that stopped reading, at most (some 50,000 operations' lines); later ones are dropped
- * rather than filling the heap.
- */
+/** Lines waiting for a log reader that stopped reading (some 50,000 operations'); later ones are dropped. */
 const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
- * Structured JSON logs. Tokens never reach a log line: request headers and bodies are never
- * logged, and as a second guard `authorization`, `token`, `access_token`/`accessToken` and
- * `password` fields (top level or one level down) are redacted.
- *
- * Each line is on its way to stdout as it is logged, through pino's own destination (sonic-boom,
- * `sync: false`): a line starts a write at once, and the lines logged while that write is under
- * way go out together in the next. What is still waiting when the process exits, on an uncaught
- * exception too, pino writes synchronously on the way out; a SIGKILL or an out-of-memory abort
- * loses only the lines of the last few milliseconds (what that costs, against the alternatives:
- * docs/performance.md#measured-reasons). A log reader that stops reading no longer holds the gateway
- * up: the lines wait in memory, up to LOG_BUFFER_MAX_BYTES, and those logged past it are dropped.
+ * JSON logs. Request headers and bodies are never logged; as a second guard, token fields are redacted. Lines go out
+ * asynchronously (sonic-boom, `sync: false`: those logged during a write go in the next), flushed at exit, even on an
+ * uncaught exception: a SIGKILL or an out-of-memory abort loses the last few milliseconds' (the trade-off:
+ * docs/performance.md#measured-reasons). A reader that stops reading does not hold the gateway up: lines wait in
+ * memory up to LOG_BUFFER_MAX_BYTES.
  */
 export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
   return pino(
@@ -25,20 +16,9 @@ export function createLogger(options: { level?: string; destination?: pino.Desti
       level: options.level ?? 'info',
       base: undefined,
       redact: {
-        paths: [
-          'authorization',
-          '*.authorization',
-          'token',
-          '*.token',
-          'headers.authorization',
-          '*.headers.authorization',
-          'access_token',
-          '*.access_token',
-          'accessToken',
-          '*.accessToken',
-          'password',
-          '*.password',
-        ],
+        paths: ['authorization', 'token', 'headers.authorization', 'access_token', 'accessToken', 'password'].flatMap(
+          (path) => [path, `*.${path}`],
+        ),
         censor: '[redacted]',
       },
     },

@@ -1,5 +1,5 @@
 import type { Server } from 'node:net';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { type CacheUse, DocumentCacheMetrics, ResponseCacheMetrics } from './cache-metrics.js';
 import { scrapeWorkerGroup } from './cluster-metrics.js';
 import { ConnectionMetrics, type ConnectionPort, LoadMetrics, type ProcessLoad } from './load-metrics.js';
@@ -15,97 +15,73 @@ export type { CacheUse };
 const operationBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15];
 
 /**
- * The gateway's Prometheus metrics, in a registry of its own (not prom-client's global one) so
- * tests and several gateways in one process never share counters. The operations' own are here;
- * the upstream's, the caches' and the process's load are groups of their own (upstream-metrics.ts,
- * cache-metrics.ts, load-metrics.ts), made in the order /metrics shows them.
+ * The gateway's Prometheus metrics, in a registry of its own (not prom-client's global one) so tests and several
+ * gateways in one process never share counters; the groups (upstream-metrics.ts, cache-metrics.ts, load-metrics.ts)
+ * are made in /metrics order.
  */
 export class GatewayMetrics {
   readonly registry = new Registry();
 
-  readonly #operations: Histogram<'operation' | 'type' | 'outcome'> = new Histogram({
+  readonly operations = QueuedObservations.histogram({
     name: 'gateway_operation_duration_seconds',
     help: 'GraphQL operations by name, type and outcome (ok, error, refused), with their duration.',
     labelNames: ['operation', 'type', 'outcome'] as const,
     buckets: operationBuckets,
     registers: [this.registry],
-    collect: () => this.operations.flush(),
   });
-  readonly operations = new QueuedObservations(this.#operations);
-
-  readonly #clientOperations: Histogram<'client_name' | 'client_version' | 'outcome'> = new Histogram({
+  readonly clientOperations = QueuedObservations.histogram({
     name: 'gateway_client_operation_duration_seconds',
     help: 'GraphQL operations by the client app that sent them (apollographql-client-name/-version or graphql-client-name/-version; bounded, see METRICS_CLIENT_NAMES) and outcome, with their duration.',
     labelNames: ['client_name', 'client_version', 'outcome'] as const,
     buckets: operationBuckets,
     registers: [this.registry],
-    collect: () => this.clientOperations.flush(),
   });
-  readonly clientOperations = new QueuedObservations(this.#clientOperations);
-
   /** The schema coordinates operations select, by client (documents/coordinate-usage.ts). */
   readonly schemaUsage = new SchemaUsageMetrics(this.registry);
-
   readonly #upstream = new UpstreamMetrics(this.registry);
-  /** Feeds the transport's per-attempt hook. */
   readonly recordAttempt = this.#upstream.recordAttempt;
-  /** Feeds a breaker's state changes. */
   readonly recordCircuitState = this.#upstream.recordCircuitState;
-  /** Counts a call an open breaker refused. */
   readonly recordCircuitRefusal = this.#upstream.recordCircuitRefusal;
   readonly upstreamCallsJoined = this.#upstream.callsJoined;
   readonly upstreamRetriesRefused = this.#upstream.retriesRefused;
-
   readonly refusals = new Counter({
     name: 'gateway_refusals_total',
     help: 'Requests refused before execution, by the limit that refused them.',
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });
-
   readonly overloadRefusals = new Counter({
     name: 'gateway_overload_refusals_total',
     help: 'Operations refused with OVERLOADED (each one of gateway_refusals_total{limit="overloaded"} too), by reason: caller_share (the gateway overloaded, and its caller or address held its fair share or more), cap (in flight at twice SHED_MAX_IN_FLIGHT: whoever sent it), event_loop or upstream_queue (overloaded with nothing in flight to share out).',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
-
   readonly abandonedAnswers = new Counter({
     name: 'gateway_abandoned_answers_total',
     help: 'Answers not serialised because the client had closed the request.',
     registers: [this.registry],
   });
-
   readonly sharedStateFallbacks = new Counter({
     name: 'gateway_shared_state_fallbacks_total',
     help: 'Redis (REDIS_URL) commands of the rate limits, the APQ store, the response cache (store="response_cache": a miss, or nothing stored or evicted) or head events (store="events": an event told to this process only) served from process memory instead, by store and reason (unreachable, out_of_memory, read_only, error).',
     labelNames: ['store', 'reason'] as const,
     registers: [this.registry],
   });
-
   readonly #connections = new ConnectionMetrics(this.registry);
-
   readonly #documentCaches = new DocumentCacheMetrics(this.registry);
-
   readonly compiledExecutions = new Counter({
     name: 'gateway_compiled_executions_total',
     help: 'Operations run by their compiled code (COMPILED_EXECUTION) rather than the interpreter.',
     registers: [this.registry],
   });
-
   readonly #responseCache = new ResponseCacheMetrics(this.registry);
   /** An answer met a byte bound of the response cache (response-cache/redis-store.ts, memory-store.ts). */
   readonly responseCacheOverBudget = this.#responseCache.overBudget;
-
   readonly #load = new LoadMetrics(this.registry);
-
   /** Subscriptions, head changes, poll reads (server/real-time/). */
   readonly realTime = new RealTimeMetrics(this.registry);
 
-  /**
-   * Reports `server`'s open connections as `port` (read at scrape time only), and returns the count of those it drops
-   * over its cap.
-   */
+  /** Reports `server`'s open connections as `port`, and returns the count of those it drops over its cap. */
   watchConnections(server: Server, port: ConnectionPort): () => void {
     return this.#connections.watch(server, port);
   }
@@ -115,15 +91,12 @@ export class GatewayMetrics {
     this.#documentCaches.watch(cache, use);
   }
 
-  /**
-   * The response cache's events, counted; `use` (the store in memory's) is read at each scrape for the entries and
-   * bytes gauges.
-   */
+  /** The response cache's events, counted; `use` (the memory store's) is read at each scrape for the gauges. */
   watchResponseCache(use: (() => CacheUse) | undefined) {
     return this.#responseCache.watch(use);
   }
 
-  /** How many tokens the process knows to be real (traffic/known-tokens.ts), read at each scrape. */
+  /** Read at each scrape (traffic/known-tokens.ts). */
   #knownTokens: () => number = () => 0;
   readonly #knownTokensGauge: Gauge = new Gauge({
     name: 'gateway_known_tokens',
@@ -145,10 +118,7 @@ export class GatewayMetrics {
   /** The Prometheus text /metrics answers: this process's registry, or in a cluster worker the sum over all workers. */
   readonly scrape: () => Promise<string>;
 
-  /**
-   * @param options.clusterWorker this process is one of several workers behind one port
-   *   (`WORKERS>1`): a scrape asks the cluster primary for the sum over all workers.
-   */
+  /** @param options.clusterWorker one of several workers behind one port (`WORKERS>1`): a scrape asks the primary. */
   constructor(options: { defaultMetrics?: boolean; clusterWorker?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     this.scrape = options.clusterWorker === true ? scrapeWorkerGroup(this.registry) : () => this.registry.metrics();

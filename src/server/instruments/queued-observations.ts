@@ -1,10 +1,8 @@
-import type { Histogram, LabelValues } from 'prom-client';
+import { Histogram, type HistogramConfiguration, type LabelValues } from 'prom-client';
 
 /**
- * A histogram's observations kept in two arrays and handed to prom-client together: at every
- * scrape (the histogram's `collect`) and whenever `batch` are waiting. prom-client validates and
- * hashes the labels and finds the bucket on each observation; done per request, between the
- * request's other work, that costs several times what it costs in a loop.
+ * Observations handed to prom-client together, at each scrape or every `batch`: it validates and hashes the labels
+ * and finds the bucket on each, which per request, between its other work, costs several times what it does in a loop.
  */
 export class QueuedObservations<T extends string> {
   #labels: LabelValues<T>[] = [];
@@ -15,16 +13,22 @@ export class QueuedObservations<T extends string> {
     private readonly batch = 256,
   ) {}
 
+  /** A histogram made of `config`, observed through a queue its scrape (`collect`) flushes. */
+  static histogram<T extends string>(config: HistogramConfiguration<T>): QueuedObservations<T> {
+    const queued: QueuedObservations<T> = new QueuedObservations(
+      new Histogram({ ...config, collect: () => queued.flush() }),
+    );
+    return queued;
+  }
+
   observe(labels: LabelValues<T>, value: number): void {
     this.#labels.push(labels);
     if (this.#values.push(value) >= this.batch) this.flush();
   }
 
   flush(): void {
-    const labels = this.#labels;
-    const values = this.#values;
-    this.#labels = [];
-    this.#values = [];
+    const [labels, values] = [this.#labels, this.#values];
+    [this.#labels, this.#values] = [[], []];
     for (let i = 0; i < values.length; i++) {
       try {
         this.histogram.observe(labels[i]!, values[i]!);

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import { type OperationName, operationNames } from '../../domain/operations.js';
 import type { CircuitStateName } from '../../upstream/circuit.js';
 import type { CircuitName } from '../../upstream/circuits.js';
@@ -6,67 +6,50 @@ import type { UpstreamAttempt } from '../../upstream/transport.js';
 import { MetricGroup } from './metric-group.js';
 import { QueuedObservations } from './queued-observations.js';
 
-/**
- * The upstream's metrics: its calls and their retries, the breakers' states and refusals, the calls shared and the
- * retries not made.
- */
+/** The upstream's calls and retries, the breakers' states and refusals, the calls shared and the retries not made. */
 export class UpstreamMetrics extends MetricGroup {
-  readonly #calls: Histogram<'operation' | 'status'> = new Histogram({
+  readonly #queuedCalls = QueuedObservations.histogram({
     name: 'gateway_upstream_call_duration_seconds',
     help: 'Upstream call attempts by operation and status (or error code), with their duration.',
     labelNames: ['operation', 'status'] as const,
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [this.registry],
-    collect: () => this.#queuedCalls.flush(),
   });
-  readonly #queuedCalls = new QueuedObservations(this.#calls);
-
-  readonly #retries = new Counter({
-    name: 'gateway_upstream_retries_total',
-    help: 'Upstream call attempts that were retries of an idempotent read.',
-    labelNames: ['operation'] as const,
-    registers: [this.registry],
-  });
-
-  readonly #circuitChanges = new Counter({
-    name: 'gateway_upstream_circuit_state_changes_total',
-    help: "Changes of an upstream operation's circuit breaker, by operation and the state entered (open, half_open, closed).",
-    labelNames: ['operation', 'state'] as const,
-    registers: [this.registry],
-  });
-
+  readonly #retries = this.counter(
+    'gateway_upstream_retries_total',
+    'Upstream call attempts that were retries of an idempotent read.',
+    ['operation'],
+  );
+  readonly #circuitChanges = this.counter(
+    'gateway_upstream_circuit_state_changes_total',
+    "Changes of an upstream operation's circuit breaker, by operation and the state entered (open, half_open, closed).",
+    ['operation', 'state'],
+  );
   readonly #circuitState = new Gauge({
     name: 'gateway_upstream_circuit_state',
     help: "Each upstream operation's circuit breaker now, by operation: 0 closed, 1 open (its calls fail at once, nothing sent), 2 half-open (one probe call in flight).",
     labelNames: ['operation'] as const,
     registers: [this.registry],
   });
-
-  readonly #hostCircuitChanges = new Counter({
-    name: 'gateway_upstream_host_circuit_state_changes_total',
-    help: "Changes of the upstream host's circuit breaker (failed connections; it refuses every operation's calls), by the state entered.",
-    labelNames: ['state'] as const,
-    registers: [this.registry],
-  });
-
+  readonly #hostCircuitChanges = this.counter(
+    'gateway_upstream_host_circuit_state_changes_total',
+    "Changes of the upstream host's circuit breaker (failed connections; it refuses every operation's calls), by the state entered.",
+    ['state'],
+  );
   readonly #hostCircuitState = new Gauge({
     name: 'gateway_upstream_host_circuit_state',
     help: "The upstream host's circuit breaker now: 0 closed, 1 open (every call fails at once, nothing sent), 2 half-open (one probe call in flight).",
     registers: [this.registry],
   });
-
-  readonly #circuitRefusals = new Counter({
-    name: 'gateway_upstream_circuit_refusals_total',
-    help: "Upstream calls not sent because their operation's or the host's circuit breaker was open, by operation.",
-    labelNames: ['operation'] as const,
-    registers: [this.registry],
-  });
-
+  readonly #circuitRefusals = this.counter(
+    'gateway_upstream_circuit_refusals_total',
+    "Upstream calls not sent because their operation's or the host's circuit breaker was open, by operation.",
+    ['operation'],
+  );
   readonly callsJoined = this.counter(
     'gateway_upstream_calls_joined_total',
     'Upstream GETs not sent because the same caller had the same one in flight: the request shared its answer (UPSTREAM_DEDUPE).',
   );
-
   readonly retriesRefused = this.counter(
     'gateway_upstream_retries_refused_total',
     'Retries of upstream GETs not made because the retry budget (UPSTREAM_RETRY_BUDGET_*) was spent.',
@@ -83,15 +66,11 @@ export class UpstreamMetrics extends MetricGroup {
   }
 
   /** Feeds the transport's per-attempt hook. */
-  readonly recordAttempt = (attempt: UpstreamAttempt): void => {
-    this.#queuedCalls.observe(
-      { operation: attempt.operation, status: attempt.status ?? attempt.code ?? 'error' },
-      attempt.durationMs / 1000,
-    );
-    if (attempt.retry) this.#retries.inc({ operation: attempt.operation });
+  readonly recordAttempt = ({ operation, status, code, durationMs, retry }: UpstreamAttempt): void => {
+    this.#queuedCalls.observe({ operation, status: status ?? code ?? 'error' }, durationMs / 1000);
+    if (retry) this.#retries.inc({ operation });
   };
 
-  /** Feeds a breaker's state changes. */
   readonly recordCircuitState = (circuit: CircuitName, state: CircuitStateName): void => {
     const value = state === 'closed' ? 0 : state === 'open' ? 1 : 2;
     if (circuit === 'host') {
@@ -103,6 +82,5 @@ export class UpstreamMetrics extends MetricGroup {
     }
   };
 
-  /** Counts a call an open breaker refused. */
   readonly recordCircuitRefusal = (operation: OperationName): void => this.#circuitRefusals.inc({ operation });
 }

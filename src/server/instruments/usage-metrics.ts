@@ -1,11 +1,9 @@
-import { Counter, type Registry } from 'prom-client';
+import { Counter } from 'prom-client';
+import { MetricGroup } from './metric-group.js';
 
-/**
- * The uses of one operation by one client (its bounded labels): counted per request, added to the counter's children at
- * each scrape.
- */
+/** The uses of one operation by one client: counted per request, added to the counter's children at each scrape. */
 export interface UseTally {
-  /** The counter's child of each coordinate the operation selects, for this client: resolved once. */
+  /** The child of each coordinate the operation selects, for this client: resolved once. */
   readonly children: readonly Counter.Internal[];
   /** Operations counted since the last scrape. */
   pending: number;
@@ -14,38 +12,27 @@ export interface UseTally {
 /** The counter's name, as `npm run schema:check --usage` reads it (scripts/schema-check/usage.ts). */
 export const SCHEMA_USAGE_METRIC = 'gateway_schema_coordinate_uses_total';
 
-/**
- * Tallies waiting for a scrape at most: past it they reach the counter at once (a gateway nobody scrapes keeps none).
- */
+/** Tallies waiting for a scrape at most: past it they reach the counter at once (so unscraped, none are kept). */
 const MAX_PENDING = 1_000;
 
 /**
- * Schema usage (issue 43): `gateway_schema_coordinate_uses_total{coordinate,client_name,client_version}`,
- * what `npm run schema:check --usage` reads. Every label comes from the schema (the coordinates an
- * operation the gateway validated selects) or from client awareness's bounded labels: never a value
- * a client sent as it sent it. A request costs one increment of its operation's tally (a number);
- * the tallies reach prom-client at each scrape (the counter's `collect`), each child once with the
- * sum: per request, nothing of prom-client runs (labels validated and hashed, as
- * queued-observations.ts says of the histograms).
+ * Schema usage (issue 43), what `npm run schema:check --usage` reads. Every label comes from the schema (the
+ * coordinates a validated operation selects) or client awareness's bounded labels, never as a client sent it. A
+ * request costs one increment of its tally; each child gets the sum at each scrape (the counter's `collect`), so per
+ * request nothing of prom-client runs (as queued-observations.ts says of the histograms).
  */
-export class SchemaUsageMetrics {
-  readonly #uses: Counter<'coordinate' | 'client_name' | 'client_version'>;
+export class SchemaUsageMetrics extends MetricGroup {
+  readonly #uses = new Counter({
+    name: SCHEMA_USAGE_METRIC,
+    help: 'Operations that selected each schema coordinate (Type.field, Type.field(arg:), Input.field, Enum.VALUE, @directive), by the client app that sent them (bounded as gateway_client_operation_duration_seconds); what npm run schema:check --usage reads.',
+    labelNames: ['coordinate', 'client_name', 'client_version'] as const,
+    registers: [this.registry],
+    collect: () => this.flush(),
+  });
   /** The tallies counted since the last scrape. */
   #pending: UseTally[] = [];
 
-  constructor(registry: Registry) {
-    this.#uses = new Counter({
-      name: SCHEMA_USAGE_METRIC,
-      help: 'Operations that selected each schema coordinate (Type.field, Type.field(arg:), Input.field, Enum.VALUE, @directive), by the client app that sent them (bounded as gateway_client_operation_duration_seconds); what npm run schema:check --usage reads.',
-      labelNames: ['coordinate', 'client_name', 'client_version'] as const,
-      registers: [registry],
-      collect: () => this.flush(),
-    });
-  }
-
-  /**
-   * A tally of `coordinates` for one client's labels: its children made now, so counting costs nothing of prom-client.
-   */
+  /** A tally of `coordinates` for one client's labels, its children made now: counting costs nothing of prom-client. */
   tally(coordinates: readonly string[], clientName: string, clientVersion: string): UseTally {
     return {
       children: coordinates.map((coordinate) =>

@@ -2,18 +2,13 @@ import { createGraphQLError } from 'graphql-yoga';
 import type { Policy } from '../pipeline/stages.js';
 
 export interface BatchingOptions {
-  /** Operations one batched request may carry. */
+  /** MAX_BATCH */
   readonly maxBatch: number;
-  /** Told of every refusal, for metrics. */
+  /** For metrics. */
   readonly onRefused?: () => void;
 }
 
-/**
- * Batched requests (a JSON array of operations in one POST, as Apollo's BatchHttpLink sends):
- * a batch over `maxBatch` operations (or an empty one) is HTTP 400 with code BATCH_TOO_LARGE
- * (BAD_REQUEST for an empty one; `limit: "batch"`), before any operation runs. A batch of two or
- * more gets the request's shared loaders (loaders/request-batch.ts), on its request state.
- */
+/** Batches (Apollo's BatchHttpLink) over `maxBatch`, or empty, refused before any runs; two or more share loaders. */
 export function useBatching(options: BatchingOptions): Policy {
   const { maxBatch } = options;
   return {

@@ -4,16 +4,9 @@ import type { GraphiQLOptions } from 'graphql-yoga';
 import type { WholeAnswer } from '../incoming.js';
 import type { HttpRequest } from '../request-state.js';
 
-type Renderer = (options: GraphiQLOptions) => Promise<string>;
-
-/**
- * The GraphiQL page, at the GraphQL endpoint for a browser's GET: it inlines every asset (some
- * 9 MB of HTML) and is the same for the life of the gateway, so it is rendered once, on the first
- * visit, and kept with a weak ETag (weak: the HTTP server compresses it per Accept-Encoding) and
- * `Cache-Control: no-cache`, so a browser revalidates and gets a 304 without the body.
- */
+/** The page (9 MB) never changes: rendered once, kept with a weak ETag (compressed per Accept-Encoding), for 304s. */
 export function graphiQLPage(
-  render: Renderer,
+  render: (options: GraphiQLOptions) => Promise<string>,
   options: GraphiQLOptions,
 ): (request: HttpRequest) => Promise<WholeAnswer> {
   let page: Promise<{ html: string; etag: string }> | undefined;

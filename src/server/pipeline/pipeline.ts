@@ -1,7 +1,7 @@
 import { GraphQLError } from 'graphql';
 import { refusalType } from '../http/refusal.js';
 import { serialise } from '../http/serialisation.js';
-import type { OperationState } from '../operation-state.js';
+import { isPrepared, type OperationState, type PreparedOperationState } from '../operation-state.js';
 import { type HttpRequest, type RequestState, stopParts } from '../request-state.js';
 import {
   type Answer,
@@ -124,7 +124,7 @@ const meets = (concerns: Concerns | undefined, event: boolean): boolean =>
 /** The steps of each stage for one kind of operation, in the order of the policies that have them. */
 class StageSteps {
   readonly intake: readonly IntakeStep[];
-  /** The document, admission and plan stages, in turn. */
+  /** The document, admission and plan stages, in turn: the two after the document's given what it prepared. */
   readonly operations: readonly (readonly OperationStep[])[];
   readonly execution: readonly ExecutionStep[];
   readonly result: readonly ResultStep[];
@@ -139,7 +139,7 @@ class StageSteps {
     const of = <S extends StageName>(stage: S) =>
       concerned.flatMap((policy) => (policy[stage] === undefined ? [] : [policy[stage]!])) as NonNullable<Policy[S]>[];
     this.intake = of('intake');
-    this.operations = [of('document'), of('admission'), of('plan')];
+    this.operations = [of('document'), ...([of('admission'), of('plan')] as OperationStep[][])];
     this.execution = of('execution');
     this.result = of('result');
     this.answer = of('answer');
@@ -159,10 +159,7 @@ class StageSteps {
 export interface PipelineOptions {
   /** The policies, in order: each stage runs their steps in this order (gateway.ts lists them). */
   readonly policies: readonly Policy[];
-  /**
-   * The one masking of errors (answers/masking.ts): a step that throws anything but a GraphQL
-   * error is answered with what this makes of it.
-   */
+  /** The one masking (answers/masking.ts): what a step that throws anything but a GraphQL error is answered. */
   readonly mask: (error: unknown, gone: boolean) => GraphQLError;
 }
 
@@ -179,10 +176,7 @@ export class Pipeline {
   readonly #clients: StageSteps;
   readonly #events: StageSteps;
   readonly #mask: (error: unknown, gone: boolean) => GraphQLError;
-  /**
-   * What a step that failed, for a request or one of its operations, is answered with: the failure masked (by whether
-   * its client is gone).
-   */
+  /** A failed step's answer, for a request or one of its operations: masked, by whether its client is gone. */
   readonly #refuseRequest = (error: unknown, request: RequestState): GraphQLError => this.#mask(error, request.gone);
   readonly #refuseOperation = (error: unknown, operation: OperationState): GraphQLError =>
     this.#mask(error, operation.request.gone);
@@ -205,9 +199,8 @@ export class Pipeline {
   }
 
   /**
-   * An HTTP request's answer, made by the answer stage once every operation has its result. It is
-   * always given (never a rejection): a step's failure is a masked error, in the operation's result
-   * or, in the answer stage, the answer.
+   * An HTTP request's answer, made by the answer stage once every operation has its result. Never rejects: a step's
+   * failure is a masked error, in the operation's result or, in the answer stage, the answer.
    */
   run(request: HttpRequest): MaybePromise<Answer> {
     return runSteps<HttpRequest, RequestVerdict, Answer>(
@@ -230,10 +223,8 @@ export class Pipeline {
   }
 
   /**
-   * One operation through the document, admission and plan stages, then execution and its result:
-   * each stage after the document concerns the operations without a result yet (not refused, not
-   * answered), and the result stage every operation, whatever gave it its result. Never rejects: a
-   * step's failure is a masked error in its result.
+   * One operation through the document, admission and plan stages while it has no result (not refused, not answered),
+   * then execution, then the result stage whatever gave it its result. Never rejects: a step's failure is its result.
    */
   operation(operation: OperationState): MaybePromise<void> {
     return this.#operation(operation.event === undefined ? this.#clients : this.#events, operation, 0);
@@ -259,8 +250,16 @@ export class Pipeline {
     }
   }
 
+  /**
+   * The stages after the document stage are given the operation it prepared: one it left without a document is the
+   * gateway's fault (a list of policies without such a step), refused before any of them.
+   */
   #operation(steps: StageSteps, operation: OperationState, from: number): MaybePromise<void> {
     for (let stage = from; stage < steps.operations.length && operation.result === undefined; stage++) {
+      if (stage > 0 && !isPrepared(operation)) {
+        operation.result = { errors: [this.#refuseOperation(new Error('No step prepared its document'), operation)] };
+        break;
+      }
       const verdict = runSteps<OperationState, OperationVerdict>(
         steps.operations[stage]!,
         operation,
@@ -274,7 +273,8 @@ export class Pipeline {
       }
       refuse(operation, verdict);
     }
-    const executed = operation.result === undefined ? this.#execute(steps, operation) : undefined;
+    const executed =
+      operation.result === undefined ? this.#execute(steps, operation as PreparedOperationState) : undefined;
     return isPromise(executed) ? executed.then(() => this.#results(steps, operation)) : this.#results(steps, operation);
   }
 
@@ -288,7 +288,7 @@ export class Pipeline {
   }
 
   /** The execution stage: the first policy whose step takes the operation runs it. */
-  #execute(steps: StageSteps, operation: OperationState): MaybePromise<void> {
+  #execute(steps: StageSteps, operation: PreparedOperationState): MaybePromise<void> {
     let result: ReturnType<ExecutionStep> | undefined;
     try {
       for (const step of steps.execution) {

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { GraphQLError } from 'graphql';
 import type { HttpIncoming, WholeAnswer } from '../incoming.js';
-import type { OperationState } from '../operation-state.js';
+import type { OperationState, PreparedOperationState } from '../operation-state.js';
 import type { HttpRequest, OperationResult, RequestState } from '../request-state.js';
 
 export type { WholeAnswer };
@@ -39,15 +39,19 @@ export type OperationVerdict = GraphQLError | readonly GraphQLError[] | undefine
 /** A step of the intake stage: an HTTP request as it arrives, and as its parameters are read. */
 export type IntakeStep = (request: HttpRequest) => MaybePromise<RequestVerdict | undefined>;
 
-/** A step of the document, admission or plan stage: on one operation. */
-export type OperationStep = (operation: OperationState) => MaybePromise<OperationVerdict | undefined>;
+/**
+ * A step on one operation: of the document stage (on the operation as its parameters made it), or of the admission and
+ * plan stages (`OperationStep<PreparedOperationState>`: on the operation whose document the document stage prepared).
+ */
+export type OperationStep<O extends OperationState = OperationState> = (
+  operation: O,
+) => MaybePromise<OperationVerdict | undefined>;
 
 /**
- * A step of the execution stage: the operation's result (its compiled code or the interpreter, a
- * subscription's stream), or undefined when the operation is not its to run: the next policy's
- * step is asked.
+ * A step of the execution stage: the prepared operation's result (its compiled code or the interpreter, a
+ * subscription's stream), or undefined when the operation is not its to run: the next policy's step is asked.
  */
-export type ExecutionStep = (operation: OperationState) => MaybePromise<OperationResult> | undefined;
+export type ExecutionStep = (operation: PreparedOperationState) => MaybePromise<OperationResult> | undefined;
 
 /**
  * A step of the result stage, once the operation has its result, however it came (run, refused, kept): it may replace
@@ -116,8 +120,8 @@ export interface Policy {
   readonly concerns?: Concerns;
   readonly intake?: IntakeStep | undefined;
   readonly document?: OperationStep | undefined;
-  readonly admission?: OperationStep | undefined;
-  readonly plan?: OperationStep | undefined;
+  readonly admission?: OperationStep<PreparedOperationState> | undefined;
+  readonly plan?: OperationStep<PreparedOperationState> | undefined;
   readonly execution?: ExecutionStep | undefined;
   readonly result?: ResultStep | undefined;
   readonly answer?: AnswerStep | undefined;

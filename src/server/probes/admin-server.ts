@@ -3,17 +3,15 @@ import type { ConnectionSettings } from '../../config.js';
 import { capConnections, createDrainableServer, slowRequestOptions } from '../http/http-server.js';
 import { pathOf } from '../http/paths.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
-import { type ProbeSources, probeAnswer } from './answers.js';
+import { type ProbeAnswer, type ProbeSources, probeAnswer } from './answers.js';
 
-const notFound = JSON.stringify({ status: 'not found' });
+const notFound: ProbeAnswer = {
+  status: 404,
+  headers: { 'content-type': 'application/json; charset=utf-8' },
+  body: JSON.stringify({ status: 'not found' }),
+};
 
-/**
- * The admin port (ADMIN_PORT): `/health`, `/ready` and `/metrics` on a server of their own, as
- * Apollo Router and Envoy serve theirs, so that probes and scrapes are still answered while the
- * public port has all the connections MAX_CONNECTIONS allows. The answers are the public port's
- * (probes/answers.ts); nothing else is served. Its connections have a small cap of their own and the same
- * slow-request timeouts, so a flood of this port cannot take the descriptors either.
- */
+/** ADMIN_PORT: probes answered (as Apollo Router's and Envoy's) while the public port has all MAX_CONNECTIONS. */
 export function createAdminServer(
   sources: ProbeSources & { readonly metrics: Pick<GatewayMetrics, 'watchConnections'> },
   connections: ConnectionSettings,
@@ -22,15 +20,7 @@ export function createAdminServer(
     // Probes ask in origin form (`/ready?x`); anything else is not a probe.
     const path = pathOf(request.url ?? '/');
     const answer = request.method === 'GET' || request.method === 'HEAD' ? probeAnswer(path, sources) : undefined;
-    if (answer === undefined) {
-      response.writeHead(404, {
-        'content-type': 'application/json; charset=utf-8',
-        'content-length': Buffer.byteLength(notFound),
-      });
-      response.end(notFound);
-      return;
-    }
-    void Promise.resolve(answer).then(({ status, headers, body }) => {
+    void Promise.resolve(answer ?? notFound).then(({ status, headers, body }) => {
       response.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
       response.end(body);
     });

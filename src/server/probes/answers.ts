@@ -1,6 +1,5 @@
 import type { GatewayMetrics } from '../instruments/metrics.js';
 
-/** An answer to a probe or a scrape, free of any server's response type. */
 export interface ProbeAnswer {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
@@ -21,18 +20,11 @@ const json = (status: number, body: object): ProbeAnswer => ({
   body: JSON.stringify(body),
 });
 
-const notReady = (reason?: string) =>
-  json(503, reason === undefined ? { status: 'not ready' } : { status: 'not ready', reason });
+const notReady = (reason?: string) => json(503, { status: 'not ready', reason });
 
-/** `/health`'s answer: the process answers. */
 export const healthy = (): ProbeAnswer => json(200, { status: 'ok' });
 
-/**
- * The answers of `/health` (liveness: the process answers; never touches the upstream), `/ready`
- * (the upstream answered a probe recently) and `/metrics` (Prometheus text) to a GET or HEAD of
- * `path`, or undefined for any other path. One copy for both places they are served: the public
- * port (probes/routes.ts) and ADMIN_PORT (admin-server.ts).
- */
+/** `/health` (never asks the upstream), `/ready` and `/metrics`, on both ports (probes/routes.ts, admin-server.ts). */
 export function probeAnswer(path: string, sources: ProbeSources): ProbeAnswer | Promise<ProbeAnswer> | undefined {
   switch (path) {
     case '/health':

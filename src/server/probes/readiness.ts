@@ -3,29 +3,22 @@ import { listHeads } from '../../upstream/heads.js';
 import type { Upstream } from '../../upstream/upstream.js';
 
 export interface ReadinessOptions {
-  /** Whether the service can take traffic now. A check that throws counts as "not ready". */
+  /** A check that throws counts as "not ready". */
   readonly check: () => Promise<boolean>;
-  /** How long one answer is reused, so probes and scrapes never hammer the upstream. @default ANSWER_KEPT_MS */
+  /** So probes and scrapes never hammer the upstream. @default ANSWER_KEPT_MS */
   readonly cacheMs?: number;
-  /** The clock, in milliseconds; tests pass a fake one. @default Date.now */
+  /** Tests pass a fake clock. @default Date.now */
   readonly now?: () => number;
 }
 
 /** How long `/ready` reuses an answer: a probe every second costs the upstream one call in five. */
 const ANSWER_KEPT_MS = 5_000;
 
-/**
- * Wraps a readiness check for `/ready`: its answer is cached for `cacheMs` (counted from when the
- * check finished) and concurrent callers share one check in flight, so however many probes
- * arrive at once, the upstream sees at most one call per `cacheMs`.
- */
+/** The upstream sees one check per `cacheMs` at most (from when it finished): callers share one in flight. */
 export function createReadiness(options: ReadinessOptions): () => Promise<boolean> {
-  const { check } = options;
-  const cacheMs = options.cacheMs ?? ANSWER_KEPT_MS;
-  const now = options.now ?? Date.now;
+  const { check, cacheMs = ANSWER_KEPT_MS, now = Date.now } = options;
   let cached: { readonly ready: boolean; readonly at: number } | undefined;
   let pending: Promise<boolean> | undefined;
-
   const run = async (): Promise<boolean> => {
     let ready: boolean;
     try {
@@ -37,7 +30,6 @@ export function createReadiness(options: ReadinessOptions): () => Promise<boolea
     pending = undefined;
     return ready;
   };
-
   return () => {
     if (cached !== undefined && now() - cached.at < cacheMs) return Promise.resolve(cached.ready);
     pending ??= run();
@@ -49,21 +41,11 @@ export function createReadiness(options: ReadinessOptions): () => Promise<boolea
 const PROBE_TIMEOUT_MS = 800;
 
 export interface UpstreamAnswersOptions {
-  /**
-   * Longest wait for the upstream's answer; probes give up long before a call's own timeout. @default PROBE_TIMEOUT_MS
-   */
+  /** Probes give up long before a call's own timeout. @default PROBE_TIMEOUT_MS */
   readonly timeoutMs?: number;
 }
 
-/**
- * "Does the upstream answer HTTP?": asks Get Heads for one item, without a token, on the
- * upstream's probe connection (never queued behind operations). Any HTTP answer counts, 401, 422
- * and 5xx included (the host is there and speaking the protocol; a readiness probe has no
- * business holding credentials; a 5xx is one operation failing, which its own breaker contains,
- * not a reason to take the replica out of rotation). Not ready: no connection
- * (UPSTREAM_UNAVAILABLE), no answer in time (UPSTREAM_TIMEOUT, or the probe's own timeout), or a
- * failure without any status.
- */
+/** Any HTTP status is an answer, 5xx too (its breaker contains it); no token: a probe holds no credentials. */
 export function upstreamAnswers(upstream: Upstream, options: UpstreamAnswersOptions = {}): () => Promise<boolean> {
   const timeoutMs = options.timeoutMs ?? PROBE_TIMEOUT_MS;
   return () => {
@@ -72,8 +54,7 @@ export function upstreamAnswers(upstream: Upstream, options: UpstreamAnswersOpti
       () => true,
       (error: unknown) => error instanceof UpstreamError && error.status !== undefined,
     );
-    // The signal cancels the call once it is on the wire; before (a connection still being made), only this ends the
-    // wait.
+    // The signal cancels the call once on the wire; before (a connection being made), only this ends the wait.
     const late = new Promise<boolean>((resolve) =>
       signal.addEventListener('abort', () => resolve(false), { once: true }),
     );

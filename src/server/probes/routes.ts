@@ -3,10 +3,7 @@ import type { MaybePromise } from '../pipeline/stages.js';
 import type { HttpRequest } from '../request-state.js';
 import { type ProbeSources, probeAnswer } from './answers.js';
 
-/**
- * /health, /ready and /metrics on the public port, for a GET or a HEAD (probes/answers.ts answers
- * them, as it does on ADMIN_PORT); undefined for any other request.
- */
+/** /health, /ready and /metrics on the public port (probes/answers.ts, as on ADMIN_PORT). */
 export function probes(
   sources: ProbeSources,
 ): (request: HttpRequest, path: string) => MaybePromise<WholeAnswer> | undefined {

@@ -5,9 +5,7 @@ import type { SharedRedis } from '../shared-state/shared-redis.js';
 /** Changes kept per head at most: a client that missed more is sent the head as it is now. */
 const CHANGES_PER_HEAD = 64;
 
-/**
- * Heads whose changes one process keeps in memory at most (the least recently changed dropped first), and their bytes.
- */
+/** Heads whose changes one process keeps in memory at most (least recently changed dropped first), and their bytes. */
 const HEADS_IN_MEMORY = 10_000;
 const MEMORY_BYTES = 8 * 1024 * 1024;
 /** What one change kept in memory weighs, about: its copy and its place in its head's list. */
@@ -16,35 +14,28 @@ const BYTES_PER_CHANGE = 160;
 /** An event id: `<ms>-<sequence>`, as Redis Streams make them. */
 const eventIdPattern = /^(\d{1,16})-(\d{1,16})$/;
 
-/** The time an event id was made at (ms), or undefined for what is not one. */
 export const timeOfEventId = (eventId: string): number | undefined => {
   const match = eventIdPattern.exec(eventId);
   return match === null ? undefined : Number(match[1]);
 };
 
-/**
- * Event ids from this process's clock, as Redis Streams make theirs: `<ms>-<sequence>`, the
- * sequence counting changes within one millisecond, so ids increase and never run ahead of the
- * clock however many changes come at once.
- */
+/** Event ids from this process's clock as Redis Streams make theirs: increasing, and never ahead of the clock. */
 export function localEventIds(): () => string {
   let lastMs = 0;
   let sequence = 0;
   return () => {
     const now = Date.now();
-    if (now > lastMs) {
-      lastMs = now;
-      sequence = 0;
-    } else sequence++;
+    sequence = now > lastMs ? 0 : sequence + 1;
+    lastMs = Math.max(now, lastMs);
     return `${lastMs}-${sequence}`;
   };
 }
 
 /** What the log keeps of a change: a plain copy, never the object events are resolved against. */
 type Kept = Pick<HeadChange, 'eventId' | 'at' | 'deleted' | 'polled'>;
+type Fields = Omit<Kept, 'eventId'>;
 
-const keptOf = (change: HeadChange): Kept => ({
-  eventId: change.eventId,
+const fieldsOf = (change: Omit<HeadChange, 'eventId'>): Fields => ({
   at: change.at,
   ...(change.deleted ? { deleted: true } : {}),
   ...(change.polled ? { polled: true } : {}),
@@ -57,30 +48,21 @@ function folded(id: string, changes: readonly Kept[]): HeadChange | undefined {
 }
 
 export interface ChangeLog {
-  /**
-   * Logs a change and gives it its event id (Redis's, with REDIS_URL: the fleet's one order of a
-   * head's changes; else this process's). A change Redis could not take is given a local id, and
-   * the log is marked incomplete once Redis answers again.
-   */
+  /** Logs a change with its event id: Redis's with REDIS_URL (one order for the fleet), else or failing a local one. */
   append(change: Omit<HeadChange, 'eventId'>): Promise<HeadChange>;
   /** Keeps a change another worker logged (WORKERS>1 without Redis: each keeps what it hears). */
   keep(change: HeadChange): void;
   /**
-   * What a subscriber whose last event was `lastEventId` missed of head `id`, folded into one
-   * change (the latest; a deletion kept): undefined when the log proves it missed nothing (it still
-   * holds that event, and no change after it went unlogged). Whenever it cannot (the event was
-   * dropped, expired or never logged: an eviction, an outage, an emptied Redis, an id from another
-   * time), the subscriber is sent the head as it is now.
+   * What a subscriber whose last event was `lastEventId` missed of head `id`, folded into one change (the latest; a
+   * deletion kept); undefined when the log proves it missed nothing (it holds that event, none after went unlogged).
+   * When it cannot (an eviction, an outage, an emptied Redis, an id from another time), the head as it is now.
    */
   missed(id: string, lastEventId: string): Promise<HeadChange | undefined>;
 }
 
 /** The key of head `id`'s log in Redis: a stream, its own hash slot. */
 const logKey = (id: string) => `gw:log:{${id}}`;
-/**
- * When the last time ended in which changes may have gone unlogged (ms): a resume from before it is sent the head as it
- * is now.
- */
+/** When changes last may have gone unlogged (ms): a resume from before it is sent the head as it is now. */
 const GAP_KEY = 'gw:log:gap';
 
 /** This process's memory of the changes (without REDIS_URL): plain copies, bounded by heads, bytes and the window. */
@@ -97,7 +79,7 @@ function memoryLog(replayMs: number, catchUp: (id: string) => HeadChange) {
       if (replayMs === 0) return;
       const since = Date.now() - replayMs;
       const kept = (memory.get(change.id) ?? []).filter((old) => old.at > since);
-      kept.push(keptOf(change));
+      kept.push({ eventId: change.eventId, ...fieldsOf(change) });
       memory.set(change.id, kept.slice(-CHANGES_PER_HEAD));
     },
     missed: (id: string, lastEventId: string): HeadChange | undefined => {
@@ -131,11 +113,7 @@ function redisLog(
         return now(change);
       }
       const key = logKey(change.id);
-      const fields = JSON.stringify({
-        at: change.at,
-        ...(change.deleted ? { deleted: true } : {}),
-        ...(change.polled ? { polled: true } : {}),
-      });
+      const fields = JSON.stringify(fieldsOf(change));
       try {
         const [added] = (await redis.client
           .multi()
@@ -158,12 +136,10 @@ function redisLog(
           redis.client.get(GAP_KEY),
         ]);
         if (entries[0]?.[0] !== lastEventId || Number(gap ?? 0) > seenAt) return catchUp(id);
-        return folded(
-          id,
-          entries
-            .slice(1)
-            .map(([eventId, fields]) => ({ eventId, ...(JSON.parse(fields[1] ?? '{}') as Omit<Kept, 'eventId'>) })),
-        );
+        const after = entries
+          .slice(1)
+          .map(([eventId, fields]) => ({ eventId, ...(JSON.parse(fields[1] ?? '{}') as Fields) }));
+        return folded(id, after);
       } catch {
         return catchUp(id);
       }
@@ -172,13 +148,10 @@ function redisLog(
 }
 
 /**
- * The changes of the last `replayMs` per head, so an SSE client that reconnects with
- * `Last-Event-ID` gets what it missed, from any replica. With REDIS_URL, a Redis Stream per head
- * (its entries' ids the events' ids, made by Redis's clock: one order for the fleet; trimmed to
- * `CHANGES_PER_HEAD` and to the window as it is written, expiring with its last change); else this
- * process's memory (plain copies, bounded by heads, bytes and the window). A resume is answered
- * from the log only when the log still holds the client's last event: anything else sends the head
- * as it is now.
+ * The changes of the last `replayMs` per head, so an SSE client reconnecting with `Last-Event-ID` gets what it missed,
+ * from any replica. With REDIS_URL, a Redis Stream per head (ids by Redis's clock: one order for the fleet; trimmed to
+ * `CHANGES_PER_HEAD` and the window as written, expiring with its last change); else this process's memory. A resume is
+ * answered from the log only while it holds the client's last event; else with the head as it is now.
  */
 export function changeLog(options: { readonly replayMs: number; readonly redis?: SharedRedis | undefined }): ChangeLog {
   const { replayMs, redis } = options;
@@ -189,20 +162,16 @@ export function changeLog(options: { readonly replayMs: number; readonly redis?:
   const stream = redis === undefined ? undefined : redisLog(redis, replayMs, now, catchUp);
   return {
     async append(change) {
-      if (replayMs === 0) return now(change);
-      if (stream === undefined) {
-        const logged = now(change);
-        memory.keep(logged);
-        return logged;
-      }
-      return stream.append(change);
+      if (replayMs !== 0 && stream !== undefined) return stream.append(change);
+      const logged = now(change);
+      memory.keep(logged); // Nothing kept when replayMs is 0.
+      return logged;
     },
     keep: memory.keep,
     async missed(id, lastEventId) {
       const seenAt = timeOfEventId(lastEventId);
       if (seenAt === undefined || !(seenAt > Date.now() - replayMs)) return catchUp(id);
-      if (stream === undefined) return memory.missed(id, lastEventId);
-      return stream.missed(id, lastEventId, seenAt);
+      return stream === undefined ? memory.missed(id, lastEventId) : stream.missed(id, lastEventId, seenAt);
     },
   };
 }

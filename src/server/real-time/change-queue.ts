@@ -23,16 +23,14 @@ export interface ChangeQueueOptions {
   readonly missed?: Promise<HeadChange | undefined> | undefined;
   /** Told once the subscriber stops taking changes. */
   readonly onFinish: () => void;
-  /** Told of each change folded into one still waiting, for metrics. */
+  /** Told of each change folded into one still waiting (metrics). */
   readonly onFolded: () => void;
 }
 
 /**
- * The changes to head `id`, as a subscriber takes them: a Repeater over the head's listener with a
- * sliding buffer of one, so a subscriber that takes them slower than they come has one waiting at
- * most, the latest (each only says "read it again"), and no queue grows however slow it is; after
- * a deletion nothing more is taken (its event ends the subscription). Listening starts as the
- * subscriber first asks and ends when it stops (`return()`, which settles a `next()` still waiting).
+ * The changes to head `id` as a subscriber takes them, with a sliding buffer of one: a slow subscriber has the latest
+ * waiting at most (each says "read it again"), no queue grows; nothing after a deletion (it ends the subscription).
+ * Listening starts as the subscriber first asks and ends when it stops (`return()` settles a `next()` still waiting).
  */
 export function changeQueue(
   listen: HeadEvents['listen'],

@@ -3,14 +3,11 @@ import { LRUCache } from 'lru-cache';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { Negotiated } from '../incoming.js';
-import { OperationState } from '../operation-state.js';
+import { OperationState, type PreparedOperationState } from '../operation-state.js';
 import type { MaybePromise } from '../pipeline/stages.js';
 import { eventIdOf, type RequestState } from '../request-state.js';
 
-/**
- * Where an operation enters the one path at the document stage, and what its transport calls once its results are out
- * (the pipeline's).
- */
+/** The pipeline's entry at the document stage, and what a transport calls once an operation's results are out. */
 export interface OperationEntry {
   operation(operation: OperationState): MaybePromise<void>;
   finish(request: RequestState): void;
@@ -25,9 +22,9 @@ const oneResult: Negotiated = Object.freeze({
 });
 
 /** What subscribers share one resolution of an event by: the same token, document and variables read the same. */
-export function sharingKey(operation: OperationState): string {
+export function sharingKey(operation: PreparedOperationState): string {
   const { request, params } = operation;
-  return `${request.tokenCaller ?? ''}\n${params.operationName ?? ''}\n${JSON.stringify(params.variables ?? {})}\n${operation.prepared!.text}`;
+  return `${request.tokenCaller ?? ''}\n${params.operationName ?? ''}\n${JSON.stringify(params.variables ?? {})}\n${operation.prepared.text}`;
 }
 
 /** The heads an operation read that exist (what a live query watches): those read, less those found gone (404). */
@@ -38,10 +35,7 @@ export function headsRead(operation: OperationState): readonly string[] {
   return heads.ids().filter((id) => !gone.has(id));
 }
 
-/**
- * An event's result for a sharing key, its JSON (what a polled change is compared by), and the heads it read (what a
- * live query watches).
- */
+/** An event's result for a sharing key, its JSON (what a polled change is compared by), and the heads it read. */
 export interface Resolved {
   readonly result: ExecutionResult;
   readonly json: string;
@@ -49,19 +43,13 @@ export interface Resolved {
 }
 
 /**
- * Resolves `change` for `subscription`'s subscribers: an operation of the gateway's own on their
- * behalf (their token, their document as their subscription prepared it, answered in one result),
- * entering the one path at the document stage, where only the policies that concern events meet
- * it: its span (under the subscription's, linked to the write or poll that caused it), its unit in
- * flight (shed as a class, before any client's operation), its plan and execution, its masking.
- * Nobody's request: no caller's window is charged, no subscriber's limit refuses it. A refusal
- * (OVERLOADED) or a failure is its result: an event with its code, the stream going on.
+ * Resolves `change` for `subscription`'s subscribers: the gateway's own operation on their behalf (their token and
+ * prepared document, one result), entering at the document stage, where only the policies that concern events meet it:
+ * its span (under the subscription's, linked to the write or poll that caused it), its unit in flight (shed as a class,
+ * before any client's operation), its plan, execution and masking. No caller's window is charged, no subscriber's limit
+ * refuses it. A refusal (OVERLOADED) or a failure is its result: an event with its code, the stream going on.
  */
-async function resolveEvent(
-  entry: OperationEntry,
-  subscription: OperationState,
-  change: HeadChange,
-): Promise<{ result: ExecutionResult; heads: readonly string[] }> {
+async function resolveEvent(entry: OperationEntry, subscription: PreparedOperationState, change: HeadChange) {
   const { request, prepared, definition } = subscription;
   const own = request.onBehalf({
     carries: oneResult,
@@ -71,9 +59,9 @@ async function resolveEvent(
   });
   const operation = new OperationState(subscription.params, own, 'object', {
     change,
-    prepared: prepared!,
-    document: prepared!.plain,
-    definition: definition!,
+    prepared,
+    document: prepared.plain,
+    definition,
   });
   try {
     await entry.operation(operation);
@@ -83,51 +71,46 @@ async function resolveEvent(
   }
 }
 
-/**
- * How events wait for their turn: at most `concurrency` resolved at once in the process, `perCaller` of one caller's.
- */
+/** At most `eventConcurrency` events resolved at once in the process, `eventConcurrencyPerCaller` of one caller's. */
 export interface EventConcurrency {
   readonly eventConcurrency: number;
   readonly eventConcurrencyPerCaller: number;
 }
 
-/**
- * Where a resolution of one sharing key is: started (at its time), or waiting for its turn (it will read whatever is
- * there then).
- */
+/** A resolution of one sharing key: started (at its time), or waiting for its turn (it reads what is there then). */
 interface Turn {
   startedAt: number | undefined;
   /** The event id of the newest change it answers: the last that joined it before it started. */
   eventId: string;
 }
 
-/** The latest resolution of one sharing key. */
 interface Latest {
   readonly turn: Turn;
-  /**
-   * Whether it answers a deletion (a subscription's event on a deletion reads nothing): only such a change takes it.
-   */
+  /** Whether it answers a deletion (whose event reads nothing): only such a change takes it. */
   readonly deleted: boolean;
   readonly resolved: Promise<Resolved>;
 }
 
 /** Sharing keys whose latest resolution is kept for changes that come while it waits or just after it started. */
 const LATEST_KEPT = 10_000;
-/**
- * The bytes of the results those resolutions hold once done, all keys together (a waiting or running one counts one
- * byte): the keys of subscriptions gone since are dropped first.
- */
+/** Bytes of those resolutions' results once done (a waiting or running one counts one): gone keys dropped first. */
 const LATEST_BYTES = 32 * 1024 * 1024;
 
+function getOrMake<K, V>(map: { get(k: K): V | undefined; set(k: K, v: V): unknown }, key: K, make: () => V): V {
+  const value = map.get(key);
+  if (value !== undefined) return value;
+  const made = make();
+  map.set(key, made);
+  return made;
+}
+
 /**
- * Each event resolved once per sharing key (token, document, variables): N subscribers sharing one
- * cost one upstream read per event, and none of them is charged for it. A change that comes while a
- * resolution of its key waits for its turn, or after one started later than the change was made,
- * takes that one (it reads the head as it is then): a burst of writes, or one write told to many
- * live queries of the same caller, costs one read. Resolutions take turns (p-limit): at most
- * SUBSCRIPTION_EVENT_CONCURRENCY at once, SUBSCRIPTION_EVENT_CONCURRENCY_PER_CALLER of one caller's,
- * so a write's fan-out to many live queries never takes the upstream pool, and one caller's many
- * never hold the others' back.
+ * Each event resolved once per sharing key (token, document, variables): N subscribers cost one upstream read per
+ * event, charged to none. A change that comes while its key's resolution waits, or after one started later than the
+ * change was made, takes that one (it reads the head as it is then): a burst of writes, or one write told to many live
+ * queries of a caller, costs one read. Turns (p-limit): SUBSCRIPTION_EVENT_CONCURRENCY at once,
+ * SUBSCRIPTION_EVENT_CONCURRENCY_PER_CALLER of one caller's, so a write's fan-out never takes the upstream pool, and
+ * one caller's many never hold the others' back.
  */
 export class EventResolutions {
   /** Each event's resolution per sharing key, while the change is held by a subscriber's queue or stream. */
@@ -151,26 +134,13 @@ export class EventResolutions {
     this.#entry = entry;
   }
 
-  /** The result of `change` for `operation`'s subscribers (sharing `key`). */
-  of(change: HeadChange, operation: OperationState, key: string): Promise<Resolved> {
-    let byKey = this.#resolved.get(change);
-    if (byKey === undefined) {
-      byKey = new Map();
-      this.#resolved.set(change, byKey);
-    }
-    let resolved = byKey.get(key);
-    if (resolved === undefined) {
-      resolved = this.#fresh(change, operation, key);
-      byKey.set(key, resolved);
-    }
-    return resolved;
+  of(change: HeadChange, operation: PreparedOperationState, key: string): Promise<Resolved> {
+    const byKey = getOrMake(this.#resolved, change, () => new Map<string, Promise<Resolved>>());
+    return getOrMake(byKey, key, () => this.#fresh(change, operation, key));
   }
 
-  /**
-   * A resolution of `key` that answers `change`: one that waits, or started after it was made, else a new one in its
-   * turn.
-   */
-  #fresh(change: HeadChange, operation: OperationState, key: string): Promise<Resolved> {
+  /** A resolution of `key` that answers `change`: one that waits or started after it was made, else a new one. */
+  #fresh(change: HeadChange, operation: PreparedOperationState, key: string): Promise<Resolved> {
     const deleted = change.deleted === true;
     const latest = this.#latest.get(key);
     if (latest !== undefined && latest.deleted === deleted) {
@@ -182,19 +152,13 @@ export class EventResolutions {
       if (turn.startedAt >= change.at) return latest.resolved;
     }
     const caller = operation.request.caller.key;
-    let own = this.#callers.get(caller);
-    if (own === undefined) {
-      own = pLimit(this.limits.eventConcurrencyPerCaller);
-      this.#callers.set(caller, own);
-    }
-    const callerTurns = own;
+    const callerTurns = getOrMake(this.#callers, caller, () => pLimit(this.limits.eventConcurrencyPerCaller));
     const turn: Turn = { startedAt: undefined, eventId: change.eventId };
     const run = async (): Promise<Resolved> => {
       turn.startedAt = Date.now();
       const { result, heads } = await resolveEvent(this.#entry!, operation, change);
       const json = JSON.stringify(result);
-      // Its SSE id, the same for every subscriber it goes to: one object for all, framed once for each transport
-      // (answers/parts.ts).
+      // Its SSE id, the same for every subscriber: one object for all, framed once per transport (answers/parts.ts).
       (result as { [eventIdOf]?: string })[eventIdOf] = turn.eventId;
       return { result, json, heads };
     };

@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { ExecutionArgs, GraphQLSchema } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
+import { isPrepared } from '../operation-state.js';
 import type { Policy } from '../pipeline/stages.js';
 import type { HeadChange } from '../request-state.js';
 import { changedFields, evictionsOf } from '../response-cache/evictions.js';
@@ -9,11 +10,7 @@ import { redisEventTarget } from '../shared-state/redis-events.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 import { changeLog } from './change-log.js';
 
-/**
- * The event type (and, through Redis, the channel after its prefix: `gw:ev:headChanged:<id>`) of
- * head `id`'s changes, the event's detail the change: `createPubSub`'s topic naming, which the
- * channels kept before.
- */
+/** The event type of head `id`'s changes (through Redis, `gw:ev:headChanged:<id>`): `createPubSub`'s naming, kept. */
 const topicOf = (id: string) => `headChanged:${id}`;
 
 export interface HeadEventsOptions {
@@ -22,54 +19,38 @@ export interface HeadEventsOptions {
   readonly redis?: SharedRedis | undefined;
   /** An event Redis did not take (its own process's watchers have it all the same). */
   readonly onPublishFailed?: (error: unknown) => void;
-  /** Told of each change a write published, for metrics. */
+  /** Told of each change a write published (metrics). */
   readonly onPublished?: () => void;
   /** SUBSCRIPTION_REPLAY_MS: how long changes are kept for SSE clients that reconnect; 0: none. */
   readonly replayMs: number;
-  /**
-   * This process is a worker of several behind one port (WORKERS>1): without Redis, events go to the other workers
-   * through the primary.
-   */
+  /** One worker of several (WORKERS>1): without Redis, events go to the other workers through the primary. */
   readonly workers?: boolean | undefined;
 }
 
 export interface HeadEvents {
-  /**
-   * Calls `onChange` with each change to head `id`, until the returned function is called: a listener on the event
-   * target, no queue of its own.
-   */
+  /** Calls `onChange` with each change to head `id` until the returned function is called (no queue of its own). */
   listen(id: string, onChange: (change: HeadChange) => void): () => void;
-  /**
-   * Logs a change (its event id given then) and tells it to every watcher, in this process and (with REDIS_URL) every
-   * other.
-   */
+  /** Logs a change (giving its event id) and tells every watcher, here and (with REDIS_URL) on every replica. */
   publish(change: Omit<HeadChange, 'eventId' | 'at'>): void;
   /** What a subscriber whose last event was `lastEventId` missed of head `id` (change-log.ts). */
   missed(id: string, lastEventId: string): Promise<HeadChange | undefined>;
-  /** Its policy: a result step, that publishes a mutation's heads once it may have changed them. */
+  /** A result step: publishes a mutation's heads once it may have changed them. */
   readonly policy: Policy;
   close(): void;
 }
 
-/** An event target with no cap on a topic's listeners: a head may have thousands of watchers (Node warns past ten). */
-function unbounded(target: EventTarget): EventTarget {
-  setMaxListeners(0, target);
-  return target;
-}
-
 /**
- * The heads that writes may have changed, told to whoever watches them, in this process and (with
- * REDIS_URL) every other (shared-state/redis-events.ts). A mutation field that names a head tells
- * it by the outcomes that evict the response cache (response-cache/evictions.ts: sent, and
- * succeeded or may have; not refused before its call, nor answered 4xx). An event is the head's
- * id alone: each watcher reads the head with its own token, and finds it gone if it was deleted.
- * A mutation answered in parts (`@defer`) tells nothing.
+ * The heads writes may have changed, told to their watchers here and (with REDIS_URL) on every replica
+ * (shared-state/redis-events.ts). A mutation field naming a head tells it on the outcomes that evict the response cache
+ * (response-cache/evictions.ts: sent, and succeeded or may have; not refused before its call, nor answered 4xx). An
+ * event is the head's id alone: each watcher reads it with its own token (finding it gone if deleted). A mutation
+ * answered in parts (`@defer`) tells nothing.
  */
 export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
   const { schema, redis } = options;
   const log = changeLog({ replayMs: options.replayMs, redis });
-  // With REDIS_URL, Redis carries the events to every process; without it, workers of one process
-  // group (WORKERS>1) pass them through the primary (each keeping what it hears for replay); alone, memory.
+  // Redis carries events to every process; without it, workers (WORKERS>1) pass them through the primary (each keeping
+  // what it hears for replay); alone, memory.
   const shared =
     redis !== undefined
       ? redisEventTarget({
@@ -80,7 +61,9 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       : options.workers === true
         ? clusterEventTarget((detail) => log.keep(detail as HeadChange))
         : undefined;
-  const target = (shared ?? unbounded(new EventTarget())) as EventTarget;
+  const target = (shared ?? new EventTarget()) as EventTarget;
+  // No cap on a topic's listeners: a head may have thousands of watchers (Node warns past ten).
+  if (shared === undefined) setMaxListeners(0, target);
   // Logged first: the event carries the id the log gave it.
   const publish = (change: Omit<HeadChange, 'eventId' | 'at'>) =>
     void log
@@ -99,30 +82,28 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
       name: 'head events',
       result(operation) {
         const { result, params } = operation;
-        if (operation.definition?.operation !== 'mutation' || result === undefined || isAsyncIterable(result)) return;
+        if (!isPrepared(operation) || operation.definition.operation !== 'mutation') return;
+        if (result === undefined || isAsyncIterable(result)) return;
         // What the response cache read of it as it ran, if it is on; else read here, mutations only.
         const fields =
           operation.evictions ??
           evictionsOf({
             schema,
-            document: operation.document!,
+            document: operation.document,
             variableValues: params.variables ?? undefined,
             operationName: params.operationName ?? undefined,
           } as ExecutionArgs);
         const failed = new Set(result.errors?.map((error) => error.path?.[0]));
         for (const { key, head } of changedFields(fields, result)) {
           if (head === undefined) continue;
-          // A deletion that succeeded: the head is gone. One that may have (its answer lost): a change, which each
-          // watcher's read settles.
+          // A deletion that succeeded: gone. One that may have (answer lost): a change, each watcher's read settles.
           const span = operation.record?.span.spanContext();
-          const cause =
-            span === undefined
-              ? undefined
-              : { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags };
           publish({
             id: head.id,
             ...(head.deletes && !failed.has(key) ? { deleted: true } : {}),
-            ...(cause === undefined ? {} : { cause }),
+            ...(span === undefined
+              ? {}
+              : { cause: { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags } }),
           });
           options.onPublished?.();
         }

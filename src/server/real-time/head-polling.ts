@@ -15,19 +15,12 @@ export interface HeadPollingOptions {
   readonly intervalMs: number;
   /** Reads under way at once at most: polling's share of the upstream pool. */
   readonly concurrency: number;
-  /**
-   * REDIS_URL's connection: one replica of the fleet reads each head per interval (a lease), the last read's digest
-   * shared.
-   */
+  /** REDIS_URL's connection: one replica reads each head per interval (a lease), the last read's digest shared. */
   readonly redis?: SharedRedis | undefined;
-  /** Told of each read: what it found. */
   readonly onRead?: (outcome: PollOutcome) => void;
 }
 
-/**
- * What a poll read found: the head as before, changed, gone (404), or nothing (the read failed: neither a change nor a
- * deletion).
- */
+/** What a poll read found: the head as before, changed, gone (404), or nothing (the read failed). */
 export type PollOutcome = 'unchanged' | 'changed' | 'deleted' | 'failed';
 
 export interface HeadPolling {
@@ -52,11 +45,7 @@ interface Watched {
 
 const digestOf = (body: unknown) => createHash('sha256').update(JSON.stringify(body)).digest('base64url');
 
-/**
- * Takes head `id`'s lease for this interval (`gw:poll:{id}`, this replica's id, NX), or, when
- * another replica holds it, answers the last read's digest it shared (`gw:poll:{id}:digest`): one
- * round trip either way. Both keys in the head's slot.
- */
+/** Takes head `id`'s lease for the interval (NX), or answers the digest its holder shared: one round trip, one slot. */
 const leaseScript = `
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 return redis.call('GET', KEYS[2]) or 0`;
@@ -65,15 +54,11 @@ interface PollCommands {
   gwPollLease(lease: string, digest: string, replica: string, ms: number): Promise<1 | 0 | string>;
 }
 
-/**
- * What replicas share of polling through Redis (REDIS_URL): a lease per head per interval (the
- * replica that takes it reads), and the last read's digest, which a replica without the lease
- * keeps as its own too, so it has a baseline if Redis goes. Without Redis, or while it does not
- * answer, the process reads each head itself against the digest it kept.
- */
+/** Polling shared through Redis: a lease per head per interval, and the last digest (also kept here, if Redis goes). */
 function pollState(redis: SharedRedis | undefined, intervalMs: number) {
   const replica = randomUUID();
   const live = () => redis?.ready();
+  const digestKey = (id: string) => `gw:poll:{${id}}:digest`;
   redis?.client.defineCommand('gwPollLease', { numberOfKeys: 2, lua: leaseScript });
   const commands = redis?.client as unknown as PollCommands | undefined;
   return {
@@ -82,7 +67,7 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
       if (!live()) return true;
       // Redis did not answer: this replica reads (every replica may, until Redis is back).
       const lease = await commands!
-        .gwPollLease(`gw:poll:{${id}}`, `gw:poll:{${id}}:digest`, replica, Math.max(intervalMs - 50, 1))
+        .gwPollLease(`gw:poll:{${id}}`, digestKey(id), replica, Math.max(intervalMs - 50, 1))
         .catch(() => 1 as const);
       if (lease === 1) return true;
       if (typeof lease === 'string') head.digest = lease;
@@ -90,32 +75,24 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
     },
     async lastDigest(id: string, head: Watched): Promise<string | undefined> {
       if (!live()) return head.digest;
-      return (await redis!.client.get(`gw:poll:{${id}}:digest`).catch(() => null)) ?? head.digest;
+      return (await redis!.client.get(digestKey(id)).catch(() => null)) ?? head.digest;
     },
     keep(id: string, head: Watched, digest: string): void {
       head.digest = digest;
       if (live())
-        void redis!.client
-          .set(`gw:poll:{${id}}:digest`, digest, 'PX', intervalMs * DIGEST_INTERVALS)
-          .catch(() => undefined);
+        void redis!.client.set(digestKey(id), digest, 'PX', intervalMs * DIGEST_INTERVALS).catch(() => undefined);
     },
   };
 }
 
 /** One read of head `id`, against the last read's digest: what it found, a change or a deletion published. */
-async function readHead(
-  options: HeadPollingOptions,
-  shared: ReturnType<typeof pollState>,
-  id: string,
-  head: Watched,
-): Promise<PollOutcome> {
+async function readHead(options: HeadPollingOptions, shared: ReturnType<typeof pollState>, id: string, head: Watched) {
   const { upstream, publish, intervalMs } = options;
-  const guard = new OperationGuard({ budget: 2, deadlineMs: intervalMs });
   const caller = upstream.forRequest({
     requestId: `poll:${id}`,
     authorization: undefined,
     signal: new AbortController().signal,
-    guard,
+    guard: new OperationGuard({ budget: 2, deadlineMs: intervalMs }),
     trace: ROOT_CONTEXT,
   });
   let digest: string;
@@ -136,28 +113,22 @@ async function readHead(
 }
 
 /**
- * Changes made outside the gateway, found by reading each watched head every `intervalMs`: one
- * read per head per interval for the whole fleet (with REDIS_URL, the replica that takes the
- * head's lease for the interval reads it; alone, the process), however many subscribers and
- * replicas, and one as soon as a head is first watched (its baseline: a change in the first
- * interval is one). The read is Get Head Ext By Id, variant A (contract 4.5): every field of the
- * head itself, `head_metadata` and `updated_at` included; a change to its hair's variant-B-only
- * fields (`hair_metadata`, `user_id`) alone is not seen (no read carries both variants' fields).
- * A read whose answer differs from the last one's (a digest of it, shared in Redis) is a change; a
- * 404 a deletion; a failed read neither (the head's next read backs off, up to
- * MAX_BACKOFF_INTERVALS). What it finds is published as a write's change is, marked `polled`.
- * At background priority: without a caller's token (Get Head by ID declares no scheme), nobody's
- * budget or limit, `concurrency` reads at once at most; its timer stops with the last watcher
- * (the process's stop completes every stream, and so ends it).
+ * Changes made outside the gateway, found by reading each watched head every `intervalMs`: one read per head per
+ * interval for the whole fleet (with REDIS_URL, by the replica holding the head's lease), however many subscribers, and
+ * one as a head is first watched (its baseline, so a change in the first interval is one). The read is Get Head Ext By
+ * Id, variant A (contract 4.5): every field of the head, `head_metadata` and `updated_at` included; a change to its
+ * hair's variant-B-only fields (`hair_metadata`, `user_id`) alone is not seen (no read carries both variants' fields).
+ * An answer whose digest differs from the last is a change, a 404 a deletion, a failure neither (the next read backs
+ * off, up to MAX_BACKOFF_INTERVALS); published as a write's change, marked `polled`. At background priority: no
+ * caller's token (Get Head by ID declares no scheme), budget or limit, `concurrency` reads at once at most; the timer
+ * stops with the last watcher (the process's stop completes every stream, and so ends it).
  */
 export function headPolling(options: HeadPollingOptions): HeadPolling {
-  const { intervalMs, redis } = options;
+  const { intervalMs } = options;
   const heads = new Map<string, Watched>();
   let timer: NodeJS.Timeout | undefined;
   let running = false;
-
-  const shared = pollState(redis, intervalMs);
-
+  const shared = pollState(options.redis, intervalMs);
   const poll = async (id: string, head: Watched) => {
     if (head.notBefore > performance.now() || !(await shared.leased(id, head))) return;
     const outcome = await readHead(options, shared, id, head);

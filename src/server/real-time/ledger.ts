@@ -1,20 +1,15 @@
 import type { ExecutionResult } from 'graphql';
 
-/**
- * What a live query charges its caller's watched heads, as the heads it watches change (to `heads`): the refusal when
- * they no longer fit.
- */
+/** A live query's charge on its caller's watched heads as they change (to `heads`): the refusal when over. */
 export type WatchCharge = (heads: number) => ExecutionResult | undefined;
 
 /** Which bound refused a take: the process's, the caller's own, or the caller's fair share of a process half full. */
 export type LedgerBound = 'process' | 'caller' | 'share';
 
 /**
- * What callers hold of a bounded resource (open subscriptions, watched heads): at most `perCaller`
- * each and `max` in all, and, once half of `max` is taken, no caller more than its fair share of
- * `max`: split between the callers holding any and one more to come (itself, when it holds none),
- * so a few callers cannot take the process's whole room while others wait. An entry only while its
- * caller holds something.
+ * What callers hold of a bounded resource (open subscriptions, watched heads): `perCaller` each, `max` in all, and once
+ * half of `max` is taken, no more than a fair share of it (split between the callers holding any and one more to come),
+ * so a few callers cannot take the whole room while others wait. An entry only while its caller holds something.
  */
 export class Ledger {
   readonly #held = new Map<string, number>();
@@ -41,7 +36,6 @@ export class Ledger {
     return undefined;
   }
 
-  /** Gives back `count` of what `caller` holds. */
   give(caller: string, count = 1): void {
     if (count <= 0) return;
     const left = (this.#held.get(caller) ?? 0) - count;

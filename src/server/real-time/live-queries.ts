@@ -3,7 +3,7 @@ import { Repeater } from '@repeaterjs/repeater';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
-import type { OperationState } from '../operation-state.js';
+import type { PreparedOperationState } from '../operation-state.js';
 import { folded } from './change-queue.js';
 import { type EventResolutions, headsRead, sharingKey } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
@@ -23,23 +23,10 @@ export interface LiveQueryOptions {
   readonly charge: WatchCharge;
 }
 
-/** One head a live query watches: its listener, and its watch for polling. */
-interface Watch {
-  readonly unlisten: () => void;
-  readonly unwatch: () => void;
-}
-
-/**
- * The heads a live query watches, made the set it read last (`watch(heads)`): each one's changes go to `changed`, and
- * it is polled while watched.
- */
-function headWatches(
-  listen: HeadEvents['listen'],
-  polling: HeadPolling,
-  changed: (change: HeadChange) => void,
-): (heads: readonly string[]) => void {
-  const watched = new Map<string, Watch>();
-  return (heads) => {
+/** The heads a live query watches, made the set it read last (`watch(heads)`): listened to (`changed`) and polled. */
+function headWatches(listen: HeadEvents['listen'], polling: HeadPolling, changed: (change: HeadChange) => void) {
+  const watched = new Map<string, { unlisten: () => void; unwatch: () => void }>();
+  return (heads: readonly string[]): void => {
     const now = new Set(heads);
     for (const id of now) {
       if (watched.has(id)) continue;
@@ -54,19 +41,11 @@ function headWatches(
   };
 }
 
-/**
- * What a run read that a live query watches next: the heads it read, or, when it read none because it failed, what it
- * watched before.
- */
-const watchedAfter = (
-  result: ExecutionResult,
-  heads: readonly string[],
-  before: readonly string[],
-): readonly string[] => (heads.length === 0 && result.errors?.length ? before : heads);
+/** What a live query watches after a run: the heads it read, or, when it read none as it failed, those before. */
+const watchedAfter = (result: ExecutionResult, heads: readonly string[], before: readonly string[]) =>
+  heads.length === 0 && result.errors?.length ? before : heads;
 
-/**
- * The changes a live query has not taken, folded into one (change-queue.ts's rule), and a wait for one until `ended`.
- */
+/** The changes a live query has not taken, folded (change-queue.ts's rule), and a wait for one until `ended`. */
 class LatestChange {
   #waiting: HeadChange | undefined;
   #wake: (() => void) | undefined;
@@ -95,21 +74,15 @@ class LatestChange {
 }
 
 /**
- * A live query (`@live`): its first result (its own operation's, run as any query: counted and
- * traced once, as its request), then the whole result again each time a head it read changes (a
- * write through any replica, or found by polling: every head it read is watched as a subscribed
- * one is), at most once every `throttleMs` (the changes of the meantime folded into one). Each
- * later result is resolved as a subscription's event is (event-resolutions.ts: shared by live
- * queries with the same token, document and variables), and the heads it read become what it
- * watches next (those that exist: a head found gone is not watched). A run that fails or is
- * refused is sent (its errors say why) and keeps what the query watched, so the next change is
- * sent; a query that watches nothing (it read no head that exists, or its first run failed) could
- * never be sent again, and ends after that result. A polled change that
- * reads the same is not sent. It ends when its client leaves or the process stops (a Repeater: a
- * `return()` settles a `next()` still waiting).
+ * A live query (`@live`): its first result (its own operation's, counted and traced once, as its request), then the
+ * whole result again each time a head it read changes (a write through any replica, or polled), at most once every
+ * `throttleMs` (changes meanwhile folded). Later results are resolved as subscription events (event-resolutions.ts),
+ * and the heads they read that exist become what it watches. A run that fails or is refused is sent and keeps what was
+ * watched, so the next change is sent; a query watching nothing could never be sent again, and ends after that result.
+ * A polled change that reads the same is not sent. Ends when its client leaves or the process stops.
  */
 export function liveQuery(
-  operation: OperationState,
+  operation: PreparedOperationState,
   first: Promise<ExecutionResult>,
   options: LiveQueryOptions,
 ): AsyncIterableIterator<ExecutionResult> {
@@ -128,7 +101,6 @@ export function liveQuery(
       const refusal = options.charge(watched.length);
       if (refusal !== undefined) return void (await push(refusal));
       watch(watched);
-      /** What was sent last: a polled change that reads the same is not sent. */
       let last = JSON.stringify(result);
       let sentAt = performance.now();
       await push(result);

@@ -2,18 +2,13 @@ import { Repeater } from '@repeaterjs/repeater';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
 import type { CutReason, RealTimeMetrics, StreamTransport } from '../instruments/real-time-metrics.js';
-import type { OperationState } from '../operation-state.js';
+import type { OperationState, PreparedOperationState } from '../operation-state.js';
 import { type EventResolutions, sharingKey } from './event-resolutions.js';
 
-/**
- * Whether a result says the subscriber's token is refused now (an upstream 401, masked as
- * UNAUTHENTICATED; or no token where the selection needs one): its stream ends, as no later event
- * could be read.
- */
+/** The token refused now (UNAUTHENTICATED: an upstream 401, or none where needed): no later event could be read. */
 export const refusedToken = (result: ExecutionResult) =>
   result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
 
-/** The transport a request's stream goes out on, by what carries its parts. */
 export function transportOf(operation: OperationState): StreamTransport {
   const parts = operation.request.negotiated?.parts;
   return parts === 'websocket' ? 'websocket' : parts === 'text/event-stream' ? 'sse' : 'multipart';
@@ -27,15 +22,12 @@ export interface SubscriberStreamOptions {
 }
 
 /**
- * One subscriber's results (a Repeater: a `return()` ends it at once, settling a `next()` still
- * waiting): each change of `source` resolved (once for the subscribers of the same token, document
- * and variables: event-resolutions.ts), until the head is deleted (after that event), the token is
- * refused (after that event), the client leaves or the process stops. A polled change whose result
- * is what the subscriber was last sent is not sent. A result is made as the subscriber asks for the
- * next: a slow one has its changes folded (change-queue.ts), never queued.
+ * One subscriber's results: each change of `source` resolved (shared, event-resolutions.ts), until after a deletion or
+ * refused token, or the client leaves or the process stops; a polled change that reads as the last sent is not sent.
+ * Made as the subscriber asks: a slow one has its changes folded (change-queue.ts), never queued.
  */
 export function subscriberStream(
-  operation: OperationState,
+  operation: PreparedOperationState,
   source: AsyncIterableIterator<HeadChange>,
   options: SubscriberStreamOptions,
 ): AsyncIterableIterator<ExecutionResult> {
@@ -43,7 +35,6 @@ export function subscriberStream(
   const key = sharingKey(operation);
   return new Repeater<ExecutionResult>(async (push, stop) => {
     let cut: CutReason | undefined;
-    /** What this subscriber was last sent: a polled change that reads the same is not sent. */
     let last: string | undefined;
     // The subscriber stopping stops its changes (their `next()` settles done), once.
     void stop.then(() => source.return?.());

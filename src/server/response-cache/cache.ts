@@ -4,7 +4,6 @@ import type { PromiseOrValue } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import { serialise } from '../http/serialisation.js';
 import { isPromise } from '../pipeline/stages.js';
-
 import type { CacheEntityRecord } from '../request-state.js';
 
 export type { CacheEntityRecord };
@@ -25,36 +24,13 @@ export type Lookup<Epoch> =
   | { readonly answer?: undefined; readonly epoch: Epoch };
 
 /**
- * A store of the response cache. envelop's `Cache` (`get`, `set`, `invalidate`) cannot say what is
- * left of an entry's TTL nor whether a write came between a miss and its `set`, so the store
- * offers these three, and `ResponseCache` implements envelop's `Cache` for the plugin over them:
- *
- * - `lookup(key)`: the answer and when it expires, or on a miss where the store's invalidations
- *   stand (an `Epoch`, opaque to the cache), read in the same round trip.
- * - `write(key, result, entities, ttlMs, since, address)`: store `result` for `ttlMs`, charged to
- *   its caller's share (the key's scope) and to its client `address`'s, findable by each of
- *   `entities` (`Type:id`, and `Type` alone for a record without an id, and also for each
- *   record with one), only if no invalidation since the epoch `since` concerns it, checked
- *   atomically with the write; false when not stored. Memory: one epoch raised by every
- *   invalidation; Redis: per-entity invalidation times against the lookup's (a Lua script per slot).
- * - `stale(key)`: the answer kept under `key` even if past its TTL: a store keeps each answer
- *   that much longer than its TTL (RESPONSE_CACHE_STALE_IF_ERROR_MS), in its indexes too, so a
- *   write evicts it as it evicts a fresh one; `lookup` never answers with it.
- * - `invalidate(entities)`: evict every answer findable by one of `entities` (`Type:id` for a
- *   record with an id, `Type` for one without) and move the epoch on, atomically; resolves (with
- *   the count evicted, if the store knows it) once no process can read them any more. Callers
- *   await it.
- *
- * Any of them may throw or reject (Redis unreachable): `ResponseCache` takes that as a miss, an
- * answer not kept, an eviction not made (fail open). The answer kept is a copy made from its
- * JSON (`answerJson`): nothing a later plugin does to the answer it served is kept with it.
+ * A store of the response cache: envelop's `Cache` cannot say what is left of an entry's TTL nor whether a write came
+ * between a miss and its `set`. `write` stores only if no invalidation since the lookup's `Epoch` concerns it (checked
+ * atomically); `stale` reads an answer past its TTL (kept that long, RESPONSE_CACHE_STALE_IF_ERROR_MS, in the indexes
+ * too, so a write evicts it); `invalidate` resolves once no process can read what it evicted. Any may throw or reject.
  */
 export interface GuardedStore<Epoch extends {}> {
   lookup(key: string): PromiseOrValue<Lookup<Epoch>>;
-  /**
-   * The answer kept under `key`, past its TTL too while the store keeps it (RESPONSE_CACHE_STALE_IF_ERROR_MS), or
-   * undefined.
-   */
   stale(key: string): PromiseOrValue<CachedAnswer | undefined>;
   write(
     key: string,
@@ -67,16 +43,10 @@ export interface GuardedStore<Epoch extends {}> {
   invalidate(entities: Iterable<CacheEntityRecord>): PromiseOrValue<number | undefined>;
 }
 
-/**
- * What a store keeps of an answer, as JSON: its data and extensions, serialised as every answer
- * is (http/serialisation.ts): the body a client is sent for a hit.
- */
+/** What a store keeps of an answer: its JSON as every answer is serialised (http/serialisation.ts), a hit's body. */
 export const answerJson = (result: ExecutionResult): string => serialise(result);
 
-/**
- * The scope a cache key names (`responseCacheKey`: `<scope>:<hash>`): the caller an answer is kept
- * for, as the byte bounds charge it; '' for a key without one.
- */
+/** The scope a key names (`responseCacheKey`: `<scope>:<hash>`), the caller the byte bounds charge; '' for none. */
 export function scopeOfKey(key: string): string {
   const colon = key.indexOf(':');
   return colon === -1 ? '' : key.slice(0, colon);
@@ -85,31 +55,21 @@ export function scopeOfKey(key: string): string {
 /** Which byte bound an answer met as it was stored: the cache's whole budget, or its caller's share of it. */
 export type ByteBound = 'total' | 'caller';
 
-/** What `ResponseCache` reports, for the metrics. */
 export interface ResponseCacheEvents {
   hit(): void;
   miss(): void;
   /** One invalidation: the entities asked for, and the answers evicted (when the store says). */
   invalidated(entities: number, evicted: number | undefined): void;
-  /**
-   * An answer kept past its TTL found for a read that failed upstream (RESPONSE_CACHE_STALE_IF_ERROR_MS), served
-   * instead.
-   */
+  /** An answer past its TTL served for a read that failed upstream (RESPONSE_CACHE_STALE_IF_ERROR_MS). */
   stale(): void;
-  /**
-   * A store call that threw or rejected, answered as a miss (`lookup`), not stored (`write`) or
-   * not evicted (`invalidate`: an answer kept before may be served until its TTL).
-   */
+  /** A store call that threw or rejected: a miss, not stored, or not evicted (a kept answer served until its TTL). */
   failed(call: 'lookup' | 'write' | 'invalidate'): void;
 }
 
 /** Where `get` puts a hit's expiry (its answer is a copy with this key in it). */
 export const expiresAtKey = Symbol('response-cache.expires-at');
 
-/**
- * Misses remembered until their answer is stored, at most (an operation that is not stored leaves its miss behind until
- * it expires).
- */
+/** Misses remembered until their answer is stored, at most (one never stored stays until it expires). */
 const PENDING_MISSES = 10_000;
 
 /** `run()`'s value through `ok`, or `failed`'s when it throws or rejects; synchronous when `run` is. */
@@ -124,14 +84,9 @@ function guarded<T, R>(run: () => PromiseOrValue<T>, ok: (value: T) => R, failed
 }
 
 /**
- * The cache the response-cache plugin is handed, over any `GuardedStore`:
- * - fails open: a store that throws or rejects is a miss, an answer not stored, an eviction not
- *   made; never a failed request, never an unhandled rejection;
- * - a miss remembers the store's epoch (and its caller's address) under its key, and the answer is stored only if no
- *   invalidation came in between (the earliest miss of a key counts, so a read that began
- *   before a write is never stored after it; one that began after may lose its turn, not more);
- * - invalidations are tracked until done: the plugin does not await those it makes for a
- *   mutation's returned objects, the gateway awaits `settled()` before answering.
+ * The cache the response-cache plugin is handed: fails open (never a failed request nor an unhandled rejection), and
+ * stores an answer only if no invalidation came since its key's earliest miss, so a read begun before a write is
+ * never stored after it (one begun after may lose its turn).
  */
 export class ResponseCache<Epoch extends {} = object> implements Cache {
   readonly #pending: LRUCache<string, { readonly since: Epoch; readonly address: string | undefined }>;
@@ -141,16 +96,12 @@ export class ResponseCache<Epoch extends {} = object> implements Cache {
   constructor(
     private readonly store: GuardedStore<Epoch>,
     private readonly events: ResponseCacheEvents,
-    /** How long a miss waits for its answer at most: the operation's deadline. */
     answerWithinMs: number,
   ) {
     this.#pending = new LRUCache({ max: PENDING_MISSES, ttl: answerWithinMs, ttlAutopurge: false });
   }
 
-  /**
-   * The answer kept under `key`, or undefined: on a miss (or a store that fails) the store's epoch
-   * is remembered, so the fresh answer is stored only if no invalidation came in between.
-   */
+  /** The answer kept under `key`; a miss remembers the store's epoch for `set`. */
   lookup(key: string, address?: string): PromiseOrValue<CachedAnswer | undefined> {
     return guarded(
       () => this.store.lookup(key),
@@ -179,10 +130,7 @@ export class ResponseCache<Epoch extends {} = object> implements Cache {
     return isPromise(answer) ? answer.then(result) : result(answer);
   }
 
-  /**
-   * The answer kept under `key` past its TTL (or still fresh), for a read that failed; undefined when none, or the
-   * store fails.
-   */
+  /** The answer kept under `key`, past its TTL too, for a read that failed; undefined when none or the store fails. */
   stale(key: string): PromiseOrValue<CachedAnswer | undefined> {
     return guarded(
       () => this.store.stale(key),
@@ -210,16 +158,12 @@ export class ResponseCache<Epoch extends {} = object> implements Cache {
     );
   }
 
-  /**
-   * Types `result` holds that the plugin does not report (it reports objects with an id, and the
-   * types of null or empty fields): kept with the answer when it is stored, so that invalidating
-   * the whole type evicts it.
-   */
+  /** Types in `result` the plugin does not report (it reports objects with an id): invalidating one evicts it too. */
   alsoHolds(result: ExecutionResult, types: readonly CacheEntityRecord[]): void {
     this.#alsoHeld.set(result, types);
   }
 
-  /** The plugin's, for a mutation's returned objects: made at once, awaited through `settled`. */
+  /** The plugin's, for a mutation's returned objects: not awaited but through `settled`. */
   invalidate(entities: Iterable<CacheEntityRecord>): void {
     void this.evict([...entities]);
   }
@@ -229,12 +173,8 @@ export class ResponseCache<Epoch extends {} = object> implements Cache {
     const done = Promise.resolve(
       guarded(
         () => this.store.invalidate(entities),
-        (evicted) => {
-          this.events.invalidated(entities.length, typeof evicted === 'number' ? evicted : undefined);
-        },
-        () => {
-          this.events.failed('invalidate');
-        },
+        (evicted) => this.events.invalidated(entities.length, typeof evicted === 'number' ? evicted : undefined),
+        () => this.events.failed('invalidate'),
       ),
     );
     this.#invalidating.add(done);

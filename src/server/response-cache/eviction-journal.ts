@@ -6,17 +6,10 @@ export interface Evictions {
   readonly answers: readonly string[];
 }
 
-/**
- * Evicts `work`; rejects when Redis cannot. The answer keys it took off an index and has not
- * deleted yet go in `pending` until they are deleted: what is still owed if it fails half-way.
- * Resolves with the answer keys it deleted.
- */
+/** Evicts `work`, resolving with the keys deleted; keys taken off an index stay in `pending` until deleted. */
 export type Evict = (work: Evictions, pending: Set<string>) => Promise<readonly string[]>;
 
-/**
- * Entities and answer keys owed at most, each; past it an owed entity is owed as its type, and further answer keys are
- * not kept.
- */
+/** Owed entities and keys at most, each; past it entities are owed as types (evicting more), further keys dropped. */
 const MAX_OWED = 10_000;
 
 /** Evictions made at most this long ago are made again after a loss: a promoted replica may not have them. */
@@ -31,24 +24,16 @@ const RETRY_EVERY_MS = 1_000;
 /** Names or keys evicted within the last RECENT_MS, at most MAX_RECENT of them (lru-cache: the oldest go first). */
 const recent = () => new LRUCache<string, true>({ max: MAX_RECENT, ttl: RECENT_MS, ttlAutopurge: false });
 
-/** What `recent()` still holds. */
 function recentItems(cache: LRUCache<string, true>): string[] {
   cache.purgeStale();
   return [...cache.keys()];
 }
 
 /**
- * The evictions a shared response cache could not make, made again once Redis answers, so the
- * staleness a network cut or a failover can cause is bounded by the cut, not by the TTL:
- * - an eviction that failed is owed: its entities, and the answer keys it had taken off their
- *   indexes but not deleted (the index no longer names them); tried again when Redis is back and
- *   every second. Bounded: past 10,000 owed entities each is owed as its type (which evicts more,
- *   never less); past 10,000 owed answer keys the others keep their TTL;
- * - one made within the last 10 s (its entities and the answer keys it deleted) is made again
- *   after a loss too: Redis replicates asynchronously, and a replica promoted by a failover may
- *   not have seen it;
- * - while anything is owed or being made again, `owing()` is true: the store then answers no
- *   lookup and keeps no answer, so nothing that should have been evicted is served or kept by it.
+ * The evictions Redis missed, made again once it answers, so staleness after a network cut or a failover is bounded by
+ * the cut, not the TTL: owed ones (entities, and answer keys already off their indexes) when Redis is back and every
+ * second, recent ones after a loss too (Redis replicates asynchronously: a promoted replica may not have them). While
+ * anything is owed or being made again, the store answers and keeps nothing.
  */
 export class EvictionJournal {
   readonly #owedNames = new Set<string>();
@@ -60,9 +45,9 @@ export class EvictionJournal {
 
   constructor(private readonly evict: Evict) {}
 
-  /** Whether evictions are owed or being made again: the store must not answer meanwhile. */
+  /** Whether evictions are owed or being made again. */
   owing(): boolean {
-    return this.#owedNames.size > 0 || this.#owedAnswers.size > 0 || this.#replaying !== undefined;
+    return this.#owingAnything() || this.#replaying !== undefined;
   }
 
   /** `work` was evicted (`answers`: the keys deleted): remembered for a while, in case Redis loses it. */
@@ -83,11 +68,7 @@ export class EvictionJournal {
     this.#retry ??= setInterval(() => void this.replay(false), RETRY_EVERY_MS).unref();
   }
 
-  /**
-   * Makes the owed evictions again, and after a loss (`afterLoss`: Redis is back, a new master,
-   * a Cluster's slots on new masters) the recent ones too. Resolves once done or failed (then
-   * what is left stays owed).
-   */
+  /** Makes the owed evictions again, after a loss (Redis back, a new master) the recent ones; failures stay owed. */
   replay(afterLoss = true): Promise<void> {
     if (this.#replaying !== undefined) return this.#replaying;
     const work: Evictions = {
@@ -100,7 +81,10 @@ export class EvictionJournal {
       (deleted) => {
         for (const name of work.names) this.#owedNames.delete(name);
         for (const answer of work.answers) this.#owedAnswers.delete(answer);
-        if (!this.#owingAnything()) this.#stopRetrying();
+        if (!this.#owingAnything()) {
+          clearInterval(this.#retry);
+          this.#retry = undefined;
+        }
         this.made({ names: work.names, answers: deleted });
       },
       () => this.owe({ names: work.names, answers: [...work.answers, ...pending] }),
@@ -115,10 +99,5 @@ export class EvictionJournal {
 
   #owingAnything(): boolean {
     return this.#owedNames.size > 0 || this.#owedAnswers.size > 0;
-  }
-
-  #stopRetrying(): void {
-    clearInterval(this.#retry);
-    this.#retry = undefined;
   }
 }

@@ -21,24 +21,12 @@ import { headIdFrom } from '../../domain/ids.js';
 import { factsOf } from '../../plan/facts.js';
 import type { CacheEntityRecord, FieldEvictions } from '../request-state.js';
 
-/*
- * What the response cache reads of an operation and its result: what a mutation evicts, and
- * whether a read failed upstream (so a stale answer may stand in for it). Pure rules over the
- * document, the schema's facts and a result; plugin.ts applies them.
- */
+/* What a mutation evicts, and whether a read failed upstream: pure rules, which plugin.ts applies. */
 
-/**
- * The codes of an upstream fault: what a stale answer may stand in for (never a refusal or an answer of the
- * upstream's).
- */
+/** Upstream fault codes: what a stale answer may stand in for (never a refusal nor an answer of the upstream's). */
 const faultCodes = new Set(['UPSTREAM_UNAVAILABLE', 'UPSTREAM_TIMEOUT', 'UPSTREAM_ERROR']);
 
-/**
- * The fault a read's answer failed with, if every one of its errors is an upstream fault (the
- * breaker's refusal, no connection, a timeout, a 5xx or an answer it could not read): a stale
- * answer may stand in for it. Undefined for an answer without errors, or with any other error (a
- * 404, a refused input, a limit): that is an answer, not a failure.
- */
+/** The fault a read failed with, if all its errors are upstream faults; others (a 404, a refused input) are answers. */
 export function upstreamFaultOf(result: ExecutionResult): string | undefined {
   const codes = (result.errors ?? []).map((error) => {
     const status = upstreamStatusOf(error);
@@ -50,13 +38,8 @@ export function upstreamFaultOf(result: ExecutionResult): string | undefined {
 }
 
 /**
- * What a mutation changes beyond the objects it returns, as its field declares it (`changes`,
- * plan/facts.ts), by its arguments (so whether the client selected anything does not matter):
- * `updateHead` and `deleteHead` the head they name (`Head:<global ID>`, as answers hold it) and
- * every head listing, and `updateHead` with a hair (`hairId`, `hairColor`) every answer holding a
- * hair. `deleteHead` returns no Head for the plugin to find; `updateSubscription`
- * returns the subscription, which the plugin finds. By response key: whether each is done depends
- * on its field's outcome (`evictionsAfter`).
+ * What a mutation changes beyond the objects it returns (`deleteHead` returns none), as its fields declare it
+ * (`changes`, plan/facts.ts), by their arguments (not what was selected); by response key, for `evictionsAfter`.
  */
 export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
   const operation = getOperationAST(args.document, args.operationName);
@@ -103,11 +86,8 @@ export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
 }
 
 /**
- * Whether a mutation field may have changed what it names, by its error (none: it succeeded). It
- * may have when the upstream took the change: a success, an answer lost after sending
- * (`UPSTREAM_OUTCOME_UNKNOWN`), a 5xx (the upstream may have applied it before failing) or a 2xx
- * it could not read. It has not when it was refused before sending (the gateway's own checks, a
- * limit, an open breaker: no upstream status) or answered 4xx.
+ * Whether a mutation field may have changed what it names: yes if the upstream may have taken it (no error, an answer
+ * lost after sending, a 5xx, an unreadable 2xx); no if refused before sending (no upstream status) or answered 4xx.
  */
 function mayHaveChanged(error: GraphQLError | undefined): boolean {
   if (error === undefined) return true;
@@ -125,16 +105,12 @@ function upstreamStatusOf(error: GraphQLError): number | undefined {
   return typeof status === 'number' ? status : undefined;
 }
 
-/**
- * What a read that found heads gone (404) evicts: every kept answer holding one of them (a
- * listing that held it too). Not every listing, as a deletion does: a read of a made-up id would
- * then empty them all for everyone.
- */
+/** What a read finding heads gone (404) evicts: not every listing as a deletion does (a made-up id would empty all). */
 export function goneHeadRecords(ids: readonly string[]): CacheEntityRecord[] {
   return ids.map((id) => ({ typename: 'Head', id: encodeGlobalID('Head', id) }));
 }
 
-/** The evictions of the mutation fields that may have changed something, by their outcome in `result`. */
+/** The evictions of the mutation fields that may have changed something (`changedFields`). */
 export function evictionsAfter(
   fields: readonly FieldEvictions[],
   result: ExecutionResult | undefined,
@@ -147,8 +123,7 @@ export function changedFields(
   fields: readonly FieldEvictions[],
   result: ExecutionResult | undefined,
 ): FieldEvictions[] {
-  // A field's own error (its path that field alone) is its outcome; one below it (a read of what
-  // it answered) says the field itself resolved: it changed what it names.
+  // A field's own error is its outcome; one below it (a read of what it answered) says the field itself resolved.
   const errors = new Map<unknown, GraphQLError>();
   for (const error of result?.errors ?? [])
     if (error.path?.length === 1 && !errors.has(error.path[0])) errors.set(error.path[0], error);
@@ -159,11 +134,7 @@ export function changedFields(
 
 const idlessTypes = new WeakMap<DocumentNode, readonly CacheEntityRecord[]>();
 
-/**
- * The object types without an `id` an operation selects (a connection, its edges, its page
- * info), each as a whole type (kept per document): the plugin reports only objects with an id, so
- * without these an answer such as `heads { totalCount }` could not be evicted with its listing.
- */
+/** Object types without an `id` an operation selects (per document): else `heads { totalCount }` is never evicted. */
 export function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): readonly CacheEntityRecord[] {
   let types = idlessTypes.get(document);
   if (types === undefined) {

@@ -2,37 +2,21 @@ import { LRUCache } from 'lru-cache';
 import type { ResponseCacheSettings } from '../../config.js';
 import { type CachedAnswer, scopeOfKey } from './cache.js';
 
-/** An answer the store in memory keeps. */
 export interface Entry extends CachedAnswer {
   /** The names it is indexed by (`indexNamesOf`). */
   readonly index: Set<string>;
-  /**
-   * What it weighs (memory-store.ts's `weightOf`), charged to the cache's bytes, to its caller's scope and to its
-   * address's.
-   */
+  /** Its weight (memory-store.ts's `weightOf`), charged to the cache's bytes, its caller's scope and its address's. */
   readonly weight: number;
   /** Its caller's client address (`address:…`), whose answers share one share too. */
   readonly address?: string | undefined;
 }
 
-/** A caller's answers kept (their keys, oldest stored first) and what they weigh together. */
-interface Scope {
-  bytes: number;
-  readonly keys: Set<string>;
-}
-
-/**
- * The answers the store in memory keeps: an lru-cache bounded by count and by weight (an answer
- * over an eighth of `bounds.maxBytes` is not kept, so one answer cannot empty the cache), indexed
- * by name (`Type` and `Type:id` to the answers that hold them), by caller (`scopeOfKey`) and by
- * client address (`Entry.address`), each scope's answers weighing at most `bounds.callerBytes`
- * together. An answer past its TTL and the time it is kept past it is dropped as it is read.
- */
+/** The store in memory's answers: an lru-cache indexed by name (`Type`, `Type:id`), by caller and by client address. */
 export class MemoryAnswers {
   readonly #lru: LRUCache<string, Entry>;
   readonly #byName = new Map<string, Set<string>>();
-  // One per caller and per address with answers kept: twice the entries at most.
-  readonly #scopes = new Map<string, Scope>();
+  // Per caller and per address with answers kept (twice the entries at most): their keys, oldest first, and weight.
+  readonly #scopes = new Map<string, { bytes: number; readonly keys: Set<string> }>();
 
   constructor(
     private readonly bounds: ResponseCacheSettings['bounds'],
@@ -48,18 +32,13 @@ export class MemoryAnswers {
     });
   }
 
-  /** The largest weight one answer may have. */
   get maxEntrySize(): number {
     return this.#lru.maxEntrySize;
   }
 
-  /**
-   * The entry under `key` (`peek`: not made recently used), dropped (and undefined) once past its TTL and the time it
-   * is kept past it.
-   */
+  /** The entry under `key` (`peek`: not made recently used); dropped as read once past its TTL and `keepExpiredMs`. */
   find(key: string, read: 'get' | 'peek'): Entry | undefined {
     const entry = this.#lru[read](key);
-    // Checked here, lazily: an entry past its time is dropped as it is read.
     if (entry !== undefined && entry.expiresAt + this.keepExpiredMs <= Date.now()) {
       this.#lru.delete(key);
       return undefined;
@@ -67,11 +46,7 @@ export class MemoryAnswers {
     return entry;
   }
 
-  /**
-   * Keeps `entry` under `key`: drops what it replaces, then the oldest answers of its caller, and
-   * of its address, until it fits in each one's share. True when a share was met (its own answers
-   * made room).
-   */
+  /** Keeps `entry`, its caller's and its address's oldest answers making room in their shares: true if they had to. */
   keep(key: string, entry: Entry): boolean {
     this.#lru.delete(key);
     const names = scopesOf(key, entry);
@@ -86,12 +61,8 @@ export class MemoryAnswers {
     }
     // A replaced entry was unindexed by `dispose` (noDisposeOnSet is off).
     for (const indexName of entry.index) {
-      let keys = this.#byName.get(indexName);
-      if (keys === undefined) {
-        keys = new Set();
-        this.#byName.set(indexName, keys);
-      }
-      keys.add(key);
+      const keys = this.#byName.get(indexName) ?? new Set<string>();
+      this.#byName.set(indexName, keys.add(key));
     }
     return met;
   }
@@ -109,13 +80,11 @@ export class MemoryAnswers {
 
   /** Drops every answer indexed by `name` (`invalidatedNameOf`): how many there were. */
   evict(name: string): number {
-    const keys = this.#byName.get(name);
     let evicted = 0;
-    for (const key of keys === undefined ? [] : [...keys]) if (this.#lru.delete(key)) evicted++;
+    for (const key of [...(this.#byName.get(name) ?? [])]) if (this.#lru.delete(key)) evicted++;
     return evicted;
   }
 
-  /** What it holds: its entries and their weight together. */
   use(): { entries: number; bytes: number } {
     return { entries: this.#lru.size, bytes: this.#lru.calculatedSize };
   }

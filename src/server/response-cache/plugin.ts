@@ -22,34 +22,21 @@ export interface GatewayResponseCacheOptions {
   readonly ttlMs: number;
   /** RESPONSE_CACHE_TTL_PER_TYPE: object type names and their TTL in ms. */
   readonly ttlPerType: Readonly<Record<string, number>>;
-  /**
-   * RESPONSE_CACHE_STALE_IF_ERROR_MS: whether a read that fails is answered with its kept answer past its TTL (0:
-   * never).
-   */
+  /** RESPONSE_CACHE_STALE_IF_ERROR_MS: whether a failed read is answered with its answer past its TTL (0: never). */
   readonly staleIfErrorMs: number;
 }
 
-/**
- * An answer's entity tag: a SHA-256 of its data (weak: the same data compressed or not, as JSON
- * or as graphql-response+json, is the same to a client). Made once per data object: hits from
- * process memory share theirs.
- */
+/** A weak ETag (the same data in any encoding or media type is the same to a client): its SHA-256, once per object. */
 const tags = new WeakMap<object, string>();
 export function tagOf(data: object): string {
-  let tag = tags.get(data);
-  if (tag === undefined) {
-    tag = `W/"${createHash('sha256').update(JSON.stringify(data)).digest('base64url')}"`;
-    tags.set(data, tag);
-  }
+  const tag = tags.get(data) ?? `W/"${createHash('sha256').update(JSON.stringify(data)).digest('base64url')}"`;
+  tags.set(data, tag);
   return tag;
 }
 
 /**
- * The key an answer is kept under, `<scope>:<hash>`: the scope names the caller (the last 16
- * characters of its session, or `public`), which the stores' byte bounds charge (`scopeOfKey`); the
- * hash is of the query text, the operation name, the variables (sorted) and the session, by
- * node:crypto (the library's default hashes with WebCrypto's asynchronous digest: a fifth of a
- * hit's CPU, and a trip through the thread pool).
+ * `<scope>:<hash>`: the caller's scope (`public`, or its session's last 16 characters) the byte bounds charge, and a
+ * node:crypto hash (the library's WebCrypto digest cost a fifth of a hit's CPU and a trip through the thread pool).
  */
 export function responseCacheKey(
   documentString: string,
@@ -57,8 +44,7 @@ export function responseCacheKey(
   variables: unknown,
   sessionId: string | null | undefined,
 ): string {
-  // The session is a hash of the credential already (`token:<SHA-256, base64url>`): 16 of its characters name the
-  // scope.
+  // The session (the caller limits' key) is a hash of the normalised credential already (`token:<SHA-256, base64url>`).
   const scope = sessionId == null ? 'public' : sessionId.slice(-16);
   return `${scope}:${createHash('sha256')
     .update(`${documentString}|${operationName ?? ''}|${stableStringify(variables ?? {})}|${sessionId ?? ''}`)
@@ -66,39 +52,19 @@ export function responseCacheKey(
 }
 
 /** What an answer kept fresh, or just stored for `ttlMs`, says to HTTP caches. */
-const freshFor = (data: object, ms: number): Cacheable => ({
-  maxAge: Math.max(0, Math.floor(ms / 1000)),
-  tag: tagOf(data),
-});
+const freshFor = (data: object, ms: number) => ({ maxAge: Math.max(0, Math.floor(ms / 1000)), tag: tagOf(data) });
 
-/**
- * The response cache's policy, and the envelop plugins that keep what execution answers (the execution policy's engine
- * runs them).
- */
+/** The response cache's policy, and the envelop plugins (run by the execution policy's engine) that keep answers. */
 export type ResponseCacheSteps = Policy & { readonly envelop: readonly EnvelopPlugin[] };
 
 /**
- * The response cache (@envelop/response-cache over the gateway's stores), in the stages it acts in:
- * - admission, its last step (after the caller limits, whose refusal then replaces a hit): a
- *   query's key (the query text, operation name, variables and the caller's session: a hash of the
- *   normalised Authorization credential, the caller limits' key, or one public scope without one)
- *   and its lookup; a hit is the operation's result, its kept JSON what the client is sent, and
- *   needs no plan nor execution. Never looked up: mutations (they evict), operations with @defer
- *   or @stream (a hit would answer in one part what the client asked for in several).
- * - execution (the engine's envelop) and result: the library's plugin runs a miss with the
- *   `__typename` and `id` of its entities and keeps an answer without errors (not introspection)
- *   for its TTL, findable by its entities; a
- *   mutation's returned objects and what its fields declare they change (`evictionsOf`, by their
- *   outcome) are evicted before its answer is sent, for every caller. A read that fails upstream
- *   (RESPONSE_CACHE_STALE_IF_ERROR_MS) is answered with its caller's kept answer, marked stale.
- * - answer: a cacheable JSON answer (not a batch's) has a weak ETag made from its data, and a GET
- *   whose `If-None-Match` names it gets 304 with no body; what it says is on the request's state
- *   (`cacheable`), which the one writer of cache headers writes (answers/answer-headers.ts).
+ * The response cache (@envelop/response-cache over the gateway's stores): looked up at admission's last step (after
+ * the caller limits, whose refusal replaces a hit), never for a mutation (it evicts) nor @defer or @stream (a hit
+ * would answer in one part what was asked for in several); stores and evicts at execution; serves stale at result.
  */
 export function useGatewayResponseCache(options: GatewayResponseCacheOptions): ResponseCacheSteps {
   const { cache } = options;
-  // Neither parts, nor a live query's results (read with loaders that learn what it watches), nor a subscription's
-  // events.
+  // Neither parts, nor a live query's results (its loaders learn what it watches), nor a subscription's events.
   const keeps = (operation: OperationState | undefined) =>
     operation !== undefined &&
     operation.prepared?.incremental !== true &&
@@ -133,31 +99,23 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
       if (fields.length > 0 && operation !== undefined) operation.evictions = fields;
       const types = fields.length > 0 ? [] : typesWithoutIds(args.schema, args.document);
       if (types.length === 0) return undefined;
-      return {
-        onExecuteDone: ({ result }) => void (isAsyncIterable(result) ? undefined : cache.alsoHolds(result, types)),
-      };
+      return { onExecuteDone: ({ result }) => (isAsyncIterable(result) ? undefined : cache.alsoHolds(result, types)) };
     },
   };
   return {
     name: 'response cache',
     admission(operation) {
       if (operation.definition?.operation !== 'query' || !keeps(operation)) return undefined;
-      const { params } = operation;
-      const key = responseCacheKey(
-        params.query!,
-        params.operationName,
-        params.variables,
-        operation.request.tokenCaller ?? null,
-      );
+      const { params, request } = operation;
+      const key = responseCacheKey(params.query!, params.operationName, params.variables, request.tokenCaller ?? null);
       operation.cacheKey = key;
       const hit = (answer: CachedAnswer | undefined): undefined => {
-        if (answer === undefined || answer.result.data == null) return undefined;
+        if (answer?.result.data == null) return;
         operation.result = answer.result;
         operation.cached = answer;
         cacheableFrom(operation, freshFor(answer.result.data, answer.expiresAt - Date.now()));
-        return undefined;
       };
-      const looked = cache.lookup(key, operation.request.caller.address);
+      const looked = cache.lookup(key, request.caller.address);
       return isPromise(looked) ? looked.then(hit) : hit(looked);
     },
     envelop: [evictions, library],
@@ -178,21 +136,12 @@ const notModified: AnswerStep = (request, answer) => {
   answer.body = null;
 };
 
-/**
- * What an operation's answer says to HTTP caches: the request's, unless it is a batch's (its operations share one
- * response).
- */
-function cacheableFrom(operation: OperationState, cacheable: Cacheable): void {
-  const { request } = operation;
+/** What an operation's answer says to HTTP caches, unless it is a batch's (its operations share one response). */
+function cacheableFrom({ request }: OperationState, cacheable: Cacheable): void {
   request.cacheable = request.batched ? false : cacheable;
 }
 
-/**
- * The response cache's step of the result stage, once the operation has a result: a read that
- * failed upstream is answered with its kept answer (stale past its TTL, or fresh again); an answer
- * kept now says its TTL; a mutation's evictions are made by its outcome, and its answer waits for
- * every eviction under way (a read that follows it finds no stale answer).
- */
+/** The result stage's step: a failed read served stale, the TTL of an answer kept now, a mutation's evictions. */
 function afterExecution(operation: OperationState, options: GatewayResponseCacheOptions): Promise<void> | undefined {
   const { cache } = options;
   const { result, cacheKey: key } = operation;
@@ -202,9 +151,8 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
       ? upstreamFaultOf(result)
       : undefined;
   if (fault !== undefined) {
-    // A read that failed upstream: its answer kept for this caller (the key holds the caller), expired less than
-    // RESPONSE_CACHE_STALE_IF_ERROR_MS ago.
-    const serve = (kept: CachedAnswer | undefined) => {
+    // This caller's answer (the key holds the caller), expired less than RESPONSE_CACHE_STALE_IF_ERROR_MS ago.
+    const serve = (kept: CachedAnswer | undefined): undefined => {
       if (kept?.result.data == null) return;
       const left = kept.expiresAt - Date.now();
       const stale = left > 0 ? undefined : { reason: fault, expiredMs: -left };
@@ -223,9 +171,7 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
       );
     };
     const kept = cache.stale(key!);
-    if (isPromise(kept)) return kept.then(serve);
-    serve(kept);
-    return undefined;
+    return isPromise(kept) ? kept.then(serve) : serve(kept);
   }
   if (operation.cached === undefined) {
     // Kept by the library: it worked its TTL out (`onTtl`), and keeps an answer without errors for a TTL above 0.
@@ -235,26 +181,22 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
       ttl > 0 && !result.errors?.length && result.data != null ? freshFor(result.data, ttl) : false,
     );
   }
-  // After the mutation's upstream call, before its answer. Only what the mutation may have changed: not when it was
-  // refused before its call, or answered 4xx.
-  const fields = operation.evictions;
-  // And a head a read found gone (404): its kept answers, as its deletion's would (never served stale again).
-  const gone = operation.context?.loaders.heads.gone();
-  const written = fields === undefined ? [] : evictionsAfter(fields, result);
-  const evictions = gone === undefined || gone.length === 0 ? written : [...written, ...goneHeadRecords(gone)];
+  // What the mutation may have changed (not if refused before its upstream call, or answered 4xx), and the answers
+  // holding a head a read found gone (404), as its deletion's would (never served stale again).
+  const evictions = [
+    ...(operation.evictions === undefined ? [] : evictionsAfter(operation.evictions, result)),
+    ...goneHeadRecords(operation.context?.loaders.heads.gone() ?? []),
+  ];
   const evicting = evictions.length === 0 ? undefined : cache.evict(evictions);
-  // A mutation's answer waits for the evictions of the objects it returned too (the library's, under way); a query's
-  // waits for none.
+  // A mutation's answer waits for the library's evictions of the objects it returned too; a query's for none.
   const settled = operation.definition?.operation === 'mutation' ? cache.settled() : undefined;
   if (evicting === undefined) return settled;
   return settled === undefined ? evicting : Promise.all([evicting, settled]).then(() => undefined);
 }
 
 /**
- * RESPONSE_CACHE_TTL_PER_TYPE as the schema reads it: a type's TTL holds for the lists of it too,
- * the edges whose `node` is one and the connections whose `nodes` or `edges` hold them (their
- * shortest TTL when they list several), so `permissions { totalCount }`, which holds no
- * Permission, is kept no longer than a Permission is (with `Permission=0`, never).
+ * RESPONSE_CACHE_TTL_PER_TYPE as the schema reads it: a type's TTL also bounds edges whose `node` is one and
+ * connections whose `nodes` or `edges` hold them, so `permissions { totalCount }` lives no longer than a Permission.
  */
 export function ttlPerTypeOf(
   schema: GraphQLSchema,
@@ -283,12 +225,7 @@ export function ttlPerTypeOf(
   return Object.fromEntries(ttls);
 }
 
-/**
- * The response cache over its store: with REDIS_URL, Redis alone, shared by every process and
- * replica (no copy in this process's memory in front of it: a write through another replica
- * must be seen by the next read here); else this process's memory, bounded by `settings.bounds`,
- * whose entries and bytes the gauges show. Its events are counted in `metrics`.
- */
+/** The response cache over Redis alone with REDIS_URL (what another replica wrote must be read here), else memory. */
 export function responseCachePlugin(
   settings: ResponseCacheSettings,
   schema: GraphQLSchema,
@@ -298,30 +235,28 @@ export function responseCachePlugin(
 ): ResponseCacheSteps {
   // How long a miss waits for its answer at most: the operation's deadline, with room.
   const answerWithinMs = 2 * operationTimeoutMs;
+  const { bounds, maxEntryBytes, ttlMs, staleIfErrorMs } = settings;
+  const overBudget = metrics.responseCacheOverBudget;
   let cache: GatewayCache;
   if (redis === undefined) {
-    const store = createMemoryResponseCache(settings.bounds, settings.maxEntryBytes, {
-      overBudget: metrics.responseCacheOverBudget,
-      keepExpiredMs: settings.staleIfErrorMs,
-    });
+    const store = createMemoryResponseCache(bounds, maxEntryBytes, { overBudget, keepExpiredMs: staleIfErrorMs });
     cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
   } else {
-    const maxTtlMs = Math.max(settings.ttlMs, ...Object.values(settings.ttlPerType));
     const store = createRedisResponseCache({
       redis,
-      maxTtlMs,
-      keepExpiredMs: settings.staleIfErrorMs,
-      maxEntryBytes: settings.maxEntryBytes,
+      maxTtlMs: Math.max(ttlMs, ...Object.values(settings.ttlPerType)),
+      keepExpiredMs: staleIfErrorMs,
+      maxEntryBytes,
       raceWindowMs: answerWithinMs,
-      budget: settings.bounds,
-      overBudget: metrics.responseCacheOverBudget,
+      budget: bounds,
+      overBudget,
     });
     cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
   }
   return useGatewayResponseCache({
     cache,
-    ttlMs: settings.ttlMs,
+    ttlMs,
     ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType),
-    staleIfErrorMs: settings.staleIfErrorMs,
+    staleIfErrorMs,
   });
 }

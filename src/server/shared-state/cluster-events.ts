@@ -22,11 +22,7 @@ export function relayWorkerEvents(): void {
   });
 }
 
-/**
- * In a cluster worker without Redis: an event target whose events reach every worker of the
- * process group (`WORKERS>1`, through the primary: `relayWorkerEvents`), this one's listeners at
- * once. `onRemote` sees each event another worker dispatched.
- */
+/** A worker's event target without Redis: events reach every worker (`relayWorkerEvents`), this one's at once. */
 export function clusterEventTarget(onRemote: (detail: unknown) => void): EventTarget & { close(): void } {
   const target = new EventTarget();
   // A head may have thousands of watchers: no cap on a topic's listeners (Node warns past ten).
@@ -45,8 +41,6 @@ export function clusterEventTarget(onRemote: (detail: unknown) => void): EventTa
       process.send?.({ type: EVENT, topic: event.type, detail: (event as CustomEvent).detail } satisfies EventMessage);
       return delivered;
     },
-    close() {
-      process.off('message', onMessage);
-    },
+    close: () => void process.off('message', onMessage),
   };
 }

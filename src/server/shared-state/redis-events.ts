@@ -25,22 +25,7 @@ interface Message {
 
 type Listener<E extends TypedEvent> = TypedEventListenerOrEventListenerObject<E>;
 
-const call = <E extends TypedEvent>(listener: Listener<E>, event: E) =>
-  typeof listener === 'function' ? listener(event) : listener.handleEvent(event);
-
-/**
- * The event target of `createPubSub` (@graphql-yoga/subscription) across processes, over Redis
- * pub/sub on every topology: @graphql-yoga/redis-event-target's shape (a channel per topic,
- * subscribed while it has listeners, the event's detail as JSON), with what that one lacks:
- *
- * - on a Cluster, sharded pub/sub (SPUBLISH, SSUBSCRIBE: a channel lives on its name's slot, so an
- *   event costs one shard rather than every node);
- * - an event is delivered in its own process at once, and published for the others, which is what
- *   a process whose Redis is down still does (its subscribers miss only the other replicas' events);
- * - every channel with listeners is subscribed again whenever the subscriber connection is ready
- *   (a reconnect, the new master after a Sentinel failover): a subscription asked for while it was
- *   down is not lost.
- */
+/** @graphql-yoga/redis-event-target's shape, sharded on a Cluster, delivered here at once, resubscribed at `ready`. */
 export function redisEventTarget<E extends TypedEvent>(
   options: RedisEventTargetOptions,
 ): TypedEventTarget<E> & { close(): void } {
@@ -50,19 +35,15 @@ export function redisEventTarget<E extends TypedEvent>(
   const listeners = new Map<string, Set<Listener<E>>>();
 
   const deliver = (event: E) => {
-    for (const listener of listeners.get(event.type) ?? []) call(listener, event);
+    for (const listener of listeners.get(event.type) ?? [])
+      if (typeof listener === 'function') listener(event);
+      else listener.handleEvent(event);
   };
-  const subscribe = (topics: string[]) => {
-    if (topics.length === 0) return;
-    const channels = topics.map((topic) => prefix + topic);
-    // Each channel on its own: a Cluster's channels live on different slots. A failure is mended at the next `ready`.
-    for (const channel of channels)
-      void (sharded ? subscriber.ssubscribe(channel) : subscriber.subscribe(channel)).catch(() => undefined);
+  // Each channel on its own: a Cluster's channels live on different slots. A failure is mended at the next `ready`.
+  const subscribe = (topics: Iterable<string>) => {
+    for (const topic of topics)
+      void (sharded ? subscriber.ssubscribe(prefix + topic) : subscriber.subscribe(prefix + topic)).catch(() => {});
   };
-  const unsubscribe = (topic: string) =>
-    void (sharded ? subscriber.sunsubscribe(prefix + topic) : subscriber.unsubscribe(prefix + topic)).catch(
-      () => undefined,
-    );
 
   const onMessage = (channel: string, text: string) => {
     if (!channel.startsWith(prefix)) return;
@@ -75,7 +56,7 @@ export function redisEventTarget<E extends TypedEvent>(
     if (message.from === from) return;
     deliver(new CustomEvent(channel.slice(prefix.length), { detail: message.detail }) as unknown as E);
   };
-  const onReady = () => subscribe([...listeners.keys()]);
+  const onReady = () => subscribe(listeners.keys());
   subscriber.on(sharded ? 'smessage' : 'message', onMessage);
   subscriber.on('ready', onReady);
 
@@ -96,7 +77,7 @@ export function redisEventTarget<E extends TypedEvent>(
       set.delete(listener as Listener<E>);
       if (set.size > 0) return;
       listeners.delete(type);
-      unsubscribe(type);
+      void (sharded ? subscriber.sunsubscribe(prefix + type) : subscriber.unsubscribe(prefix + type)).catch(() => {});
     },
     dispatchEvent(event) {
       deliver(event);

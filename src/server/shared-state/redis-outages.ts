@@ -3,24 +3,13 @@ import { ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 
-/**
- * What a process keeps in Redis when REDIS_URL is set: the limiters' counters, the APQ registrations and the response
- * cache.
- */
+/** What a process keeps in Redis when REDIS_URL is set. */
 export type SharedStore = 'limits' | 'apq' | 'response_cache' | 'events';
 
-/**
- * Why Redis did not serve a store, as `gateway_shared_state_fallbacks_total{reason}` names it:
- * no connection or no answer in time, or an answer that refused the command (`maxmemory` reached
- * with a policy that evicts nothing, a read-only replica, anything else Redis refuses).
- */
+/** `gateway_shared_state_fallbacks_total{reason}`: no answer in time, or a refusal (`maxmemory`, a replica, other). */
 export type FallbackReason = 'unreachable' | 'out_of_memory' | 'read_only' | 'error';
 
-/**
- * After a command that failed on a connection that looked fine (it timed out; a Cluster master
- * gone, whose slots wait for a failover), Redis is left alone this long: the stores answer from
- * process memory at once instead of each request waiting out the command timeout.
- */
+/** After a command failed on a live connection: rather than each request wait out the command timeout. */
 const QUIET_AFTER_TIMEOUT_MS = 1_000;
 
 /** A warning about Redis at most this often: a refusal lasts as long as Redis stays full. */
@@ -42,13 +31,7 @@ const warnings: Record<FallbackReason, string> = {
   error: `Redis refused a command: ${meanwhile} meanwhile`,
 };
 
-/**
- * What the process knows of Redis's outages, for the shared stores: whether it is down (one
- * warning when it goes, one line when it is back), and, after a command that failed on a live
- * connection, a quiet time during which the stores do not ask it. Each fallback of a store is
- * counted by reason and warned about, at most one warning a minute; the messages name no address
- * (the URL may carry a password) and quote nothing Redis said beyond its error's code.
- */
+/** Warnings name no address (the URL may carry a password) and quote nothing Redis said beyond its error's code. */
 export class RedisOutages {
   #down = false;
   #quietUntil = 0;
@@ -59,22 +42,17 @@ export class RedisOutages {
     private readonly metrics: Pick<GatewayMetrics, 'sharedStateFallbacks'>,
   ) {}
 
-  /** Whether Redis is left alone now, after a command that failed on a live connection. */
   quiet(): boolean {
     return performance.now() < this.#quietUntil;
   }
 
-  /**
-   * The connection is lost (its error, if it told one); a failed command and the connection's own events may both tell
-   * of one outage.
-   */
+  /** A failed command and the connection's own events may both tell of one outage. */
   lost(error?: { code?: unknown }): void {
     if (this.#down) return;
     this.#down = true;
     this.#warn('unreachable', typeof error?.code === 'string' ? { code: error.code } : {});
   }
 
-  /** Redis answers again: a reconnection, a new master, a Cluster's slots on new masters. */
   back(): void {
     if (this.#down)
       this.logger.info('Redis reachable again: rate limits, APQ registrations and the response cache are shared again');
@@ -83,10 +61,7 @@ export class RedisOutages {
     this.#quietUntil = 0;
   }
 
-  /**
-   * `store` answered from process memory (`error`: the command's failure; none when it was not sent), on a connection
-   * `live` or not.
-   */
+  /** `error`: the command's failure, none when it was not sent. */
   fellBack(store: SharedStore, error: unknown, live: boolean): void {
     const reason = fallbackReason(error);
     this.metrics.sharedStateFallbacks.inc({ store, reason });

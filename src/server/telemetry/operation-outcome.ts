@@ -1,10 +1,6 @@
 import type { GraphQLError } from 'graphql';
 
-/*
- * What an operation's log line, metrics and span say of it: its outcome, its name as a label,
- * its error codes and the limit that refused it. Pure rules over a result; operation-telemetry.ts
- * applies them.
- */
+/* What an operation's log line, metrics and span say of it: pure rules over a result (operation-telemetry.ts). */
 
 export type OperationOutcome = 'ok' | 'error' | 'refused';
 
@@ -14,31 +10,18 @@ const invalidNameChars = /[^A-Za-z0-9_]/g;
 
 /** A name safe as a label and a log field: ASCII letters, digits and `_`, at most 64 of them. */
 export function operationLabel(name: string | null | undefined): string {
-  if (name === undefined || name === null || name === '') return 'anonymous';
-  const capped = name.length > MAX_NAME_LENGTH ? name.slice(0, MAX_NAME_LENGTH) : name;
-  return capped.replace(invalidNameChars, '_');
+  return name ? name.slice(0, MAX_NAME_LENGTH).replace(invalidNameChars, '_') : 'anonymous';
 }
 
-/**
- * The outcome rule. GraphQL itself says when a request never reached execution: its result has
- * errors and no `data` entry at all (spec, "Response Format"). So:
- * - `ok`: no errors;
- * - `error`: errors and a `data` entry (even `null`): execution ran and something failed;
- * - `refused`: errors without `data`: turned away before execution (request parameters, syntax,
- *   validation with the depth/alias/token/directive limits and disabled introspection, variables
- *   that do not fit their types, the upstream call budget estimate); it made no upstream call.
- * A masked crash (INTERNAL_SERVER_ERROR) without data is an `error`, not a refusal: a bug must
- * not hide among bad requests.
- */
+/** No `data` entry: never executed (spec, "Response Format"), but a masked crash is an `error`, not a bad request. */
 export function outcomeOf(
   result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined,
 ): OperationOutcome {
   if (result === undefined) return 'refused';
-  const errors = result.errors;
+  const { errors } = result;
   if (errors === undefined || errors.length === 0) return 'ok';
-  if ('data' in result && result.data !== undefined) return 'error';
-  for (const error of errors) if (codeOf(error) === 'INTERNAL_SERVER_ERROR') return 'error';
-  return 'refused';
+  if (result.data !== undefined) return 'error';
+  return errors.some((error) => codeOf(error) === 'INTERNAL_SERVER_ERROR') ? 'error' : 'refused';
 }
 
 function codeOf(error: unknown): string | undefined {
@@ -57,14 +40,10 @@ export function limitOf(errors: readonly unknown[] | undefined): string | undefi
 
 /** Distinct error codes of a result, at most MAX_ERROR_CODES, for the log line. */
 export function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
-  const codes: string[] = [];
-  if (errors === undefined) return codes;
-  for (const error of errors) {
-    const code = codeOf(error) ?? 'UNKNOWN';
-    if (!codes.includes(code)) {
-      codes.push(code);
-      if (codes.length === MAX_ERROR_CODES) break;
-    }
+  const codes = new Set<string>();
+  for (const error of errors ?? []) {
+    codes.add(codeOf(error) ?? 'UNKNOWN');
+    if (codes.size === MAX_ERROR_CODES) break;
   }
-  return codes;
+  return [...codes];
 }

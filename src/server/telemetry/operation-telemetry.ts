@@ -1,7 +1,6 @@
 import {
   type Context,
   ROOT_CONTEXT,
-  type Span,
   type SpanContext,
   SpanKind,
   type SpanOptions,
@@ -26,31 +25,21 @@ export interface OperationTelemetryOptions {
   readonly logger: Logger;
   /** Which operations get a log line (OPERATION_LOG, OPERATION_LOG_SLOW_MS). @default every one */
   readonly log?: OperationLogSettings;
-  /** The operations' spans. */
   readonly tracing: Tracing;
-  /**
-   * Which client app sent each request (its headers): operations are counted by client, spans carry it. @default none:
-   * not read
-   */
+  /** Which client app sent each request: operations are counted by client, spans carry it. @default none: not read */
   readonly clients?: ClientAwareness;
-  /**
-   * The operation names the metrics always keep apart, known in advance (the trusted documents'
-   * names, METRICS_KNOWN_OPERATIONS): no client can crowd them out. @default none
-   */
+  /** Names the metrics always keep apart (METRICS_KNOWN_OPERATIONS): no client can crowd them out. @default none */
   readonly operationNames?: ReadonlySet<string>;
-  /**
-   * Other operation names the metrics keep apart, the first seen (METRICS_OPERATION_NAMES); later
-   * new names are counted as `other`. Names come from clients, so without a cap every new name
-   * would be a new set of series.
-   */
+  /** METRICS_OPERATION_NAMES: other names kept apart, the first seen, then `other` (each would be a new series). */
   readonly maxOperationNames: number;
 }
+
+type Result = Parameters<typeof outcomeOf>[0];
 
 const serverSpan: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
 
 /** The operation's span, told what the log line says but the request id and the duration. */
 function describeOperation(
-  span: Span,
   state: OperationRecord,
   client: RequestState['client'],
   operationName: string,
@@ -59,6 +48,7 @@ function describeOperation(
   upstreamCalls: number,
   errors: readonly unknown[] | undefined,
 ): void {
+  const { span } = state;
   // OpenTelemetry's GraphQL span name: the operation type, then its name if it has one.
   if (state.type !== 'unknown') {
     span.updateName(state.name === undefined ? state.type : `${state.type} ${operationName}`);
@@ -76,24 +66,15 @@ function describeOperation(
   if (outcome === 'error') span.setStatus({ code: SpanStatusCode.ERROR });
 }
 
-/** What the telemetry knows of a request when it records one of its operations. */
 export interface RecordedRequest {
   readonly requestId: string;
   readonly client: ClientIdentity | undefined;
 }
 
-/**
- * Per GraphQL operation: its span, one observation of the operations histogram (and of the client
- * histogram, with `clients`) and, as OPERATION_LOG says, one structured log line (the in-flight
- * gauge is the shedder's count, traffic/in-flight.ts). One recorder per gateway, which the
- * telemetry's steps (useOperationTelemetry) record through.
- * The log line and the span carry names, counts, error codes and the refusing limit only: never
- * headers, variables, the query text or error messages.
- */
+/** Its line and span carry names, counts, codes and limits only: never headers, variables, query text or messages. */
 export class OperationRecorder {
   readonly #options: OperationTelemetryOptions;
-  // The operation line holds only values made here (names cut to [A-Za-z0-9_], ids, counts,
-  // codes): redaction, half the cost of the line, has nothing to find in it.
+  // Only values made here (names cut to [A-Za-z0-9_], ids, counts, codes): redaction, half the line's cost, finds none.
   readonly #log: Logger;
   readonly #logged: (outcome: OperationOutcome, durationMs: number, errors: readonly unknown[] | undefined) => boolean;
   readonly #knownNames = new Set<string>();
@@ -102,9 +83,7 @@ export class OperationRecorder {
     this.#options = options;
     this.#log = options.logger.child({}, { redact: [] });
     const { which, slowMs } = options.log ?? { which: 'all', slowMs: 0 };
-    // Production gateways log failures and slow operations, not every success (docs/operations.md#logs),
-    // nor the operations open breakers refused whole: an outage's echo, one a request, which the
-    // breaker's own line (one per change of state) and the refusals' counter say.
+    // Failures and slow ones (docs/operations.md#logs), not breakers' whole refusals: an outage's echo it logs.
     const refusedWhole = (errors: readonly unknown[] | undefined) =>
       errors?.every((error) => refusedByBreaker(error as { extensions?: Record<string, unknown> }));
     this.#logged =
@@ -115,37 +94,22 @@ export class OperationRecorder {
           : (outcome, durationMs, errors) => (outcome !== 'ok' && !refusedWhole(errors)) || durationMs >= slowMs;
   }
 
-  /** The caller's trace (its traceparent) and client app, read as its request arrives. */
   arrive(headers: HeaderReader): { readonly parent: Context; readonly client: ClientIdentity | undefined } {
     return { parent: this.#options.tracing.extract(headers), client: this.#options.clients?.identify(headers) };
   }
 
-  /**
-   * An operation begins (at `startedAt`, for one refused before its parameters were read), its span linked to `cause`
-   * (what caused a subscription's event).
-   */
+  /** `startedAt`: for one refused before its parameters were read; `cause`: what caused a subscription's event. */
   begin(parent: Context, name: string | undefined, startedAt?: number, cause?: SpanContext): OperationRecord {
     const options =
       startedAt === undefined && cause === undefined
         ? serverSpan
         : { ...serverSpan, startTime: startedAt, links: cause === undefined ? [] : [{ context: cause }] };
     const span = this.#options.tracing.tracer.startSpan('GraphQL Operation', options, parent);
-    return {
-      startedAt: startedAt ?? performance.now(),
-      name,
-      type: 'unknown',
-      done: false,
-      span,
-      trace: trace.setSpan(parent, span),
-    };
+    const context = trace.setSpan(parent, span);
+    return { startedAt: startedAt ?? performance.now(), name, type: 'unknown', done: false, span, trace: context };
   }
 
-  finish(
-    request: RecordedRequest,
-    record: OperationRecord,
-    upstreamCalls: number,
-    result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined,
-  ): void {
+  finish(request: RecordedRequest, record: OperationRecord, upstreamCalls: number, result: Result): void {
     if (record.done) return;
     record.done = true;
     const { metrics } = this.#options;
@@ -153,19 +117,17 @@ export class OperationRecorder {
     const outcome = outcomeOf(result);
     const operationName = operationLabel(record.name);
     const errorCodes = errorCodesOf(result?.errors);
-    metrics.operations.observe(
-      { operation: this.#metricName(operationName), type: record.type, outcome },
-      durationMs / 1000,
-    );
+    const seconds = durationMs / 1000;
+    metrics.operations.observe({ operation: this.#metricName(operationName), type: record.type, outcome }, seconds);
     const { client } = request;
     if (client !== undefined)
       metrics.clientOperations.observe(
         { client_name: client.nameLabel, client_version: client.versionLabel, outcome },
-        durationMs / 1000,
+        seconds,
       );
     const { span } = record;
     if (span.isRecording())
-      describeOperation(span, record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
+      describeOperation(record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
     span.end();
     if (!this.#logged(outcome, durationMs, result?.errors)) return;
     const { traceId, spanId } = span.spanContext();
@@ -185,10 +147,6 @@ export class OperationRecorder {
     );
   }
 
-  /**
-   * The metric label of a name: the names known in advance, or the first METRICS_OPERATION_NAMES others seen; any other
-   * is `other`.
-   */
   #metricName(name: string): string {
     if (name === 'anonymous' || this.#options.operationNames?.has(name) === true || this.#knownNames.has(name))
       return name;
@@ -198,39 +156,12 @@ export class OperationRecorder {
   }
 }
 
-/**
- * The operation telemetry (OperationRecorder records), a policy that concerns events too:
- * - intake: an HTTP request's traceparent and client app are read as it arrives (a request shed
- *   before this has no record);
- * - document: each operation's clock and span start, with the operationName the client sent (a
- *   request that entered at the document stage, a WebSocket message, has its trace and client read
- *   here); a subscription's event hangs under its subscription's span (its request's parent) and
- *   links the write or poll that caused it;
- * - answer: every HTTP answer to a GraphQL request carries its `x-request-id`: the id its log
- *   lines and upstream calls carry (a batch's operations share it);
- * - record: once the results are out, each operation is recorded with its name and type as its
- *   document says, its upstream calls and its outcome (a stream's parts count from its set-up, as
- *   `ok`); a request refused before it named any operation (its body, a batch too large, an
- *   encoding) counts as one, with its refusal's errors.
- */
+/** A WebSocket message's trace is read at the document stage; a subscription's event hangs under its subscription. */
 export function useOperationTelemetry(recorder: OperationRecorder): Policy {
-  const begin = (
-    request: RequestState,
-    name: string | undefined,
-    startedAt?: number,
-    cause?: SpanContext,
-  ): OperationRecord => recorder.begin(request.parent ?? ROOT_CONTEXT, name, startedAt, cause);
-  const arrived = (request: RequestState) => {
-    const { parent, client } = recorder.arrive(request.headers);
-    request.parent = parent;
-    request.client = client;
-  };
-  const finish = (
-    request: RequestState,
-    operation: OperationState | undefined,
-    record: OperationRecord,
-    result: { errors?: readonly unknown[] | undefined; data?: unknown } | undefined,
-  ) => {
+  // A record from the request's arrival, for what was refused before its operation's record began.
+  const late = (request: RequestState) => recorder.begin(request.parent ?? ROOT_CONTEXT, undefined, request.startedAt);
+  const arrived = (request: RequestState) => void Object.assign(request, recorder.arrive(request.headers));
+  const finish = (request: RequestState, record: OperationRecord, result: Result, operation?: OperationState) => {
     const definition = operation?.definition;
     if (definition !== undefined) {
       if (definition.name !== undefined) record.name = definition.name.value;
@@ -246,12 +177,8 @@ export function useOperationTelemetry(recorder: OperationRecorder): Policy {
       const { request } = operation;
       if (request.parent === undefined) arrived(request);
       const { operationName } = operation.params;
-      operation.record = begin(
-        request,
-        typeof operationName === 'string' ? operationName : undefined,
-        undefined,
-        operation.event?.change.cause,
-      );
+      const name = typeof operationName === 'string' ? operationName : undefined;
+      operation.record = recorder.begin(request.parent ?? ROOT_CONTEXT, name, undefined, operation.event?.change.cause);
       return undefined;
     },
     answer(request, answer) {
@@ -262,23 +189,14 @@ export function useOperationTelemetry(recorder: OperationRecorder): Policy {
       if (request.parent === undefined) return;
       const { refusal } = request;
       if (refusal !== undefined || request.operations.length === 0) {
-        finish(
-          request,
-          undefined,
-          begin(request, undefined, request.startedAt),
-          refusal instanceof GraphQLError ? { errors: [refusal] } : undefined,
-        );
+        finish(request, late(request), refusal instanceof GraphQLError ? { errors: [refusal] } : undefined);
         return;
       }
       for (const operation of request.operations) {
-        const record = operation.record ?? begin(request, undefined, request.startedAt);
         const { result } = operation;
-        finish(
-          request,
-          operation,
-          record,
-          result === undefined || isAsyncIterable(result) ? (result === undefined ? undefined : {}) : result,
-        );
+        // A stream counts from its set-up, as `ok`.
+        const answered = result === undefined ? undefined : isAsyncIterable(result) ? {} : result;
+        finish(request, operation.record ?? late(request), answered, operation);
       }
     },
   };

@@ -3,7 +3,7 @@ import { createGraphQLError } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { RateLimiterRes } from 'rate-limiter-flexible';
 import type { OperationState } from '../operation-state.js';
-import type { FinishStep, OperationStep, Policy } from '../pipeline/stages.js';
+import type { OperationStep, Policy } from '../pipeline/stages.js';
 import type { RequestState } from '../request-state.js';
 import { type CallerLimiters, giveBack, take, waitOf } from './limiters.js';
 import { RateLimitHeaders } from './rate-limit-headers.js';
@@ -11,30 +11,23 @@ import { RateLimitHeaders } from './rate-limit-headers.js';
 /** The limits a caller can reach, as `gateway_refusals_total{limit}` and `extensions.limit` name them. */
 export type CallerLimit = 'requests' | 'upstream_calls' | 'in_flight' | 'address' | 'logins';
 
-const words: Record<CallerLimit, string> = {
-  requests: 'operations',
-  upstream_calls: 'upstream calls',
-  in_flight: 'operations in flight',
-  address: 'operations',
-  logins: 'logins',
+const tooMany: Record<CallerLimit, string> = {
+  requests: 'operations from this caller',
+  upstream_calls: 'upstream calls from this caller',
+  in_flight: 'operations in flight from this caller',
+  address: 'operations from this address',
+  logins: 'logins from this account or address',
 };
 
-/** A refusal's message and extensions, as a client reads them (a limiter's, or a refusal remembered). */
-function refusal(limit: CallerLimit, msBeforeNext: number) {
-  const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
-  return {
-    message: `Too many ${words[limit]} from this ${limit === 'address' ? 'address' : limit === 'logins' ? 'account or address' : 'caller'}: try again in ${seconds} s.`,
-    extensions: { code: 'RATE_LIMITED', limit, retryAfterSeconds: seconds },
-  };
-}
-
-/** A refusal by a caller limit: HTTP 429, `Retry-After`, code RATE_LIMITED, `extensions.limit`. */
+/** A refusal by a caller limit (a limiter's, or one remembered): HTTP 429, `Retry-After`, code RATE_LIMITED. */
 export function rateLimited(limit: CallerLimit, msBeforeNext: number) {
-  const { message, extensions } = refusal(limit, msBeforeNext);
-  return createGraphQLError(message, {
+  const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
+  return createGraphQLError(`Too many ${tooMany[limit]}: try again in ${seconds} s.`, {
     extensions: {
-      ...extensions,
-      http: { status: 429, headers: { 'Retry-After': String(extensions.retryAfterSeconds) } },
+      code: 'RATE_LIMITED',
+      limit,
+      retryAfterSeconds: seconds,
+      http: { status: 429, headers: { 'Retry-After': String(seconds) } },
     },
   });
 }
@@ -44,27 +37,14 @@ const IN_FLIGHT_RETRY_MS = 1_000;
 
 export interface CallerLimitsOptions {
   readonly limiters: CallerLimiters;
-  /** Told of every refusal, for metrics. */
   readonly onRefused?: (limit: CallerLimit) => void;
 }
 
 /**
- * Per-caller limits, checked before an operation costs anything:
- * - intake: a caller (or address) refused a moment ago is refused again at once, before a byte of
- *   its body is read (a refusal that went through the whole path cost some 0.5 ms of CPU, which a
- *   caller flooding at its limit took from everyone else);
- * - admission: the per-address and per-caller operation counts and the in-flight slot (after the
- *   document stage, before a kept answer is looked up, so a refusal replaces it);
- * - plan: the upstream calls of the operation's plan charged (a kept answer is not charged);
- * - answer: the RateLimit headers of what the limiters said;
- * - release: the in-flight slots given back once the results are out.
- * A step is left out where no limit set needs it (a step costs every request); with none set the
- * policy is off (undefined). A client's operations only: a subscription's events are nobody's
- * request, and charge no one's window (real-time/).
- * A refusal is HTTP 429 (200 inside a batch, as every per-operation error there) with
- * `Retry-After` in whole seconds and a GraphQL error with code RATE_LIMITED and
- * `extensions.limit`; it makes no upstream call. Each caller has counters of its own, so one at
- * its limit costs another nothing but the refusals' CPU.
+ * Per-caller limits, before an operation costs anything: the intake refuses at once whom a limit just refused (the
+ * whole path cost some 0.5 ms of CPU a refusal, taken from everyone by a caller flooding at its limit); admission
+ * counts before a kept answer is looked up, so a refusal replaces it. A step no set limit needs is left out (each
+ * costs every request). Subscription events are nobody's request and charge no one (real-time/).
  */
 export function useCallerLimits(options: CallerLimitsOptions): Policy | undefined {
   const { requests, upstreamCalls, inFlight, addressRequests, windowSeconds } = options.limiters;
@@ -79,8 +59,7 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
   const admission: OperationStep = async (operation) => {
     const state = operation.request;
     const { key: caller, address, known } = state.caller;
-    // The address first: a made-up token's fresh window does not get past its address's. A token known to be real is
-    // judged by its own.
+    // The address first: a made-up token's fresh window does not get past its address's; a known token's is its own.
     if (addressRequests !== undefined && !known) {
       const taken = await take(addressRequests, address, 1);
       if (taken !== undefined) state.quotas.address = taken;
@@ -99,7 +78,7 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
         void inFlight.reward(caller).catch(() => undefined);
         return refuse('in_flight', IN_FLIGHT_RETRY_MS, caller);
       }
-      // Given back once, as its request leaves the in-flight count (the telemetry step below).
+      // Given back once, by the result or release step below.
       operation.slot = caller;
     }
     return undefined;
@@ -120,7 +99,6 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
     recent.slotBack(slot);
     giveBack(inFlight!, slot);
   };
-  const slotsBack: FinishStep = (request) => request.operations.forEach(slotBack);
   if (!admits && upstreamCalls === undefined) return undefined;
   return {
     name: 'caller limits',
@@ -130,20 +108,13 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
     answer: headers === undefined ? undefined : (request, answer) => headers.write(request.quotas, answer.headers),
     // An open stream (a subscription, a live query) holds no slot once it begins.
     result: inFlight === undefined ? undefined : (operation) => void (operation.streams && slotBack(operation)),
-    release: inFlight === undefined ? undefined : slotsBack,
+    release: inFlight === undefined ? undefined : (request) => request.operations.forEach(slotBack),
   };
 }
 
-/** Refused callers (and addresses) remembered at most. */
-const REMEMBERED_REFUSALS = 100_000;
-
-/**
- * Callers (and addresses) refused a moment ago, until their window turns or a slot of theirs
- * comes back: the intake stage refuses their next requests at once, before a byte of the body is
- * read. Bounded: the oldest are forgotten first, and then only cost a refusal by the limiter.
- */
+/** Whom a limit refused a moment ago, until the window turns or a slot comes back; the oldest forgotten first. */
 export class RecentRefusals {
-  readonly #refused = new LRUCache<string, { limit: CallerLimit; until: number }>({ max: REMEMBERED_REFUSALS });
+  readonly #refused = new LRUCache<string, { limit: CallerLimit; until: number }>({ max: 100_000 });
 
   constructor(
     private readonly onRefused: ((limit: CallerLimit) => void) | undefined,
@@ -151,7 +122,7 @@ export class RecentRefusals {
     private readonly longestMs: number,
   ) {}
 
-  /** An address's own entry: a caller without a token is keyed by its address too, for its own limits. */
+  /** An address's own key: a caller without a token is keyed by its address too, for its own limits. */
   static addressKey(address: string): string {
     return `per-${address}`;
   }
@@ -165,10 +136,7 @@ export class RecentRefusals {
     if (this.#refused.peek(caller)?.limit === 'in_flight') this.#refused.delete(caller);
   }
 
-  /**
-   * The intake's question: a caller (or address) refused a moment ago is refused again, at once,
-   * as the limiter refused it (its RateLimit headers say nothing is left until the window turns).
-   */
+  /** Refuses again, as the limiter did, whom it just refused (RateLimit: nothing left until the window turns). */
   readonly intake = (request: RequestState): GraphQLError | undefined => {
     const { caller } = request;
     const byAddress = caller.known ? undefined : this.#current(RecentRefusals.addressKey(caller.address));
@@ -177,8 +145,7 @@ export class RecentRefusals {
     this.onRefused?.(memo.limit);
     const wait = memo.until - Date.now();
     const nothingLeft = { remainingPoints: 0, msBeforeNext: wait } as RateLimiterRes;
-    if (memo.limit === 'address') request.quotas.address = nothingLeft;
-    else if (memo.limit === 'requests') request.quotas.requests = nothingLeft;
+    if (memo.limit === 'address' || memo.limit === 'requests') request.quotas[memo.limit] = nothingLeft;
     return rateLimited(memo.limit, wait);
   };
 

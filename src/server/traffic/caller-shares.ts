@@ -9,22 +9,15 @@ function add(held: Held, key: string, operations: number): void {
   else held.delete(key);
 }
 
-/**
- * Whether `key` holds at least its share of `operations`: them split evenly between the keys
- * holding any, itself counted (a key with none is one more).
- */
+/** Whether `key` holds at least its share of `operations`, split evenly between the keys holding any and itself. */
 function atShare(held: Held, key: string, operations: number): boolean {
   const own = held.get(key) ?? 0;
   return own * (held.size + (own === 0 ? 1 : 0)) >= operations;
 }
 
 /**
- * Who holds the operations in flight, for fair shedding (load-shedder.ts): per caller (its token
- * once known to be real, else its address) and per client address, so an address that makes up
- * a token per request still holds one share. As Netflix concurrency-limits' partitioned limiter, each
- * partition keeps its share under load; here the partitions are whoever has work in flight, so an
- * entry lives only while its key holds an operation: there are never more entries than operations
- * in flight, which the shedder bounds. O(1) per operation.
+ * Who holds the operations in flight, per caller and per address, for fair shedding (load-shedder.ts): as Netflix
+ * concurrency-limits' partitioned limiter, but an entry only while it holds work, so no more than the shedder bounds.
  */
 export class CallerShares {
   readonly #callers: Held = new Map();
@@ -39,11 +32,7 @@ export class CallerShares {
     this.hold(caller, -operations);
   }
 
-  /**
-   * Whether `caller` holds its share of `operations` or more: a caller with a token known to be
-   * real by its own share alone (users behind one address each keep theirs), any other by its
-   * address's (everything from its address: made-up tokens cannot buy more than one share).
-   */
+  /** Known tokens by their own share (one address's users keep theirs), others by their address's (tokens buy none). */
   atShare(caller: Caller, operations: number): boolean {
     return caller.known
       ? atShare(this.#callers, caller.key, operations)

@@ -7,42 +7,22 @@ import type { SharedRedis } from '../shared-state/shared-redis.js';
 /** Where a token learnt in one process is told to the others (Redis pub/sub: shared-state/redis-events.ts). */
 export type KnownTokensChannel = Pick<EventTarget, 'addEventListener' | 'dispatchEvent'> & { close(): void };
 
-/** The topic a learnt token's hash travels on. */
-const LEARNT = 'learnt';
-
-/**
- * The sorted set the known tokens are kept in, in Redis (`<token caller> <caller>`, scored by when each expires): one
- * key, one slot.
- */
+const LEARNT = 'learnt'; // the channel's event type
+/** The Redis sorted set of known tokens (`<token caller> <caller>`, scored by expiry): one key, one slot. */
 const KEPT = 'gw:known';
-
-/**
- * What a learnt token travels and is kept as: its caller (`token:` and a SHA-256 in base64url), and the caller it
- * counts as.
- */
+/** A learnt token as it travels and is kept: its caller (`token:` and a base64url SHA-256), and whom it counts as. */
 const learnt = /^(token:[A-Za-z0-9_-]{43}) ((?:token|account):[A-Za-z0-9_-]{43})$/;
 
-/**
- * The caller every token the gateway's login issued to one account counts as: `account:` and a SHA-256 of the user name
- * (never the name).
- */
+/** Whom the tokens the gateway's login issued to one account count as: a SHA-256 of the user name (never the name). */
 export const accountCallerOf = (account: string): string =>
   `account:${createHash('sha256').update(account.trim().toLowerCase()).digest('base64url')}`;
 
 /**
- * The tokens known to be real, by their hash (`tokenCallerOf`: the token itself is never kept),
- * each with the caller it counts as: one the upstream accepted (a 2xx to an operation the contract
- * says checks a token: Get Permissions, Delete Head) counts as itself; every token the gateway's
- * `login` issued to one account counts as that account (`accountCallerOf`), so logging in again
- * buys no new share. A known token is a caller of its own for the limits and shedding
- * (callers.ts); until then it shares its address's share, so an address that makes up a token per
- * request still holds one share. Bounded by count (KNOWN_TOKENS_MAX, the least recently learnt
- * forgotten first) and time (KNOWN_TOKENS_TTL_MS).
- *
- * With REDIS_URL they outlive the process: each is kept in Redis with its expiry (one sorted set,
- * trimmed to the count as it is written) and loaded as a process starts (`load`), so a restart or a
- * replica that starts later knows them at once; a token learnt here is told to every running
- * replica once (its hash and caller, when this process had not known it).
+ * The tokens known to be real (callers of their own: callers.ts), by hash, each with whom it counts as: one the
+ * upstream accepted (a 2xx to an operation the contract says checks a token: Get Permissions, Delete Head) as itself;
+ * one the gateway's `login` issued as its account, so logging in again buys no new share. Bounded by KNOWN_TOKENS_MAX
+ * and KNOWN_TOKENS_TTL_MS; with REDIS_URL kept in Redis and told to the replicas, so a restart or a later replica
+ * knows them at once.
  */
 export class KnownTokens {
   readonly #known: LRUCache<string, string>;
@@ -78,15 +58,12 @@ export class KnownTokens {
   /** The caller a token (its `token:<hash>`) counts as, once it is known to be real. */
   readonly callerOf = (tokenCaller: string): string | undefined => this.#known.get(tokenCaller);
 
-  /** How many it knows now (some may have expired unseen: ttlAutopurge is off). */
+  /** Some may have expired unseen: ttlAutopurge is off. */
   get size(): number {
     return this.#known.size;
   }
 
-  /**
-   * What Redis keeps, loaded (the most recently learnt first, KNOWN_TOKENS_MAX at most): a process that starts knows
-   * what the fleet knew.
-   */
+  /** Loads what Redis keeps (KNOWN_TOKENS_MAX, most recent first): a process that starts knows what the fleet knew. */
   async load(): Promise<void> {
     const redis = this.#redis;
     if (redis === undefined || !redis.ready()) return;
@@ -101,7 +78,7 @@ export class KnownTokens {
     }
   }
 
-  /** Keeps a learnt token in Redis, with its expiry; what expired or is past the count goes as it is written. */
+  /** Keeps a learnt token in Redis with its expiry; what expired or is past the count goes as it is written. */
   #keep(member: string): void {
     const redis = this.#redis;
     if (redis === undefined || !redis.ready()) return;

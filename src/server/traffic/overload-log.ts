@@ -1,14 +1,11 @@
 import type { Logger } from 'pino';
 import type { OverloadReason } from './load-shedder.js';
 
-/** How often a reason of overload refusals gets a line at most. */
 const LINE_EVERY_MS = 1_000;
 
 /**
- * The log of OVERLOADED refusals: at most one line per reason a second, with how many were
- * refused for it since the last and the request id of the last of them (its answer's
- * `x-request-id`), so an operator can tell refusals apart and find one. The first refusal after
- * a quiet second waits that second for its line, so a burst is one line.
+ * OVERLOADED refusals, a line per reason a second at most: how many since the last, and the last one's request id
+ * (`x-request-id`), so an operator can find one. The first after a quiet second waits it, so a burst is one line.
  */
 export function overloadLog(logger: Logger): (reason: OverloadReason, requestId: string) => void {
   const pending = new Map<OverloadReason, { refused: number; requestId: string }>();
@@ -20,8 +17,7 @@ export function overloadLog(logger: Logger): (reason: OverloadReason, requestId:
     pending.clear();
   };
   return (reason, requestId) => {
-    const known = pending.get(reason);
-    pending.set(reason, { refused: (known?.refused ?? 0) + 1, requestId });
+    pending.set(reason, { refused: (pending.get(reason)?.refused ?? 0) + 1, requestId });
     if (flushing) return;
     flushing = true;
     setTimeout(flush, LINE_EVERY_MS).unref();

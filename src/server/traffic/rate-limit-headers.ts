@@ -3,9 +3,8 @@ import { serializeList, serializeString } from 'structured-headers';
 import type { Limiter } from './limiters.js';
 
 /**
- * The limits an answer tells a client about: those counting its operations, per caller and per
- * address. Upstream calls are spent in a unit a client cannot count (the plan's calls), and an
- * in-flight slot is back by the time the answer goes: both still refuse with 429 and Retry-After.
+ * The limits an answer tells a client about: those counting its operations. Upstream calls are spent in a unit a
+ * client cannot count, and an in-flight slot is back by the time the answer goes: both still refuse with 429.
  */
 export type AdvertisedLimit = 'requests' | 'address';
 
@@ -18,29 +17,23 @@ export const rateLimitHeaderNames: readonly string[] = [
   'ratelimit-reset',
 ];
 
+type Said = Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'>;
 /** What the limiters last said of a request's operations (a batch's last): its request state's `quotas`. */
-type Quotas = {
-  readonly requests?: Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'> | undefined;
-  readonly address?: Pick<RateLimiterRes, 'remainingPoints' | 'msBeforeNext'> | undefined;
-};
+type Quotas = { readonly [limit in AdvertisedLimit]?: Said | undefined };
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
-/** One policy: its name (`extensions.limit`), quoted as a structured-field string, and its quota per window. */
+/** One policy: its name (`extensions.limit`) quoted as a structured-field string, and its quota per window. */
 interface Policy {
   readonly quoted: string;
   readonly quota: number;
 }
 
 /**
- * The rate-limit headers of an answer, from what the limiters answered for its operations (no
- * count of their own), in both forms clients read:
- * - the IETF draft's structured fields (draft-ietf-httpapi-ratelimit-headers-08 and later):
- *   `RateLimit-Policy: "requests";q=10;w=2` (every advertised limit set) and
- *   `RateLimit: "requests";r=7;t=2` (each limit the request was counted against: what is left,
- *   and the seconds before the window turns);
- * - the earlier drafts' `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds),
- *   of the limit closest to its end, as those drafts ask when several apply.
+ * An answer's rate-limit headers, from what the limiters said (no count of their own), in both forms clients read:
+ * - draft-ietf-httpapi-ratelimit-headers-08 and later: `RateLimit-Policy: "requests";q=10;w=2` (every advertised
+ *   limit set) and `RateLimit: "requests";r=7;t=2` (each counted: what is left, seconds before the window turns);
+ * - the earlier drafts' `RateLimit-Limit`, `-Remaining` and `-Reset` of the limit closest to its end, as they ask.
  */
 export class RateLimitHeaders {
   readonly #policy: string;
@@ -59,30 +52,20 @@ export class RateLimitHeaders {
       limiter === undefined ? undefined : { quoted: serializeString(name), quota: limiter.points };
     this.#requests = policy('requests', limiters.requests);
     this.#address = policy('address', limiters.address);
-    const windows = (Object.entries(limiters) as [AdvertisedLimit, Limiter | undefined][]).filter(
-      (entry): entry is [AdvertisedLimit, Limiter] => entry[1] !== undefined,
-    );
+    const set = Object.entries(limiters).filter((entry): entry is [AdvertisedLimit, Limiter] => entry[1] !== undefined);
     this.#policy = serializeList(
-      windows.map(([name, limiter]) => [
-        name,
-        new Map([
-          ['q', limiter.points],
-          ['w', limiter.duration],
-        ]),
-      ]),
+      set.map(([name, { points, duration }]) => [name, new Map(Object.entries({ q: points, w: duration }))]),
     );
   }
 
-  /**
-   * Sets the headers of what the limiters said of a request's operations; none when no advertised limit counted them.
-   */
+  /** Sets the headers of what the limiters said of a request's operations; none when no advertised limit counted. */
   write(quotas: Quotas, headers: { set(name: string, value: string): unknown }): void {
     const requests = this.#requests && quotas.requests;
     const address = this.#address && quotas.address;
     if (requests === undefined && address === undefined) return;
     const items: string[] = [];
-    if (requests !== undefined) items.push(item(this.#requests!, requests.remainingPoints, requests.msBeforeNext));
-    if (address !== undefined) items.push(item(this.#address!, address.remainingPoints, address.msBeforeNext));
+    if (requests !== undefined) items.push(item(this.#requests!, requests));
+    if (address !== undefined) items.push(item(this.#address!, address));
     headers.set('ratelimit-policy', this.#policy);
     headers.set('ratelimit', items.join(', '));
     const byAddress =
@@ -94,7 +77,7 @@ export class RateLimitHeaders {
   }
 }
 
-/** One policy's state, `"name";r=<left>;t=<seconds>`: integers and a name quoted once, as serializeList writes them. */
-function item(policy: Policy, remaining: number, ms: number): string {
-  return `${policy.quoted};r=${remaining};t=${seconds(ms)}`;
+/** One policy's state, `"name";r=<left>;t=<seconds>`, as serializeList writes it but the name quoted once. */
+function item(policy: Policy, said: Said): string {
+  return `${policy.quoted};r=${said.remainingPoints};t=${seconds(said.msBeforeNext)}`;
 }

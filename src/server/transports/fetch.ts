@@ -7,12 +7,7 @@ const withoutBody = new Set([101, 204, 205, 304]);
 /** A request's init as Node's fetch takes it: a body may be any byte array. */
 type Init = Omit<RequestInit, 'body'> & { body?: BodyInit | Uint8Array | null };
 
-/**
- * The fetch transport: a WHATWG Request as the gateway's, its answer as a Response (a stream's
- * parts as a ReadableStream), `done` once it is out. What the tests and the in-process bench drive
- * the gateway through, on the same one path as the HTTP transport (`serve`); the request's signal
- * is the client's.
- */
+/** A WHATWG Request in, a Response out (`done` once out), on the one path (`serve`): what tests and the bench drive. */
 export function fetchTransport(serve: Serve): (input: RequestInfo | URL, init?: Init) => Promise<Response> {
   return async (input, init) => {
     const request = input instanceof Request && init === undefined ? input : new Request(input, init as RequestInit);

@@ -6,10 +6,7 @@ import type { MaybePromise, Serve, Served } from '../pipeline/stages.js';
 /** Node's request handler (what http/http-server.ts serves). */
 export type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/**
- * Node's headers as every transport gives them (asked by their lower-case names): a repeated header's values joined as
- * fetch's Headers joins them.
- */
+/** Node's headers as every transport gives them (by lower-case name), a repeated one's values joined as fetch's are. */
 class NodeHeaders implements RequestHeaders {
   constructor(private readonly raw: IncomingHttpHeaders) {}
 
@@ -28,9 +25,8 @@ class NodeHeaders implements RequestHeaders {
 }
 
 /**
- * A Node request as the gateway's: its signal made when first asked for (an AbortController is a
- * tenth of a kept answer's CPU; an upstream call asks, a kept answer does not), aborted if its
- * client hangs up before its answer is out.
+ * A Node request as the gateway's: its signal made when first asked for (an AbortController is a tenth of a kept
+ * answer's CPU; an upstream call asks, a kept answer does not), aborted if its client hangs up before its answer's out.
  */
 class NodeIncoming implements Incoming {
   readonly method: string;
@@ -63,10 +59,7 @@ class NodeIncoming implements Incoming {
   }
 }
 
-/**
- * Writes an answer; `done` once it is out: at once for a whole one, when a stream ends or its
- * client goes, or when writing it failed (the response cut, a stream's parts stopped).
- */
+/** Writes an answer, `done` once out: at once if whole, else as its stream ends, its client goes or writing fails. */
 function send(response: ServerResponse, { answer, done }: Served): void {
   const { body } = answer;
   try {
@@ -89,19 +82,14 @@ function send(response: ServerResponse, { answer, done }: Served): void {
   done();
 }
 
-/**
- * The HTTP transport: Node's request as the gateway's (its head, its body as it streams in, a
- * signal aborted when the client hangs up before its answer is out), and the answer written
- * back, a stream's parts as they come. Every request takes the gateway's one path (`serve`).
- */
+/** The HTTP transport: Node's request as the gateway's, its answer written back as it comes, on the one path. */
 export function nodeTransport(serve: Serve): Handler {
   return (request, response) => {
     let served: MaybePromise<Served>;
     try {
       served = serve(new NodeIncoming(request, response));
     } catch {
-      response.destroy();
-      return;
+      return void response.destroy();
     }
     if (served instanceof Promise)
       served.then(

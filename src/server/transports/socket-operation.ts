@@ -21,9 +21,6 @@ const unexpected = Object.freeze({
   extensions: { code: 'INTERNAL_SERVER_ERROR' },
 }) as unknown as GraphQLError;
 
-/** A result that ends before execution (no `data`): its errors are the subscribe message's `error`. */
-const refusedBeforeExecution = (result: ExecutionResult): boolean => !('data' in result);
-
 /** What an operation needs of its socket: to send a message on it, and to tell it the operation ended. */
 export interface OperationSocket {
   send(data: string): void;
@@ -31,9 +28,8 @@ export interface OperationSocket {
 }
 
 /**
- * One operation of a socket: its own abort signal and stream, whatever id the client gave it. The
- * client's `complete` (or the socket's close) cancels it: its signal aborts what it still runs
- * (upstream calls included) and its stream ends; nothing more is sent for it.
+ * One operation of a socket: its own abort signal and stream, whatever id the client gave it. The client's `complete`
+ * (or the socket's close) cancels it: what it still runs (upstream calls included) is aborted, nothing more is sent.
  */
 export class SocketOperation {
   readonly #controller = new AbortController();
@@ -61,6 +57,7 @@ export class SocketOperation {
     incoming: Omit<Incoming, 'signal' | 'gone'>,
     callers: CallerRules,
   ): Promise<void> {
+    const { id } = this;
     const { signal } = this.#controller;
     const request = new RequestState(
       {
@@ -78,30 +75,27 @@ export class SocketOperation {
       await entry.operation(operation);
       const result = operation.result!;
       if (!(Symbol.asyncIterator in result)) {
-        if (refusedBeforeExecution(result))
+        // Ended before execution (no `data`): its errors are the subscribe message's `error`.
+        if (!('data' in result))
           return this.#send({
-            id: this.id,
+            id,
             type: MessageType.Error,
             payload: errorsJson(result.errors ?? []) as GraphQLError[],
           });
-        this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(result) });
+        this.#send({ id, type: MessageType.Next, payload: publicResult(result) });
       } else {
-        this.#stream = result[Symbol.asyncIterator]();
-        if (this.cancelled) void this.#stream.return?.();
+        const stream = result[Symbol.asyncIterator]();
+        this.#stream = stream;
+        if (this.cancelled) void stream.return?.();
         try {
-          for (
-            let part = await this.#stream.next();
-            part.done !== true && !this.cancelled;
-            part = await this.#stream.next()
-          )
-            this.#send({ id: this.id, type: MessageType.Next, payload: publicResult(part.value) });
+          for (let part = await stream.next(); part.done !== true && !this.cancelled; part = await stream.next())
+            this.#send({ id, type: MessageType.Next, payload: publicResult(part.value) });
         } catch {
-          // A stream that failed (its parts' own failures are errors in them): the operation ends with an error, as
-          // graphql-ws's server ends it.
-          return this.#send({ id: this.id, type: MessageType.Error, payload: [unexpected] });
+          // The stream failed (not a part's own errors): it ends with an error, as graphql-ws's server ends it.
+          return this.#send({ id, type: MessageType.Error, payload: [unexpected] });
         }
       }
-      this.#send({ id: this.id, type: MessageType.Complete });
+      this.#send({ id, type: MessageType.Complete });
     } finally {
       entry.finish(request);
       this.socket.ended(this);

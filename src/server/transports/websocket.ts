@@ -35,34 +35,23 @@ export interface WebSocketOptions {
 }
 
 export interface WebSocketTransport {
-  /** Takes the upgrades to the endpoint of `server`'s connections. */
   attach(server: Server): void;
   /** Closes every socket with 1001 (going away): the process stops, its clients reconnect to another replica. */
   close(): void;
 }
 
-/** WebSocket's close code for a server going away. */
 const GOING_AWAY = 1001;
-/**
- * A socket that sent more messages a second than WEBSOCKET_MAX_MESSAGES_PER_SECOND: a policy violation (graphql-ws's
- * client does not retry it).
- */
+/** Over WEBSOCKET_MAX_MESSAGES_PER_SECOND: a policy violation (graphql-ws's client does not retry it). */
 export const TOO_MANY_MESSAGES = 1008;
 /** A socket that opened more operations than WEBSOCKET_MAX_OPERATIONS (graphql-ws's client retries it, later). */
 export const TOO_MANY_OPERATIONS = 4413;
 /** How long a socket may wait before `connection_init` (graphql-ws's default). */
 const CONNECTION_INIT_WAIT_MS = 3_000;
 
-/**
- * The upgrade's headers a message does not carry: its credentials (only connection_init's token is an operation's) and
- * its request id (each operation has its own).
- */
+/** Upgrade headers an operation does not take: credentials (only connection_init's token counts), the request id. */
 const notCarried = new Set(['authorization', 'cookie', 'x-request-id']);
 
-/**
- * An operation's headers: the upgrade request's (the client's address, its app's name, its trace), with
- * `connection_init`'s `Authorization` as the token.
- */
+/** An operation's headers: the upgrade's (address, app, trace), `connection_init`'s `Authorization` as the token. */
 function socketHeaders(upgrade: IncomingMessage, authorization: string | undefined): RequestHeaders {
   const own = new Map<string, string>();
   for (const [name, value] of Object.entries(upgrade.headers))
@@ -71,9 +60,7 @@ function socketHeaders(upgrade: IncomingMessage, authorization: string | undefin
   return { get: (name) => own.get(name) ?? null, has: (name) => own.has(name), keys: () => own.keys() };
 }
 
-/**
- * `connection_init`'s token, as clients send it: `Authorization` (or `authorization`), at the top or under `headers`.
- */
+/** `connection_init`'s token as clients send it: `Authorization` or `authorization`, at the top or under `headers`. */
 function authorizationOf(payload: Readonly<Record<string, unknown>> | undefined): string | undefined {
   const headers = payload?.headers as Record<string, unknown> | undefined;
   const value = payload?.Authorization ?? payload?.authorization ?? headers?.Authorization ?? headers?.authorization;
@@ -81,14 +68,12 @@ function authorizationOf(payload: Readonly<Record<string, unknown>> | undefined)
 }
 
 /**
- * The server side of one socket (graphql-transport-ws, the protocol graphql-ws's client speaks;
- * its messages read and written by graphql-ws's own `parseMessage` and `stringifyMessage`). Each
- * `subscribe` message is an operation of its own (`SocketOperation`, socket-operation.ts), so a
- * `complete` ends the one operation its id names then, and an id reused after it names a new one:
- * no stream is left behind (graphql-ws's server files operations by id alone, and a `subscribe`,
- * `complete`, `subscribe` of one id in one write left the first running). The socket's close
- * cancels every operation it has. Capped: WEBSOCKET_MAX_OPERATIONS open at once,
- * WEBSOCKET_MAX_MESSAGES_PER_SECOND; over either the socket is closed (its code, and a log line).
+ * The server side of one socket (graphql-transport-ws, read and written by graphql-ws's `parseMessage` and
+ * `stringifyMessage`). Each `subscribe` is an operation of its own (`SocketOperation`, socket-operation.ts), so a
+ * `complete` ends the one its id names then, and a reused id names a new one: no stream is left behind (graphql-ws's
+ * server files operations by id alone, and `subscribe`, `complete`, `subscribe` of one id in one write left the first
+ * running). Closing cancels them all. Capped by WEBSOCKET_MAX_OPERATIONS and WEBSOCKET_MAX_MESSAGES_PER_SECOND: over
+ * either, the socket is closed (its code, and a log line).
  */
 class SocketConnection implements OperationSocket {
   /** Its operations the client may still complete, by id. */
@@ -123,7 +108,6 @@ class SocketConnection implements OperationSocket {
     if (this.#byId.get(operation.id) === operation) this.#byId.delete(operation.id);
   }
 
-  /** The socket closed: every operation it has is cancelled. */
   closed(): void {
     clearTimeout(this.#initWait);
     for (const operation of this.#open) operation.cancel();
@@ -131,28 +115,19 @@ class SocketConnection implements OperationSocket {
   }
 
   message(data: string): void {
-    if (this.#overRate()) {
-      this.#refuse(
-        TOO_MANY_MESSAGES,
-        'messages',
-        this.options.maxMessagesPerSecond,
-        `Too many messages: at most ${this.options.maxMessagesPerSecond} a second`,
-      );
-      return;
-    }
+    const { maxMessagesPerSecond: max } = this.options;
+    if (this.#overRate())
+      return void this.#refuse(TOO_MANY_MESSAGES, 'messages', max, `Too many messages: at most ${max} a second`);
     let message: Message;
     try {
       message = parseMessage(data);
     } catch {
-      this.socket.close(CloseCode.BadRequest, 'Invalid message received');
-      return;
+      return void this.socket.close(CloseCode.BadRequest, 'Invalid message received');
     }
     switch (message.type) {
       case MessageType.ConnectionInit:
-        if (this.#incoming !== undefined) {
-          this.socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
-          break;
-        }
+        if (this.#incoming !== undefined)
+          return void this.socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
         clearTimeout(this.#initWait);
         this.#incoming = {
           headers: socketHeaders(this.upgrade, authorizationOf(message.payload ?? undefined)),
@@ -161,11 +136,7 @@ class SocketConnection implements OperationSocket {
         this.send(stringifyMessage({ type: MessageType.ConnectionAck }));
         break;
       case MessageType.Ping:
-        this.send(
-          stringifyMessage(
-            message.payload ? { type: MessageType.Pong, payload: message.payload } : { type: MessageType.Pong },
-          ),
-        );
+        this.send(stringifyMessage({ type: MessageType.Pong, payload: message.payload ?? undefined }));
         break;
       case MessageType.Pong:
         break;
@@ -183,17 +154,12 @@ class SocketConnection implements OperationSocket {
 
   #subscribe(id: string, payload: SubscribePayload): void {
     const incoming = this.#incoming;
-    const { maxOperations } = this.options;
+    const { maxOperations: max } = this.options;
     if (incoming === undefined) this.socket.close(CloseCode.Unauthorized, 'Unauthorized');
     else if (this.#byId.has(id))
       this.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
-    else if (this.#open.size >= maxOperations)
-      this.#refuse(
-        TOO_MANY_OPERATIONS,
-        'operations',
-        maxOperations,
-        `Too many operations: at most ${maxOperations} at once on one socket`,
-      );
+    else if (this.#open.size >= max)
+      this.#refuse(TOO_MANY_OPERATIONS, 'operations', max, `Too many operations: at most ${max} at once on one socket`);
     else {
       const operation = new SocketOperation(id, this);
       this.#byId.set(id, operation);
@@ -214,20 +180,16 @@ class SocketConnection implements OperationSocket {
 
   #refuse(code: number, cap: 'messages' | 'operations', limit: number, reason: string): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
-    this.options.logger.warn(
-      { cap, limit, address: this.upgrade.socket.remoteAddress, code },
-      'websocket closed: over a cap',
-    );
+    const address = this.upgrade.socket.remoteAddress;
+    this.options.logger.warn({ cap, limit, address, code }, 'websocket closed: over a cap');
     this.socket.close(code, reason);
   }
 }
 
 /**
- * WebSocket (`graphql-transport-ws`) on the GraphQL path: each `subscribe` message is an operation
- * entering the one path at the document stage (`entry`: no HTTP request is made of it), its token
- * `connection_init`'s `Authorization`, its caller the upgrade's address; its result (one, or a
- * stream) goes out as `next` messages in the one serialisation's shape, a refusal before execution
- * as `error`. A ping every `heartbeatMs`; a socket that misses a pong is cut.
+ * WebSocket (`graphql-transport-ws`) on the GraphQL path: each `subscribe` enters the one path at the document stage
+ * (`entry`: no HTTP request made of it), its token `connection_init`'s, its caller the upgrade's address; results go
+ * as `next` messages, a refusal before execution as `error`. A ping every `heartbeatMs`: one missing its pong is cut.
  */
 export function websocketTransport(entry: OperationEntry, options: WebSocketOptions): WebSocketTransport {
   const servers: WebSocketServer[] = [];
