@@ -21,9 +21,9 @@
  *   base        instruments (metrics, logs), shared-state (Redis), http (servers, paths, refusals)
  *   state       request-state.ts, operation-state.ts, incoming.ts, callers.ts: what the steps pass each other;
  *               pipeline/: the stages and their runner
- *   policies    intake, documents, guards, traffic, response-cache, real-time, answers, telemetry, probes, pages:
- *               one concern each, each a set of steps; one may use those before it in the request's
- *               path, never one after
+ *   policies    intake, documents, guards, traffic, response-cache, real-time, answers, telemetry, status, probes,
+ *               pages: one concern each, each a set of steps (status: the status page's sampler, served by
+ *               probes); one may use those before it in the request's path, never one after
  *   top         gateway.ts (the stages listed), policies.ts, routes.ts, transports/
  *
  * The reference upstream (src/reference-upstream) is an application of its own beside the gateway:
@@ -54,6 +54,7 @@ const serverStages = [
   'real-time',
   'answers',
   'telemetry',
+  'status',
   'probes',
   'pages',
 ];
@@ -70,7 +71,8 @@ const stageUses = {
   'real-time': ['response-cache', 'documents'],
   answers: ['documents', 'traffic'],
   telemetry: [],
-  probes: ['http'],
+  status: [],
+  probes: ['http', 'status'],
   pages: [],
 };
 

@@ -105,6 +105,7 @@ async function serveGateway(
     ready,
     notReadyBecause,
     leaveRotation,
+    status,
   } = buildGateway(config, upstreamUrl, { logger, metrics, redis, cacheRedis, clusterWorker: cluster.isWorker });
   // The tokens the fleet knows to be real, before the first request is told its caller (a restart forgets none).
   await knownTokens.load();
@@ -117,7 +118,7 @@ async function serveGateway(
   let admin: Server | undefined;
   if (adminPort !== undefined) {
     admin = (await import('./server/probes/admin-server.js')).createAdminServer(
-      { ready, notReadyBecause, metrics },
+      { ready, notReadyBecause, metrics, status },
       config.connections,
     );
     await listenOrExit(admin, adminPort, config.host);
@@ -140,6 +141,7 @@ async function serveGateway(
         admin === undefined ? undefined : stopGatewayServer(admin, graceMs),
       ]);
       shedder.close();
+      status?.close();
       headEvents.close();
       knownTokens.close();
       await upstream.close();

@@ -65,6 +65,7 @@ describe('loadConfig', () => {
       },
       compressionMinBytes: 1_024,
       shutdown: { delayMs: 5_000, graceMs: 10_000 },
+      statusPage: { on: true, public: false },
       subscriptions: {
         perCaller: 100,
         max: 20_000,

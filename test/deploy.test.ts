@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -10,10 +10,11 @@ import { probeAnswer } from '../src/server/probes/answers.js';
 
 /*
  * The deploy artifacts (Dockerfile, .dockerignore, compose.yaml, deploy/haproxy/haproxy.cfg,
- * deploy/kubernetes/) held to the code they deploy: every variable they set on a gateway is one
- * the config schema knows, with a value it takes; every probe, scrape and health check goes to a
- * path the gateway answers as that kind of probe, on the port the same environment names; the
- * drain arithmetic holds; the Kubernetes objects refer to each other. No image is built and no
+ * deploy/prometheus/prometheus.yml, deploy/grafana/, deploy/kubernetes/) held to the code they
+ * deploy: every variable they set on a gateway is one the config schema knows, with a value it
+ * takes; every probe, scrape and health check goes to a path the gateway answers as that kind of
+ * probe, on the port the same environment names; the drain arithmetic holds; the objects refer to
+ * each other (compose's Prometheus and Grafana, the Kubernetes objects). No image is built and no
  * cluster is reached (see test/fleet/runtime-install.test.ts for the runtime stage's install).
  */
 
@@ -343,12 +344,14 @@ describe('compose.yaml', () => {
     }
   });
 
-  it("publishes one port, HAProxy's listener: the gateways are reached through it", () => {
+  it("publishes HAProxy's listener as the one way to the gateways, and Prometheus and Grafana, all on loopback only", () => {
     const publishing = Object.entries(compose.services).filter(([, service]) => (service.ports ?? []).length > 0);
-    expect(publishing.map(([name]) => name)).toEqual(['haproxy']);
+    expect(publishing.map(([name]) => name).sort()).toEqual(['grafana', 'haproxy', 'prometheus']);
     expect(haproxy!.ports).toHaveLength(1);
     const containerPort = haproxy!.ports![0]!.split(':').at(-1);
     expect(haproxyEnv.LISTEN?.split(':').at(-1)).toBe(containerPort);
+    for (const [name, service] of publishing)
+      for (const port of service.ports!) expect(port, `${name} publishes on loopback only`).toMatch(/^127\.0\.0\.1:/);
   });
 
   it("has HAProxy write each client's address into X-Forwarded-For, and the gateways trust that one proxy alone (TRUST_PROXY=1)", () => {
@@ -425,6 +428,105 @@ describe('compose.yaml', () => {
         expect(durationMs(timeout(idle)!), `${name}: timeout ${idle}`).toBeGreaterThan(heartbeatMs);
     }
     expect(durationMs(timeout('tunnel')!)).toBeGreaterThanOrEqual(3_600_000);
+  });
+});
+
+// ---------------------------------------------------------------- compose.yaml's Prometheus and Grafana
+
+/** Where a compose service's `path` comes from: the file or folder of this repository mounted there. */
+function hostPath(service: ComposeService | undefined, path: string): string | undefined {
+  for (const volume of service?.volumes ?? []) {
+    const [host, container] = volume.split(':');
+    if (path === container || path.startsWith(`${container}/`)) return join(host!, path.slice(container!.length));
+  }
+  return undefined;
+}
+
+interface ScrapeConfig {
+  job_name: string;
+  metrics_path?: string;
+  static_configs: { targets: string[] }[];
+}
+/** The file compose's Prometheus reads: the image's default --config.file. */
+const PROMETHEUS_CONFIG = '/etc/prometheus/prometheus.yml';
+/** Where Grafana reads its provisioning files: the image's default. */
+const GRAFANA_PROVISIONING = '/etc/grafana/provisioning';
+/** The rules test/prometheus-rules.test.ts checks and unit-tests with promtool. */
+const TESTED_RULES = 'deploy/prometheus/gateway.rules.yml';
+
+describe("compose.yaml's Prometheus and Grafana", () => {
+  const prometheus = compose.services.prometheus;
+  const grafana = compose.services.grafana;
+  const prometheusConfig = yamlOf<{ rule_files: string[]; scrape_configs: ScrapeConfig[] }>(
+    hostPath(prometheus, PROMETHEUS_CONFIG) ?? PROMETHEUS_CONFIG,
+  );
+
+  it('runs pinned images of Prometheus and Grafana', () => {
+    expect(prometheus?.image).toMatch(/^prom\/prometheus:v\d+\.\d+\.\d+$/);
+    expect(grafana?.image).toMatch(/^grafana\/grafana:\d+\.\d+\.\d+$/);
+  });
+
+  it("has Prometheus scrape exactly the gateway services, each at its ADMIN_PORT's metrics path", async () => {
+    expect(prometheus?.command, "Prometheus's command is the image's, reading its default config file").toBeUndefined();
+    expect(hostPath(prometheus, PROMETHEUS_CONFIG)).toBe('deploy/prometheus/prometheus.yml');
+    const [job, ...others] = prometheusConfig.scrape_configs;
+    expect(others).toEqual([]);
+    expect(job!.job_name, 'the job the rules and the dashboard sum by').toBe('gateway');
+    expect(job!.static_configs.flatMap((config) => config.targets).sort()).toEqual(
+      gateways.map(([name, service]) => `${name}:${composeEnv(service).ADMIN_PORT}`).sort(),
+    );
+    expect(await isMetrics(job!.metrics_path ?? '/metrics')).toBe(true);
+  });
+
+  it('has Prometheus evaluate the tested rules file, mounted where its config names it', () => {
+    expect(prometheusConfig.rule_files).toHaveLength(1);
+    for (const file of prometheusConfig.rule_files)
+      expect(hostPath(prometheus, posix.join(posix.dirname(PROMETHEUS_CONFIG), file))).toBe(TESTED_RULES);
+  });
+
+  it('gives Grafana the Prometheus service as its data source, and the mounted dashboards folder', () => {
+    const provisioned = (file: string) => hostPath(grafana, posix.join(GRAFANA_PROVISIONING, file));
+    expect(provisioned('datasources/prometheus.yml')).toBe('deploy/grafana/provisioning/datasources/prometheus.yml');
+    const { datasources } = yamlOf<{ datasources: { uid: string; type: string; url: string }[] }>(
+      provisioned('datasources/prometheus.yml')!,
+    );
+    expect(datasources).toHaveLength(1);
+    const url = new URL(datasources[0]!.url);
+    expect(datasources[0]!.type).toBe('prometheus');
+    expect(url.hostname).toBe('prometheus');
+    // Prometheus listens on 9090 in its container (--web.listen-address's default), the port compose publishes.
+    expect(prometheus!.ports!.map((port) => port.split(':').at(-1))).toEqual([url.port]);
+
+    const { providers } = yamlOf<{ providers: { type: string; options: { path: string } }[] }>(
+      provisioned('dashboards/gateway.yml')!,
+    );
+    expect(providers.map((provider) => provider.type)).toEqual(['file']);
+    const folder = hostPath(grafana, providers[0]!.options.path);
+    expect(folder).toBe('deploy/grafana/dashboards');
+    const home = stringEnv(grafana!.environment).GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH;
+    if (home !== undefined) expect(existsSync(hostPath(grafana, home) ?? ''), `${home} is a mounted file`).toBe(true);
+
+    // Every panel and variable queries the provisioned data source, by its uid.
+    const uids = new Set<string>();
+    const collect = (value: unknown): void => {
+      if (Array.isArray(value)) for (const item of value) collect(item);
+      else if (value !== null && typeof value === 'object') {
+        const { datasource } = value as { datasource?: { uid?: string } };
+        if (datasource?.uid !== undefined) uids.add(datasource.uid);
+        for (const child of Object.values(value)) collect(child);
+      }
+    };
+    const dashboards = readdirSync(folder!).filter((file) => file.endsWith('.json'));
+    expect(dashboards.length).toBeGreaterThan(0);
+    for (const file of dashboards) collect(JSON.parse(read(join(folder!, file))));
+    uids.delete('-- Grafana --');
+    expect([...uids]).toEqual([datasources[0]!.uid]);
+  });
+
+  it('lets anonymous visitors view the dashboards, not edit them', () => {
+    const env = stringEnv(grafana?.environment);
+    expect(env.GF_AUTH_ANONYMOUS_ENABLED).toBe('true');
+    expect(env.GF_AUTH_ANONYMOUS_ORG_ROLE).toBe('Viewer');
   });
 });
 
@@ -740,6 +842,40 @@ describe('deploy/kubernetes', () => {
     else expect(pdb.spec.maxUnavailable).toBe(1);
     for (const spread of pod.topologySpreadConstraints ?? [])
       expect(selects(spread.labelSelector.matchLabels)).toBe(true);
+  });
+
+  const monitoring = yamlOf<Kustomization>(k8s('monitoring/kustomization.yaml'));
+  const monitors = monitoring.resources.map((file) => yamlOf<Kubernetes>(k8s(join('monitoring', file))));
+  const monitor = <T extends Kubernetes>(kind: string) => monitors.find((o) => o.kind === kind) as T | undefined;
+
+  it("keeps monitoring/ (the Prometheus Operator's kinds) out of the base: a PodMonitor and a PrometheusRule", () => {
+    expect(kustomization.resources.filter((file) => file.startsWith('monitoring'))).toEqual([]);
+    expect(monitoring).toMatchObject({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization' });
+    expect(monitors.map((o) => `${o.apiVersion} ${o.kind}`).sort()).toEqual([
+      'monitoring.coreos.com/v1 PodMonitor',
+      'monitoring.coreos.com/v1 PrometheusRule',
+    ]);
+  });
+
+  it("has the PodMonitor scrape every gateway pod's metrics path on ADMIN_PORT, by the port's name", async () => {
+    const podMonitor = monitor<
+      Kubernetes & {
+        spec: {
+          selector: { matchLabels: Record<string, string> };
+          podMetricsEndpoints: { port: string; path?: string }[];
+        };
+      }
+    >('PodMonitor')!;
+    expect(podMonitor.spec.selector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
+    expect(podMonitor.spec.podMetricsEndpoints).toHaveLength(1);
+    const [endpoint] = podMonitor.spec.podMetricsEndpoints;
+    expect(portNumber(endpoint!.port), 'a named container port, ADMIN_PORT').toBe(settings().ADMIN_PORT);
+    expect(await isMetrics(endpoint!.path ?? '/metrics')).toBe(true);
+  });
+
+  it("has the PrometheusRule hold deploy/prometheus/gateway.rules.yml's groups, unchanged", () => {
+    const rule = monitor<Kubernetes & { spec: { groups: unknown[] } }>('PrometheusRule')!;
+    expect(rule.spec.groups).toEqual(yamlOf<{ groups: unknown[] }>(TESTED_RULES).groups);
   });
 });
 

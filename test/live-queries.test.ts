@@ -3,6 +3,7 @@ import type { Client } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 import { gather } from './support/gather.js';
+import { sampleOf } from './support/metrics.js';
 import { sseClients } from './support/sse.js';
 import { until } from './support/until.js';
 
@@ -133,5 +134,14 @@ describe('a live query never goes silent (SUBSCRIPTION_LIVE_THROTTLE_MS=0, CIRCU
     expect(view.results).toHaveLength(1);
     expect(view.results[0]).toMatchObject({ data: { head: null }, errors: [{ extensions: { code: 'NOT_FOUND' } }] });
     await until(() => t.subscriptions.open() === 0, 'nothing open');
+    // Its duration is its stream's: counted as `live`, apart from the queries a latency objective reads.
+    const text = await t.metrics.registry.metrics();
+    const series = (type: string) =>
+      `gateway_operation_duration_seconds_count{operation="Missing",type="${type}",outcome="ok"}`;
+    await until(
+      async () => sampleOf(await t.metrics.registry.metrics(), series('live')) === 1,
+      'the live query recorded',
+    );
+    expect(sampleOf(text, series('query'))).toBeUndefined();
   });
 });

@@ -10,7 +10,7 @@ import { operationNamesOf } from '../src/server/documents/trusted-documents.js';
 import { createLogger } from '../src/server/instruments/logger.js';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
 import { createReadiness, upstreamAnswers } from '../src/server/probes/readiness.js';
-import { operationLabel, outcomeOf } from '../src/server/telemetry/operation-outcome.js';
+import { faultOf, operationLabel, outcomeOf } from '../src/server/telemetry/operation-outcome.js';
 import { OperationRecorder } from '../src/server/telemetry/operation-telemetry.js';
 import { createTracing } from '../src/telemetry/tracing.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
@@ -363,6 +363,43 @@ describe('/metrics', () => {
     ).toBe(1);
     expect(f.reference.requests).toHaveLength(0);
     expect(sampleValue(after, 'gateway_operations_in_flight')).toBe(0);
+  });
+
+  it("counts the operations the availability objective counts as bad: an upstream's or the gateway's fault, never a client's", async () => {
+    const faults = (samples: Sample[]) =>
+      Object.fromEntries(
+        samples
+          .filter((s) => s.name === 'gateway_operation_faults_total')
+          .map((s) => [`${s.labels.type}/${s.labels.fault}`, s.value]),
+      );
+    const before = await scrape();
+    // Every series from the start, at 0: a rate over it has a beginning.
+    expect(Object.keys(faults(before)).sort()).toEqual([
+      'mutation/gateway',
+      'mutation/upstream',
+      'query/gateway',
+      'query/upstream',
+    ]);
+    // A client's own: a head that does not exist, a document over a limit.
+    const missing = await post({ query: '{ head(id: "0b1ab1e5-0000-4000-8000-000000000000") { name } }' });
+    expect((await missing.json()).errors[0].extensions.code).toBe('NOT_FOUND');
+    await post({ query: manyAliases });
+    // The upstream's: a 500.
+    f.reference.injectFault('listHeads', { kind: 'status', status: 500 });
+    const failed = await post({ query: '{ heads(first: 1) { nodes { id } } }' });
+    expect((await failed.json()).errors[0].extensions.code).toBe('UPSTREAM_ERROR');
+    const after = await scrape();
+    const delta = (key: string) => (faults(after)[key] ?? 0) - (faults(before)[key] ?? 0);
+    expect(['query/upstream', 'query/gateway', 'mutation/upstream'].map(delta)).toEqual([1, 0, 0]);
+    expect(faultOf([{ extensions: { code: 'INTERNAL_SERVER_ERROR' } }, { extensions: { code: 'NOT_FOUND' } }])).toBe(
+      'gateway',
+    );
+    expect(faultOf([{ extensions: { code: 'OVERLOADED' } }, { extensions: { code: 'UPSTREAM_TIMEOUT' } }])).toBe(
+      'upstream',
+    );
+    expect(faultOf([{ extensions: { code: 'RATE_LIMITED' } }, { extensions: { code: 'BAD_USER_INPUT' } }])).toBe(
+      undefined,
+    );
   });
 
   it('keeps operation labels short and plain whatever name the client sends', async () => {

@@ -43,7 +43,7 @@ export const browsers = {
   }),
 };
 
-/** How a process stops, and its client connections and admin port. */
+/** How a process stops, its client connections, its admin port and the status page there. */
 export const connections = {
   SHUTDOWN_DELAY_MS: setting('shutdown.delayMs', integer(0, 600_000).default(5_000)).register(variableDocs, {
     description:
@@ -77,7 +77,15 @@ export const connections = {
   ADMIN_PORT: setting('connections.adminPort', integer(0, 65_535).optional()).register(variableDocs, {
     unset: 'unset: none',
     description:
-      'a second port, on `HOST`, serving only `/health`, `/ready` and `/metrics`, so probes are answered while the public port is full; 0: any free port',
+      'a second port, on `HOST`, serving only `/health`, `/ready`, `/metrics` and the status page (`/status`), so probes are answered while the public port is full; 0: any free port',
+  }),
+  STATUS_PAGE: setting('statusPage.on', flag().default(true)).register(variableDocs, {
+    description:
+      'serve the status page at `/status` on `ADMIN_PORT`: health at a glance and charts of the last 15 minutes, sampled from the metrics every 5 s into process memory; `false`: no page, no sampling (see [status page](docs/operations.md#status-page))',
+  }),
+  STATUS_PAGE_PUBLIC: setting('statusPage.public', flag().default(false)).register(variableDocs, {
+    description:
+      'serve the status page on the public port too (it shows no token or address, but it shows the load and the faults to whoever can reach the port)',
   }),
 };
 

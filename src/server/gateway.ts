@@ -21,6 +21,7 @@ import type { Subscriptions } from './real-time/subscriptions.js';
 import { routes } from './routes.js';
 import { redisEventTarget } from './shared-state/redis-events.js';
 import type { SharedRedis } from './shared-state/shared-redis.js';
+import { type StatusPage, statusPage } from './status/page.js';
 import { KnownTokens } from './traffic/known-tokens.js';
 import type { LoadShedder } from './traffic/load-shedder.js';
 import { fetchTransport } from './transports/fetch.js';
@@ -45,12 +46,13 @@ interface GatewayOptions extends PolicyOptions {
   readonly ready: () => Promise<boolean>;
   /** Why /ready says "not ready" whatever the upstream answered (the breaker open). */
   readonly notReadyBecause?: () => string | undefined;
+  /** The status page, where STATUS_PAGE_PUBLIC serves it on the public port too. */
+  readonly publicStatus?: StatusPage | undefined;
 }
 
 /**
- * The gateway's policies, in the order their steps run in every stage they take part in (a
- * policy that is off is left out): the pipeline derives each stage from this list. Where a
- * policy's place matters, the reason is beside it, stage by stage.
+ * The gateway's policies, in the order their steps run in every stage they take part in (one that is off is left out):
+ * the pipeline derives each stage from this list. Where a policy's place matters, the reason is beside it.
  */
 function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
   const policies: (Policy | undefined)[] = [
@@ -148,7 +150,10 @@ function createGateway(options: GatewayOptions): {
     preflight: parts.cors?.preflight,
     routes: [
       door,
-      probes({ ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics }),
+      probes(
+        { ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics },
+        options.publicStatus,
+      ),
     ],
     // The answer stage's writers of what every answer says, the routes' too.
     everyAnswer: [parts.cors?.answer, parts.cacheHeaders.answer].filter((step) => step !== undefined),
@@ -173,10 +178,7 @@ function createGateway(options: GatewayOptions): {
   };
 }
 
-/**
- * One line per state change of an upstream breaker, naming it (the host's, or an operation's): opening at warn, the
- * rest at info.
- */
+/** A line per state change of an upstream breaker (the host's, or an operation's): opening at warn, the rest info. */
 function logCircuitChange(logger: Logger, circuit: CircuitName, state: CircuitStateName): void {
   const fields = circuit === 'host' ? { circuit, state } : { circuit: 'operation', operation: circuit, state };
   logger[state === 'open' ? 'warn' : 'info'](
@@ -213,10 +215,7 @@ export interface BuildGatewayOptions {
   readonly redis?: SharedRedis | undefined;
   /** The response cache's own Redis connection (RESPONSE_CACHE_REDIS_URL), if any; else it uses `redis`. */
   readonly cacheRedis?: SharedRedis | undefined;
-  /**
-   * This process is one of several workers behind one port (WORKERS>1): without Redis, events go to the others through
-   * the primary.
-   */
+  /** One of WORKERS>1 behind a port: without Redis, events reach the others via the primary. */
   readonly clusterWorker?: boolean | undefined;
 }
 
@@ -225,24 +224,21 @@ export interface BuiltGateway {
   readonly app: Gateway;
   /** The gateway on the HTTP transport: what an HTTP server serves (`main.ts` on its port). */
   readonly handler: Handler;
-  /**
-   * The gateway on WebSocket (graphql-transport-ws): attached to that server's upgrades, closed (1001) by whoever stops
-   * the gateway.
-   */
+  /** The gateway on WebSocket (graphql-transport-ws): attached to that server's upgrades, closed (1001) on stop. */
   readonly websocket: WebSocketTransport;
   /** The one path of its GraphQL requests: its stages' steps by name (`pipeline.stages`). */
   readonly pipeline: Pipeline;
-  /** Its load shedding: closed (its event-loop timer stopped) by whoever stops the gateway. */
+  /** Its load shedding: closed (its event-loop timer stopped) on stop. */
   readonly shedder: LoadShedder;
-  /** The heads writes may have changed, told to their watchers (closed by whoever stops the gateway, before Redis). */
+  /** The heads writes may have changed, told to their watchers (closed on stop, before Redis). */
   readonly headEvents: HeadEvents;
-  /** The tokens known to be real (closed by whoever stops the gateway, before Redis). */
+  /** The tokens known to be real (closed on stop, before Redis). */
   readonly knownTokens: KnownTokens;
-  /** Its open subscriptions: completed by whoever stops the gateway, once it is out of rotation. */
+  /** Its open subscriptions: completed on stop, once it is out of rotation. */
   readonly subscriptions: Subscriptions;
-  /** Its upstream pool, closed by whoever stops the gateway. */
+  /** Its upstream pool, closed on stop. */
   readonly upstream: Upstream;
-  /** Its spans: shut down (the last batch exported) by whoever stops the gateway. */
+  /** Its spans: shut down (the last batch exported) on stop. */
   readonly tracing: Tracing;
   /** Its readiness check, cached: `/ready` on the public port and on ADMIN_PORT share it. */
   readonly ready: () => Promise<boolean>;
@@ -253,6 +249,8 @@ export interface BuiltGateway {
   readonly notReadyBecause: () => string | undefined;
   /** From now on `/ready` answers 503 (`shutting down`): the first step of a stop, while both ports still serve. */
   readonly leaveRotation: () => void;
+  /** Its status page (STATUS_PAGE): its sampler stopped on stop. */
+  readonly status: StatusPage | undefined;
 }
 
 /** /ready's reason once the process is stopping. */
@@ -261,15 +259,13 @@ const SHUTTING_DOWN = 'shutting down';
 const UPSTREAM_UNREACHABLE = 'upstream unreachable';
 
 /**
- * The gateway as an operator configured it, on the upstream at `upstreamUrl`: its tracing, the
- * upstream pool and its retry policy, the readiness probe and the gateway. The one way to build
- * it: `main.ts` and the tests both come through here, so a test meets what production runs.
+ * The gateway as an operator configured it, on the upstream at `upstreamUrl`: its tracing, upstream pool, readiness
+ * probe and policies. The one way to build it: `main.ts` and the tests both come here, so a test meets production.
  */
 export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
   const { logger, metrics, onAttempt } = options;
   const tracing = createTracing(config.tracing);
-  // Learnt from the upstream's answers (a token it accepted, one login issued), read as each
-  // request's caller is told; with REDIS_URL told to every replica.
+  // Learnt from the upstream's answers (a token it accepted, one login issued); with REDIS_URL told to every replica.
   const { redis } = options;
   const knownTokens = new KnownTokens(
     config.knownTokens,
@@ -303,15 +299,16 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     onTokenAccepted: knownTokens.learn,
   });
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
-  // Not ready while the breakers refuse every call: the host's, or every operation's (one failing
-  // operation leaves the others served). Once a probe is due, the readiness check's own probe
-  // decides again (a replica out of rotation gets no call that could close its breaker).
+  metrics.watchReadiness(() => notReadyBecause() === undefined && ready.last() !== false);
+  // Not ready while the breakers refuse every call: the host's, or every operation's (one failing leaves the others
+  // served). Once a probe is due the readiness check's own probe decides (out of rotation, no call could close one).
   let leaving = false;
   const notReadyBecause = () => {
     if (leaving) return SHUTTING_DOWN;
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
+  const status = statusPage(config.statusPage, { ...options, ready, notReadyBecause, shedder: () => shedder });
   const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({
     upstream,
     logger,
@@ -324,6 +321,7 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     redis: options.redis,
     cacheRedis: options.cacheRedis,
     clusterWorker: options.clusterWorker,
+    publicStatus: config.statusPage.public ? status : undefined,
   });
   return {
     app,
@@ -341,5 +339,6 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     leaveRotation: () => {
       leaving = true;
     },
+    status,
   };
 }

@@ -177,6 +177,7 @@ function realTime(
 ) {
   const { settings, metrics } = options;
   const { realTime: counts } = metrics;
+  counts.limit.set(settings.subscriptions.max);
   const headEvents = useHeadEvents({
     schema,
     redis: options.redis,

@@ -10,10 +10,8 @@ import type { HttpIncoming, Incoming, Negotiated, RequestHeaders, RequestLike, W
 import type { ClientIdentity } from './instruments/client-awareness.js';
 
 /*
- * Everything the gateway knows of one request and of each of its operations, in two typed
- * objects made once each, on every transport: a request's state (`RequestState`), made as it
- * arrives, and an operation's (`OperationState`, in operation-state.ts), made as its parameters
- * are read (a batch has one per entry). The stages read and write nothing else: a field here says
+ * What the gateway knows of one request (`RequestState`, made as it arrives) and of each of its operations
+ * (`OperationState`, operation-state.ts, one per batch entry): the stages read and write nothing else, and a field says
  * who writes it and who reads it.
  */
 
@@ -22,10 +20,7 @@ export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Itera
 
 export type { Caller };
 
-/**
- * What an answer may say to HTTP caches (response-cache/): seconds left and its tag, or not
- * cacheable; `stale` for an answer kept past its TTL served for a read that failed (its age: since it was stored).
- */
+/** What an answer may say to HTTP caches: seconds left and tag, or not; `stale`: past its TTL, for a failed read. */
 export type Cacheable =
   | { readonly maxAge: number; readonly tag: string; readonly stale?: { readonly ageSeconds: number } }
   | false;
@@ -38,6 +33,8 @@ export interface OperationRecord {
   /** The operationName the client sent, until the parsed document names the operation. */
   name: string | undefined;
   type: OperationType;
+  /** A `@live` query: its metrics say `type="live"`, as its duration is its stream's. */
+  live: boolean;
   done: boolean;
   /** The operation's span, a child of the caller's span when its request carries a traceparent. */
   readonly span: Span;
@@ -55,10 +52,7 @@ export interface OperationParams {
   documentId?: string | undefined;
 }
 
-/**
- * Where a subscription's part says the id of the change it answers: an SSE event's `id` (answers/parts.ts), what
- * `Last-Event-ID` names on reconnecting.
- */
+/** Where a subscription's part says the change it answers: an SSE event's `id` (answers/parts.ts), `Last-Event-ID`. */
 export const eventIdOf = Symbol('event id');
 
 /** An operation's result: one, or a stream of parts (@defer, @stream). */
@@ -71,14 +65,11 @@ export function stopParts(parts: AsyncIterable<ExecutionResult>): void {
 
 export type { HeadChange };
 
-/**
- * What one mutation field (its response key) evicts from the response cache when it may have
- * changed something, and the head it names, whose watchers are told.
- */
+/** What a mutation field (its response key) evicts from the response cache if it may have changed something. */
 export interface FieldEvictions {
   readonly key: string;
   readonly records: readonly CacheEntityRecord[];
-  /** The head it names (its UUID), and whether the field deletes it (plan/facts.ts: `ChangesFact.deletes`). */
+  /** The head it names, whose watchers are told, and whether it deletes it (plan/facts.ts: `ChangesFact.deletes`). */
   readonly head?: { readonly id: string; readonly deletes: boolean } | undefined;
 }
 
@@ -102,38 +93,25 @@ export interface ValidationSpent {
 /** The base of the absolute URL a request target is read against. */
 const ORIGIN = 'http://gateway';
 
-/**
- * What a request that did not come over HTTP brings besides its incoming side: what carries its results, and what it
- * continues.
- */
+/** What a request that did not come over HTTP brings besides its incoming side. */
 export interface RequestFacts {
   /** What its results go out in (a WebSocket's messages, an event's one result). */
   readonly carries: Negotiated;
-  /**
-   * Its id: a subscription's event is logged under its subscription's. @default the incoming `x-request-id` when sane,
-   * else made
-   */
+  /** Its id: an event is logged under its subscription's. @default the incoming `x-request-id` when sane, else made */
   readonly requestId?: string | undefined;
-  /**
-   * The trace it continues: a subscription's event hangs under its subscription's span. @default read from its headers
-   */
+  /** The trace it continues: an event's hangs under its subscription's span. @default read from its headers */
   readonly parent?: Context | undefined;
   /** The client app it is counted for. @default read from its headers, with the trace */
   readonly client?: ClientIdentity | undefined;
 }
 
-/**
- * What a request's operations are: operation-state.ts names its `OperationState` here (declaration merging). An
- * operation holds its request, so that file imports this one, and this one may not import it back: no import may close
- * a cycle, a type's included.
- */
+/** Its operations' type, named by operation-state.ts (declaration merging): an import back would close a cycle. */
 // biome-ignore lint/suspicious/noEmptyInterface: operation-state.ts declares its one member (declaration merging)
 export interface RequestOperations {}
 
 /**
- * One request: made as it arrives (HTTP), as a WebSocket message names an operation, or as a
- * subscription's event is resolved, before any stage looks at it. Only an HTTP request has
- * `http` (its method, target and body): the intake and answer stages are its alone.
+ * One request: made as it arrives (HTTP), as a WebSocket message names an operation, or as a subscription's event is
+ * resolved. Only an HTTP request has `http` (its method, target and body): the intake and answer stages are its alone.
  */
 export class RequestState {
   readonly startedAt = performance.now();
@@ -141,17 +119,11 @@ export class RequestState {
   readonly operations: RequestOperations['operation'][] = [];
   /** The body was a JSON array (intake/batching.ts): its answer is an array too. */
   batched = false;
-  /**
-   * A batch's document being parsed and validated (documents/prepared.ts): the next not kept yet waits for it, and a
-   * turn of the event loop.
-   */
+  /** A batch's document being prepared (documents/prepared.ts): the next one not kept waits for it and a turn. */
   preparing: Promise<unknown> | undefined;
   /** A batch of two or more: the loaders, the call budget and the answer bytes its operations share. */
   batch: RequestBatch | undefined;
-  /**
-   * What its answer may go out in: negotiated from Accept (answers/negotiation.ts: `negotiationOf`), or given by its
-   * transport.
-   */
+  /** What its answer may go out in: from Accept (answers/negotiation.ts: `negotiationOf`), or its transport's. */
   negotiated: Negotiated | undefined;
   /** The caller's trace (its traceparent) and client app, read by the telemetry as it arrives. */
   parent: Context | undefined;
@@ -188,9 +160,8 @@ export class RequestState {
   }
 
   /**
-   * A request of the gateway's own on this one's behalf (a subscription's event): its headers and
-   * peer (the same caller and token), a signal of its own that nothing aborts (its work is shared by
-   * subscribers, bounded by its deadline), and `facts`.
+   * A request of the gateway's own on this one's behalf (a subscription's event): its headers and peer (the same caller
+   * and token), a signal nothing aborts (subscribers share its work, bounded by its deadline), and `facts`.
    */
   onBehalf(facts: RequestFacts): RequestState {
     const { headers, peer } = this.incoming;
@@ -222,28 +193,19 @@ export class RequestState {
     return this.#like;
   }
 
-  /**
-   * What the limiters last said of its operations, for the RateLimit headers (traffic/rate-limit-headers.ts). Made on
-   * first use.
-   */
+  /** What the limiters last said, for the RateLimit headers (traffic/rate-limit-headers.ts). Made on first use. */
   get quotas(): { requests?: RateLimiterRes; address?: RateLimiterRes } {
     this.#quotas ??= {};
     return this.#quotas;
   }
 
-  /**
-   * What validating its documents costs so far (guards/fragment-pairs.ts): a batch's documents share one budget. Made
-   * on first use.
-   */
+  /** What validating its documents cost so far (guards/fragment-pairs.ts), a batch's shared. Made on first use. */
   get validationSpent(): ValidationSpent {
     this.#validationSpent ??= { pairs: 0, documents: new Set() };
     return this.#validationSpent;
   }
 
-  /**
-   * The caller its Authorization header names (callers.ts), hashed once: the caller limits and the response cache's
-   * scope read it.
-   */
+  /** The caller its Authorization names (callers.ts), hashed once: for the caller limits and the cache's scope. */
   get tokenCaller(): string | undefined {
     if (this.#tokenCaller === undefined)
       this.#tokenCaller = tokenCallerOf(this.incoming.headers.get('authorization') ?? undefined) ?? null;

@@ -8,6 +8,7 @@ import { buildGateway, type Gateway } from '../../src/server/gateway.js';
 import { createGatewayServer } from '../../src/server/http/http-server.js';
 import { createLogger } from '../../src/server/instruments/logger.js';
 import { GatewayMetrics } from '../../src/server/instruments/metrics.js';
+import { createAdminServer } from '../../src/server/probes/admin-server.js';
 import type { HeadEvents } from '../../src/server/real-time/head-events.js';
 import type { Subscriptions } from '../../src/server/real-time/subscriptions.js';
 import { connectSharedState, type SharedRedis } from '../../src/server/shared-state/shared-redis.js';
@@ -87,6 +88,8 @@ export interface TestGateway {
   readonly knownTokens: KnownTokens;
   readonly subscriptions: Subscriptions;
   readonly websocket: WebSocketTransport;
+  /** With ADMIN_PORT in `env`: the admin server's origin (`http://127.0.0.1:PORT`), as main.ts serves it. */
+  readonly admin: string | undefined;
   /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
   readonly logLines: string[];
   /** Every upstream call attempt the gateway made (retries included), also those that never reached the reference. */
@@ -137,16 +140,25 @@ export async function startTestGateway(
     config.responseCacheRedis === undefined
       ? undefined
       : await connectSharedState(config.responseCacheRedis, logger, metrics);
-  const { app, handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing } = buildGateway(
-    config,
-    reference.url,
-    { logger, metrics, redis, cacheRedis, onAttempt: (attempt) => attempts.push(attempt) },
-  );
+  const built = buildGateway(config, reference.url, {
+    logger,
+    metrics,
+    redis,
+    cacheRedis,
+    onAttempt: (attempt) => attempts.push(attempt),
+  });
+  const { app, handler, websocket, shedder, headEvents, knownTokens, subscriptions, upstream, tracing, status } = built;
   await knownTokens.load();
   const server = createGatewayServer(handler, config, metrics);
   websocket.attach(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // With ADMIN_PORT, the admin server as main.ts makes it (on a loopback port of its own, whatever ADMIN_PORT says).
+  const adminServer =
+    config.connections.adminPort === undefined
+      ? undefined
+      : createAdminServer({ ...built, metrics }, config.connections);
+  await new Promise<void>((resolve) => (adminServer ? adminServer.listen(0, '127.0.0.1', resolve) : resolve()));
   /** fetch over the socket: `http://gateway/…` is the server's origin. */
   const gateway: Gateway = {
     fetch: (input, init) => {
@@ -171,6 +183,7 @@ export async function startTestGateway(
     websocket,
     logLines,
     attempts,
+    admin: adminServer && `http://127.0.0.1:${(adminServer.address() as AddressInfo).port}`,
     async execute(query, variables, headers = {}) {
       const response = await gateway.fetch('http://gateway/graphql', {
         method: 'POST',
@@ -194,8 +207,11 @@ export async function startTestGateway(
     async close() {
       const closed = new Promise((resolve) => server.close(resolve));
       server.closeAllConnections();
+      adminServer?.close();
+      adminServer?.closeAllConnections();
       await closed;
       shedder.close();
+      status?.close();
       subscriptions.completeAll();
       websocket.close();
       headEvents.close();

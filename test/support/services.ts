@@ -2,16 +2,16 @@ import { describe, type SuiteOptions } from 'vitest';
 import which from 'which';
 
 /*
- * The programs some suites drive that `npm ci` does not bring: Debian's redis-server and chromium,
- * and for the fleet suite (test/fleet) haproxy and redis-cli. On a machine without one, its suites
- * are skipped and `skipped-services-reporter.ts` lists them at the end of the run; with
+ * The programs some suites drive that `npm ci` does not bring: Debian's redis-server, chromium and promtool (the
+ * `prometheus` package), and for the fleet suite (test/fleet) haproxy, redis-cli and prometheus. On a machine without
+ * one, its suites are skipped and `skipped-services-reporter.ts` lists them at the end of the run; with
  * REQUIRE_SERVICES=1 (what .ci/run sets) they run and fail instead, so CI never skips them.
  */
 
-export type Service = 'redis-server' | 'chromium' | 'haproxy' | 'redis-cli';
+export type Service = 'redis-server' | 'chromium' | 'haproxy' | 'redis-cli' | 'promtool' | 'prometheus';
 
 /** The Debian package of each program, where its name differs. */
-const packageOf: Partial<Record<Service, string>> = { 'redis-cli': 'redis-tools' };
+const packageOf: Partial<Record<Service, string>> = { 'redis-cli': 'redis-tools', promtool: 'prometheus' };
 
 declare module 'vitest' {
   interface TaskMeta {
@@ -69,5 +69,9 @@ function describeWith(...services: Service[]) {
 
 export const describeWithRedis = describeWith('redis-server');
 export const describeWithChromium = describeWith('chromium');
+/** Prometheus's own tools for the rules of deploy/prometheus/. */
+export const describeWithPromtool = describeWith('promtool');
 /** The fleet suite: HAProxy in front of gateways, Redis as a Cluster (made with redis-cli) or with Sentinels. */
 export const describeWithFleet = describeWith('haproxy', 'redis-server', 'redis-cli');
+/** The fleet watched by a real Prometheus evaluating the shipped rules. */
+export const describeWithWatchedFleet = describeWith('haproxy', 'prometheus');

@@ -7,14 +7,3 @@ export const refusalType = 'application/json; charset=utf-8';
 export function refusalBody(message: string, code: string, extensions: Record<string, unknown> = {}): string {
   return serialise({ errors: [new GraphQLError(message, { extensions: { code, ...extensions } })] });
 }
-
-/** A refusal's errors (a step's, or a whole answer's JSON's), for a transport that sends results itself. */
-export function refusalErrors(
-  refusal: GraphQLError | { readonly body: string | null } | undefined,
-): readonly GraphQLError[] {
-  if (refusal instanceof GraphQLError) return [refusal];
-  const { errors = [] } = JSON.parse(refusal?.body ?? '{}') as {
-    errors?: { message: string; extensions?: Record<string, unknown> }[];
-  };
-  return errors.map((error) => new GraphQLError(error.message, { extensions: error.extensions }));
-}

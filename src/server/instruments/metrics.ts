@@ -29,6 +29,12 @@ export class GatewayMetrics {
     buckets: operationBuckets,
     registers: [this.registry],
   });
+  readonly operationFaults = new Counter({
+    name: 'gateway_operation_faults_total',
+    help: "GraphQL operations (those of gateway_operation_duration_seconds) answered with an error that is not their client's doing, by type and fault: upstream (UPSTREAM_TIMEOUT, UPSTREAM_UNAVAILABLE, UPSTREAM_ERROR, UPSTREAM_OUTCOME_UNKNOWN) or gateway (INTERNAL_SERVER_ERROR, OVERLOADED). What the availability SLO counts as bad (deploy/prometheus/).",
+    labelNames: ['type', 'fault'] as const,
+    registers: [this.registry],
+  });
   readonly clientOperations = QueuedObservations.histogram({
     name: 'gateway_client_operation_duration_seconds',
     help: 'GraphQL operations by the client app that sent them (apollographql-client-name/-version or graphql-client-name/-version; bounded, see METRICS_CLIENT_NAMES) and outcome, with their duration.',
@@ -104,6 +110,22 @@ export class GatewayMetrics {
     registers: [this.registry],
     collect: () => this.#knownTokensGauge.set(this.#knownTokens()),
   });
+
+  /** Read at each scrape: what /ready last answered (probes/answers.ts), asking the upstream nothing of its own. */
+  #ready: () => boolean = () => true;
+  readonly #readyGauge: Gauge = new Gauge({
+    name: 'gateway_ready',
+    help: '1 while /ready answers 200, else 0 (the upstream not answering when last probed, every breaker refusing, or shutting down).',
+    registers: [this.registry],
+    // With WORKERS>1 the group is ready only if every worker is.
+    aggregator: 'min',
+    collect: () => this.#readyGauge.set(this.#ready() ? 1 : 0),
+  });
+
+  /** Reports in gateway_ready what /ready answers, at each scrape. */
+  watchReadiness(ready: () => boolean): void {
+    this.#ready = ready;
+  }
 
   /** Reports the tokens known to be real in gateway_known_tokens. */
   watchKnownTokens(count: () => number): void {

@@ -15,6 +15,12 @@ export class RealTimeMetrics extends MetricGroup {
     labelNames: ['transport'] as const,
     registers: [this.registry],
   });
+  /** SUBSCRIPTIONS_MAX, set once: what an alert compares gateway_subscriptions_open with. */
+  readonly limit = new Gauge({
+    name: 'gateway_subscriptions_max',
+    help: 'Subscriptions this process may hold open at once (SUBSCRIPTIONS_MAX).',
+    registers: [this.registry],
+  });
   readonly published = this.counter(
     'gateway_head_changes_published_total',
     'Head changes this process published, by source: write (a mutation through it) or poll (found by reading the upstream).',

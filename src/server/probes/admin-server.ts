@@ -3,7 +3,9 @@ import type { ConnectionSettings } from '../../config.js';
 import { capConnections, createDrainableServer, slowRequestOptions } from '../http/http-server.js';
 import { pathOf } from '../http/paths.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
+import type { StatusPage } from '../status/page.js';
 import { type ProbeAnswer, type ProbeSources, probeAnswer } from './answers.js';
+import { statusAnswer } from './status.js';
 
 const notFound: ProbeAnswer = {
   status: 404,
@@ -11,15 +13,24 @@ const notFound: ProbeAnswer = {
   body: JSON.stringify({ status: 'not found' }),
 };
 
-/** ADMIN_PORT: probes answered (as Apollo Router's and Envoy's) while the public port has all MAX_CONNECTIONS. */
+/**
+ * ADMIN_PORT: probes answered (as Apollo Router's and Envoy's) while the public port has all MAX_CONNECTIONS, and the
+ * status page (STATUS_PAGE).
+ */
 export function createAdminServer(
-  sources: ProbeSources & { readonly metrics: Pick<GatewayMetrics, 'watchConnections'> },
+  sources: ProbeSources & {
+    readonly metrics: Pick<GatewayMetrics, 'watchConnections'>;
+    readonly status?: StatusPage | undefined;
+  },
   connections: ConnectionSettings,
 ): Server {
   const server = createDrainableServer(slowRequestOptions(connections), (request, response) => {
     // Probes ask in origin form (`/ready?x`); anything else is not a probe.
     const path = pathOf(request.url ?? '/');
-    const answer = request.method === 'GET' || request.method === 'HEAD' ? probeAnswer(path, sources) : undefined;
+    const answer =
+      request.method === 'GET' || request.method === 'HEAD'
+        ? (probeAnswer(path, sources) ?? statusAnswer(path, sources.status))
+        : undefined;
     void Promise.resolve(answer ?? notFound).then(({ status, headers, body }) => {
       response.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
       response.end(body);

@@ -14,8 +14,11 @@ export interface ReadinessOptions {
 /** How long `/ready` reuses an answer: a probe every second costs the upstream one call in five. */
 const ANSWER_KEPT_MS = 5_000;
 
+/** The readiness check, and its last answer without asking again (undefined: never asked): what a scrape reads. */
+export type Readiness = (() => Promise<boolean>) & { readonly last: () => boolean | undefined };
+
 /** The upstream sees one check per `cacheMs` at most (from when it finished): callers share one in flight. */
-export function createReadiness(options: ReadinessOptions): () => Promise<boolean> {
+export function createReadiness(options: ReadinessOptions): Readiness {
   const { check, cacheMs = ANSWER_KEPT_MS, now = Date.now } = options;
   let cached: { readonly ready: boolean; readonly at: number } | undefined;
   let pending: Promise<boolean> | undefined;
@@ -30,11 +33,12 @@ export function createReadiness(options: ReadinessOptions): () => Promise<boolea
     pending = undefined;
     return ready;
   };
-  return () => {
+  const ready = () => {
     if (cached !== undefined && now() - cached.at < cacheMs) return Promise.resolve(cached.ready);
     pending ??= run();
     return pending;
   };
+  return Object.assign(ready, { last: () => cached?.ready });
 }
 
 /** Longest wait for the probe's answer: /ready answers within a second, whatever the upstream does. */

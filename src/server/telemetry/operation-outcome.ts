@@ -4,6 +4,19 @@ import type { GraphQLError } from 'graphql';
 
 export type OperationOutcome = 'ok' | 'error' | 'refused';
 
+/** Whose fault an operation's error is, when it is not its client's: what the availability SLO counts as bad. */
+export type OperationFault = 'upstream' | 'gateway';
+
+const faults: Readonly<Record<string, OperationFault>> = {
+  UPSTREAM_TIMEOUT: 'upstream',
+  UPSTREAM_UNAVAILABLE: 'upstream',
+  UPSTREAM_ERROR: 'upstream',
+  UPSTREAM_OUTCOME_UNKNOWN: 'upstream',
+  INTERNAL_SERVER_ERROR: 'gateway',
+  OVERLOADED: 'gateway',
+};
+export const operationFaults: readonly OperationFault[] = ['upstream', 'gateway'];
+
 const MAX_NAME_LENGTH = 64;
 const MAX_ERROR_CODES = 10;
 const invalidNameChars = /[^A-Za-z0-9_]/g;
@@ -22,6 +35,17 @@ export function outcomeOf(
   if (errors === undefined || errors.length === 0) return 'ok';
   if (result.data !== undefined) return 'error';
   return errors.some((error) => codeOf(error) === 'INTERNAL_SERVER_ERROR') ? 'error' : 'refused';
+}
+
+/** The fault among an operation's errors (README's error codes), the upstream's first; none if all are the client's. */
+export function faultOf(errors: readonly unknown[] | undefined): OperationFault | undefined {
+  let fault: OperationFault | undefined;
+  for (const error of errors ?? []) {
+    const found = faults[codeOf(error) ?? ''];
+    if (found === 'upstream') return found;
+    fault ??= found;
+  }
+  return fault;
 }
 
 function codeOf(error: unknown): string | undefined {

@@ -18,7 +18,15 @@ import type { GatewayMetrics } from '../instruments/metrics.js';
 import type { OperationState } from '../operation-state.js';
 import type { Policy } from '../pipeline/stages.js';
 import type { OperationRecord, RequestState } from '../request-state.js';
-import { errorCodesOf, limitOf, type OperationOutcome, operationLabel, outcomeOf } from './operation-outcome.js';
+import {
+  errorCodesOf,
+  faultOf,
+  limitOf,
+  type OperationOutcome,
+  operationFaults,
+  operationLabel,
+  outcomeOf,
+} from './operation-outcome.js';
 
 export interface OperationTelemetryOptions {
   readonly metrics: GatewayMetrics;
@@ -82,6 +90,9 @@ export class OperationRecorder {
   constructor(options: OperationTelemetryOptions) {
     this.#options = options;
     this.#log = options.logger.child({}, { redact: [] });
+    // The availability SLO's bad events exist from the start (at 0), so a ratio over them has a beginning.
+    for (const type of ['query', 'mutation'])
+      for (const fault of operationFaults) options.metrics.operationFaults.inc({ type, fault }, 0);
     const { which, slowMs } = options.log ?? { which: 'all', slowMs: 0 };
     // Failures and slow ones (docs/operations.md#logs), not breakers' whole refusals: an outage's echo it logs.
     const refusedWhole = (errors: readonly unknown[] | undefined) =>
@@ -106,7 +117,8 @@ export class OperationRecorder {
         : { ...serverSpan, startTime: startedAt, links: cause === undefined ? [] : [{ context: cause }] };
     const span = this.#options.tracing.tracer.startSpan('GraphQL Operation', options, parent);
     const context = trace.setSpan(parent, span);
-    return { startedAt: startedAt ?? performance.now(), name, type: 'unknown', done: false, span, trace: context };
+    const at = startedAt ?? performance.now();
+    return { startedAt: at, name, type: 'unknown', live: false, done: false, span, trace: context };
   }
 
   finish(request: RecordedRequest, record: OperationRecord, upstreamCalls: number, result: Result): void {
@@ -118,7 +130,10 @@ export class OperationRecorder {
     const operationName = operationLabel(record.name);
     const errorCodes = errorCodesOf(result?.errors);
     const seconds = durationMs / 1000;
-    metrics.operations.observe({ operation: this.#metricName(operationName), type: record.type, outcome }, seconds);
+    const type = record.live ? 'live' : record.type;
+    metrics.operations.observe({ operation: this.#metricName(operationName), type, outcome }, seconds);
+    const fault = faultOf(result?.errors);
+    if (fault !== undefined) metrics.operationFaults.inc({ type, fault });
     const { client } = request;
     if (client !== undefined)
       metrics.clientOperations.observe(
@@ -166,6 +181,7 @@ export function useOperationTelemetry(recorder: OperationRecorder): Policy {
     if (definition !== undefined) {
       if (definition.name !== undefined) record.name = definition.name.value;
       record.type = operation!.type;
+      record.live = operation!.live;
     }
     recorder.finish(request, record, operation?.context?.guard.calls ?? 0, result);
   };

@@ -115,6 +115,11 @@ export class LoadShedder {
     this.#shares.release(caller, operations);
   }
 
+  /** The callers holding the most operations in flight now, their keys hashed (caller-shares.ts: the status page's). */
+  heaviest(count: number): { readonly caller: string; readonly inFlight: number }[] {
+    return this.#shares.heaviest(count);
+  }
+
   close(): void {
     clearInterval(this.#timer);
     this.#histogram.disable();
