@@ -1,9 +1,10 @@
 import { type ChildProcess, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { cpuSeconds } from './proc.js';
 import { HOST, pinning, root, spawnNode, startFlags, stop } from './processes.js';
 
 /*
@@ -94,15 +95,6 @@ async function answering(url: string, body: string): Promise<void> {
   throw new Error(`${url}: not answering`);
 }
 
-/**
- * Clock ticks a process has run (user and system), from /proc: what its requests cost, whatever else the machine does.
- */
-function ticksOf(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return Number(fields[11]) + Number(fields[12]);
-}
-const TICK_US = 10_000;
-
 /** The peer bench's load generator on CPU 1: req/s and p99 over `seconds`. */
 function load(body: string, seconds: number): { rps: number; p99: number; failed: number; total: number } {
   const job = {
@@ -145,9 +137,9 @@ async function measure(
   try {
     await answering(`http://${HOST}:${TARGET_PORT}/graphql`, '{"query":"{ __typename }"}');
     load(body, 3);
-    const before = ticksOf(child.pid!);
+    const before = cpuSeconds(child.pid!);
     const result = load(body, Number(values.duration));
-    return { ...result, cpuUs: ((ticksOf(child.pid!) - before) * TICK_US) / result.total };
+    return { ...result, cpuUs: ((cpuSeconds(child.pid!) - before) * 1e6) / result.total };
   } finally {
     await stop(child);
   }

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { exitWithHelp, integerOption, runBench } from './cli.js';
 import type { LoadResult, LoadTask } from './overload-load.js';
-import { type Child, children, fixtures, HOST, http, spawnNode, startFlags, startServer, stop } from './processes.js';
+import { fixtures, HOST, http, resultOfChild, startFlags, startServer, stop } from './processes.js';
 import { scenarios } from './scenarios.js';
 
 /*
@@ -40,23 +40,8 @@ function options() {
 const READS = ['listHeads', 'getHeadExt', 'listHeadsExt', 'getHeadById', 'getHeadExtById'];
 
 /** Runs one load in its own process, pinned to CPU 1. */
-function load(task: LoadTask): Promise<LoadResult> {
-  const child = spawnNode(['--import', 'tsx', 'bench/overload-load.ts'], 1, { OVERLOAD_TASK: JSON.stringify(task) });
-  const tracked: Child = { name: 'load', process: child, lines: 0, samples: [], tail: [] };
-  children.add(tracked);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2_000)));
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => {
-      children.delete(tracked);
-      const last = stdout.trim().split('\n').pop() ?? '';
-      if (code !== 0 || !last.startsWith('{')) return reject(new Error(`load exited ${code}: ${stderr || stdout}`));
-      resolve(JSON.parse(last) as LoadResult);
-    });
-  });
-}
+const load = (task: LoadTask): Promise<LoadResult> =>
+  resultOfChild('load', ['--import', 'tsx', 'bench/overload-load.ts'], { OVERLOAD_TASK: JSON.stringify(task) });
 
 interface Row {
   readonly mode: string;

@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { Fixtures } from './scenarios.js';
+import type { Fixtures, HttpRequest } from './scenarios.js';
 
 /*
  * The benches' child processes (the reference upstream, gateways, autocannon, A/B workers): started
@@ -144,6 +144,78 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     interrupted = true;
     console.error(`\n${signal}: stopping the child processes`);
     void stopAll().finally(() => process.exit(130));
+  });
+}
+
+// ---- load ----
+
+export interface AutocannonResult {
+  /** `sent` includes the requests still in flight when the run stopped (their upstream calls were counted). */
+  requests: { average: number; total: number; sent: number };
+  latency: { p50: number; p99: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  /** Seconds the run lasted, as autocannon measured it. */
+  duration: number;
+}
+
+/**
+ * Runs autocannon's CLI in its own process (pinned to CPU 1 with the upstream); `extraArgs` go to
+ * it as they are (e.g. `--overallRate 1000` for a fixed rate).
+ */
+export function autocannon(
+  url: string,
+  request: HttpRequest,
+  seconds: number,
+  connections: number,
+  extraArgs: readonly string[] = [],
+): Promise<AutocannonResult> {
+  const args: string[] = [
+    join(root, 'node_modules/autocannon/autocannon.js'),
+    '--json',
+    '-c',
+    String(connections),
+    '-d',
+    String(seconds),
+    '-m',
+    request.method,
+    ...extraArgs,
+  ];
+  for (const [name, value] of Object.entries(request.headers)) args.push('-H', `${name}=${value}`);
+  if (request.body !== undefined) args.push('-b', request.body);
+  args.push(url);
+  return resultOfChild('autocannon', args, {}, (seconds + 30) * 1000);
+}
+
+/**
+ * Runs `args` in a Node process of its own, pinned to CPU 1 (with the upstream: the measured process keeps CPU 0), and
+ * resolves to the JSON of its last line of output; it is killed after `killAfterMs`.
+ */
+export function resultOfChild<T>(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  killAfterMs = 600_000,
+): Promise<T> {
+  const child = spawnNode(args, 1, env);
+  const tracked: Child = { name, process: child, lines: 0, samples: [], tail: [] };
+  children.add(tracked);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2_000)));
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      children.delete(tracked);
+      const last = stdout.trim().split('\n').pop() ?? '';
+      if (code !== 0 || !last.startsWith('{'))
+        return reject(new Error(`${name} exited ${signal ?? code}: ${stderr || stdout}`));
+      resolve(JSON.parse(last) as T);
+    });
   });
 }
 

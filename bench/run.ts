@@ -1,22 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { exitWithHelp, integerOption, runBench, UsageError } from './cli.js';
-import {
-  type Child,
-  children,
-  fixtures,
-  HOST,
-  http,
-  pinning,
-  root,
-  spawnNode,
-  startFlags,
-  startServer,
-  stop,
-} from './processes.js';
+import { procRss } from './proc.js';
+import { autocannon, fixtures, HOST, http, pinning, root, startFlags, startServer, stop } from './processes.js';
 import {
   type AllCores,
   type BenchReport,
@@ -117,82 +105,7 @@ async function check(url: string, request: HttpRequest): Promise<string> {
   return body.data === undefined || body.data === null ? 'no data' : 'ok';
 }
 
-// ---- load ----
-
-interface AutocannonResult {
-  /** `sent` includes the requests still in flight when the run stopped (their upstream calls were counted). */
-  requests: { average: number; total: number; sent: number };
-  latency: { p50: number; p99: number };
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-}
-
-/** Runs autocannon's CLI in its own process (pinned to CPU 1 with the upstream). */
-function autocannon(
-  url: string,
-  request: HttpRequest,
-  seconds: number,
-  connections: number,
-): Promise<AutocannonResult> {
-  const args = [
-    join(root, 'node_modules/autocannon/autocannon.js'),
-    '--json',
-    '-c',
-    String(connections),
-    '-d',
-    String(seconds),
-    '-m',
-    request.method,
-  ];
-  for (const [name, value] of Object.entries(request.headers)) args.push('-H', `${name}=${value}`);
-  if (request.body !== undefined) args.push('-b', request.body);
-  args.push(url);
-  const child = spawnNode(args, 1, {});
-  const tracked: Child = { name: 'autocannon', process: child, lines: 0, samples: [], tail: [] };
-  children.add(tracked);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2_000)));
-  const timer = setTimeout(() => child.kill('SIGKILL'), (seconds + 30) * 1000);
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      children.delete(tracked);
-      const last = stdout.trim().split('\n').pop() ?? '';
-      if (code !== 0 || !last.startsWith('{'))
-        return reject(new Error(`autocannon exited ${signal ?? code}: ${stderr || stdout}`));
-      resolve(JSON.parse(last) as AutocannonResult);
-    });
-  });
-}
-
 // ---- gateway memory ----
-
-/** VmRSS of a process and its descendants (a WORKERS=N gateway forks), from /proc. */
-function procRss(pid: number): number | undefined {
-  const status = (() => {
-    try {
-      return readFileSync(`/proc/${pid}/status`, 'utf8');
-    } catch {
-      return undefined;
-    }
-  })();
-  const kb = status && /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
-  if (!kb) return undefined;
-  let total = Number(kb) * 1024;
-  try {
-    for (const task of readdirSync(`/proc/${pid}/task`)) {
-      const kids = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
-      for (const kid of kids ? kids.split(' ') : []) total += procRss(Number(kid)) ?? 0;
-    }
-  } catch {
-    // A thread or worker that ended while we read: count what is left.
-  }
-  return total;
-}
 
 /** The fallback: process_resident_memory_bytes from the gateway's /metrics, when it serves it. */
 async function metricsRss(gatewayUrl: string): Promise<number | undefined> {

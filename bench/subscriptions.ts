@@ -1,12 +1,14 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { type ClientRequest, request } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { exitWithHelp, integerOption, runBench, UsageError } from './cli.js';
+import { procRss } from './proc.js';
 import { type Child, HOST, root, startFlags, startServer, stop } from './processes.js';
 
 /**
@@ -32,8 +34,7 @@ const SUBSCRIBE = (id: string) =>
 const Q1 = (id: string) => JSON.stringify({ query: `{ head(id: "${id}") { name url createdAt hair { name url } } }` });
 
 /** A process's resident memory, from /proc. */
-const rssOf = (child: Child) =>
-  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.process.pid}/status`, 'utf8'))![1]) * 1024;
+const rssOf = (child: Child) => procRss(child.process.pid!)!;
 
 async function startUpstream(): Promise<string> {
   return (
@@ -59,6 +60,8 @@ async function startTarget(kind: Kind, upstream: string, env: Record<string, str
           WORKERS: '1',
           SUBSCRIPTIONS_MAX: '100000',
           SUBSCRIPTIONS_PER_CALLER: '100000',
+          // One caller holds them all, each watching a head.
+          SUBSCRIPTION_WATCHED_HEADS_PER_CALLER: '100000',
           SUBSCRIPTION_POLL_MS: '0',
           ...env,
         }
@@ -145,9 +148,9 @@ const stats = async (upstream: string) =>
 /**
  * Memory per subscription on a fresh process (earlier rounds' garbage would blur it): RSS after
  * opening `count` and settling, less RSS before (after a warm-up round of a tenth), over `count`;
- * and the RSS with them open.
+ * and the RSS with them open. `npm run bench:sizing` takes its figure from here too.
  */
-async function memoryPer(
+export async function memoryPer(
   kind: Kind,
   upstream: string,
   transport: 'sse' | 'websocket',
@@ -435,4 +438,7 @@ async function main(): Promise<void> {
   console.log(`Written to ${file}`);
 }
 
-await runBench(main, USAGE);
+// Run only as a script (`tsx bench/subscriptions.ts`), not when bench/sizing.ts imports memoryPer.
+const invokedAs = process.argv[1];
+if (invokedAs !== undefined && realpathSync(invokedAs) === realpathSync(fileURLToPath(import.meta.url)))
+  await runBench(main, USAGE);

@@ -166,9 +166,14 @@ describe('/ready', () => {
     expect(r.reference.requests).toHaveLength(2);
   });
 
-  it('answers 503 {"status":"not ready"} once the upstream is gone and the cached answer expired', async () => {
+  /** A gauge as a scrape reads it: its last answer, never a probe of its own. */
+  const gauge = async (on: TestGateway, name: string) =>
+    (await on.metrics.registry.getSingleMetric(name)!.get()).values[0]!.value;
+
+  it('answers 503 {"status":"not ready"} once the upstream is gone and the cached answer expired; the gauges say so', async () => {
     const r = await startReadyGateway();
     expect(await statusAt(r, 0)).toBe(200);
+    expect([await gauge(r, 'gateway_ready'), await gauge(r, 'gateway_upstream_answering')]).toEqual([1, 1]);
     await r.reference.close();
     // The answer of 0 still stands until 5 000.
     expect(await statusAt(r, 4_999)).toBe(200);
@@ -176,6 +181,9 @@ describe('/ready', () => {
     const response = await ready(r);
     expect(response.status).toBe(503);
     expect(await response.json()).toEqual({ status: 'not ready' });
+    // With no traffic to open a breaker, the probe's answer is what the unreachable alert sees.
+    expect([await gauge(r, 'gateway_ready'), await gauge(r, 'gateway_upstream_answering')]).toEqual([0, 0]);
+    expect(r.reference.requests).toHaveLength(1);
     // Liveness is not readiness: the process still says it is alive.
     expect((await r.gateway.fetch('http://gateway/health')).status).toBe(200);
   });

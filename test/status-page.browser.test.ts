@@ -80,8 +80,8 @@ describeWithChromium('the status page in Chromium', { shuffle: false }, () => {
   }
 
   /**
-   * The page's totals, and /metrics as it was both before and after the page read them: a readiness probe that the
-   * scrape itself may set off (an upstream call) between the two is waited out, up to three times.
+   * The page's totals, and /metrics as it was both before and after the page read them: a readiness probe (an upstream
+   * call) that falls between the two, once the cached answer expired, is waited out, up to three times.
    */
   async function pageBetweenScrapes() {
     const scrape = async () => (await fetch(`${t.admin}/metrics`)).text();

@@ -61,6 +61,14 @@ describe('where the status page is served', () => {
     expect((await off.gateway.fetch('http://gateway/status')).status).toBe(404);
     expect((await get(`${off.admin}/metrics`)).status).toBe(200);
   });
+
+  it('sampled only where it is served: with neither ADMIN_PORT nor STATUS_PAGE_PUBLIC there is no page and no sampler', async () => {
+    const unseen = await start({});
+    expect(unseen.status).toBeUndefined();
+    expect((await unseen.gateway.fetch('http://gateway/status')).status).toBe(404);
+    const seen = await start({ ADMIN_PORT: '0' });
+    expect(seen.status?.sampler).toBeInstanceOf(StatusSampler);
+  });
 });
 
 describe('the sampler', () => {

@@ -81,7 +81,7 @@ export const connections = {
   }),
   STATUS_PAGE: setting('statusPage.on', flag().default(true)).register(variableDocs, {
     description:
-      'serve the status page at `/status` on `ADMIN_PORT`: health at a glance and charts of the last 15 minutes, sampled from the metrics every 5 s into process memory; `false`: no page, no sampling (see [status page](docs/operations.md#status-page))',
+      'serve the status page at `/status` on `ADMIN_PORT`: health at a glance and charts of the last 15 minutes, sampled from the metrics every 5 s into process memory (only where the page is served: with `ADMIN_PORT`, or `STATUS_PAGE_PUBLIC`); `false`: no page, no sampling (see [status page](docs/operations.md#status-page))',
   }),
   STATUS_PAGE_PUBLIC: setting('statusPage.public', flag().default(false)).register(variableDocs, {
     description:

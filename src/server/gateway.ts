@@ -1,13 +1,9 @@
-import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { createTracing, type Tracing } from '../telemetry/tracing.js';
-import type { CircuitStateName } from '../upstream/circuit.js';
-import type { CircuitName } from '../upstream/circuits.js';
 import { CIRCUIT_OPEN } from '../upstream/errors.js';
-import type { UpstreamAttempt } from '../upstream/transport.js';
-import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
+import type { Upstream } from '../upstream/upstream.js';
 import { trustingProxies } from './callers.js';
-import type { GatewayMetrics } from './instruments/metrics.js';
+import { instrumentedUpstream, type UpstreamWatchers } from './gateway-upstream.js';
 import { frontDoor, isBrowserPageView } from './pages/front-door.js';
 import { graphiQLPage } from './pages/graphiql-cache.js';
 import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
@@ -178,39 +174,7 @@ function createGateway(options: GatewayOptions): {
   };
 }
 
-/** A line per state change of an upstream breaker (the host's, or an operation's): opening at warn, the rest info. */
-function logCircuitChange(logger: Logger, circuit: CircuitName, state: CircuitStateName): void {
-  const fields = circuit === 'host' ? { circuit, state } : { circuit: 'operation', operation: circuit, state };
-  logger[state === 'open' ? 'warn' : 'info'](
-    fields,
-    state === 'open'
-      ? 'upstream circuit breaker opened'
-      : state === 'closed'
-        ? 'upstream circuit breaker closed'
-        : 'upstream circuit breaker half-open: one probe call let through',
-  );
-}
-
-/** The upstream options an operator configured, for the upstream at `baseUrl`. */
-function upstreamOptionsFrom(config: Config, baseUrl: string): Omit<UpstreamOptions, 'tracing'> {
-  return {
-    baseUrl,
-    routes: config.routes,
-    timeoutMs: config.upstreamTimeoutMs,
-    connections: config.upstreamConnections,
-    keepAliveTimeoutMs: config.upstreamKeepAliveMs,
-    maxResponseBytes: config.upstreamMaxResponseBytes,
-    breaker: config.resilience.breaker,
-    retryBudget: config.resilience.retryBudget,
-    dedupe: config.resilience.dedupe,
-  };
-}
-
-export interface BuildGatewayOptions {
-  readonly logger: Logger;
-  readonly metrics: GatewayMetrics;
-  /** Sees every upstream call attempt, retries included, after the metrics have. */
-  readonly onAttempt?: (attempt: UpstreamAttempt) => void;
+export interface BuildGatewayOptions extends UpstreamWatchers {
   /** The Redis connection (REDIS_URL) the limits and APQ share, if any. */
   readonly redis?: SharedRedis | undefined;
   /** The response cache's own Redis connection (RESPONSE_CACHE_REDIS_URL), if any; else it uses `redis`. */
@@ -263,7 +227,7 @@ const UPSTREAM_UNREACHABLE = 'upstream unreachable';
  * probe and policies. The one way to build it: `main.ts` and the tests both come here, so a test meets production.
  */
 export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
-  const { logger, metrics, onAttempt } = options;
+  const { logger, metrics } = options;
   const tracing = createTracing(config.tracing);
   // Learnt from the upstream's answers (a token it accepted, one login issued); with REDIS_URL told to every replica.
   const { redis } = options;
@@ -277,29 +241,10 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
         },
   );
   metrics.watchKnownTokens(() => knownTokens.size);
-  const upstream = createUpstream({
-    ...upstreamOptionsFrom(config, upstreamUrl),
-    tracing,
-    onAttempt:
-      onAttempt === undefined
-        ? metrics.recordAttempt
-        : (attempt) => {
-            metrics.recordAttempt(attempt);
-            onAttempt(attempt);
-          },
-    circuitEvents: {
-      onChange: (circuit, state) => {
-        metrics.recordCircuitState(circuit, state);
-        logCircuitChange(logger, circuit, state);
-      },
-      onRefused: metrics.recordCircuitRefusal,
-    },
-    onJoined: () => metrics.upstreamCallsJoined.inc(),
-    onRetryRefused: () => metrics.upstreamRetriesRefused.inc(),
-    onTokenAccepted: knownTokens.learn,
-  });
+  const upstream = instrumentedUpstream(config, upstreamUrl, options, tracing, knownTokens);
   const ready = createReadiness({ check: upstreamAnswers(upstream) });
   metrics.watchReadiness(() => notReadyBecause() === undefined && ready.last() !== false);
+  metrics.watchUpstreamAnswers(ready.last);
   // Not ready while the breakers refuse every call: the host's, or every operation's (one failing leaves the others
   // served). Once a probe is due the readiness check's own probe decides (out of rotation, no call could close one).
   let leaving = false;
@@ -308,7 +253,12 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
     const refusing = upstream.circuits?.refusingAll();
     return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
-  const status = statusPage(config.statusPage, { ...options, ready, notReadyBecause, shedder: () => shedder });
+  // Sampled only where someone can see it: on ADMIN_PORT, or on the public port.
+  const served = config.connections.adminPort !== undefined || config.statusPage.public;
+  const status = statusPage(
+    { on: config.statusPage.on && served },
+    { ...options, ready, notReadyBecause, shedder: () => shedder },
+  );
   const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({
     upstream,
     logger,

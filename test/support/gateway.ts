@@ -12,6 +12,7 @@ import { createAdminServer } from '../../src/server/probes/admin-server.js';
 import type { HeadEvents } from '../../src/server/real-time/head-events.js';
 import type { Subscriptions } from '../../src/server/real-time/subscriptions.js';
 import { connectSharedState, type SharedRedis } from '../../src/server/shared-state/shared-redis.js';
+import type { StatusPage } from '../../src/server/status/page.js';
 import type { KnownTokens } from '../../src/server/traffic/known-tokens.js';
 import type { Handler } from '../../src/server/transports/node.js';
 import type { WebSocketTransport } from '../../src/server/transports/websocket.js';
@@ -88,6 +89,8 @@ export interface TestGateway {
   readonly knownTokens: KnownTokens;
   readonly subscriptions: Subscriptions;
   readonly websocket: WebSocketTransport;
+  /** Its status page and sampler, where it is served (ADMIN_PORT or STATUS_PAGE_PUBLIC, and STATUS_PAGE). */
+  readonly status: StatusPage | undefined;
   /** With ADMIN_PORT in `env`: the admin server's origin (`http://127.0.0.1:PORT`), as main.ts serves it. */
   readonly admin: string | undefined;
   /** Every log line the gateway wrote, as text, for "no token in the logs" checks. */
@@ -181,6 +184,7 @@ export async function startTestGateway(
     knownTokens,
     subscriptions,
     websocket,
+    status,
     logLines,
     attempts,
     admin: adminServer && `http://127.0.0.1:${(adminServer.address() as AddressInfo).port}`,

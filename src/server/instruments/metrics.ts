@@ -127,6 +127,21 @@ export class GatewayMetrics {
     this.#ready = ready;
   }
 
+  /** Read at each scrape: whether the upstream answered /ready's last probe (undefined: not probed yet). */
+  #upstreamAnswered: () => boolean | undefined = () => undefined;
+  readonly #upstreamAnsweringGauge: Gauge = new Gauge({
+    name: 'gateway_upstream_answering',
+    help: "0 once the upstream did not answer /ready's last probe (a refused or dropped connection, no answer within 800 ms), else 1: seen with no traffic, unlike the breakers.",
+    registers: [this.registry],
+    aggregator: 'min',
+    collect: () => this.#upstreamAnsweringGauge.set(this.#upstreamAnswered() === false ? 0 : 1),
+  });
+
+  /** Reports in gateway_upstream_answering what /ready's last probe of the upstream found. */
+  watchUpstreamAnswers(answered: () => boolean | undefined): void {
+    this.#upstreamAnswered = answered;
+  }
+
   /** Reports the tokens known to be real in gateway_known_tokens. */
   watchKnownTokens(count: () => number): void {
     this.#knownTokens = count;
