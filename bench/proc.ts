@@ -39,7 +39,7 @@ let clockTicks: number | undefined;
  */
 export function cpuSeconds(pid: number): number {
   clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
-  // The fields after the command name, which is in parentheses and may hold spaces: utime and stime are the 12th and 13th.
+  // The fields after the command name (in parentheses, and it may hold spaces): utime and stime are the 12th and 13th.
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / clockTicks;
 }

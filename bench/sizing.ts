@@ -13,11 +13,11 @@ import { memoryPer } from './subscriptions.js';
 
 /*
  * `npm run bench:sizing`: the figures a replica's requests, limits and autoscaling are derived from
- * (docs/deploy.md#sizing). Starts the reference upstream (CPU 1) and the built gateway as `npm
- * start` runs it (CPU 0, NODE_ENV=production, every upstream call made), then: its RSS idle after a short warm-up; Q1 and Q2
- * each at fixed rates (autocannon --overallRate, CPU 1), the gateway's CPU time from /proc over each
- * run, its RSS sampled all along; then RSS per 1,000 open SSE subscriptions, from bench:subscriptions'
- * measure on a fresh gateway. Prints the figures and the Kubernetes values derived from them.
+ * (docs/deploy.md#sizing). Starts the reference upstream (CPU 1) and the built gateway as `npm start` runs it (CPU 0,
+ * NODE_ENV=production, every upstream call made), then: its RSS idle after a short warm-up; Q1 and Q2 each at fixed
+ * rates (autocannon --overallRate, CPU 1), the gateway's CPU time from /proc over each run, its RSS sampled all along;
+ * then RSS per 1,000 open SSE subscriptions, from bench:subscriptions' measure on a fresh gateway. Prints the figures
+ * and the Kubernetes values derived from them.
  */
 
 const usage = `Usage: npm run bench:sizing -- [--rates 1000,2000,4000,8000] [--seconds 20] [--warmup 5] [--connections 16] [--subscriptions 10000] [--pod-rate N]
@@ -142,7 +142,8 @@ const HPA_UTILISATION = 0.7;
 const PROCESS_CORES = 1;
 /**
  * RSS per byte of the caches' documented bounds once they are full: `npm run memory` saw RSS grow by 147–157 MB as
- * DOCUMENT_CACHE_MAX_BYTES and COMPILED_EXECUTION_MAX_BYTES (80 MiB of estimated heap) filled (docs/operations.md#memory).
+ * DOCUMENT_CACHE_MAX_BYTES and COMPILED_EXECUTION_MAX_BYTES (80 MiB of estimated heap) filled
+ * (docs/operations.md#memory).
  */
 const CACHE_RSS_PER_BYTE = 2;
 /** Over the sum of what was measured, for what was not (larger answers in flight, other queries' plans). */
@@ -263,7 +264,8 @@ async function main(): Promise<void> {
   const fx = await fixtures(upstream.url);
   const gatewayArgs = [...startFlags(), 'dist/main.js'];
   // Every call made: the load repeats one query with one token, whose concurrent reads would otherwise share upstream
-  // calls (UPSTREAM_DEDUPE) as many callers' distinct reads do not. UPSTREAM_DEDUPE=true in the environment measures that.
+  // calls (UPSTREAM_DEDUPE) as many callers' distinct reads do not. UPSTREAM_DEDUPE=true in the environment measures
+  // that.
   const dedupe = process.env.UPSTREAM_DEDUPE ?? 'false';
   const env = {
     PORT: '0',
