@@ -2,7 +2,7 @@
  * `npm run check:generated`: fails (exit 1) when a committed generated artifact is stale, naming
  * each stale file. It regenerates in memory and compares with the working tree, so it needs no
  * git, never rewrites a file, and also catches files that are missing, untracked or left over:
- *   - schema.graphql against the schema built by src/schema (scripts/print-schema.ts);
+ *   - schema.graphql and schema.subgraph.graphql against the schemas built by src/schema (scripts/print-schema.ts);
  *   - src/generated/** against what codegen.ts makes from that fresh schema and operations/*.graphql;
  *   - README.md's configuration table against src/config/environment.ts (scripts/config-table.ts).
  * Fix with `npm run generate` (schema, codegen, then the table) and commit the result.
@@ -14,7 +14,7 @@ import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import codegenConfig from '../codegen.js';
 import { readmeTableProblem } from './config-table.js';
-import { printedSchema, schemaFileProblem } from './print-schema.js';
+import { printedSchema, schemaFileProblems } from './print-schema.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -25,8 +25,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const { generate } = createRequire(import.meta.url)('@graphql-codegen/cli') as typeof import('@graphql-codegen/cli');
 const stale: string[] = [];
 
-const schemaProblem = schemaFileProblem();
-if (schemaProblem !== undefined) stale.push(schemaProblem);
+stale.push(...schemaFileProblems());
 const tableProblem = readmeTableProblem();
 if (tableProblem !== undefined) stale.push(tableProblem);
 
@@ -71,8 +70,10 @@ try {
 if (stale.length > 0) {
   for (const line of stale) process.stderr.write(`stale: ${line}\n`);
   process.stderr.write(
-    'Generated files are out of date: run `npm run generate` and commit schema.graphql, src/generated/ and README.md.\n',
+    'Generated files are out of date: run `npm run generate` and commit schema.graphql, schema.subgraph.graphql, src/generated/ and README.md.\n',
   );
   process.exit(1);
 }
-process.stdout.write("schema.graphql, src/generated/ and README.md's configuration table are up to date\n");
+process.stdout.write(
+  "schema.graphql, schema.subgraph.graphql, src/generated/ and README.md's configuration table are up to date\n",
+);

@@ -411,6 +411,11 @@ describe('loadConfig', () => {
       { TRUSTED_DOCUMENTS_FILE: jsonFile('{"sha256:abc": 42}') },
       /^TRUSTED_DOCUMENTS_FILE: expected a JSON object of document ids to GraphQL documents/,
     ],
+    // The subgraph's path may not shadow one of the gateway's own, nor be relative or end in a slash.
+    [{ SUBGRAPH_PATH: '/graphql' }, /^SUBGRAPH_PATH: expected a path such as \/subgraph \(none of \/, \/graphql,/],
+    [{ SUBGRAPH_PATH: '/status/subgraph' }, /^SUBGRAPH_PATH: expected a path such as \/subgraph/],
+    [{ SUBGRAPH_PATH: 'subgraph' }, /^SUBGRAPH_PATH: expected a path such as \/subgraph/],
+    [{ SUBGRAPH_PATH: '/subgraph/' }, /^SUBGRAPH_PATH: expected a path such as \/subgraph/],
   ])('refuses the client protocol value %o with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

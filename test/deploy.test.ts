@@ -915,3 +915,32 @@ function filesWritingToDisk(): string[] {
   walk('src');
   return files;
 }
+
+describe('deploy/supergraph: composing the subgraph with rover, wgc and Mesh Compose', () => {
+  const schemaFile = (relative: string) => posix.join('deploy/supergraph', relative);
+
+  it("each names the committed subgraph SDL and a routing URL at the gateway's SUBGRAPH_PATH of the docs' examples", () => {
+    const rover = parse(read('deploy/supergraph/supergraph.yaml')) as {
+      federation_version: string;
+      subgraphs: Record<string, { routing_url: string; schema: { file: string } }>;
+    };
+    const wgc = parse(read('deploy/supergraph/graph.yaml')) as {
+      subgraphs: { name: string; routing_url: string; schema: { file: string } }[];
+    };
+    const mesh = read('deploy/supergraph/mesh.config.ts');
+    const meshHeads = /loadGraphQLHTTPSubgraph\('heads', \{\s*endpoint: '([^']+)',\s*source: '([^']+)'/.exec(mesh);
+    const heads = [
+      { url: rover.subgraphs.heads!.routing_url, file: rover.subgraphs.heads!.schema.file },
+      { url: wgc.subgraphs.find((s) => s.name === 'heads')!.routing_url, file: wgc.subgraphs[0]!.schema.file },
+      { url: meshHeads![1]!, file: meshHeads![2]! },
+    ];
+    for (const { url, file } of heads) {
+      expect(new URL(url).pathname).toBe('/subgraph');
+      expect(posix.normalize(schemaFile(file))).toBe('schema.subgraph.graphql');
+    }
+    expect(existsSync('schema.subgraph.graphql')).toBe(true);
+    // The Federation version rover composes with is the one the SDL links.
+    const linked = /specs\.apollo\.dev\/federation\/v(\d+\.\d+)/.exec(read('schema.subgraph.graphql'))![1];
+    expect(rover.federation_version).toMatch(new RegExp(`^=${linked!.replace('.', '\\.')}\\.\\d+$`));
+  });
+});

@@ -71,7 +71,14 @@ function otherValue(schema: z.ZodType, current: unknown): string | undefined {
   const candidates =
     typeof current === 'number'
       ? [current + 1, current - 1, current / 2].map(String)
-      : [String(!current), `${String(current)}-other`, ...optionsOf(schema), '1000', 'http://upstream.test/v2'];
+      : [
+          String(!current),
+          `${String(current)}-other`,
+          ...optionsOf(schema),
+          '1000',
+          'http://upstream.test/v2',
+          '/other',
+        ];
   return candidates.find((candidate) => {
     const parsed = schema.safeParse(candidate);
     return parsed.success && !isDeepStrictEqual(parsed.data, current);

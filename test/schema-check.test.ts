@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { acknowledgedCoordinates } from '../scripts/schema-check/changelog.js';
 import { type CheckedChange, type CheckInput, type CheckReport, checkSchema } from '../scripts/schema-check/check.js';
+import { entityKeys } from '../scripts/schema-check/entity-keys.js';
 import { loadOperations } from '../scripts/schema-check/operations.js';
 import { formatReport } from '../scripts/schema-check/report.js';
 import { loadUsage, type Usage, usageFromExposition, usageQuery } from '../scripts/schema-check/usage.js';
@@ -302,5 +303,38 @@ describe('against the fleet usage', () => {
     await expect(loadUsage('http://prometheus.invalid', '7d', fetcher)).rejects.toThrow(
       /expected Prometheus's answer to an instant query/,
     );
+  });
+});
+
+describe('the subgraph SDL: entity keys', () => {
+  const subgraph = readFileSync(new URL('../schema.subgraph.graphql', import.meta.url), 'utf8');
+  const rekeyed = subgraph.replace(
+    'type Head implements Node @key(fields: "uuid")',
+    'type Head implements Node @key(fields: "id")',
+  );
+
+  it('reads the keys of the committed subgraph SDL: Head by uuid, nothing else', () => {
+    expect(entityKeys(subgraph)).toEqual(new Map([['Head', new Set(['uuid'])]]));
+  });
+
+  it('a changed key is breaking (the old one removed) and fails the check until CHANGELOG.md names the entity', async () => {
+    expect(rekeyed).not.toBe(subgraph);
+    const same = { base: read('base.graphql'), next: read('base.graphql') };
+    const report = await check({ ...same, subgraph: { base: subgraph, next: rekeyed } });
+    expect(report.changes.map((change) => `${change.class} ${change.coordinate} ${change.type}`)).toEqual([
+      'breaking Head ENTITY_KEY_REMOVED',
+      'safe Head ENTITY_KEY_ADDED',
+    ]);
+    expect(report.failures).toEqual([
+      expect.stringMatching(/^`Head`: Key "uuid" removed from entity "Head" .* CHANGELOG\.md$/),
+    ]);
+    const acknowledged = await check({
+      ...same,
+      subgraph: { base: subgraph, next: rekeyed },
+      acknowledged: new Set(['Head']),
+    });
+    expect(acknowledged.failures).toEqual([]);
+    // Unchanged: nothing to say.
+    expect((await check({ ...same, subgraph: { base: subgraph, next: subgraph } })).changes).toEqual([]);
   });
 });

@@ -1,5 +1,6 @@
 import { buildSchema } from 'graphql';
 import { type SchemaChange, schemaChanges } from './changes.js';
+import { entityKeyChanges } from './entity-keys.js';
 import { type JudgedOperation, judgeOperations, type KnownOperation } from './operations.js';
 import { memberCoordinates } from './schema-coordinates.js';
 import { type Usage, usesOf } from './usage.js';
@@ -24,6 +25,8 @@ export interface CheckInput {
    * `--strict`: a breaking change fails unless acknowledged, even when it breaks no known operation and has no uses.
    */
   readonly strict: boolean;
+  /** schema.subgraph.graphql at the base and now, where both have it: its entities' keys are checked too. */
+  readonly subgraph?: { readonly base: string; readonly next: string } | undefined;
 }
 
 export type Uses = ReturnType<typeof usesOf>;
@@ -119,13 +122,23 @@ export async function checkSchema(input: CheckInput): Promise<CheckReport> {
   const operations = judgeOperations(input.operations, base, next);
   const alreadyInvalid = operations.filter((operation) => operation.invalidBefore.length > 0);
   const judged = operations.filter((operation) => operation.invalidBefore.length === 0);
-  const changes = (await schemaChanges(base, next)).map((change) => checkChange(change, judged, input));
+  const keyChanges = input.subgraph === undefined ? [] : entityKeyChanges(input.subgraph.base, input.subgraph.next);
+  const changes = [...(await schemaChanges(base, next)), ...keyChanges].map((change) =>
+    checkChange(change, judged, input),
+  );
   const broken = new Set(changes.flatMap((change) => change.breaks));
   // An operation the new schema refuses that no change was found to reach: broken all the same.
   const noLongerValid = judged.filter((operation) => operation.invalidAfter.length > 0);
   const period = input.usage?.period;
   const failures = [
     ...changes.flatMap((change) => failuresOf(change, input, period)),
+    // The subgraphs that reference an entity by a key are not known here: a key removed fails unless acknowledged.
+    ...changes
+      .filter((change) => change.type === 'ENTITY_KEY_REMOVED' && !change.acknowledged && !input.strict)
+      .map(
+        (change) =>
+          `\`${change.coordinate}\`: ${change.message} breaks the subgraphs that reference it by that key: acknowledge it with a line naming \`${change.coordinate}\` under "## [Unreleased]" in CHANGELOG.md`,
+      ),
     ...noLongerValid
       .filter((operation) => !broken.has(operation.operation))
       .map(

@@ -15,10 +15,12 @@ import { checkedPeriod, loadUsage, type Usage } from './usage.js';
 export const MANIFEST = 'src/generated/persisted-documents.json';
 export const CHANGELOG = 'CHANGELOG.md';
 const SCHEMA = 'schema.graphql';
+/** The Federation subgraph's SDL: its entities' keys are checked beside schema.graphql, where both commits have it. */
+const SUBGRAPH_SCHEMA = 'schema.subgraph.graphql';
 
 export const usageText = `npm run schema:check [-- options]
 
-Compares schema.graphql with a base commit's, classifies each change (breaking, dangerous, safe),
+Compares schema.graphql with a base commit's (and schema.subgraph.graphql's entity keys), classifies each change (breaking, dangerous, safe),
 checks the breaking and dangerous ones against the operations clients use, and with --usage
 against the fleet's uses. Exit 1 when it fails, 2 when it cannot run.
 
@@ -117,9 +119,15 @@ export async function runSchemaCheck(argv: readonly string[], run: CliRun): Prom
             values.period,
             run.fetch,
           );
+    const baseSubgraph = schemaAt(git, base.ref, SUBGRAPH_SCHEMA);
+    const nextSubgraph = fromHead(SUBGRAPH_SCHEMA);
     const report = await checkSchema({
       base: baseSchema,
       next: nextSchema,
+      subgraph:
+        baseSubgraph === undefined || nextSubgraph === undefined
+          ? undefined
+          : { base: baseSubgraph, next: nextSubgraph },
       operations,
       usage,
       acknowledged: acknowledgedCoordinates(changelog ?? ''),

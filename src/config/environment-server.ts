@@ -9,13 +9,33 @@ import { expecting, flag, integer, origins, text, variableDocs } from './values.
  * NODE_ENV.
  */
 
-/** Where the server listens. */
+/** The gateway's own paths: a subgraph path may be none of them. */
+const OWN_PATHS = ['/', '/graphql', '/graphiql', '/health', '/ready', '/metrics', '/status'];
+
+/** A path to serve beside `/graphql`: absolute, of plain path characters, not one the gateway serves already. */
+const servedPath = () => {
+  const expected = `a path such as /subgraph (none of ${OWN_PATHS.join(', ')})`;
+  return expecting(
+    z
+      .string()
+      .regex(/^\/[\w\-.~/]*[\w\-.~]$/, { error: expected })
+      .refine((path) => !OWN_PATHS.some((own) => path === own || path.startsWith(`${own}/`)), { error: expected }),
+    expected,
+  );
+};
+
+/** Where the server listens, and what it serves beside the GraphQL endpoint. */
 export const listening = {
   PORT: setting('port', integer(0, 65_535).default(4000)).register(variableDocs, {
     description: 'port to listen on (0: any free port)',
   }),
   HOST: setting('host', text('a host name or address').default('127.0.0.1')).register(variableDocs, {
     description: 'address to listen on (`0.0.0.0` in a container)',
+  }),
+  SUBGRAPH_PATH: setting('subgraphPath', servedPath().optional()).register(variableDocs, {
+    unset: 'unset: not served',
+    description:
+      'serve the Apollo Federation v2 subgraph schema (`schema.subgraph.graphql`: `_service`, `_entities`, Head keyed by `uuid`) on this path, e.g. `/subgraph`, through the same limits, caller limits and telemetry as `/graphql` (see [joining a supergraph](docs/clients.md#joining-a-supergraph))',
   }),
 };
 

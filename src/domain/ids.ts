@@ -46,3 +46,19 @@ export const nodeHeadIdFrom = (value: unknown): string | undefined => nodeIdFrom
 
 /** At most this many IDs per `nodes`; each distinct head costs its reads against the call budget. */
 export const MAX_NODE_IDS = 100;
+
+/**
+ * The UUIDs a supergraph's representations of an entity name (`_entities(representations:)`: each `{ __typename,
+ * <key>: <UUID> }`), normalised and in order; or the index of the first that is not one of `typename` with a UUID at
+ * `key`.
+ */
+export function entityIdsFrom(representations: unknown, typename: string, key: string): string[] | { index: number } {
+  if (!Array.isArray(representations)) return { index: 0 };
+  const ids: string[] = [];
+  for (const [index, representation] of representations.entries()) {
+    const { __typename, [key]: id } = (representation ?? {}) as Record<string, unknown>;
+    if (__typename !== typename || typeof id !== 'string' || !uuidPattern.test(id)) return { index };
+    ids.push(id.toLowerCase());
+  }
+  return ids;
+}

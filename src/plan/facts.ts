@@ -13,6 +13,8 @@ export type RootFact =
   | { readonly kind: 'head'; readonly arg: string; readonly ids: 'head' | 'node' }
   /** Heads by the global IDs in `arg`, in order (`nodes(ids:)`). */
   | { readonly kind: 'heads'; readonly arg: string }
+  /** The entities of `typename` that a supergraph's representations in `arg` name by their `key` (`_entities`). */
+  | { readonly kind: 'entities'; readonly arg: string; readonly typename: string; readonly key: string }
   /** The `heads` connection (Get Heads, or Get Heads Ext when the items need what it carries). */
   | { readonly kind: 'headListing' }
   /** The `permissions` connection (Get Permissions); needs a token. */
@@ -53,6 +55,17 @@ export interface FieldFacts {
   /** A list field's length, for the result items limit. */
   readonly items?: ItemsFact;
 }
+
+/** What an object type declares of itself: the field a supergraph references it by (its `@key`), if any. */
+export interface TypeFacts {
+  readonly entityKey?: string;
+}
+
+/** The facts of a type, as its definition declared them. */
+export const typeFactsOf = (type: { readonly extensions: unknown }): TypeFacts => (type.extensions ?? {}) as TypeFacts;
+
+/** `extensions` for an object type a supergraph may reference by `key` (an entity of the subgraph schema). */
+export const entity = (key: string): Extensions => ({ extensions: { entityKey: key } satisfies TypeFacts });
 
 /** The facts of a field, as its definition declared them. */
 export const factsOf = (field: GraphQLField<unknown, unknown>): FieldFacts => field.extensions as FieldFacts;

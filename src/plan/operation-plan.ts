@@ -10,7 +10,7 @@ import {
   visit,
 } from 'graphql';
 import { LRUCache } from 'lru-cache';
-import { headIdFrom, MAX_NODE_IDS, nodeHeadIdFrom } from '../domain/ids.js';
+import { entityIdsFrom, headIdFrom, MAX_NODE_IDS, nodeHeadIdFrom } from '../domain/ids.js';
 import { carries, Need, type Strategy } from '../domain/needs.js';
 import { connectionArgsSchema } from '../domain/pages.js';
 import { type RootField, SelectionAnalysis, type SelectionNeeds } from './analyze.js';
@@ -229,6 +229,11 @@ function bind(
         const ids = args[fact.arg];
         if (Array.isArray(ids) && ids.length <= MAX_NODE_IDS)
           for (const id of ids) nameHead(nodeHeadIdFrom(id), root.needs);
+        break;
+      }
+      case 'entities': {
+        const ids = entityIdsFrom(args[fact.arg], fact.typename, fact.key);
+        if (Array.isArray(ids)) for (const id of ids) nameHead(id, root.needs);
         break;
       }
       case 'headListing': {

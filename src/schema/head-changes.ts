@@ -2,22 +2,14 @@ import { encodeGlobalID } from '@pothos/plugin-relay';
 import type { HeadChange } from '../domain/head-changes.js';
 import type { HeadRecord } from '../loaders/head-records.js';
 import { plan } from '../plan/facts.js';
-import { UpstreamError } from '../upstream/errors.js';
 import { builder } from './builder.js';
 import type { GatewayContext } from './context.js';
-import { HeadRef, loadHead } from './head.js';
+import { HeadRef, headOrGone } from './head.js';
 import { headIdSchema } from './inputs.js';
 
 /** The head as `head(id:)` reads it, or null once it is gone (a deletion, or a read answered 404). */
-async function headAfter(change: HeadChange, context: GatewayContext): Promise<HeadRecord | null> {
-  if (change.deleted === true) return null;
-  try {
-    return await loadHead(context, change.id);
-  } catch (error) {
-    if (error instanceof UpstreamError && error.code === 'NOT_FOUND') return null;
-    throw error;
-  }
-}
+const headAfter = (change: HeadChange, context: GatewayContext): Promise<HeadRecord | null> | null =>
+  change.deleted === true ? null : headOrGone(context, change.id);
 
 const HeadChangeRef = builder.objectRef<HeadChange>('HeadChange').implement({
   description: 'A change to a head: made through the gateway, or found by its polling of the upstream.',

@@ -2,10 +2,11 @@ import { z } from 'zod';
 import { Need } from '../domain/needs.js';
 import { connectionArgsSchema, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pages.js';
 import { HeadRecord } from '../loaders/head-records.js';
-import { needs, plan } from '../plan/facts.js';
+import { entity, needs, plan } from '../plan/facts.js';
 import type { HeadListingPlan } from '../plan/listings.js';
 import { listingPlan } from '../plan/operation-plan.js';
 import type { HeadFilter, HeadListingSource } from '../plan/windows.js';
+import { UpstreamError } from '../upstream/errors.js';
 import { builder } from './builder.js';
 import { type ListingReader, resolveWindowConnection, type WindowConnection } from './connections.js';
 import type { GatewayContext } from './context.js';
@@ -30,6 +31,16 @@ export function loadHead(context: GatewayContext, id: string): HeadRecord | Prom
   if (planned === undefined) return context.loaders.heads.load(id, Need.head);
   context.loaders.heads.carryOutLater(id, planned.deferred);
   return context.loaders.heads.carryOut(id, planned.now).settled();
+}
+
+/** A head as `loadHead` gives it, or null once a read found it gone (the upstream answered 404). */
+export async function headOrGone(context: GatewayContext, id: string): Promise<HeadRecord | null> {
+  try {
+    return await loadHead(context, id);
+  } catch (error) {
+    if (error instanceof UpstreamError && error.code === 'NOT_FOUND') return null;
+    throw error;
+  }
 }
 
 /**
@@ -82,6 +93,8 @@ builder.node(HeadRef, {
   description: 'An avatar head: a 3D model with its format, style and version labels, and maybe an attached hair.',
   id: { description: 'Global ID (Relay); use `uuid` for the upstream identifier.', resolve: (r) => r.id },
   isTypeOf: (value) => value instanceof HeadRecord,
+  // A supergraph references a head by its UUID (schema.subgraph.graphql: `@key(fields: "uuid")`).
+  ...entity('uuid'),
   fields: (t) => ({
     uuid: t.field({ type: 'UUID', description: 'The head UUID in the upstream service.', resolve: (r) => r.id }),
     name: t.string({ description: 'Display name.', resolve: (r) => r.head.name }),

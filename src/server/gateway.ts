@@ -50,7 +50,11 @@ interface GatewayOptions extends PolicyOptions {
  * The gateway's policies, in the order their steps run in every stage they take part in (one that is off is left out):
  * the pipeline derives each stage from this list. Where a policy's place matters, the reason is beside it.
  */
-function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
+type Parts = ReturnType<typeof gatewayPolicies>;
+/** The policies made for the schema an endpoint serves (policies.ts's `schemaPolicies`). */
+type SchemaParts = NonNullable<Parts['subgraph']>;
+
+function inOrder(parts: Parts, endpoint: SchemaParts = parts): Policy[] {
   const policies: (Policy | undefined)[] = [
     // answer: first, it makes the answer (status, type, body) on which every later step writes headers.
     parts.answerBody,
@@ -63,7 +67,7 @@ function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
     // intake: what refuses on the head alone, before a byte of the body is read.
     parts.contentNegotiation,
     // plan: the plan is made before the caller limits charge its upstream calls.
-    parts.upstreamPlan,
+    endpoint.upstreamPlan,
     // intake: a caller refused a moment ago, before its body is read. admission: before a kept answer (a refusal
     // replaces it).
     parts.callerLimits,
@@ -87,22 +91,22 @@ function inOrder(parts: ReturnType<typeof gatewayPolicies>): Policy[] {
     parts.persisted,
     parts.paramsCheck,
     // document: parsed, the request's validation budget spent, validated: once per text (the prepared document).
-    parts.documents,
+    endpoint.documents,
     // document: once valid, the coordinates it selects counted by client (refused later or not).
-    parts.coordinateUsage,
+    endpoint.coordinateUsage,
     // document: once valid, what its transport carries decides @defer/@stream and streams. result: parts in the format
     // asked.
-    parts.incrementalDelivery,
-    // execution: a subscription or live query runs as a stream, before the engine would run it as a query.
-    parts.subscriptions.policy,
+    endpoint.incrementalDelivery,
+    // execution: a subscription or live query runs as a stream, before the engine would run it as a query (/graphql's).
+    endpoint === parts ? parts.subscriptions.policy : undefined,
     // admission: the last (after the caller limits). result: keeps the masked result; its evictions read by the head
     // events. answer: a revalidation's 304 on the body made.
-    parts.responseCache,
+    endpoint.responseCache,
     // result: a mutation's heads told to their watchers, by the outcome the cache's evictions read.
     parts.headEvents.policy,
     parts.retryAfter,
     // execution: the last, the engine runs what no policy before it took.
-    parts.execution,
+    endpoint.execution,
     // answer: what every answer carries, the routes' too: CORS, then the cache headers' one rule.
     parts.cors,
     parts.cacheHeaders,
@@ -123,6 +127,14 @@ function createGateway(options: GatewayOptions): {
   const { settings } = options;
   const parts = gatewayPolicies(options);
   const pipeline = new Pipeline({ policies: inOrder(parts), mask: parts.masking.mask });
+  // SUBGRAPH_PATH: the same stages, with the subgraph schema's documents, plan and engine.
+  const subgraph =
+    parts.subgraph === undefined || settings.subgraphPath === undefined
+      ? undefined
+      : {
+          path: settings.subgraphPath,
+          pipeline: new Pipeline({ policies: inOrder(parts, parts.subgraph), mask: parts.masking.mask }),
+        };
   const callers = {
     trustProxy: trustingProxies(settings.callerLimits.trustProxy),
     callerOf: options.knownTokens.callerOf,
@@ -140,6 +152,7 @@ function createGateway(options: GatewayOptions): {
   const serve: Serve = routes({
     endpoint: ENDPOINT,
     pipeline,
+    subgraph,
     callers,
     graphiql:
       graphiql === undefined ? undefined : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined),

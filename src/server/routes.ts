@@ -13,6 +13,8 @@ export interface RoutesOptions {
   readonly endpoint: string;
   /** The one path of every GraphQL request. */
   readonly pipeline: Pipeline;
+  /** SUBGRAPH_PATH's endpoint: the same stages over the subgraph schema (its path alone, `/` after it or not). */
+  readonly subgraph?: { readonly path: string; readonly pipeline: Pipeline } | undefined;
   /** How a request's caller is told (callers.ts): TRUST_PROXY, the tokens known to be real. */
   readonly callers: CallerRules;
   /** GraphiQL, where it is on: the page a browser's view of the endpoint gets instead of a GraphQL answer. */
@@ -33,7 +35,7 @@ const notFound: WholeAnswer = { status: 404, headers: {}, body: null };
  * anything else 404) answered beside it, each with the headers every answer carries.
  */
 export function routes(options: RoutesOptions): Serve {
-  const { endpoint, pipeline, callers } = options;
+  const { endpoint, pipeline, subgraph, callers } = options;
   const nothingToDo = () => undefined;
   const whole = (request: HttpRequest, made: WholeAnswer): MaybePromise<Served> => {
     const answer: Answer = {
@@ -63,17 +65,22 @@ export function routes(options: RoutesOptions): Serve {
     // The routes first, as their paths say (a probe's query string may end in the endpoint's path).
     const answered = routed(request, path);
     if (answered !== undefined) return answered;
-    if (!servedAsGraphQL(incoming.target, path, endpoint)) return whole(request, notFound);
-    const page = options.graphiql?.(request, path);
-    if (page !== undefined)
-      return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
-    const answer = pipeline.run(request);
+    let endpointPipeline: Pipeline;
+    if (subgraph !== undefined && (path === subgraph.path || path === `${subgraph.path}/`))
+      endpointPipeline = subgraph.pipeline;
+    else if (servedAsGraphQL(incoming.target, path, endpoint)) {
+      const page = options.graphiql?.(request, path);
+      if (page !== undefined)
+        return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
+      endpointPipeline = pipeline;
+    } else return whole(request, notFound);
+    const answer = endpointPipeline.run(request);
     const served = (ready: Answer): Served => {
       let out = false;
       const done = () => {
         if (out) return;
         out = true;
-        pipeline.finish(request);
+        endpointPipeline.finish(request);
       };
       return { answer: ready, done };
     };

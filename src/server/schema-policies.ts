@@ -1,0 +1,142 @@
+import type { GraphQLSchema } from 'graphql';
+import { Planner } from '../plan/operation-plan.js';
+import type { ContextOptions, HeadChangeSource } from '../schema/context.js';
+import { useIncrementalDelivery } from './answers/negotiation.js';
+import { compiledExecution } from './documents/compiled-execution.js';
+import { useCoordinateUsage } from './documents/coordinate-usage.js';
+import { gatewayEnvelop } from './documents/execution.js';
+import { incrementalDeliveryRules } from './documents/incremental-delivery.js';
+import { preparedDocuments } from './documents/prepared.js';
+import { planAdmission, useUpstreamPlan } from './documents/upstream-plan.js';
+import { fragmentPairsLimit } from './guards/fragment-pairs.js';
+import { documentPolicies } from './guards/operation-limits.js';
+import type { PolicyOptions } from './policy-options.js';
+import { responseCachePlugin } from './response-cache/plugin.js';
+
+/*
+ * The policies that read the schema an endpoint serves, made once per schema: `/graphql`'s, and SUBGRAPH_PATH's
+ * (policies.ts makes the others once, for both).
+ */
+
+/** Execution's engine (compiled or interpreted), in the envelop that runs the document policies and the cache's. */
+function execution(
+  options: PolicyOptions,
+  endpoint: EndpointSchema,
+  responseCache: ReturnType<typeof responseCachePlugin> | undefined,
+) {
+  const { settings, metrics } = options;
+  const { schema } = endpoint;
+  const compiled = settings.compiledExecution
+    ? compiledExecution({
+        ...settings.compiledQueries,
+        ...settings.compiledDocuments,
+        onCompiledRun: () => metrics.compiledExecutions.inc(),
+        ...(endpoint.watched && { watchCache: (use) => metrics.watchDocumentCache('compiled', use) }),
+      })
+    : undefined;
+  const documents = documentPolicies({
+    limits: settings.limits,
+    introspection: settings.introspection,
+    hideSuggestions: settings.production,
+  });
+  return gatewayEnvelop({
+    schema,
+    compiled,
+    plugins: [...documents, incrementalDeliveryRules, ...(responseCache?.envelop ?? [])],
+  });
+}
+
+/** The response cache, the engine whose envelop runs its plugins, and the documents that envelop prepares. */
+function documentsAndEngine(options: PolicyOptions, endpoint: EndpointSchema, countRefusal: (limit: string) => void) {
+  const { settings, metrics } = options;
+  const { schema } = endpoint;
+  const responseCache =
+    settings.responseCache === undefined
+      ? undefined
+      : responseCachePlugin(
+          settings.responseCache,
+          schema,
+          settings.operationTimeoutMs,
+          metrics,
+          options.cacheRedis ?? options.redis,
+        );
+  const engine = execution(options, endpoint, responseCache);
+  const fragmentPairs = fragmentPairsLimit({
+    max: settings.limits.maxFragmentPairs,
+    onRefused: () => countRefusal('fragments'),
+  });
+  const documents = preparedDocuments({
+    envelop: engine.getEnveloped,
+    bounds: settings.documentCache,
+    maxDepth: settings.limits.maxDepth,
+    onRefused: countRefusal,
+    budget: fragmentPairs,
+  });
+  if (endpoint.watched) metrics.watchDocumentCache('parsed', documents.use);
+  return { responseCache, engine, documents };
+}
+
+/** The plan stage's policy: each operation planned, admitted within the call budget and items limit, run upstream. */
+function upstreamPlan(
+  options: PolicyOptions,
+  schema: GraphQLSchema,
+  headChanges: HeadChangeSource,
+  countRefusal: (limit: string) => void,
+) {
+  const { settings } = options;
+  const contextOptions: ContextOptions = {
+    upstream: options.upstream,
+    logger: options.logger,
+    fanout: settings.upstreamFanout,
+    budget: settings.upstreamCallBudget,
+    deadlineMs: settings.operationTimeoutMs,
+    strategy: settings.planner,
+    headChanges,
+  };
+  const planner = new Planner({ schema, strategy: settings.planner });
+  return useUpstreamPlan(
+    planAdmission({
+      planner,
+      budget: settings.upstreamCallBudget,
+      maxItems: settings.maxResultItems,
+      onRefused: countRefusal,
+      tracing: options.tracing,
+    }),
+    contextOptions,
+  );
+}
+
+/** A schema an endpoint serves; `watched`: its caches' use reported in the metrics (the public one's). */
+export interface EndpointSchema {
+  readonly schema: GraphQLSchema;
+  readonly watched: boolean;
+}
+
+/**
+ * The policies that read the schema an endpoint serves, made once per schema (`/graphql`'s, SUBGRAPH_PATH's): its
+ * documents (parsed, validated and kept), their coordinates counted, incremental delivery, its response cache, its
+ * plan and its engine.
+ */
+export function schemaPolicies(
+  options: PolicyOptions,
+  endpoint: EndpointSchema,
+  headChanges: HeadChangeSource,
+  countRefusal: (limit: string) => void,
+) {
+  const { settings, metrics } = options;
+  const { schema } = endpoint;
+  const { responseCache, engine, documents } = documentsAndEngine(options, endpoint, countRefusal);
+  return {
+    engine,
+    policies: {
+      documents,
+      coordinateUsage: settings.schemaUsage
+        ? useCoordinateUsage({ schema, metrics: metrics.schemaUsage, logger: options.logger })
+        : undefined,
+      incrementalDelivery: useIncrementalDelivery({ schema }),
+      responseCache,
+      upstreamPlan: upstreamPlan(options, schema, headChanges, countRefusal),
+      execution: engine.policy,
+    },
+  };
+}
