@@ -49,12 +49,28 @@ describe('the subgraph SDL', () => {
   });
 });
 
+const ENTITIES = `query Entities($representations: [_Any!]!) {
+  _entities(representations: $representations) { ... on Head { uuid name hair { name } } }
+}`;
+const head = (id: string) => ({ __typename: 'Head', uuid: id });
+
+/** A POST to the gateway `t` serves, as a router sends it (its own Authorization forwarded, if any). */
+async function postTo(t: TestGateway, path: string, query: string, variables?: unknown, authorization?: string) {
+  const response = await t.gateway.fetch(`http://gateway${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(authorization && { authorization }) },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = (await response.json()) as {
+    data?: { _entities: ({ uuid: string; name: string } | null)[] } | null;
+    errors?: GraphQLFormattedError[];
+  };
+  return { status: response.status, ...body };
+}
+
 describe('SUBGRAPH_PATH=/subgraph: the subgraph served through the same stages', () => {
   let t: TestGateway;
   let ids: string[];
-  const ENTITIES = `query Entities($representations: [_Any!]!) {
-    _entities(representations: $representations) { ... on Head { uuid name hair { name } } }
-  }`;
 
   beforeAll(async () => {
     t = await startTestGateway({ env: { SUBGRAPH_PATH: '/subgraph' } });
@@ -63,22 +79,10 @@ describe('SUBGRAPH_PATH=/subgraph: the subgraph served through the same stages',
   afterAll(() => t?.close());
   beforeEach(() => t.reference.resetRecording());
 
-  /** A POST as a router sends it (its own Authorization forwarded, if any). */
-  async function post(path: string, query: string, variables?: unknown, authorization?: string) {
-    const response = await t.gateway.fetch(`http://gateway${path}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...(authorization && { authorization }) },
-      body: JSON.stringify({ query, variables }),
-    });
-    const body = (await response.json()) as {
-      data?: { _entities: ({ uuid: string; name: string } | null)[] } | null;
-      errors?: GraphQLFormattedError[];
-    };
-    return { status: response.status, ...body };
-  }
+  const post = (path: string, query: string, variables?: unknown, authorization?: string) =>
+    postTo(t, path, query, variables, authorization);
   const entities = (representations: unknown, authorization?: string) =>
     post('/subgraph', ENTITIES, { representations }, authorization);
-  const head = (id: string) => ({ __typename: 'Head', uuid: id });
 
   it('_service answers the SDL the router composes; /graphql has no subgraph fields', async () => {
     expect(await post('/subgraph', '{ _service { sdl } }')).toEqual({
@@ -159,5 +163,38 @@ describe('SUBGRAPH_PATH unset (the default)', () => {
     } finally {
       await t.close();
     }
+  });
+});
+
+describe('SUBGRAPH_PATH with MAX_RESULT_ITEMS=5 and the response cache on (RESPONSE_CACHE_TTL_MS)', () => {
+  let t: TestGateway;
+  let ids: string[];
+  beforeAll(async () => {
+    t = await startTestGateway({
+      env: { SUBGRAPH_PATH: '/subgraph', MAX_RESULT_ITEMS: '5', RESPONSE_CACHE_TTL_MS: '60000' },
+    });
+    ids = t.reference.store.headIds();
+  });
+  afterAll(() => t?.close());
+  beforeEach(() => t.reference.resetRecording());
+  const entities = (representations: unknown, authorization?: string) =>
+    postTo(t, '/subgraph', ENTITIES, { representations }, authorization);
+
+  it('more representations than MAX_RESULT_ITEMS are refused RESULT_TOO_LARGE, with no call', async () => {
+    const { data, errors } = await entities(ids.slice(10, 16).map(head));
+    expect(data ?? null).toBeNull();
+    expect(errors?.[0]?.extensions).toMatchObject({ code: 'RESULT_TOO_LARGE' });
+    expect(t.reference.requests).toHaveLength(0);
+    expect((await entities(ids.slice(10, 15).map(head))).errors).toBeUndefined();
+  });
+
+  it("a kept answer is its caller's: another token's same question is read for it, the first's again is kept", async () => {
+    const [a, b] = ['Bearer cache-a', 'Bearer cache-b'];
+    const asked = [head(ids[20]!)];
+    const first = await entities(asked, a);
+    const other = await entities(asked, b);
+    const again = await entities(asked, a);
+    for (const answer of [first, other, again]) expect(answer.data!._entities[0]!.uuid).toBe(ids[20]);
+    expect(t.reference.requests.map((request) => request.headers.authorization)).toEqual([a, b]);
   });
 });

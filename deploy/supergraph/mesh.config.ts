@@ -14,6 +14,12 @@ export const composeConfig = defineConfig({
         federation: true,
       }),
     },
-    // { sourceHandler: loadGraphQLHTTPSubgraph('ratings', { endpoint: 'http://ratings:4001/graphql', federation: true }) },
+    // Yours beside it:
+    // {
+    //   sourceHandler: loadGraphQLHTTPSubgraph('ratings', {
+    //     endpoint: 'http://ratings:4001/graphql',
+    //     federation: true,
+    //   }),
+    // },
   ],
 });
