@@ -4,6 +4,7 @@ import { composeServices } from '@theguild/federation-composition';
 import { type GraphQLFormattedError, parse } from 'graphql';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { printedSubgraphSchema, subgraphSchemaFile } from '../scripts/print-schema.js';
+import { DEMO_CREDENTIALS } from '../src/reference-upstream/seed.js';
 import { subgraphSdl } from '../src/schema/subgraph.js';
 import { startTestGateway, type TestGateway } from './support/gateway.js';
 
@@ -106,6 +107,16 @@ describe('SUBGRAPH_PATH=/subgraph: the subgraph served through the same stages',
     ]);
   });
 
+  it("the subgraph's prepared documents count in the same gauge as /graphql's", async () => {
+    const parsed = async () =>
+      (await t.metrics.registry.getSingleMetric('gateway_document_cache_entries')!.get()).values.find(
+        (value) => value.labels.cache === 'parsed',
+      )!.value;
+    const before = await parsed();
+    await post('/subgraph', `{ _service { sdl } } # ${randomUUID()}`);
+    expect(await parsed()).toBe(before + 1);
+  });
+
   it('a head that does not exist is null with no error, in its place', async () => {
     const { data, errors } = await entities([head(ids[0]!), head(randomUUID()), head(ids[1]!)]);
     expect(errors).toBeUndefined();
@@ -196,5 +207,23 @@ describe('SUBGRAPH_PATH with MAX_RESULT_ITEMS=5 and the response cache on (RESPO
     const again = await entities(asked, a);
     for (const answer of [first, other, again]) expect(answer.data!._entities[0]!.uuid).toBe(ids[20]);
     expect(t.reference.requests.map((request) => request.headers.authorization)).toEqual([a, b]);
+  });
+
+  it('one response cache for both endpoints: a change made through /graphql evicts what the subgraph kept of that head', async () => {
+    const id = ids[30]!;
+    const token = `Bearer ${t.reference.store.login(DEMO_CREDENTIALS.username, DEMO_CREDENTIALS.password)!}`;
+    expect((await entities([head(id)], token)).data!._entities[0]!.name).toBe(
+      t.reference.store.findHead(id)!.head.name,
+    );
+    const name = `Renamed ${id.slice(0, 8)}`;
+    const renamed = await postTo(
+      t,
+      '/graphql',
+      'mutation ($input: UpdateHeadInput!) { updateHead(input: $input) { head { uuid name } } }',
+      { input: { id, name } },
+      token,
+    );
+    expect(renamed.errors).toBeUndefined();
+    expect((await entities([head(id)], token)).data!._entities[0]!.name).toBe(name);
   });
 });

@@ -1,6 +1,4 @@
-import type { HeadChangeSource } from '../schema/context.js';
 import { schema } from '../schema/index.js';
-
 import { subgraphSchema } from '../schema/subgraph.js';
 import { useAnswerBody } from './answers/answer.js';
 import { useAnswerHeaders } from './answers/answer-headers.js';
@@ -24,7 +22,8 @@ import { useHeadEvents } from './real-time/head-events.js';
 import { headPolling } from './real-time/head-polling.js';
 import { useSubscriptions } from './real-time/subscriptions.js';
 import type { OperationResult } from './request-state.js';
-import { schemaPolicies } from './schema-policies.js';
+import { responseCacheOf } from './response-cache/plugin.js';
+import { type SharedParts, schemaPolicies } from './schema-policies.js';
 import { OperationRecorder, useOperationTelemetry } from './telemetry/operation-telemetry.js';
 import { useCallerLimits } from './traffic/caller-limits.js';
 import { useEventsInFlight, useInFlight } from './traffic/in-flight.js';
@@ -142,9 +141,22 @@ export function gatewayPolicies(options: PolicyOptions) {
     redis: options.redis,
     inFlightTtlSeconds: Math.ceil((2 * settings.operationTimeoutMs) / 1000),
   });
-  // The subscriptions' source, made after the engine they run on; the plan's context hands it on.
-  const headChanges: HeadChangeSource = (id, context) => subscriptions.headChanges(id, context);
-  const graphql = schemaPolicies(options, { schema, watched: true }, headChanges, countRefusal);
+  // What both schemas' policies share: the subscriptions' source (made after the engine they run on: the plan's
+  // context hands it on), the refusals' count, the response cache's one store.
+  const shared: SharedParts = {
+    headChanges: (id, context) => subscriptions.headChanges(id, context),
+    countRefusal,
+    cache:
+      settings.responseCache === undefined
+        ? undefined
+        : responseCacheOf(
+            settings.responseCache,
+            settings.operationTimeoutMs,
+            metrics,
+            options.cacheRedis ?? options.redis,
+          ),
+  };
+  const graphql = schemaPolicies(options, schema, shared);
   const { headEvents, subscriptions } = realTime(options, graphql.engine.execute);
   const body = useRequestBody({ maxBytes: settings.limits.maxBodyBytes, onRefused: refused('body') });
   const shedder = loadShedder(options);
@@ -182,9 +194,7 @@ export function gatewayPolicies(options: PolicyOptions) {
     ...graphql.policies,
     // SUBGRAPH_PATH: the same policies but these, made for the subgraph schema.
     subgraph:
-      settings.subgraphPath === undefined
-        ? undefined
-        : schemaPolicies(options, { schema: subgraphSchema, watched: false }, headChanges, countRefusal).policies,
+      settings.subgraphPath === undefined ? undefined : schemaPolicies(options, subgraphSchema, shared).policies,
     hiddenSuggestions: settings.production ? hiddenExecutionSuggestions : undefined,
     masking: errorMasking(options.logger),
     retryAfter,

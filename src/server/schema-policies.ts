@@ -11,6 +11,7 @@ import { planAdmission, useUpstreamPlan } from './documents/upstream-plan.js';
 import { fragmentPairsLimit } from './guards/fragment-pairs.js';
 import { documentPolicies } from './guards/operation-limits.js';
 import type { PolicyOptions } from './policy-options.js';
+import type { GatewayCache } from './response-cache/cache.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
 
 /*
@@ -18,20 +19,28 @@ import { responseCachePlugin } from './response-cache/plugin.js';
  * (policies.ts makes the others once, for both).
  */
 
+/** What every schema's policies share, made once by policies.ts. */
+export interface SharedParts {
+  /** Where subscriptions listen for head changes (the plan's context hands it on). */
+  readonly headChanges: HeadChangeSource;
+  readonly countRefusal: (limit: string) => void;
+  /** The response cache's one store (`responseCacheOf`), where RESPONSE_CACHE_TTL_MS turns it on. */
+  readonly cache: GatewayCache | undefined;
+}
+
 /** Execution's engine (compiled or interpreted), in the envelop that runs the document policies and the cache's. */
 function execution(
   options: PolicyOptions,
-  endpoint: EndpointSchema,
+  schema: GraphQLSchema,
   responseCache: ReturnType<typeof responseCachePlugin> | undefined,
 ) {
   const { settings, metrics } = options;
-  const { schema } = endpoint;
   const compiled = settings.compiledExecution
     ? compiledExecution({
         ...settings.compiledQueries,
         ...settings.compiledDocuments,
         onCompiledRun: () => metrics.compiledExecutions.inc(),
-        ...(endpoint.watched && { watchCache: (use) => metrics.watchDocumentCache('compiled', use) }),
+        watchCache: (use) => metrics.watchDocumentCache('compiled', use),
       })
     : undefined;
   const documents = documentPolicies({
@@ -46,21 +55,15 @@ function execution(
   });
 }
 
-/** The response cache, the engine whose envelop runs its plugins, and the documents that envelop prepares. */
-function documentsAndEngine(options: PolicyOptions, endpoint: EndpointSchema, countRefusal: (limit: string) => void) {
+/** The response cache's steps, the engine whose envelop runs its plugins, and the documents that envelop prepares. */
+function documentsAndEngine(options: PolicyOptions, schema: GraphQLSchema, shared: SharedParts) {
   const { settings, metrics } = options;
-  const { schema } = endpoint;
+  const { countRefusal } = shared;
   const responseCache =
-    settings.responseCache === undefined
+    settings.responseCache === undefined || shared.cache === undefined
       ? undefined
-      : responseCachePlugin(
-          settings.responseCache,
-          schema,
-          settings.operationTimeoutMs,
-          metrics,
-          options.cacheRedis ?? options.redis,
-        );
-  const engine = execution(options, endpoint, responseCache);
+      : responseCachePlugin(settings.responseCache, schema, shared.cache);
+  const engine = execution(options, schema, responseCache);
   const fragmentPairs = fragmentPairsLimit({
     max: settings.limits.maxFragmentPairs,
     onRefused: () => countRefusal('fragments'),
@@ -72,18 +75,14 @@ function documentsAndEngine(options: PolicyOptions, endpoint: EndpointSchema, co
     onRefused: countRefusal,
     budget: fragmentPairs,
   });
-  if (endpoint.watched) metrics.watchDocumentCache('parsed', documents.use);
+  metrics.watchDocumentCache('parsed', documents.use);
   return { responseCache, engine, documents };
 }
 
 /** The plan stage's policy: each operation planned, admitted within the call budget and items limit, run upstream. */
-function upstreamPlan(
-  options: PolicyOptions,
-  schema: GraphQLSchema,
-  headChanges: HeadChangeSource,
-  countRefusal: (limit: string) => void,
-) {
+function upstreamPlan(options: PolicyOptions, schema: GraphQLSchema, shared: SharedParts) {
   const { settings } = options;
+  const { headChanges, countRefusal } = shared;
   const contextOptions: ContextOptions = {
     upstream: options.upstream,
     logger: options.logger,
@@ -106,26 +105,14 @@ function upstreamPlan(
   );
 }
 
-/** A schema an endpoint serves; `watched`: its caches' use reported in the metrics (the public one's). */
-export interface EndpointSchema {
-  readonly schema: GraphQLSchema;
-  readonly watched: boolean;
-}
-
 /**
  * The policies that read the schema an endpoint serves, made once per schema (`/graphql`'s, SUBGRAPH_PATH's): its
  * documents (parsed, validated and kept), their coordinates counted, incremental delivery, its response cache, its
  * plan and its engine.
  */
-export function schemaPolicies(
-  options: PolicyOptions,
-  endpoint: EndpointSchema,
-  headChanges: HeadChangeSource,
-  countRefusal: (limit: string) => void,
-) {
+export function schemaPolicies(options: PolicyOptions, schema: GraphQLSchema, shared: SharedParts) {
   const { settings, metrics } = options;
-  const { schema } = endpoint;
-  const { responseCache, engine, documents } = documentsAndEngine(options, endpoint, countRefusal);
+  const { responseCache, engine, documents } = documentsAndEngine(options, schema, shared);
   return {
     engine,
     policies: {
@@ -135,7 +122,7 @@ export function schemaPolicies(
         : undefined,
       incrementalDelivery: useIncrementalDelivery({ schema }),
       responseCache,
-      upstreamPlan: upstreamPlan(options, schema, headChanges, countRefusal),
+      upstreamPlan: upstreamPlan(options, schema, shared),
       execution: engine.policy,
     },
   };

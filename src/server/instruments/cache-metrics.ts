@@ -7,9 +7,21 @@ export interface CacheUse {
   readonly bytes: number;
 }
 
+/** What several caches of one kind hold together (one per schema served: `/graphql`'s and SUBGRAPH_PATH's). */
+function together(uses: readonly (() => CacheUse)[]): CacheUse {
+  let entries = 0;
+  let bytes = 0;
+  for (const use of uses) {
+    const one = use();
+    entries += one.entries;
+    bytes += one.bytes;
+  }
+  return { entries, bytes };
+}
+
 /** The caches kept per distinct document (`parsed`, `compiled`): entries and bytes by cache, read at each scrape. */
 export class DocumentCacheMetrics extends MetricGroup {
-  readonly #caches = new Map<string, () => CacheUse>();
+  readonly #caches = new Map<string, (() => CacheUse)[]>();
 
   readonly entries = this.#gauge(
     'gateway_document_cache_entries',
@@ -22,8 +34,11 @@ export class DocumentCacheMetrics extends MetricGroup {
     (use) => use.bytes,
   );
 
+  /** Adds a cache of kind `cache`: the gauges show all those of a kind together. */
   watch(cache: string, use: () => CacheUse): void {
-    this.#caches.set(cache, use);
+    const uses = this.#caches.get(cache);
+    if (uses === undefined) this.#caches.set(cache, [use]);
+    else uses.push(use);
   }
 
   /** A gauge by cache, read from the watched caches at each scrape. */
@@ -34,7 +49,7 @@ export class DocumentCacheMetrics extends MetricGroup {
       labelNames: ['cache'] as const,
       registers: [this.registry],
       collect: () => {
-        for (const [cache, use] of this.#caches) gauge.set({ cache }, pick(use()));
+        for (const [cache, uses] of this.#caches) gauge.set({ cache }, pick(together(uses)));
       },
     });
     return gauge;

@@ -225,34 +225,43 @@ export function ttlPerTypeOf(
   return Object.fromEntries(ttls);
 }
 
-/** The response cache over Redis alone with REDIS_URL (what another replica wrote must be read here), else memory. */
-export function responseCachePlugin(
+/**
+ * The response cache's store, over Redis alone with REDIS_URL (what another replica wrote must be read here), else
+ * memory: one per process, whatever the schemas served (a change made through one endpoint evicts for every one).
+ */
+export function responseCacheOf(
   settings: ResponseCacheSettings,
-  schema: GraphQLSchema,
   operationTimeoutMs: number,
   metrics: GatewayMetrics,
   redis: SharedRedis | undefined,
-): ResponseCacheSteps {
+): GatewayCache {
   // How long a miss waits for its answer at most: the operation's deadline, with room.
   const answerWithinMs = 2 * operationTimeoutMs;
   const { bounds, maxEntryBytes, ttlMs, staleIfErrorMs } = settings;
   const overBudget = metrics.responseCacheOverBudget;
-  let cache: GatewayCache;
   if (redis === undefined) {
     const store = createMemoryResponseCache(bounds, maxEntryBytes, { overBudget, keepExpiredMs: staleIfErrorMs });
-    cache = new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
-  } else {
-    const store = createRedisResponseCache({
-      redis,
-      maxTtlMs: Math.max(ttlMs, ...Object.values(settings.ttlPerType)),
-      keepExpiredMs: staleIfErrorMs,
-      maxEntryBytes,
-      raceWindowMs: answerWithinMs,
-      budget: bounds,
-      overBudget,
-    });
-    cache = new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
+    return new ResponseCache(store, metrics.watchResponseCache(store.use), answerWithinMs);
   }
+  const store = createRedisResponseCache({
+    redis,
+    maxTtlMs: Math.max(ttlMs, ...Object.values(settings.ttlPerType)),
+    keepExpiredMs: staleIfErrorMs,
+    maxEntryBytes,
+    raceWindowMs: answerWithinMs,
+    budget: bounds,
+    overBudget,
+  });
+  return new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
+}
+
+/** The response cache's steps for the schema an endpoint serves, over the process's one store (`responseCacheOf`). */
+export function responseCachePlugin(
+  settings: ResponseCacheSettings,
+  schema: GraphQLSchema,
+  cache: GatewayCache,
+): ResponseCacheSteps {
+  const { ttlMs, staleIfErrorMs } = settings;
   return useGatewayResponseCache({
     cache,
     ttlMs,
