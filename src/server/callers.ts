@@ -4,9 +4,8 @@ import type { Config } from '../config.js';
 import { credentialKeyOf } from '../upstream/credential.js';
 
 /**
- * The caller an Authorization header names, `token:<SHA-256 of its normalised credential>`, or
- * undefined without one: what the caller limits count by and the response cache scopes answers
- * by. The token itself is never kept, in memory or in Redis.
+ * The caller an Authorization header names, `token:<SHA-256 of its normalised credential>`, or undefined without one:
+ * what the caller limits count by and the response cache scopes answers by. The token itself is never kept.
  */
 export function tokenCallerOf(authorization: string | undefined): string | undefined {
   const key = credentialKeyOf(authorization);
@@ -16,10 +15,8 @@ export function tokenCallerOf(authorization: string | undefined): string | undef
 /** Whom an operation is charged to (traffic/caller-limits.ts, and its share under load: traffic/load-shedder.ts). */
 export interface Caller {
   /**
-   * What the per-caller limits count by: once its token is known to be real, the caller that token
-   * counts as (the token's `token:<hash>`, or `account:<hash>` for every token the gateway's login
-   * issued to one account), else its `address:<client address>` (a made-up token, or none, shares
-   * its address's windows).
+   * What the per-caller limits count by: once its token is known to be real, the caller it counts as (its
+   * `token:<hash>`, or `account:<hash>` for every token the login issued to one account), else its `address`.
    */
   readonly key: string;
   /** `address:<client address>`: what the per-address limit counts. */
@@ -34,16 +31,11 @@ export interface Caller {
 export interface CallerRules {
   /** Which proxies in front may name the client address (TRUST_PROXY), as `trustingProxies` compiled it. */
   readonly trustProxy: ProxyTrusted | undefined;
-  /**
-   * The caller a token (its `token:<hash>`) counts as, once it is known to be real (itself, or its login's account).
-   */
+  /** The caller a token (its `token:<hash>`) counts as once it is known to be real: itself, or its login's account. */
   readonly callerOf: (tokenCaller: string) => string | undefined;
 }
 
-/**
- * Whether the hop `i` from the connection (0: the peer itself) at `address` is a proxy trusted to name the one before
- * it.
- */
+/** Whether hop `i` from the connection (0: the peer itself) at `address` is a proxy trusted to name the one before. */
 export type ProxyTrusted = (address: string, i: number) => boolean;
 
 /** TRUST_PROXY as proxy-addr judges each hop (Express's `trust proxy`): none, all, the nearest N, or by address. */
@@ -69,12 +61,9 @@ function clientAddress(
 }
 
 /**
- * Whom an operation is charged to: its bearer token, hashed (`tokenCaller`, from tokenCallerOf),
- * once that token is known to be real (`rules.knows`), or else its client address: the nearest
- * X-Forwarded-For hop a trusted proxy in front names (TRUST_PROXY), the connection's peer otherwise.
- * A known caller is judged by its own share alone (every per-caller limit, fair shedding; the
- * per-address limit does not bind it), so users behind one address, each with a real token, each
- * keep theirs; any other shares its address's, so one address making up tokens still has one.
+ * Whom an operation is charged to: its token's caller once the token is known to be real, else its client address. A
+ * known caller is judged by its own share alone (the per-address limit does not bind it), so users behind one address
+ * each keep theirs; any other shares its address's, so one address making up tokens still has one.
  */
 export function callerFrom(
   tokenCaller: string | undefined,

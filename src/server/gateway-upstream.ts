@@ -4,14 +4,9 @@ import type { Tracing } from '../telemetry/tracing.js';
 import type { CircuitStateName } from '../upstream/circuit.js';
 import type { CircuitName } from '../upstream/circuits.js';
 import type { UpstreamAttempt } from '../upstream/transport.js';
-import { createUpstream, type Upstream, type UpstreamOptions } from '../upstream/upstream.js';
+import { createUpstream, type Upstream } from '../upstream/upstream.js';
 import type { GatewayMetrics } from './instruments/metrics.js';
 import type { KnownTokens } from './traffic/known-tokens.js';
-
-/*
- * The gateway's upstream as the configuration says, watched: each attempt in the metrics, each breaker's change in the
- * metrics and the log, each token the upstream accepted learnt.
- */
 
 export interface UpstreamWatchers {
   readonly logger: Logger;
@@ -20,35 +15,22 @@ export interface UpstreamWatchers {
   readonly onAttempt?: ((attempt: UpstreamAttempt) => void) | undefined;
 }
 
+const circuitChanges: Record<CircuitStateName, string> = {
+  open: 'upstream circuit breaker opened',
+  closed: 'upstream circuit breaker closed',
+  half_open: 'upstream circuit breaker half-open: one probe call let through',
+};
+
 /** A line per state change of an upstream breaker (the host's, or an operation's): opening at warn, the rest info. */
 function logCircuitChange(logger: Logger, circuit: CircuitName, state: CircuitStateName): void {
   const fields = circuit === 'host' ? { circuit, state } : { circuit: 'operation', operation: circuit, state };
-  logger[state === 'open' ? 'warn' : 'info'](
-    fields,
-    state === 'open'
-      ? 'upstream circuit breaker opened'
-      : state === 'closed'
-        ? 'upstream circuit breaker closed'
-        : 'upstream circuit breaker half-open: one probe call let through',
-  );
+  logger[state === 'open' ? 'warn' : 'info'](fields, circuitChanges[state]);
 }
 
-/** The upstream options an operator configured, for the upstream at `baseUrl`. */
-function upstreamOptionsFrom(config: Config, baseUrl: string): Omit<UpstreamOptions, 'tracing'> {
-  return {
-    baseUrl,
-    routes: config.routes,
-    timeoutMs: config.upstreamTimeoutMs,
-    connections: config.upstreamConnections,
-    keepAliveTimeoutMs: config.upstreamKeepAliveMs,
-    maxResponseBytes: config.upstreamMaxResponseBytes,
-    breaker: config.resilience.breaker,
-    retryBudget: config.resilience.retryBudget,
-    dedupe: config.resilience.dedupe,
-  };
-}
-
-/** The upstream pool, its attempts, breakers and shared calls reported in the metrics and the log. */
+/**
+ * The upstream pool as the operator configured it: its attempts, breakers and shared calls reported in the metrics and
+ * the log, each token it accepted learnt.
+ */
 export function instrumentedUpstream(
   config: Config,
   upstreamUrl: string,
@@ -58,7 +40,15 @@ export function instrumentedUpstream(
 ): Upstream {
   const { logger, metrics, onAttempt } = options;
   return createUpstream({
-    ...upstreamOptionsFrom(config, upstreamUrl),
+    baseUrl: upstreamUrl,
+    routes: config.routes,
+    timeoutMs: config.upstreamTimeoutMs,
+    connections: config.upstreamConnections,
+    keepAliveTimeoutMs: config.upstreamKeepAliveMs,
+    maxResponseBytes: config.upstreamMaxResponseBytes,
+    breaker: config.resilience.breaker,
+    retryBudget: config.resilience.retryBudget,
+    dedupe: config.resilience.dedupe,
     tracing,
     onAttempt:
       onAttempt === undefined

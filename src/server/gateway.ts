@@ -9,14 +9,14 @@ import { graphiQLPage } from './pages/graphiql-cache.js';
 import { defaultGraphiQLQuery, renderGraphiQLPage } from './pages/graphiql-page.js';
 import { Pipeline } from './pipeline/pipeline.js';
 import type { Policy, Serve } from './pipeline/stages.js';
-import { gatewayPolicies, type PolicyOptions } from './policies.js';
+import { gatewayPolicies } from './policies.js';
+import type { PolicyOptions } from './policy-options.js';
 import { createReadiness, upstreamAnswers } from './probes/readiness.js';
 import { probes } from './probes/routes.js';
 import type { HeadEvents } from './real-time/head-events.js';
 import type { Subscriptions } from './real-time/subscriptions.js';
 import { routes } from './routes.js';
 import { redisEventTarget } from './shared-state/redis-events.js';
-import type { SharedRedis } from './shared-state/shared-redis.js';
 import { type StatusPage, statusPage } from './status/page.js';
 import { KnownTokens } from './traffic/known-tokens.js';
 import type { LoadShedder } from './traffic/load-shedder.js';
@@ -24,9 +24,6 @@ import { fetchTransport } from './transports/fetch.js';
 import { type Handler, nodeTransport } from './transports/node.js';
 import { type WebSocketTransport, websocketTransport } from './transports/websocket.js';
 
-export type { GatewaySettings } from './policies.js';
-
-/** GraphiQL's title, and the front door's. */
 const TITLE = 'Avatar Head gateway';
 const ENDPOINT = '/graphql';
 
@@ -46,20 +43,19 @@ interface GatewayOptions extends PolicyOptions {
   readonly publicStatus?: StatusPage | undefined;
 }
 
-/**
- * The gateway's policies, in the order their steps run in every stage they take part in (one that is off is left out):
- * the pipeline derives each stage from this list. Where a policy's place matters, the reason is beside it.
- */
 type Parts = ReturnType<typeof gatewayPolicies>;
 /** The policies made for the schema an endpoint serves (policies.ts's `schemaPolicies`). */
 type SchemaParts = NonNullable<Parts['subgraph']>;
 
+/**
+ * The gateway's policies, in the order their steps run in every stage they take part in (one that is off is left out):
+ * the pipeline derives each stage from this list. Where a policy's place matters, the reason is beside it.
+ */
 function inOrder(parts: Parts, endpoint: SchemaParts = parts): Policy[] {
   const policies: (Policy | undefined)[] = [
     // answer: first, it makes the answer (status, type, body) on which every later step writes headers.
     parts.answerBody,
-    // intake: first, a request refused for overload costs no more than its refusal. document: first, each operation
-    // counted (refused for overload) before any work of its own. release: its unit given back once its results are out.
+    // intake and document: first, so a request or an operation refused for overload costs no more than its refusal.
     parts.inFlight,
     parts.eventsInFlight,
     // document: the span times the rest of it. record: once the results are out.
@@ -73,8 +69,6 @@ function inOrder(parts: Parts, endpoint: SchemaParts = parts): Policy[] {
     parts.callerLimits,
     // admission: a login's account and address windows, before its upstream call.
     parts.loginLimits,
-    // intake: the body's coding and declared length, CSRF and the method, then the body read, its operations made, a
-    // batch's size.
     parts.body,
     parts.csrf,
     parts.method,
@@ -107,7 +101,7 @@ function inOrder(parts: Parts, endpoint: SchemaParts = parts): Policy[] {
     parts.retryAfter,
     // execution: the last, the engine runs what no policy before it took.
     endpoint.execution,
-    // answer: what every answer carries, the routes' too: CORS, then the cache headers' one rule.
+    // answer: what every answer carries, the routes' too.
     parts.cors,
     parts.cacheHeaders,
   ];
@@ -115,15 +109,9 @@ function inOrder(parts: Parts, endpoint: SchemaParts = parts): Policy[] {
 }
 
 /** The gateway over an upstream, on every transport; `buildGateway` makes it as the configuration says. */
-function createGateway(options: GatewayOptions): {
-  app: Gateway;
-  handler: Handler;
-  websocket: WebSocketTransport;
-  shedder: LoadShedder;
-  pipeline: Pipeline;
-  headEvents: HeadEvents;
-  subscriptions: Subscriptions;
-} {
+function createGateway(
+  options: GatewayOptions,
+): Pick<BuiltGateway, 'app' | 'handler' | 'websocket' | 'shedder' | 'pipeline' | 'headEvents' | 'subscriptions'> {
   const { settings } = options;
   const parts = gatewayPolicies(options);
   const pipeline = new Pipeline({ policies: inOrder(parts), mask: parts.masking.mask });
@@ -148,7 +136,6 @@ function createGateway(options: GatewayOptions): {
         defaultEditorToolsVisibility: 'headers',
       })
     : undefined;
-  const door = frontDoor({ graphiql: graphiql !== undefined, title: TITLE, endpoint: ENDPOINT });
   const serve: Serve = routes({
     endpoint: ENDPOINT,
     pipeline,
@@ -158,13 +145,12 @@ function createGateway(options: GatewayOptions): {
       graphiql === undefined ? undefined : (request) => (isBrowserPageView(request) ? graphiql(request) : undefined),
     preflight: parts.cors?.preflight,
     routes: [
-      door,
+      frontDoor({ graphiql: graphiql !== undefined, title: TITLE, endpoint: ENDPOINT }),
       probes(
         { ready: options.ready, notReadyBecause: options.notReadyBecause, metrics: options.metrics },
         options.publicStatus,
       ),
     ],
-    // The answer stage's writers of what every answer says, the routes' too.
     everyAnswer: [parts.cors?.answer, parts.cacheHeaders.answer].filter((step) => step !== undefined),
   });
   parts.subscriptions.enterThrough(pipeline);
@@ -187,14 +173,9 @@ function createGateway(options: GatewayOptions): {
   };
 }
 
-export interface BuildGatewayOptions extends UpstreamWatchers {
-  /** The Redis connection (REDIS_URL) the limits and APQ share, if any. */
-  readonly redis?: SharedRedis | undefined;
-  /** The response cache's own Redis connection (RESPONSE_CACHE_REDIS_URL), if any; else it uses `redis`. */
-  readonly cacheRedis?: SharedRedis | undefined;
-  /** One of WORKERS>1 behind a port: without Redis, events reach the others via the primary. */
-  readonly clusterWorker?: boolean | undefined;
-}
+export interface BuildGatewayOptions
+  extends UpstreamWatchers,
+    Pick<PolicyOptions, 'redis' | 'cacheRedis' | 'clusterWorker'> {}
 
 export interface BuiltGateway {
   /** The gateway on the fetch transport: tests drive it with `fetch`. */
@@ -219,10 +200,7 @@ export interface BuiltGateway {
   readonly tracing: Tracing;
   /** Its readiness check, cached: `/ready` on the public port and on ADMIN_PORT share it. */
   readonly ready: () => Promise<boolean>;
-  /**
-   * Why it is not ready whatever the upstream answered: `shutting down` once it left the rotation, `upstream
-   * unreachable` while the host's breaker refuses calls, `circuit open` while every operation's does.
-   */
+  /** Why it is not ready whatever the upstream answered: shutting down, or the breakers refusing every call. */
   readonly notReadyBecause: () => string | undefined;
   /** From now on `/ready` answers 503 (`shutting down`): the first step of a stop, while both ports still serve. */
   readonly leaveRotation: () => void;
@@ -230,20 +208,14 @@ export interface BuiltGateway {
   readonly status: StatusPage | undefined;
 }
 
-/** /ready's reason once the process is stopping. */
-const SHUTTING_DOWN = 'shutting down';
-/** /ready's reason while the host's breaker refuses every call (failed connections). */
-const UPSTREAM_UNREACHABLE = 'upstream unreachable';
-
 /**
  * The gateway as an operator configured it, on the upstream at `upstreamUrl`: its tracing, upstream pool, readiness
  * probe and policies. The one way to build it: `main.ts` and the tests both come here, so a test meets production.
  */
 export function buildGateway(config: Config, upstreamUrl: string, options: BuildGatewayOptions): BuiltGateway {
-  const { logger, metrics } = options;
+  const { metrics, redis } = options;
   const tracing = createTracing(config.tracing);
   // Learnt from the upstream's answers (a token it accepted, one login issued); with REDIS_URL told to every replica.
-  const { redis } = options;
   const knownTokens = new KnownTokens(
     config.knownTokens,
     redis === undefined
@@ -262,39 +234,29 @@ export function buildGateway(config: Config, upstreamUrl: string, options: Build
   // served). Once a probe is due the readiness check's own probe decides (out of rotation, no call could close one).
   let leaving = false;
   const notReadyBecause = () => {
-    if (leaving) return SHUTTING_DOWN;
+    if (leaving) return 'shutting down';
     const refusing = upstream.circuits?.refusingAll();
-    return refusing === 'host' ? UPSTREAM_UNREACHABLE : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
+    return refusing === 'host' ? 'upstream unreachable' : refusing === 'operations' ? CIRCUIT_OPEN : undefined;
   };
   // Sampled only where someone can see it: on ADMIN_PORT, or on the public port.
   const served = config.connections.adminPort !== undefined || config.statusPage.public;
   const status = statusPage(
     { on: config.statusPage.on && served },
-    { ...options, ready, notReadyBecause, shedder: () => shedder },
+    { ...options, ready, notReadyBecause, shedder: () => gateway.shedder },
   );
-  const { app, handler, websocket, shedder, pipeline, headEvents, subscriptions } = createGateway({
+  const gateway = createGateway({
+    ...options,
     upstream,
-    logger,
     settings: config,
-    metrics,
     ready,
     notReadyBecause,
     tracing,
     knownTokens,
-    redis: options.redis,
-    cacheRedis: options.cacheRedis,
-    clusterWorker: options.clusterWorker,
     publicStatus: config.statusPage.public ? status : undefined,
   });
   return {
-    app,
-    handler,
-    websocket,
-    shedder,
-    pipeline,
-    headEvents,
+    ...gateway,
     knownTokens,
-    subscriptions,
     upstream,
     tracing,
     ready,

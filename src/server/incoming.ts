@@ -1,14 +1,8 @@
 import type { Readable } from 'node:stream';
 
-/*
- * What a transport hands the gateway of a request (HTTP's, a WebSocket's), what it can carry an
- * answer in, and a whole answer a route or a step makes: the gateway's side of the wire.
- */
+/* What a transport hands the gateway of a request, what it can carry an answer in, and a whole answer. */
 
-/**
- * A request's headers as every transport gives them, asked by their names in lower case: a repeated header's values
- * joined by commas.
- */
+/** A request's headers as every transport gives them, by lower-case name: a repeated header's values comma-joined. */
 export interface RequestHeaders {
   get(name: string): string | null;
   has(name: string): boolean;
@@ -35,9 +29,7 @@ export interface HttpIncoming extends Incoming {
   readonly body: Readable | null;
 }
 
-/**
- * An answer a step makes whole, instead of going on: a refusal at the door (before the media type is agreed), a page.
- */
+/** An answer a step makes whole instead of going on: a refusal at the door (before a media type is agreed), a page. */
 export interface WholeAnswer {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
@@ -59,22 +51,16 @@ export type AnswerType =
   | 'text/event-stream';
 
 /**
- * What a request's answer may go out in: for HTTP, what its Accept header allows
- * (answers/negotiation.ts); for a WebSocket message, messages; for a subscription's event, one result.
+ * What a request's answer may go out in: for HTTP, what its Accept header allows (answers/negotiation.ts); for a
+ * WebSocket message, messages; for a subscription's event, one result.
  */
 export interface Negotiated {
   /** The type a whole answer goes out in (one result's, a batch's); undefined: none the client takes (406). */
   readonly whole: AnswerType | undefined;
-  /**
-   * What carries an answer in parts; undefined: the client takes none (@defer and @stream are then left out, a
-   * subscription refused).
-   */
+  /** What carries an answer in parts; undefined: none (@defer and @stream then left out, a subscription refused). */
   readonly parts: AnswerType | 'websocket' | undefined;
   /** Whether its parts, in multipart/mixed, are in graphql-js 17.0.0-alpha.9's format. */
   readonly alpha9: boolean;
-  /**
-   * Whether a subscription's parts, in multipart/mixed, are in Apollo's subscription format (`{"payload": …}`,
-   * heartbeats).
-   */
+  /** Whether a subscription's parts, in multipart/mixed, are in Apollo's format (`{"payload": …}`, heartbeats). */
   readonly subscriptionSpec: boolean;
 }

@@ -12,12 +12,6 @@ import type {
   RequestState,
 } from './request-state.js';
 
-/*
- * An operation's state (`OperationState`), one of its request's (request-state.ts: what the stages
- * pass each other), and what only it holds: a subscription's event, an APQ registration, the
- * context that names it.
- */
-
 /** A subscription's event: the change its operation runs on (real-time/event-resolutions.ts). */
 export interface SubscriptionEvent {
   readonly change: HeadChange;
@@ -29,31 +23,21 @@ export interface Registration {
   readonly query: string;
 }
 
-/**
- * Where a context names its operation: a property of the context, not a WeakMap (an entry per
- * operation in a WeakMap made every request's objects survive a scavenge: a fifth of Q1's CPU in
- * the collector, its p99 three times as long).
- */
+/** A context names its operation in a property: a WeakMap's entries kept each request's objects past a scavenge. */
 const operationKey = Symbol('operation');
 
 /** The operation a context was made for: envelop's plugins (the response cache's) are handed the context alone. */
 export const operationOf = (context: unknown): OperationState | undefined =>
   (context as { [operationKey]?: OperationState } | null)?.[operationKey];
 
-/**
- * What the document stage writes: the document prepared, the one the operation runs, and the operation it selects (a
- * subscription's event enters with its subscription's).
- */
+/** What the document stage writes (a subscription's event enters with its subscription's). */
 export interface PreparedOperation {
   readonly prepared: PreparedDocument;
   readonly document: DocumentNode;
   readonly definition: OperationDefinitionNode;
 }
 
-/**
- * An operation past the document stage, which wrote these: what the admission, plan and execution stages are given
- * (the pipeline refuses one that a document step left without them).
- */
+/** An operation past the document stage, as the admission, plan and execution stages are given it (`isPrepared`). */
 export type PreparedOperationState = OperationState & PreparedOperation;
 
 /** Whether the document stage prepared the operation's document and selected its operation. */
@@ -85,10 +69,7 @@ export class OperationState {
   cacheKey: string | undefined;
   /** Its answer came from the response cache: with its JSON as kept, when the store has it (what a client is sent). */
   cached: { readonly json?: string | undefined } | undefined;
-  /**
-   * What a mutation's fields evict from the response cache, beyond the objects they return, if their outcome says they
-   * may have changed it.
-   */
+  /** What a mutation's fields evict from the response cache beyond what they return, if they may have changed it. */
   evictions: readonly FieldEvictions[] | undefined;
   /** An APQ registration waiting for validation, then its write under way. */
   registration: Registration | undefined;
@@ -101,27 +82,19 @@ export class OperationState {
     public params: OperationParams,
     /** Its request: a batch's operations share one. */
     readonly request: RequestState,
-    /**
-     * The JSON type of what the client sent as its parameters: `object`, or what checkParams refuses (params then
-     * empty).
-     */
+    /** The JSON type of the parameters the client sent: `object`, or what checkParams refuses (params empty). */
     readonly paramsType: string = 'object',
     /** A subscription's event, and the document its subscription prepared. */
     event?: SubscriptionEvent & PreparedOperation,
   ) {
     this.event = event;
-    if (event !== undefined) {
-      this.prepared = event.prepared;
-      this.document = event.document;
-      this.definition = event.definition;
-    }
+    this.prepared = event?.prepared;
+    this.document = event?.document;
+    this.definition = event?.definition;
     request.operations.push(this);
   }
 
-  /**
-   * Its context, made as it is planned: the resolvers', the loaders' and the plan's; `operationOf` finds the operation
-   * by it.
-   */
+  /** Its context, made as it is planned: the resolvers', the loaders' and the plan's; `operationOf` finds it by it. */
   get context(): GatewayContext | undefined {
     return this.#context;
   }
@@ -131,31 +104,22 @@ export class OperationState {
     if (context !== undefined) (context as { [operationKey]?: OperationState })[operationKey] = this;
   }
 
-  /**
-   * A query marked `@live` (schema.graphql): answered as a stream, sent again as the heads it read change
-   * (real-time/live-queries.ts).
-   */
+  /** A query marked `@live` (schema.graphql): a stream, sent again as the heads it read change (live-queries.ts). */
   get live(): boolean {
     const { definition } = this;
     return (
-      definition?.operation === 'query' &&
-      definition.directives !== undefined &&
-      definition.directives.some((directive) => directive.name.value === 'live')
+      definition?.operation === 'query' && definition.directives?.some(({ name }) => name.value === 'live') === true
     );
   }
 
-  /**
-   * Whether its result is a stream that stays open (a subscription, a live query): it holds no unit in flight nor
-   * caller slot while open.
-   */
+  /** Its result is a stream that stays open (a subscription, a live query): it holds no unit in flight nor slot. */
   get streams(): boolean {
     return this.definition?.operation === 'subscription' || this.live;
   }
 
   /** Its type, once its document named it. */
   get type(): OperationType {
-    const operation = this.definition?.operation;
-    return operation ?? 'unknown';
+    return this.definition?.operation ?? 'unknown';
   }
 }
 

@@ -32,8 +32,6 @@ import { LoadShedder, overloadReasons } from './traffic/load-shedder.js';
 import { useLoginLimits } from './traffic/login-limits.js';
 import { overloadLog } from './traffic/overload-log.js';
 
-export type { GatewaySettings, PolicyOptions } from './policy-options.js';
-
 /** The shedder, its refusals counted and its load watched by the metrics. */
 function loadShedder(options: PolicyOptions): LoadShedder {
   const { metrics } = options;
@@ -86,10 +84,7 @@ function apqStoreOf(options: PolicyOptions): PersistedQueryStore {
   );
 }
 
-/**
- * The real-time policies: head events (a write's changes told to their watchers), polling for changes made elsewhere,
- * subscriptions and live queries.
- */
+/** Head events (a write's changes told to their watchers), polling for changes made elsewhere, subscriptions. */
 function realTime(
   options: PolicyOptions,
   execute: (operation: PreparedOperationState) => MaybePromise<OperationResult>,
@@ -129,10 +124,7 @@ function realTime(
   return { headEvents, subscriptions };
 }
 
-/**
- * Every policy of the gateway, made once from its settings (a policy that is off is undefined):
- * gateway.ts lists them in the order their steps run.
- */
+/** Every policy of the gateway, made once from its settings (one that is off undefined); gateway.ts orders them. */
 export function gatewayPolicies(options: PolicyOptions) {
   const { settings, metrics } = options;
   const countRefusal = (limit: string) => metrics.refusals.inc({ limit });

@@ -10,15 +10,12 @@ import type { HttpIncoming, Incoming, Negotiated, RequestHeaders, RequestLike, W
 import type { ClientIdentity } from './instruments/client-awareness.js';
 
 /*
- * What the gateway knows of one request (`RequestState`, made as it arrives) and of each of its operations
- * (`OperationState`, operation-state.ts, one per batch entry): the stages read and write nothing else, and a field says
- * who writes it and who reads it.
+ * What the gateway knows of one request (`RequestState`) and of each of its operations (`OperationState`,
+ * operation-state.ts): the stages read and write nothing else; a field says who writes it and who reads it.
  */
 
 /** What an answer holds, as envelop's response cache names it: `Type:id`, or a whole type without an id. */
 export type CacheEntityRecord = Parameters<Cache['invalidate']>[0] extends Iterable<infer T> ? T : never;
-
-export type { Caller };
 
 /** What an answer may say to HTTP caches: seconds left and tag, or not; `stale`: past its TTL, for a failed read. */
 export type Cacheable =
@@ -90,7 +87,7 @@ export interface ValidationSpent {
   readonly documents: Set<DocumentNode>;
 }
 
-/** The base of the absolute URL a request target is read against. */
+/** The base of the absolute URL a request target is read against (`asRequest`). */
 const ORIGIN = 'http://gateway';
 
 /** What a request that did not come over HTTP brings besides its incoming side. */
@@ -181,7 +178,6 @@ export class RequestState {
     return this.incoming.signal;
   }
 
-  /** Whether its client has hung up. */
   get gone(): boolean {
     return this.incoming.gone;
   }

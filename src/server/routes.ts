@@ -9,9 +9,7 @@ import { type HttpRequest, RequestState } from './request-state.js';
 export type Route = (request: HttpRequest, path: string) => MaybePromise<WholeAnswer> | undefined;
 
 export interface RoutesOptions {
-  /** The GraphQL endpoint's path. */
   readonly endpoint: string;
-  /** The one path of every GraphQL request. */
   readonly pipeline: Pipeline;
   /** SUBGRAPH_PATH's endpoint: the same stages over the subgraph schema (its path alone, `/` after it or not). */
   readonly subgraph?: { readonly path: string; readonly pipeline: Pipeline } | undefined;
@@ -30,14 +28,15 @@ export interface RoutesOptions {
 const notFound: WholeAnswer = { status: 404, headers: {}, body: null };
 
 /**
- * Every request, whatever its transport: the GraphQL endpoint's through the one path (the
- * pipeline's stages), the rest (a CORS preflight, GraphiQL, the front door's pages, the probes,
- * anything else 404) answered beside it, each with the headers every answer carries.
+ * Every request, whatever its transport: the GraphQL endpoint's through the one path (the pipeline's stages), the rest
+ * (a CORS preflight, GraphiQL, the front door's pages, the probes, anything else 404) answered beside it, each with the
+ * headers every answer carries.
  */
 export function routes(options: RoutesOptions): Serve {
   const { endpoint, pipeline, subgraph, callers } = options;
   const nothingToDo = () => undefined;
-  const whole = (request: HttpRequest, made: WholeAnswer): MaybePromise<Served> => {
+  const whole = (request: HttpRequest, made: MaybePromise<WholeAnswer>): MaybePromise<Served> => {
+    if (made instanceof Promise) return made.then((ready) => whole(request, ready));
     const answer: Answer = {
       status: made.status,
       headers: new Map(Object.entries(made.headers).map(([name, value]) => [name.toLowerCase(), value])),
@@ -49,13 +48,11 @@ export function routes(options: RoutesOptions): Serve {
         written !== undefined ? written.then(() => step(request, answer)) : (step(request, answer) ?? undefined);
     return written !== undefined ? written.then(() => ({ answer, done: nothingToDo })) : { answer, done: nothingToDo };
   };
-  /** A route's answer to the request, or undefined when none takes it. */
   const routed = (request: HttpRequest, path: string): MaybePromise<Served> | undefined => {
     if (request.http.method === 'OPTIONS' && options.preflight !== undefined) return whole(request, options.preflight);
     for (const route of options.routes) {
       const made = route(request, path);
-      if (made !== undefined)
-        return made instanceof Promise ? made.then((ready) => whole(request, ready)) : whole(request, made);
+      if (made !== undefined) return whole(request, made);
     }
     return undefined;
   };
@@ -70,20 +67,16 @@ export function routes(options: RoutesOptions): Serve {
       endpointPipeline = subgraph.pipeline;
     else if (servedAsGraphQL(incoming.target, path, endpoint)) {
       const page = options.graphiql?.(request, path);
-      if (page !== undefined)
-        return page instanceof Promise ? page.then((ready) => whole(request, ready)) : whole(request, page);
+      if (page !== undefined) return whole(request, page);
       endpointPipeline = pipeline;
     } else return whole(request, notFound);
     const answer = endpointPipeline.run(request);
-    const served = (ready: Answer): Served => {
-      let out = false;
-      const done = () => {
-        if (out) return;
-        out = true;
-        endpointPipeline.finish(request);
-      };
-      return { answer: ready, done };
+    let out = false;
+    const done = () => {
+      if (out) return;
+      out = true;
+      endpointPipeline.finish(request);
     };
-    return answer instanceof Promise ? answer.then(served) : served(answer);
+    return answer instanceof Promise ? answer.then((ready) => ({ answer: ready, done })) : { answer, done };
   };
 }

@@ -1,6 +1,6 @@
 import type { GraphQLSchema } from 'graphql';
 import { Planner } from '../plan/operation-plan.js';
-import type { ContextOptions, HeadChangeSource } from '../schema/context.js';
+import type { HeadChangeSource } from '../schema/context.js';
 import { useIncrementalDelivery } from './answers/negotiation.js';
 import { compiledExecution } from './documents/compiled-execution.js';
 import { useCoordinateUsage } from './documents/coordinate-usage.js';
@@ -13,11 +13,6 @@ import { documentPolicies } from './guards/operation-limits.js';
 import type { PolicyOptions } from './policy-options.js';
 import type { GatewayCache } from './response-cache/cache.js';
 import { responseCachePlugin } from './response-cache/plugin.js';
-
-/*
- * The policies that read the schema an endpoint serves, made once per schema: `/graphql`'s, and SUBGRAPH_PATH's
- * (policies.ts makes the others once, for both).
- */
 
 /** What every schema's policies share, made once by policies.ts. */
 export interface SharedParts {
@@ -55,8 +50,34 @@ function execution(
   });
 }
 
-/** The response cache's steps, the engine whose envelop runs its plugins, and the documents that envelop prepares. */
-function documentsAndEngine(options: PolicyOptions, schema: GraphQLSchema, shared: SharedParts) {
+/** The plan stage's policy: each operation planned, admitted within the call budget and items limit, run upstream. */
+function upstreamPlan(options: PolicyOptions, schema: GraphQLSchema, shared: SharedParts) {
+  const { settings } = options;
+  return useUpstreamPlan(
+    planAdmission({
+      planner: new Planner({ schema, strategy: settings.planner }),
+      budget: settings.upstreamCallBudget,
+      maxItems: settings.maxResultItems,
+      onRefused: shared.countRefusal,
+      tracing: options.tracing,
+    }),
+    {
+      upstream: options.upstream,
+      logger: options.logger,
+      fanout: settings.upstreamFanout,
+      budget: settings.upstreamCallBudget,
+      deadlineMs: settings.operationTimeoutMs,
+      strategy: settings.planner,
+      headChanges: shared.headChanges,
+    },
+  );
+}
+
+/**
+ * The policies that read the schema an endpoint serves, made once per schema (`/graphql`'s, SUBGRAPH_PATH's;
+ * policies.ts makes the others once, for both), and the engine whose envelop runs the response cache's plugins.
+ */
+export function schemaPolicies(options: PolicyOptions, schema: GraphQLSchema, shared: SharedParts) {
   const { settings, metrics } = options;
   const { countRefusal } = shared;
   const responseCache =
@@ -64,55 +85,14 @@ function documentsAndEngine(options: PolicyOptions, schema: GraphQLSchema, share
       ? undefined
       : responseCachePlugin(settings.responseCache, schema, shared.cache);
   const engine = execution(options, schema, responseCache);
-  const fragmentPairs = fragmentPairsLimit({
-    max: settings.limits.maxFragmentPairs,
-    onRefused: () => countRefusal('fragments'),
-  });
   const documents = preparedDocuments({
     envelop: engine.getEnveloped,
     bounds: settings.documentCache,
     maxDepth: settings.limits.maxDepth,
     onRefused: countRefusal,
-    budget: fragmentPairs,
+    budget: fragmentPairsLimit({ max: settings.limits.maxFragmentPairs, onRefused: () => countRefusal('fragments') }),
   });
   metrics.watchDocumentCache('parsed', documents.use);
-  return { responseCache, engine, documents };
-}
-
-/** The plan stage's policy: each operation planned, admitted within the call budget and items limit, run upstream. */
-function upstreamPlan(options: PolicyOptions, schema: GraphQLSchema, shared: SharedParts) {
-  const { settings } = options;
-  const { headChanges, countRefusal } = shared;
-  const contextOptions: ContextOptions = {
-    upstream: options.upstream,
-    logger: options.logger,
-    fanout: settings.upstreamFanout,
-    budget: settings.upstreamCallBudget,
-    deadlineMs: settings.operationTimeoutMs,
-    strategy: settings.planner,
-    headChanges,
-  };
-  const planner = new Planner({ schema, strategy: settings.planner });
-  return useUpstreamPlan(
-    planAdmission({
-      planner,
-      budget: settings.upstreamCallBudget,
-      maxItems: settings.maxResultItems,
-      onRefused: countRefusal,
-      tracing: options.tracing,
-    }),
-    contextOptions,
-  );
-}
-
-/**
- * The policies that read the schema an endpoint serves, made once per schema (`/graphql`'s, SUBGRAPH_PATH's): its
- * documents (parsed, validated and kept), their coordinates counted, incremental delivery, its response cache, its
- * plan and its engine.
- */
-export function schemaPolicies(options: PolicyOptions, schema: GraphQLSchema, shared: SharedParts) {
-  const { settings, metrics } = options;
-  const { responseCache, engine, documents } = documentsAndEngine(options, schema, shared);
   return {
     engine,
     policies: {

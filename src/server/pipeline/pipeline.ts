@@ -5,18 +5,15 @@ import { isPrepared, type OperationState, type PreparedOperationState } from '..
 import { type HttpRequest, type RequestState, stopParts } from '../request-state.js';
 import {
   type Answer,
-  type AnswerStep,
   type Concerns,
   type ExecutionStep,
   type FinishStep,
-  type IntakeStep,
   isPromise,
   type MaybePromise,
   type OperationStep,
   type OperationVerdict,
   type Policy,
   type RequestVerdict,
-  type ResultStep,
   type StageName,
   stageNames,
 } from './stages.js';
@@ -25,9 +22,9 @@ import {
 const verdictOf = <V>(verdict: V | undefined): V | undefined => verdict;
 
 /**
- * Runs `steps` on `subject` in order, from `from`, until one gives a verdict (or throws one), then
- * `next` with it (or with undefined): synchronously while the steps are, so a request that waits
- * on nothing makes no promise, and one that waits makes one promise a wait (`next` runs in it).
+ * Runs `steps` on `subject` in order, from `from`, until one gives a verdict (or throws one), then `next` with it (or
+ * with undefined): synchronously while the steps are, so a request that waits on nothing makes no promise, and one that
+ * waits makes one promise a wait (`next` runs in it).
  */
 function runSteps<S, V, R = V | undefined>(
   steps: readonly ((subject: S) => MaybePromise<V | undefined>)[],
@@ -66,8 +63,8 @@ export function inOrder(steps: readonly OperationStep[]): OperationStep {
 }
 
 /**
- * Runs every step in order (`call` runs one), waiting for each that waits. A step that fails
- * (throws, or its promise rejects) is handed to `failed`, and the steps after it still run.
+ * Runs every step in order (`call` runs one), waiting for each that waits. A step that fails (throws, or its promise
+ * rejects) is handed to `failed`, and the steps after it still run.
  */
 function runEach<T>(
   steps: readonly T[],
@@ -97,9 +94,8 @@ function runEach<T>(
 }
 
 /**
- * An operation whose result step failed: a whole result keeps its data (a mutation's says it was
- * applied) with the failure among its errors, and is serialised afresh (not as kept); parts stop
- * (what the operation still had to do is cancelled) and the failure is its result.
+ * An operation whose result step failed: a whole result keeps its data (a mutation's says it was applied) with the
+ * failure among its errors, and is serialised afresh (not as kept); parts stop and the failure is its result.
  */
 function failedStep(operation: OperationState, failure: GraphQLError): void {
   const { result } = operation;
@@ -122,39 +118,31 @@ const meets = (concerns: Concerns | undefined, event: boolean): boolean =>
   event ? concerns === 'also events' || concerns === 'events only' : concerns !== 'events only';
 
 /** The steps of each stage for one kind of operation, in the order of the policies that have them. */
-class StageSteps {
-  readonly intake: readonly IntakeStep[];
-  /** The document, admission and plan stages, in turn: the two after the document's given what it prepared. */
-  readonly operations: readonly (readonly OperationStep[])[];
-  readonly execution: readonly ExecutionStep[];
-  readonly result: readonly ResultStep[];
-  readonly answer: readonly AnswerStep[];
-  readonly record: readonly FinishStep[];
-  readonly release: readonly FinishStep[];
-  /** Each stage's policies by name, in order. */
-  readonly names: Readonly<Record<StageName, readonly string[]>>;
-
-  constructor(policies: readonly Policy[], event: boolean) {
-    const concerned = policies.filter((policy) => meets(policy.concerns, event));
-    const of = <S extends StageName>(stage: S) =>
-      concerned.flatMap((policy) => (policy[stage] === undefined ? [] : [policy[stage]!])) as NonNullable<Policy[S]>[];
-    this.intake = of('intake');
-    this.operations = [of('document'), ...([of('admission'), of('plan')] as OperationStep[][])];
-    this.execution = of('execution');
-    this.result = of('result');
-    this.answer = of('answer');
-    this.record = of('record');
-    this.release = of('release');
-    this.names = Object.freeze(
+function stageSteps(policies: readonly Policy[], event: boolean) {
+  const concerned = policies.filter((policy) => meets(policy.concerns, event));
+  const of = <S extends StageName>(stage: S): readonly NonNullable<Policy[S]>[] =>
+    concerned.flatMap((policy) => (policy[stage] === undefined ? [] : [policy[stage]!]));
+  return {
+    intake: of('intake'),
+    /** The document, admission and plan stages, in turn: the two after the document's given what it prepared. */
+    operations: [of('document'), ...([of('admission'), of('plan')] as OperationStep[][])],
+    execution: of('execution'),
+    result: of('result'),
+    answer: of('answer'),
+    record: of('record'),
+    release: of('release'),
+    /** Each stage's policies by name, in order. */
+    names: Object.freeze(
       Object.fromEntries(
         stageNames.map((stage) => [
           stage,
           concerned.filter((policy) => policy[stage] !== undefined).map((policy) => policy.name),
         ]),
       ),
-    ) as unknown as StageSteps['names'];
-  }
+    ) as unknown as Readonly<Record<StageName, readonly string[]>>,
+  };
 }
+type StageSteps = ReturnType<typeof stageSteps>;
 
 export interface PipelineOptions {
   /** The policies, in order: each stage runs their steps in this order (gateway.ts lists them). */
@@ -164,13 +152,8 @@ export interface PipelineOptions {
 }
 
 /**
- * The one path of every GraphQL operation, whatever its transport: the stages in order (stages.ts),
- * each running the steps of the policies that take part in it. Two entries:
- * - `run`: an HTTP request, from its intake to its answer, which its transport sends;
- * - `operation`: an operation entering at the document stage (a WebSocket message, a subscription's
- *   event), to its result, which its transport sends itself.
- * Either way the transport calls `finish` once what it sent is out (or its client gone), for the
- * record and release stages. A subscription's event meets only the policies that concern events.
+ * The stages in order (stages.ts). An HTTP request enters at `run`, to its answer; a WebSocket message or a
+ * subscription's event at `operation`, to its result. Either way its transport calls `finish` once what it sent is out.
  */
 export class Pipeline {
   readonly #clients: StageSteps;
@@ -183,8 +166,8 @@ export class Pipeline {
 
   constructor(options: PipelineOptions) {
     const { policies, mask } = options;
-    this.#clients = new StageSteps(policies, false);
-    this.#events = new StageSteps(policies, true);
+    this.#clients = stageSteps(policies, false);
+    this.#events = stageSteps(policies, true);
     this.#mask = (error, gone) => (error instanceof GraphQLError ? error : mask(error, gone));
   }
 
@@ -230,10 +213,7 @@ export class Pipeline {
     return this.#operation(operation.event === undefined ? this.#clients : this.#events, operation, 0);
   }
 
-  /**
-   * The record and release stages, once the request's results are out: its transport calls it once. Every step runs:
-   * one that fails is logged (by the masking) and the next runs.
-   */
+  /** The record and release stages, once its results are out (its transport calls it once): every step runs. */
   finish(request: RequestState): void {
     const steps = request.operations[0]?.event === undefined ? this.#clients : this.#events;
     this.#each(steps.record, request);
@@ -245,7 +225,7 @@ export class Pipeline {
       try {
         step(request);
       } catch (error) {
-        this.#mask(error, request.gone);
+        this.#refuseRequest(error, request);
       }
     }
   }
@@ -257,7 +237,7 @@ export class Pipeline {
   #operation(steps: StageSteps, operation: OperationState, from: number): MaybePromise<void> {
     for (let stage = from; stage < steps.operations.length && operation.result === undefined; stage++) {
       if (stage > 0 && !isPrepared(operation)) {
-        operation.result = { errors: [this.#refuseOperation(new Error('No step prepared its document'), operation)] };
+        this.#fail(operation, new Error('No step prepared its document'));
         break;
       }
       const verdict = runSteps<OperationState, OperationVerdict>(
@@ -296,13 +276,9 @@ export class Pipeline {
         if (result !== undefined) break;
       }
     } catch (error) {
-      operation.result = { errors: [this.#refuseOperation(error, operation)] };
-      return undefined;
+      return this.#fail(operation, error);
     }
-    if (result === undefined) {
-      operation.result = { errors: [this.#refuseOperation(new Error('No policy runs this operation'), operation)] };
-      return undefined;
-    }
+    if (result === undefined) return this.#fail(operation, new Error('No policy runs this operation'));
     if (!isPromise(result)) {
       operation.result = result;
       return undefined;
@@ -311,17 +287,19 @@ export class Pipeline {
       (done) => {
         operation.result = done;
       },
-      (error: unknown) => {
-        operation.result = { errors: [this.#refuseOperation(error, operation)] };
-      },
+      (error: unknown) => this.#fail(operation, error),
     );
   }
 
+  /** A failure, masked, is the operation's result. */
+  #fail(operation: OperationState, error: unknown): void {
+    operation.result = { errors: [this.#refuseOperation(error, operation)] };
+  }
+
   /**
-   * The answer stage: the answer body's step makes the answer (status, type, body), each other step
-   * writes headers. A step that fails before there is an answer makes it a 500 (the failure masked
-   * and logged, in JSON), on which the steps after it still write their headers; one that fails after
-   * is logged and its headers left out: the answer made stands.
+   * The answer stage: the answer body's step makes the answer (status, type, body), each other step writes headers. A
+   * step that fails before there is an answer makes it a 500 (the failure masked and logged, in JSON), on which the
+   * steps after it still write their headers; one that fails after is logged and its headers left out.
    */
   #answered(request: HttpRequest): MaybePromise<Answer> {
     const answer: Answer = { status: 200, headers: new Map(), body: null };
@@ -333,7 +311,6 @@ export class Pipeline {
     return isPromise(done) ? done.then(() => answer) : answer;
   }
 
-  /** A step of the answer stage failed: logged (by the masking); an answer not made yet is made a 500. */
   #failed(error: unknown, request: RequestState, answer: Answer): void {
     const failure = this.#refuseRequest(error, request);
     // Made: a body, or a status of its own (a 304, a refusal without a body).

@@ -4,48 +4,36 @@ import type { HttpIncoming, WholeAnswer } from '../incoming.js';
 import type { OperationState, PreparedOperationState } from '../operation-state.js';
 import type { HttpRequest, OperationResult, RequestState } from '../request-state.js';
 
-export type { WholeAnswer };
-
 /*
- * The one path every GraphQL operation takes, on every transport, as typed stages (Apollo Router's
- * structure). A policy is one value (`Policy`) that names the stages it takes part in and its step
- * in each; gateway.ts lists the policies in order, and the pipeline derives each stage's steps from
- * that list. A transport enters where its work begins: HTTP at the intake (its head, its body, its
- * batch), a WebSocket message and a subscription's event at the document stage, as an operation.
- * What a hot request saves is work done once per document (the prepared document, its plan's
- * shape, its compiled code): no stage is skipped for it.
+ * The one path every GraphQL operation takes, on every transport, as typed stages (Apollo Router's structure). A
+ * policy is one value (`Policy`) that names the stages it takes part in and its step in each; gateway.ts lists the
+ * policies in order, and the pipeline derives each stage's steps from that list. A transport enters where its work
+ * begins: HTTP at the intake, a WebSocket message and a subscription's event at the document stage. What a hot request
+ * saves is work done once per document (its prepared document, plan shape, compiled code): no stage is skipped for it.
  */
 
 export type MaybePromise<T> = T | Promise<T>;
 
-/**
- * Whether a value is a promise: the one test the gateway's steps use (a step that waits returns one, the others their
- * verdict).
- */
+/** Whether a value is a promise: the one test the gateway's steps use (a step that waits returns one). */
 export const isPromise = <T>(value: MaybePromise<T>): value is Promise<T> => value instanceof Promise;
 
 /**
- * What a request's step says: go on (nothing), or stop with a refusal (a GraphQL error, answered
- * in the agreed media type with the status its `extensions.http` says) or a whole answer.
+ * What a request's step says: go on (nothing), or stop with a refusal (a GraphQL error, answered in the agreed media
+ * type with the status its `extensions.http` says) or a whole answer.
  */
 export type RequestVerdict = GraphQLError | WholeAnswer | undefined;
 
-/**
- * What an operation's step says: go on (nothing), or stop with a refusal (one error, or several), which becomes the
- * operation's result.
- */
+/** What an operation's step says: go on (nothing), or stop with a refusal (one error or several), its result. */
 export type OperationVerdict = GraphQLError | readonly GraphQLError[] | undefined;
 
 /** A step of the intake stage: an HTTP request as it arrives, and as its parameters are read. */
-export type IntakeStep = (request: HttpRequest) => MaybePromise<RequestVerdict | undefined>;
+export type IntakeStep = (request: HttpRequest) => MaybePromise<RequestVerdict>;
 
 /**
  * A step on one operation: of the document stage (on the operation as its parameters made it), or of the admission and
  * plan stages (`OperationStep<PreparedOperationState>`: on the operation whose document the document stage prepared).
  */
-export type OperationStep<O extends OperationState = OperationState> = (
-  operation: O,
-) => MaybePromise<OperationVerdict | undefined>;
+export type OperationStep<O extends OperationState = OperationState> = (operation: O) => MaybePromise<OperationVerdict>;
 
 /**
  * A step of the execution stage: the prepared operation's result (its compiled code or the interpreter, a
@@ -53,10 +41,7 @@ export type OperationStep<O extends OperationState = OperationState> = (
  */
 export type ExecutionStep = (operation: PreparedOperationState) => MaybePromise<OperationResult> | undefined;
 
-/**
- * A step of the result stage, once the operation has its result, however it came (run, refused, kept): it may replace
- * `operation.result`.
- */
+/** A step of the result stage, once the operation has its result, however it came: it may replace its result. */
 export type ResultStep = (operation: OperationState) => MaybePromise<void>;
 
 /** The answer being made: its status, its headers (lower-case names, each written by one step) and its body. */
@@ -70,24 +55,22 @@ export interface Answer {
 /** A step of the answer stage: what an HTTP answer says, from the request's state. */
 export type AnswerStep = (request: HttpRequest, answer: Answer) => MaybePromise<void>;
 
-/**
- * A step of the record or release stage, once the request's results are out (a stream's last part, or its client gone).
- */
+/** A step of the record or release stage, once its results are out (a stream's last part, or its client gone). */
 export type FinishStep = (request: RequestState) => void;
 
 /**
  * The stages, in the order an operation meets them:
  * - intake: an HTTP request to the GraphQL endpoint, its head, then its parameters read (its operations made);
- * - document: every operation: the text named (APQ, trusted documents), parsed and validated once
- *   per text, the operation selected; counted in flight;
+ * - document: every operation: the text named (APQ, trusted documents), parsed and validated once per text, the
+ *   operation selected; counted in flight;
  * - admission: operations without a result (not refused): the caller limits, a kept answer;
  * - plan: operations without a result: the upstream plan and what it is charged;
  * - execution: operations without a result are run, by the first policy whose step takes them;
  * - result: every operation's result, however it came (run, refused, kept);
  * - answer: an HTTP request's answer: its media type, status, serialisation, then each header's one writer;
  * - record: every request, once its results are out (its operations' spans, metrics, log lines);
- * - release: what the request holds (its units in flight, its caller's slots) given back once its
- *   results are out, or as soon as it is a subscription's stream (which holds none of them open).
+ * - release: what the request holds (its units in flight, its caller's slots) given back once its results are out, or
+ *   as soon as it is a subscription's stream (which holds none of them open).
  */
 export const stageNames = [
   'intake',
@@ -102,17 +85,13 @@ export const stageNames = [
 ] as const;
 export type StageName = (typeof stageNames)[number];
 
-/**
- * Which operations a policy concerns: those a client sends (the default), a subscription's events too, or those events
- * only.
- */
+/** Which operations a policy concerns: a client's (the default), a subscription's events too, or only those events. */
 export type Concerns = 'clients' | 'also events' | 'events only';
 
 /**
- * A policy: its name, the operations it concerns, and its step in each stage it takes part in. A
- * subscription's event (the gateway's own resolution of a change, on its subscribers' behalf) meets
- * only the policies that say they concern events: it was named, parsed, validated, admitted and
- * counted as its subscription's, and is nobody's request.
+ * A policy: its name, the operations it concerns, and its step in each stage it takes part in. A subscription's event
+ * (the gateway's own resolution of a change, on its subscribers' behalf) meets only the policies that concern events:
+ * it was named, parsed, validated, admitted and counted as its subscription's, and is nobody's request.
  */
 export interface Policy {
   readonly name: string;
@@ -129,10 +108,7 @@ export interface Policy {
   readonly release?: FinishStep | undefined;
 }
 
-/**
- * An answer ready to go out, and what its transport calls once it is out (the record and release stages): a second call
- * does nothing.
- */
+/** An answer to send, and what its transport calls once it is out (record, release): a second call does nothing. */
 export interface Served {
   readonly answer: Answer;
   done(): void;
