@@ -6,8 +6,6 @@ import { serialise } from '../http/serialisation.js';
 import { isPromise } from '../pipeline/stages.js';
 import type { CacheEntityRecord } from '../request-state.js';
 
-export type { CacheEntityRecord };
-
 /** A cached answer and when it expires (ms since 1970, on the clock of the process that kept it), for `max-age`. */
 export interface CachedAnswer {
   readonly result: ExecutionResult;

@@ -11,18 +11,11 @@ export type Evict = (work: Evictions, pending: Set<string>) => Promise<readonly 
 
 /** Owed entities and keys at most, each; past it entities are owed as types (evicting more), further keys dropped. */
 const MAX_OWED = 10_000;
-
-/** Evictions made at most this long ago are made again after a loss: a promoted replica may not have them. */
-const RECENT_MS = 10_000;
-
-/** Evictions made remembered at most, entities and answer keys each (the oldest forgotten first). */
-const MAX_RECENT = 10_000;
-
 /** How often owed evictions are tried again while Redis answers other commands (a Cluster with one master down). */
 const RETRY_EVERY_MS = 1_000;
 
-/** Names or keys evicted within the last RECENT_MS, at most MAX_RECENT of them (lru-cache: the oldest go first). */
-const recent = () => new LRUCache<string, true>({ max: MAX_RECENT, ttl: RECENT_MS, ttlAutopurge: false });
+/** Names or keys evicted in the last 10 s, 10,000 at most (the oldest forgotten first): made again after a loss. */
+const recent = () => new LRUCache<string, true>({ max: 10_000, ttl: 10_000, ttlAutopurge: false });
 
 function recentItems(cache: LRUCache<string, true>): string[] {
   cache.purgeStale();

@@ -39,7 +39,7 @@ export function upstreamFaultOf(result: ExecutionResult): string | undefined {
 
 /**
  * What a mutation changes beyond the objects it returns (`deleteHead` returns none), as its fields declare it
- * (`changes`, plan/facts.ts), by their arguments (not what was selected); by response key, for `evictionsAfter`.
+ * (`changes`, plan/facts.ts), by their arguments (not what was selected); by response key, for `changedFields`.
  */
 export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
   const operation = getOperationAST(args.document, args.operationName);
@@ -74,10 +74,9 @@ export function evictionsOf(args: ExecutionArgs): FieldEvictions[] {
         records.push({ typename: 'Head', id: encodeGlobalID('Head', uuid) });
         head = { id: uuid, deletes: changes.deletes === true };
       }
-      for (const [name, types] of Object.entries(changes.given ?? {})) {
+      for (const [name, types] of Object.entries(changes.given ?? {}))
         if ((input as Record<string, unknown> | undefined)?.[name] !== undefined)
           for (const typename of types) records.push({ typename });
-      }
     }
     for (const typename of changes.types ?? []) records.push({ typename });
     if (records.length > 0) evictions.push({ key, records, head });
@@ -110,14 +109,6 @@ export function goneHeadRecords(ids: readonly string[]): CacheEntityRecord[] {
   return ids.map((id) => ({ typename: 'Head', id: encodeGlobalID('Head', id) }));
 }
 
-/** The evictions of the mutation fields that may have changed something (`changedFields`). */
-export function evictionsAfter(
-  fields: readonly FieldEvictions[],
-  result: ExecutionResult | undefined,
-): CacheEntityRecord[] {
-  return changedFields(fields, result).flatMap((field) => field.records);
-}
-
 /** The mutation fields of `fields` that may have changed what they name, by their outcome in `result`. */
 export function changedFields(
   fields: readonly FieldEvictions[],
@@ -136,22 +127,21 @@ const idlessTypes = new WeakMap<DocumentNode, readonly CacheEntityRecord[]>();
 
 /** Object types without an `id` an operation selects (per document): else `heads { totalCount }` is never evicted. */
 export function typesWithoutIds(schema: GraphQLSchema, document: DocumentNode): readonly CacheEntityRecord[] {
-  let types = idlessTypes.get(document);
-  if (types === undefined) {
-    const names = new Set<string>();
-    const typeInfo = new TypeInfo(schema);
-    visit(
-      document,
-      visitWithTypeInfo(typeInfo, {
-        Field() {
-          const type = getNamedType(typeInfo.getType());
-          if (isObjectType(type) && type.getFields().id === undefined && type !== schema.getQueryType())
-            names.add(type.name);
-        },
-      }),
-    );
-    types = [...names].map((typename) => ({ typename }));
-    idlessTypes.set(document, types);
-  }
+  const known = idlessTypes.get(document);
+  if (known !== undefined) return known;
+  const names = new Set<string>();
+  const typeInfo = new TypeInfo(schema);
+  visit(
+    document,
+    visitWithTypeInfo(typeInfo, {
+      Field() {
+        const type = getNamedType(typeInfo.getType());
+        if (isObjectType(type) && type.getFields().id === undefined && type !== schema.getQueryType())
+          names.add(type.name);
+      },
+    }),
+  );
+  const types = [...names].map((typename) => ({ typename }));
+  idlessTypes.set(document, types);
   return types;
 }

@@ -12,19 +12,9 @@ import { type AnswerStep, isPromise, type Policy } from '../pipeline/stages.js';
 import type { Cacheable } from '../request-state.js';
 import type { SharedRedis } from '../shared-state/shared-redis.js';
 import { type CachedAnswer, type GatewayCache, ResponseCache } from './cache.js';
-import { evictionsAfter, evictionsOf, goneHeadRecords, typesWithoutIds, upstreamFaultOf } from './evictions.js';
+import { changedFields, evictionsOf, goneHeadRecords, typesWithoutIds, upstreamFaultOf } from './evictions.js';
 import { createMemoryResponseCache } from './memory-store.js';
 import { createRedisResponseCache } from './redis-store.js';
-
-export interface GatewayResponseCacheOptions {
-  readonly cache: GatewayCache;
-  /** RESPONSE_CACHE_TTL_MS */
-  readonly ttlMs: number;
-  /** RESPONSE_CACHE_TTL_PER_TYPE: object type names and their TTL in ms. */
-  readonly ttlPerType: Readonly<Record<string, number>>;
-  /** RESPONSE_CACHE_STALE_IF_ERROR_MS: whether a failed read is answered with its answer past its TTL (0: never). */
-  readonly staleIfErrorMs: number;
-}
 
 /** A weak ETag (the same data in any encoding or media type is the same to a client): its SHA-256, once per object. */
 const tags = new WeakMap<object, string>();
@@ -58,12 +48,16 @@ const freshFor = (data: object, ms: number) => ({ maxAge: Math.max(0, Math.floor
 export type ResponseCacheSteps = Policy & { readonly envelop: readonly EnvelopPlugin[] };
 
 /**
- * The response cache (@envelop/response-cache over the gateway's stores): looked up at admission's last step (after
- * the caller limits, whose refusal replaces a hit), never for a mutation (it evicts) nor @defer or @stream (a hit
- * would answer in one part what was asked for in several); stores and evicts at execution; serves stale at result.
+ * The response cache's steps for the schema an endpoint serves, over the process's one store (`responseCacheOf`), with
+ * @envelop/response-cache: looked up at admission's last step (after the caller limits, whose refusal replaces a hit),
+ * never for a mutation (it evicts) nor @defer or @stream (a hit would answer in one part what was asked for in
+ * several); stores and evicts at execution; serves stale at result.
  */
-export function useGatewayResponseCache(options: GatewayResponseCacheOptions): ResponseCacheSteps {
-  const { cache } = options;
+export function responseCachePlugin(
+  settings: ResponseCacheSettings,
+  schema: GraphQLSchema,
+  cache: GatewayCache,
+): ResponseCacheSteps {
   // Neither parts, nor a live query's results (its loaders learn what it watches), nor a subscription's events.
   const keeps = (operation: OperationState | undefined) =>
     operation !== undefined &&
@@ -80,8 +74,8 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
     session: (context) => operationOf(context)?.request.tokenCaller ?? null,
     buildResponseCacheKey: ({ context }) => operationOf(context)?.cacheKey ?? '',
     enabled: (context) => keeps(operationOf(context)),
-    ttl: options.ttlMs,
-    ttlPerSchemaCoordinate: { 'Query.__schema': 0, 'Query.__type': 0, ...options.ttlPerType },
+    ttl: settings.ttlMs,
+    ttlPerSchemaCoordinate: { 'Query.__schema': 0, 'Query.__type': 0, ...ttlPerTypeOf(schema, settings.ttlPerType) },
     onTtl: ({ ttl, context }) => {
       const operation = operationOf(context);
       if (operation !== undefined) operation.cacheTtl = ttl;
@@ -119,7 +113,7 @@ export function useGatewayResponseCache(options: GatewayResponseCacheOptions): R
       return isPromise(looked) ? looked.then(hit) : hit(looked);
     },
     envelop: [evictions, library],
-    result: (operation) => afterExecution(operation, options),
+    result: (operation) => afterExecution(operation, cache, settings.staleIfErrorMs),
     answer: notModified,
   };
 }
@@ -142,14 +136,15 @@ function cacheableFrom({ request }: OperationState, cacheable: Cacheable): void 
 }
 
 /** The result stage's step: a failed read served stale, the TTL of an answer kept now, a mutation's evictions. */
-function afterExecution(operation: OperationState, options: GatewayResponseCacheOptions): Promise<void> | undefined {
-  const { cache } = options;
+function afterExecution(
+  operation: OperationState,
+  cache: GatewayCache,
+  staleIfErrorMs: number,
+): Promise<void> | undefined {
   const { result, cacheKey: key } = operation;
   if (result === undefined || isAsyncIterable(result)) return undefined;
   const fault =
-    options.staleIfErrorMs > 0 && key !== undefined && operation.cached === undefined
-      ? upstreamFaultOf(result)
-      : undefined;
+    staleIfErrorMs > 0 && key !== undefined && operation.cached === undefined ? upstreamFaultOf(result) : undefined;
   if (fault !== undefined) {
     // This caller's answer (the key holds the caller), expired less than RESPONSE_CACHE_STALE_IF_ERROR_MS ago.
     const serve = (kept: CachedAnswer | undefined): undefined => {
@@ -184,7 +179,7 @@ function afterExecution(operation: OperationState, options: GatewayResponseCache
   // What the mutation may have changed (not if refused before its upstream call, or answered 4xx), and the answers
   // holding a head a read found gone (404), as its deletion's would (never served stale again).
   const evictions = [
-    ...(operation.evictions === undefined ? [] : evictionsAfter(operation.evictions, result)),
+    ...changedFields(operation.evictions ?? [], result).flatMap((field) => field.records),
     ...goneHeadRecords(operation.context?.loaders.heads.gone() ?? []),
   ];
   const evicting = evictions.length === 0 ? undefined : cache.evict(evictions);
@@ -253,19 +248,4 @@ export function responseCacheOf(
     overBudget,
   });
   return new ResponseCache(store, metrics.watchResponseCache(undefined), answerWithinMs);
-}
-
-/** The response cache's steps for the schema an endpoint serves, over the process's one store (`responseCacheOf`). */
-export function responseCachePlugin(
-  settings: ResponseCacheSettings,
-  schema: GraphQLSchema,
-  cache: GatewayCache,
-): ResponseCacheSteps {
-  const { ttlMs, staleIfErrorMs } = settings;
-  return useGatewayResponseCache({
-    cache,
-    ttlMs,
-    ttlPerType: ttlPerTypeOf(schema, settings.ttlPerType),
-    staleIfErrorMs,
-  });
 }
