@@ -4,32 +4,13 @@ import type { SharedRedis } from '../shared-state/shared-redis.js';
 
 /** Changes kept per head at most: a client that missed more is sent the head as it is now. */
 const CHANGES_PER_HEAD = 64;
-
-/** Heads whose changes one process keeps in memory at most (least recently changed dropped first), and their bytes. */
+/** Heads one process keeps in memory at most (least recently changed dropped first), their bytes, and one change's. */
 const HEADS_IN_MEMORY = 10_000;
 const MEMORY_BYTES = 8 * 1024 * 1024;
-/** What one change kept in memory weighs, about: its copy and its place in its head's list. */
 const BYTES_PER_CHANGE = 160;
 
 /** An event id: `<ms>-<sequence>`, as Redis Streams make them. */
 const eventIdPattern = /^(\d{1,16})-(\d{1,16})$/;
-
-export const timeOfEventId = (eventId: string): number | undefined => {
-  const match = eventIdPattern.exec(eventId);
-  return match === null ? undefined : Number(match[1]);
-};
-
-/** Event ids from this process's clock as Redis Streams make theirs: increasing, and never ahead of the clock. */
-export function localEventIds(): () => string {
-  let lastMs = 0;
-  let sequence = 0;
-  return () => {
-    const now = Date.now();
-    sequence = now > lastMs ? 0 : sequence + 1;
-    lastMs = Math.max(now, lastMs);
-    return `${lastMs}-${sequence}`;
-  };
-}
 
 /** What the log keeps of a change: a plain copy, never the object events are resolved against. */
 type Kept = Pick<HeadChange, 'eventId' | 'at' | 'deleted' | 'polled'>;
@@ -53,9 +34,8 @@ export interface ChangeLog {
   /** Keeps a change another worker logged (WORKERS>1 without Redis: each keeps what it hears). */
   keep(change: HeadChange): void;
   /**
-   * What a subscriber whose last event was `lastEventId` missed of head `id`, folded into one change (the latest; a
-   * deletion kept); undefined when the log proves it missed nothing (it holds that event, none after went unlogged).
-   * When it cannot (an eviction, an outage, an emptied Redis, an id from another time), the head as it is now.
+   * What a subscriber whose last event was `lastEventId` missed of head `id`, folded into one change (a deletion kept);
+   * undefined when it missed nothing; the head as it is now when the log cannot tell (an eviction, an outage, ...).
    */
   missed(id: string, lastEventId: string): Promise<HeadChange | undefined>;
 }
@@ -108,13 +88,10 @@ function redisLog(
   });
   return {
     append: async (change: Omit<HeadChange, 'eventId'>): Promise<HeadChange> => {
-      if (!redis.ready()) {
-        unlogged = true;
-        return now(change);
-      }
       const key = logKey(change.id);
-      const fields = JSON.stringify(fieldsOf(change));
       try {
+        if (!redis.ready()) throw new Error('Redis is not ready');
+        const fields = JSON.stringify(fieldsOf(change));
         const [added] = (await redis.client
           .multi()
           .xadd(key, 'MAXLEN', '~', String(CHANGES_PER_HEAD), '*', 'c', fields)
@@ -149,13 +126,19 @@ function redisLog(
 
 /**
  * The changes of the last `replayMs` per head, so an SSE client reconnecting with `Last-Event-ID` gets what it missed,
- * from any replica. With REDIS_URL, a Redis Stream per head (ids by Redis's clock: one order for the fleet; trimmed to
- * `CHANGES_PER_HEAD` and the window as written, expiring with its last change); else this process's memory. A resume is
- * answered from the log only while it holds the client's last event; else with the head as it is now.
+ * from any replica: with REDIS_URL, a Redis Stream per head (trimmed as written, expiring with its last change).
  */
 export function changeLog(options: { readonly replayMs: number; readonly redis?: SharedRedis | undefined }): ChangeLog {
   const { replayMs, redis } = options;
-  const nextId = localEventIds();
+  // Local event ids as Redis Streams make theirs: increasing, and never ahead of the clock.
+  let lastMs = 0;
+  let sequence = 0;
+  const nextId = () => {
+    const time = Date.now();
+    sequence = time > lastMs ? 0 : sequence + 1;
+    lastMs = Math.max(time, lastMs);
+    return `${lastMs}-${sequence}`;
+  };
   const now = (change: Omit<HeadChange, 'eventId'>): HeadChange => ({ ...change, eventId: nextId() });
   const catchUp = (id: string): HeadChange => ({ id, at: Date.now(), eventId: nextId() });
   const memory = memoryLog(replayMs, catchUp);
@@ -169,8 +152,9 @@ export function changeLog(options: { readonly replayMs: number; readonly redis?:
     },
     keep: memory.keep,
     async missed(id, lastEventId) {
-      const seenAt = timeOfEventId(lastEventId);
-      if (seenAt === undefined || !(seenAt > Date.now() - replayMs)) return catchUp(id);
+      // NaN (not an event id) is never in the window.
+      const seenAt = Number(eventIdPattern.exec(lastEventId)?.[1] ?? Number.NaN);
+      if (!(seenAt > Date.now() - replayMs)) return catchUp(id);
       return stream === undefined ? memory.missed(id, lastEventId) : stream.missed(id, lastEventId, seenAt);
     },
   };

@@ -28,9 +28,8 @@ export interface ChangeQueueOptions {
 }
 
 /**
- * The changes to head `id` as a subscriber takes them, with a sliding buffer of one: a slow subscriber has the latest
- * waiting at most (each says "read it again"), no queue grows; nothing after a deletion (it ends the subscription).
- * Listening starts as the subscriber first asks and ends when it stops (`return()` settles a `next()` still waiting).
+ * The changes to head `id` as a subscriber takes them: a slow one has the latest waiting at most (each says "read it
+ * again"), no queue grows; nothing after a deletion. Listening starts as it first asks and ends as it stops.
  */
 export function changeQueue(
   listen: HeadEvents['listen'],

@@ -44,20 +44,18 @@ export interface Resolved {
 
 /**
  * Resolves `change` for `subscription`'s subscribers: the gateway's own operation on their behalf (their token and
- * prepared document, one result), entering at the document stage, where only the policies that concern events meet it:
- * its span (under the subscription's, linked to the write or poll that caused it), its unit in flight (shed as a class,
- * before any client's operation), its plan, execution and masking. No caller's window is charged, no subscriber's limit
- * refuses it. A refusal (OVERLOADED) or a failure is its result: an event with its code, the stream going on.
+ * prepared document, one result), entering at the document stage, where only the policies that concern events meet it.
+ * No caller's window is charged. A refusal (OVERLOADED) or a failure is its result: an event with its code.
  */
 async function resolveEvent(entry: OperationEntry, subscription: PreparedOperationState, change: HeadChange) {
-  const { request, prepared, definition } = subscription;
+  const { request, prepared, definition, params } = subscription;
   const own = request.onBehalf({
     carries: oneResult,
     requestId: request.requestId,
     parent: subscription.record?.trace,
     client: request.client,
   });
-  const operation = new OperationState(subscription.params, own, 'object', {
+  const operation = new OperationState(params, own, 'object', {
     change,
     prepared,
     document: prepared.plain,
@@ -77,23 +75,20 @@ export interface EventConcurrency {
   readonly eventConcurrencyPerCaller: number;
 }
 
-/** A resolution of one sharing key: started (at its time), or waiting for its turn (it reads what is there then). */
-interface Turn {
-  startedAt: number | undefined;
-  /** The event id of the newest change it answers: the last that joined it before it started. */
-  eventId: string;
-}
-
+/** A sharing key's latest resolution: started (at `startedAt`), or waiting for its turn (then it reads the head). */
 interface Latest {
-  readonly turn: Turn;
+  readonly turn: {
+    startedAt: number | undefined;
+    /** The event id of the newest change it answers: the last that joined it before it started. */
+    eventId: string;
+  };
   /** Whether it answers a deletion (whose event reads nothing): only such a change takes it. */
   readonly deleted: boolean;
   readonly resolved: Promise<Resolved>;
 }
 
-/** Sharing keys whose latest resolution is kept for changes that come while it waits or just after it started. */
+/** Sharing keys whose latest resolution is kept, and the bytes of their results once done (one while under way). */
 const LATEST_KEPT = 10_000;
-/** Bytes of those resolutions' results once done (a waiting or running one counts one): gone keys dropped first. */
 const LATEST_BYTES = 32 * 1024 * 1024;
 
 function getOrMake<K, V>(map: { get(k: K): V | undefined; set(k: K, v: V): unknown }, key: K, make: () => V): V {
@@ -105,15 +100,13 @@ function getOrMake<K, V>(map: { get(k: K): V | undefined; set(k: K, v: V): unkno
 }
 
 /**
- * Each event resolved once per sharing key (token, document, variables): N subscribers cost one upstream read per
- * event, charged to none. A change that comes while its key's resolution waits, or after one started later than the
- * change was made, takes that one (it reads the head as it is then): a burst of writes, or one write told to many live
- * queries of a caller, costs one read. Turns (p-limit): SUBSCRIPTION_EVENT_CONCURRENCY at once,
- * SUBSCRIPTION_EVENT_CONCURRENCY_PER_CALLER of one caller's, so a write's fan-out never takes the upstream pool, and
- * one caller's many never hold the others' back.
+ * Each event resolved once per sharing key: N subscribers cost one upstream read per event. A change that comes while
+ * its key's resolution waits, or after one started later than the change was made, takes that one (it reads the head
+ * as it is then), so a burst of writes costs one read. Turns are bounded in all and per caller, so a write's fan-out
+ * never takes the upstream pool, and one caller's many never hold the others' back.
  */
 export class EventResolutions {
-  /** Each event's resolution per sharing key, while the change is held by a subscriber's queue or stream. */
+  /** Each event's resolution per sharing key, while a subscriber's queue or stream holds the change. */
   readonly #resolved = new WeakMap<HeadChange, Map<string, Promise<Resolved>>>();
   readonly #latest = new LRUCache<string, Latest>({
     max: LATEST_KEPT,
@@ -153,7 +146,7 @@ export class EventResolutions {
     }
     const caller = operation.request.caller.key;
     const callerTurns = getOrMake(this.#callers, caller, () => pLimit(this.limits.eventConcurrencyPerCaller));
-    const turn: Turn = { startedAt: undefined, eventId: change.eventId };
+    const turn: Latest['turn'] = { startedAt: undefined, eventId: change.eventId };
     const run = async (): Promise<Resolved> => {
       turn.startedAt = Date.now();
       const { result, heads } = await resolveEvent(this.#entry!, operation, change);
@@ -167,10 +160,9 @@ export class EventResolutions {
     });
     const entry: Latest = { turn, deleted, resolved };
     this.#latest.set(key, entry);
-    // Done, it weighs its result: kept by bytes as well as by count.
     resolved.then(
       ({ json }) => {
-        // A new object: lru-cache keeps the size it had for the same value set again.
+        // Done, it weighs its result; a new object, as lru-cache keeps the size it had for the same value set again.
         if (this.#latest.peek(key) === entry) this.#latest.set(key, { ...entry }, { size: Math.max(json.length, 1) });
       },
       () => undefined,

@@ -40,17 +40,14 @@ export interface HeadEvents {
 }
 
 /**
- * The heads writes may have changed, told to their watchers here and (with REDIS_URL) on every replica
- * (shared-state/redis-events.ts). A mutation field naming a head tells it on the outcomes that evict the response cache
- * (response-cache/evictions.ts: sent, and succeeded or may have; not refused before its call, nor answered 4xx). An
- * event is the head's id alone: each watcher reads it with its own token (finding it gone if deleted). A mutation
- * answered in parts (`@defer`) tells nothing.
+ * The heads writes may have changed, told to their watchers: a mutation field naming a head tells it on the outcomes
+ * that evict the response cache (response-cache/evictions.ts). An event is the head's id alone: each watcher reads it
+ * with its own token (finding it gone if deleted). A mutation answered in parts (`@defer`) tells nothing.
  */
 export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
   const { schema, redis } = options;
   const log = changeLog({ replayMs: options.replayMs, redis });
-  // Redis carries events to every process; without it, workers (WORKERS>1) pass them through the primary (each keeping
-  // what it hears for replay); alone, memory.
+  // Without Redis, workers pass events through the primary, each keeping what it hears for replay.
   const shared =
     redis !== undefined
       ? redisEventTarget({
@@ -94,17 +91,12 @@ export function useHeadEvents(options: HeadEventsOptions): HeadEvents {
             operationName: params.operationName ?? undefined,
           } as ExecutionArgs);
         const failed = new Set(result.errors?.map((error) => error.path?.[0]));
+        const span = operation.record?.span.spanContext();
+        const cause = span && { cause: { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags } };
         for (const { key, head } of changedFields(fields, result)) {
           if (head === undefined) continue;
           // A deletion that succeeded: gone. One that may have (answer lost): a change, each watcher's read settles.
-          const span = operation.record?.span.spanContext();
-          publish({
-            id: head.id,
-            ...(head.deletes && !failed.has(key) ? { deleted: true } : {}),
-            ...(span === undefined
-              ? {}
-              : { cause: { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags } }),
-          });
+          publish({ id: head.id, ...(head.deletes && !failed.has(key) ? { deleted: true } : {}), ...cause });
           options.onPublished?.();
         }
       },

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { ROOT_CONTEXT } from '@opentelemetry/api';
+import pLimit from 'p-limit';
 import type { HeadChange } from '../../domain/head-changes.js';
 import { UpstreamError } from '../../upstream/errors.js';
 import { getHeadExt } from '../../upstream/heads.js';
@@ -30,7 +31,6 @@ export interface HeadPolling {
 
 /** A read that failed puts its head's next read off by twice the last wait, up to this many intervals. */
 const MAX_BACKOFF_INTERVALS = 8;
-
 /** How long a head's last digest is kept once nobody reads it (in intervals). */
 const DIGEST_INTERVALS = 20;
 
@@ -73,14 +73,13 @@ function pollState(redis: SharedRedis | undefined, intervalMs: number) {
       if (typeof lease === 'string') head.digest = lease;
       return false;
     },
-    async lastDigest(id: string, head: Watched): Promise<string | undefined> {
-      if (!live()) return head.digest;
-      return (await redis!.client.get(digestKey(id)).catch(() => null)) ?? head.digest;
-    },
-    keep(id: string, head: Watched, digest: string): void {
+    /** The last read's digest (the fleet's, with Redis), `digest` kept in its place. */
+    async swap(id: string, head: Watched, digest: string): Promise<string | undefined> {
+      const before = live() ? ((await redis!.client.get(digestKey(id)).catch(() => null)) ?? head.digest) : head.digest;
       head.digest = digest;
       if (live())
         void redis!.client.set(digestKey(id), digest, 'PX', intervalMs * DIGEST_INTERVALS).catch(() => undefined);
+      return before;
     },
   };
 }
@@ -105,8 +104,7 @@ async function readHead(options: HeadPollingOptions, shared: ReturnType<typeof p
     }
     return 'failed';
   }
-  const before = await shared.lastDigest(id, head);
-  shared.keep(id, head, digest);
+  const before = await shared.swap(id, head, digest);
   if (before === undefined || before === digest) return 'unchanged';
   publish({ id, polled: true });
   return 'changed';
@@ -114,20 +112,17 @@ async function readHead(options: HeadPollingOptions, shared: ReturnType<typeof p
 
 /**
  * Changes made outside the gateway, found by reading each watched head every `intervalMs`: one read per head per
- * interval for the whole fleet (with REDIS_URL, by the replica holding the head's lease), however many subscribers, and
- * one as a head is first watched (its baseline, so a change in the first interval is one). The read is Get Head Ext By
- * Id, variant A (contract 4.5): every field of the head, `head_metadata` and `updated_at` included; a change to its
- * hair's variant-B-only fields (`hair_metadata`, `user_id`) alone is not seen (no read carries both variants' fields).
- * An answer whose digest differs from the last is a change, a 404 a deletion, a failure neither (the next read backs
- * off, up to MAX_BACKOFF_INTERVALS); published as a write's change, marked `polled`. At background priority: no
- * caller's token (Get Head by ID declares no scheme), budget or limit, `concurrency` reads at once at most; the timer
- * stops with the last watcher (the process's stop completes every stream, and so ends it).
+ * interval for the whole fleet, however many subscribers. The read is Get Head Ext By Id, variant A (contract 4.5):
+ * every field of the head, `head_metadata` and `updated_at` included; a change to the hair's variant-B-only fields
+ * (`hair_metadata`, `user_id`) alone is not seen. At background priority: no caller's token (Get Head by ID declares
+ * no scheme), budget or limit; the timer stops with the last watcher.
  */
 export function headPolling(options: HeadPollingOptions): HeadPolling {
   const { intervalMs } = options;
   const heads = new Map<string, Watched>();
   let timer: NodeJS.Timeout | undefined;
   let running = false;
+  const reads = pLimit(options.concurrency);
   const shared = pollState(options.redis, intervalMs);
   const poll = async (id: string, head: Watched) => {
     if (head.notBefore > performance.now() || !(await shared.leased(id, head))) return;
@@ -142,11 +137,7 @@ export function headPolling(options: HeadPollingOptions): HeadPolling {
     if (running) return;
     running = true;
     try {
-      const due = [...heads.entries()];
-      const workers = Array.from({ length: Math.min(options.concurrency, due.length) }, async () => {
-        for (let next = due.pop(); next !== undefined; next = due.pop()) await poll(...next).catch(() => undefined);
-      });
-      await Promise.all(workers);
+      await Promise.all([...heads].map(([id, head]) => reads(() => poll(id, head)).catch(() => undefined)));
     } finally {
       running = false;
     }

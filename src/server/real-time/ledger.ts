@@ -1,8 +1,3 @@
-import type { ExecutionResult } from 'graphql';
-
-/** A live query's charge on its caller's watched heads as they change (to `heads`): the refusal when over. */
-export type WatchCharge = (heads: number) => ExecutionResult | undefined;
-
 /** Which bound refused a take: the process's, the caller's own, or the caller's fair share of a process half full. */
 export type LedgerBound = 'process' | 'caller' | 'share';
 

@@ -2,25 +2,20 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Repeater } from '@repeaterjs/repeater';
 import type { ExecutionResult } from 'graphql';
 import type { HeadChange } from '../../domain/head-changes.js';
-import type { RealTimeMetrics } from '../instruments/real-time-metrics.js';
 import type { PreparedOperationState } from '../operation-state.js';
 import { folded } from './change-queue.js';
-import { type EventResolutions, headsRead, sharingKey } from './event-resolutions.js';
+import { headsRead, type Resolved, sharingKey } from './event-resolutions.js';
 import type { HeadEvents } from './head-events.js';
 import type { HeadPolling } from './head-polling.js';
-import type { WatchCharge } from './ledger.js';
+import type { SubscriberStreamOptions } from './subscriber-stream.js';
 
-export interface LiveQueryOptions {
+export interface LiveQueryOptions extends SubscriberStreamOptions {
   readonly listen: HeadEvents['listen'];
   readonly polling: HeadPolling;
-  readonly resolutions: EventResolutions;
-  readonly metrics: RealTimeMetrics;
   /** SUBSCRIPTION_LIVE_THROTTLE_MS: the least time between two results. */
   readonly throttleMs: number;
-  /** Whether the process is stopping: a stream ended then is cut for that reason. */
-  readonly stopping: () => boolean;
-  /** Charges the heads it watches to its caller's share (subscriptions.ts): a refusal when they no longer fit. */
-  readonly charge: WatchCharge;
+  /** Charges the heads it watches (to `heads`) to its caller's share (subscriptions.ts): a refusal when over. */
+  readonly charge: (heads: number) => ExecutionResult | undefined;
 }
 
 /** The heads a live query watches, made the set it read last (`watch(heads)`): listened to (`changed`) and polled. */
@@ -40,10 +35,6 @@ function headWatches(listen: HeadEvents['listen'], polling: HeadPolling, changed
     }
   };
 }
-
-/** What a live query watches after a run: the heads it read, or, when it read none as it failed, those before. */
-const watchedAfter = (result: ExecutionResult, heads: readonly string[], before: readonly string[]) =>
-  heads.length === 0 && result.errors?.length ? before : heads;
 
 /** The changes a live query has not taken, folded (change-queue.ts's rule), and a wait for one until `ended`. */
 class LatestChange {
@@ -75,11 +66,8 @@ class LatestChange {
 
 /**
  * A live query (`@live`): its first result (its own operation's, counted and traced once, as its request), then the
- * whole result again each time a head it read changes (a write through any replica, or polled), at most once every
- * `throttleMs` (changes meanwhile folded). Later results are resolved as subscription events (event-resolutions.ts),
- * and the heads they read that exist become what it watches. A run that fails or is refused is sent and keeps what was
- * watched, so the next change is sent; a query watching nothing could never be sent again, and ends after that result.
- * A polled change that reads the same is not sent. Ends when its client leaves or the process stops.
+ * whole result again each time a head it read changes, at most once every `throttleMs`. Later results are resolved as
+ * subscription events (event-resolutions.ts). A query watching nothing could never be sent again, and ends.
  */
 export function liveQuery(
   operation: PreparedOperationState,
@@ -96,38 +84,37 @@ export function liveQuery(
     const watch = headWatches(options.listen, options.polling, latest.put);
     try {
       const result = await first;
-      let watched = watchedAfter(result, headsRead(operation), []);
-      // Over its caller's share of watched heads: said in its last result, and it ends.
-      const refusal = options.charge(watched.length);
-      if (refusal !== undefined) return void (await push(refusal));
-      watch(watched);
-      let last = JSON.stringify(result);
-      let sentAt = performance.now();
-      await push(result);
-      metrics.delivered.inc();
-      while (watched.length > 0) {
-        // The throttle first: what changes meanwhile folds into one.
-        const wait = sentAt + options.throttleMs - performance.now();
-        if (wait > 0) await sleep(wait, undefined, { signal: ended.signal }).catch(() => undefined);
-        const change = await latest.take();
-        if (change === undefined) break;
-        const resolved = await resolutions.of(change, operation, key);
-        watched = watchedAfter(resolved.result, resolved.heads, watched);
+      let resolved: Resolved = { result, json: JSON.stringify(result), heads: headsRead(operation) };
+      let change: HeadChange | undefined;
+      let watched: readonly string[] = [];
+      let last: string | undefined;
+      let sentAt = 0;
+      for (;;) {
+        // It watches the heads it read; when it read none as it failed, those before (so the next change is sent).
+        if (resolved.heads.length > 0 || !resolved.result.errors?.length) watched = resolved.heads;
+        // Over its caller's share of watched heads: said in its last result, and it ends.
         const over = options.charge(watched.length);
         if (over !== undefined) {
           await push(over);
           break;
         }
         watch(watched);
-        if (change.polled === true && resolved.json === last) {
+        if (change?.polled === true && resolved.json === last) {
           metrics.dropped.inc({ reason: 'unchanged' });
-          continue;
+        } else {
+          if (change !== undefined) metrics.delivery.observe(Math.max(0, Date.now() - change.at) / 1000);
+          last = resolved.json;
+          sentAt = performance.now();
+          await push(resolved.result);
+          metrics.delivered.inc();
         }
-        metrics.delivery.observe(Math.max(0, Date.now() - change.at) / 1000);
-        last = resolved.json;
-        sentAt = performance.now();
-        await push(resolved.result);
-        metrics.delivered.inc();
+        if (watched.length === 0) break;
+        // The throttle first: what changes meanwhile folds into one.
+        const wait = sentAt + options.throttleMs - performance.now();
+        if (wait > 0) await sleep(wait, undefined, { signal: ended.signal }).catch(() => undefined);
+        change = await latest.take();
+        if (change === undefined) break;
+        resolved = await resolutions.of(change, operation, key);
       }
       if (options.stopping()) metrics.streamsCut.inc({ reason: 'stopping' });
     } finally {

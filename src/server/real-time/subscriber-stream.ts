@@ -6,7 +6,7 @@ import type { OperationState, PreparedOperationState } from '../operation-state.
 import { type EventResolutions, sharingKey } from './event-resolutions.js';
 
 /** The token refused now (UNAUTHENTICATED: an upstream 401, or none where needed): no later event could be read. */
-export const refusedToken = (result: ExecutionResult) =>
+const refusedToken = (result: ExecutionResult) =>
   result.errors?.some((error) => error.extensions?.code === 'UNAUTHENTICATED') === true;
 
 export function transportOf(operation: OperationState): StreamTransport {
@@ -23,8 +23,7 @@ export interface SubscriberStreamOptions {
 
 /**
  * One subscriber's results: each change of `source` resolved (shared, event-resolutions.ts), until after a deletion or
- * refused token, or the client leaves or the process stops; a polled change that reads as the last sent is not sent.
- * Made as the subscriber asks: a slow one has its changes folded (change-queue.ts), never queued.
+ * refused token, or the client leaves or the process stops. A slow one has its changes folded (change-queue.ts).
  */
 export function subscriberStream(
   operation: PreparedOperationState,

@@ -134,14 +134,9 @@ function headChangeSource({ events, polling, metrics }: SubscriptionsOptions): H
 
 /**
  * Subscriptions on the one path: documented, admitted and planned as any operation, the result a stream of parts (as
- * @defer's), so every transport that carries parts carries it, masked part by part. Their own: the source (graphql-js's
- * `createSourceEventStream` on `headChanges`, its arguments validated as any field's); each event resolved on the
- * subscribers' behalf (event-resolutions.ts), shared by the same token, document and variables; the end after a
- * deletion, a refused token, the client leaving or `completeAll`; live queries (live-queries.ts), counted as
- * subscriptions; limits refused `SUBSCRIPTION_LIMIT` (429): open subscriptions (SUBSCRIPTIONS_PER_CALLER,
- * SUBSCRIPTIONS_MAX) and watched heads (a subscription one, a live query those it read:
- * SUBSCRIPTION_WATCHED_HEADS_PER_CALLER, SUBSCRIPTION_WATCHED_HEADS_MAX), shared fairly once half full (ledger.ts).
- * Its streams are Repeaters: a `return()` ends one at once, settling a `next()` still waiting.
+ * @defer's), so every transport that carries parts carries it, masked part by part. Live queries count as
+ * subscriptions. Limits are refused `SUBSCRIPTION_LIMIT` (429): open subscriptions and watched heads (a subscription
+ * one, a live query those it read), shared fairly once half full (ledger.ts).
  */
 export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
   const { schema, events, polling, metrics, limits } = options;
@@ -162,24 +157,20 @@ export function useSubscriptions(options: SubscriptionsOptions): Subscriptions {
     const caller = operation.request.caller.key;
     const over = places.take(caller);
     if (over !== undefined) return refuse(refusals.places[over](limits));
-    const place = () => places.give(caller);
+    const { charge, giveBack } = watchCharge(watched, caller, (over) => refuse(refusals.watched[over](limits)));
+    const release = () => {
+      giveBack();
+      places.give(caller);
+    };
     if (operation.live) {
       const first = Promise.resolve(options.execute(operation)) as Promise<ExecutionResult>;
-      const { charge, giveBack } = watchCharge(watched, caller, (over) => refuse(refusals.watched[over](limits)));
-      return open.hold(operation, liveQuery(operation, first, { ...live, charge }), () => {
-        giveBack();
-        place();
-      });
+      return open.hold(operation, liveQuery(operation, first, { ...live, charge }), release);
     }
-    const overWatched = watched.take(caller);
-    if (overWatched !== undefined) {
-      place();
-      return refuse(refusals.watched[overWatched](limits));
+    const refusal = charge(1);
+    if (refusal !== undefined) {
+      release();
+      return refusal;
     }
-    const release = () => {
-      watched.give(caller);
-      place();
-    };
     const { params } = operation;
     const source = await createSourceEventStream({
       schema,
