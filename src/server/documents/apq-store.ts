@@ -80,7 +80,7 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 /** On a Cluster, registrations spread over at most this many hash slots (and the masters holding them). */
 const MAX_SHARDS = 16;
-/** Each shard's least registrations and bytes: small bounds stay one shard, as exact as before. */
+/** Each shard's least registrations and bytes: small bounds stay one shard, exact. */
 const MIN_SHARD_ENTRIES = 8;
 const MIN_SHARD_BYTES = 128 * 1024;
 
@@ -132,11 +132,10 @@ for i = 4, #KEYS do
     if length == 0 or other == hash then redis.call('ZREM', KEYS[i], other) else count, held = count + 1, held + length end
   end
   while count > 0 and (count >= ownedEntries or held + size > ownedBytes) do
-    local oldest = redis.call('ZRANGE', KEYS[i], 0, 0)[1]
+    local oldest = redis.call('ZPOPMIN', KEYS[i])[1]
     held = held - redis.call('HSTRLEN', texts, oldest)
     count = count - 1
     forget(oldest)
-    redis.call('ZREM', KEYS[i], oldest)
   end
 end
 for _, other in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 100)) do forget(other) end
@@ -150,13 +149,9 @@ local score = now + ttl
 local newest = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2]
 if newest and tonumber(newest) >= score then score = tonumber(newest) + 0.001 end
 redis.call('ZADD', index, score, hash)
-for i = 4, #KEYS do
-  redis.call('ZADD', KEYS[i], score, hash)
-  redis.call('PEXPIRE', KEYS[i], ttl)
-end
-redis.call('SET', bytes, total + size, 'PX', ttl)
-redis.call('PEXPIRE', index, ttl)
-redis.call('PEXPIRE', texts, ttl)
+for i = 4, #KEYS do redis.call('ZADD', KEYS[i], score, hash) end
+redis.call('SET', bytes, total + size)
+for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
 return 1`;
 
 interface ApqCommands {

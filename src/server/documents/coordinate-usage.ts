@@ -6,13 +6,12 @@ import type { OperationState } from '../operation-state.js';
 import type { Policy } from '../pipeline/stages.js';
 import { type SelectedCoordinates, selectedCoordinates } from './coordinates.js';
 
-/** A client's selection of one deprecated coordinate is logged at most this often (issue 43: once a minute). */
+/** A client's selection of one deprecated coordinate is logged at most this often. */
 export const DEPRECATION_LOG_INTERVAL_MS = 60_000;
 
 export interface CoordinateUsageOptions {
   readonly schema: GraphQLSchema;
   readonly metrics: SchemaUsageMetrics;
-  /** Warns of a client's use of a deprecated coordinate. */
   readonly logger: Logger;
   /** The clock of the deprecation log (tests move it). @default performance.now */
   readonly now?: () => number;
@@ -24,7 +23,6 @@ interface ClientUse {
   deprecationSeenAt: number;
 }
 
-/** What is kept of one operation of a prepared document: its uses by client (`name label` + `version label`). */
 interface OperationUse {
   readonly selected: SelectedCoordinates;
   readonly clients: Map<string, ClientUse>;
@@ -53,8 +51,8 @@ function deprecationLog(logger: Logger) {
 }
 
 /**
- * Counts schema usage (issue 43): an operation's coordinates are read once (coordinates.ts), so a request costs a few
- * map reads and one increment (usage-metrics.ts). A subscription counts once, as it subscribed, not per event.
+ * Counts schema usage: an operation's coordinates are read once (coordinates.ts), so a request costs a few map reads
+ * and one increment (usage-metrics.ts). A subscription counts once, as it subscribed, not per event.
  */
 export function useCoordinateUsage(options: CoordinateUsageOptions): Policy {
   const { schema, metrics } = options;

@@ -10,7 +10,7 @@ import type { CompiledExecution } from './compiled-execution.js';
 export interface GatewayEnvelopOptions {
   readonly schema: GraphQLSchema;
   /** Compiled execution (COMPILED_EXECUTION=on): hot queries run by their compiled code. */
-  readonly compiled?: CompiledExecution | undefined;
+  readonly compiled?: CompiledExecution;
   /** Policies as envelop plugins: documents' (`onValidate`, documents/prepared.ts) and the response cache's. */
   readonly plugins: readonly EnvelopPlugin[];
 }

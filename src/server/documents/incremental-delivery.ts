@@ -26,7 +26,6 @@ function perDocument<T>(compute: (document: DocumentNode) => T): (document: Docu
   };
 }
 
-/** Whether a document uses @defer or @stream anywhere. */
 export const usesIncrementalDelivery = perDocument((document): boolean => {
   let uses = false;
   visit(document, {

@@ -9,7 +9,7 @@ import type { PersistedQueryStore } from './apq-store.js';
 export interface PersistedDocumentsOptions {
   /** Where automatic persisted queries are registered (Apollo's APQ protocol). */
   readonly apqStore: PersistedQueryStore;
-  readonly trustedDocuments?: TrustedDocuments | undefined;
+  readonly trustedDocuments?: TrustedDocuments;
   /** Run trusted documents only: no query text, no APQ registration. @default false */
   readonly trustedDocumentsOnly?: boolean;
 }
@@ -48,7 +48,7 @@ function named(operation: OperationState, query: string): undefined {
 /**
  * Documents named by hash, before anything else reads the query: trusted documents only (else PERSISTED_QUERY_ONLY), or
  * Apollo's APQ, whose texts register once valid (junk is stored nowhere) beside execution, the answer waiting so every
- * replica knows the hash. Was yoga's plugin-apq and plugin-persisted-operations (test/plugin-conformance.test.ts).
+ * replica knows the hash. Replaces yoga's plugin-apq and plugin-persisted-operations (test/plugin-conformance.test.ts).
  */
 export function usePersistedDocuments(options: PersistedDocumentsOptions): Policy {
   const lookUp = (id: string) => options.trustedDocuments?.get(id);

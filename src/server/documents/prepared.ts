@@ -20,7 +20,6 @@ const BYTES_PER_REFUSAL = 2_048;
 class DocumentEntry implements PreparedDocument {
   /** Its validation errors once validated ([]: valid). */
   validation: readonly GraphQLError[] | undefined;
-  #incremental: boolean | undefined;
   /** The document's named operations, indexed once: a client's operationName never adds to them. */
   readonly #named = new Map<string, OperationDefinitionNode>();
   /** Its operation when it has exactly one (what no operationName selects). */
@@ -39,8 +38,7 @@ class DocumentEntry implements PreparedDocument {
   }
 
   get incremental(): boolean {
-    this.#incremental ??= usesIncrementalDelivery(this.document);
-    return this.#incremental;
+    return usesIncrementalDelivery(this.document);
   }
 
   get plain(): DocumentNode {
@@ -54,10 +52,7 @@ class DocumentEntry implements PreparedDocument {
 }
 
 /** A text refused before it was a document (nested too deep, too many tokens, a syntax error), and its limit if one. */
-interface Refused {
-  readonly refusal: GraphQLError;
-  readonly limit: string | undefined;
-}
+type Refused = { readonly refusal: GraphQLError; readonly limit: string | undefined };
 type Entry = DocumentEntry | Refused;
 
 /** Estimated heap of one entry: the text (two bytes a character at most) and what parsing made of it. */
@@ -73,7 +68,7 @@ const EXTRA_NESTING = 96;
 const BLOCK_QUOTE = '"""';
 
 /** Whether `{`, `[`, `(` nest past `limit`: 2,000 nested lists overflow graphql-js's parser before Armor's limits. */
-export function nestsDeeperThan(text: string, limit: number): boolean {
+function nestsDeeperThan(text: string, limit: number): boolean {
   let depth = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
@@ -134,12 +129,10 @@ export interface PreparedDocumentsOptions {
   /** Told of each refusal's limit (`extensions.limit`), each time it is answered. */
   readonly onRefused: (limit: string) => void;
   /** The request's validation budget (guards/fragment-pairs.ts): checked before parsing a new text, spent after. */
-  readonly budget?:
-    | {
-        readonly beforeParse: (operation: OperationState, text: string) => GraphQLError | undefined;
-        readonly step: OperationStep;
-      }
-    | undefined;
+  readonly budget?: {
+    readonly beforeParse: (operation: OperationState, text: string) => GraphQLError | undefined;
+    readonly step: OperationStep;
+  };
 }
 
 /** The document stage, kept per text (refusals too): a hot operation costs a lookup; per-document WeakMaps follow. */
