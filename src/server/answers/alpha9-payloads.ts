@@ -13,6 +13,7 @@ import {
   isInterfaceType,
   isObjectType,
   Kind,
+  type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
 
@@ -34,11 +35,7 @@ type Data = Record<string, unknown>;
 
 type Directed = Parameters<typeof getDirectiveValues>[1];
 
-interface Pending {
-  readonly id: string;
-  readonly path: Path;
-  readonly label?: string;
-}
+type Pending = { readonly id: string; readonly path: Path; readonly label?: string };
 
 /** Something the executor delivers later: a deferred fragment, or the rest of a streamed list. */
 interface Site {
@@ -228,9 +225,10 @@ export function alpha9Payloads(
 ): (payload: Payload2022) => Record<string, unknown> {
   const finder = new SiteFinder(schema, document, variables ?? {});
   const operation = document.definitions.find(
-    (d) => d.kind === Kind.OPERATION_DEFINITION && (operationName == null || d.name?.value === operationName),
+    (d): d is OperationDefinitionNode =>
+      d.kind === Kind.OPERATION_DEFINITION && (operationName == null || d.name?.value === operationName),
   );
-  const rootType = operation?.kind === Kind.OPERATION_DEFINITION ? schema.getRootType(operation.operation) : undefined;
+  const rootType = operation && schema.getRootType(operation.operation);
   const announced: Announced = { open: new Map(), nextId: 0 };
 
   return (payload) => {
@@ -243,7 +241,7 @@ export function alpha9Payloads(
     if ('data' in payload && entries === undefined) {
       // The initial part: the sites it opens.
       const sites: Site[] = [];
-      if (payload.data && rootType && operation?.kind === Kind.OPERATION_DEFINITION)
+      if (payload.data && rootType && operation)
         finder.inObject(operation.selectionSet, rootType, payload.data, [], sites);
       announce(announced, sites, pending);
       out.pending = pending;

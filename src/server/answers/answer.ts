@@ -2,9 +2,10 @@ import { type ExecutionResult, GraphQLError } from 'graphql';
 import { isAsyncIterable } from 'graphql-yoga';
 import { refusalBody } from '../http/refusal.js';
 import { jsonKeepsSpecStatus, serialise, statusOf } from '../http/serialisation.js';
+import type { WholeAnswer } from '../incoming.js';
 import type { Answer, Policy } from '../pipeline/stages.js';
 import { type OperationResult, type RequestState, stopParts } from '../request-state.js';
-import { negotiationOf, notAcceptable } from './negotiation.js';
+import { negotiationOf, notAcceptableAnswer } from './negotiation.js';
 import { framings, partsBody, type StreamOptions } from './parts.js';
 
 export interface AnswerOptions {
@@ -17,8 +18,20 @@ export interface AnswerOptions {
   readonly stream: StreamOptions;
 }
 
-/** Nobody reads it: the client hung up before its answer was written. */
 const clientGone = refusalBody('The client closed the request.', 'CLIENT_CLOSED_REQUEST');
+
+/** Makes `answer` the one given (a refusal's header names lower-cased). */
+function answerWith(answer: Answer, { status, headers, body }: Omit<WholeAnswer, 'body'> & Pick<Answer, 'body'>) {
+  answer.status = status;
+  for (const [name, value] of Object.entries(headers)) answer.headers.set(name.toLowerCase(), value);
+  answer.body = body;
+}
+
+/** An answer's headers and body in parts, framed as `type`'s. */
+function inParts(type: keyof typeof framings, parts: AsyncIterable<ExecutionResult>, stream: StreamOptions) {
+  const framing = framings[type];
+  return { headers: framing.headers, body: partsBody(parts, framing, stream) };
+}
 
 async function* onePart(result: ExecutionResult): AsyncGenerator<ExecutionResult> {
   yield result;
@@ -35,19 +48,19 @@ function bounded(options: AnswerOptions, json: string, room: number): { json: st
   return { json: refusal, bytes: 0 };
 }
 
-/** What an answer whose client has hung up gets instead of its results, counted. */
-function abandoned(options: AnswerOptions): string {
-  options.onAbandoned?.();
+/** What an answer whose client hung up before it was written gets (nobody reads it), counted for each result. */
+function abandoned(options: AnswerOptions, results = 1): string {
+  for (let i = 0; i < results; i++) options.onAbandoned?.();
   return clientGone;
 }
 
 /** A single result (or a refusal): in parts of one, or whole, its JSON (`json` if cached) bounded by `maxBytes`. */
 function whole(options: AnswerOptions, request: RequestState, answer: Answer, result: ExecutionResult, json?: string) {
   const type = negotiationOf(request).whole;
-  if (type === undefined) return notAcceptable(answer);
+  if (type === undefined) return answerWith(answer, notAcceptableAnswer);
   if (type === 'multipart/mixed' || type === 'text/event-stream') {
     const status = statusOf(result, answer.headers, type === 'text/event-stream');
-    return inParts(answer, type, onePart(result), status, options.stream);
+    return answerWith(answer, { status, ...inParts(type, onePart(result), options.stream) });
   }
   answer.status = statusOf(result, answer.headers, type === 'application/json' && jsonKeepsSpecStatus(result));
   answer.headers.set('content-type', `${type}; charset=utf-8`);
@@ -57,12 +70,11 @@ function whole(options: AnswerOptions, request: RequestState, answer: Answer, re
 /** A batch's results as one JSON array, bounded together by `maxBytes` in batch order. */
 function batch(options: AnswerOptions, request: RequestState, answer: Answer, results: readonly ExecutionResult[]) {
   const type = negotiationOf(request).whole;
-  if (type === undefined) return notAcceptable(answer);
+  if (type === undefined) return answerWith(answer, notAcceptableAnswer);
   const jsonType = type === 'multipart/mixed' || type === 'text/event-stream' ? 'application/json' : type;
   answer.headers.set('content-type', `${jsonType}; charset=utf-8`);
   if (request.gone) {
-    for (let i = 1; i < results.length; i++) options.onAbandoned?.();
-    answer.body = abandoned(options);
+    answer.body = abandoned(options, results.length);
     return;
   }
   let room = options.maxBytes;
@@ -81,12 +93,7 @@ export function useAnswerBody(options: AnswerOptions): Policy {
     answer(request, answer) {
       const { refusal, operations } = request;
       if (refusal instanceof GraphQLError) return whole(options, request, answer, { errors: [refusal] });
-      if (refusal !== undefined) {
-        answer.status = refusal.status;
-        for (const [name, value] of Object.entries(refusal.headers)) answer.headers.set(name.toLowerCase(), value);
-        answer.body = refusal.body;
-        return;
-      }
+      if (refusal !== undefined) return answerWith(answer, refusal);
       const results = operations.map((operation) => operation.result as OperationResult);
       // A batch's operations run without @defer and @stream (answers/negotiation.ts): each result is whole.
       if (request.batched) return batch(options, request, answer, results as ExecutionResult[]);
@@ -96,25 +103,15 @@ export function useAnswerBody(options: AnswerOptions): Policy {
       if (type !== 'multipart/mixed' && type !== 'text/event-stream') {
         // Not reached while the negotiation leaves @defer and @stream out for such a client: stopped all the same.
         stopParts(result);
-        return notAcceptable(answer);
+        return answerWith(answer, notAcceptableAnswer);
       }
       // A stream (a subscription, a live query) to a client that speaks Apollo's multipart subscriptions: in theirs.
       const apollo =
         type === 'multipart/mixed' && request.negotiated?.subscriptionSpec === true && operations[0]!.streams;
-      return inParts(answer, apollo ? 'apollo subscription' : type, result, 200, options.stream);
+      return answerWith(answer, {
+        status: 200,
+        ...inParts(apollo ? 'apollo subscription' : type, result, options.stream),
+      });
     },
   };
-}
-
-function inParts(
-  answer: Answer,
-  type: keyof typeof framings,
-  parts: AsyncIterable<ExecutionResult>,
-  status: number,
-  stream: StreamOptions,
-): void {
-  const framing = framings[type];
-  answer.status = status;
-  for (const [name, value] of Object.entries(framing.headers)) answer.headers.set(name, value);
-  answer.body = partsBody(parts, framing, stream);
 }

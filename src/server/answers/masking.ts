@@ -4,14 +4,6 @@ import type { Logger } from 'pino';
 import { errorLogEntry, maskError } from '../../schema/errors.js';
 import type { Policy } from '../pipeline/stages.js';
 
-const UNEXPECTED = 'Unexpected error.';
-
-/** Logs a masked error (schema/errors.ts: our faults at error, upstream failures at warn, a caller's at debug). */
-export function logMasked(logger: Logger, error: unknown): void {
-  const entry = errorLogEntry(error);
-  if (entry !== undefined) logger[entry.level](entry.fields, entry.message);
-}
-
 /** What execution stops with once its client hung up (the request's signal aborted), or a timer's. */
 const isAbort = (error: unknown): boolean =>
   error instanceof Error &&
@@ -29,8 +21,10 @@ export function errorMasking(
     // What an operation whose client hung up stopped with: nothing of ours failed, and nobody reads it.
     if (gone && isAbort(error))
       return new GraphQLError('The client closed the request.', { extensions: { code: 'CLIENT_CLOSED_REQUEST' } });
-    const masked = maskError(error, UNEXPECTED);
-    if (masked !== error) logMasked(logger, error);
+    const masked = maskError(error, 'Unexpected error.');
+    // schema/errors.ts: our faults at error, upstream failures at warn, a caller's at debug.
+    const entry = masked === error ? undefined : errorLogEntry(error);
+    if (entry !== undefined) logger[entry.level](entry.fields, entry.message);
     return masked instanceof GraphQLError ? masked : new GraphQLError(masked.message, { originalError: masked });
   };
   const maskAll = (errors: readonly GraphQLError[], gone: boolean) => errors.map((error) => mask(error, gone));

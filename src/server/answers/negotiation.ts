@@ -7,7 +7,7 @@ import { plainDocumentOf } from '../documents/prepared.js';
 import { codingsFor } from '../http/codings.js';
 import { refusalBody, refusalType } from '../http/refusal.js';
 import type { Negotiated, WholeAnswer } from '../incoming.js';
-import type { Answer, Policy } from '../pipeline/stages.js';
+import type { Policy } from '../pipeline/stages.js';
 import type { RequestState } from '../request-state.js';
 import { alpha9Payloads, type Payload2022 } from './alpha9-payloads.js';
 import { answerTypeFor } from './media-types.js';
@@ -67,8 +67,8 @@ const notAcceptableOf = (headers: Record<string, string>, message: string): Whol
   body: refusalBody(message, 'NOT_ACCEPTABLE'),
 });
 
-/** The one 406 to a client that takes none of the gateway's media types. */
-const notAcceptableAnswer = notAcceptableOf(
+/** The one 406 to a client that takes none of the gateway's media types (answers/answer.ts past the intake too). */
+export const notAcceptableAnswer = notAcceptableOf(
   { accept: 'application/graphql-response+json; charset=utf-8, application/json; charset=utf-8' },
   'The Accept header names no media type the gateway answers in: application/graphql-response+json or application/json, and multipart/mixed or text/event-stream for @defer and @stream.',
 );
@@ -78,13 +78,6 @@ const noCodingAnswer = notAcceptableOf(
   { vary: 'Accept-Encoding' },
   'The Accept-Encoding header refuses every content coding the gateway answers in: accept identity, br, gzip or deflate.',
 );
-
-/** Makes `answer` the 406 (answers/answer.ts): a request refused before its negotiation (overloaded, say). */
-export function notAcceptable(answer: Answer): void {
-  answer.status = notAcceptableAnswer.status;
-  for (const [name, value] of Object.entries(notAcceptableAnswer.headers)) answer.headers.set(name, value);
-  answer.body = notAcceptableAnswer.body;
-}
 
 /** A subscription or live query answers in a stream: in a batch, or for a client that takes none, it is refused. */
 function subscriptionRefusal(request: RequestState) {
@@ -122,12 +115,10 @@ function answersInParts(document: DocumentNode, variables: Readonly<Record<strin
 export function useContentNegotiation(): Policy {
   return {
     name: 'content negotiation',
-    intake: (request) =>
-      negotiationOf(request).whole === undefined
-        ? notAcceptableAnswer
-        : codingsFor(request.headers.get('accept-encoding')) === 'none'
-          ? noCodingAnswer
-          : undefined,
+    intake(request) {
+      if (negotiationOf(request).whole === undefined) return notAcceptableAnswer;
+      return codingsFor(request.headers.get('accept-encoding')) === 'none' ? noCodingAnswer : undefined;
+    },
   };
 }
 

@@ -15,10 +15,12 @@ interface Framing {
 }
 
 const jsonPart = 'Content-Type: application/json; charset=utf-8';
+/** On every stream: nginx in front passes parts as they come. */
+const streaming = { connection: 'keep-alive', 'x-accel-buffering': 'no' };
 
 /** multipart/mixed; a heartbeat is RFC 2046 padding, which `--` may not follow: the end after one is an empty part. */
 const multipart: Framing = {
-  headers: { 'content-type': 'multipart/mixed; boundary="-"', connection: 'keep-alive', 'x-accel-buffering': 'no' },
+  headers: { 'content-type': 'multipart/mixed; boundary="-"', ...streaming },
   start: '\r\n---',
   part: (json) => `\r\n${jsonPart}\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}\r\n---`,
   end: '--\r\n',
@@ -28,12 +30,7 @@ const multipart: Framing = {
 
 /** GraphQL over SSE. `Content-Encoding: none` keeps buffering compressors away (ours drops the mark). */
 const eventStream: Framing = {
-  headers: {
-    'content-type': 'text/event-stream',
-    connection: 'keep-alive',
-    'content-encoding': 'none',
-    'x-accel-buffering': 'no', // on every stream: nginx in front passes parts as they come
-  },
+  headers: { 'content-type': 'text/event-stream', 'content-encoding': 'none', ...streaming },
   start: ':\n\n', // some browsers wait for a first byte; then a heartbeat, so proxies keep the stream
   part: (json, id) => `${id === undefined ? '' : `id: ${id}\n`}event: next\ndata: ${json}\n\n`,
   end: 'event: complete\ndata:\n\n',
@@ -42,11 +39,7 @@ const eventStream: Framing = {
 
 /** Apollo's multipart subscriptions (Apollo Router's protocol): `{"payload": …}` parts, `{}` as the heartbeat. */
 const apolloSubscription: Framing = {
-  headers: {
-    'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-  },
+  headers: { 'content-type': 'multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"', ...streaming },
   start: '\r\n--graphql',
   part: (json) => `\r\n${jsonPart}\r\n\r\n{"payload":${json}}\r\n--graphql`,
   end: '--\r\n',

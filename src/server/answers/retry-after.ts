@@ -4,17 +4,11 @@ import { retryAfterMsOf } from '../../schema/errors.js';
 import type { Policy } from '../pipeline/stages.js';
 
 /** `Retry-After` of an answer wholly refused by breakers or 429s (retried, a partial one would ask for what it has). */
-export function retryAfterSecondsOf(result: ExecutionResult): number | undefined {
-  const { errors, data } = result;
+function retryAfterSecondsOf({ errors, data }: ExecutionResult): number | undefined {
   if (errors === undefined || errors.length === 0) return undefined;
   if (data != null && Object.values(data).some((value) => value !== null)) return undefined;
-  let latestMs = 0;
-  for (const error of errors) {
-    const ms = retryAfterMsOf(error);
-    if (ms === undefined) return undefined;
-    latestMs = Math.max(latestMs, ms);
-  }
-  return Math.ceil(latestMs / 1000);
+  const waits = errors.map((error) => retryAfterMsOf(error));
+  return waits.every((ms) => ms !== undefined) ? Math.ceil(Math.max(0, ...waits) / 1000) : undefined;
 }
 
 /** `retryAfterSecondsOf` into `extensions.http` (headers, not body) of an operation not batched, on masked errors. */

@@ -7,7 +7,7 @@ import type { MaybePromise, Serve, Served } from '../pipeline/stages.js';
 export type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
 /** Node's headers as every transport gives them (by lower-case name), a repeated one's values joined as fetch's are. */
-class NodeHeaders implements RequestHeaders {
+export class NodeHeaders implements RequestHeaders {
   constructor(private readonly raw: IncomingHttpHeaders) {}
 
   get(name: string): string | null {

@@ -21,7 +21,6 @@ const unexpected = Object.freeze({
   extensions: { code: 'INTERNAL_SERVER_ERROR' },
 }) as unknown as GraphQLError;
 
-/** What an operation needs of its socket: to send a message on it, and to tell it the operation ended. */
 export interface OperationSocket {
   send(data: string): void;
   ended(operation: SocketOperation): void;

@@ -15,6 +15,7 @@ import type { CallerRules } from '../callers.js';
 import { pathOf } from '../http/paths.js';
 import type { Incoming, RequestHeaders } from '../incoming.js';
 import type { OperationEntry } from '../real-time/event-resolutions.js';
+import { NodeHeaders } from './node.js';
 import { type OperationSocket, SocketOperation } from './socket-operation.js';
 
 export interface WebSocketOptions {
@@ -42,9 +43,9 @@ export interface WebSocketTransport {
 
 const GOING_AWAY = 1001;
 /** Over WEBSOCKET_MAX_MESSAGES_PER_SECOND: a policy violation (graphql-ws's client does not retry it). */
-export const TOO_MANY_MESSAGES = 1008;
+const TOO_MANY_MESSAGES = 1008;
 /** A socket that opened more operations than WEBSOCKET_MAX_OPERATIONS (graphql-ws's client retries it, later). */
-export const TOO_MANY_OPERATIONS = 4413;
+const TOO_MANY_OPERATIONS = 4413;
 /** How long a socket may wait before `connection_init` (graphql-ws's default). */
 const CONNECTION_INIT_WAIT_MS = 3_000;
 
@@ -53,11 +54,9 @@ const notCarried = new Set(['authorization', 'cookie', 'x-request-id']);
 
 /** An operation's headers: the upgrade's (address, app, trace), `connection_init`'s `Authorization` as the token. */
 function socketHeaders(upgrade: IncomingMessage, authorization: string | undefined): RequestHeaders {
-  const own = new Map<string, string>();
-  for (const [name, value] of Object.entries(upgrade.headers))
-    if (value !== undefined && !notCarried.has(name)) own.set(name, Array.isArray(value) ? value.join(', ') : value);
-  if (authorization !== undefined) own.set('authorization', authorization);
-  return { get: (name) => own.get(name) ?? null, has: (name) => own.has(name), keys: () => own.keys() };
+  const own = Object.entries(upgrade.headers).filter(([name, value]) => value !== undefined && !notCarried.has(name));
+  if (authorization !== undefined) own.push(['authorization', authorization]);
+  return new NodeHeaders(Object.fromEntries(own));
 }
 
 /** `connection_init`'s token as clients send it: `Authorization` or `authorization`, at the top or under `headers`. */
@@ -68,12 +67,10 @@ function authorizationOf(payload: Readonly<Record<string, unknown>> | undefined)
 }
 
 /**
- * The server side of one socket (graphql-transport-ws, read and written by graphql-ws's `parseMessage` and
- * `stringifyMessage`). Each `subscribe` is an operation of its own (`SocketOperation`, socket-operation.ts), so a
- * `complete` ends the one its id names then, and a reused id names a new one: no stream is left behind (graphql-ws's
- * server files operations by id alone, and `subscribe`, `complete`, `subscribe` of one id in one write left the first
- * running). Closing cancels them all. Capped by WEBSOCKET_MAX_OPERATIONS and WEBSOCKET_MAX_MESSAGES_PER_SECOND: over
- * either, the socket is closed (its code, and a log line).
+ * The server side of one socket (graphql-transport-ws through graphql-ws's `parseMessage` and `stringifyMessage`). Each
+ * `subscribe` is an operation of its own, so a `complete` ends the one its id names then and a reused id names a new
+ * one (graphql-ws's server files operations by id alone: `subscribe`, `complete`, `subscribe` in one write left the
+ * first running). Over WEBSOCKET_MAX_OPERATIONS or WEBSOCKET_MAX_MESSAGES_PER_SECOND the socket is closed.
  */
 class SocketConnection implements OperationSocket {
   /** Its operations the client may still complete, by id. */
@@ -188,8 +185,7 @@ class SocketConnection implements OperationSocket {
 
 /**
  * WebSocket (`graphql-transport-ws`) on the GraphQL path: each `subscribe` enters the one path at the document stage
- * (`entry`: no HTTP request made of it), its token `connection_init`'s, its caller the upgrade's address; results go
- * as `next` messages, a refusal before execution as `error`. A ping every `heartbeatMs`: one missing its pong is cut.
+ * (`entry`: no HTTP request made of it), its token `connection_init`'s, its caller the upgrade's address.
  */
 export function websocketTransport(entry: OperationEntry, options: WebSocketOptions): WebSocketTransport {
   const servers: WebSocketServer[] = [];
