@@ -2,20 +2,18 @@ import { type ExecutionResult, GraphQLError } from 'graphql';
 
 /* The one serialisation of an answer, and the one rule of its status, for every transport. */
 
-/** An error as clients read it: without the extensions meant for the server (`http`, `unexpected`). */
-function errorJson(error: GraphQLError): unknown {
-  const json = error.toJSON();
-  const { message, locations, path, extensions: all } = json;
-  if (all === undefined || (!('http' in all) && !('unexpected' in all))) return json;
-  const { http: _http, unexpected: _unexpected, ...extensions } = all;
-  return { message, locations, path, extensions: Object.keys(extensions).length > 0 ? extensions : undefined };
+/** Extensions without those meant for the server (`http`: the status and headers), undefined if nothing is left. */
+function without(keys: readonly string[], extensions: Record<string, unknown> | undefined) {
+  if (extensions === undefined || !keys.some((key) => key in extensions)) return extensions;
+  const rest = Object.fromEntries(Object.entries(extensions).filter(([key]) => !keys.includes(key)));
+  return Object.keys(rest).length > 0 ? rest : undefined;
 }
 
-/** Extensions without `http` (what the status and headers were made of), or undefined when nothing is left. */
-function publicExtensions(extensions: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
-  if (extensions === undefined || !('http' in extensions)) return extensions;
-  const { http: _http, ...rest } = extensions;
-  return Object.keys(rest).length > 0 ? rest : undefined;
+/** An error as clients read it: without `http` and `unexpected` (what its answer's status was made of). */
+function errorJson(error: GraphQLError): unknown {
+  const json = error.toJSON();
+  const extensions = without(['http', 'unexpected'], json.extensions);
+  return extensions === json.extensions ? json : { ...json, extensions };
 }
 
 export const errorsJson = (errors: readonly unknown[]): unknown[] =>
@@ -49,7 +47,7 @@ export function publicResult(result: ExecutionResult): Record<string, unknown> {
   if (rest.incremental !== undefined) rest.incremental = entriesJson(rest.incremental);
   if (rest.completed !== undefined) rest.completed = entriesJson(rest.completed);
   const answer: Record<string, unknown> = errors?.length ? { errors: errorsJson(errors), ...rest } : rest;
-  const shown = publicExtensions(extensions as Record<string, unknown> | undefined);
+  const shown = without(['http'], extensions as Record<string, unknown> | undefined);
   if (shown !== undefined) answer.extensions = shown;
   return answer;
 }

@@ -7,18 +7,6 @@ export interface CacheUse {
   readonly bytes: number;
 }
 
-/** What several caches of one kind hold together (one per schema served: `/graphql`'s and SUBGRAPH_PATH's). */
-function together(uses: readonly (() => CacheUse)[]): CacheUse {
-  let entries = 0;
-  let bytes = 0;
-  for (const use of uses) {
-    const one = use();
-    entries += one.entries;
-    bytes += one.bytes;
-  }
-  return { entries, bytes };
-}
-
 /** The caches kept per distinct document (`parsed`, `compiled`): entries and bytes by cache, read at each scrape. */
 export class DocumentCacheMetrics extends MetricGroup {
   readonly #caches = new Map<string, (() => CacheUse)[]>();
@@ -34,14 +22,11 @@ export class DocumentCacheMetrics extends MetricGroup {
     (use) => use.bytes,
   );
 
-  /** Adds a cache of kind `cache`: the gauges show all those of a kind together. */
+  /** Adds a cache of kind `cache` (one per schema served: `/graphql`'s and SUBGRAPH_PATH's): shown summed by kind. */
   watch(cache: string, use: () => CacheUse): void {
-    const uses = this.#caches.get(cache);
-    if (uses === undefined) this.#caches.set(cache, [use]);
-    else uses.push(use);
+    this.#caches.set(cache, [...(this.#caches.get(cache) ?? []), use]);
   }
 
-  /** A gauge by cache, read from the watched caches at each scrape. */
   #gauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge<'cache'> {
     const gauge: Gauge<'cache'> = new Gauge({
       name,
@@ -49,7 +34,8 @@ export class DocumentCacheMetrics extends MetricGroup {
       labelNames: ['cache'] as const,
       registers: [this.registry],
       collect: () => {
-        for (const [cache, uses] of this.#caches) gauge.set({ cache }, pick(together(uses)));
+        for (const [cache, uses] of this.#caches)
+          gauge.labels({ cache }).set(uses.reduce((sum, use) => sum + pick(use()), 0));
       },
     });
     return gauge;
@@ -84,44 +70,28 @@ export class ResponseCacheMetrics extends MetricGroup {
     "Answers that met a byte bound of the response cache as they were stored, by bound: `total` (RESPONSE_CACHE_MAX_BYTES in Redis: not stored) or `caller` (the caller's share: in Redis not stored, in process memory the caller's own oldest answers dropped to make room).",
     ['bound'],
   );
-  /** An answer met a byte bound of the response cache (response-cache/redis-store.ts, memory-store.ts). */
   readonly overBudget = (bound: 'total' | 'caller'): void => void this.#overBudget.inc({ bound });
-
   readonly #failures = this.counter(
     'gateway_response_cache_failures_total',
     'Calls to the response cache store that failed (Redis unreachable or refusing, or evictions owed), by call: a lookup answered as a miss, a write not kept, an invalidation not made yet (made again once Redis answers; until then the store answers nothing); fail open.',
     ['call'],
   );
-  /** Read at each scrape; none for a store that cannot say cheaply. */
+  /** The store's use, read at each scrape; none for a store that cannot say cheaply (Redis's 0 would be a lie). */
   #use: (() => CacheUse) | undefined;
 
-  readonly #gauges = [
-    this.#gauge(
-      'gateway_response_cache_entries',
-      "Answers the response cache keeps in this process's memory (without REDIS_URL).",
-      (use) => use.entries,
-    ),
-    this.#gauge(
-      'gateway_response_cache_bytes',
-      "Heap the answers the response cache keeps in this process's memory hold, estimated (without REDIS_URL): what RESPONSE_CACHE_MAX_BYTES bounds.",
-      (use) => use.bytes,
-    ),
-  ];
-
-  /** A gauge of the store, read at each scrape: registered by `watch` for a store that can say (Redis's 0: a lie). */
-  #gauge(name: string, help: string, pick: (use: CacheUse) => number): Gauge {
-    const gauge: Gauge = new Gauge({
-      name,
-      help,
-      registers: [],
-      collect: () => gauge.set(pick(this.#use!())), // registered once there is a `use`
-    });
-    return gauge;
-  }
-
   watch(use: (() => CacheUse) | undefined) {
-    if (use !== undefined && this.#use === undefined)
-      for (const gauge of this.#gauges) this.registry.registerMetric(gauge);
+    if (use !== undefined && this.#use === undefined) {
+      this.gauge(
+        'gateway_response_cache_entries',
+        "Answers the response cache keeps in this process's memory (without REDIS_URL).",
+        () => this.#use!().entries,
+      );
+      this.gauge(
+        'gateway_response_cache_bytes',
+        "Heap the answers the response cache keeps in this process's memory hold, estimated (without REDIS_URL): what RESPONSE_CACHE_MAX_BYTES bounds.",
+        () => this.#use!().bytes,
+      );
+    }
     this.#use = use ?? this.#use;
     const hits = this.#lookups.labels({ result: 'hit' });
     const misses = this.#lookups.labels({ result: 'miss' });

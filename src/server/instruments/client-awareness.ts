@@ -1,11 +1,5 @@
 import type { ClientMetricsBounds } from '../../config.js';
 
-/*
- * Which client app sent a request, as it names itself: Apollo's client-awareness headers (`apollographql-client-name`/
- * `-version`, what Apollo Client's `clientAwareness` sends), else `graphql-client-name`/`-version` (Hive's and
- * others'). The values come from clients, so they are checked before they reach a label or a span, and bounded.
- */
-
 /** Longer names and versions are cut to this. */
 const MAX_LENGTH = 64;
 /** Letters, digits, space and `_ . : / @ + ( ) -` (`1.2.3-rc.1+build`, `@acme/web`, `iOS (14)`). */
@@ -42,9 +36,11 @@ const labelOf = (value: string | null, kept: string | undefined) =>
   value === null || value === '' ? ABSENT : (kept ?? REFUSED);
 
 /**
- * Reads and labels requests' clients. The names an operator lists (`knownNames`) always get a label; of the others,
- * the first `maxNames` seen; under each name label (`unknown`, `invalid`, `other` too) the first `maxVersions`
- * versions: at most (known + maxNames + 3) × (maxVersions + 3) label pairs, whatever clients send.
+ * Which client app sent a request, as it names itself: Apollo's `apollographql-client-name`/`-version` (what Apollo
+ * Client's `clientAwareness` sends), else `graphql-client-name`/`-version` (Hive's and others'). The values come from
+ * clients, so they are checked before they reach a label or a span, and bounded: the names an operator lists
+ * (`knownNames`) always get a label; of the others, the first `maxNames` seen; under each name label (`unknown`,
+ * `invalid`, `other` too) the first `maxVersions` versions: at most (known + maxNames + 3) × (maxVersions + 3) pairs.
  */
 export class ClientAwareness {
   /** Each name label, with the version labels it keeps. */
@@ -53,7 +49,6 @@ export class ClientAwareness {
 
   constructor(private readonly bounds: ClientMetricsBounds) {}
 
-  /** The client of a request, from its headers (two reads when it names none). */
   identify(headers: Pick<Headers, 'get'>): ClientIdentity {
     const apollo = headers.get('apollographql-client-name');
     const name = apollo ?? headers.get('graphql-client-name');

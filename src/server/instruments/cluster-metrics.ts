@@ -1,11 +1,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 
-/*
- * With WORKERS>1 a scrape reaches one worker, which asks the primary for the whole group: the primary collects every
- * worker's registry with prom-client's AggregatorRegistry (its own cluster messages) and answers the sum: only the
- * ask and the answer are ours.
- */
+// WORKERS>1: a scrape reaches one worker, which asks the primary; that sums every worker's registry with
+// prom-client's AggregatorRegistry (over its own cluster messages). Only the ask and the answer are ours.
 const SCRAPE = 'gateway:scrape';
 const SCRAPED = 'gateway:scraped';
 

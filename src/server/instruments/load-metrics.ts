@@ -1,5 +1,5 @@
 import type { Server } from 'node:net';
-import { Gauge } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import { MetricGroup } from './metric-group.js';
 
 /** The public port and ADMIN_PORT. */
@@ -32,8 +32,7 @@ export class ConnectionMetrics extends MetricGroup {
   watch(server: Server, port: ConnectionPort): () => void {
     this.#servers.set(port, server);
     const dropped = this.#dropped.labels({ port });
-    // The series exists from the start (at 0), so a rate over it has a beginning.
-    dropped.inc(0);
+    dropped.inc(0); // the series exists from the start, so a rate over it has a beginning
     return () => dropped.inc();
   }
 }
@@ -49,26 +48,26 @@ export class LoadMetrics extends MetricGroup {
   // Unwatched, the gauges read 0, as they do unset.
   #load: ProcessLoad = { inFlight: 0, delayMs: 0, upstreamQueued: 0 };
 
-  readonly #operationsOpen: Gauge = new Gauge({
-    name: 'gateway_operations_in_flight',
-    help: 'GraphQL operations admitted whose answer is not yet out (an @defer/@stream one until its last part), process-wide: what SHED_MAX_IN_FLIGHT caps.',
-    registers: [this.registry],
-    collect: () => this.#operationsOpen.set(this.#load.inFlight),
-  });
-  readonly #eventLoopDelay: Gauge = new Gauge({
-    name: 'gateway_shedding_event_loop_delay_seconds',
-    help: "The event loop's delay, the median over the last 500 ms window: what SHED_EVENT_LOOP_DELAY_MS caps.",
-    registers: [this.registry],
+  constructor(registry: Registry) {
+    super(registry);
+    this.gauge(
+      'gateway_operations_in_flight',
+      'GraphQL operations admitted whose answer is not yet out (an @defer/@stream one until its last part), process-wide: what SHED_MAX_IN_FLIGHT caps.',
+      () => this.#load.inFlight,
+    );
     // Several workers (WORKERS>1): the most delayed one, not a sum.
-    aggregator: 'max',
-    collect: () => this.#eventLoopDelay.set(this.#load.delayMs / 1000),
-  });
-  readonly #upstreamQueued: Gauge = new Gauge({
-    name: 'gateway_upstream_calls_queued',
-    help: 'Upstream calls waiting for a connection of the pool, every one of UPSTREAM_CONNECTIONS busy: what SHED_MAX_UPSTREAM_QUEUED caps.',
-    registers: [this.registry],
-    collect: () => this.#upstreamQueued.set(this.#load.upstreamQueued),
-  });
+    this.gauge(
+      'gateway_shedding_event_loop_delay_seconds',
+      "The event loop's delay, the median over the last 500 ms window: what SHED_EVENT_LOOP_DELAY_MS caps.",
+      () => this.#load.delayMs / 1000,
+      'max',
+    );
+    this.gauge(
+      'gateway_upstream_calls_queued',
+      'Upstream calls waiting for a connection of the pool, every one of UPSTREAM_CONNECTIONS busy: what SHED_MAX_UPSTREAM_QUEUED caps.',
+      () => this.#load.upstreamQueued,
+    );
+  }
 
   watch(load: ProcessLoad): void {
     this.#load = load;

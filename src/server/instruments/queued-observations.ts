@@ -1,17 +1,16 @@
 import { Histogram, type HistogramConfiguration, type LabelValues } from 'prom-client';
 
+const BATCH = 256;
+
 /**
- * Observations handed to prom-client together, at each scrape or every `batch`: it validates and hashes the labels
+ * Observations handed to prom-client together, at each scrape or every BATCH: it validates and hashes the labels
  * and finds the bucket on each, which per request, between its other work, costs several times what it does in a loop.
  */
 export class QueuedObservations<T extends string> {
   #labels: LabelValues<T>[] = [];
   #values: number[] = [];
 
-  constructor(
-    private readonly histogram: Histogram<T>,
-    private readonly batch = 256,
-  ) {}
+  private constructor(private readonly histogram: Histogram<T>) {}
 
   /** A histogram made of `config`, observed through a queue its scrape (`collect`) flushes. */
   static histogram<T extends string>(config: HistogramConfiguration<T>): QueuedObservations<T> {
@@ -23,7 +22,7 @@ export class QueuedObservations<T extends string> {
 
   observe(labels: LabelValues<T>, value: number): void {
     this.#labels.push(labels);
-    if (this.#values.push(value) >= this.batch) this.flush();
+    if (this.#values.push(value) >= BATCH) this.flush();
   }
 
   flush(): void {

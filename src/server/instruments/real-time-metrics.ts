@@ -60,11 +60,10 @@ export class RealTimeMetrics extends MetricGroup {
   /** A stream opened on `transport`; the returned function closes it (once). */
   opened(transport: StreamTransport): () => void {
     this.#open.inc({ transport });
-    let closed = false;
+    let open = true;
     return () => {
-      if (closed) return;
-      closed = true;
-      this.#open.dec({ transport });
+      if (open) this.#open.dec({ transport });
+      open = false;
     };
   }
 }

@@ -16,10 +16,9 @@ export const SCHEMA_USAGE_METRIC = 'gateway_schema_coordinate_uses_total';
 const MAX_PENDING = 1_000;
 
 /**
- * Schema usage (issue 43), what `npm run schema:check --usage` reads. Every label comes from the schema (the
- * coordinates a validated operation selects) or client awareness's bounded labels, never as a client sent it. A
- * request costs one increment of its tally; each child gets the sum at each scrape (the counter's `collect`), so per
- * request nothing of prom-client runs (as queued-observations.ts says of the histograms).
+ * Schema usage. Every label comes from the schema (the coordinates a validated operation selects) or client
+ * awareness's bounded labels, never as a client sent it. A request costs one increment of its tally; each child gets
+ * the sum at each scrape (the counter's `collect`): per request nothing of prom-client runs (queued-observations.ts).
  */
 export class SchemaUsageMetrics extends MetricGroup {
   readonly #uses = new Counter({
@@ -29,7 +28,6 @@ export class SchemaUsageMetrics extends MetricGroup {
     registers: [this.registry],
     collect: () => this.flush(),
   });
-  /** The tallies counted since the last scrape. */
   #pending: UseTally[] = [];
 
   /** A tally of `coordinates` for one client's labels, its children made now: counting costs nothing of prom-client. */
@@ -42,7 +40,6 @@ export class SchemaUsageMetrics extends MetricGroup {
     };
   }
 
-  /** One operation of `tally`'s. */
   count(tally: UseTally): void {
     if (tally.pending++ === 0 && this.#pending.push(tally) >= MAX_PENDING) this.flush();
   }

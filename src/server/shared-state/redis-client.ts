@@ -49,13 +49,10 @@ const nodeOptions = (credentials: RedisCredentials, tls: boolean): RedisOptions 
   ...(tls ? { tls: {} } : {}),
 });
 
-/** `events`: pub/sub (sharded on a Cluster), which cannot share the commands' connection. */
-export type RedisClientPurpose = 'commands' | 'events';
-
-/** The ioredis client of a topology: ioredis has no URL form for Sentinels or a Cluster. */
+/** A topology's client (ioredis has no URL form for Sentinels or a Cluster); `events`: pub/sub (sharded on Cluster). */
 export function redisClientOf(
   settings: SharedStateSettings,
-  purpose: RedisClientPurpose = 'commands',
+  purpose: 'commands' | 'events' = 'commands',
 ): Redis | Cluster {
   const { topology } = settings;
   const events = purpose === 'events';

@@ -63,13 +63,11 @@ export function redisEventTarget<E extends TypedEvent>(
   return {
     addEventListener(type, listener) {
       if (listener === null) return;
-      let set = listeners.get(type);
-      if (set === undefined) {
-        set = new Set();
-        listeners.set(type, set);
+      if (!listeners.has(type)) {
+        listeners.set(type, new Set());
         subscribe([type]);
       }
-      set.add(listener as Listener<E>);
+      listeners.get(type)!.add(listener as Listener<E>);
     },
     removeEventListener(type, listener) {
       const set = listeners.get(type);
