@@ -47,7 +47,7 @@ function mergedFragments(
 }
 
 /** 135 fragments side by side took 30 ms to validate, a batch of ten 250 ms (docs/performance.md#measured-reasons). */
-export function fragmentPairsOf(document: DocumentNode): number {
+function fragmentPairsOf(document: DocumentNode): number {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const definition of document.definitions)
     if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
@@ -60,13 +60,6 @@ export function fragmentPairsOf(document: DocumentNode): number {
     },
   });
   return pairs;
-}
-
-/** Each fragment spread (and inline fragment) is one `...`, so pairs need two. */
-function spreadMarks(text: string): number {
-  let marks = 0;
-  for (let at = text.indexOf('...'); at !== -1; at = text.indexOf('...', at + 3)) marks++;
-  return marks;
 }
 
 /** A floor of `fragmentPairsOf` from the lexer alone (an object value's `{` holds no spread); 0 if it refuses. */
@@ -107,20 +100,15 @@ const refuse = ({ max, onRefused }: FragmentPairsOptions, pairs: number, spent: 
   );
 };
 
-export interface FragmentPairsLimit {
-  /** Before a new text is parsed (documents/prepared.ts): a floor over the request's budget costs only a lexing. */
-  readonly beforeParse: (operation: OperationState, text: string) => GraphQLError | undefined;
-  readonly step: OperationStep;
-}
-
 /** A batch's distinct documents share `max`; a refusal is not kept: one for what its batch spent is no one else's. */
-export function fragmentPairsLimit(options: FragmentPairsOptions): FragmentPairsLimit {
+export function fragmentPairsLimit(options: FragmentPairsOptions) {
   const { max } = options;
   const counted = new WeakMap<DocumentNode, number>();
+  /** Before a new text is parsed (documents/prepared.ts): a floor over the request's budget costs only a lexing. */
   const beforeParse = (operation: OperationState, text: string): GraphQLError | undefined => {
     const left = max - operation.request.validationSpent.pairs;
-    // Too few spreads to pass what is left, however they are placed: nothing to lex.
-    if (pairsOf(spreadMarks(text)) <= left) return undefined;
+    // Too few spreads (each, and each inline fragment, one `...`) to pass what is left, however placed: nothing to lex.
+    if (pairsOf(text.split('...').length - 1) <= left) return undefined;
     const floor = fragmentPairsFloor(text);
     return floor <= left ? undefined : refuse(options, floor, max - left, true);
   };

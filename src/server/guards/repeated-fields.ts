@@ -1,10 +1,6 @@
 import type { Plugin } from '@envelop/core';
 import { BREAK, type DocumentNode, GraphQLError, Kind, type SelectionSetNode, visit } from 'graphql';
 
-export interface RepeatedFieldsOptions {
-  readonly max: number;
-}
-
 /** How often each response key appears in one selection set, inline fragments opened. */
 function responseKeyCounts(selectionSet: SelectionSetNode, counts = new Map<string, number>()): Map<string, number> {
   for (const selection of selectionSet.selections) {
@@ -33,7 +29,7 @@ function overLimit(document: DocumentNode, max: number): { key: string; count: n
 }
 
 /** graphql-js compares repeats pairwise: 250 of a field (under 2,000 tokens) held the event loop half a second. */
-export function useRepeatedFieldsLimit(options: RepeatedFieldsOptions): Plugin {
+export function useRepeatedFieldsLimit(options: { readonly max: number }): Plugin {
   const checked = new WeakMap<DocumentNode, GraphQLError | null>();
   return {
     onValidate({ params, setResult }) {

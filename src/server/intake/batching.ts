@@ -1,15 +1,9 @@
 import { createGraphQLError } from 'graphql-yoga';
 import type { Policy } from '../pipeline/stages.js';
+import { badRequest } from './params.js';
 
-export interface BatchingOptions {
-  /** MAX_BATCH */
-  readonly maxBatch: number;
-  /** For metrics. */
-  readonly onRefused?: () => void;
-}
-
-/** Batches (Apollo's BatchHttpLink) over `maxBatch`, or empty, refused before any runs; two or more share loaders. */
-export function useBatching(options: BatchingOptions): Policy {
+/** Batches (Apollo's BatchHttpLink) over MAX_BATCH, or empty, refused before any runs; two or more share loaders. */
+export function useBatching(options: { readonly maxBatch: number; readonly onRefused?: () => void }): Policy {
   const { maxBatch } = options;
   return {
     name: 'batching',
@@ -22,10 +16,7 @@ export function useBatching(options: BatchingOptions): Policy {
           extensions: { code: 'BATCH_TOO_LARGE', limit: 'batch', maxBatch, http: { status: 400 } },
         });
       }
-      if (length === 0)
-        return createGraphQLError('A batch needs at least one operation.', {
-          extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
-        });
+      if (length === 0) return badRequest('A batch needs at least one operation.');
       if (length > 1) request.startBatch();
       return undefined;
     },

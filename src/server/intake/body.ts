@@ -4,11 +4,11 @@ import type { GraphQLError } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
 import type { RequestHeaders } from '../incoming.js';
 import type { Policy } from '../pipeline/stages.js';
+import { badRequest } from './params.js';
 
 export interface RequestBodyOptions {
   /** Largest body accepted, once decoded (MAX_BODY_BYTES). */
   readonly maxBytes: number;
-  /** For metrics. */
   readonly onRefused?: () => void;
 }
 
@@ -30,10 +30,7 @@ function codingOf(header: string | null): Coding | null | undefined {
   return codings.length === 1 && (supported as string[]).includes(codings[0]!) ? (codings[0] as Coding) : undefined;
 }
 
-const unreadable = () =>
-  createGraphQLError('The request body could not be read.', {
-    extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
-  });
+const unreadable = () => badRequest('The request body could not be read.');
 
 /** Hands a body's bytes to `use` (the parameters' reader): what that made, or the refusal of the body. */
 export type ReadBody = <T>(

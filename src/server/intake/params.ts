@@ -4,7 +4,8 @@ import { OperationState } from '../operation-state.js';
 import type { OperationStep, Policy } from '../pipeline/stages.js';
 import type { HttpRequest, OperationParams } from '../request-state.js';
 
-const badRequest = (message: string, http: Record<string, unknown> = {}) =>
+/** A 400 BAD_REQUEST refusal, with more of the `http` extension if it needs it. */
+export const badRequest = (message: string, http: Record<string, unknown> = {}) =>
   createGraphQLError(message, { extensions: { code: 'BAD_REQUEST', http: { status: 400, ...http } } });
 
 const typeName = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
@@ -112,7 +113,7 @@ export const checkParams: OperationStep = (operation) => {
 export const paramsCheck: Policy = { name: 'params check', document: checkParams };
 
 /** Read level by level: a body within MAX_BODY_BYTES may nest 50,000 deep, overflowing recursive readers (coercion). */
-export function nestedDeeperThan(value: unknown, max: number): boolean {
+function nestedDeeperThan(value: unknown, max: number): boolean {
   let level: object[] = value !== null && typeof value === 'object' ? [value] : [];
   for (let depth = 1; level.length > 0; depth++) {
     if (depth > max) return true;
@@ -125,15 +126,11 @@ export function nestedDeeperThan(value: unknown, max: number): boolean {
   return false;
 }
 
-export interface VariablesDepthOptions {
-  /** MAX_VARIABLES_DEPTH */
-  readonly maxVariablesDepth: number;
-  /** For metrics. */
-  readonly onRefused?: () => void;
-}
-
 /** Refuses variables deeper than MAX_VARIABLES_DEPTH (400, `limit: "variables_depth"`): first of the document stage. */
-export function variablesDepth(options: VariablesDepthOptions): Policy {
+export function variablesDepth(options: {
+  readonly maxVariablesDepth: number;
+  readonly onRefused?: () => void;
+}): Policy {
   const { maxVariablesDepth: max } = options;
   return {
     name: 'variables depth',

@@ -34,40 +34,32 @@ export function outcomeOf(
   const { errors } = result;
   if (errors === undefined || errors.length === 0) return 'ok';
   if (result.data !== undefined) return 'error';
-  return errors.some((error) => codeOf(error) === 'INTERNAL_SERVER_ERROR') ? 'error' : 'refused';
+  return errors.some((error) => extension(error, 'code') === 'INTERNAL_SERVER_ERROR') ? 'error' : 'refused';
 }
 
 /** The fault among an operation's errors (README's error codes), the upstream's first; none if all are the client's. */
 export function faultOf(errors: readonly unknown[] | undefined): OperationFault | undefined {
   let fault: OperationFault | undefined;
   for (const error of errors ?? []) {
-    const found = faults[codeOf(error) ?? ''];
+    const found = faults[extension(error, 'code') ?? ''];
     if (found === 'upstream') return found;
     fault ??= found;
   }
   return fault;
 }
 
-function codeOf(error: unknown): string | undefined {
-  const code = (error as Partial<GraphQLError> | null)?.extensions?.code;
-  return typeof code === 'string' ? code : undefined;
+/** An error's `extensions.code` or `extensions.limit`, when it is a string. */
+function extension(error: unknown, name: 'code' | 'limit'): string | undefined {
+  const value = (error as Partial<GraphQLError> | null)?.extensions?.[name];
+  return typeof value === 'string' ? value : undefined;
 }
 
 /** The limit a refusal names in `extensions.limit` (the `limit` label of gateway_refusals_total). */
 export function limitOf(errors: readonly unknown[] | undefined): string | undefined {
-  for (const error of errors ?? []) {
-    const limit = (error as Partial<GraphQLError> | null)?.extensions?.limit;
-    if (typeof limit === 'string') return limit;
-  }
-  return undefined;
+  return errors?.map((error) => extension(error, 'limit')).find((limit) => limit !== undefined);
 }
 
 /** Distinct error codes of a result, at most MAX_ERROR_CODES, for the log line. */
 export function errorCodesOf(errors: readonly unknown[] | undefined): string[] {
-  const codes = new Set<string>();
-  for (const error of errors ?? []) {
-    codes.add(codeOf(error) ?? 'UNKNOWN');
-    if (codes.size === MAX_ERROR_CODES) break;
-  }
-  return [...codes];
+  return [...new Set(errors?.map((error) => extension(error, 'code') ?? 'UNKNOWN'))].slice(0, MAX_ERROR_CODES);
 }

@@ -43,6 +43,7 @@ export interface OperationTelemetryOptions {
 }
 
 type Result = Parameters<typeof outcomeOf>[0];
+type RecordedRequest = Pick<RequestState, 'requestId' | 'client'>;
 
 const serverSpan: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
 
@@ -74,11 +75,6 @@ function describeOperation(
   if (outcome === 'error') span.setStatus({ code: SpanStatusCode.ERROR });
 }
 
-export interface RecordedRequest {
-  readonly requestId: string;
-  readonly client: ClientIdentity | undefined;
-}
-
 /** Its line and span carry names, counts, codes and limits only: never headers, variables, query text or messages. */
 export class OperationRecorder {
   readonly #options: OperationTelemetryOptions;
@@ -97,12 +93,8 @@ export class OperationRecorder {
     // Failures and slow ones (docs/operations.md#logs), not breakers' whole refusals: an outage's echo it logs.
     const refusedWhole = (errors: readonly unknown[] | undefined) =>
       errors?.every((error) => refusedByBreaker(error as { extensions?: Record<string, unknown> }));
-    this.#logged =
-      which === 'all'
-        ? () => true
-        : which === 'off'
-          ? () => false
-          : (outcome, durationMs, errors) => (outcome !== 'ok' && !refusedWhole(errors)) || durationMs >= slowMs;
+    this.#logged = (outcome, durationMs, errors) =>
+      which === 'all' || (which !== 'off' && ((outcome !== 'ok' && !refusedWhole(errors)) || durationMs >= slowMs));
   }
 
   arrive(headers: HeaderReader): { readonly parent: Context; readonly client: ClientIdentity | undefined } {
@@ -126,13 +118,14 @@ export class OperationRecorder {
     record.done = true;
     const { metrics } = this.#options;
     const durationMs = performance.now() - record.startedAt;
+    const errors = result?.errors;
     const outcome = outcomeOf(result);
     const operationName = operationLabel(record.name);
-    const errorCodes = errorCodesOf(result?.errors);
+    const errorCodes = errorCodesOf(errors);
     const seconds = durationMs / 1000;
     const type = record.live ? 'live' : record.type;
     metrics.operations.observe({ operation: this.#metricName(operationName), type, outcome }, seconds);
-    const fault = faultOf(result?.errors);
+    const fault = faultOf(errors);
     if (fault !== undefined) metrics.operationFaults.inc({ type, fault });
     const { client } = request;
     if (client !== undefined)
@@ -142,9 +135,9 @@ export class OperationRecorder {
       );
     const { span } = record;
     if (span.isRecording())
-      describeOperation(record, client, operationName, outcome, errorCodes, upstreamCalls, result?.errors);
+      describeOperation(record, client, operationName, outcome, errorCodes, upstreamCalls, errors);
     span.end();
-    if (!this.#logged(outcome, durationMs, result?.errors)) return;
+    if (!this.#logged(outcome, durationMs, errors)) return;
     const { traceId, spanId } = span.spanContext();
     this.#log.info(
       {

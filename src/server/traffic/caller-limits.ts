@@ -35,6 +35,9 @@ export function rateLimited(limit: CallerLimit, msBeforeNext: number) {
 /** A slot's return has no date: a caller refused for its in-flight slots is told to try again in a second. */
 const IN_FLIGHT_RETRY_MS = 1_000;
 
+/** An address's key among the refusals: a caller without a token is keyed by its address too, for its own limits. */
+const addressKey = (address: string): string => `per-${address}`;
+
 export interface CallerLimitsOptions {
   readonly limiters: CallerLimiters;
   readonly onRefused?: (limit: CallerLimit) => void;
@@ -56,31 +59,29 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
     recent.remember(key, limit, msBeforeNext);
     return rateLimited(limit, msBeforeNext);
   };
+  /** Takes a point of a rate limit, if set: its answer kept for the headers, its refusal remembered. */
+  const rate = async (state: RequestState, limit: 'address' | 'requests', key: string) => {
+    const limiter = limit === 'address' ? addressRequests : requests;
+    if (limiter === undefined) return undefined;
+    const taken = await take(limiter, key, 1);
+    if (taken !== undefined) state.quotas[limit] = taken;
+    const wait = waitOf(limiter, taken);
+    return wait === undefined ? undefined : refuse(limit, wait, limit === 'address' ? addressKey(key) : key);
+  };
   const admission: OperationStep = async (operation) => {
     const state = operation.request;
     const { key: caller, address, known } = state.caller;
     // The address first: a made-up token's fresh window does not get past its address's; a known token's is its own.
-    if (addressRequests !== undefined && !known) {
-      const taken = await take(addressRequests, address, 1);
-      if (taken !== undefined) state.quotas.address = taken;
-      const wait = waitOf(addressRequests, taken);
-      if (wait !== undefined) return refuse('address', wait, RecentRefusals.addressKey(address));
+    const refusal =
+      (known ? undefined : await rate(state, 'address', address)) ?? (await rate(state, 'requests', caller));
+    if (refusal !== undefined || inFlight === undefined) return refusal;
+    if (waitOf(inFlight, await take(inFlight, caller, 1)) !== undefined) {
+      // The refused attempt was counted too: given back at once.
+      void inFlight.reward(caller).catch(() => undefined);
+      return refuse('in_flight', IN_FLIGHT_RETRY_MS, caller);
     }
-    if (requests !== undefined) {
-      const taken = await take(requests, caller, 1);
-      if (taken !== undefined) state.quotas.requests = taken;
-      const wait = waitOf(requests, taken);
-      if (wait !== undefined) return refuse('requests', wait, caller);
-    }
-    if (inFlight !== undefined) {
-      if (waitOf(inFlight, await take(inFlight, caller, 1)) !== undefined) {
-        // The refused attempt was counted too: given back at once.
-        void inFlight.reward(caller).catch(() => undefined);
-        return refuse('in_flight', IN_FLIGHT_RETRY_MS, caller);
-      }
-      // Given back once, by the result or release step below.
-      operation.slot = caller;
-    }
+    // Given back once, by the result or release step below.
+    operation.slot = caller;
     return undefined;
   };
   const charge: OperationStep = async (operation) => {
@@ -97,7 +98,7 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
     if (slot === undefined) return;
     operation.slot = undefined;
     recent.slotBack(slot);
-    giveBack(inFlight!, slot);
+    void giveBack(inFlight!, slot);
   };
   if (!admits && upstreamCalls === undefined) return undefined;
   return {
@@ -112,20 +113,17 @@ export function useCallerLimits(options: CallerLimitsOptions): Policy | undefine
   };
 }
 
+type Refused = { readonly limit: CallerLimit; readonly until: number };
+
 /** Whom a limit refused a moment ago, until the window turns or a slot comes back; the oldest forgotten first. */
-export class RecentRefusals {
-  readonly #refused = new LRUCache<string, { limit: CallerLimit; until: number }>({ max: 100_000 });
+class RecentRefusals {
+  readonly #refused = new LRUCache<string, Refused>({ max: 100_000 });
 
   constructor(
     private readonly onRefused: ((limit: CallerLimit) => void) | undefined,
     /** The longest a refusal holds: the limiters' window. */
     private readonly longestMs: number,
   ) {}
-
-  /** An address's own key: a caller without a token is keyed by its address too, for its own limits. */
-  static addressKey(address: string): string {
-    return `per-${address}`;
-  }
 
   remember(key: string, limit: CallerLimit, msBeforeNext: number): void {
     this.#refused.set(key, { limit, until: Date.now() + Math.max(0, Math.min(msBeforeNext, this.longestMs)) });
@@ -139,8 +137,7 @@ export class RecentRefusals {
   /** Refuses again, as the limiter did, whom it just refused (RateLimit: nothing left until the window turns). */
   readonly intake = (request: RequestState): GraphQLError | undefined => {
     const { caller } = request;
-    const byAddress = caller.known ? undefined : this.#current(RecentRefusals.addressKey(caller.address));
-    const memo = byAddress ?? this.#current(caller.key);
+    const memo = (caller.known ? undefined : this.#current(addressKey(caller.address))) ?? this.#current(caller.key);
     if (memo === undefined) return undefined;
     this.onRefused?.(memo.limit);
     const wait = memo.until - Date.now();
@@ -149,7 +146,7 @@ export class RecentRefusals {
     return rateLimited(memo.limit, wait);
   };
 
-  #current(key: string): { limit: CallerLimit; until: number } | undefined {
+  #current(key: string): Refused | undefined {
     const memo = this.#refused.get(key);
     if (memo === undefined || memo.until > Date.now()) return memo;
     this.#refused.delete(key);

@@ -24,7 +24,7 @@ const SHOWN_KEY = randomBytes(32);
  * keyed hash, the same for the life of the process and matching nothing else (an address's plain hash could be found
  * by trying every address); a class of work that is no one's (`events`) as it is.
  */
-export function shownKey(key: string): string {
+function shownKey(key: string): string {
   const colon = key.indexOf(':');
   if (colon < 0) return key;
   return `${key.slice(0, colon)}:${createHmac('sha256', SHOWN_KEY).update(key).digest('base64url').slice(0, 12)}`;

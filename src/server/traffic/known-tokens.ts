@@ -26,17 +26,13 @@ export const accountCallerOf = (account: string): string =>
  */
 export class KnownTokens {
   readonly #known: LRUCache<string, string>;
-  readonly #channel: KnownTokensChannel | undefined;
-  readonly #redis: SharedRedis | undefined;
 
   constructor(
     private readonly settings: Config['knownTokens'],
-    shared?: { readonly channel: KnownTokensChannel; readonly redis: SharedRedis },
+    private readonly shared?: { readonly channel: KnownTokensChannel; readonly redis: SharedRedis },
   ) {
     this.#known = new LRUCache({ max: settings.max, ttl: settings.ttlMs, ttlAutopurge: false });
-    this.#channel = shared?.channel;
-    this.#redis = shared?.redis;
-    this.#channel?.addEventListener(LEARNT, (event) => {
+    shared?.channel.addEventListener(LEARNT, (event) => {
       const detail = (event as CustomEvent<unknown>).detail;
       const match = typeof detail === 'string' ? learnt.exec(detail) : null;
       if (match !== null) this.#known.set(match[1]!, match[2]!);
@@ -51,7 +47,7 @@ export class KnownTokens {
     const fresh = this.#known.get(token) !== caller;
     this.#known.set(token, caller);
     if (!fresh) return;
-    this.#channel?.dispatchEvent(new CustomEvent(LEARNT, { detail: `${token} ${caller}` }));
+    this.shared?.channel.dispatchEvent(new CustomEvent(LEARNT, { detail: `${token} ${caller}` }));
     this.#keep(`${token} ${caller}`);
   };
 
@@ -65,7 +61,7 @@ export class KnownTokens {
 
   /** Loads what Redis keeps (KNOWN_TOKENS_MAX, most recent first): a process that starts knows what the fleet knew. */
   async load(): Promise<void> {
-    const redis = this.#redis;
+    const redis = this.shared?.redis;
     if (redis === undefined || !redis.ready()) return;
     const now = Date.now();
     const kept = await redis.client
@@ -80,7 +76,7 @@ export class KnownTokens {
 
   /** Keeps a learnt token in Redis with its expiry; what expired or is past the count goes as it is written. */
   #keep(member: string): void {
-    const redis = this.#redis;
+    const redis = this.shared?.redis;
     if (redis === undefined || !redis.ready()) return;
     const now = Date.now();
     void redis.client
@@ -95,6 +91,6 @@ export class KnownTokens {
 
   /** Stops listening to the other replicas (before Redis closes). */
   close(): void {
-    this.#channel?.close();
+    this.shared?.channel.close();
   }
 }

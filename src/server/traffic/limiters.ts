@@ -25,8 +25,8 @@ const rateLimiters = (): RateLimiterFlexible =>
 
 /**
  * A limit counted in Redis, and by this process alone while Redis cannot (no connection, `maxmemory`, a read-only
- * replica): each such call is counted as a fallback (with its error, as `insuranceLimiter` does not), then made
- * locally. A refusal (a rejected RateLimiterRes) is Redis's answer, not a failure.
+ * replica) rather than refusing: each such call is counted as a fallback (with its error, as `insuranceLimiter` does
+ * not), then made locally. A refusal (a rejected RateLimiterRes) is Redis's answer, not a failure.
  */
 function countedInRedis(shared: RateLimiterRedis, local: RateLimiterMemory, redis: SharedRedis): Limiter {
   const orLocally = <T>(call: (limiter: RateLimiterAbstract) => Promise<T>): Promise<T> => {
@@ -77,7 +77,6 @@ export function limiter(name: string, points: number, seconds: number, redis: Sh
   // In one process an in-flight count is exact (every slot is given back once): it needs no expiry.
   const { RateLimiterMemory, RateLimiterRedis } = rateLimiters();
   if (redis === undefined) return new RateLimiterMemory(name === 'inflight' ? { ...options, duration: 0 } : options);
-  // Redis down or refusing writes: each process counts on its own (the limit holds per process) rather than refusing.
   return countedInRedis(
     new RateLimiterRedis({ ...options, storeClient: redis.client, customIncrTtlLuaScript: countScript }),
     new RateLimiterMemory(options),
@@ -121,12 +120,8 @@ export function waitOf(limiter: Limiter, taken: RateLimiterRes | undefined): num
 }
 
 /** At zero the key goes, so idle callers cost no memory (in Redis the script does: another process may hold one). */
-export function giveBack(inFlight: Limiter, caller: string): void {
-  void inFlight.reward(caller).then(
-    (left) =>
-      left.consumedPoints <= 0 && inFlight instanceof rateLimiters().RateLimiterMemory
-        ? inFlight.delete(caller)
-        : undefined,
-    () => undefined,
-  );
+export async function giveBack(inFlight: Limiter, caller: string): Promise<void> {
+  const left = await inFlight.reward(caller).catch(() => undefined);
+  if (left !== undefined && left.consumedPoints <= 0 && inFlight instanceof rateLimiters().RateLimiterMemory)
+    await inFlight.delete(caller);
 }

@@ -5,7 +5,7 @@ import type { Caller } from '../callers.js';
 import { CallerShares } from './caller-shares.js';
 
 /** How often the loop's delay is read (its histogram reset): a loop that lagged reads so for one window more. */
-export const DELAY_WINDOW_MS = 500;
+const DELAY_WINDOW_MS = 500;
 /**
  * The median: a loop held up turn after turn (work queued faster than it is done), not one long pause (a collection,
  * a big document compiled) that a high percentile of a window of some 50 samples would take for overload.

@@ -1,5 +1,5 @@
 import type { RateLimiterRes } from 'rate-limiter-flexible';
-import { serializeList, serializeString } from 'structured-headers';
+import { serializeList } from 'structured-headers';
 import type { Limiter } from './limiters.js';
 
 /**
@@ -23,12 +23,6 @@ type Quotas = { readonly [limit in AdvertisedLimit]?: Said | undefined };
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
-/** One policy: its name (`extensions.limit`) quoted as a structured-field string, and its quota per window. */
-interface Policy {
-  readonly quoted: string;
-  readonly quota: number;
-}
-
 /**
  * An answer's rate-limit headers, from what the limiters said (no count of their own), in both forms clients read:
  * - draft-ietf-httpapi-ratelimit-headers-08 and later: `RateLimit-Policy: "requests";q=10;w=2` (every advertised
@@ -37,22 +31,14 @@ interface Policy {
  */
 export class RateLimitHeaders {
   readonly #policy: string;
-  readonly #requests: Policy | undefined;
-  readonly #address: Policy | undefined;
 
   /** `undefined` when none of `limiters` is advertised: there is nothing to say. */
   static of(limiters: Partial<Record<AdvertisedLimit, Limiter | undefined>>): RateLimitHeaders | undefined {
-    return limiters.requests === undefined && limiters.address === undefined
-      ? undefined
-      : new RateLimitHeaders(limiters);
+    const set = Object.entries(limiters).filter((entry): entry is [AdvertisedLimit, Limiter] => entry[1] !== undefined);
+    return set.length === 0 ? undefined : new RateLimitHeaders(set);
   }
 
-  private constructor(limiters: Partial<Record<AdvertisedLimit, Limiter | undefined>>) {
-    const policy = (name: AdvertisedLimit, limiter: Limiter | undefined): Policy | undefined =>
-      limiter === undefined ? undefined : { quoted: serializeString(name), quota: limiter.points };
-    this.#requests = policy('requests', limiters.requests);
-    this.#address = policy('address', limiters.address);
-    const set = Object.entries(limiters).filter((entry): entry is [AdvertisedLimit, Limiter] => entry[1] !== undefined);
+  private constructor(private readonly set: readonly [AdvertisedLimit, Limiter][]) {
     this.#policy = serializeList(
       set.map(([name, { points, duration }]) => [name, new Map(Object.entries({ q: points, w: duration }))]),
     );
@@ -60,24 +46,22 @@ export class RateLimitHeaders {
 
   /** Sets the headers of what the limiters said of a request's operations; none when no advertised limit counted. */
   write(quotas: Quotas, headers: { set(name: string, value: string): unknown }): void {
-    const requests = this.#requests && quotas.requests;
-    const address = this.#address && quotas.address;
-    if (requests === undefined && address === undefined) return;
-    const items: string[] = [];
-    if (requests !== undefined) items.push(item(this.#requests!, requests));
-    if (address !== undefined) items.push(item(this.#address!, address));
+    const counted = this.set.flatMap(([name, { points }]) => {
+      const said = quotas[name];
+      return said === undefined ? [] : [{ name, quota: points, said }];
+    });
+    if (counted.length === 0) return;
     headers.set('ratelimit-policy', this.#policy);
+    // As serializeList writes each (`"name";r=<left>;t=<seconds>`): the names need no escaping.
+    const items = counted.map(
+      ({ name, said }) => `"${name}";r=${said.remainingPoints};t=${seconds(said.msBeforeNext)}`,
+    );
     headers.set('ratelimit', items.join(', '));
-    const byAddress =
-      address !== undefined && (requests === undefined || address.remainingPoints < requests.remainingPoints);
-    const closest = byAddress ? address : requests!;
-    headers.set('ratelimit-limit', String((byAddress ? this.#address! : this.#requests!).quota));
-    headers.set('ratelimit-remaining', String(closest.remainingPoints));
-    headers.set('ratelimit-reset', String(seconds(closest.msBeforeNext)));
+    const closest = counted.reduce((first, next) =>
+      next.said.remainingPoints < first.said.remainingPoints ? next : first,
+    );
+    headers.set('ratelimit-limit', String(closest.quota));
+    headers.set('ratelimit-remaining', String(closest.said.remainingPoints));
+    headers.set('ratelimit-reset', String(seconds(closest.said.msBeforeNext)));
   }
-}
-
-/** One policy's state, `"name";r=<left>;t=<seconds>`, as serializeList writes it but the name quoted once. */
-function item(policy: Policy, said: Said): string {
-  return `${policy.quoted};r=${said.remainingPoints};t=${seconds(said.msBeforeNext)}`;
 }
