@@ -12,7 +12,7 @@ export interface FrontDoorOptions {
 /** Where a person looks for GraphiQL; it is served at the GraphQL endpoint itself. */
 const GRAPHIQL_PATH = '/graphiql';
 
-/** Parameters that make a GET of the endpoint a GraphQL request, not a page view. */
+/** Parameters that make a browser's GET of the endpoint a GraphQL request that runs, not a page view. */
 const graphqlParameters = ['query', 'documentId', 'extensions'];
 
 /** What the front door says, in HTML for a browser and JSON for anything else: nothing of the request. */
@@ -48,7 +48,6 @@ export function frontDoor(options: FrontDoorOptions): (request: HttpRequest, pat
       ? { status, headers: { 'content-type': 'text/html; charset=utf-8', vary: 'Accept' }, body: texts.html }
       : { status, headers: { 'content-type': 'application/json; charset=utf-8', vary: 'Accept' }, body: texts.json };
   const toGraphiQL: WholeAnswer = { status: 302, headers: { location: endpoint, vary: 'Accept' }, body: null };
-  /** A browser opening the endpoint itself; a GET with a query, documentId or extensions is GraphQL and runs. */
   const opensEndpoint = (request: HttpRequest, path: string) => {
     if ((path !== endpoint && path !== `${endpoint}/`) || !isBrowserPageView(request)) return false;
     const { target } = request.http;

@@ -4,8 +4,7 @@ import { capConnections, createDrainableServer, slowRequestOptions } from '../ht
 import { pathOf } from '../http/paths.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
 import type { StatusPage } from '../status/page.js';
-import { type ProbeAnswer, type ProbeSources, probeAnswer } from './answers.js';
-import { statusAnswer } from './status.js';
+import { type ProbeAnswer, type ProbeSources, probeOrStatus } from './answers.js';
 
 const notFound: ProbeAnswer = {
   status: 404,
@@ -26,11 +25,7 @@ export function createAdminServer(
 ): Server {
   const server = createDrainableServer(slowRequestOptions(connections), (request, response) => {
     // Probes ask in origin form (`/ready?x`); anything else is not a probe.
-    const path = pathOf(request.url ?? '/');
-    const answer =
-      request.method === 'GET' || request.method === 'HEAD'
-        ? (probeAnswer(path, sources) ?? statusAnswer(path, sources.status))
-        : undefined;
+    const answer = probeOrStatus(request.method, pathOf(request.url ?? '/'), sources, sources.status);
     void Promise.resolve(answer ?? notFound).then(({ status, headers, body }) => {
       response.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
       response.end(body);

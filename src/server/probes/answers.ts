@@ -1,8 +1,9 @@
+import type { WholeAnswer } from '../incoming.js';
 import type { GatewayMetrics } from '../instruments/metrics.js';
+import type { MaybePromise } from '../pipeline/stages.js';
+import type { StatusPage } from '../status/page.js';
 
-export interface ProbeAnswer {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
+export interface ProbeAnswer extends WholeAnswer {
   readonly body: string;
 }
 
@@ -22,13 +23,11 @@ const json = (status: number, body: object): ProbeAnswer => ({
 
 const notReady = (reason?: string) => json(503, { status: 'not ready', reason });
 
-export const healthy = (): ProbeAnswer => json(200, { status: 'ok' });
-
 /** `/health` (never asks the upstream), `/ready` and `/metrics`, on both ports (probes/routes.ts, admin-server.ts). */
-export function probeAnswer(path: string, sources: ProbeSources): ProbeAnswer | Promise<ProbeAnswer> | undefined {
+export function probeAnswer(path: string, sources: ProbeSources): MaybePromise<ProbeAnswer> | undefined {
   switch (path) {
     case '/health':
-      return healthy();
+      return json(200, { status: 'ok' });
     case '/ready': {
       const reason = sources.notReadyBecause?.();
       if (reason !== undefined) return notReady(reason);
@@ -54,3 +53,32 @@ export function probeAnswer(path: string, sources: ProbeSources): ProbeAnswer | 
       return undefined;
   }
 }
+
+/**
+ * The status page's files (status/page.ts: `/status` and uPlot's beside it) and its figures at `/status/samples` (read
+ * when asked); undefined for any other path, or where the page is off.
+ */
+function statusAnswer(path: string, page: StatusPage | undefined): MaybePromise<ProbeAnswer> | undefined {
+  if (page === undefined) return undefined;
+  const headers = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
+  if (path === '/status/samples')
+    return page.sampler.snapshot().then(
+      (snapshot) => ({
+        status: 200,
+        headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },
+        body: JSON.stringify(snapshot),
+      }),
+      () => ({ status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'status unavailable\n' }),
+    );
+  const file = page.files.get(path);
+  if (file === undefined) return undefined;
+  return {
+    status: 200,
+    headers: { ...headers, 'content-type': file.type, 'content-security-policy': page.policy },
+    body: file.body,
+  };
+}
+
+/** What a GET or HEAD of a probe's path or the status page's gets, on either port; undefined for anything else. */
+export const probeOrStatus = (method: string | undefined, path: string, sources: ProbeSources, page?: StatusPage) =>
+  method === 'GET' || method === 'HEAD' ? (probeAnswer(path, sources) ?? statusAnswer(path, page)) : undefined;

@@ -41,17 +41,11 @@ export function createReadiness(options: ReadinessOptions): Readiness {
   return Object.assign(ready, { last: () => cached?.ready });
 }
 
-/** Longest wait for the probe's answer: /ready answers within a second, whatever the upstream does. */
+/** Longest wait for the probe's answer, long before a call's own timeout: /ready answers within a second. */
 const PROBE_TIMEOUT_MS = 800;
 
-export interface UpstreamAnswersOptions {
-  /** Probes give up long before a call's own timeout. @default PROBE_TIMEOUT_MS */
-  readonly timeoutMs?: number;
-}
-
 /** Any HTTP status is an answer, 5xx too (its breaker contains it); no token: a probe holds no credentials. */
-export function upstreamAnswers(upstream: Upstream, options: UpstreamAnswersOptions = {}): () => Promise<boolean> {
-  const timeoutMs = options.timeoutMs ?? PROBE_TIMEOUT_MS;
+export function upstreamAnswers(upstream: Upstream, { timeoutMs = PROBE_TIMEOUT_MS } = {}): () => Promise<boolean> {
   return () => {
     const signal = AbortSignal.timeout(timeoutMs);
     const answered = listHeads(upstream.forProbe({ requestId: 'readiness', signal }), { page: 1, size: 1 }).then(

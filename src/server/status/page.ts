@@ -4,17 +4,10 @@ import { createRequire } from 'node:module';
 import type { Registry } from 'prom-client';
 import { type Holder, StatusSampler, type StatusSources } from './samples.js';
 
-/** A file the status page is made of: its media type and text. */
-export interface PageFile {
-  readonly type: string;
-  readonly body: string;
-}
-
 /** The status page of one gateway: its sampler (stopped by `close`) and the files it serves, by path. */
 export interface StatusPage {
   readonly sampler: StatusSampler;
-  readonly files: ReadonlyMap<string, PageFile>;
-  /** The page's Content-Security-Policy: its own script by hash, every request to its own origin only. */
+  readonly files: ReadonlyMap<string, { readonly type: string; readonly body: string }>;
   readonly policy: string;
   close(): void;
 }
@@ -49,16 +42,18 @@ const BREAKERS = ['closed', 'open', 'half-open'];
 const plots = new Map();
 let renders = 0;
 const byId = (id) => document.getElementById(id);
-function el(tag, text, attributes) {
+function el(tag, text, attributes, children = []) {
   const node = document.createElement(tag);
   if (text !== undefined) node.textContent = text;
   for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+  node.append(...children);
   return node;
 }
 const shown = (value) => (Number.isInteger(value) ? value.toLocaleString('en') : String(Number(value.toPrecision(3))));
-function cell(row, value, attributes) {
-  row.append(el('td', typeof value === 'number' ? shown(value) : value, attributes));
-}
+const td = ([value, attributes]) => el('td', typeof value === 'number' ? shown(value) : value, attributes);
+// A table row: its cells as [text or number, attributes].
+const row = (attributes, cells) => el('tr', undefined, attributes, cells.map(td));
+const sizeOf = (figure) => ({ width: figure.clientWidth - 18, height: 170 });
 let windowSeconds = 900;
 function chart(figure, keys, data) {
   const series = keys.map((key, i) => ({
@@ -67,8 +62,7 @@ function chart(figure, keys, data) {
     width: 1.5,
   }));
   return new uPlot({
-    width: figure.clientWidth - 18,
-    height: 170,
+    ...sizeOf(figure),
     series: [{}, ...series],
     axes: [{}, { size: 60 }],
     legend: { live: false },
@@ -80,8 +74,7 @@ function drawCharts(samples) {
   for (const [name, title] of CHARTS) {
     let plot = plots.get(name);
     if (plot === undefined) {
-      const figure = el('figure', undefined, { 'data-chart': name });
-      figure.append(el('figcaption', title));
+      const figure = el('figure', undefined, { 'data-chart': name }, [el('figcaption', title)]);
       byId('charts').append(figure);
       plots.set(name, (plot = { figure, keys: '', uplot: undefined }));
     }
@@ -112,28 +105,18 @@ function drawHealth(samples) {
     ' min kept; read at ' + new Date().toLocaleTimeString();
 }
 function drawTables(samples) {
-  byId('routes').replaceChildren(...samples.routes.map((route) => {
-    const row = el('tr', undefined, { 'data-route': route.route });
-    cell(row, route.route);
-    cell(row, BREAKERS[route.breaker] || String(route.breaker), { class: 'breaker ' + BREAKERS[route.breaker] });
-    for (const figure of ['calls', 'faults', 'refused']) cell(row, route[figure], { class: figure + ' n' });
-    return row;
-  }));
+  byId('routes').replaceChildren(...samples.routes.map((route) => row({ 'data-route': route.route }, [
+    [route.route],
+    [BREAKERS[route.breaker] || String(route.breaker), { class: 'breaker ' + BREAKERS[route.breaker] }],
+    ...['calls', 'faults', 'refused'].map((figure) => [route[figure], { class: figure + ' n' }]),
+  ])));
   const routeSeries = /^gateway_upstream_(call_duration_seconds_count|circuit_state|circuit_refusals_total)\\{/;
   const totals = Object.entries(samples.now).filter(([key]) => !routeSeries.test(key));
-  byId('totals').replaceChildren(...totals.map(([key, value]) => {
-    const row = el('tr', undefined, { 'data-series': key, 'data-value': String(value) });
-    cell(row, key);
-    cell(row, value, { class: 'n' });
-    return row;
-  }));
+  byId('totals').replaceChildren(...totals.map(([key, value]) =>
+    row({ 'data-series': key, 'data-value': String(value) }, [[key], [value, { class: 'n' }]])));
   const holders = samples.holders.length > 0 ? samples.holders : [{ caller: 'nothing in flight', inFlight: 0 }];
-  byId('holders').replaceChildren(...holders.map((holder) => {
-    const row = el('tr', undefined, { 'data-caller': holder.caller });
-    cell(row, holder.caller);
-    cell(row, holder.inFlight, { class: 'n' });
-    return row;
-  }));
+  byId('holders').replaceChildren(...holders.map((holder) =>
+    row({ 'data-caller': holder.caller }, [[holder.caller], [holder.inFlight, { class: 'n' }]])));
 }
 async function refresh() {
   let every = 5000;
@@ -153,7 +136,7 @@ async function refresh() {
   setTimeout(refresh, every);
 }
 addEventListener('resize', () => {
-  for (const plot of plots.values()) plot.uplot?.setSize({ width: plot.figure.clientWidth - 18, height: 170 });
+  for (const plot of plots.values()) plot.uplot?.setSize(sizeOf(plot.figure));
 });
 refresh();
 `;
@@ -197,19 +180,24 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
+/** The page's Content-Security-Policy: its own script by hash, every request to its own origin only. */
+const POLICY = [
+  "default-src 'none'",
+  `script-src 'self' 'sha256-${createHash('sha256').update(SCRIPT).digest('base64')}'`,
+  // uPlot sizes its elements by their style attributes.
+  "style-src 'self' 'unsafe-inline'",
+  "connect-src 'self'",
+  "img-src 'self' data:",
+  "frame-ancestors 'none'",
+].join('; ');
+
 /**
- * uPlot's prebuilt browser files, read once: uplot is pinned to an exact version in package.json (it publishes no
+ * One of uPlot's prebuilt browser files: uplot is pinned to an exact version in package.json (it publishes no
  * `exports`, and these files are its documented browser build), and test/status-page.test.ts fails if they move.
  */
-let uPlotFiles: [string, PageFile][] | undefined;
-function readUPlot(): [string, PageFile][] {
-  const read = (file: string) => readFileSync(createRequire(import.meta.url).resolve(`uplot/dist/${file}`), 'utf8');
-  uPlotFiles ??= [
-    ['/status/uPlot.iife.min.js', { type: 'text/javascript; charset=utf-8', body: read('uPlot.iife.min.js') }],
-    ['/status/uPlot.min.css', { type: 'text/css; charset=utf-8', body: read('uPlot.min.css') }],
-  ];
-  return uPlotFiles;
-}
+const uPlot = (file: string) => readFileSync(createRequire(import.meta.url).resolve(`uplot/dist/${file}`), 'utf8');
+/** Read at the first page made. */
+let files: StatusPage['files'] | undefined;
 
 /** Where the page's figures come from, as the gateway has them (gateway.ts). */
 export interface StatusPageSources extends Omit<StatusSources, 'registry' | 'redis' | 'heaviest'> {
@@ -234,19 +222,10 @@ export function statusPage(settings: { readonly on: boolean }, sources: StatusPa
       ...(cacheRedis && { 'response cache': () => cacheRedis.ready() }),
     },
   });
-  const hash = createHash('sha256').update(SCRIPT).digest('base64');
-  return {
-    sampler,
-    files: new Map([['/status', { type: 'text/html; charset=utf-8', body: PAGE }], ...readUPlot()]),
-    policy: [
-      "default-src 'none'",
-      `script-src 'self' 'sha256-${hash}'`,
-      // uPlot sizes its elements by their style attributes.
-      "style-src 'self' 'unsafe-inline'",
-      "connect-src 'self'",
-      "img-src 'self' data:",
-      "frame-ancestors 'none'",
-    ].join('; '),
-    close: () => sampler.close(),
-  };
+  files ??= new Map([
+    ['/status', { type: 'text/html; charset=utf-8', body: PAGE }],
+    ['/status/uPlot.iife.min.js', { type: 'text/javascript; charset=utf-8', body: uPlot('uPlot.iife.min.js') }],
+    ['/status/uPlot.min.css', { type: 'text/css; charset=utf-8', body: uPlot('uPlot.min.css') }],
+  ]);
+  return { sampler, files, policy: POLICY, close: () => sampler.close() };
 }

@@ -79,20 +79,15 @@ function byLabel(reading: Reading, name: string, label: string, match = every): 
   return sums;
 }
 
-/** The sum of `name`'s series `match` keeps; undefined when the registry has no such metric. */
-function total(reading: Reading, name: string, match = every): number | undefined {
-  const sums = byLabel(reading, name, '', match);
+/** The sum of `name`'s series; undefined when the registry has no such metric. */
+function total(reading: Reading, name: string): number | undefined {
+  const sums = byLabel(reading, name, '');
   return sums.size === 0 ? undefined : sums.get('');
 }
 
 /** The upstream's own faults, as gateway_operation_faults_total counts them: a 5xx, or an answer that never came. */
-const upstreamFaultCodes = new Set([
-  'UPSTREAM_TIMEOUT',
-  'UPSTREAM_UNAVAILABLE',
-  'UPSTREAM_OUTCOME_UNKNOWN',
-  'UPSTREAM_ERROR',
-]);
-const isFault: Match = (labels) => Number(labels.status) >= 500 || upstreamFaultCodes.has(labels.status ?? '');
+const FAULT_CODES = new Set(['UPSTREAM_TIMEOUT', 'UPSTREAM_UNAVAILABLE', 'UPSTREAM_OUTCOME_UNKNOWN', 'UPSTREAM_ERROR']);
+const isFault: Match = (labels) => Number(labels.status) >= 500 || FAULT_CODES.has(labels.status ?? '');
 
 /**
  * The `q` quantile of the buckets (cumulative counts by upper bound, in order) as Prometheus's histogram_quantile
@@ -121,12 +116,7 @@ export type RedisStates = Readonly<Record<string, () => boolean>>;
  * p50 and p99 of the operations answered in between (the buckets' differences; refused ones aside, instant, they would
  * hide the latency), gauges as they are `now`.
  */
-export function pointOf(
-  now: Reading,
-  before: Reading,
-  seconds: number,
-  redis: RedisStates,
-): Map<string, number | null> {
+export function pointOf(now: Reading, before: Reading, seconds: number, redis: RedisStates) {
   const point = new Map<string, number | null>();
   const rates = (chart: string, name: string, label: string, match = every) => {
     const earlier = byLabel(before, name, label, match);

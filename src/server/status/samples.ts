@@ -10,7 +10,6 @@ export const POINTS = 180;
  * × 8 bytes (173 KB) at most, however long the process runs.
  */
 export const MAX_SERIES = 120;
-/** The callers holding the most operations in flight that the page lists. */
 const HOLDERS_SHOWN = 5;
 
 /** A caller holding operations in flight, by its key hashed (traffic/caller-shares.ts: never a token or address). */
@@ -19,28 +18,22 @@ export interface Holder {
   readonly inFlight: number;
 }
 
-/** Where the page's figures come from: the metrics' registry, the probes' readiness, the shedder's callers. */
 export interface StatusSources {
   readonly registry: Registry;
   /** `/ready`'s check (cached) and its reason not to be ready whatever the upstream answered. */
   readonly ready: () => Promise<boolean>;
   readonly notReadyBecause?: (() => string | undefined) | undefined;
-  /** The callers holding the most operations in flight now, most first. */
+  /** Most first. */
   readonly heaviest?: ((count: number) => readonly Holder[]) | undefined;
   readonly redis?: RedisStates | undefined;
 }
 
-/** At a glance: `healthy`, `degraded` (serving, with the reasons), or `not ready` (what /ready says, and why). */
-export interface Health {
-  readonly state: 'healthy' | 'degraded' | 'not ready';
-  readonly reasons: readonly string[];
-}
-
 /** What /status/samples answers: the health, the points of the last 15 minutes by series, the sums now. */
 export interface StatusSnapshot {
-  readonly health: Health;
+  /** At a glance: `healthy`, `degraded` (serving, with the reasons), or `not ready` (what /ready says, and why). */
+  readonly health: { readonly state: 'healthy' | 'degraded' | 'not ready'; readonly reasons: readonly string[] };
   readonly everyMs: number;
-  /** How far back the points go once the ring is full: POINTS intervals. */
+  /** How far back the points go once POINTS are kept. */
   readonly windowSeconds: number;
   readonly pid: number;
   readonly uptimeSeconds: number;
@@ -50,43 +43,20 @@ export interface StatusSnapshot {
   readonly series: Readonly<Record<string, readonly (number | null)[]>>;
   /** The sums as /metrics would print them now (histogram buckets aside), by `name{label="value",…}`. */
   readonly now: Readonly<Record<string, number>>;
-  /** Each upstream route's breaker and counts now, from `now`; the host's breaker as `host`. */
   readonly routes: readonly RouteNow[];
   readonly holders: readonly Holder[];
-}
-
-/** The last `size` items pushed, oldest first: an array written round, never longer than `size`. */
-export class Ring<T> {
-  readonly #items: T[] = [];
-  #next = 0;
-
-  constructor(readonly size: number) {}
-
-  push(item: T): void {
-    this.#items[this.#next] = item;
-    this.#next = (this.#next + 1) % this.size;
-  }
-
-  items(): T[] {
-    return [...this.#items.slice(this.#next), ...this.#items.slice(0, this.#next)];
-  }
-}
-
-interface Point {
-  readonly at: number;
-  readonly values: Float64Array;
 }
 
 const rounded = (value: number | undefined) =>
   value === undefined || Number.isNaN(value) ? null : Math.round(value * 1_000) / 1_000;
 
 /**
- * The status page's memory: every `everyMs` (on an unref'd timer, stopped by `close`) a reading of the registry, and a
- * point of what changed since the one before, kept in a ring of POINTS. It counts nothing itself: every figure is a
- * series of /metrics, read from the same instruments.
+ * Every `everyMs` (an unref'd timer, stopped by `close`) a point of what changed in the registry since the reading
+ * before, the last POINTS kept: it counts nothing itself, every figure is a series of /metrics.
  */
 export class StatusSampler {
-  readonly #points = new Ring<Point>(POINTS);
+  /** Oldest first: each point's time and its values, by column. */
+  readonly #points: { readonly at: number; readonly values: Float64Array }[] = [];
   /** Each series' column in a point's values, in the order first seen. */
   readonly #columns = new Map<string, number>();
   #last: { readonly reading: Reading; readonly at: number } | undefined;
@@ -116,22 +86,19 @@ export class StatusSampler {
       if (column !== undefined && value !== null) values[column] = value;
     }
     this.#points.push({ at, values });
+    if (this.#points.length > POINTS) this.#points.shift();
   }
 
   /** The page's figures: the points kept, and a reading taken now (as a scrape now would print it). */
   async snapshot(): Promise<StatusSnapshot> {
     const now = await readRegistry(this.sources.registry);
-    const points = this.#points.items();
+    const points = [...this.#points];
     const series = Object.fromEntries(
       [...this.#columns].map(([key, column]) => [key, points.map((point) => rounded(point.values[column]))]),
     );
-    const last = points.at(-1)?.values;
-    const latest = new Map<string, number>();
-    for (const [key, column] of this.#columns)
-      if (last !== undefined && !Number.isNaN(last[column])) latest.set(key, last[column]!);
     const routes = routesOf(now);
     return {
-      health: await this.#health(routes, latest),
+      health: await this.#health(routes, points.at(-1)?.values),
       everyMs: this.everyMs,
       windowSeconds: (this.everyMs * POINTS) / 1_000,
       pid: process.pid,
@@ -151,7 +118,7 @@ export class StatusSampler {
   }
 
   /** Not ready as /ready says; else degraded by whatever is open, refused or failing now or in the last interval. */
-  async #health(routes: readonly RouteNow[], latest: ReadonlyMap<string, number>): Promise<Health> {
+  async #health(routes: readonly RouteNow[], last: Float64Array | undefined): Promise<StatusSnapshot['health']> {
     const because = this.sources.notReadyBecause?.();
     const ready = because === undefined && (await this.sources.ready().catch(() => false));
     const reasons = ready ? [] : [`not ready: ${because ?? 'the upstream did not answer its last probe'}`];
@@ -161,13 +128,15 @@ export class StatusSampler {
           `${route}: breaker ${breaker === 1 ? 'open' : 'half-open'}${route === 'host' ? ' (every call)' : ''}`,
         );
     const per = (rate: number) => `${rate < 10 ? rate.toFixed(1) : Math.round(rate)}/s`;
-    for (const [key, value] of latest) {
+    for (const [key, column] of this.#columns) {
+      const rate = last?.[column] ?? Number.NaN;
+      if (!(rate > 0)) continue; // NaN too: no value in the last point
       const [chart, ...rest] = key.split(':');
       const label = rest.join(':');
-      if (chart === 'faults' && value > 0) reasons.push(`${label}: upstream faults, ${per(value)}`);
-      if (chart === 'refused' && label.startsWith('overloaded:') && value > 0)
-        reasons.push(`refusing for overload (${label.slice('overloaded:'.length)}), ${per(value)}`);
-      if (chart === 'fallbacks' && value > 0) reasons.push(`Redis: ${label} served from process memory, ${per(value)}`);
+      if (chart === 'faults') reasons.push(`${label}: upstream faults, ${per(rate)}`);
+      if (chart === 'refused' && label.startsWith('overloaded:'))
+        reasons.push(`refusing for overload (${label.slice('overloaded:'.length)}), ${per(rate)}`);
+      if (chart === 'fallbacks') reasons.push(`Redis: ${label} served from process memory, ${per(rate)}`);
     }
     for (const [connection, up] of Object.entries(this.sources.redis ?? {}))
       if (!up()) reasons.push(`Redis (${connection}) not connected: its stores answer from process memory`);
