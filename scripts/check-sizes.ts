@@ -5,7 +5,6 @@
  * is anything with a body (a declaration, an expression, an arrow function, a method, a
  * constructor, an accessor, a class static block), measured by the TypeScript compiler's parse:
  * the lines its node spans, from its first line to its last, its doc comment left out.
- * Not in `npm test` yet: files it names are still being split (issue 40).
  */
 import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
