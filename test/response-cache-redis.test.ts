@@ -5,7 +5,12 @@ import { createSchema, createYoga } from 'graphql-yoga';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GatewayMetrics } from '../src/server/instruments/metrics.js';
-import { type GuardedStore, ResponseCache, type ResponseCacheEvents } from '../src/server/response-cache/cache.js';
+import {
+  answerJson,
+  type GuardedStore,
+  ResponseCache,
+  type ResponseCacheEvents,
+} from '../src/server/response-cache/cache.js';
 import { CLOCK_SKEW_MS } from '../src/server/response-cache/redis-answers.js';
 import { createRedisResponseCache, type RedisEpoch } from '../src/server/response-cache/redis-store.js';
 import type { SharedRedis } from '../src/server/shared-state/shared-redis.js';
@@ -106,11 +111,12 @@ describeWithRedis('the response cache in Redis', () => {
     return found;
   }
 
-  it('a stored answer comes back with its expiry, from either replica', async () => {
+  it('a stored answer comes back with its expiry and its JSON as kept (sent, not serialised again), from either replica', async () => {
     expect(await fill(a, 'q1', answer('one'), [head('1')], 10_000)).toBe(true);
     for (const store of [a, b]) {
       const { answer: hit } = await store.lookup('q1');
       expect(hit?.result).toEqual(answer('one'));
+      expect(hit?.json).toBe(answerJson(answer('one')));
       expect(hit!.expiresAt).toBeGreaterThan(Date.now());
       expect(hit!.expiresAt).toBeLessThanOrEqual(Date.now() + 10_000);
     }
@@ -271,6 +277,7 @@ describeWithRedis('the response cache in Redis', () => {
     expect((await y.lookup('kept')).answer).toBeUndefined();
     expect(await y.stale('kept')).toEqual({
       result: answer('kept'),
+      json: answerJson(answer('kept')),
       expiresAt: expect.any(Number),
       storedAt: expect.any(Number),
     });

@@ -73,7 +73,13 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     const kept = readStamped(await attempt(() => answers.get(key)));
     return kept === undefined
       ? undefined
-      : { result: JSON.parse(kept.text) as ExecutionResult, expiresAt: kept.expiresAt, storedAt: kept.storedAt };
+      : {
+          result: JSON.parse(kept.text) as ExecutionResult,
+          // As kept, what its client is sent: not serialised again.
+          json: kept.text,
+          expiresAt: kept.expiresAt,
+          storedAt: kept.storedAt,
+        };
   }
 
   return {
