@@ -146,7 +146,9 @@ describe('WEBSOCKET_MAX_OPERATIONS=3, WEBSOCKET_MAX_MESSAGES_PER_SECOND=20', () 
 
   it('more than twenty messages a second close the socket 1008 (policy violation), with a log line', async () => {
     const socket = await rawSocket(url);
-    socket.send(...Array.from({ length: 25 }, () => ({ type: 'ping' })));
+    // The count is per second from the window's first message: 45 pings have more than 20 on one side of any edge
+    // (25 did not when the acknowledgement came late enough for them to fall across one: CI, under load).
+    socket.send(...Array.from({ length: 45 }, () => ({ type: 'ping' })));
     expect(await socket.closed).toEqual({ code: 1008, reason: 'Too many messages: at most 20 a second' });
     expect(t.logLines.some((line) => line.includes('"cap":"messages"') && line.includes('"limit":20'))).toBe(true);
   });
