@@ -68,14 +68,13 @@ export function createRedisResponseCache(options: RedisResponseCacheOptions): Gu
     }
   }
 
-  /** The answer kept under `key`, past its TTL too; none for a write's placeholder or an older build's (JSON alone). */
+  /** The answer under `key` with its JSON as kept, past its TTL too; none for a placeholder or an older build's. */
   async function read(key: string): Promise<CachedAnswer | undefined> {
     const kept = readStamped(await attempt(() => answers.get(key)));
     return kept === undefined
       ? undefined
       : {
           result: JSON.parse(kept.text) as ExecutionResult,
-          // As kept, what its client is sent: not serialised again.
           json: kept.text,
           expiresAt: kept.expiresAt,
           storedAt: kept.storedAt,
